@@ -1,0 +1,58 @@
+/*
+ * Minimal TAP producer for arbiter's C tests. Header-only; assertions never
+ * vanish in release builds. Usage: ok(cond, "name"), is_int(a, b, "name"),
+ * is_str(a, b, "name"), then `return tap_done();` from main.
+ */
+#ifndef ARBITER_TAP_H
+#define ARBITER_TAP_H
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int tap_count;
+static int tap_failed;
+
+__attribute__((format(printf, 2, 3), unused))
+static int tap_ok(int cond, const char *fmt, ...)
+{
+	va_list ap;
+	tap_count++;
+	printf("%sok %d - ", cond ? "" : "not ", tap_count);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (!cond)
+		tap_failed++;
+	fflush(stdout);
+	return cond;
+}
+
+#define ok(cond, ...) tap_ok(!!(cond), __VA_ARGS__)
+
+#define is_int(got, want, ...) do { \
+	long long tap_g_ = (long long)(got), tap_w_ = (long long)(want); \
+	if (!tap_ok(tap_g_ == tap_w_, __VA_ARGS__)) \
+		printf("#   got %lld, want %lld (%s:%d)\n", tap_g_, tap_w_, __FILE__, __LINE__); \
+} while (0)
+
+#define is_str(got, want, ...) do { \
+	const char *tap_g_ = (got), *tap_w_ = (want); \
+	int tap_c_ = (tap_g_ && tap_w_) ? !strcmp(tap_g_, tap_w_) : tap_g_ == tap_w_; \
+	if (!tap_ok(tap_c_, __VA_ARGS__)) \
+		printf("#   got \"%s\", want \"%s\" (%s:%d)\n", tap_g_ ? tap_g_ : "(null)", \
+		       tap_w_ ? tap_w_ : "(null)", __FILE__, __LINE__); \
+} while (0)
+
+#define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+__attribute__((unused))
+static int tap_done(void)
+{
+	printf("1..%d\n", tap_count);
+	return tap_failed ? 1 : 0;
+}
+
+#endif

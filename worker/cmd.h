@@ -1,0 +1,14 @@
+/*
+ * Entry points of the `arbiter` subcommands. Each takes the arguments after
+ * `arbiter` (argv[0] is the command name) and returns the process exit code.
+ */
+#ifndef ARBITER_CMD_H
+#define ARBITER_CMD_H
+
+int cmd_score(int argc, char **argv);
+int cmd_validate_spec(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_migrate(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+#endif

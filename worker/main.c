@@ -1,0 +1,44 @@
+/*
+ * arbiter: the command line. Dispatches `arbiter <command> [args]` to the
+ * command's entry point (each lives in worker/cmd_<name>.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct command commands[] = {
+	/* Each command: { "name", cmd_name, "one-line help" }. */
+	{ NULL, NULL, NULL },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: arbiter <command> [options]\n\ncommands:\n");
+	for (const struct command *c = commands; c->name; c++)
+		fprintf(out, "  %-14s %s\n", c->name, c->help);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (const struct command *c = commands; c->name; c++)
+		if (!strcmp(c->name, argv[1]))
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "arbiter: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
