@@ -1,0 +1,31 @@
+/*
+ * Small allocation and string-building helpers shared by every module.
+ * arbiter's out-of-memory policy: allocation failure aborts the process
+ * (like Redis); callers never handle NULL from these functions.
+ */
+#ifndef ARBITER_UTIL_H
+#define ARBITER_UTIL_H
+
+#include <stddef.h>
+
+/* malloc/calloc/realloc/strdup that abort with a message on failure. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+
+/* A growable NUL-terminated byte string. Zero-initialise; strbuf_free releases. */
+struct strbuf {
+	char *buf;
+	size_t len, cap;
+};
+
+/* Appends n bytes of s (may contain NULs; buf stays NUL-terminated). */
+void strbuf_add(struct strbuf *sb, const char *s, size_t n);
+/* Appends printf-formatted text. */
+void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Frees the buffer and zeroes sb; safe on a zeroed strbuf. */
+void strbuf_free(struct strbuf *sb);
+
+#endif
