@@ -1,0 +1,62 @@
+/*
+ * Elo rating maths (CONTRACT §5). The expected score uses pow() in double;
+ * the verified bonus is applied in integer tenths so 23 × 1.1 is exactly 25.3
+ * and rounds the same on every machine.
+ */
+#include "elo.h"
+
+#include <math.h>
+#include <string.h>
+
+int elo_opponent(const char *difficulty, bool has_rating, int rating)
+{
+	static const struct { const char *name; int rating; } table[] = {
+		{ "newcomer", 800 }, { "contender", 1000 }, { "veteran", 1200 }, { "legendary", 1400 },
+	};
+	if (has_rating)
+		return rating;
+	if (!difficulty)
+		return -1;
+	for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+		if (!strcmp(difficulty, table[i].name))
+			return table[i].rating;
+	return -1;
+}
+
+long elo_round(double x)
+{
+	return (long)round(x);    /* C's round() is half away from zero, and exact */
+}
+
+/* round(v / 10) half away from zero, for integer v. */
+static long div10_round(long v)
+{
+	return v >= 0 ? (v + 5) / 10 : -((-v + 5) / 10);
+}
+
+void elo_compute(int rating, int match_count, int opponent, enum elo_outcome o,
+                 bool verified, bool memoryless, int attempt_number, struct elo_update *out)
+{
+	double s = o == ELO_WIN ? 1.0 : o == ELO_DRAW ? 0.5 : 0.0;
+	double e = 1.0 / (1.0 + pow(10.0, (double)(opponent - rating) / 400.0));
+	int k = match_count < 30 ? 32 : 16;
+	long after = elo_round((double)rating + k * (s - e));
+	long change;
+
+	if (after < 100)
+		after = 100;
+	change = after - rating;
+	out->bonus_tenths = 10;
+	if (verified && change > 0) {
+		out->bonus_tenths = (memoryless && attempt_number == 1) ? 12 : 11;
+		change = div10_round(change * out->bonus_tenths);
+		after = rating + change;
+		if (after < 100)
+			after = 100;
+	}
+	out->before = rating;
+	out->after = (int)after;
+	out->change = (int)(after - rating);
+	out->k = k;
+	out->opponent = opponent;
+}

@@ -1,0 +1,504 @@
+/*
+ * Expression parser and evaluator for the `expression` primitive.
+ *
+ * Grammar (whitespace = ASCII space, tab, CR, LF between tokens):
+ *   expr    := sum [ cmpop sum ]                 cmpop: < <= > >= == !=
+ *   sum     := product { ( + | - ) product }     left-associative
+ *   product := unary { ( * | / ) unary }         × (U+00D7) is *, ÷ (U+00F7) is /
+ *   unary   := ( - | + ) unary | primary         − (U+2212) is -
+ *   primary := number | name | func '(' expr { ',' expr } ')' | '(' expr ')'
+ *   number  := digits [ '.' digits* ] | '.' digits        (no exponent)
+ *   func    := min | max | clamp                 (min/max: 1+ args, clamp: exactly 3)
+ * A name followed by '(' is a function call; any other name must be one of the
+ * declared variables. Nesting (parentheses, calls, unary signs) is limited to
+ * EXPR_MAX_DEPTH levels, the source to EXPR_MAX_LEN bytes. A comparison yields
+ * 1 or 0; chaining (`a < b < c`) is rejected rather than given C's surprising
+ * meaning. clamp(x, lo, hi) = min(max(x, lo), hi).
+ *
+ * The tree lives in one node array (children are indices), so a failed parse
+ * frees everything at once. Evaluation is recursive over the tree in double;
+ * x / 0 yields 0 and raises *div_zero. Literals must be finite (a 400-digit
+ * number is a parse error), but arithmetic can still overflow to ±inf or NaN
+ * (e.g. 1e300-sized literals multiplied); the caller's clamp must handle that.
+ */
+#include "expr.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum op {
+	OP_NUM, OP_VAR, OP_NEG,
+	OP_ADD, OP_SUB, OP_MUL, OP_DIV,
+	OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE,
+	OP_MIN, OP_MAX, OP_CLAMP,
+};
+
+struct node {
+	enum op op;
+	uint32_t a, b;      /* binary: children; NEG: a; VAR: a = index; calls: args[a..a+b) */
+	double num;         /* OP_NUM */
+};
+
+struct expr {
+	struct node *nodes;
+	size_t nnodes, capnodes;
+	uint32_t *args;     /* argument node indices of calls */
+	size_t nargs, capargs;
+	uint32_t root;
+};
+
+struct parser {
+	const char *src;
+	size_t pos, len;
+	const char *const *vars;
+	size_t nvars;
+	int depth;
+	struct expr *e;
+	char *err;
+	size_t errlen;
+	bool failed;
+};
+
+__attribute__((format(printf, 3, 4)))
+static void fail_at(struct parser *p, size_t at, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	if (p->failed)
+		return;
+	p->failed = true;
+	if (!p->err || p->errlen == 0)
+		return;
+	n = snprintf(p->err, p->errlen, "position %zu: ", at + 1);
+	if (n < 0 || (size_t)n >= p->errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+static uint32_t add_node(struct parser *p, enum op op, uint32_t a, uint32_t b, double num)
+{
+	struct expr *e = p->e;
+	if (e->nnodes == e->capnodes) {
+		e->capnodes = e->capnodes ? e->capnodes * 2 : 16;
+		e->nodes = xrealloc(e->nodes, e->capnodes * sizeof *e->nodes);
+	}
+	e->nodes[e->nnodes] = (struct node){ .op = op, .a = a, .b = b, .num = num };
+	return (uint32_t)e->nnodes++;
+}
+
+static void skip_ws(struct parser *p)
+{
+	while (p->pos < p->len) {
+		char c = p->src[p->pos];
+		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+			break;
+		p->pos++;
+	}
+}
+
+/* True (and consumes it) if the source at pos starts with the literal s. */
+static bool eat(struct parser *p, const char *s)
+{
+	size_t n = strlen(s);
+	if (p->len - p->pos >= n && !memcmp(p->src + p->pos, s, n)) {
+		p->pos += n;
+		return true;
+	}
+	return false;
+}
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+
+/* Describes what is at the current position for an error message. */
+static void describe(const struct parser *p, char *buf, size_t n)
+{
+	unsigned char c;
+	if (p->pos >= p->len) {
+		snprintf(buf, n, "end of expression");
+		return;
+	}
+	c = (unsigned char)p->src[p->pos];
+	if (c > 0x20 && c < 0x7F)
+		snprintf(buf, n, "'%c'", c);
+	else
+		snprintf(buf, n, "byte 0x%02X", c);
+}
+
+static void fail_expected(struct parser *p, const char *what)
+{
+	char got[32];
+	describe(p, got, sizeof got);
+	fail_at(p, p->pos, "expected %s, found %s", what, got);
+}
+
+static uint32_t parse_expr(struct parser *p);
+
+static bool enter(struct parser *p, size_t at)
+{
+	if (++p->depth > EXPR_MAX_DEPTH) {
+		fail_at(p, at, "nesting deeper than %d levels", EXPR_MAX_DEPTH);
+		return false;
+	}
+	return true;
+}
+
+static uint32_t parse_number(struct parser *p)
+{
+	size_t start = p->pos, end = p->pos;
+	char buf[EXPR_MAX_LEN + 1];
+	bool digits = false;
+	double v;
+
+	while (end < p->len && is_digit(p->src[end])) {
+		end++;
+		digits = true;
+	}
+	if (end < p->len && p->src[end] == '.') {
+		end++;
+		while (end < p->len && is_digit(p->src[end])) {
+			end++;
+			digits = true;
+		}
+	}
+	if (!digits) {
+		fail_at(p, start, "expected digits in number");
+		return 0;
+	}
+	if (end < p->len && (is_name_char(p->src[end]) || p->src[end] == '.')) {
+		fail_at(p, end, "malformed number");
+		return 0;
+	}
+	/* strtod reads '.' as the decimal point: arbiter never changes LC_NUMERIC from "C". */
+	memcpy(buf, p->src + start, end - start);
+	buf[end - start] = '\0';
+	v = strtod(buf, NULL);
+	if (!isfinite(v)) {
+		fail_at(p, start, "number out of range");
+		return 0;
+	}
+	p->pos = end;
+	return add_node(p, OP_NUM, 0, 0, v);
+}
+
+static uint32_t parse_call(struct parser *p, enum op op, size_t at)
+{
+	uint32_t *local = NULL, first;
+	size_t n = 0, cap = 0;
+	struct expr *e = p->e;
+
+	/* The '(' was consumed by the caller. Arguments are gathered in a temporary array
+	 * because nested calls add their own arguments to e->args first. */
+	if (!enter(p, at))
+		return 0;
+	for (;;) {
+		uint32_t arg = parse_expr(p);
+		if (p->failed)
+			goto fail;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 4;
+			local = xrealloc(local, cap * sizeof *local);
+		}
+		local[n++] = arg;
+		skip_ws(p);
+		if (eat(p, ","))
+			continue;
+		if (eat(p, ")"))
+			break;
+		fail_expected(p, "',' or ')'");
+		goto fail;
+	}
+	p->depth--;
+	if (op == OP_CLAMP && n != 3) {
+		fail_at(p, at, "clamp takes 3 arguments (x, lo, hi), got %zu", n);
+		goto fail;
+	}
+	if (e->nargs + n > e->capargs) {
+		while (e->nargs + n > e->capargs)
+			e->capargs = e->capargs ? e->capargs * 2 : 16;
+		e->args = xrealloc(e->args, e->capargs * sizeof *e->args);
+	}
+	first = (uint32_t)e->nargs;
+	memcpy(e->args + e->nargs, local, n * sizeof *local);
+	e->nargs += n;
+	free(local);
+	return add_node(p, op, first, (uint32_t)n, 0);
+fail:
+	free(local);
+	return 0;
+}
+
+static uint32_t parse_primary(struct parser *p)
+{
+	size_t at;
+	skip_ws(p);
+	at = p->pos;
+	if (p->pos >= p->len) {
+		fail_expected(p, "a number, a variable, '(' or '-'");
+		return 0;
+	}
+	if (is_digit(p->src[p->pos]) || p->src[p->pos] == '.')
+		return parse_number(p);
+	if (eat(p, "(")) {
+		uint32_t r;
+		if (!enter(p, at))
+			return 0;
+		r = parse_expr(p);
+		if (p->failed)
+			return 0;
+		skip_ws(p);
+		if (!eat(p, ")")) {
+			fail_expected(p, "')'");
+			return 0;
+		}
+		p->depth--;
+		return r;
+	}
+	if (is_name_start(p->src[p->pos])) {
+		size_t end = p->pos, n;
+		const char *name = p->src + p->pos;
+		while (end < p->len && is_name_char(p->src[end]))
+			end++;
+		n = end - p->pos;
+		p->pos = end;
+		skip_ws(p);
+		if (eat(p, "(")) {
+			if (n == 3 && !memcmp(name, "min", 3))
+				return parse_call(p, OP_MIN, at);
+			if (n == 3 && !memcmp(name, "max", 3))
+				return parse_call(p, OP_MAX, at);
+			if (n == 5 && !memcmp(name, "clamp", 5))
+				return parse_call(p, OP_CLAMP, at);
+			fail_at(p, at, "unknown function '%.*s' (known: min, max, clamp)",
+			        (int)(n > 64 ? 64 : n), name);
+			return 0;
+		}
+		for (size_t i = 0; i < p->nvars; i++)
+			if (p->vars[i] && strlen(p->vars[i]) == n && !memcmp(p->vars[i], name, n))
+				return add_node(p, OP_VAR, (uint32_t)i, 0, 0);
+		fail_at(p, at, "unknown variable '%.*s'%s", (int)(n > 64 ? 64 : n), name,
+		        n > 64 ? "..." : "");
+		return 0;
+	}
+	fail_expected(p, "a number, a variable, '(' or '-'");
+	return 0;
+}
+
+static uint32_t parse_unary(struct parser *p)
+{
+	size_t at;
+	skip_ws(p);
+	at = p->pos;
+	if (eat(p, "-") || eat(p, "\xE2\x88\x92")) {
+		uint32_t r;
+		if (!enter(p, at))
+			return 0;
+		r = parse_unary(p);
+		if (p->failed)
+			return 0;
+		p->depth--;
+		return add_node(p, OP_NEG, r, 0, 0);
+	}
+	if (eat(p, "+")) {
+		uint32_t r;
+		if (!enter(p, at))
+			return 0;
+		r = parse_unary(p);
+		p->depth--;
+		return r;
+	}
+	return parse_primary(p);
+}
+
+static uint32_t parse_product(struct parser *p)
+{
+	uint32_t l = parse_unary(p);
+	while (!p->failed) {
+		enum op op;
+		skip_ws(p);
+		if (eat(p, "*") || eat(p, "\xC3\x97"))
+			op = OP_MUL;
+		else if (eat(p, "/") || eat(p, "\xC3\xB7"))
+			op = OP_DIV;
+		else
+			break;
+		uint32_t r = parse_unary(p);
+		if (p->failed)
+			break;
+		l = add_node(p, op, l, r, 0);
+	}
+	return l;
+}
+
+static uint32_t parse_sum(struct parser *p)
+{
+	uint32_t l = parse_product(p);
+	while (!p->failed) {
+		enum op op;
+		skip_ws(p);
+		if (eat(p, "+"))
+			op = OP_ADD;
+		else if (eat(p, "-") || eat(p, "\xE2\x88\x92"))
+			op = OP_SUB;
+		else
+			break;
+		uint32_t r = parse_product(p);
+		if (p->failed)
+			break;
+		l = add_node(p, op, l, r, 0);
+	}
+	return l;
+}
+
+/* Reads a comparison operator at pos; 0 if none. */
+static bool eat_cmp(struct parser *p, enum op *op)
+{
+	if (eat(p, "<="))      *op = OP_LE;
+	else if (eat(p, ">=")) *op = OP_GE;
+	else if (eat(p, "==")) *op = OP_EQ;
+	else if (eat(p, "!=")) *op = OP_NE;
+	else if (eat(p, "<"))  *op = OP_LT;
+	else if (eat(p, ">"))  *op = OP_GT;
+	else return false;
+	return true;
+}
+
+static uint32_t parse_expr(struct parser *p)
+{
+	uint32_t l = parse_sum(p), r;
+	enum op op;
+	size_t at;
+	if (p->failed)
+		return 0;
+	skip_ws(p);
+	if (!eat_cmp(p, &op))
+		return l;
+	r = parse_sum(p);
+	if (p->failed)
+		return 0;
+	l = add_node(p, op, l, r, 0);
+	skip_ws(p);
+	at = p->pos;
+	if (eat_cmp(p, &op)) {
+		fail_at(p, at, "comparisons cannot be chained; use parentheses");
+		return 0;
+	}
+	return l;
+}
+
+int expr_parse(const char *src, const char *const *vars, size_t nvars, struct expr **out,
+               char *err, size_t errlen)
+{
+	struct parser p = { .src = src, .vars = vars, .nvars = nvars, .err = err, .errlen = errlen };
+	uint32_t root;
+
+	*out = NULL;
+	if (err && errlen)
+		err[0] = '\0';
+	if (!src) {
+		fail_at(&p, 0, "no expression");
+		return -1;
+	}
+	p.len = strnlen(src, EXPR_MAX_LEN + 1);
+	if (p.len > EXPR_MAX_LEN) {
+		fail_at(&p, EXPR_MAX_LEN, "expression longer than %d bytes", EXPR_MAX_LEN);
+		return -1;
+	}
+	p.e = xcalloc(1, sizeof *p.e);
+	root = parse_expr(&p);
+	if (!p.failed) {
+		skip_ws(&p);
+		if (p.pos < p.len) {
+			const char *what = p.src[p.pos] == '=' ? "an operator ('=' is not one; use '==')"
+			                                      : "an operator or the end";
+			fail_expected(&p, what);
+		}
+	}
+	if (p.failed) {
+		expr_free(p.e);
+		return -1;
+	}
+	p.e->root = root;
+	*out = p.e;
+	return 0;
+}
+
+static double eval_node(const struct expr *e, uint32_t i, const double *values, int *dz)
+{
+	const struct node *n = &e->nodes[i];
+	double x, y;
+
+	switch (n->op) {
+	case OP_NUM:
+		return n->num;
+	case OP_VAR:
+		return values[n->a];
+	case OP_NEG:
+		return -eval_node(e, n->a, values, dz);
+	case OP_MIN:
+	case OP_MAX:
+		x = eval_node(e, e->args[n->a], values, dz);
+		for (uint32_t k = 1; k < n->b; k++) {
+			y = eval_node(e, e->args[n->a + k], values, dz);
+			if (n->op == OP_MIN ? y < x : y > x)
+				x = y;
+		}
+		return x;
+	case OP_CLAMP: {
+		double v = eval_node(e, e->args[n->a], values, dz);
+		double lo = eval_node(e, e->args[n->a + 1], values, dz);
+		double hi = eval_node(e, e->args[n->a + 2], values, dz);
+		if (v < lo)
+			v = lo;
+		if (v > hi)
+			v = hi;
+		return v;
+	}
+	default:
+		break;
+	}
+	x = eval_node(e, n->a, values, dz);
+	y = eval_node(e, n->b, values, dz);
+	switch (n->op) {
+	case OP_ADD: return x + y;
+	case OP_SUB: return x - y;
+	case OP_MUL: return x * y;
+	case OP_DIV:
+		if (y == 0.0) {
+			if (dz)
+				*dz = 1;
+			return 0.0;
+		}
+		return x / y;
+	case OP_LT: return x < y;
+	case OP_LE: return x <= y;
+	case OP_GT: return x > y;
+	case OP_GE: return x >= y;
+	case OP_EQ: return x == y;
+	case OP_NE: return x != y;
+	default: return 0.0;
+	}
+}
+
+double expr_eval(const struct expr *e, const double *values, int *div_zero)
+{
+	return eval_node(e, e->root, values, div_zero);
+}
+
+void expr_free(struct expr *e)
+{
+	if (!e)
+		return;
+	free(e->nodes);
+	free(e->args);
+	free(e);
+}

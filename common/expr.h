@@ -1,0 +1,33 @@
+/*
+ * Expression language of the `expression` primitive (CONTRACT §3): decimal
+ * numbers, declared variables, + - * / (also × ÷), unary minus, parentheses,
+ * min(a, ...), max(a, ...), clamp(x, lo, hi) and comparisons (< <= > >= == !=,
+ * yielding 1 or 0; a comparison's operands may not themselves be bare comparisons,
+ * so `a < b < c` is rejected). A recursive-descent parser builds an immutable
+ * tree; there is no eval of source text. Evaluation is in double. Pure: no I/O.
+ */
+#ifndef ARBITER_EXPR_H
+#define ARBITER_EXPR_H
+
+#include <stddef.h>
+
+#define EXPR_MAX_DEPTH 64      /* nesting limit (parentheses, calls, unary minus) */
+#define EXPR_MAX_LEN   4096    /* source length limit in bytes */
+
+struct expr;
+/* Parses `src` using only the names in vars[0..nvars). Depth limit 64, length limit 4096.
+ * -1 with a message naming the position on error.
+ * src is NUL-terminated. On success returns 0 and *out owns a tree (free with expr_free);
+ * it does not reference src or vars. On error returns -1, *out = NULL, and err (if errlen > 0)
+ * gets "position P: <what>", P being the 1-based byte offset of the offending token (the
+ * source length + 1 when the text ended too early). */
+int expr_parse(const char *src, const char *const *vars, size_t nvars, struct expr **out,
+               char *err, size_t errlen);
+/* Evaluates with values[i] bound to vars[i]. *div_zero set to 1 if a division by zero
+ * happened (that division yields 0). Result is NOT clamped (the primitive clamps).
+ * div_zero may be NULL; it is only ever set to 1, never cleared. */
+double expr_eval(const struct expr *e, const double *values, int *div_zero);
+/* Frees the tree; NULL is ok. */
+void expr_free(struct expr *e);
+
+#endif

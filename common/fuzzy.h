@@ -1,0 +1,28 @@
+/*
+ * Fuzzy string comparison for the `fuzzy_string` primitive (CONTRACT §3).
+ * Text is normalised (UTF-8 → NFKC → case folding → Unicode whitespace runs
+ * collapsed to one space, trimmed) and compared in code points with a
+ * bit-parallel Levenshtein distance (Myers 1999, Hyyrö's blocked variant for
+ * patterns longer than 64; an AVX2 wavefront over 8 blocks when the CPU has it).
+ * Memory is O(n + m + alphabet size). Pure: no I/O.
+ */
+#ifndef ARBITER_FUZZY_H
+#define ARBITER_FUZZY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* NFKC + case fold + whitespace runs → one space, trimmed. *cps is malloc'd (caller frees).
+ * Returns 0, or -1 on invalid UTF-8 (then *cps is NULL and *n is 0). */
+int fuzzy_normalize(const char *s, size_t len, int32_t **cps, size_t *n);
+/* Levenshtein distance (insert, delete, substitute; each costs 1) between two code-point
+ * sequences. Either may be NULL when its length is 0. Time O(⌈min/64⌉·max), memory O(n+m+σ). */
+size_t fuzzy_levenshtein(const int32_t *a, size_t na, const int32_t *b, size_t nb);
+/* The same distance computed without SIMD (fuzzy_levenshtein uses AVX2 when the CPU has it);
+ * for tests and benchmarks. */
+size_t fuzzy_levenshtein_portable(const int32_t *a, size_t na, const int32_t *b, size_t nb);
+/* 1000 × (1 − lev/max(len)), rounded half up exactly; both empty → 1000. -1 on invalid UTF-8.
+ * Returns 0 with *score in 0..1000, or -1 (then *score is untouched). */
+int fuzzy_score(const char *a, size_t alen, const char *b, size_t blen, int *score);
+
+#endif
