@@ -1,0 +1,577 @@
+/*
+ * The scoring primitives of CONTRACT §3 (see prim.h). Fractions that are
+ * ratios of integers or of exact decimals are rounded half up with integer
+ * arithmetic (unsigned __int128); only irreducibly floating cases (time_decay
+ * with a curve other than 1, exponent spreads beyond 10^36) use long double.
+ */
+#include "prim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzzy.h"
+#include "jcanon.h"
+#include "util.h"
+
+typedef unsigned __int128 u128;
+typedef __int128 i128;
+
+#define U128_LIMIT ((u128)1 << 120)     /* operands of exact ratios stay below this */
+
+static const char *const prim_names[] = {
+	[PRIM_NONE] = "",
+	[PRIM_EXACT_MATCH] = "exact_match",
+	[PRIM_EXACT_MATCH_RATIO] = "exact_match_ratio",
+	[PRIM_NUMERIC_TOLERANCE] = "numeric_tolerance",
+	[PRIM_FUZZY_STRING] = "fuzzy_string",
+	[PRIM_TIME_DECAY] = "time_decay",
+	[PRIM_COVERAGE_RATIO] = "coverage_ratio",
+	[PRIM_SET_OVERLAP] = "set_overlap",
+	[PRIM_TOKEN_EFFICIENCY] = "token_efficiency",
+	[PRIM_CALL_EFFICIENCY] = "call_efficiency",
+	[PRIM_EXPRESSION] = "expression",
+};
+
+int prim_kind_from_name(const char *name, enum prim_kind *out)
+{
+	for (size_t i = 1; i < sizeof prim_names / sizeof prim_names[0]; i++)
+		if (!strcmp(name, prim_names[i])) {
+			*out = (enum prim_kind)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *prim_kind_name(enum prim_kind k)
+{
+	if ((size_t)k >= sizeof prim_names / sizeof prim_names[0])
+		return "";
+	return prim_names[k];
+}
+
+bool prim_reads_fields(enum prim_kind k)
+{
+	switch (k) {
+	case PRIM_EXACT_MATCH: case PRIM_EXACT_MATCH_RATIO: case PRIM_NUMERIC_TOLERANCE:
+	case PRIM_FUZZY_STRING: case PRIM_COVERAGE_RATIO: case PRIM_SET_OVERLAP:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* ---- rounding ---------------------------------------------------------- */
+
+int prim_permille_ratio(u128 num, u128 den)
+{
+	if (den == 0)
+		return 0;
+	if (num >= den)
+		return 1000;
+	/* Keep 10·den representable: scale both down (only for absurd operands). */
+	while (den >= ((u128)1 << 124)) {
+		num >>= 1;
+		den >>= 1;
+	}
+	u128 r = num;
+	int q = 0;
+	for (int k = 0; k < 3; k++) {
+		r *= 10;
+		q = q * 10 + (int)(r / den);
+		r %= den;
+	}
+	if (r * 2 >= den)   /* half up */
+		q++;
+	return q > 1000 ? 1000 : q;
+}
+
+int prim_permille_double(long double x)
+{
+	if (!(x > 0))   /* also NaN */
+		return 0;
+	if (x >= 1)
+		return 1000;
+	long double v = floorl(x * 1000.0L + 0.5L + 1e-9L);
+	if (v < 0)
+		return 0;
+	if (v > 1000)
+		return 1000;
+	return (int)v;
+}
+
+static void set_err(struct prim_err *e, int side, const char *fmt, const char *arg)
+{
+	if (!e)
+		return;
+	e->side = side;
+	snprintf(e->why, sizeof e->why, fmt, arg);
+}
+
+static const char *tname(const json_t *v)
+{
+	if (!v)
+		return "missing";
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: case JSON_REAL: return "a number";
+	case JSON_TRUE: case JSON_FALSE: return "a boolean";
+	default: return "null";
+	}
+}
+
+static bool need_array(const json_t *got, const json_t *want, struct prim_err *err)
+{
+	if (!json_is_array(got)) {
+		set_err(err, 0, "submitted value is %s, not an array", tname(got));
+		return false;
+	}
+	if (!json_is_array(want)) {
+		set_err(err, 1, "ground-truth value is %s, not an array", tname(want));
+		return false;
+	}
+	return true;
+}
+
+/* ---- exact_match, exact_match_ratio -------------------------------------- */
+
+int prim_exact_match(const json_t *got, const json_t *want, bool fold_case)
+{
+	return jcanon_equal(got, want, fold_case) ? 1000 : 0;
+}
+
+int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_err *err)
+{
+	if (!need_array(got, want, err))
+		return PRIM_BAD;
+	size_t ng = json_array_size(got), nw = json_array_size(want);
+	if (nw == 0)
+		return ng == 0 ? 1000 : 0;
+	size_t n = ng < nw ? ng : nw, hits = 0;
+	for (size_t i = 0; i < n; i++)
+		hits += jcanon_equal(json_array_get(got, i), json_array_get(want, i), false);
+	return prim_permille_ratio(hits, nw);
+}
+
+/* ---- numeric_tolerance --------------------------------------------------- */
+
+/* A non-negative decimal m × 10^e with a wide mantissa (at most 38 digits). */
+struct wd {
+	u128 m;
+	int e;
+};
+
+static int ndig(u128 v)
+{
+	int n = 1;
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+static u128 p10(int k)
+{
+	u128 r = 1;
+	while (k-- > 0)
+		r *= 10;
+	return r;
+}
+
+static u128 uabs64(int64_t m)
+{
+	return m < 0 ? (u128)(-(i128)m) : (u128)m;
+}
+
+static int wd_cmp(struct wd a, struct wd b)
+{
+	if (a.m == 0 || b.m == 0)
+		return (a.m != 0) - (b.m != 0);
+	int da = ndig(a.m), db = ndig(b.m);
+	long aa = (long)a.e + da, ab = (long)b.e + db;
+	if (aa != ab)
+		return aa < ab ? -1 : 1;
+	while (da < db) {
+		a.m *= 10;
+		da++;
+	}
+	while (db < da) {
+		b.m *= 10;
+		db++;
+	}
+	return (a.m > b.m) - (a.m < b.m);
+}
+
+/* Aligns a and b to the smaller exponent; false if a mantissa would reach 2^120. */
+static bool wd_align(struct wd a, struct wd b, u128 *ma, u128 *mb)
+{
+	if (a.m == 0)
+		a.e = b.e;
+	if (b.m == 0)
+		b.e = a.e;
+	int e = a.e < b.e ? a.e : b.e;
+	int sa = a.e - e, sb = b.e - e;
+	if ((a.m && ndig(a.m) + sa > 36) || (b.m && ndig(b.m) + sb > 36))
+		return false;
+	*ma = a.m * p10(sa);
+	*mb = b.m * p10(sb);
+	return true;
+}
+
+/* |a − b| exactly, or false when the exponent spread is too wide. */
+static bool diff_exact(const struct dec_num *a, const struct dec_num *b, struct wd *d)
+{
+	struct dec_num x = *a, y = *b;
+	if (x.m == 0)
+		x.e = y.e;
+	if (y.m == 0)
+		y.e = x.e;
+	int e = x.e < y.e ? x.e : y.e;
+	int sx = x.e - e, sy = y.e - e;
+	if ((x.m && ndig(uabs64(x.m)) + sx > 37) || (y.m && ndig(uabs64(y.m)) + sy > 37))
+		return false;
+	i128 X = (i128)x.m * (i128)p10(sx), Y = (i128)y.m * (i128)p10(sy);
+	i128 D = X - Y;
+	d->m = D < 0 ? (u128)(-D) : (u128)D;
+	d->e = e;
+	return true;
+}
+
+static u128 gcd128(u128 a, u128 b)
+{
+	while (b) {
+		u128 t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* One element's fraction: exact as p/q when possible (*exact), and as long double. */
+struct frac {
+	bool exact;
+	u128 p, q;
+	long double ld;
+};
+
+static void element_fraction(const struct dec_num *a, const struct dec_num *b,
+                             const struct dec_num *tol, bool linear, struct frac *f)
+{
+	struct wd T = { uabs64(tol->m), tol->e }, D = { 0, 0 };
+	bool have_d = diff_exact(a, b, &D);
+	long double ld_d = fabsl(dec_num_ld(a) - dec_num_ld(b)), ld_t = dec_num_ld(tol);
+	bool within = have_d ? wd_cmp(D, T) <= 0 : ld_d <= ld_t;
+	f->exact = have_d;
+	if (within) {
+		f->p = f->q = 1;
+		f->ld = 1;
+		return;
+	}
+	f->p = 0;
+	f->q = 1;
+	f->ld = 0;
+	if (!linear || T.m == 0)
+		return;
+	/* 1 − (d − t)/(4t) = (5t − d)/(4t), floored at 0. */
+	struct wd T5 = { T.m * 5, T.e };
+	if (have_d) {
+		if (wd_cmp(D, T5) >= 0)
+			return;
+		u128 md, mt;
+		if (wd_align(D, T, &md, &mt)) {
+			u128 p = mt * 5 - md, q = mt * 4, g = gcd128(p, q);
+			f->p = p / g;
+			f->q = q / g;
+			f->ld = (long double)f->p / (long double)f->q;
+			return;
+		}
+	}
+	f->exact = false;
+	long double x = (5 * ld_t - ld_d) / (4 * ld_t);
+	f->ld = x > 0 ? x : 0;
+}
+
+/* acc += f, exactly; false on overflow. */
+static bool frac_add(u128 *ap, u128 *aq, u128 p, u128 q)
+{
+	if (p == 0)
+		return true;
+	u128 g = gcd128(*aq, q);
+	u128 qa = *aq / g, qb = q / g;   /* lcm = aq * qb */
+	u128 np, t1, t2, nq;
+	if (__builtin_mul_overflow(*ap, qb, &t1) || __builtin_mul_overflow(p, qa, &t2) ||
+	    __builtin_add_overflow(t1, t2, &np) || __builtin_mul_overflow(*aq, qb, &nq))
+		return false;
+	if (np >= U128_LIMIT || nq >= U128_LIMIT)
+		return false;
+	g = gcd128(np, nq);
+	*ap = np / g;
+	*aq = nq / g;
+	return true;
+}
+
+int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
+                           bool linear, int *nbad, struct prim_err *err)
+{
+	struct dec_num a, b;
+	if (nbad)
+		*nbad = 0;
+	if (json_is_number(want)) {
+		if (!json_is_number(got)) {
+			set_err(err, 0, "submitted value is %s, not a number", tname(got));
+			return PRIM_BAD;
+		}
+		struct frac f;
+		dec_num_from_json(got, &a);
+		dec_num_from_json(want, &b);
+		element_fraction(&a, &b, tol, linear, &f);
+		return f.exact ? prim_permille_ratio(f.p, f.q) : prim_permille_double(f.ld);
+	}
+	if (!json_is_array(want)) {
+		set_err(err, 1, "ground-truth value is %s, not a number or an array", tname(want));
+		return PRIM_BAD;
+	}
+	if (!json_is_array(got)) {
+		set_err(err, 0, "submitted value is %s, not an array", tname(got));
+		return PRIM_BAD;
+	}
+	size_t n = json_array_size(want), ng = json_array_size(got);
+	if (n == 0)
+		return ng == 0 ? 1000 : 0;
+	u128 sp = 0, sq = 1;
+	bool exact = true;
+	long double sld = 0;
+	int bad = 0;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *w = json_array_get(want, i), *g = i < ng ? json_array_get(got, i) : NULL;
+		if (!json_is_number(w) || !json_is_number(g)) {
+			bad++;
+			continue;
+		}
+		struct frac f;
+		dec_num_from_json(g, &a);
+		dec_num_from_json(w, &b);
+		element_fraction(&a, &b, tol, linear, &f);
+		sld += f.ld;
+		if (exact && (!f.exact || !frac_add(&sp, &sq, f.p, f.q)))
+			exact = false;
+	}
+	if (nbad)
+		*nbad = bad;
+	u128 den;
+	if (exact && !__builtin_mul_overflow(sq, (u128)n, &den) && den < U128_LIMIT)
+		return prim_permille_ratio(sp, den);
+	return prim_permille_double(sld / (long double)n);
+}
+
+/* ---- fuzzy_string ------------------------------------------------------ */
+
+int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err)
+{
+	if (!json_is_string(got)) {
+		set_err(err, 0, "submitted value is %s, not a string", tname(got));
+		return PRIM_BAD;
+	}
+	if (!json_is_string(want)) {
+		set_err(err, 1, "ground-truth value is %s, not a string", tname(want));
+		return PRIM_BAD;
+	}
+	int score;
+	if (fuzzy_score(json_string_value(got), json_string_length(got), json_string_value(want),
+	                json_string_length(want), &score) < 0) {
+		set_err(err, 0, "%s", "text is not valid UTF-8");
+		return PRIM_BAD;
+	}
+	return score;
+}
+
+/* ---- sets: coverage_ratio, set_overlap ----------------------------------- */
+
+struct set {
+	char **items;
+	size_t n;
+	struct strbuf buf;
+};
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Canonical texts of arr's items, sorted and deduplicated. Canonical texts hold no NUL
+ * (strings escape it as \u0000), so strcmp is exact. */
+static void set_build(const json_t *arr, struct set *s)
+{
+	size_t n = json_array_size(arr);
+	size_t *off = xcalloc(n ? n : 1, sizeof *off);
+	memset(&s->buf, 0, sizeof s->buf);
+	for (size_t i = 0; i < n; i++) {
+		off[i] = s->buf.len;
+		jcanon_dump(json_array_get(arr, i), &s->buf);
+		strbuf_add(&s->buf, "", 1);   /* NUL separator */
+	}
+	s->items = xcalloc(n ? n : 1, sizeof *s->items);
+	for (size_t i = 0; i < n; i++)
+		s->items[i] = s->buf.buf + off[i];
+	free(off);
+	qsort(s->items, n, sizeof *s->items, str_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u == 0 || strcmp(s->items[u - 1], s->items[i]))
+			s->items[u++] = s->items[i];
+	s->n = u;
+}
+
+static void set_free(struct set *s)
+{
+	free(s->items);
+	strbuf_free(&s->buf);
+}
+
+static size_t set_common(const struct set *a, const struct set *b)
+{
+	size_t i = 0, j = 0, c = 0;
+	while (i < a->n && j < b->n) {
+		int r = strcmp(a->items[i], b->items[j]);
+		if (r == 0) {
+			c++;
+			i++;
+			j++;
+		} else if (r < 0) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+	return c;
+}
+
+int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *err)
+{
+	if (!need_array(got, want, err))
+		return PRIM_BAD;
+	if (json_array_size(want) == 0)
+		return 1000;
+	struct set a, b;
+	set_build(got, &a);
+	set_build(want, &b);
+	size_t c = set_common(&a, &b);
+	int score = prim_permille_ratio(c, b.n);
+	set_free(&a);
+	set_free(&b);
+	return score;
+}
+
+int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err)
+{
+	if (!need_array(got, want, err))
+		return PRIM_BAD;
+	struct set a, b;
+	set_build(got, &a);
+	set_build(want, &b);
+	size_t c = set_common(&a, &b);
+	int score;
+	if (a.n == 0 && b.n == 0)
+		score = 1000;
+	else if (jaccard)
+		score = prim_permille_ratio(c, a.n + b.n - c);
+	else
+		score = b.n == 0 ? 0 : prim_permille_ratio(c, b.n);
+	set_free(&a);
+	set_free(&b);
+	return score;
+}
+
+/* ---- time_decay, efficiency ------------------------------------------------ */
+
+int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double curve)
+{
+	if (elapsed_ms < 0)
+		return 1000;
+	if (limit_secs->m <= 0)
+		return 0;
+	/* L in ms = m × 10^(e+3). Fraction = (Lms − t)/Lms. */
+	u128 p = 0, q = 0;
+	bool exact = false;
+	int k = limit_secs->e + 3;
+	u128 m = (u128)limit_secs->m;
+	if (k >= 0) {
+		if (ndig(m) + k <= 36) {
+			q = m * p10(k);
+			p = (u128)elapsed_ms >= q ? 0 : q - (u128)elapsed_ms;
+			exact = true;
+		}
+	} else if (-k <= 18) {
+		u128 t = (u128)elapsed_ms * p10(-k);   /* t in units of 10^k ms */
+		q = m;
+		p = t >= q ? 0 : q - t;
+		exact = true;
+	}
+	if (curve == 1.0) {
+		if (exact)
+			return prim_permille_ratio(p, q);
+		long double x = 1.0L - (long double)elapsed_ms / (dec_num_ld(limit_secs) * 1000.0L);
+		return prim_permille_double(x);
+	}
+	long double base = exact ? (long double)p / (long double)q
+	                         : 1.0L - (long double)elapsed_ms / (dec_num_ld(limit_secs) * 1000.0L);
+	if (base <= 0)
+		return 0;
+	return prim_permille_double(powl(base, (long double)curve));
+}
+
+int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err)
+{
+	int64_t c;
+	if (json_is_integer(count)) {
+		c = (int64_t)json_integer_value(count);
+	} else if (json_is_real(count)) {
+		double d = json_real_value(count);
+		if (d != floor(d) || d < 0 || d >= 9.2e18) {
+			set_err(err, 0, "%s", "count is not a non-negative integer");
+			return PRIM_BAD;
+		}
+		c = (int64_t)d;
+	} else {
+		set_err(err, 0, "count is %s, not a number", tname(count));
+		return PRIM_BAD;
+	}
+	if (c < 0) {
+		set_err(err, 0, "%s", "count is negative");
+		return PRIM_BAD;
+	}
+	if (budget <= 0)
+		return c == 0 ? 1000 : 0;
+	if (c >= budget)
+		return 0;
+	return prim_permille_ratio((u128)(budget - c), (u128)budget);
+}
+
+bool prim_has_long_string(const json_t *v, size_t max_bytes)
+{
+	if (!v)
+		return false;
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		return json_string_length(v) > max_bytes;
+	case JSON_ARRAY:
+		for (size_t i = 0; i < json_array_size(v); i++)
+			if (prim_has_long_string(json_array_get(v, i), max_bytes))
+				return true;
+		return false;
+	case JSON_OBJECT:
+		for (void *it = json_object_iter((json_t *)v); it;
+		     it = json_object_iter_next((json_t *)v, it)) {
+			if (json_object_iter_key_len(it) > max_bytes ||
+			    prim_has_long_string(json_object_iter_value(it), max_bytes))
+				return true;
+		}
+		return false;
+	default:
+		return false;
+	}
+}

@@ -1,0 +1,62 @@
+/*
+ * Evaluation of a scoring spec against one submission (CONTRACT §3): the
+ * primitives per dimension, gates in topological order, exact weighted total,
+ * result, verified-trajectory check, constraint violations, and the result
+ * JSON. Deterministic: never reads the clock. Pure: no I/O.
+ */
+#ifndef ARBITER_SCORE_H
+#define ARBITER_SCORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dec.h"
+#include "spec.h"
+
+#define SCORE_DEFAULT_MAX_STRING_BYTES ((size_t)1 << 20)
+
+struct score_match {            /* §8 --match; all optional */
+	bool has_times; int64_t started_at_ms, submitted_at_ms;
+	int time_limit_secs;        /* the challenge's; 0 = unknown */
+	bool memoryless; int attempt_number;
+};
+/* From the test-suite / custom-script evaluator. A dimension scored externally whose key is
+ * not in keys scores 0 and score_eval adds the warning itself. */
+struct score_ext {
+	size_t n; const char **keys; const int *scores;  /* per-dimension 0..1000 */
+	json_t *extra;              /* borrowed object merged into the result ("tests", "compile") */
+	json_t *warnings;           /* borrowed array appended to submission_warnings, may be NULL */
+};
+struct score_limits { size_t max_string_bytes; /* default 1 MiB */ };
+struct score_dim { char key[33]; int score; dec6 weight; dec6 weighted; json_t *detail; /* owned, may be NULL */ };
+enum score_outcome { SCORE_WIN, SCORE_DRAW, SCORE_LOSS };
+struct score_result {
+	int score; enum score_outcome result; bool verified;
+	size_t ndims; struct score_dim dims[16];
+	json_t *warnings;   /* owned array */   json_t *violations; /* owned array */
+	json_t *extra;      /* owned object or NULL (tests, compile) */
+};
+/* Evaluates deterministically (never reads the clock). answer/metadata/ground_truth may be NULL
+ * (treated as {}). ext may be NULL for the deterministic evaluator. lim may be NULL (defaults).
+ * m may be NULL (no times, no limit). Returns 0 (out filled; free with score_result_clear) or
+ * -1 only on an internal error (err filled). */
+int score_eval(const struct spec *s, const json_t *answer, const json_t *metadata,
+               const json_t *ground_truth, const struct score_match *m,
+               const struct score_ext *ext, const struct score_limits *lim,
+               struct score_result *out, char *err, size_t errlen);
+void score_result_clear(struct score_result *r);
+/* The result JSON of CONTRACT §3 (new reference): score, result, score_breakdown (dimensions
+ * in spec order, each {"score","weight","weighted"}), submission_warnings,
+ * constraint_violations, verified, then the ext extra keys. */
+json_t *score_result_json(const struct score_result *r);
+/* The same as compact text with exact decimals (weights never print binary noise); caller
+ * frees. Use it whenever result JSON is printed or stored. */
+char *score_result_dumps(const struct score_result *r);
+const char *score_outcome_name(enum score_outcome o);   /* "win" "draw" "loss" */
+/* The verified rule of §3 alone: metadata.replay_log is a non-empty array of objects whose
+ * every `ts` is ISO 8601 within [started − 5 s, submitted + 5 s]; false without match times. */
+bool score_verified(const json_t *metadata, const struct score_match *m);
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * Unit tests for common/prim (and the primitive paths of common/score): the
+ * data table test/data/prim_cases.json (one single-dimension spec per case,
+ * evaluated through score_eval, checking the dimension score, the warnings'
+ * "severity:field" list and the verified flag), plus direct tests of the
+ * exact rounding helpers and the exactness edges.
+ */
+#include "prim.h"
+#include "isotime.h"
+#include "score.h"
+#include "spec.h"
+#include "tap.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static void run_case(const json_t *c)
+{
+	const char *name = json_string_value(json_object_get(c, "name"));
+	json_t *dim = json_deep_copy(json_object_get(c, "dim"));
+	json_object_set_new(dim, "key", json_string("d"));
+	json_object_set_new(dim, "weight", json_integer(1));
+	json_t *spec_j = json_pack("{s:s, s:[o]}", "evaluator", "deterministic", "dimensions", dim);
+	if (json_object_get(c, "constraints"))
+		json_object_set(spec_j, "constraints", json_object_get(c, "constraints"));
+	struct spec *s;
+	char err[512];
+	if (spec_from_json(spec_j, &s, err, sizeof err) < 0) {
+		ok(0, "%s: spec parses (%s)", name, err);
+		json_decref(spec_j);
+		return;
+	}
+	struct score_match m = { .attempt_number = 1 };
+	const json_t *mj = json_object_get(c, "match");
+	if (mj) {
+		const json_t *a = json_object_get(mj, "started_at"), *b = json_object_get(mj, "submitted_at");
+		if (a && b) {
+			m.has_times = isotime_parse(json_string_value(a), json_string_length(a), &m.started_at_ms) == 0 &&
+			              isotime_parse(json_string_value(b), json_string_length(b), &m.submitted_at_ms) == 0;
+			ok(m.has_times, "%s: match times parse", name);
+		}
+		m.time_limit_secs = (int)json_integer_value(json_object_get(mj, "time_limit_secs"));
+	}
+	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES };
+	if (json_object_get(c, "max_string_bytes"))
+		lim.max_string_bytes = (size_t)json_integer_value(json_object_get(c, "max_string_bytes"));
+	struct score_result r;
+	int rc = score_eval(s, json_object_get(c, "answer"), json_object_get(c, "metadata"),
+	                    json_object_get(c, "ground_truth"), &m, NULL, &lim, &r, err, sizeof err);
+	if (rc < 0) {
+		ok(0, "%s: score_eval (%s)", name, err);
+		goto out;
+	}
+	is_int(r.dims[0].score, json_integer_value(json_object_get(c, "score")), "%s: score", name);
+	is_int(r.score, r.dims[0].score, "%s: total equals the single dimension", name);
+	const json_t *want_w = json_object_get(c, "warnings");
+	if (want_w) {
+		struct strbuf got = { 0 }, want = { 0 };
+		strbuf_add(&got, "", 0);
+		strbuf_add(&want, "", 0);
+		size_t i;
+		json_t *w;
+		json_array_foreach(r.warnings, i, w)
+			strbuf_addf(&got, "%s%s:%s", i ? " " : "",
+			            json_string_value(json_object_get(w, "severity")),
+			            json_string_value(json_object_get(w, "field")));
+		json_array_foreach(want_w, i, w)
+			strbuf_addf(&want, "%s%s", i ? " " : "", json_string_value(w));
+		is_str(got.buf, want.buf, "%s: warnings", name);
+		json_array_foreach(r.warnings, i, w)
+			ok(json_is_string(json_object_get(w, "message")) &&
+			   json_object_size(w) == 3, "%s: warning %zu has severity, field, message", name, i);
+		strbuf_free(&got);
+		strbuf_free(&want);
+	}
+	const json_t *v = json_object_get(c, "verified");
+	if (v)
+		is_int(r.verified, json_is_true(v), "%s: verified", name);
+	score_result_clear(&r);
+out:
+	spec_free(s);
+	json_decref(spec_j);
+}
+
+static void test_rounding(void)
+{
+	is_int(prim_permille_ratio(1999, 2000), 1000, "999.5 rounds up to 1000");
+	is_int(prim_permille_ratio(1, 2000), 1, "0.5 rounds up to 1");
+	is_int(prim_permille_ratio(1, 2001), 0, "0.49975 rounds down");
+	is_int(prim_permille_ratio(2, 3), 667, "2/3");
+	is_int(prim_permille_ratio(1, 3), 333, "1/3");
+	is_int(prim_permille_ratio(0, 5), 0, "0/5");
+	is_int(prim_permille_ratio(5, 5), 1000, "5/5");
+	is_int(prim_permille_ratio(7, 5), 1000, "clamped above");
+	is_int(prim_permille_ratio(1, 0), 0, "zero denominator");
+	unsigned __int128 big = (unsigned __int128)1 << 126;
+	is_int(prim_permille_ratio(big / 2, big), 500, "huge operands");
+	is_int(prim_permille_double(0.6745), 675, "double 0.6745 (binary 0.67449999...) -> 675");
+	is_int(prim_permille_double(0.9995), 1000, "double 0.9995 -> 1000");
+	is_int(prim_permille_double(0.0004), 0, "0.0004 -> 0");
+	is_int(prim_permille_double(-3), 0, "negative clamps to 0");
+	is_int(prim_permille_double(7), 1000, "above 1 clamps to 1000");
+	is_int(prim_permille_double(NAN), 0, "NaN -> 0");
+	is_int(prim_permille_double(INFINITY), 1000, "inf -> 1000");
+}
+
+static void test_ratio_999_5(void)
+{
+	json_t *a = json_array(), *b = json_array();
+	for (int i = 0; i < 2000; i++) {
+		json_array_append_new(a, json_integer(i < 1999 ? i : -1));
+		json_array_append_new(b, json_integer(i));
+	}
+	is_int(prim_exact_match_ratio(a, b, NULL), 1000, "exact_match_ratio 1999/2000 -> 1000");
+	is_int(prim_coverage_ratio(a, b, NULL), 1000, "coverage_ratio 1999/2000 -> 1000");
+	is_int(prim_set_overlap(a, b, false, NULL), 1000, "set_overlap intersection 1999/2000 -> 1000");
+	json_array_set_new(a, 1998, json_integer(-2));
+	is_int(prim_exact_match_ratio(a, b, NULL), 999, "exact_match_ratio 1998/2000 -> 999");
+	json_decref(a);
+	json_decref(b);
+}
+
+static void test_numeric_edges(void)
+{
+	struct dec_num tol = { 1, -2 };
+	json_t *x = json_real(1.01), *y = json_real(1.0);
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 1000, "direct 1.01 vs 1.0");
+	json_decref(x);
+	json_decref(y);
+	/* Exponent spread beyond 10^36 uses the long double fallback. */
+	x = json_real(1e40);
+	y = json_real(1e-40);
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 0, "1e40 vs 1e-40 outside");
+	struct dec_num big = { 1, 41 };
+	is_int(prim_numeric_tolerance(x, y, &big, false, NULL, NULL), 1000, "1e40 vs 1e-40 within 1e41");
+	json_decref(x);
+	json_decref(y);
+	/* Large integers compare exactly. */
+	x = json_integer(9007199254740993LL);
+	y = json_integer(9007199254740992LL);
+	struct dec_num zero = { 0, 0 };
+	is_int(prim_numeric_tolerance(x, y, &zero, false, NULL, NULL), 0, "2^53+1 vs 2^53 at tol 0");
+	struct dec_num one = { 1, 0 };
+	is_int(prim_numeric_tolerance(x, y, &one, false, NULL, NULL), 1000, "2^53+1 vs 2^53 at tol 1");
+	json_decref(x);
+	json_decref(y);
+	/* Linear decay over many elements stays exact. */
+	json_t *a = json_array(), *b = json_array();
+	for (int i = 0; i < 1000; i++) {
+		json_array_append_new(a, json_real(1.03));   /* fraction 0.5 each */
+		json_array_append_new(b, json_integer(1));
+	}
+	is_int(prim_numeric_tolerance(a, b, &tol, true, NULL, NULL), 500, "1000 elements at 0.5");
+	json_decref(a);
+	json_decref(b);
+}
+
+static void test_time_decay_direct(void)
+{
+	struct dec_num l300 = { 3, 2 }, lfrac = { 15, -1 };
+	is_int(prim_time_decay(66000, &l300, 1.0), 780, "66 s of 300");
+	is_int(prim_time_decay(-1, &l300, 1.0), 1000, "negative elapsed");
+	is_int(prim_time_decay(300000, &l300, 1.0), 0, "at the limit");
+	is_int(prim_time_decay(750, &lfrac, 1.0), 500, "0.75 s of 1.5 s");
+	is_int(prim_time_decay(150000, &l300, 3.0), 125, "curve 3: 0.5^3");
+	is_int(prim_time_decay(400000, &l300, 0.5), 0, "past the limit with a curve");
+}
+
+static void test_efficiency_direct(void)
+{
+	json_t *c = json_integer(0), *r = json_real(10.0), *f = json_real(10.5), *neg = json_integer(-1);
+	struct prim_err e;
+	is_int(prim_efficiency(c, 0, &e), 1000, "budget 0, count 0");
+	is_int(prim_efficiency(r, 40, &e), 750, "integral real count");
+	is_int(prim_efficiency(f, 40, &e), PRIM_BAD, "fractional count is ill-typed");
+	is_int(prim_efficiency(neg, 40, &e), PRIM_BAD, "negative count is ill-typed");
+	is_int(prim_efficiency(r, 0, &e), 0, "budget 0, count 10");
+	json_decref(c);
+	json_decref(r);
+	json_decref(f);
+	json_decref(neg);
+}
+
+static void test_names(void)
+{
+	enum prim_kind k;
+	static const char *const names[] = { "exact_match", "exact_match_ratio", "numeric_tolerance",
+		"fuzzy_string", "time_decay", "coverage_ratio", "set_overlap", "token_efficiency",
+		"call_efficiency", "expression" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		ok(prim_kind_from_name(names[i], &k) == 0 && !strcmp(prim_kind_name(k), names[i]),
+		   "primitive name %s round-trips", names[i]);
+	}
+	ok(prim_kind_from_name("Exact_match", &k) < 0, "names are case-sensitive");
+	ok(prim_kind_from_name("", &k) < 0, "empty name");
+}
+
+int main(void)
+{
+	json_error_t je;
+	json_t *cases = json_load_file("test/data/prim_cases.json", 0, &je);
+	if (!cases) {
+		ok(0, "load test/data/prim_cases.json: line %d: %s", je.line, je.text);
+		return tap_done();
+	}
+	size_t i;
+	json_t *c;
+	json_array_foreach(cases, i, c)
+		run_case(c);
+	json_decref(cases);
+	test_rounding();
+	test_ratio_999_5();
+	test_numeric_edges();
+	test_time_decay_direct();
+	test_efficiency_direct();
+	test_names();
+	return tap_done();
+}

@@ -1,0 +1,332 @@
+/*
+ * `arbiter score` and `arbiter validate-spec` (CONTRACT §8): score one
+ * submission with no server, or check a scoring spec.
+ *
+ *   arbiter score --spec F --submission F [--ground-truth F] [--match F]
+ *                 [--max-string-bytes N]
+ *   arbiter validate-spec F
+ *
+ * Exit codes: 0 success (result JSON / "ok" on stdout); 2 bad spec, bad input
+ * or bad usage (reason on stderr); 3 the test-suite / custom-script evaluator
+ * failed (internal_error, reason on stderr). A file name "-" reads stdin.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "isotime.h"
+#include "score.h"
+#include "spec.h"
+#include "util.h"
+
+#define EXIT_BAD 2
+#define EXIT_INTERNAL 3
+
+static void score_usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: arbiter score --spec F --submission F [--ground-truth F] [--match F]\n"
+	        "                     [--max-string-bytes N]\n"
+	        "  --spec F              scoring spec (CONTRACT §3)\n"
+	        "  --submission F        {\"answer\": ..., \"metadata\": {...}}\n"
+	        "  --ground-truth F      the challenge's ground truth (default {})\n"
+	        "  --match F             {\"started_at\", \"submitted_at\", \"time_limit_secs\",\n"
+	        "                         \"memoryless\", \"attempt_number\"}\n"
+	        "  --max-string-bytes N  longest string a primitive reads (default 1048576;\n"
+	        "                         env ARBITER_MAX_STRING_BYTES)\n"
+	        "Prints the result JSON; exit 0, 2 on bad input, 3 on an evaluator failure.\n");
+}
+
+/* Reads a whole file ("-" = stdin). Returns 0 and a malloc'd buffer, or -1 (errno kept). */
+static int read_file(const char *path, char **out, size_t *len)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	if (!f)
+		return -1;
+	struct strbuf sb = { 0 };
+	char buf[65536];
+	size_t n;
+	strbuf_add(&sb, "", 0);
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+		strbuf_add(&sb, buf, n);
+	int bad = ferror(f);
+	if (f != stdin)
+		fclose(f);
+	if (bad) {
+		strbuf_free(&sb);
+		errno = EIO;
+		return -1;
+	}
+	*out = sb.buf;
+	*len = sb.len;
+	return 0;
+}
+
+/* Loads a JSON file; on failure prints "<what> <path>: <reason>" and returns NULL. */
+static json_t *load_json(const char *what, const char *path)
+{
+	char *text;
+	size_t len;
+	json_error_t je;
+	if (read_file(path, &text, &len) < 0) {
+		fprintf(stderr, "arbiter score: %s %s: %s\n", what, path, strerror(errno));
+		return NULL;
+	}
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, &je);
+	free(text);
+	if (!v)
+		fprintf(stderr, "arbiter score: %s %s: line %d, column %d: %s\n", what, path, je.line,
+		        je.column, je.text);
+	return v;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	if (!s || !*s || *s == '-')
+		return -1;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v == 0 || v > (1ULL << 40))
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+/* Fills m from the --match document. Returns 0, or -1 after printing why. */
+static int parse_match(const json_t *j, struct score_match *m)
+{
+	memset(m, 0, sizeof *m);
+	m->attempt_number = 1;
+	if (!json_is_object(j)) {
+		fprintf(stderr, "arbiter score: match: must be a JSON object\n");
+		return -1;
+	}
+	const json_t *st = json_object_get(j, "started_at"), *su = json_object_get(j, "submitted_at");
+	int64_t a = 0, b = 0;
+	if (st && !json_is_null(st) && (!json_is_string(st) ||
+	    isotime_parse(json_string_value(st), json_string_length(st), &a) < 0)) {
+		fprintf(stderr, "arbiter score: match: started_at is not an ISO 8601 timestamp\n");
+		return -1;
+	}
+	if (su && !json_is_null(su) && (!json_is_string(su) ||
+	    isotime_parse(json_string_value(su), json_string_length(su), &b) < 0)) {
+		fprintf(stderr, "arbiter score: match: submitted_at is not an ISO 8601 timestamp\n");
+		return -1;
+	}
+	if (json_is_string(st) && json_is_string(su)) {
+		m->has_times = true;
+		m->started_at_ms = a;
+		m->submitted_at_ms = b;
+	}
+	const json_t *tl = json_object_get(j, "time_limit_secs");
+	if (tl && !json_is_null(tl)) {
+		double d = json_is_number(tl) ? json_number_value(tl) : -1;
+		if (!(d > 0) || d != (double)(int)d) {
+			fprintf(stderr, "arbiter score: match: time_limit_secs must be a positive integer\n");
+			return -1;
+		}
+		m->time_limit_secs = (int)d;
+	}
+	const json_t *ml = json_object_get(j, "memoryless");
+	if (ml && !json_is_null(ml)) {
+		if (!json_is_boolean(ml)) {
+			fprintf(stderr, "arbiter score: match: memoryless must be true or false\n");
+			return -1;
+		}
+		m->memoryless = json_is_true(ml);
+	}
+	const json_t *an = json_object_get(j, "attempt_number");
+	if (an && !json_is_null(an)) {
+		if (!json_is_integer(an) || json_integer_value(an) < 1 || json_integer_value(an) > 1000000000) {
+			fprintf(stderr, "arbiter score: match: attempt_number must be a positive integer\n");
+			return -1;
+		}
+		m->attempt_number = (int)json_integer_value(an);
+	}
+	return 0;
+}
+
+/*
+ * Call point of the test-suite / custom-script evaluators (CONTRACT §7) for
+ * `arbiter score`. H6 (sandbox) replaces this body with a run of
+ * evaluator_run() on a private loop: on success it calls score_external_done()
+ * with the evaluator's score_ext and returns its exit code; on internal_error
+ * it prints why on stderr and returns EXIT_INTERNAL.
+ */
+static int run_external_evaluator(const struct spec *s, const json_t *answer,
+                                  const json_t *metadata, const json_t *ground_truth,
+                                  const json_t *match_json, const struct score_match *m,
+                                  const struct score_limits *lim)
+{
+	(void)answer;
+	(void)metadata;
+	(void)ground_truth;
+	(void)match_json;
+	(void)m;
+	(void)lim;
+	fprintf(stderr, "arbiter score: evaluator '%s' is not available in this build\n",
+	        spec_evaluator_name(spec_evaluator(s)));
+	return EXIT_INTERNAL;
+}
+
+/* Scores with ext (NULL for deterministic specs) and prints the result JSON. Returns the
+ * process exit code. Also the completion path of run_external_evaluator. */
+static int score_external_done(const struct spec *s, const json_t *answer, const json_t *metadata,
+                               const json_t *ground_truth, const struct score_match *m,
+                               const struct score_ext *ext, const struct score_limits *lim)
+{
+	struct score_result r;
+	char err[512];
+	if (score_eval(s, answer, metadata, ground_truth, m, ext, lim, &r, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter score: %s\n", err);
+		return EXIT_INTERNAL;
+	}
+	char *text = score_result_dumps(&r);
+	printf("%s\n", text);
+	free(text);
+	score_result_clear(&r);
+	return fflush(stdout) == 0 ? 0 : EXIT_INTERNAL;
+}
+
+/* Matches "--name V" and "--name=V"; advances *i past the value. */
+static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+	size_t n = strlen(name);
+	if (strncmp(argv[*i], name, n))
+		return 0;
+	if (argv[*i][n] == '=') {
+		*val = argv[*i] + n + 1;
+		return 1;
+	}
+	if (argv[*i][n])
+		return 0;
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "arbiter score: %s needs a value\n", name);
+		return -1;
+	}
+	*val = argv[++*i];
+	return 1;
+}
+
+int cmd_score(int argc, char **argv)
+{
+	const char *spec_f = NULL, *sub_f = NULL, *gt_f = NULL, *match_f = NULL, *max_s = NULL;
+	struct {
+		const char *name;
+		const char **dst;
+	} opts[] = {
+		{ "--spec", &spec_f }, { "--submission", &sub_f }, { "--ground-truth", &gt_f },
+		{ "--match", &match_f }, { "--max-string-bytes", &max_s },
+	};
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			score_usage(stdout);
+			return 0;
+		}
+		int hit = 0;
+		for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !hit; k++) {
+			hit = opt_value(argc, argv, &i, opts[k].name, opts[k].dst);
+			if (hit < 0)
+				return EXIT_BAD;
+		}
+		if (!hit) {
+			fprintf(stderr, "arbiter score: unknown argument '%s'\n", argv[i]);
+			score_usage(stderr);
+			return EXIT_BAD;
+		}
+	}
+	if (!spec_f || !sub_f) {
+		fprintf(stderr, "arbiter score: --spec and --submission are required\n");
+		score_usage(stderr);
+		return EXIT_BAD;
+	}
+	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES };
+	const char *env = getenv("ARBITER_MAX_STRING_BYTES");
+	if (!max_s && env && *env)
+		max_s = env;
+	if (max_s && parse_size(max_s, &lim.max_string_bytes) < 0) {
+		fprintf(stderr, "arbiter score: max string bytes '%s' is not a positive integer\n", max_s);
+		return EXIT_BAD;
+	}
+
+	int rc = EXIT_BAD;
+	struct spec *spec = NULL;
+	json_t *spec_j = NULL, *sub = NULL, *gt = NULL, *match = NULL;
+	struct score_match m = { .attempt_number = 1 };
+	char err[512];
+
+	if (!(spec_j = load_json("spec", spec_f)))
+		goto out;
+	if (spec_from_json(spec_j, &spec, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter score: invalid spec: %s\n", err);
+		goto out;
+	}
+	if (!(sub = load_json("submission", sub_f)))
+		goto out;
+	if (!json_is_object(sub)) {
+		fprintf(stderr, "arbiter score: submission %s: must be a JSON object "
+		        "{\"answer\": ..., \"metadata\": {...}}\n", sub_f);
+		goto out;
+	}
+	const json_t *answer = json_object_get(sub, "answer");
+	const json_t *metadata = json_object_get(sub, "metadata");
+	if (metadata && json_is_null(metadata))
+		metadata = NULL;
+	if (metadata && !json_is_object(metadata)) {
+		fprintf(stderr, "arbiter score: submission %s: metadata must be a JSON object\n", sub_f);
+		goto out;
+	}
+	if (gt_f && !(gt = load_json("ground truth", gt_f)))
+		goto out;
+	if (match_f) {
+		if (!(match = load_json("match", match_f)))
+			goto out;
+		if (parse_match(match, &m) < 0)
+			goto out;
+	}
+	if (spec_evaluator(spec) != SPEC_DETERMINISTIC)
+		rc = run_external_evaluator(spec, answer, metadata, gt, match, &m, &lim);
+	else
+		rc = score_external_done(spec, answer, metadata, gt, &m, NULL, &lim);
+out:
+	spec_free(spec);
+	json_decref(spec_j);
+	json_decref(sub);
+	json_decref(gt);
+	json_decref(match);
+	return rc;
+}
+
+int cmd_validate_spec(int argc, char **argv)
+{
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf("usage: arbiter validate-spec F\n"
+		       "Checks a scoring spec (CONTRACT §3): prints \"ok\" and exits 0, or prints the\n"
+		       "reason on stderr and exits 2. F \"-\" reads stdin.\n");
+		return 0;
+	}
+	if (argc != 2) {
+		fprintf(stderr, "usage: arbiter validate-spec F\n");
+		return EXIT_BAD;
+	}
+	char *text, err[512];
+	size_t len;
+	if (read_file(argv[1], &text, &len) < 0) {
+		fprintf(stderr, "arbiter validate-spec: %s: %s\n", argv[1], strerror(errno));
+		return EXIT_BAD;
+	}
+	struct spec *s;
+	int rc = spec_parse(text, len, &s, err, sizeof err);
+	free(text);
+	if (rc < 0) {
+		fprintf(stderr, "arbiter validate-spec: %s\n", err);
+		return EXIT_BAD;
+	}
+	spec_free(s);
+	printf("ok\n");
+	return 0;
+}
