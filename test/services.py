@@ -52,14 +52,18 @@ def _wait(check, what, timeout=30.0):
 class Services:
     """A private redis-server and postgres; see the module comment."""
 
-    def __init__(self, redis=True, postgres=True, pg_settings=None, keep=False):
+    def __init__(self, redis=True, postgres=True, pg_settings=None, keep=False, base_dir=None):
         self.want_redis = redis
         self.want_postgres = postgres
         self.pg_settings = dict(fsync="off", max_connections="300",
                                 shared_buffers="128MB")
         self.pg_settings.update(pg_settings or {})
         self.keep = keep
-        self.tmp = tempfile.mkdtemp(prefix="arbiter-test-")
+        if base_dir:
+            os.makedirs(base_dir, exist_ok=True)
+            self.tmp = tempfile.mkdtemp(prefix="services-", dir=base_dir)
+        else:
+            self.tmp = tempfile.mkdtemp(prefix="arbiter-test-")
         os.chmod(self.tmp, 0o755)
         self.redis_proc = None
         self.pg_proc = None

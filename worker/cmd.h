@@ -10,5 +10,7 @@ int cmd_validate_spec(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+/* Hidden: the metric family names the binary exports (worker/cmd_status.c). */
+int cmd_metrics_names(int argc, char **argv);
 
 #endif

@@ -15,6 +15,11 @@ struct command {
 
 static const struct command commands[] = {
 	/* Each command: { "name", cmd_name, "one-line help" }. */
+	{ "score", cmd_score, "score one submission against a spec (no server)" },
+	{ "validate-spec", cmd_validate_spec, "check a scoring spec" },
+	{ "migrate", cmd_migrate, "apply the SQL migrations to the database" },
+	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
+	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
 	{ NULL, NULL, NULL },
 };
 
@@ -22,7 +27,8 @@ static void usage(FILE *out)
 {
 	fprintf(out, "usage: arbiter <command> [options]\n\ncommands:\n");
 	for (const struct command *c = commands; c->name; c++)
-		fprintf(out, "  %-14s %s\n", c->name, c->help);
+		if (c->help)   /* NULL help: hidden command */
+			fprintf(out, "  %-14s %s\n", c->name, c->help);
 }
 
 int main(int argc, char **argv)

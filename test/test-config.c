@@ -1,0 +1,198 @@
+/*
+ * Tests for worker/config: defaults, precedence (flags > environment > file),
+ * the file format, bounds and error messages.
+ */
+#undef NDEBUG
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "tap.h"
+
+static void clear_env(void)
+{
+	extern char **environ;
+	/* Remove every ARBITER_* variable so the host environment cannot leak in. */
+	for (;;) {
+		int found = 0;
+		for (char **e = environ; e && *e; e++) {
+			if (!strncmp(*e, "ARBITER_", 8)) {
+				char name[128];
+				const char *eq = strchr(*e, '=');
+				size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+				if (n >= sizeof name)
+					n = sizeof name - 1;
+				memcpy(name, *e, n);
+				name[n] = '\0';
+				unsetenv(name);
+				found = 1;
+				break;
+			}
+		}
+		if (!found)
+			break;
+	}
+}
+
+static char *write_file(const char *text)
+{
+	static char path[64];
+	strcpy(path, "/tmp/arbiter-test-config-XXXXXX");
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return NULL;
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		close(fd);
+		return NULL;
+	}
+	close(fd);
+	return path;
+}
+
+static int load(int argc, char **argv, struct config *c, char *err)
+{
+	memset(c, 0, sizeof *c);
+	return config_load(argc, argv, c, err, 256);
+}
+
+int main(void)
+{
+	struct config c;
+	char err[256];
+	char *argv0[] = { "worker", NULL };
+
+	clear_env();
+
+	/* Defaults. */
+	is_int(load(1, argv0, &c, err), 0, "defaults load");
+	is_str(c.redis_url, "redis://127.0.0.1:6379/0", "default redis url");
+	is_str(c.database_url, "postgresql:///arbiter", "default database url");
+	is_str(c.prefix, "arbiter", "default prefix");
+	ok(c.worker_id && strchr(c.worker_id, '-'), "default worker id is hostname-pid (%s)",
+	   c.worker_id ? c.worker_id : "(null)");
+	is_int(c.concurrency, 64, "default concurrency");
+	is_str(c.rate_limit, "10/60s", "default rate limit");
+	is_int(c.rate_burst, 10, "default burst");
+	is_str(c.rate_policy, "defer", "default policy");
+	is_str(c.rate_allow, "", "default allow list empty");
+	is_int(c.claim_idle_ms, 60000, "default claim idle");
+	is_int(c.max_deliveries, 5, "default max deliveries");
+	is_int(c.reconcile_ms, 30000, "default reconcile");
+	is_str(c.metrics_addr, "127.0.0.1:9464", "default metrics addr");
+	is_int(c.sandbox_slots, 0, "default sandbox slots");
+	is_str(c.languages_file, "deploy/languages.json", "default languages file");
+	is_str(c.log_level, "info", "default log level");
+	is_int(c.drain_ms, 30000, "default drain");
+	is_int(c.batch_max, 64, "default batch max");
+	is_int((long long)c.max_string_bytes, 1048576, "default max string bytes");
+	is_int(c.pg_pool_size, 4, "default pool size");
+	config_free(&c);
+
+	/* File < environment < flags. */
+	char *path = write_file(
+		"# a comment\n"
+		"\n"
+		"ARBITER_CONCURRENCY=8\n"
+		"  ARBITER_PREFIX = fileprefix  \n"
+		"ARBITER_REDIS_URL=\"redis://127.0.0.1:7000/1\"\n"
+		"ARBITER_METRICS_ADDR=\n"
+		"ARBITER_RATE_POLICY='reject'\n");
+	ok(path != NULL, "temp file written");
+	setenv("ARBITER_CONFIG", path, 1);
+	setenv("ARBITER_PREFIX", "envprefix", 1);
+	setenv("ARBITER_MAX_DELIVERIES", "3", 1);
+	{
+		char *argv[] = { "worker", "--max-deliveries", "7", "--worker-id=w1", NULL };
+		is_int(load(4, argv, &c, err), 0, "file+env+flags load");
+		is_int(c.concurrency, 8, "file sets concurrency");
+		is_str(c.prefix, "envprefix", "env overrides file");
+		is_str(c.redis_url, "redis://127.0.0.1:7000/1", "double quotes stripped");
+		is_str(c.metrics_addr, "", "empty value allowed for metrics addr");
+		is_str(c.rate_policy, "reject", "single quotes stripped");
+		is_int(c.max_deliveries, 7, "flag overrides env");
+		is_str(c.worker_id, "w1", "--flag=value form");
+		config_free(&c);
+	}
+	unsetenv("ARBITER_PREFIX");
+	unsetenv("ARBITER_MAX_DELIVERIES");
+	unsetenv("ARBITER_CONFIG");
+
+	/* --config flag. */
+	{
+		char *argv[] = { "worker", "--config", path, NULL };
+		is_int(load(3, argv, &c, err), 0, "--config FILE");
+		is_str(c.prefix, "fileprefix", "file value used without env");
+		config_free(&c);
+	}
+	unlink(path);
+
+	/* Errors. */
+	{
+		char *argv[] = { "worker", "--concurrency", "0", NULL };
+		is_int(load(3, argv, &c, err), -1, "concurrency 0 refused");
+		ok(strstr(err, "ARBITER_CONCURRENCY") && strstr(err, "out of range"), "message: %s", err);
+	}
+	{
+		char *argv[] = { "worker", "--concurrency", "12x", NULL };
+		is_int(load(3, argv, &c, err), -1, "non-numeric refused");
+		ok(strstr(err, "not a decimal integer") != NULL, "message: %s", err);
+	}
+	{
+		char *argv[] = { "worker", "--no-such-thing", "1", NULL };
+		is_int(load(3, argv, &c, err), -1, "unknown flag refused");
+		ok(strstr(err, "--no-such-thing") != NULL, "message: %s", err);
+	}
+	{
+		char *argv[] = { "worker", "--prefix", NULL };
+		is_int(load(2, argv, &c, err), -1, "missing value refused");
+	}
+	{
+		char *argv[] = { "worker", "--prefix", "", NULL };
+		is_int(load(3, argv, &c, err), -1, "empty prefix refused");
+	}
+	{
+		char *argv[] = { "worker", "--log-level", "loud", NULL };
+		is_int(load(3, argv, &c, err), -1, "bad enum refused");
+		ok(strstr(err, "debug|info|warn|error") != NULL, "message lists choices: %s", err);
+	}
+	{
+		char *argv[] = { "worker", "stray", NULL };
+		is_int(load(2, argv, &c, err), -1, "positional argument refused");
+	}
+	setenv("ARBITER_CLAIM_IDLE_MS", "-5", 1);
+	is_int(load(1, argv0, &c, err), -1, "negative env value refused");
+	ok(strstr(err, "environment") != NULL, "message names the source: %s", err);
+	unsetenv("ARBITER_CLAIM_IDLE_MS");
+
+	setenv("ARBITER_UNRELATED_THING", "x", 1);
+	is_int(load(1, argv0, &c, err), 0, "unknown ARBITER_* env ignored");
+	config_free(&c);
+	unsetenv("ARBITER_UNRELATED_THING");
+
+	path = write_file("ARBITER_CONCURENCY=3\n");
+	{
+		char *argv[] = { "worker", "--config", path, NULL };
+		is_int(load(3, argv, &c, err), -1, "unknown key in file refused");
+		ok(strstr(err, ":1:") && strstr(err, "ARBITER_CONCURENCY"), "message: %s", err);
+	}
+	unlink(path);
+	path = write_file("ARBITER_CONCURRENCY 3\n");
+	{
+		char *argv[] = { "worker", "--config", path, NULL };
+		is_int(load(3, argv, &c, err), -1, "line without = refused");
+	}
+	unlink(path);
+	{
+		char *argv[] = { "worker", "--config", "/nonexistent/arbiter.conf", NULL };
+		is_int(load(3, argv, &c, err), -1, "missing file refused");
+	}
+	{
+		char *argv[] = { "worker", "--max-string-bytes", "2048", "--rate-limit", "0", NULL };
+		is_int(load(5, argv, &c, err), 0, "size and rate 0");
+		is_int((long long)c.max_string_bytes, 2048, "size set");
+		is_str(c.rate_limit, "0", "rate limit 0 accepted (disables)");
+		config_free(&c);
+	}
+	return tap_done();
+}

@@ -1,0 +1,147 @@
+/*
+ * Tests for worker/job: entry parsing and poison detection (CONTRACT §1),
+ * UUID checks, dead-letter / release argument vectors, JSON string escaping,
+ * backoff bounds and time formatting.
+ */
+#undef NDEBUG
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "tap.h"
+
+#define SUB "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+
+static struct job *mk(int nf, const char *const *f)
+{
+	return job_new("1700000000000-0", f, NULL, nf, 1);
+}
+
+int main(void)
+{
+	char out[37];
+
+	ok(job_uuid_ok(SUB, out), "canonical uuid");
+	is_str(out, SUB, "lower-case copy");
+	ok(job_uuid_ok("3F2504E0-4F89-11D3-9A0C-0305E82C3301", out), "upper-case uuid");
+	is_str(out, SUB, "normalised to lower case");
+	ok(!job_uuid_ok("3f2504e04f8911d39a0c0305e82c3301", NULL), "no hyphens refused");
+	ok(!job_uuid_ok("{3f2504e0-4f89-11d3-9a0c-0305e82c3301}", NULL), "braces refused");
+	ok(!job_uuid_ok("3f2504e0-4f89-11d3-9a0c-0305e82c330g", NULL), "non-hex refused");
+	ok(!job_uuid_ok("", NULL), "empty refused");
+	ok(!job_uuid_ok(NULL, NULL), "NULL refused");
+
+	{
+		const char *f[] = { "submission_id", SUB, "source_ip", "10.0.0.1",
+		                    "enqueued_at", "1700000000123", "extra", "ignored" };
+		struct job *j = mk(4, f);
+		ok(!j->poison, "valid entry");
+		is_str(j->sub, SUB, "submission id");
+		ok(j->kind == JOB_EVALUATE, "kind defaults to evaluate");
+		ok(j->elo == JOB_ELO_KEEP, "elo defaults to keep");
+		is_str(j->source_ip, "10.0.0.1", "source ip");
+		is_int(j->enqueued_at_ms, 1700000000123LL, "enqueued_at");
+		is_int(j->attempts, 1, "attempt 1");
+		is_str(job_field(j, "extra"), "ignored", "other fields kept");
+
+		const char **argv;
+		size_t *lens;
+		struct job_argv_bufs b;
+		int n = job_xadd_argv(j, "arbiter:dead", true, "invalid_spec", "w1", 42, &b, &argv, &lens);
+		is_int(n, 3 + 8 + 8, "dead-letter argc");
+		is_str(argv[0], "XADD", "XADD");
+		is_str(argv[1], "arbiter:dead", "stream");
+		is_str(argv[11], "reason", "reason field");
+		is_str(argv[12], "invalid_spec", "reason value");
+		is_str(argv[14], "1700000000000-0", "original id");
+		is_str(argv[16], "w1", "worker id");
+		is_str(argv[18], "42", "failed_at");
+		free(argv);
+		free(lens);
+		n = job_xadd_argv(j, "arbiter:jobs", false, NULL, "w1", 42, &b, &argv, &lens);
+		is_int(n, 3 + 8, "release argc: fields verbatim");
+		is_str(argv[3], "submission_id", "first field");
+		free(argv);
+		free(lens);
+		job_free(j);
+	}
+	{
+		const char *f[] = { "submission_id", SUB, "kind", "reevaluate", "elo", "adjust",
+		                    "enqueued_at", "soon" };
+		struct job *j = mk(4, f);
+		ok(!j->poison, "reevaluate entry valid");
+		ok(j->kind == JOB_REEVALUATE && j->elo == JOB_ELO_ADJUST, "reevaluate adjust");
+		is_int(j->enqueued_at_ms, 0, "bad enqueued_at ignored");
+		ok(j->source_ip == NULL, "no source ip");
+		job_free(j);
+	}
+	{
+		const char *f[] = { "kind", "evaluate" };
+		struct job *j = mk(1, f);
+		is_str(j->poison, "missing_submission_id", "missing id is poison");
+		job_free(j);
+	}
+	{
+		const char *f[] = { "submission_id", "42" };
+		struct job *j = mk(1, f);
+		is_str(j->poison, "invalid_submission_id", "bad id is poison");
+		job_free(j);
+	}
+	{
+		const char *f[] = { "submission_id", SUB, "kind", "delete" };
+		struct job *j = mk(2, f);
+		is_str(j->poison, "invalid_kind", "unknown kind is poison");
+		job_free(j);
+	}
+	{
+		const char *f[] = { "submission_id", SUB, "kind", "reevaluate", "elo", "double" };
+		struct job *j = mk(3, f);
+		is_str(j->poison, "invalid_elo", "unknown elo is poison");
+		job_free(j);
+	}
+	{
+		/* A NUL inside the id value: binary-safe length check. */
+		const char *f[] = { "submission_id", SUB "\0x" };
+		size_t lens[] = { 13, 38 };
+		struct job *j = job_new("1-0", f, lens, 1, 3);
+		is_str(j->poison, "invalid_submission_id", "embedded NUL refused");
+		is_int(j->attempts, 3, "deliveries seed attempts");
+		job_free(j);
+	}
+	{
+		struct job *j = mk(0, NULL);
+		is_str(j->poison, "missing_submission_id", "no fields");
+		const char **argv;
+		size_t *lens;
+		struct job_argv_bufs b;
+		int n = job_xadd_argv(j, "s", false, NULL, "w", 1, &b, &argv, &lens);
+		is_int(n, 5, "XADD never empty");
+		free(argv);
+		free(lens);
+		job_free(j);
+	}
+
+	{
+		struct strbuf sb = { 0 };
+		job_json_str(&sb, "a\"b\\c\n\x01\xc3\xa9\xff");
+		is_str(sb.buf, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\xef\xbf\xbd\"", "json escaping");
+		strbuf_free(&sb);
+	}
+
+	for (int n = 1; n <= 12; n++) {
+		uint32_t lo = job_backoff_ms(n, 100, 5000, 0);
+		uint32_t hi = job_backoff_ms(n, 100, 5000, 0xffffffffu);
+		uint32_t d = 100u << (n - 1);
+		if (d > 5000 || n > 7)
+			d = 5000;
+		ok(lo >= d / 2 && hi <= d && lo <= hi, "backoff %d in [%u, %u]: %u..%u", n, d / 2, d, lo, hi);
+	}
+
+	char buf[32];
+	job_iso_ms(1700000000250LL, buf, sizeof buf);
+	is_str(buf, "2023-11-14T22:13:20.250Z", "iso ms");
+	job_iso_ms(0, buf, sizeof buf);
+	is_str(buf, "1970-01-01T00:00:00.000Z", "epoch");
+	ok(job_now_ms() > 1600000000000LL, "wall clock");
+	return tap_done();
+}

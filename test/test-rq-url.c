@@ -1,0 +1,104 @@
+/*
+ * Unit test for rq_url_parse (worker/rq.c): the Redis URL forms arbiter
+ * accepts, and the ones it refuses with a reason. No server needed.
+ */
+#undef NDEBUG
+#include <stdio.h>
+#include <string.h>
+
+#include "rq.h"
+#include "tap.h"
+
+struct good {
+	const char *url, *host, *path, *user, *password;
+	int port, db;
+};
+
+static const struct good goods[] = {
+	{ "redis://127.0.0.1:6380/2", "127.0.0.1", "", "", "", 6380, 2 },
+	{ "redis://127.0.0.1", "127.0.0.1", "", "", "", 6379, 0 },
+	{ "redis://127.0.0.1/", "127.0.0.1", "", "", "", 6379, 0 },
+	{ "redis://localhost:7000", "localhost", "", "", "", 7000, 0 },
+	{ "REDIS://h:1/15", "h", "", "", "", 1, 15 },
+	{ "redis://:secret@127.0.0.1:6379/1", "127.0.0.1", "", "", "secret", 6379, 1 },
+	{ "redis://alice:pw@10.0.0.1:6379/0", "10.0.0.1", "", "alice", "pw", 6379, 0 },
+	{ "redis://:p%40ss%3Aw%2Fd@h:2", "h", "", "", "p@ss:w/d", 2, 0 },
+	{ "redis://:p@ss@h:3", "h", "", "", "p@ss", 3, 0 },        /* last '@' splits */
+	{ "redis://[::1]:6390/4", "::1", "", "", "", 6390, 4 },
+	{ "redis://[::1]", "::1", "", "", "", 6379, 0 },
+	{ "redis://", "127.0.0.1", "", "", "", 6379, 0 },
+	{ "redis://:6400", "127.0.0.1", "", "", "", 6400, 0 },
+	{ "redis://h:5?db=3", "h", "", "", "", 5, 3 },
+	{ "redis://h:5?password=x%26y&user=u", "h", "", "u", "x&y", 5, 0 },
+	{ "unix:///run/redis/redis.sock", "", "/run/redis/redis.sock", "", "", 6379, 0 },
+	{ "unix:///tmp/r.sock?db=9", "", "/tmp/r.sock", "", "", 6379, 9 },
+	{ "unix://:pw@/tmp/r.sock?db=1", "", "/tmp/r.sock", "", "pw", 6379, 1 },
+	{ "unix:///tmp/r.sock?password=pw", "", "/tmp/r.sock", "", "pw", 6379, 0 },
+};
+
+struct bad {
+	const char *url, *why;   /* why: a substring of the error message */
+};
+
+static const struct bad bads[] = {
+	{ "", "empty" },
+	{ "http://h:1", "expected" },
+	{ "rediss://h:1", "TLS" },
+	{ "redis://h:0", "port" },
+	{ "redis://h:65536", "port" },
+	{ "redis://h:12x", "port" },
+	{ "redis://h:1/x", "database" },
+	{ "redis://h:1/-1", "database" },
+	{ "redis://::1:6379", "brackets" },
+	{ "redis://[::1:6379", "']'" },
+	{ "redis://[::1]x", "after ']'" },
+	{ "redis://secret@h", "':'" },
+	{ "redis://u:@h", "needs a password" },
+	{ "redis://:p%zz@h", "password" },
+	{ "redis://:p%00@h", "password" },
+	{ "redis://:p%4@h", "password" },
+	{ "redis://h?foo=1", "unknown" },
+	{ "redis://h?db", "'='" },
+	{ "redis://h?db=x", "db" },
+	{ "redis://h#frag", "'#'" },
+	{ "redis://h h:1", "character" },
+	{ "unix://", "absolute" },
+	{ "unix://relative.sock", "absolute" },
+	{ "unix:///", "absolute" },
+};
+
+int main(void)
+{
+	char err[160];
+	struct rq_url u;
+
+	for (size_t i = 0; i < sizeof goods / sizeof goods[0]; i++) {
+		const struct good *g = &goods[i];
+		err[0] = '\0';
+		int rc = rq_url_parse(g->url, &u, err, sizeof err);
+		is_int(rc, 0, "parse %s", g->url);
+		if (rc < 0) {
+			diag("error: %s", err);
+			continue;
+		}
+		ok(!strcmp(u.host, g->host) && !strcmp(u.path, g->path) && !strcmp(u.user, g->user)
+		   && !strcmp(u.password, g->password) && u.port == g->port && u.db == g->db,
+		   "fields of %s (host '%s' path '%s' user '%s' port %d db %d)", g->url, u.host,
+		   u.path, u.user, u.port, u.db);
+	}
+	for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+		const struct bad *b = &bads[i];
+		err[0] = '\0';
+		int rc = rq_url_parse(b->url, &u, err, sizeof err);
+		ok(rc < 0 && strstr(err, b->why), "refuse '%s': %s", b->url, err);
+	}
+	ok(rq_url_parse(NULL, &u, err, sizeof err) < 0, "refuse NULL");
+
+	/* A long socket path must not overflow sun_path. */
+	char longp[200] = "unix:///";
+	memset(longp + 8, 'a', 150);
+	longp[158] = '\0';
+	ok(rq_url_parse(longp, &u, err, sizeof err) < 0, "refuse a too long socket path");
+
+	return tap_done();
+}

@@ -1,0 +1,303 @@
+/*
+ * Unit tests for common/score: the seed's worked example (823, win) printed
+ * exactly, exact totals and floor, thresholds, gates (strictly above, chains
+ * on final scores), constraint violations, the verified flag, external
+ * scores from the test-suite / custom-script evaluators, and the result JSON
+ * (key order, exact decimals, score_result_json == score_result_dumps).
+ */
+#include "score.h"
+#include "isotime.h"
+#include "tap.h"
+#include "util.h"
+
+#include <stdlib.h>
+
+static struct spec *parse(const char *text)
+{
+	struct spec *s = NULL;
+	char err[512];
+	if (spec_parse(text, strlen(text), &s, err, sizeof err) < 0)
+		diag("spec error: %s", err);
+	return s;
+}
+
+/* Scores answer (JSON text) against spec (JSON text); returns dumps (caller frees). */
+static char *run(const char *spec, const char *answer, const char *metadata, const char *gt,
+                 const struct score_match *m, struct score_result *out)
+{
+	json_error_t je;
+	struct spec *s = parse(spec);
+	if (!s)
+		return NULL;
+	json_t *a = answer ? json_loads(answer, JSON_DECODE_ANY, &je) : NULL;
+	json_t *md = metadata ? json_loads(metadata, 0, &je) : NULL;
+	json_t *g = gt ? json_loads(gt, 0, &je) : NULL;
+	char err[256];
+	char *text = NULL;
+	if (score_eval(s, a, md, g, m, NULL, NULL, out, err, sizeof err) == 0)
+		text = score_result_dumps(out);
+	else
+		diag("score_eval: %s", err);
+	json_decref(a);
+	json_decref(md);
+	json_decref(g);
+	spec_free(s);
+	return text;
+}
+
+/* A spec whose dimensions score the constants given (expression "0.xyz"). */
+static char *const_spec(const char *const *keys, const char *const *weights, const int *scores,
+                        size_t n, const char *tail)
+{
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(&sb, "%s{\"key\":\"%s\",\"weight\":%s,\"primitive\":\"expression\",\"expr\":\"%d/1000\"}",
+		            i ? "," : "", keys[i], weights[i], scores[i]);
+	strbuf_addf(&sb, "]%s}", tail ? tail : "");
+	return sb.buf;
+}
+
+static void test_seed_example(void)
+{
+	static const char *const keys[] = { "correctness", "speed", "methodology", "completeness" };
+	static const char *const w[] = { "0.5", "0.2", "0.15", "0.15" };
+	static const int sc[] = { 900, 780, 690, 760 };
+	char *spec = const_spec(keys, w, sc, 4, NULL);
+	struct score_result r;
+	char *text = run(spec, "{}", NULL, NULL, NULL, &r);
+	is_str(text, "{\"score\":823,\"result\":\"win\",\"score_breakdown\":{"
+	       "\"correctness\":{\"score\":900,\"weight\":0.5,\"weighted\":450},"
+	       "\"speed\":{\"score\":780,\"weight\":0.2,\"weighted\":156},"
+	       "\"methodology\":{\"score\":690,\"weight\":0.15,\"weighted\":103.5},"
+	       "\"completeness\":{\"score\":760,\"weight\":0.15,\"weighted\":114}},"
+	       "\"submission_warnings\":[],\"constraint_violations\":[],\"verified\":false}",
+	       "seed worked example: 823, win, exact decimals");
+	is_int(r.score, 823, "score 823");
+	is_int(r.result, SCORE_WIN, "win");
+	is_int(r.dims[2].weighted, 103500000, "103.5 exactly in micro-units");
+	/* score_result_json carries the same values. */
+	json_t *j = score_result_json(&r), *back = json_loads(text, 0, NULL);
+	ok(json_equal(j, back), "score_result_json equals the parsed dumps");
+	const char *k;
+	json_t *v;
+	static const char *const order[] = { "score", "result", "score_breakdown",
+		"submission_warnings", "constraint_violations", "verified" };
+	size_t i = 0;
+	int in_order = 1;
+	json_object_foreach(j, k, v)
+		in_order &= i < 6 && !strcmp(k, order[i++]);
+	ok(in_order && i == 6, "score_result_json key order");
+	i = 0;
+	in_order = 1;
+	json_object_foreach(json_object_get(j, "score_breakdown"), k, v)
+		in_order &= !strcmp(k, keys[i++]);
+	ok(in_order, "breakdown in spec order");
+	json_decref(j);
+	json_decref(back);
+	free(text);
+	score_result_clear(&r);
+	free(spec);
+}
+
+struct total_case {
+	const char *w[3];
+	int sc[3];
+	const char *tail;
+	int total;
+	enum score_outcome res;
+	const char *weighted0;    /* expected text of dims[0].weighted */
+};
+
+static const struct total_case total_cases[] = {
+	{ { "0.333333", "0.333333", "0.333334" }, { 1000, 1000, 1000 }, NULL, 1000, SCORE_WIN, "333.333" },
+	{ { "0.333333", "0.333333", "0.333334" }, { 999, 999, 999 }, NULL, 999, SCORE_WIN, "332.999667" },
+	{ { "0.5", "0.25", "0.25" }, { 700, 700, 700 }, NULL, 700, SCORE_WIN, "350" },
+	{ { "0.5", "0.25", "0.25" }, { 700, 699, 699 }, NULL, 699, SCORE_DRAW, "350" },
+	{ { "0.5", "0.25", "0.25" }, { 400, 400, 400 }, NULL, 400, SCORE_DRAW, "200" },
+	{ { "0.5", "0.25", "0.25" }, { 400, 399, 399 }, NULL, 399, SCORE_LOSS, "200" },
+	{ { "0.5", "0.25", "0.25" }, { 0, 0, 0 }, NULL, 0, SCORE_LOSS, "0" },
+	{ { "0.5", "0.25", "0.25" }, { 1, 2, 1 }, NULL, 1, SCORE_LOSS, "0.5" },
+	{ { "0.000001", "0.499999", "0.5" }, { 1, 0, 0 }, NULL, 0, SCORE_LOSS, "0.000001" },
+	{ { "0.1", "0.2", "0.7" }, { 999, 999, 999 }, NULL, 999, SCORE_WIN, "99.9" },
+	{ { "0.5", "0.25", "0.25" }, { 600, 600, 600 }, ",\"thresholds\":{\"win\":600,\"draw\":300}", 600, SCORE_WIN, "300" },
+	{ { "0.5", "0.25", "0.25" }, { 600, 600, 600 }, ",\"thresholds\":{\"win\":600.5,\"draw\":600}", 600, SCORE_DRAW, "300" },
+	{ { "0.5", "0.25", "0.25" }, { 0, 0, 0 }, ",\"thresholds\":{\"win\":0,\"draw\":0}", 0, SCORE_WIN, "0" },
+	{ { "0.5", "0.25", "0.25" }, { 1000, 1000, 1000 }, ",\"thresholds\":{\"win\":1000,\"draw\":1000}", 1000, SCORE_WIN, "500" },
+};
+
+static void test_totals(void)
+{
+	static const char *const keys[] = { "a", "b", "c" };
+	for (size_t i = 0; i < sizeof total_cases / sizeof total_cases[0]; i++) {
+		const struct total_case *c = &total_cases[i];
+		char *spec = const_spec(keys, c->w, c->sc, 3, c->tail);
+		struct score_result r;
+		char *text = run(spec, NULL, NULL, NULL, NULL, &r);
+		char buf[40];
+		is_int(r.score, c->total, "total case %zu: %d", i, c->total);
+		is_int(r.result, c->res, "total case %zu: %s", i, score_outcome_name(c->res));
+		dec_format(r.dims[0].weighted, buf, sizeof buf);
+		is_str(buf, c->weighted0, "total case %zu: weighted", i);
+		ok(text && strstr(text, c->weighted0), "total case %zu: weighted printed exactly", i);
+		free(text);
+		score_result_clear(&r);
+		free(spec);
+	}
+}
+
+static void test_gates(void)
+{
+	static const char *spec_fmt =
+		"{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"latency\",\"weight\":0.2,\"primitive\":\"expression\",\"expr\":\"l\",\"vars\":{\"l\":\"l\"},"
+		" \"gate\":{\"dimension\":\"cost\",\"above\":%s}},"
+		"{\"key\":\"cost\",\"weight\":0.3,\"primitive\":\"expression\",\"expr\":\"c\",\"vars\":{\"c\":\"c\"},"
+		" \"gate\":{\"dimension\":\"success\",\"above\":700}},"
+		"{\"key\":\"success\",\"weight\":0.5,\"primitive\":\"expression\",\"expr\":\"s\",\"vars\":{\"s\":\"s\"}}]}";
+	static const struct {
+		const char *above, *answer;
+		int lat, cost, succ, total;
+	} cases[] = {
+		{ "200", "{\"s\":0.8,\"c\":0.3,\"l\":0.5}", 500, 300, 800, 590 },
+		{ "200", "{\"s\":0.7,\"c\":0.3,\"l\":0.5}", 0, 0, 700, 350 },      /* not strictly above */
+		{ "200", "{\"s\":0.701,\"c\":0.3,\"l\":0.5}", 500, 300, 701, 540 },
+		{ "300", "{\"s\":0.8,\"c\":0.3,\"l\":0.5}", 0, 300, 800, 490 },    /* 300 is not > 300 */
+		{ "-1", "{\"s\":0.1,\"c\":0.3,\"l\":0.5}", 500, 0, 100, 150 },       /* gated cost (0) > -1 */
+		{ "299.5", "{\"s\":0.8,\"c\":0.3,\"l\":0.5}", 500, 300, 800, 590 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char spec[2048];
+		snprintf(spec, sizeof spec, spec_fmt, cases[i].above);
+		struct score_result r;
+		char *text = run(spec, cases[i].answer, NULL, NULL, NULL, &r);
+		is_int(r.dims[0].score, cases[i].lat, "gate case %zu: latency", i);
+		is_int(r.dims[1].score, cases[i].cost, "gate case %zu: cost", i);
+		is_int(r.dims[2].score, cases[i].succ, "gate case %zu: success", i);
+		is_int(r.score, cases[i].total, "gate case %zu: total", i);
+		if (cases[i].cost == 0)
+			ok(json_is_true(json_object_get(r.dims[1].detail, "gated")), "gate case %zu: detail", i);
+		free(text);
+		score_result_clear(&r);
+	}
+}
+
+static void test_violations_verified(void)
+{
+	static const char *spec =
+		"{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"correctness\",\"weight\":1,\"primitive\":\"exact_match\",\"field\":\"a\",\"ground_truth_field\":\"a\"}],"
+		"\"constraints\":{\"token_budget\":1000,\"max_llm_calls\":10,\"max_tool_calls\":0}}";
+	struct score_match m = { .has_times = true, .attempt_number = 1 };
+	isotime_parse("2024-05-01T10:00:00Z", 20, &m.started_at_ms);
+	isotime_parse("2024-05-01T10:01:00Z", 20, &m.submitted_at_ms);
+	struct score_result r;
+	char *text = run(spec, "{\"a\":1}",
+	                 "{\"token_count\":1500,\"llm_call_count\":10,\"tool_call_count\":2.5,"
+	                 "\"replay_log\":[{\"ts\":\"2024-05-01T10:00:30Z\",\"tool\":\"x\"}]}",
+	                 "{\"a\":1}", &m, &r);
+	ok(text && strstr(text, "\"constraint_violations\":[{\"constraint\":\"token_budget\",\"limit\":1000,"
+	   "\"actual\":1500},{\"constraint\":\"max_tool_calls\",\"limit\":0,\"actual\":2.5}]"),
+	   "violations listed in order, equal is not over");
+	ok(text && strstr(text, "\"verified\":true}"), "verified");
+	is_int(r.score, 1000, "violations do not change the score");
+	free(text);
+	score_result_clear(&r);
+	text = run(spec, "{\"a\":1}", "{\"token_count\":\"many\"}", "{\"a\":1}", NULL, &r);
+	ok(text && strstr(text, "\"constraint_violations\":[]"), "non-numeric counts are not violations");
+	ok(text && strstr(text, "\"verified\":false"), "no match: not verified");
+	free(text);
+	score_result_clear(&r);
+}
+
+static void test_external(void)
+{
+	struct spec *s = parse("{\"evaluator\":\"custom-script\",\"dimensions\":["
+		"{\"key\":\"correctness\",\"weight\":0.5},{\"key\":\"analysis\",\"weight\":0.25},"
+		"{\"key\":\"speed\",\"weight\":0.25,\"primitive\":\"expression\",\"expr\":\"1\","
+		"\"gate\":{\"dimension\":\"correctness\",\"above\":500}}],"
+		"\"script\":{\"language\":\"sh\",\"source\":\"true\"}}");
+	if (!ok(s != NULL, "custom-script spec"))
+		return;
+	struct score_result r;
+	char err[256];
+	ok(score_eval(s, NULL, NULL, NULL, NULL, NULL, NULL, &r, err, sizeof err) < 0 &&
+	   strstr(err, "custom-script"), "external dims need ext");
+	const char *keys[] = { "correctness", "bogus" };
+	const int scores[] = { 1200, 5 };
+	json_t *extra = json_pack("{s:[{s:s}], s:i}", "tests", "name", "t1", "score", 1);
+	json_t *warns = json_pack("[{s:s, s:s, s:s}]", "severity", "warning", "field", "x", "message", "m");
+	struct score_ext ext = { 2, keys, scores, extra, warns };
+	ok(score_eval(s, NULL, NULL, NULL, NULL, &ext, NULL, &r, err, sizeof err) == 0, "score with ext");
+	is_int(r.dims[0].score, 1000, "external score clamped to 1000");
+	is_int(r.dims[1].score, 0, "missing external key scores 0");
+	is_int(r.dims[2].score, 1000, "primitive dims still scored, gate on an external dim");
+	is_int(r.score, 750, "total");
+	char *text = score_result_dumps(&r);
+	ok(text && strstr(text, "\"submission_warnings\":[{\"severity\":\"error\",\"field\":\"analysis\""),
+	   "warning for the missing key first");
+	ok(text && strstr(text, "{\"severity\":\"warning\",\"field\":\"x\",\"message\":\"m\"}]"),
+	   "ext warnings appended");
+	ok(text && strstr(text, "\"verified\":false,\"tests\":[{\"name\":\"t1\"}]}"),
+	   "extra keys after verified; reserved keys not overridden");
+	json_t *j = score_result_json(&r);
+	ok(json_is_array(json_object_get(j, "tests")) &&
+	   json_integer_value(json_object_get(j, "score")) == 750, "score_result_json merges extra");
+	json_decref(j);
+	free(text);
+	score_result_clear(&r);
+	json_decref(extra);
+	json_decref(warns);
+	spec_free(s);
+}
+
+static void test_misc(void)
+{
+	static const char *spec =
+		"{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"a\",\"weight\":0.5,\"primitive\":\"fuzzy_string\",\"field\":\"t\",\"ground_truth_field\":\"t\"},"
+		"{\"key\":\"b\",\"weight\":0.5,\"primitive\":\"exact_match\",\"field\":\"n\",\"ground_truth_field\":\"n\"}]}";
+	struct score_result r;
+	char *text = run(spec, NULL, NULL, NULL, NULL, &r);
+	is_int(r.score, 0, "NULL documents: all missing");
+	is_int(json_array_size(r.warnings), 4, "four missing-field warnings");
+	free(text);
+	score_result_clear(&r);
+	/* A string over the default 1 MiB limit: that dimension 0 and a warning, quickly. */
+	struct spec *s = parse(spec);
+	size_t big = SCORE_DEFAULT_MAX_STRING_BYTES + 1;
+	char *str = malloc(big + 1);
+	memset(str, 'x', big);
+	str[big] = 0;
+	json_t *a = json_pack("{s:s, s:i}", "t", str, "n", 1);
+	json_t *g = json_pack("{s:s, s:i}", "t", "xx", "n", 1);
+	char err[200];
+	ok(score_eval(s, a, NULL, g, NULL, NULL, NULL, &r, err, sizeof err) == 0, "score big input");
+	is_int(r.dims[0].score, 0, "over-long string scores 0");
+	is_int(r.dims[1].score, 1000, "other dimensions still scored");
+	ok(strstr(json_string_value(json_object_get(json_array_get(r.warnings, 0), "message")),
+	          "longer than 1048576 bytes") != NULL, "warning names the limit");
+	score_result_clear(&r);
+	struct score_limits lim = { big };
+	ok(score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0, "with a larger limit");
+	is_int(json_array_size(r.warnings), 0, "no warning under the limit");
+	score_result_clear(&r);
+	json_decref(a);
+	json_decref(g);
+	free(str);
+	spec_free(s);
+	score_result_clear(NULL);
+	is_str(score_outcome_name(SCORE_DRAW), "draw", "outcome names");
+	is_str(score_outcome_name(SCORE_LOSS), "loss", "outcome names");
+}
+
+int main(void)
+{
+	test_seed_example();
+	test_totals();
+	test_gates();
+	test_violations_verified();
+	test_external();
+	test_misc();
+	return tap_done();
+}

@@ -1,0 +1,51 @@
+/*
+ * The test-suite and custom-script evaluators (CONTRACT §7), built on the
+ * sandbox (worker/sandbox.h). A sandbox_pool owns the language table and
+ * bounds how many sandboxes run at once (ARBITER_SANDBOX_SLOTS, default the
+ * number of cores); further runs wait in a FIFO queue. Everything runs on one
+ * uv loop and never blocks it.
+ */
+#ifndef ARBITER_EVALUATOR_H
+#define ARBITER_EVALUATOR_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <uv.h>
+
+#if __has_include("config.h")
+#include "config.h"
+#else
+struct config;
+#endif
+
+struct spec;        /* common/spec.h */
+struct score_ext;   /* common/score.h */
+
+struct sandbox_pool;  /* bounds concurrent sandboxes (ARBITER_SANDBOX_SLOTS) */
+
+/* Runs the test-suite or custom-script evaluator for spec on the loop, without blocking it.
+ * On success cb gets rc 0 and ext (valid during cb). rc -1 = internal_error (err says why):
+ * the worker retries then fails; `arbiter score` exits 3.
+ * answer, ground_truth and match (the §7 "match" object: started_at, submitted_at, ...) are
+ * borrowed for the duration of this call only (copied as needed); any may be NULL ({}).
+ * spec must stay alive until cb ran. cb runs exactly once and never synchronously inside
+ * evaluator_run. Returns 0, or -1 without calling cb if the spec is not a test-suite or
+ * custom-script spec (or its test_suite / script object is unusable). */
+typedef void eval_cb(int rc, const struct score_ext *ext, const char *err, void *data);
+int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
+                  const json_t *ground_truth, const json_t *match, eval_cb *cb, void *data);
+
+/* Creates a pool on loop: slots from cfg->sandbox_slots (0 = number of cores), the language
+ * table from cfg->languages_file (NULL/"" or unreadable default path = the built-in copy of
+ * deploy/languages.json). cfg may be NULL (all defaults; ARBITER_SANDBOX_SLOTS and
+ * ARBITER_LANGUAGES_FILE are then read from the environment). Also prepares the shared
+ * sandbox state (empty network namespace, cgroup parent) once per process.
+ * Returns 0, or -1 with a message in err (bad language file, sandbox unusable). */
+int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_pool **out,
+                     char *err, size_t errlen);   /* loads the language table */
+/* Frees the pool after the loop stopped using it (no evaluation in flight). NULL ok. */
+void sandbox_pool_free(struct sandbox_pool *sp);
+/* Number of sandboxes running now (for the metrics gauge). */
+int sandbox_pool_busy(const struct sandbox_pool *sp);
+
+#endif

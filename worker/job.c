@@ -1,0 +1,304 @@
+/*
+ * job: parsing and checking a stream entry (CONTRACT §1) and the pure
+ * helpers the worker uses around a job (see job.h). No I/O here.
+ */
+#include "job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static bool hexc(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+bool job_uuid_ok(const char *s, char out[37])
+{
+	if (!s || strlen(s) != 36)
+		return false;
+	for (int i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return false;
+		} else if (!hexc(s[i])) {
+			return false;
+		}
+	}
+	if (out) {
+		for (int i = 0; i < 36; i++)
+			out[i] = (char)((s[i] >= 'A' && s[i] <= 'F') ? s[i] - 'A' + 'a' : s[i]);
+		out[36] = '\0';
+	}
+	return true;
+}
+
+const char *job_field(const struct job *j, const char *name)
+{
+	for (int i = 0; i < j->nf; i++)
+		if (!strcmp(j->fields[2 * i], name))
+			return j->fields[2 * i + 1];
+	return NULL;
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+	int64_t v = 0;
+	if (!s || !*s)
+		return false;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9' || v > (INT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (*p - '0');
+	}
+	*out = v;
+	return true;
+}
+
+struct job *job_new(const char *id, const char *const *fields, const size_t *lens, int nf,
+                    int deliveries)
+{
+	struct job *j = xcalloc(1, sizeof *j);
+	const char *v;
+
+	snprintf(j->id, sizeof j->id, "%s", id);
+	j->nf = nf > 0 ? nf : 0;
+	j->fields = xcalloc((size_t)(2 * j->nf + 1), sizeof *j->fields);
+	j->flens = xcalloc((size_t)(2 * j->nf + 1), sizeof *j->flens);
+	for (int i = 0; i < 2 * j->nf; i++) {
+		size_t l = lens ? lens[i] : strlen(fields[i]);
+		j->fields[i] = xmalloc(l + 1);
+		memcpy(j->fields[i], fields[i], l);
+		j->fields[i][l] = '\0';
+		j->flens[i] = l;
+	}
+	j->state = JOB_NEW;
+	j->attempts = deliveries > 0 ? deliveries : 1;
+	j->kind = JOB_EVALUATE;
+	j->elo = JOB_ELO_KEEP;
+
+	v = job_field(j, "submission_id");
+	if (!v) {
+		j->poison = "missing_submission_id";
+		return j;
+	}
+	if (!job_uuid_ok(v, j->sub)) {
+		j->sub[0] = '\0';
+		j->poison = "invalid_submission_id";
+		return j;
+	}
+	for (int i = 0; i < j->nf; i++)
+		if (!strcmp(j->fields[2 * i], "submission_id") && j->flens[2 * i + 1] != 36) {
+			j->sub[0] = '\0';
+			j->poison = "invalid_submission_id";
+			return j;
+		}
+	v = job_field(j, "kind");
+	if (v) {
+		if (!strcmp(v, "evaluate"))
+			j->kind = JOB_EVALUATE;
+		else if (!strcmp(v, "reevaluate"))
+			j->kind = JOB_REEVALUATE;
+		else {
+			j->poison = "invalid_kind";
+			return j;
+		}
+	}
+	v = job_field(j, "elo");
+	if (v) {
+		if (!strcmp(v, "keep"))
+			j->elo = JOB_ELO_KEEP;
+		else if (!strcmp(v, "adjust"))
+			j->elo = JOB_ELO_ADJUST;
+		else {
+			j->poison = "invalid_elo";
+			return j;
+		}
+	}
+	v = job_field(j, "source_ip");
+	j->source_ip = (v && *v) ? v : NULL;
+	v = job_field(j, "enqueued_at");
+	if (!parse_i64(v, &j->enqueued_at_ms))
+		j->enqueued_at_ms = 0;
+	return j;
+}
+
+void job_clear_result(struct job *j)
+{
+	if (j->has_res)
+		score_result_clear(&j->res);
+	j->has_res = false;
+	free(j->res_json);
+	j->res_json = NULL;
+	json_decref(j->extra);
+	j->extra = NULL;
+}
+
+void job_clear_row(struct job *j)
+{
+	free(j->row.source_ip);
+	json_decref(j->row.answer);
+	json_decref(j->row.metadata);
+	memset(&j->row, 0, sizeof j->row);
+	j->loaded = false;
+}
+
+void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	for (int i = 0; i < 2 * j->nf; i++)
+		free(j->fields[i]);
+	free(j->fields);
+	free(j->flens);
+	job_clear_row(j);
+	job_clear_result(j);
+	free(j->last_error);
+	free(j);
+}
+
+static bool dead_field(const char *name)
+{
+	return !strcmp(name, "reason") || !strcmp(name, "original_id") ||
+	       !strcmp(name, "worker_id") || !strcmp(name, "failed_at");
+}
+
+int job_xadd_argv(const struct job *j, const char *stream, bool dead, const char *reason,
+                  const char *worker_id, int64_t now_ms, struct job_argv_bufs *bufs,
+                  const char ***argv, size_t **lens)
+{
+	int max = 3 + 2 * j->nf + 8, n = 0;
+	const char **a = xcalloc((size_t)max, sizeof *a);
+	size_t *l = xcalloc((size_t)max, sizeof *l);
+
+#define PUSH(s, len) do { a[n] = (s); l[n] = (len); n++; } while (0)
+	PUSH("XADD", 4);
+	PUSH(stream, strlen(stream));
+	PUSH("*", 1);
+	for (int i = 0; i < j->nf; i++) {
+		if (dead && dead_field(j->fields[2 * i]))
+			continue;
+		PUSH(j->fields[2 * i], j->flens[2 * i]);
+		PUSH(j->fields[2 * i + 1], j->flens[2 * i + 1]);
+	}
+	if (dead) {
+		snprintf(bufs->failed_at, sizeof bufs->failed_at, "%lld", (long long)now_ms);
+		PUSH("reason", 6);
+		PUSH(reason ? reason : "unknown", strlen(reason ? reason : "unknown"));
+		PUSH("original_id", 11);
+		PUSH(j->id, strlen(j->id));
+		PUSH("worker_id", 9);
+		PUSH(worker_id, strlen(worker_id));
+		PUSH("failed_at", 9);
+		PUSH(bufs->failed_at, strlen(bufs->failed_at));
+	}
+	if (n == 3) {
+		/* An entry always has a field; keep XADD valid regardless. */
+		PUSH("original_id", 11);
+		PUSH(j->id, strlen(j->id));
+	}
+#undef PUSH
+	*argv = a;
+	*lens = l;
+	return n;
+}
+
+/* Length of a valid UTF-8 sequence at s (n bytes left), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	size_t len;
+	unsigned min;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2; min = 0x80;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3; min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4; min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	unsigned cp = c & (0xff >> (len + 1));
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+void job_json_str(struct strbuf *sb, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t n = strlen((const char *)p);
+	strbuf_add(sb, "\"", 1);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = p[i];
+		if (c == '"' || c == '\\') {
+			char e[2] = { '\\', (char)c };
+			strbuf_add(sb, e, 2);
+			i++;
+		} else if (c < 0x20) {
+			char e[8];
+			if (c == '\n')
+				strbuf_add(sb, "\\n", 2);
+			else if (c == '\t')
+				strbuf_add(sb, "\\t", 2);
+			else if (c == '\r')
+				strbuf_add(sb, "\\r", 2);
+			else {
+				snprintf(e, sizeof e, "\\u%04x", c);
+				strbuf_add(sb, e, 6);
+			}
+			i++;
+		} else if (c < 0x80) {
+			strbuf_add(sb, (const char *)p + i, 1);
+			i++;
+		} else {
+			size_t l = utf8_len(p + i, n - i);
+			if (l) {
+				strbuf_add(sb, (const char *)p + i, l);
+				i += l;
+			} else {
+				strbuf_add(sb, "\xef\xbf\xbd", 3);
+				i++;
+			}
+		}
+	}
+	strbuf_add(sb, "\"", 1);
+}
+
+uint32_t job_backoff_ms(int n, uint32_t base_ms, uint32_t cap_ms, uint32_t rnd)
+{
+	uint64_t d = base_ms;
+	for (int i = 1; i < n && d < cap_ms; i++)
+		d *= 2;
+	if (d > cap_ms)
+		d = cap_ms;
+	uint64_t half = d / 2;
+	return (uint32_t)(half + (half ? rnd % (d - half + 1) : 0));
+}
+
+int64_t job_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void job_iso_ms(int64_t ms, char *buf, size_t n)
+{
+	time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+	int frac = (int)(ms - (int64_t)secs * 1000);
+	struct tm tm;
+	gmtime_r(&secs, &tm);
+	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+}

@@ -1,0 +1,191 @@
+/*
+ * job: one stream entry of {prefix}:jobs on its way through the worker, and
+ * the pure helpers around it: parsing and checking an entry's fields
+ * (CONTRACT §1), UUID checks, the dead-letter / release argument vectors,
+ * JSON string escaping for the SQL batches, and retry backoff.
+ *
+ * Ownership: a job belongs to the worker's list of live jobs from the moment
+ * it is read until job_free. At any time it is in exactly one state (below);
+ * the state names who holds it. Only the worker (worker.c, commit.c) changes
+ * states; this module has no I/O.
+ */
+#ifndef ARBITER_JOB_H
+#define ARBITER_JOB_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elo.h"
+#include "score.h"
+#include "util.h"
+
+enum job_kind { JOB_EVALUATE, JOB_REEVALUATE };
+enum job_elo { JOB_ELO_KEEP, JOB_ELO_ADJUST };
+
+enum job_state {
+	JOB_NEW,          /* just parsed; held by the code that read it */
+	JOB_LOAD_WAIT,    /* queued in w->load_q for the next load query */
+	JOB_LOADING,      /* part of a load batch in flight (held by the batch) */
+	JOB_MARKING,      /* sandbox job: status=evaluating/attempts write in flight */
+	JOB_RATELIMIT,    /* rl_check in flight (held by its callback) */
+	JOB_EVALUATING,   /* sandbox evaluator running (held by its callback) */
+	JOB_COMMIT_WAIT,  /* queued in w->commit_q */
+	JOB_COMMITTING,   /* part of a commit batch in flight (held by the batch) */
+	JOB_BACKOFF,      /* waiting in w->retry_q until retry_at */
+	JOB_ACK_WAIT,     /* queued in w->ack_q (XACK+XDEL, maybe dead-letter/release) */
+	JOB_ACKING,       /* part of an ack MULTI in flight (held by its callback) */
+	JOB_ABANDONED,    /* released at the drain deadline while an async step ran: freed
+	                   * when that step's callback comes back, nothing else done */
+};
+
+/* What the commit transaction does for the job. */
+enum job_op {
+	OP_NONE,
+	OP_COMPLETE,      /* first evaluation: result, dimensions, match, agent, elo_history */
+	OP_REEVAL,        /* appended result (eval_seq max+1), Elo keep/adjust */
+	OP_REJECT,        /* submission rejected with reason */
+	OP_FAIL,          /* submission failed with last_error, copy dead-lettered */
+};
+
+/* How the entry leaves the stream once the job is done. */
+enum job_ack { ACK_PLAIN, ACK_DEAD, ACK_RELEASE };
+
+/* Where a retry restarts. */
+enum job_stage { STAGE_LOAD, STAGE_EVAL, STAGE_COMMIT, STAGE_ACK };
+
+/* The submission row with its match and challenge (from the load query). */
+struct job_row {
+	char status[16];
+	char agent_id[37], match_id[37], challenge_id[37], match_agent_id[37];
+	char *source_ip;                   /* host(submissions.source_ip); owned */
+	json_t *answer, *metadata;         /* owned */
+	int64_t submitted_ms, started_ms, expires_ms;
+	bool expired;                      /* submitted_at > expires_at (exact, from SQL) */
+	int attempts;
+	char match_status[16];
+	int attempt_number;
+	bool memoryless;
+	char difficulty[16];
+	bool has_rating;
+	int rating;
+	int time_limit_secs;
+};
+
+struct spec_entry;     /* worker.c's spec cache entry (refcounted) */
+struct worker;
+
+struct job {
+	struct job *lnext, *lprev;         /* w->jobs: every live job */
+	struct job *qnext;                 /* the one queue the job is in, if any */
+	struct worker *w;
+	enum job_state state;
+
+	/* The entry. */
+	char id[48];                       /* stream entry id */
+	char **fields;                     /* 2*nf strings, owned (NUL-terminated copies) */
+	size_t *flens;                     /* their lengths (values may hold NUL bytes) */
+	int nf;                            /* field/value pairs */
+	char sub[37];                      /* submission id, lower case ("" if invalid) */
+	enum job_kind kind;
+	enum job_elo elo;
+	const char *source_ip;             /* points into fields, NULL if absent */
+	int64_t enqueued_at_ms;            /* 0 = unknown */
+	const char *poison;                /* reason when the entry is invalid, else NULL */
+
+	/* Delivery bookkeeping. */
+	int attempts;                      /* number of the current attempt (1-based) */
+	int retries;                       /* in-process retries so far (backoff exponent) */
+	uint64_t read_at;                  /* loop time (ms) when read */
+	uint64_t claimed_at;               /* loop time of the last claim (read/XCLAIM) */
+	uint64_t retry_at;                 /* loop time of the next retry (JOB_BACKOFF) */
+	enum job_stage retry_stage;
+	bool solo;                         /* commit alone (its batch failed) */
+	bool rl_done;                      /* rate limit already passed */
+	bool marked;                       /* sandbox: evaluating/attempts written */
+
+	/* Loaded data. */
+	bool loaded;
+	struct job_row row;
+	struct spec_entry *spec;           /* cache reference, or NULL */
+
+	/* Evaluation. */
+	bool has_res;
+	struct score_result res;
+	char *res_json;                    /* score_result_dumps text */
+	json_t *extra;                     /* tests/compile for the evaluation log (owned) */
+	int64_t eval_started_ms, eval_done_ms;   /* wall clock */
+	uint64_t eval_t0;                  /* uv_hrtime() at the start, for the histogram */
+
+	/* Outcome. */
+	enum job_op op;
+	const char *reason;                /* OP_REJECT reason / dead-letter reason (static) */
+	char *last_error;                  /* owned; last failure or invalid_spec message */
+	enum job_op op_eff;                /* op as decided under the locks (commit.c) */
+	enum job_ack ack;
+	const char *ack_reason;            /* dead-letter reason (static), NULL = from op */
+	int ack_tries;
+	const char *outcome;               /* metrics outcome once acked (static) */
+	bool duplicate;                    /* commit found the submission final already */
+	bool committed;                    /* the commit transaction succeeded */
+
+	/* Filled by commit.c under the locks (per attempt). */
+	struct elo_update eu;
+	int eval_seq;
+	int hist_before, hist_after, hist_change;   /* reevaluate adjust: agent rating move */
+};
+
+/* Parses one entry. fields: 2*nf strings (copied). Fills the entry part of a
+ * new job (state JOB_NEW, attempts = deliveries). A job whose entry is
+ * invalid has poison set to the reason ("missing_submission_id",
+ * "invalid_submission_id", "invalid_kind", "invalid_elo"). Never fails (OOM
+ * aborts). Free with job_free. */
+struct job *job_new(const char *id, const char *const *fields, const size_t *lens, int nf,
+                    int deliveries);
+
+/* Frees everything the job owns (not the spec reference: the caller drops it
+ * first). NULL ok. */
+void job_free(struct job *j);
+
+/* Drops the evaluation result (after a failure, before re-evaluating). */
+void job_clear_result(struct job *j);
+
+/* Drops the loaded row (before loading it again). */
+void job_clear_row(struct job *j);
+
+/* Value of field `name` of the entry, or NULL. */
+const char *job_field(const struct job *j, const char *name);
+
+/* True when s is a UUID in canonical 8-4-4-4-12 hex form (any case). If out
+ * is not NULL it receives the lower-case form (37 bytes). */
+bool job_uuid_ok(const char *s, char out[37]);
+
+/* Argument vector for `XADD <stream> * <fields...> [reason R original_id ID
+ * worker_id W failed_at MS]`: with dead = true the four dead-letter fields
+ * are appended (and same-named original fields left out); with dead = false
+ * the original fields are copied verbatim (release back to the jobs stream).
+ * Returns argc; *argv and *lens are malloc'd arrays (the strings are borrowed
+ * from j, the arguments and the static buffer in bufs, which must outlive the
+ * vector). */
+struct job_argv_bufs { char failed_at[24]; };
+int job_xadd_argv(const struct job *j, const char *stream, bool dead, const char *reason,
+                  const char *worker_id, int64_t now_ms, struct job_argv_bufs *bufs,
+                  const char ***argv, size_t **lens);
+
+/* Appends s as a JSON string literal ("..." with escapes) to sb. Invalid
+ * UTF-8 bytes are replaced by U+FFFD and NUL by a space (PostgreSQL's jsonb
+ * accepts neither). */
+void job_json_str(struct strbuf *sb, const char *s);
+
+/* Backoff for retry number n (1-based): exponential from base_ms doubling up
+ * to cap_ms, with jitter in [d/2, d]. rnd is a uniform random 32-bit value. */
+uint32_t job_backoff_ms(int n, uint32_t base_ms, uint32_t cap_ms, uint32_t rnd);
+
+/* Unix time in ms (wall clock). */
+int64_t job_now_ms(void);
+
+/* ISO 8601 UTC text with milliseconds ("2024-05-01T12:00:00.250Z"); buf ≥ 32. */
+void job_iso_ms(int64_t ms, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * Process-wide metric registry and its Prometheus text rendering (exposition
+ * format 0.0.4). Every function here runs on the loop thread only: there are
+ * no locks. Label values come from fixed, known sets so the number of series
+ * stays bounded: an unknown evaluator, outcome, reason, target or decision is
+ * counted under "other" (NULL or "" under "unknown" for the evaluator).
+ *
+ * Exported families (names per Prometheus conventions):
+ *   arbiter_jobs_total{evaluator,outcome}            counter
+ *   arbiter_rejections_total{reason}                 counter
+ *   arbiter_evaluation_duration_seconds{evaluator}   histogram
+ *   arbiter_end_to_end_latency_seconds               histogram
+ *   arbiter_commit_batch_size                        histogram
+ *   arbiter_jobs_in_flight, arbiter_sandbox_slots_busy, arbiter_stream_length,
+ *   arbiter_consumer_group_lag, arbiter_consumer_group_pending,
+ *   arbiter_delayed_jobs, arbiter_dead_letter_length gauges
+ *   arbiter_reconciler_requeued_total                counter
+ *   arbiter_reconnects_total{target}                 counter
+ *   arbiter_ratelimit_decisions_total{decision}      counter
+ *   arbiter_build_info{version}, process_* (resident memory, CPU, fds, start)
+ */
+#ifndef ARBITER_METRICS_H
+#define ARBITER_METRICS_H
+
+#include "util.h"
+
+/* Counts one finished job. evaluator: deterministic, test-suite, custom-script
+ * (NULL/"" → "unknown"); outcome: completed, rejected, failed, dead_lettered,
+ * deferred, duplicate. Strings are not retained. */
+void metrics_job(const char *evaluator, const char *outcome);
+/* Counts one rejection by reason: the §4 reasons (submission_not_found,
+ * not_match_owner, match_expired, match_not_active, invalid_spec) and
+ * rate_limited. */
+void metrics_rejected(const char *reason);
+/* Observes the time an evaluator took (histogram, seconds, label evaluator). */
+void metrics_eval_seconds(const char *evaluator, double secs);
+/* Observes enqueued_at → commit latency (histogram, seconds). */
+void metrics_e2e_seconds(double secs);
+/* Gauge: jobs in flight in this process. */
+void metrics_inflight(int n);
+/* Gauge: sandbox slots in use. */
+void metrics_sandbox_busy(int n);
+/* Queue gauges: XLEN of {prefix}:jobs, the group's lag and pending count,
+ * ZCARD of {prefix}:delayed, XLEN of {prefix}:dead. A negative value means
+ * "unknown this time" and leaves that gauge unchanged. */
+void metrics_queue(long stream_len, long lag, long pending, long delayed, long dead);
+/* Counter: submissions the reconciler re-enqueued (adds n, n ≥ 0). */
+void metrics_reconciled(long n);
+/* Counter: one reconnect of "redis" or "postgres". */
+void metrics_reconnect(const char *what);
+/* Observes the number of evaluations committed in one transaction. */
+void metrics_commit_batch(int size);
+/* Counter: one rate-limit decision: allowed, deferred, rejected (or error). */
+void metrics_ratelimit(const char *decision);
+/* Appends the whole exposition (# HELP, # TYPE, samples) to out. Returns 0. */
+int  metrics_render(struct strbuf *out);
+
+/* Additions (not in the shared API list). */
+
+/* Appends the metric family names that metrics_render exports, one per line
+ * (histograms as their base name). Used by `arbiter metrics-names` and the
+ * deploy test that cross-checks dashboards against the binary. */
+void metrics_names(struct strbuf *out);
+/* Zeroes every metric (tests only). */
+void metrics_reset(void);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * pgc: a small pool of PostgreSQL connections on a libuv loop.
+ *
+ * Everything is non-blocking: connections are opened with PQconnectStartParams
+ * + PQconnectPoll, statements are sent in pipeline mode (one round trip for a
+ * whole batch or transaction), and sockets are driven by uv_poll. Timeouts are
+ * uv timers; a query timeout drops the connection (PQcancel would block) and
+ * reports a transient error. A lost connection is re-opened with backoff. pgc
+ * never resends a statement by itself: in-flight work fails with a transient
+ * error and the caller decides whether to retry.
+ *
+ * All functions must be called on the loop's thread.
+ */
+#ifndef ARBITER_PGC_H
+#define ARBITER_PGC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+#include <uv.h>
+
+struct pgc_pool;
+struct pgc_conn;
+
+struct pgc_opts {
+	const char *conninfo;          /* libpq conninfo or URI (copied) */
+	int size;                      /* connections, default 4 (0 = default) */
+	uint32_t connect_timeout_ms;   /* default 5000 (0 = default) */
+	uint32_t query_timeout_ms;     /* per pgc_send, default 30000 (0 = default) */
+};
+
+/* Creates the pool and starts connecting its connections in the background.
+ * Returns 0 and *out, or -1 if the options are invalid (no conninfo). The pool
+ * lives until pgc_pool_close's done callback. */
+int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **out);
+
+/* True when at least one connection is up (idle or busy). */
+bool pgc_pool_ready(const struct pgc_pool *p);
+
+/* Closes the pool: waiters get a NULL connection, in-flight statements fail
+ * with err "closed" (transient), connections are finished. done(data) runs
+ * (asynchronously) once every handle is closed and the pool is freed. A
+ * connection held by a caller when the pool closes is still released by
+ * pgc_release (which then just drops it). */
+void pgc_pool_close(struct pgc_pool *p, void (*done)(void *), void *data);
+
+/* One statement with text parameters; params[i] NULL = SQL NULL. */
+struct pgc_stmt { const char *sql; int nparams; const char *const *params; };
+
+struct pgc_result {
+	int nres; PGresult **res;      /* one per statement, in order; borrowed during the callback */
+	const char *err;               /* NULL on success; else message (first failing statement) */
+	char sqlstate[6];              /* "" when the connection failed */
+	bool transient;                /* connection loss, timeout, 40001, 40P01, 57P01.., 08xxx */
+};
+typedef void pgc_cb(const struct pgc_result *r, void *data);
+typedef void pgc_conn_cb(struct pgc_conn *c, void *data);  /* c NULL if the pool is closing */
+
+/* Reserves a connection (FIFO queue when all are busy); cb never runs synchronously. */
+int pgc_acquire(struct pgc_pool *p, pgc_conn_cb *cb, void *data);
+
+/* Sends n statements in one pipeline on c and calls cb once with all results (or the first
+ * error; later statements are skipped). Statements may be BEGIN/COMMIT: a transaction can span
+ * several pgc_send calls on the same reserved connection. Never calls cb synchronously.
+ * On error, r->nres is the number of statements that completed before the failing one (their
+ * results are in r->res). Returns 0, or -1 if c is NULL, n < 1, or a send is already in
+ * flight on c (cb is then not called). If the connection was lost while reserved, cb gets a
+ * transient error. */
+int pgc_send(struct pgc_conn *c, const struct pgc_stmt *s, int n, pgc_cb *cb, void *data);
+
+/* Returns c to the pool; if a transaction is still open it is rolled back first.
+ * Must not be called while a pgc_send on c is in flight (call it from the callback or later).
+ * NULL is ignored. */
+void pgc_release(struct pgc_conn *c);
+
+/* acquire + send + release. Never calls cb synchronously. Returns 0 or -1 (bad arguments, or
+ * the pool is closing). */
+int pgc_run(struct pgc_pool *p, const struct pgc_stmt *s, int n, pgc_cb *cb, void *data);
+
+#endif

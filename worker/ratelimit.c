@@ -1,0 +1,663 @@
+/*
+ * ratelimit: the per-source-IP limiter of CONTRACT §6 (see ratelimit.h).
+ *
+ * Two Lua scripts, embedded below, do all the work atomically in Redis:
+ *   rl_lua_check    GCRA decision for one job (common/gcra.h, line for line),
+ *                   and under `defer` the move of an over-limit job from the
+ *                   stream to the delayed set (XACK + XDEL + ZADD).
+ *   rl_lua_promote  moves due members of the delayed set back to the stream.
+ * Both read the clock with redis.call('TIME'); Redis 7 replicates scripts by
+ * their effects, so that is allowed and replicas' clocks never matter.
+ *
+ * Script cache: the first time this process sees a connection (an rq, or an
+ * rq after a reconnect) it sends SCRIPT LOAD for both scripts, pipelined before
+ * the EVALSHA that needed them (Redis runs one connection's commands in order).
+ * A NOSCRIPT reply (SCRIPT FLUSH, a restarted or failed-over Redis) is retried
+ * once as EVAL with the full text, which runs the script (it had not run) and
+ * caches it again. The SHA1 digests are those SCRIPT LOAD returned.
+ *
+ * Lifetime: every command rl sends holds a reference; rl_free only marks the
+ * limiter and the memory goes once the last reply (or "closed") came back and
+ * the timer handle is closed.
+ */
+#include "ratelimit.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gcra.h"
+#include "ipkey.h"
+#include "log.h"
+#include "metrics.h"
+#include "rq.h"
+#include "util.h"
+
+/* The check script. KEYS: 1 limiter hash `{prefix}:rl:<ipkey>` (fields t = TAT,
+ * d = due time of the last deferred job, µs), 2 `{prefix}:delayed`,
+ * 3 `{prefix}:jobs`. ARGV: 1 T (µs), 2 tau (µs), 3 policy (defer | reject),
+ * 4 promoted (1 | 0), 5 consumer group, 6 entry id, 7.. field, value pairs.
+ * Returns {code, retry_at_ms}: 0 allowed, 1 deferred (entry moved to the
+ * delayed set), 2 over the limit under reject, 3 the entry is no longer
+ * pending for the group (someone else handled it: drop it). Numbers are
+ * written with %.0f: Lua's tostring keeps only 14 digits. */
+const char rl_lua_check[] =
+	"-- arbiter rate limit: GCRA per source-IP key (see common/gcra.h)\n"
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	"local T = tonumber(ARGV[1])\n"
+	"local tau = tonumber(ARGV[2])\n"
+	"local st = redis.call('HMGET', KEYS[1], 't', 'd')\n"
+	"local stored = tonumber(st[1]) or 0\n"
+	"local tat = stored\n"
+	"if tat < now then tat = now end\n"
+	"local dl = tonumber(st[2]) or 0\n"
+	"local function fmt(x) return string.format('%.0f', x) end\n"
+	"local function ms_ceil(us) return math.ceil(us / 1000) end\n"
+	"local function ttl(a, b)\n"
+	"  local ms = ms_ceil(math.max(a, b) - now)\n"
+	"  if ms < 1 then ms = 1 end\n"
+	"  return fmt(ms)\n"
+	"end\n"
+	"if tat - now <= tau and (ARGV[4] == '1' or dl <= now) then\n"
+	"  local ntat = tat + T\n"
+	"  redis.call('HSET', KEYS[1], 't', fmt(ntat))\n"
+	"  redis.call('PEXPIRE', KEYS[1], ttl(ntat, dl))\n"
+	"  return {0, 0}\n"
+	"end\n"
+	"local retry = tat - tau\n"
+	"if ARGV[3] ~= 'defer' then return {2, ms_ceil(retry)} end\n"
+	"if retry < dl + T then retry = dl + T end\n"
+	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then return {3, 0} end\n"
+	"redis.call('XDEL', KEYS[3], ARGV[6])\n"
+	"local job = {}\n"
+	"for i = 7, #ARGV - 1, 2 do job[ARGV[i]] = ARGV[i + 1] end\n"
+	"job['_token'] = ARGV[6]\n"
+	"redis.call('ZADD', KEYS[2], fmt(ms_ceil(retry)), cjson.encode(job))\n"
+	"redis.call('HSET', KEYS[1], 'd', fmt(retry))\n"
+	"redis.call('PEXPIRE', KEYS[1], ttl(stored, retry))\n"
+	"return {1, ms_ceil(retry)}\n";
+
+/* The promote script. KEYS: 1 `{prefix}:delayed`, 2 `{prefix}:jobs`,
+ * 3 `{prefix}:dead`. ARGV: 1 batch size. Moves the members due by Redis TIME
+ * (score ≤ now in ms), at most batch of them, back to the stream with their
+ * fields and deferred_count + 1; a member that is not a JSON object of
+ * strings goes to the dead-letter stream. Returns {moved, taken, next due ms
+ * or -1}. */
+const char rl_lua_promote[] =
+	"-- arbiter rate limit: move due deferred jobs back to the stream\n"
+	"local t = redis.call('TIME')\n"
+	"local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now_ms),\n"
+	"  'LIMIT', 0, tonumber(ARGV[1]))\n"
+	"local moved = 0\n"
+	"for _, m in ipairs(due) do\n"
+	"  redis.call('ZREM', KEYS[1], m)\n"
+	"  local good, job = pcall(cjson.decode, m)\n"
+	"  if good and type(job) == 'table' then\n"
+	"    local args = {KEYS[2], '*'}\n"
+	"    for k, v in pairs(job) do\n"
+	"      if type(k) == 'string' and type(v) == 'string' and k ~= '_token'\n"
+	"          and k ~= 'deferred_count' then\n"
+	"        args[#args + 1] = k\n"
+	"        args[#args + 1] = v\n"
+	"      end\n"
+	"    end\n"
+	"    args[#args + 1] = 'deferred_count'\n"
+	"    args[#args + 1] = tostring((tonumber(job['deferred_count']) or 0) + 1)\n"
+	"    redis.call('XADD', unpack(args))\n"
+	"    moved = moved + 1\n"
+	"  else\n"
+	"    redis.call('XADD', KEYS[3], '*', 'reason', 'invalid member of the delayed set',\n"
+	"      'member', m, 'failed_at', string.format('%.0f', now_ms))\n"
+	"  end\n"
+	"end\n"
+	"local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+	"return {moved, #due, tonumber(nxt[2]) or -1}\n";
+
+enum script { SCRIPT_CHECK, SCRIPT_PROMOTE, NSCRIPTS };
+
+static const char *const script_text[NSCRIPTS] = { rl_lua_check, rl_lua_promote };
+
+#define SEEN_SLOTS 8
+
+/* A no-Redis decision waiting for the next loop iteration. */
+struct imm {
+	struct imm *next;
+	rl_cb *cb;
+	void *data;
+};
+
+struct rl {
+	char *prefix, *k_delayed, *k_stream, *k_dead, *group;
+	bool disabled;
+	enum gcra_policy policy;
+	struct gcra_params gp;
+	char t_arg[24], tau_arg[24];
+	struct ipkey_allow allow;
+
+	char sha[NSCRIPTS][41];                 /* "" until SCRIPT LOAD answered */
+	struct {                                /* connections that have the scripts */
+		const struct rq *r;
+		uint64_t gen;
+	} seen[SEEN_SLOTS];
+	unsigned seen_next;
+
+	uv_loop_t *loop;
+	uv_timer_t timer;                       /* delivers no-Redis decisions */
+	bool timer_init, timer_closed;
+	struct imm *imm_head, *imm_tail;
+
+	bool promoting;                         /* a promotion is in flight */
+	int refs;                               /* commands in flight */
+	bool freeing;
+};
+
+/* One rl_check through Redis; argv kept for the NOSCRIPT retry. */
+struct check_ctx {
+	struct rl *l;
+	rl_cb *cb;
+	void *data;
+	int argc;
+	char **argv;
+	bool retried;
+	char *sub;                              /* submission_id for logs, may be NULL */
+	char *entry;
+};
+
+struct load_ctx {
+	struct rl *l;
+	enum script which;
+};
+
+static void rl_maybe_release(struct rl *l);
+
+const char *rl_decision_name(enum rl_decision d)
+{
+	switch (d) {
+	case RL_ALLOW: return "allowed";
+	case RL_DEFERRED: return "deferred";
+	case RL_REJECT: return "rejected";
+	default: return "error";
+	}
+}
+
+static char *joinf(const char *a, const char *b)
+{
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "%s%s", a, b);
+	return sb.buf;
+}
+
+int rl_new_opts(const struct rl_opts *o, struct rl **out, char *err, size_t errlen)
+{
+	const char *prefix = o->prefix && *o->prefix ? o->prefix : "arbiter";
+	const char *limit = o->rate_limit ? o->rate_limit : "10/60s";
+	const char *policy = o->rate_policy ? o->rate_policy : "defer";
+	int burst = o->rate_burst ? o->rate_burst : 10;
+	struct gcra_rate rate;
+	char why[384];
+	struct rl *l;
+	const char *p;
+	size_t plen;
+
+	*out = NULL;
+	if (gcra_rate_parse(limit, &rate, why, sizeof why) < 0) {
+		snprintf(err, errlen, "ARBITER_RATE_LIMIT: %s", why);
+		return -1;
+	}
+	l = xcalloc(1, sizeof *l);
+	l->disabled = rate.count == 0;
+	if (!l->disabled && gcra_params_make(&rate, burst, &l->gp, why, sizeof why) < 0) {
+		snprintf(err, errlen, "%s: %s",
+		         burst < 1 || burst > GCRA_MAX_BURST ? "ARBITER_RATE_BURST" :
+		         "ARBITER_RATE_LIMIT/ARBITER_RATE_BURST", why);
+		goto fail;
+	}
+	if (l->disabled && (burst < 1 || burst > GCRA_MAX_BURST)) {
+		snprintf(err, errlen, "ARBITER_RATE_BURST: invalid burst %d: expected an integer "
+		         "from 1 to %d", burst, GCRA_MAX_BURST);
+		goto fail;
+	}
+	p = policy;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	plen = strlen(p);
+	while (plen && (p[plen - 1] == ' ' || p[plen - 1] == '\t'))
+		plen--;
+	if (plen == 5 && !strncasecmp(p, "defer", 5)) {
+		l->policy = GCRA_POLICY_DEFER;
+	} else if (plen == 6 && !strncasecmp(p, "reject", 6)) {
+		l->policy = GCRA_POLICY_REJECT;
+	} else {
+		snprintf(err, errlen, "ARBITER_RATE_POLICY: invalid policy \"%.64s\": expected "
+		         "\"defer\" (re-schedule over-limit jobs) or \"reject\" (reject them with "
+		         "rate_limited)", policy);
+		goto fail;
+	}
+	if (ipkey_allow_parse(o->rate_allow, &l->allow, why, sizeof why) < 0) {
+		snprintf(err, errlen, "ARBITER_RATE_ALLOW: %s", why);
+		goto fail;
+	}
+	snprintf(l->t_arg, sizeof l->t_arg, "%" PRId64, l->gp.emission_us);
+	snprintf(l->tau_arg, sizeof l->tau_arg, "%" PRId64, l->gp.tolerance_us);
+	l->prefix = xstrdup(prefix);
+	l->k_delayed = joinf(prefix, ":delayed");
+	l->k_stream = joinf(prefix, ":jobs");
+	l->k_dead = joinf(prefix, ":dead");
+	l->group = joinf(prefix, "-workers");
+	*out = l;
+	return 0;
+fail:
+	free(l);
+	return -1;
+}
+
+int rl_new(const struct config *cfg, struct rl **out, char *err, size_t errlen)
+{
+	struct rl_opts o = {
+		.prefix = cfg->prefix,
+		.rate_limit = cfg->rate_limit,
+		.rate_policy = cfg->rate_policy,
+		.rate_allow = cfg->rate_allow,
+		.rate_burst = cfg->rate_burst,
+	};
+	/* rate_burst is an int the config table already parsed; 0 is not the
+	 * "default" here but a bad value. */
+	if (cfg->rate_burst < 1 || cfg->rate_burst > GCRA_MAX_BURST) {
+		*out = NULL;
+		snprintf(err, errlen, "ARBITER_RATE_BURST: invalid burst %d: expected an integer "
+		         "from 1 to %d", cfg->rate_burst, GCRA_MAX_BURST);
+		return -1;
+	}
+	return rl_new_opts(&o, out, err, errlen);
+}
+
+static void really_free(struct rl *l)
+{
+	struct imm *m = l->imm_head;
+	while (m) {
+		struct imm *next = m->next;
+		free(m);
+		m = next;
+	}
+	ipkey_allow_free(&l->allow);
+	free(l->prefix);
+	free(l->k_delayed);
+	free(l->k_stream);
+	free(l->k_dead);
+	free(l->group);
+	free(l);
+}
+
+static void timer_closed_cb(uv_handle_t *h)
+{
+	struct rl *l = h->data;
+	l->timer_closed = true;
+	rl_maybe_release(l);
+}
+
+static void rl_maybe_release(struct rl *l)
+{
+	if (!l->freeing || l->refs > 0)
+		return;
+	if (l->timer_init && !l->timer_closed) {
+		if (!uv_is_closing((uv_handle_t *)&l->timer))
+			uv_close((uv_handle_t *)&l->timer, timer_closed_cb);
+		return;
+	}
+	really_free(l);
+}
+
+void rl_free(struct rl *l)
+{
+	if (!l || l->freeing)
+		return;
+	l->freeing = true;
+	rl_maybe_release(l);
+}
+
+void rl_set_loop(struct rl *l, uv_loop_t *loop)
+{
+	if (!l->timer_init)
+		l->loop = loop;
+}
+
+bool rl_disabled(const struct rl *l)
+{
+	return l->disabled;
+}
+
+char *rl_key_for(const struct rl *l, const char *ip)
+{
+	char key[IPKEY_MAX];
+	struct strbuf sb = { 0 };
+	ipkey_make(ip, key, sizeof key);
+	strbuf_addf(&sb, "%s:rl:%s", l->prefix, key);
+	return sb.buf;
+}
+
+/* ---- no-Redis decisions ---------------------------------------------------- */
+
+static void imm_timer_cb(uv_timer_t *t)
+{
+	struct rl *l = t->data;
+	struct imm *m = l->imm_head;
+	l->imm_head = l->imm_tail = NULL;       /* added from callbacks: next iteration */
+	while (m) {
+		struct imm *next = m->next;
+		if (!l->freeing)
+			m->cb(RL_ALLOW, 0, NULL, m->data);
+		free(m);
+		m = next;
+	}
+	if (l->imm_head && !l->freeing)
+		uv_timer_start(&l->timer, imm_timer_cb, 0, 0);
+}
+
+static int allow_async(struct rl *l, rl_cb *cb, void *data)
+{
+	struct imm *m;
+	if (!l->timer_init) {
+		if (!l->loop)
+			l->loop = uv_default_loop();
+		if (uv_timer_init(l->loop, &l->timer) < 0)
+			return -1;
+		l->timer.data = l;
+		l->timer_init = true;
+	}
+	m = xcalloc(1, sizeof *m);
+	m->cb = cb;
+	m->data = data;
+	if (l->imm_tail)
+		l->imm_tail->next = m;
+	else
+		l->imm_head = m;
+	l->imm_tail = m;
+	if (!uv_is_active((uv_handle_t *)&l->timer))
+		uv_timer_start(&l->timer, imm_timer_cb, 0, 0);
+	metrics_ratelimit("allowed");
+	return 0;
+}
+
+/* ---- script cache ---------------------------------------------------------- */
+
+static void load_cb(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct load_ctx *lc = data;
+	struct rl *l = lc->l;
+	(void)r;
+	if (reply && reply->type == REDIS_REPLY_STRING && reply->len == 40) {
+		memcpy(l->sha[lc->which], reply->str, 40);
+		l->sha[lc->which][40] = '\0';
+	} else {
+		LOGW(NULL, NULL, "rate limit: SCRIPT LOAD failed: %s",
+		     err ? err : reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+	}
+	free(lc);
+	l->refs--;
+	rl_maybe_release(l);
+}
+
+/* Sends SCRIPT LOAD for both scripts if this connection has not had them. */
+static void ensure_loaded(struct rl *l, struct rq *r)
+{
+	uint64_t gen = rq_reconnects(r);
+	for (unsigned i = 0; i < SEEN_SLOTS; i++)
+		if (l->seen[i].r == r && l->seen[i].gen == gen)
+			return;
+	if (!rq_connected(r))
+		return;                          /* the command will fail "not connected" */
+	for (int s = 0; s < NSCRIPTS; s++) {
+		struct load_ctx *lc = xcalloc(1, sizeof *lc);
+		const char *argv[3] = { "SCRIPT", "LOAD", script_text[s] };
+		lc->l = l;
+		lc->which = (enum script)s;
+		if (rq_cmdv(r, 0, load_cb, lc, 3, argv, NULL) < 0) {
+			free(lc);
+			return;
+		}
+		l->refs++;
+	}
+	l->seen[l->seen_next].r = r;
+	l->seen[l->seen_next].gen = gen;
+	l->seen_next = (l->seen_next + 1) % SEEN_SLOTS;
+}
+
+static void forget_connection(struct rl *l, const struct rq *r)
+{
+	for (unsigned i = 0; i < SEEN_SLOTS; i++)
+		if (l->seen[i].r == r)
+			l->seen[i].r = NULL;
+}
+
+static bool is_noscript(const redisReply *reply)
+{
+	return reply && reply->type == REDIS_REPLY_ERROR && reply->str &&
+	       !strncmp(reply->str, "NOSCRIPT", 8);
+}
+
+/* Sends argv (argv[0] "EVALSHA", argv[1] a placeholder) as EVALSHA when the
+ * digest is known, else as EVAL with the text. */
+static int send_script(struct rl *l, struct rq *r, enum script which, bool force_eval,
+                       rq_cb *cb, void *data, int argc, const char **argv)
+{
+	ensure_loaded(l, r);
+	if (!force_eval && l->sha[which][0]) {
+		argv[0] = "EVALSHA";
+		argv[1] = l->sha[which];
+	} else {
+		argv[0] = "EVAL";
+		argv[1] = script_text[which];
+	}
+	if (rq_cmdv(r, 0, cb, data, argc, argv, NULL) < 0)
+		return -1;
+	l->refs++;
+	return 0;
+}
+
+/* ---- rl_check -------------------------------------------------------------- */
+
+static void check_ctx_free(struct check_ctx *c)
+{
+	for (int i = 2; i < c->argc; i++)
+		free(c->argv[i]);
+	free(c->argv);
+	free(c->sub);
+	free(c->entry);
+	free(c);
+}
+
+static void check_cb(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct check_ctx *c = data;
+	struct rl *l = c->l;
+	enum rl_decision d = RL_ERROR;
+	int64_t retry = 0;
+	const char *why = err;
+
+	l->refs--;
+	if (is_noscript(reply) && !c->retried && !l->freeing) {
+		c->retried = true;
+		forget_connection(l, r);
+		LOGI(NULL, NULL, "rate limit: script not cached in Redis (NOSCRIPT), sending EVAL");
+		if (send_script(l, r, SCRIPT_CHECK, true, check_cb, c, c->argc,
+		                (const char **)c->argv) == 0)
+			return;
+		why = "could not send EVAL";
+	} else if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+	           reply->element[0]->type == REDIS_REPLY_INTEGER &&
+	           reply->element[1]->type == REDIS_REPLY_INTEGER) {
+		long long code = reply->element[0]->integer;
+		retry = reply->element[1]->integer;
+		why = NULL;
+		switch (code) {
+		case 0: d = RL_ALLOW; break;
+		case 1: d = RL_DEFERRED; break;
+		case 2: d = RL_REJECT; break;
+		case 3: d = RL_DEFERRED; break;
+		default: d = RL_ERROR; why = "unexpected script result"; break;
+		}
+		if (code == 3)
+			LOGI(c->sub, c->entry, "rate limit: entry no longer pending for the group "
+			     "(handled elsewhere); dropping it");
+		else if (code == 1)
+			LOGD(c->sub, c->entry, "rate limit: deferred until %lld (%s)",
+			     (long long)retry, c->argv[3]);
+		else if (code == 2)
+			LOGD(c->sub, c->entry, "rate limit: over the limit (%s)", c->argv[3]);
+		if (code <= 2)
+			metrics_ratelimit(rl_decision_name(d));
+	} else if (reply && reply->type == REDIS_REPLY_ERROR) {
+		why = reply->str;
+	} else if (reply) {
+		why = "unexpected reply to the rate-limit script";
+	}
+	if (d == RL_ERROR) {
+		LOGW(c->sub, c->entry, "rate limit: %s", why ? why : "error");
+		metrics_ratelimit("error");
+		retry = 0;
+	}
+	c->cb(d, retry, d == RL_ERROR ? (why ? why : "error") : NULL, c->data);
+	check_ctx_free(c);
+	rl_maybe_release(l);
+}
+
+int rl_check(struct rl *l, struct rq *r, const char *ip, bool reevaluate, const char *entry_id,
+             const char *const *fields, int nf, rl_cb *cb, void *data)
+{
+	struct ipkey_addr a;
+	bool parsed, promoted = false;
+	char key[IPKEY_MAX];
+	struct check_ctx *c;
+	int argc;
+	const char *sub = NULL;
+
+	if (!l || !cb || l->freeing || nf < 0 || (nf > 0 && !fields))
+		return -1;
+	parsed = ip && ipkey_parse(ip, strnlen(ip, 300), &a) == 0;
+	if (l->disabled || reevaluate || (parsed && ipkey_allow_match(&l->allow, &a)))
+		return allow_async(l, cb, data);
+	if (!r || (l->policy == GCRA_POLICY_DEFER && (!entry_id || !*entry_id)))
+		return -1;
+	if (parsed)
+		ipkey_format(&a, key, sizeof key);
+	else
+		snprintf(key, sizeof key, "%s", IPKEY_INVALID);
+	for (int i = 0; i < nf; i++) {
+		if (!fields[2 * i] || !fields[2 * i + 1])
+			return -1;
+		if (!strcmp(fields[2 * i], "deferred_count") && atoi(fields[2 * i + 1]) > 0)
+			promoted = true;
+		if (!strcmp(fields[2 * i], "submission_id"))
+			sub = fields[2 * i + 1];
+	}
+
+	c = xcalloc(1, sizeof *c);
+	c->l = l;
+	c->cb = cb;
+	c->data = data;
+	c->sub = sub ? xstrdup(sub) : NULL;
+	c->entry = entry_id ? xstrdup(entry_id) : NULL;
+	argc = 2 + 1 + 3 + 6 + 2 * nf;
+	c->argv = xcalloc((size_t)argc, sizeof *c->argv);
+	argc = 2;                                  /* [0], [1]: command and script */
+	c->argv[argc++] = xstrdup("3");
+	{
+		struct strbuf sb = { 0 };
+		strbuf_addf(&sb, "%s:rl:%s", l->prefix, key);
+		c->argv[argc++] = sb.buf;
+	}
+	c->argv[argc++] = xstrdup(l->k_delayed);
+	c->argv[argc++] = xstrdup(l->k_stream);
+	c->argv[argc++] = xstrdup(l->t_arg);
+	c->argv[argc++] = xstrdup(l->tau_arg);
+	c->argv[argc++] = xstrdup(l->policy == GCRA_POLICY_DEFER ? "defer" : "reject");
+	c->argv[argc++] = xstrdup(promoted ? "1" : "0");
+	c->argv[argc++] = xstrdup(l->group);
+	c->argv[argc++] = xstrdup(entry_id ? entry_id : "");
+	for (int i = 0; i < 2 * nf; i++)
+		c->argv[argc++] = xstrdup(fields[i]);
+	c->argc = argc;
+	if (send_script(l, r, SCRIPT_CHECK, false, check_cb, c, c->argc, (const char **)c->argv) < 0) {
+		check_ctx_free(c);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- rl_promote_due -------------------------------------------------------- */
+
+struct promote_ctx {
+	struct rl *l;
+	bool retried;
+};
+
+static int promote_send(struct rl *l, struct rq *r, bool force_eval, struct promote_ctx *pc);
+
+static void promote_cb(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct promote_ctx *pc = data;
+	struct rl *l = pc->l;
+
+	l->refs--;
+	if (is_noscript(reply) && !pc->retried && !l->freeing) {
+		pc->retried = true;
+		forget_connection(l, r);
+		if (promote_send(l, r, true, pc) == 0)
+			return;
+	} else if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
+	           reply->element[0]->type == REDIS_REPLY_INTEGER &&
+	           reply->element[1]->type == REDIS_REPLY_INTEGER) {
+		long long moved = reply->element[0]->integer, taken = reply->element[1]->integer;
+		if (taken > 0)
+			LOGD(NULL, NULL, "rate limit: %lld deferred job(s) back on the stream", moved);
+		if (taken > moved)
+			LOGW(NULL, NULL, "rate limit: %lld invalid member(s) of %s dead-lettered",
+			     taken - moved, l->k_delayed);
+		if (taken >= RL_PROMOTE_BATCH && !l->freeing) {
+			pc->retried = false;
+			if (promote_send(l, r, false, pc) == 0)
+				return;
+		}
+	} else {
+		LOGW(NULL, NULL, "rate limit: promoting deferred jobs failed: %s",
+		     err ? err : reply && reply->type == REDIS_REPLY_ERROR ? reply->str
+		                                                            : "unexpected reply");
+	}
+	l->promoting = false;
+	free(pc);
+	rl_maybe_release(l);
+}
+
+static int promote_send(struct rl *l, struct rq *r, bool force_eval, struct promote_ctx *pc)
+{
+	char batch[16];
+	const char *argv[7];
+	snprintf(batch, sizeof batch, "%d", RL_PROMOTE_BATCH);
+	argv[2] = "3";
+	argv[3] = l->k_delayed;
+	argv[4] = l->k_stream;
+	argv[5] = l->k_dead;
+	argv[6] = batch;
+	return send_script(l, r, SCRIPT_PROMOTE, force_eval, promote_cb, pc, 7, argv);
+}
+
+int rl_promote_due(struct rl *l, struct rq *r)
+{
+	struct promote_ctx *pc;
+	if (!l || !r || l->freeing)
+		return -1;
+	if (l->promoting)
+		return 0;
+	pc = xcalloc(1, sizeof *pc);
+	pc->l = l;
+	if (promote_send(l, r, false, pc) < 0) {
+		free(pc);
+		return -1;
+	}
+	l->promoting = true;
+	return 0;
+}

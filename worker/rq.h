@@ -1,0 +1,102 @@
+/*
+ * rq: one Redis connection on a libuv loop, built on hiredis's async API with
+ * our own event-loop adapter (a uv_poll_t on the socket; poll errors count as
+ * a broken connection). It adds what hiredis 0.14 lacks: a connect timeout,
+ * per-command timeouts (uv timers), AUTH + SELECT before on_connect, and
+ * reconnection with exponential backoff and jitter (50 ms doubling to 5 s).
+ *
+ * Everything here runs on the loop thread only. Every command's callback runs
+ * exactly once and never synchronously inside rq_cmd*.
+ */
+#ifndef ARBITER_RQ_H
+#define ARBITER_RQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+struct rq;                              /* one Redis connection on a uv loop; reconnects itself */
+
+struct rq_opts {
+	const char *url;                    /* redis://[[user]:pass@]host[:port][/db], unix:///path?db=N */
+	uint32_t connect_timeout_ms;        /* default 2000 (0 = default) */
+	uint32_t cmd_timeout_ms;            /* default 5000 (0 = default) */
+	void (*on_connect)(struct rq *r, void *data);   /* after (re)connect+AUTH+SELECT */
+	/* When a connection that had reached on_connect is lost (not for failed
+	 * attempts, not after rq_close). why is valid during the call only. It
+	 * runs before the pending commands are failed. */
+	void (*on_disconnect)(struct rq *r, const char *why, void *data);
+	void *data;
+	const char *name;                   /* for logs */
+};
+
+/* Creates the client and starts connecting (asynchronously; on_connect runs
+ * once the connection is usable). The options are copied; o->url is parsed
+ * here. Returns 0 and *out, or -1 when the URL is invalid (logged). The
+ * callbacks in o never run synchronously inside rq_new. */
+int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out);
+
+/* cb runs exactly once, never synchronously inside rq_cmd*: reply != NULL (may be an error
+ * reply, REDIS_REPLY_ERROR) and err == NULL; or reply == NULL and err = "timeout" |
+ * "disconnected" | "not connected" | "closed". The reply is freed after cb returns.
+ * timeout_ms 0 = cmd_timeout_ms. A timed-out command drops and re-opens the connection. */
+#define RQ_TIMEOUT_NONE UINT32_MAX      /* timeout_ms: no command timeout (rq.c addition) */
+typedef void rq_cb(struct rq *r, redisReply *reply, const char *err, void *data);
+
+/* Sends argv[0..argc) (binary-safe; argvlen NULL = strlen of each). cb may be
+ * NULL (the reply is discarded). Commands are pipelined: replies come in the
+ * order the commands were issued. Returns 0 (cb will run), or -1 (cb will NOT
+ * run) if the command could not be formatted, is unsupported (SUBSCRIBE and
+ * the other pub/sub commands, MONITOR, HELLO, SELECT, RESET, CLIENT REPLY:
+ * they would break reply matching or the handshake), or rq_close was already
+ * called. A blocking command (XREADGROUP BLOCK, BLPOP) holds up every command
+ * after it on the same rq: give it its own rq and a timeout_ms longer than the
+ * block time. */
+int rq_cmdv(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data,
+            int argc, const char **argv, const size_t *argvlen);
+
+/* Like rq_cmdv with a hiredis format string (%s, %b, %d, %lld, ...).
+ * Note: "not connected" means the command was not sent. Do not re-issue it
+ * from its own callback in a loop (that spins until the next on_connect);
+ * wait for on_connect or a timer instead. */
+int rq_cmdf(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data, const char *fmt, ...);
+
+/* True when connected, authenticated and the database selected. */
+bool rq_connected(const struct rq *r);
+
+/* Fails pending commands with "closed"; done(data) runs after every handle closed.
+ * The callbacks run on a later turn of the loop, never inside rq_close, and
+ * every callback still pending gets "closed" (even if its reply arrives
+ * meanwhile); on_connect/on_disconnect do not run any more. The rq is freed
+ * just before done runs; do not call rq_* on r after rq_close except from
+ * those pending callbacks (rq_cmd* then returns -1). Safe to call from any rq
+ * callback; a second call is ignored. done may be NULL. */
+void rq_close(struct rq *r, void (*done)(void *data), void *data);
+
+/* Additions (not in the original design table). */
+
+/* Number of successful reconnects (connections after the first). */
+uint64_t rq_reconnects(const struct rq *r);
+
+/* Number of commands whose callback has not run yet. */
+size_t rq_pending(const struct rq *r);
+
+/* Parsed form of a Redis URL, for rq and for tests. */
+struct rq_url {
+	char host[256];                     /* host name or numeric address ("" for unix) */
+	int port;                           /* default 6379 */
+	char path[108];                     /* unix socket path, "" for TCP */
+	char user[128];                     /* "" = none (AUTH password only) */
+	char password[256];                 /* "" = no AUTH */
+	int db;                             /* default 0 */
+};
+
+/* Parses redis://[[user]:password@]host[:port][/db] (IPv6 host in [brackets]),
+ * rediss is refused, unix:///path[?db=N][&password=P]. Percent-escapes in
+ * user and password are decoded. Returns 0, or -1 with a reason in err. */
+int rq_url_parse(const char *url, struct rq_url *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,2094 @@
+/*
+ * The sandbox: runs one untrusted command in isolation without blocking the
+ * uv loop (see sandbox.h for the model).
+ *
+ * Process structure of one run:
+ *   worker (loop thread) --clone3(NEWPID|NEWNS|NEWIPC|NEWUTS, pidfd, exit signal 0)-->
+ *     "init": PID 1 of the new namespace, still root, never execs. Joins the
+ *             shared empty network namespace, builds the root file system,
+ *             pivots into it, waits for the worker to place it in the slot's
+ *             cgroups, then vforks
+ *       "payload": drops to the slot's uid, rlimits, no_new_privs, seccomp,
+ *                  closes every other fd, execs the command.
+ *     init reaps everything; when the payload ends it records the status in a
+ *     page shared with the worker and exits, so the kernel kills and reaps the
+ *     rest of the namespace. The worker sees init's pidfd become readable and
+ *     reaps init with waitid(P_PIDFD, WNOHANG).
+ *
+ * Everything the child side needs (paths, mount options, argv, the seccomp
+ * program) is prepared before clone: the child only makes system calls (no
+ * malloc, no stdio), which is what is safe after forking a threaded process.
+ */
+#include "sandbox.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <grp.h>
+
+#include "log.h"
+#include "util.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#define SB_CLONE_INTO_CGROUP 0x200000000ULL
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 1U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 2U
+#endif
+
+/* struct clone_args of <linux/sched.h>, spelled out to avoid clashing with glibc's <sched.h>. */
+struct sb_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+		set_tid, set_tid_size, cgroup;
+};
+
+#define SB_STAGE "/tmp"               /* where init mounts the new root before pivot_root */
+#define SB_DEFAULT_UID_BASE 2000000000u
+#define SB_STATUS_PAGE 4096
+#define SB_MAX_STEPS 48
+#define SB_STDERR_KEEP_MIN 4096
+
+/* ---- the page shared between the worker and a run's init ------------------------- */
+
+enum sb_stage {
+	ST_NONE, ST_FDS, ST_NETNS, ST_PRIVATE, ST_ROOT, ST_PLAN, ST_DEV, ST_PROC, ST_TMP, ST_WORK,
+	ST_FILES, ST_PIVOT, ST_RDONLY, ST_SYNC, ST_STDIN, ST_FORK, ST_SECCOMP, ST_DONE,
+};
+static const char *const stage_names[] = {
+	"none", "setting up file descriptors", "joining the network namespace", "making mounts private", "mounting the root tmpfs",
+	"building the root", "creating /dev", "mounting /proc", "mounting /tmp", "mounting /work",
+	"writing the files", "pivot_root", "remounting / read-only", "waiting for the cgroup",
+	"preparing stdin", "forking the command", "loading the seccomp filter", "done",
+};
+
+struct sb_status {
+	volatile int stage;            /* last stage reached */
+	volatile int fail_stage;       /* stage that failed (0 none) */
+	volatile int fail_errno;
+	volatile int fail_detail;      /* index of the plan step / file that failed */
+	volatile int payload_done;     /* payload_status is valid */
+	volatile int payload_status;   /* wait status of the command */
+	volatile int exec_errno;       /* nonzero: execve failed */
+	volatile long maxrss_kb;       /* largest ru_maxrss of anything init reaped */
+	volatile long self_cpu_us;     /* init's own CPU time, measured just before it exits */
+	volatile long collected;       /* bytes copied into the collect memfd, -1 none */
+	volatile int probe_ok;         /* probe runs: everything worked */
+	volatile int seccomp_errno;    /* probe runs: loading the filter failed with */
+};
+
+/* ---- the mount plan: how the root is built, prepared once ------------------------- */
+
+enum sb_step_kind { STEP_DIR, STEP_SYMLINK, STEP_BIND, STEP_COPY };
+struct sb_step {
+	enum sb_step_kind kind;
+	char *target;        /* absolute path under SB_STAGE */
+	char *source;        /* host path to bind, or symlink contents */
+	char *data;          /* STEP_COPY contents */
+	size_t len;
+	bool file;           /* STEP_BIND of a regular file */
+};
+
+/* ---- cgroups ------------------------------------------------------------------------ */
+
+enum sb_cg_mode { CG_NONE, CG_V1, CG_V2 };
+
+struct sb_slot {
+	int index;
+	bool busy;
+	uid_t uid;
+	struct sb_status *st;
+	/* v1: memory and pids hierarchies; v2: one directory */
+	char *mem_dir, *pids_dir;       /* v1 */
+	char *dir;                      /* v2 */
+	int dir_fd;                     /* v2: for CLONE_INTO_CGROUP */
+	int mem_procs, pids_procs;      /* cgroup.procs (v2: mem_procs) */
+	int mem_limit, memsw_limit, mem_maxusage, mem_failcnt, mem_oom; /* v1 control files */
+	int v2_max, v2_swap, v2_events, v2_kill; /* v2 control files */
+	int pids_max;
+	uint64_t cur_mem, cur_pids;     /* values written last (0 = never) */
+};
+
+struct sb_run;
+
+struct sandbox {
+	uv_loop_t *loop;
+	int nslots;
+	struct sb_slot *slots;
+	void *status_pages;
+	int busy, queued;
+	struct sb_run *qhead, *qtail;
+	int netns_fd;
+	uint64_t clone_flags;
+	enum sb_cg_mode cg;
+	bool cg_mem, cg_pids;           /* which controllers really work */
+	char *cg_base_mem, *cg_base_pids, *cg_base_v2;   /* per-process parent dirs to remove */
+	struct sock_fprog seccomp;      /* .filter NULL: no filter */
+	struct sb_step steps[SB_MAX_STEPS];
+	int nsteps;
+	char *stage_dev, *stage_proc, *stage_tmp, *stage_work;
+	char describe[256];
+};
+
+/* ---- one run ------------------------------------------------------------------------ */
+
+struct sb_run {
+	struct sandbox *sb;
+	struct sb_run *next;
+	struct sandbox_req req;
+	sandbox_cb *cb;
+	void *data;
+	struct sb_slot *slot;
+	pid_t pid;
+	int pidfd, out_fd, err_fd, collect_fd;
+	uv_poll_t pidfd_poll, out_poll, err_poll;
+	uv_timer_t timer;
+	bool pidfd_polling, out_polling, err_polling;
+	int open_handles;
+	bool started, reaped, out_done, err_done, finished, killed, grace;
+	struct strbuf out, err;
+	size_t out_cap, err_cap;
+	struct sandbox_result res;
+	uint64_t start_ns;
+	uint64_t oom_base;
+	long init_status;
+	struct rusage ru;
+	/* prepared for the child */
+	char tmp_opts[96], work_opts[128];
+	struct rlimit rl[10];
+	int rl_res[10];
+	int nrl;
+	const char *envp[4];
+	char exec_path[PATH_MAX];
+	bool exec_search;
+};
+
+static void run_start(struct sb_run *r);
+static void on_timer(uv_timer_t *t);
+static void run_finish(struct sb_run *r);
+static void queue_pump(struct sandbox *sb);
+
+/* ======================================================================================
+ * Small helpers (worker side)
+ * ==================================================================================== */
+
+static uint64_t now_ns(void)
+{
+	return uv_hrtime();
+}
+
+static int write_str_fd(int fd, const char *s)
+{
+	size_t n = strlen(s);
+	ssize_t w = pwrite(fd, s, n, 0);
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = write_str_fd(fd, s);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+static ssize_t read_fd_at0(int fd, char *buf, size_t n)
+{
+	ssize_t r = pread(fd, buf, n - 1, 0);
+	if (r < 0)
+		return -1;
+	buf[r] = 0;
+	return r;
+}
+
+static char *read_small_file(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct strbuf sb = { 0 };
+	char buf[8192];
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			close(fd);
+			strbuf_free(&sb);
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		strbuf_add(&sb, buf, (size_t)r);
+		if (sb.len > (64u << 20))
+			break;
+	}
+	close(fd);
+	if (!sb.buf)
+		strbuf_add(&sb, "", 0);
+	if (len)
+		*len = sb.len;
+	return sb.buf;
+}
+
+/* Finds the value of "key N" in a cgroup key/value file. */
+static uint64_t kv_get(const char *text, const char *key)
+{
+	size_t kl = strlen(key);
+	for (const char *p = text; p && *p;) {
+		if (!strncmp(p, key, kl) && p[kl] == ' ')
+			return strtoull(p + kl + 1, NULL, 10);
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+static uint64_t fd_kv_get(int fd, const char *key)
+{
+	char buf[1024];
+	if (fd < 0 || read_fd_at0(fd, buf, sizeof buf) < 0)
+		return 0;
+	return kv_get(buf, key);
+}
+
+static uint64_t fd_u64(int fd)
+{
+	char buf[64];
+	if (fd < 0 || read_fd_at0(fd, buf, sizeof buf) < 0)
+		return 0;
+	return strtoull(buf, NULL, 10);
+}
+
+static int fd_write_u64(int fd, uint64_t v)
+{
+	char buf[32];
+	snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+	return write_str_fd(fd, buf);
+}
+
+static int pidfd_kill(int pidfd, pid_t pid)
+{
+	if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+		return 0;
+	if (errno == ENOSYS && pid > 0)
+		return kill(pid, SIGKILL);
+	return -1;
+}
+
+bool sandbox_path_ok(const char *path)
+{
+	if (!path || !*path || strlen(path) > 4095 || path[0] == '/')
+		return false;
+	int comps = 0;
+	const char *p = path;
+	while (*p) {
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n == 0 || n > 255)
+			return false;
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		if (++comps > 32)
+			return false;
+		if (!e)
+			break;
+		p = e + 1;
+		if (!*p)
+			return false;   /* trailing slash */
+	}
+	return true;
+}
+
+/* ======================================================================================
+ * The child side: init and payload. Only system calls from here to the next banner.
+ * ==================================================================================== */
+
+static void child_fail(struct sb_status *st, int stage, int detail)
+{
+	st->fail_stage = stage;
+	st->fail_errno = errno;
+	st->fail_detail = detail;
+	_exit(125);
+}
+
+static size_t c_strlen(const char *s)
+{
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Creates path (already validated: relative, no "..") under dirfd without following
+ * any symlink, with its parent directories; owner uid/gid. */
+static int child_write_file(int dirfd, const char *path, const char *data, size_t len,
+                            mode_t mode, uid_t uid, gid_t gid)
+{
+	char buf[4096];
+	size_t n = c_strlen(path);
+	if (n >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (size_t i = 0; i <= n; i++)
+		buf[i] = path[i];
+	int cur = dirfd;
+	char *comp = buf;
+	for (;;) {
+		char *slash = comp;
+		while (*slash && *slash != '/')
+			slash++;
+		if (!*slash)
+			break;
+		*slash = 0;
+		if (mkdirat(cur, comp, 0755) == 0) {
+			int d = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (d >= 0)
+				(void)fchown(d, uid, gid);
+			if (cur != dirfd)
+				close(cur);
+			cur = d;
+		} else if (errno == EEXIST) {
+			int d = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cur != dirfd)
+				close(cur);
+			cur = d;
+		} else {
+			if (cur != dirfd)
+				close(cur);
+			return -1;
+		}
+		if (cur < 0)
+			return -1;
+		comp = slash + 1;
+	}
+	int fd = openat(cur, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	int e = errno;
+	if (cur != dirfd)
+		close(cur);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	int rc = write_all(fd, data, len);
+	if (rc == 0)
+		rc = fchown(fd, uid, gid);
+	e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+/* Closes every fd except those in keep[] (n entries, any order). */
+static void close_all_but(const int *keep, int n)
+{
+	int sorted[8];
+	int m = 0;
+	for (int i = 0; i < n; i++)
+		if (keep[i] >= 0)
+			sorted[m++] = keep[i];
+	for (int i = 1; i < m; i++)
+		for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+			int t = sorted[j];
+			sorted[j] = sorted[j - 1];
+			sorted[j - 1] = t;
+		}
+	unsigned lo = 0;
+	for (int i = 0; i <= m; i++) {
+		unsigned hi = i < m ? (unsigned)sorted[i] : ~0u;
+		if (i < m && (unsigned)sorted[i] < lo)
+			continue;
+		if (hi > lo) {
+			if (syscall(SYS_close_range, lo, hi - 1, 0) < 0) {
+				unsigned top = hi > 65536 ? 65536 : hi;
+				for (unsigned fd = lo; fd < top; fd++)
+					close((int)fd);
+			}
+		}
+		lo = hi + 1;
+		if (i < m && (unsigned)sorted[i] == ~0u)
+			break;
+	}
+}
+
+/* The command, in the vfork child of init. Never returns. */
+__attribute__((noinline, noreturn))
+static void payload_exec(struct sandbox *sb, struct sb_run *r, int in_fd, int out_w, int err_w)
+{
+	struct sb_status *st = r->slot->st;
+	uid_t uid = r->slot->uid;
+	(void)setsid();
+	if (dup2(in_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+		goto fail;
+	if (syscall(SYS_close_range, 3u, ~0u, 0) < 0)
+		for (int fd = 3; fd < 65536; fd++)
+			close(fd);
+	for (int i = 0; i < r->nrl; i++)
+		if (setrlimit(r->rl_res[i], &r->rl[i]) < 0)
+			goto fail;
+	if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+		goto fail;
+	if (chdir("/work") < 0)
+		goto fail;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		goto fail;
+	if (sb->seccomp.filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sb->seccomp) < 0)
+		goto fail;
+	if (!r->exec_search) {
+		execve(r->exec_path, (char *const *)r->req.argv, (char *const *)r->envp);
+	} else {
+		static const char *const dirs[] = { "/usr/local/bin/", "/usr/bin/", "/bin/" };
+		const char *name = r->req.argv[0];
+		size_t nl = c_strlen(name);
+		for (size_t d = 0; d < 3; d++) {
+			char path[PATH_MAX];
+			size_t dl = c_strlen(dirs[d]);
+			if (dl + nl + 1 > sizeof path)
+				break;
+			for (size_t i = 0; i < dl; i++)
+				path[i] = dirs[d][i];
+			for (size_t i = 0; i <= nl; i++)
+				path[dl + i] = name[i];
+			execve(path, (char *const *)r->req.argv, (char *const *)r->envp);
+			if (errno != ENOENT)
+				break;
+		}
+	}
+fail:
+	st->exec_errno = errno ? errno : EINVAL;
+	_exit(127);
+}
+
+/* PID 1 of the sandbox. probe: build everything, test the seccomp filter, exit 0. */
+__attribute__((noreturn))
+static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_w, int err_w,
+                      int collect_fd, bool probe)
+{
+	struct sb_status *st = r->slot->st;
+	uid_t uid = r->slot->uid;
+
+	/* Die with the worker; default signal dispositions, nothing blocked. */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	struct sigaction dfl;
+	for (size_t i = 0; i < sizeof dfl; i++)
+		((char *)&dfl)[i] = 0;
+	dfl.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			(void)sigaction(s, &dfl, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	umask(0);
+
+	/* Keep only our fds, all above 2; 0..2 become /dev/null so that nothing created
+	 * later (the stdin memfd) lands on them. */
+	int netns_fd = sb->netns_fd;
+	{
+		int keep[] = { netns_fd, sync_r, out_w, err_w, collect_fd };
+		close_all_but(keep, 5);
+		int *mv[] = { &netns_fd, &sync_r, &out_w, &err_w, &collect_fd };
+		for (int i = 0; i < 5; i++)
+			if (*mv[i] >= 0 && *mv[i] < 3) {
+				int nfd = fcntl(*mv[i], F_DUPFD_CLOEXEC, 3);
+				if (nfd < 0)
+					child_fail(st, ST_FDS, i);
+				close(*mv[i]);
+				*mv[i] = nfd;
+			}
+		for (;;) {
+			int nul = open("/dev/null", O_RDWR);
+			if (nul < 0)
+				child_fail(st, ST_FDS, 9);
+			if (nul > 2) {
+				close(nul);
+				break;
+			}
+		}
+	}
+
+	st->stage = ST_NETNS;
+	if (setns(netns_fd, CLONE_NEWNET) < 0)
+		child_fail(st, ST_NETNS, 0);
+	close(netns_fd);
+
+	st->stage = ST_PRIVATE;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		child_fail(st, ST_PRIVATE, 0);
+
+	st->stage = ST_ROOT;
+	if (mount("tmpfs", SB_STAGE, "tmpfs", MS_NOSUID, "size=4m,nr_inodes=512,mode=755") < 0)
+		child_fail(st, ST_ROOT, 0);
+
+	st->stage = ST_PLAN;
+	for (int i = 0; i < sb->nsteps; i++) {
+		const struct sb_step *s = &sb->steps[i];
+		switch (s->kind) {
+		case STEP_DIR:
+			if (mkdir(s->target, 0755) < 0 && errno != EEXIST)
+				child_fail(st, ST_PLAN, i);
+			break;
+		case STEP_SYMLINK:
+			if (symlink(s->source, s->target) < 0)
+				child_fail(st, ST_PLAN, i);
+			break;
+		case STEP_COPY: {
+			int fd = open(s->target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+			if (fd < 0 || write_all(fd, s->data, s->len) < 0)
+				child_fail(st, ST_PLAN, i);
+			close(fd);
+			break;
+		}
+		case STEP_BIND:
+			if (s->file) {
+				int fd = open(s->target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+				if (fd < 0)
+					child_fail(st, ST_PLAN, i);
+				close(fd);
+			} else if (mkdir(s->target, 0755) < 0 && errno != EEXIST) {
+				child_fail(st, ST_PLAN, i);
+			}
+			if (mount(s->source, s->target, NULL, MS_BIND, NULL) < 0)
+				child_fail(st, ST_PLAN, i);
+			if (mount(NULL, s->target, NULL,
+			          MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+				child_fail(st, ST_PLAN, i);
+			break;
+		}
+	}
+
+	st->stage = ST_DEV;
+	{
+		int dev = open(sb->stage_dev, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dev < 0)
+			child_fail(st, ST_DEV, 0);
+		if (mknodat(dev, "null", S_IFCHR | 0666, makedev(1, 3)) < 0 ||
+		    mknodat(dev, "zero", S_IFCHR | 0666, makedev(1, 5)) < 0 ||
+		    mknodat(dev, "urandom", S_IFCHR | 0666, makedev(1, 9)) < 0 ||
+		    symlinkat("/proc/self/fd", dev, "fd") < 0 ||
+		    symlinkat("/proc/self/fd/0", dev, "stdin") < 0 ||
+		    symlinkat("/proc/self/fd/1", dev, "stdout") < 0 ||
+		    symlinkat("/proc/self/fd/2", dev, "stderr") < 0)
+			child_fail(st, ST_DEV, 1);
+		close(dev);
+	}
+
+	st->stage = ST_PROC;
+	if (mount("proc", sb->stage_proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
+		child_fail(st, ST_PROC, 0);
+
+	st->stage = ST_TMP;
+	if (mount("tmpfs", sb->stage_tmp, "tmpfs", MS_NOSUID | MS_NODEV, r->tmp_opts) < 0)
+		child_fail(st, ST_TMP, 0);
+
+	st->stage = ST_WORK;
+	if (mount("tmpfs", sb->stage_work, "tmpfs", MS_NOSUID | MS_NODEV, r->work_opts) < 0)
+		child_fail(st, ST_WORK, 0);
+
+	st->stage = ST_FILES;
+	{
+		int work = open(sb->stage_work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (work < 0)
+			child_fail(st, ST_FILES, -1);
+		for (size_t i = 0; i < r->req.nfiles; i++) {
+			const struct sandbox_file *f = &r->req.files[i];
+			if (child_write_file(work, f->path, f->data, f->len, f->executable ? 0755 : 0644,
+			                     uid, uid) < 0)
+				child_fail(st, ST_FILES, (int)i);
+		}
+		close(work);
+	}
+
+	st->stage = ST_PIVOT;
+	if (chdir(SB_STAGE) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		child_fail(st, ST_PIVOT, 0);
+
+	st->stage = ST_RDONLY;
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
+		child_fail(st, ST_RDONLY, 0);
+
+	if (probe) {
+		/* Check that the kernel takes our seccomp program (in a throwaway child). */
+		pid_t p = fork();
+		if (p == 0) {
+			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+				_exit(errno & 0xff);
+			if (sb->seccomp.filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sb->seccomp) < 0)
+				_exit(errno & 0xff);
+			/* A forbidden call must fail with EPERM. */
+			if (sb->seccomp.filter && syscall(SYS_unshare, CLONE_NEWUTS) == 0)
+				_exit(EINVAL);
+			_exit(0);
+		}
+		int ws = 0;
+		if (p < 0 || waitpid(p, &ws, 0) < 0)
+			child_fail(st, ST_SECCOMP, 0);
+		st->seccomp_errno = WIFEXITED(ws) ? WEXITSTATUS(ws) : EINVAL;
+	}
+
+	st->stage = ST_SYNC;
+	{
+		char c;
+		ssize_t n;
+		do
+			n = read(sync_r, &c, 1);
+		while (n < 0 && errno == EINTR);
+		if (n != 1)
+			_exit(124);   /* the worker gave up on us */
+		close(sync_r);
+	}
+	if (probe) {
+		st->probe_ok = 1;
+		st->stage = ST_DONE;
+		_exit(0);
+	}
+
+	st->stage = ST_STDIN;
+	int in_fd;
+	if (r->req.stdin_len) {
+		in_fd = (int)syscall(SYS_memfd_create, "stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (in_fd < 0 || write_all(in_fd, r->req.stdin_data, r->req.stdin_len) < 0 ||
+		    lseek(in_fd, 0, SEEK_SET) < 0)
+			child_fail(st, ST_STDIN, 0);
+		(void)fcntl(in_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+	} else {
+		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in_fd < 0)
+			child_fail(st, ST_STDIN, 1);
+	}
+
+	st->stage = ST_FORK;
+	pid_t payload = vfork();
+	if (payload == 0)
+		payload_exec(sb, r, in_fd, out_w, err_w);
+	if (payload < 0)
+		child_fail(st, ST_FORK, 0);
+	close(in_fd);
+	close(out_w);
+	close(err_w);
+
+	/* Reap everything; stop when the command itself ended. */
+	for (;;) {
+		int ws;
+		struct rusage ru;
+		pid_t p = wait4(-1, &ws, __WALL, &ru);
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (ru.ru_maxrss > st->maxrss_kb)
+			st->maxrss_kb = ru.ru_maxrss;
+		if (p == payload) {
+			st->payload_status = ws;
+			st->payload_done = 1;
+			break;
+		}
+	}
+
+	/* A compile step hands its output file back through the memfd. */
+	if (collect_fd >= 0 && st->payload_done && WIFEXITED(st->payload_status) &&
+	    WEXITSTATUS(st->payload_status) == 0 && r->req.collect) {
+		int wd = open("/work", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int fd = wd < 0 ? -1 : openat(wd, r->req.collect, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat sbuf;
+		if (fd >= 0 && fstat(fd, &sbuf) == 0 && S_ISREG(sbuf.st_mode) &&
+		    (size_t)sbuf.st_size <= r->req.collect_max) {
+			long total = 0;
+			for (;;) {
+				ssize_t n = sendfile(collect_fd, fd, NULL, 1 << 20);
+				if (n <= 0)
+					break;
+				total += n;
+				if ((size_t)total > r->req.collect_max)
+					break;
+			}
+			if ((size_t)total <= r->req.collect_max)
+				st->collected = total;
+		}
+	}
+	struct rusage self;
+	if (getrusage(RUSAGE_SELF, &self) == 0)
+		st->self_cpu_us = (long)(self.ru_utime.tv_sec + self.ru_stime.tv_sec) * 1000000L +
+		                  self.ru_utime.tv_usec + self.ru_stime.tv_usec;
+	st->stage = ST_DONE;
+	_exit(0);
+}
+
+/* ======================================================================================
+ * Start-up: network namespace, mount plan, cgroups, seccomp, probe
+ * ==================================================================================== */
+
+static int make_netns(char *err, size_t errlen)
+{
+	int sync[2];
+	if (pipe2(sync, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWNET | SIGCHLD, 0, NULL, NULL, 0);
+	if (pid < 0) {
+		snprintf(err, errlen, "cannot create a network namespace: %s", strerror(errno));
+		close(sync[0]);
+		close(sync[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char c;
+		close(sync[1]);
+		while (read(sync[0], &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(sync[0]);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int e = errno;
+	close(sync[1]);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+		return -1;
+	}
+	/* Must differ from ours: otherwise the clone silently did nothing. */
+	struct stat a, b;
+	if (fstat(fd, &a) == 0 && stat("/proc/self/ns/net", &b) == 0 && a.st_ino == b.st_ino) {
+		close(fd);
+		snprintf(err, errlen, "the network namespace was not created");
+		return -1;
+	}
+	return fd;
+}
+
+static void plan_add(struct sandbox *sb, enum sb_step_kind k, const char *target, const char *source)
+{
+	if (sb->nsteps >= SB_MAX_STEPS)
+		return;
+	struct sb_step *s = &sb->steps[sb->nsteps++];
+	memset(s, 0, sizeof *s);
+	s->kind = k;
+	struct strbuf t = { 0 };
+	strbuf_addf(&t, "%s/%s", SB_STAGE, target);
+	s->target = t.buf;
+	s->source = source ? xstrdup(source) : NULL;
+}
+
+/* /usr, /lib... as the host has them (merged-/usr symlinks are copied as symlinks). */
+static void plan_host_path(struct sandbox *sb, const char *name, bool required_dir)
+{
+	char host[PATH_MAX];
+	snprintf(host, sizeof host, "/%s", name);
+	struct stat st;
+	if (lstat(host, &st) < 0)
+		return;
+	if (S_ISLNK(st.st_mode)) {
+		char link[PATH_MAX];
+		ssize_t n = readlink(host, link, sizeof link - 1);
+		if (n <= 0)
+			return;
+		link[n] = 0;
+		plan_add(sb, STEP_SYMLINK, name, link);
+	} else if (S_ISDIR(st.st_mode)) {
+		plan_add(sb, STEP_BIND, name, host);
+	} else if (S_ISREG(st.st_mode) && !required_dir) {
+		plan_add(sb, STEP_BIND, name, host);
+		sb->steps[sb->nsteps - 1].file = true;
+	}
+}
+
+static void build_plan(struct sandbox *sb)
+{
+	static const char *const top[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	for (size_t i = 0; i < sizeof top / sizeof *top; i++)
+		plan_host_path(sb, top[i], true);
+	plan_add(sb, STEP_DIR, "etc", NULL);
+	/* The /etc pieces the languages need: nothing else of the host's /etc is visible. */
+	plan_host_path(sb, "etc/alternatives", true);
+	plan_host_path(sb, "etc/localtime", true);      /* a symlink on Debian */
+	{
+		size_t len;
+		char *cache = read_small_file("/etc/ld.so.cache", &len);
+		if (cache) {
+			plan_add(sb, STEP_COPY, "etc/ld.so.cache", NULL);
+			sb->steps[sb->nsteps - 1].data = cache;
+			sb->steps[sb->nsteps - 1].len = len;
+		}
+	}
+	plan_host_path(sb, "etc/ld.so.conf", false);
+	plan_host_path(sb, "etc/ld.so.conf.d", true);
+	/* Debian's python3 reads /etc/python3.X/sitecustomize.py. */
+	DIR *d = opendir("/etc");
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (!strncmp(de->d_name, "python3", 7)) {
+				char name[300];
+				snprintf(name, sizeof name, "etc/%s", de->d_name);
+				plan_host_path(sb, name, true);
+			}
+		}
+		closedir(d);
+	}
+	plan_add(sb, STEP_DIR, "dev", NULL);
+	plan_add(sb, STEP_DIR, "proc", NULL);
+	plan_add(sb, STEP_DIR, "tmp", NULL);
+	plan_add(sb, STEP_DIR, "work", NULL);
+	struct strbuf p = { 0 };
+	strbuf_addf(&p, "%s/dev", SB_STAGE);
+	sb->stage_dev = p.buf;
+	p = (struct strbuf){ 0 };
+	strbuf_addf(&p, "%s/proc", SB_STAGE);
+	sb->stage_proc = p.buf;
+	p = (struct strbuf){ 0 };
+	strbuf_addf(&p, "%s/tmp", SB_STAGE);
+	sb->stage_tmp = p.buf;
+	p = (struct strbuf){ 0 };
+	strbuf_addf(&p, "%s/work", SB_STAGE);
+	sb->stage_work = p.buf;
+}
+
+/* -- seccomp ------------------------------------------------------------------------- */
+
+static const char *const denied_syscalls[] = {
+	"ptrace", "mount", "umount", "umount2", "pivot_root", "chroot", "keyctl", "add_key",
+	"request_key", "bpf", "perf_event_open", "unshare", "setns", "kexec_load",
+	"kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
+	"swapoff", "acct", "userfaultfd", "process_vm_readv", "process_vm_writev",
+	"process_madvise", "pidfd_getfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+	"open_by_handle_at", "name_to_handle_at", "fanotify_init", "lookup_dcookie", "quotactl",
+	"quotactl_fd", "syslog", "vhangup", "iopl", "ioperm", "settimeofday", "clock_settime",
+	"clock_adjtime", "adjtimex", "nfsservctl", "uselib", "_sysctl", "kcmp", "move_mount",
+	"open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "sethostname",
+	"setdomainname", "personality",
+};
+
+static int build_seccomp(struct sandbox *sb, char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx) {
+		snprintf(err, errlen, "seccomp_init failed");
+		return -1;
+	}
+	int rc = 0;
+	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);   /* the payload sets it itself */
+	for (size_t i = 0; i < sizeof denied_syscalls / sizeof *denied_syscalls && rc == 0; i++) {
+		int nr = seccomp_syscall_resolve_name(denied_syscalls[i]);
+		if (nr == __NR_SCMP_ERROR)
+			continue;   /* unknown to this libseccomp or architecture */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	}
+	/* clone with any namespace flag; clone3 hides its flags in memory: ENOSYS makes the
+	 * C library fall back to clone. */
+	static const uint64_t ns_flags[] = { CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+	                                     CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP };
+	for (size_t i = 0; i < sizeof ns_flags / sizeof *ns_flags && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+		                      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	if (rc == 0) {
+		int nr = seccomp_syscall_resolve_name("clone3");
+		if (nr != __NR_SCMP_ERROR)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+	}
+	/* No sockets at all (socketpair stays: it reaches nobody). */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "seccomp_rule_add: %s", strerror(-rc));
+		seccomp_release(ctx);
+		return -1;
+	}
+	int mfd = (int)syscall(SYS_memfd_create, "seccomp", MFD_CLOEXEC);
+	if (mfd < 0 || (rc = seccomp_export_bpf(ctx, mfd)) < 0) {
+		snprintf(err, errlen, "seccomp_export_bpf: %s", strerror(mfd < 0 ? errno : -rc));
+		if (mfd >= 0)
+			close(mfd);
+		seccomp_release(ctx);
+		return -1;
+	}
+	seccomp_release(ctx);
+	off_t size = lseek(mfd, 0, SEEK_END);
+	if (size <= 0 || size % sizeof(struct sock_filter) || size / sizeof(struct sock_filter) > 4096) {
+		close(mfd);
+		snprintf(err, errlen, "seccomp program has a bad size");
+		return -1;
+	}
+	struct sock_filter *prog = xmalloc((size_t)size);
+	if (pread(mfd, prog, (size_t)size, 0) != size) {
+		close(mfd);
+		free(prog);
+		snprintf(err, errlen, "reading the seccomp program failed");
+		return -1;
+	}
+	close(mfd);
+	sb->seccomp.filter = prog;
+	sb->seccomp.len = (unsigned short)(size / sizeof(struct sock_filter));
+	return 0;
+}
+
+/* -- cgroups -------------------------------------------------------------------------- */
+
+/* The mount point of a cgroup v1 hierarchy carrying controller, or of cgroup2
+ * (controller NULL), from /proc/self/mountinfo. Caller frees. */
+static char *cg_mount(const char *controller)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return NULL;
+	char line[4096];
+	char *found = NULL;
+	while (!found && fgets(line, sizeof line, f)) {
+		/* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
+		char *sep = strstr(line, " - ");
+		if (!sep)
+			continue;
+		char fstype[64], source[256], super[1024];
+		if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, super) < 3)
+			continue;
+		char root[1024], mnt[1024];
+		if (sscanf(line, "%*s %*s %*s %1023s %1023s", root, mnt) < 2)
+			continue;
+		if (strcmp(root, "/"))
+			continue;
+		if (!controller) {
+			if (!strcmp(fstype, "cgroup2"))
+				found = xstrdup(mnt);
+		} else if (!strcmp(fstype, "cgroup")) {
+			char *save = NULL;
+			for (char *t = strtok_r(super, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				if (!strcmp(t, controller))
+					found = xstrdup(mnt);
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Our own cgroup path for controller (v1) or the unified one (NULL). Caller frees. */
+static char *cg_self_path(const char *controller)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return NULL;
+	char line[4096];
+	char *found = NULL;
+	while (!found && fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *c1 = strchr(line, ':');
+		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = 0;
+		const char *ctrls = c1 + 1, *path = c2 + 1;
+		if (!controller) {
+			if (!*ctrls && !strncmp(line, "0", 1))
+				found = xstrdup(path);
+		} else {
+			char buf[512];
+			snprintf(buf, sizeof buf, "%s", ctrls);
+			char *save = NULL;
+			for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				if (!strcmp(t, controller))
+					found = xstrdup(path);
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static int open_ctl(const char *dir, const char *name, int flags)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return open(path, flags | O_CLOEXEC);
+}
+
+/* Removes leftovers of dead arbiter processes: <parent>/arbiter-<pid>-<n>/slot-*. */
+static void cg_clean_stale(const char *parent)
+{
+	DIR *d = opendir(parent);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		int pid;
+		if (sscanf(de->d_name, "arbiter-sandbox-%d-", &pid) != 1)
+			continue;
+		if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		char dir[PATH_MAX + 300];
+		snprintf(dir, sizeof dir, "%s/%s", parent, de->d_name);
+		DIR *s = opendir(dir);
+		if (s) {
+			struct dirent *se;
+			while ((se = readdir(s))) {
+				if (strncmp(se->d_name, "slot-", 5))
+					continue;
+				char sub[PATH_MAX + 700];
+				snprintf(sub, sizeof sub, "%s/%s", dir, se->d_name);
+				(void)rmdir(sub);
+			}
+			closedir(s);
+		}
+		(void)rmdir(dir);
+	}
+	closedir(d);
+}
+
+static int cg_seq;
+
+/* <mnt><self>/arbiter-sandbox-<pid>-<seq>; created. Caller frees. */
+static char *cg_make_base(const char *mnt, const char *self)
+{
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(self, "/") ? self : "");
+	cg_clean_stale(parent);
+	struct strbuf b = { 0 };
+	strbuf_addf(&b, "%s/arbiter-sandbox-%d-%d", parent, (int)getpid(), cg_seq);
+	if (mkdir(b.buf, 0755) < 0 && errno != EEXIST) {
+		strbuf_free(&b);
+		return NULL;
+	}
+	return b.buf;
+}
+
+static void slot_close_cg(struct sb_slot *s)
+{
+	int *fds[] = { &s->dir_fd, &s->mem_procs, &s->pids_procs, &s->mem_limit, &s->memsw_limit,
+	               &s->mem_maxusage, &s->mem_failcnt, &s->mem_oom, &s->v2_max, &s->v2_swap,
+	               &s->v2_events, &s->v2_kill, &s->pids_max };
+	for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+	if (s->mem_dir)
+		(void)rmdir(s->mem_dir);
+	if (s->pids_dir)
+		(void)rmdir(s->pids_dir);
+	if (s->dir)
+		(void)rmdir(s->dir);
+	free(s->mem_dir);
+	free(s->pids_dir);
+	free(s->dir);
+	s->mem_dir = s->pids_dir = s->dir = NULL;
+	s->cur_mem = s->cur_pids = 0;
+}
+
+static void cg_teardown(struct sandbox *sb)
+{
+	for (int i = 0; i < sb->nslots; i++)
+		slot_close_cg(&sb->slots[i]);
+	char **bases[] = { &sb->cg_base_mem, &sb->cg_base_pids, &sb->cg_base_v2 };
+	for (size_t i = 0; i < 3; i++) {
+		if (*bases[i])
+			(void)rmdir(*bases[i]);
+		free(*bases[i]);
+		*bases[i] = NULL;
+	}
+	sb->cg = CG_NONE;
+	sb->cg_mem = sb->cg_pids = false;
+}
+
+static bool file_has_word(const char *path, const char *word)
+{
+	char *t = read_small_file(path, NULL);
+	if (!t)
+		return false;
+	bool found = false;
+	char *save = NULL;
+	for (char *w = strtok_r(t, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (!strcmp(w, word))
+			found = true;
+	free(t);
+	return found;
+}
+
+/* cgroup v2: needs memory and pids in our cgroup and a place where we may enable them
+ * for children (the "no internal processes" rule may force us into a leaf first). */
+static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
+{
+	char *mnt = cg_mount(NULL), *self = cg_self_path(NULL);
+	int rc = -1;
+	if (!mnt || !self) {
+		snprintf(why, n, "no cgroup2 hierarchy");
+		goto out;
+	}
+	char own[PATH_MAX];
+	snprintf(own, sizeof own, "%s%s", mnt, strcmp(self, "/") ? self : "");
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/cgroup.controllers", own);
+	if (!file_has_word(path, "memory") || !file_has_word(path, "pids")) {
+		snprintf(why, n, "cgroup2 has no memory+pids controllers for %.300s", own);
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/cgroup.subtree_control", own);
+	if (write_file(path, "+memory +pids") < 0 && errno == EBUSY) {
+		/* Our cgroup holds processes: move ourselves into a leaf, then retry. */
+		char leaf[PATH_MAX + 64];
+		snprintf(leaf, sizeof leaf, "%s/arbiter-worker-%d", own, (int)getpid());
+		char procs[PATH_MAX + 96], pid[32];
+		snprintf(procs, sizeof procs, "%s/cgroup.procs", leaf);
+		snprintf(pid, sizeof pid, "%d", (int)getpid());
+		if ((mkdir(leaf, 0755) < 0 && errno != EEXIST) || write_file(procs, pid) < 0 ||
+		    write_file(path, "+memory +pids") < 0) {
+			snprintf(why, n, "cannot enable memory+pids below %.300s: %s", own, strerror(errno));
+			goto out;
+		}
+	} else if (!file_has_word(path, "memory") || !file_has_word(path, "pids")) {
+		snprintf(why, n, "cannot enable memory+pids in %.300s: %s", path, strerror(errno));
+		goto out;
+	}
+	sb->cg_base_v2 = cg_make_base(mnt, self);
+	if (!sb->cg_base_v2) {
+		snprintf(why, n, "cannot create a cgroup below %.300s: %s", own, strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/cgroup.subtree_control", sb->cg_base_v2);
+	if (write_file(path, "+memory +pids") < 0) {
+		snprintf(why, n, "cannot enable memory+pids in %.300s: %s", path, strerror(errno));
+		goto out;
+	}
+	for (int i = 0; i < sb->nslots; i++) {
+		struct sb_slot *s = &sb->slots[i];
+		struct strbuf d = { 0 };
+		strbuf_addf(&d, "%s/slot-%d", sb->cg_base_v2, i);
+		s->dir = d.buf;
+		if (mkdir(s->dir, 0755) < 0 && errno != EEXIST) {
+			snprintf(why, n, "mkdir %.300s: %s", s->dir, strerror(errno));
+			goto out;
+		}
+		s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		s->mem_procs = open_ctl(s->dir, "cgroup.procs", O_WRONLY);
+		s->v2_max = open_ctl(s->dir, "memory.max", O_WRONLY);
+		s->v2_swap = open_ctl(s->dir, "memory.swap.max", O_WRONLY);
+		s->v2_events = open_ctl(s->dir, "memory.events", O_RDONLY);
+		s->v2_kill = open_ctl(s->dir, "cgroup.kill", O_WRONLY);   /* 5.14+ */
+		s->pids_max = open_ctl(s->dir, "pids.max", O_WRONLY);
+		if (s->dir_fd < 0 || s->mem_procs < 0 || s->v2_max < 0 || s->v2_events < 0 ||
+		    s->pids_max < 0) {
+			snprintf(why, n, "cannot open the control files of %.300s: %s", s->dir, strerror(errno));
+			goto out;
+		}
+		if (s->v2_swap >= 0)
+			(void)write_str_fd(s->v2_swap, "0");
+		if (fd_write_u64(s->v2_max, 64u << 20) < 0) {
+			snprintf(why, n, "cannot write %.300s/memory.max: %s", s->dir, strerror(errno));
+			goto out;
+		}
+		s->cur_mem = 64u << 20;
+	}
+	sb->cg = CG_V2;
+	sb->cg_mem = sb->cg_pids = true;
+	rc = 0;
+out:
+	free(mnt);
+	free(self);
+	return rc;
+}
+
+/* cgroup v1: separate memory and pids hierarchies; either may be missing. */
+static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
+{
+	char *mmnt = cg_mount("memory"), *mself = cg_self_path("memory");
+	char *pmnt = cg_mount("pids"), *pself = cg_self_path("pids");
+	why[0] = 0;
+	if (mmnt && mself) {
+		sb->cg_base_mem = cg_make_base(mmnt, mself);
+		bool ok = sb->cg_base_mem != NULL;
+		for (int i = 0; ok && i < sb->nslots; i++) {
+			struct sb_slot *s = &sb->slots[i];
+			struct strbuf d = { 0 };
+			strbuf_addf(&d, "%s/slot-%d", sb->cg_base_mem, i);
+			s->mem_dir = d.buf;
+			if (mkdir(s->mem_dir, 0755) < 0 && errno != EEXIST) {
+				ok = false;
+				break;
+			}
+			s->mem_procs = open_ctl(s->mem_dir, "cgroup.procs", O_WRONLY);
+			s->mem_limit = open_ctl(s->mem_dir, "memory.limit_in_bytes", O_RDWR);
+			s->memsw_limit = open_ctl(s->mem_dir, "memory.memsw.limit_in_bytes", O_RDWR);
+			s->mem_maxusage = open_ctl(s->mem_dir, "memory.max_usage_in_bytes", O_RDWR);
+			s->mem_failcnt = open_ctl(s->mem_dir, "memory.failcnt", O_RDWR);
+			s->mem_oom = open_ctl(s->mem_dir, "memory.oom_control", O_RDONLY);
+			if (s->mem_procs < 0 || s->mem_limit < 0 || s->mem_oom < 0 ||
+			    fd_write_u64(s->mem_limit, 64u << 20) < 0) {
+				ok = false;
+				break;
+			}
+			s->cur_mem = 64u << 20;
+			if (s->memsw_limit >= 0 && fd_write_u64(s->memsw_limit, 64u << 20) < 0) {
+				close(s->memsw_limit);
+				s->memsw_limit = -1;
+			}
+			/* Older kernels have no oom_kill counter: then we cannot tell. */
+			char buf[512];
+			if (read_fd_at0(s->mem_oom, buf, sizeof buf) < 0 || !strstr(buf, "oom_kill ")) {
+				ok = false;
+				errno = ENOTSUP;
+				break;
+			}
+		}
+		sb->cg_mem = ok;
+		if (!ok)
+			snprintf(why, n, "memory cgroup v1 unusable below %.200s%.200s: %s", mmnt, mself,
+			         strerror(errno));
+	} else {
+		snprintf(why, n, "no memory cgroup v1 hierarchy");
+	}
+	if (pmnt && pself) {
+		sb->cg_base_pids = cg_make_base(pmnt, pself);
+		bool ok = sb->cg_base_pids != NULL;
+		for (int i = 0; ok && i < sb->nslots; i++) {
+			struct sb_slot *s = &sb->slots[i];
+			struct strbuf d = { 0 };
+			strbuf_addf(&d, "%s/slot-%d", sb->cg_base_pids, i);
+			s->pids_dir = d.buf;
+			if (mkdir(s->pids_dir, 0755) < 0 && errno != EEXIST) {
+				ok = false;
+				break;
+			}
+			s->pids_procs = open_ctl(s->pids_dir, "cgroup.procs", O_WRONLY);
+			s->pids_max = open_ctl(s->pids_dir, "pids.max", O_WRONLY);
+			if (s->pids_procs < 0 || s->pids_max < 0) {
+				ok = false;
+				break;
+			}
+		}
+		sb->cg_pids = ok;
+		if (!ok)
+			snprintf(why + strlen(why), n - strlen(why), "%spids cgroup v1 unusable: %s",
+			         why[0] ? "; " : "", strerror(errno));
+	} else {
+		snprintf(why + strlen(why), n - strlen(why), "%sno pids cgroup v1 hierarchy",
+		         why[0] ? "; " : "");
+	}
+	free(mmnt);
+	free(mself);
+	free(pmnt);
+	free(pself);
+	if (!sb->cg_mem && !sb->cg_pids)
+		return -1;
+	sb->cg = CG_V1;
+	return 0;
+}
+
+static void cg_setup(struct sandbox *sb)
+{
+	char why2[512] = "", why1[1024] = "";
+	if (getenv("ARBITER_SANDBOX_CGROUP") && !strcmp(getenv("ARBITER_SANDBOX_CGROUP"), "none")) {
+		LOGW(NULL, NULL, "sandbox: cgroups disabled by ARBITER_SANDBOX_CGROUP=none; "
+		     "memory and process limits fall back to rlimits");
+		return;
+	}
+	if (cg_setup_v2(sb, why2, sizeof why2) == 0)
+		return;
+	cg_teardown(sb);
+	int rc = cg_setup_v1(sb, why1, sizeof why1);
+	if (rc == 0 && sb->cg_mem && sb->cg_pids)
+		return;
+	if (rc < 0) {
+		cg_teardown(sb);
+		LOGW(NULL, NULL, "sandbox: no usable cgroups (v2: %s; v1: %s); memory and process "
+		     "limits fall back to rlimits (RLIMIT_DATA, RLIMIT_NPROC)", why2, why1);
+	} else {
+		LOGW(NULL, NULL, "sandbox: cgroup v1 only partly usable (%s); the missing limits "
+		     "fall back to rlimits", why1);
+	}
+}
+
+/* ======================================================================================
+ * Runs (worker side)
+ * ==================================================================================== */
+
+static void set_err(struct sb_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(struct sb_run *r, const char *fmt, ...)
+{
+	if (r->res.internal_error)
+		return;   /* keep the first reason */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->res.error, sizeof r->res.error, fmt, ap);
+	va_end(ap);
+	r->res.internal_error = true;
+}
+
+static void run_kill(struct sb_run *r)
+{
+	if (r->killed || r->reaped || r->pidfd < 0)
+		return;
+	r->killed = true;
+	if (pidfd_kill(r->pidfd, r->pid) < 0)
+		LOGE(r->req.log_sub, NULL, "sandbox: cannot kill pid %d: %s", (int)r->pid, strerror(errno));
+	if (r->sb->cg == CG_V2 && r->slot->v2_kill >= 0)
+		(void)write_str_fd(r->slot->v2_kill, "1");
+}
+
+static void on_close(uv_handle_t *h)
+{
+	struct sb_run *r = h->data;
+	if (--r->open_handles == 0) {
+		strbuf_free(&r->out);
+		strbuf_free(&r->err);
+		free(r);
+	}
+}
+
+static void stop_poll(uv_poll_t *p, bool *polling)
+{
+	if (*polling) {
+		uv_poll_stop(p);
+		*polling = false;
+	}
+}
+
+static void maybe_finish(struct sb_run *r)
+{
+	if (r->finished)
+		return;
+	if (r->reaped && r->out_done && r->err_done)
+		run_finish(r);
+}
+
+/* Reads what a pipe has; caps the kept bytes; marks the output limit. */
+static void drain(struct sb_run *r, int which)
+{
+	int fd = which ? r->err_fd : r->out_fd;
+	struct strbuf *b = which ? &r->err : &r->out;
+	size_t cap = which ? r->err_cap : r->out_cap;
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			if (which) {
+				stop_poll(&r->err_poll, &r->err_polling);
+				r->err_done = true;
+			} else {
+				stop_poll(&r->out_poll, &r->out_polling);
+				r->out_done = true;
+			}
+			maybe_finish(r);
+			return;
+		}
+		size_t room = b->len < cap ? cap - b->len : 0;
+		size_t take = (size_t)n < room ? (size_t)n : room;
+		if (take)
+			strbuf_add(b, buf, take);
+		if ((size_t)n > take) {
+			/* stdout over its cap is the output limit; stderr over the limit too, but
+			 * only what we keep of it is smaller */
+			if (!which || b->len + ((size_t)n - take) > r->req.lim.output_bytes ||
+			    r->req.lim.output_bytes <= cap) {
+				r->res.output_exceeded = true;
+				run_kill(r);
+			}
+		}
+	}
+}
+
+static void on_out(uv_poll_t *p, int status, int events)
+{
+	(void)p;
+	(void)status;
+	(void)events;
+	drain(p->data, 0);
+}
+
+static void on_err(uv_poll_t *p, int status, int events)
+{
+	(void)status;
+	(void)events;
+	drain(p->data, 1);
+}
+
+static void on_exit_ready(uv_poll_t *p, int status, int events)
+{
+	(void)status;
+	(void)events;
+	struct sb_run *r = p->data;
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	struct rusage ru;
+	memset(&ru, 0, sizeof ru);
+	long rc = syscall(SYS_waitid, P_PIDFD, r->pidfd, &si, WEXITED | WNOHANG | __WALL, &ru);
+	if (rc < 0) {
+		if (errno == EINTR)
+			return;
+		set_err(r, "waitid: %s", strerror(errno));
+	} else if (si.si_pid == 0) {
+		return;   /* not yet */
+	}
+	r->ru = ru;
+	r->init_status = si.si_code == CLD_EXITED ? si.si_status : -si.si_status;
+	r->reaped = true;
+	stop_poll(&r->pidfd_poll, &r->pidfd_polling);
+	r->res.wall_ms = (now_ns() - r->start_ns) / 1000000;
+	/* The namespace is empty now; pipes reach EOF unless someone passed an fd away. */
+	if (!r->out_done)
+		drain(r, 0);
+	if (!r->err_done && !r->finished)
+		drain(r, 1);
+	if (!r->finished && !(r->out_done && r->err_done)) {
+		r->grace = true;
+		uv_timer_stop(&r->timer);
+		uv_timer_start(&r->timer, on_timer, 200, 0);
+	}
+	maybe_finish(r);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	struct sb_run *r = t->data;
+	if (!r->started) {            /* failed to start: report asynchronously */
+		run_finish(r);
+		return;
+	}
+	if (r->reaped) {              /* grace after reaping: stop waiting for EOF */
+		r->out_done = r->err_done = true;
+		run_finish(r);
+		return;
+	}
+	r->res.wall_exceeded = true;
+	run_kill(r);
+}
+
+static void slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
+{
+	struct sb_slot *s = r->slot;
+	uint64_t mem = r->req.lim.memory_bytes;
+	uint64_t pids = (uint64_t)r->req.lim.processes + 1;   /* + init */
+	if (sb->cg == CG_V2) {
+		if (mem != s->cur_mem && fd_write_u64(s->v2_max, mem) == 0)
+			s->cur_mem = mem;
+		if (pids != s->cur_pids && fd_write_u64(s->pids_max, pids) == 0)
+			s->cur_pids = pids;
+		r->oom_base = fd_kv_get(s->v2_events, "oom_kill");
+		return;
+	}
+	if (sb->cg_mem) {
+		if (mem != s->cur_mem) {
+			/* memsw >= memory at all times: raise memsw first, lower it last */
+			if (mem > s->cur_mem && s->memsw_limit >= 0)
+				(void)fd_write_u64(s->memsw_limit, mem);
+			if (fd_write_u64(s->mem_limit, mem) == 0)
+				s->cur_mem = mem;
+			if (mem < s->cur_mem || s->memsw_limit >= 0)
+				(void)fd_write_u64(s->memsw_limit, mem);
+		}
+		if (s->mem_maxusage >= 0)
+			(void)write_str_fd(s->mem_maxusage, "0");
+		r->oom_base = fd_kv_get(s->mem_oom, "oom_kill");
+	}
+	if (sb->cg_pids && pids != s->cur_pids && fd_write_u64(s->pids_max, pids) == 0)
+		s->cur_pids = pids;
+}
+
+static int slot_cg_enter(struct sandbox *sb, struct sb_run *r)
+{
+	struct sb_slot *s = r->slot;
+	char pid[32];
+	snprintf(pid, sizeof pid, "%d", (int)r->pid);
+	if (sb->cg == CG_V2)
+		return 0;   /* CLONE_INTO_CGROUP, or written in run_start */
+	if (sb->cg_mem && write_str_fd(s->mem_procs, pid) < 0)
+		return -1;
+	if (sb->cg_pids && write_str_fd(s->pids_procs, pid) < 0)
+		return -1;
+	return 0;
+}
+
+static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
+{
+	const struct sandbox_limits *l = &r->req.lim;
+	uint64_t fsz = l->file_bytes;
+	uint64_t files = 0;
+	for (size_t i = 0; i < r->req.nfiles; i++)
+		files += r->req.files[i].len + 4096;
+	snprintf(r->tmp_opts, sizeof r->tmp_opts, "size=%llu,nr_inodes=4096,mode=1777",
+	         (unsigned long long)fsz);
+	snprintf(r->work_opts, sizeof r->work_opts, "size=%llu,nr_inodes=4096,mode=755,uid=%u,gid=%u",
+	         (unsigned long long)(fsz + files), (unsigned)r->slot->uid, (unsigned)r->slot->uid);
+	int n = 0;
+	uint64_t cpu_s = (l->cpu_ms + 999) / 1000 + 1;
+	r->rl_res[n] = RLIMIT_CPU;
+	r->rl[n++] = (struct rlimit){ cpu_s, cpu_s + 1 };
+	r->rl_res[n] = RLIMIT_CORE;
+	r->rl[n++] = (struct rlimit){ 0, 0 };
+	r->rl_res[n] = RLIMIT_FSIZE;
+	r->rl[n++] = (struct rlimit){ fsz, fsz };
+	r->rl_res[n] = RLIMIT_NOFILE;
+	r->rl[n++] = (struct rlimit){ l->open_files, l->open_files };
+	r->rl_res[n] = RLIMIT_NPROC;
+	r->rl[n++] = (struct rlimit){ l->processes, l->processes };
+	r->rl_res[n] = RLIMIT_MSGQUEUE;
+	r->rl[n++] = (struct rlimit){ 0, 0 };
+	uint64_t stack = l->memory_bytes < (256u << 20) ? l->memory_bytes : (256u << 20);
+	r->rl_res[n] = RLIMIT_STACK;
+	r->rl[n++] = (struct rlimit){ stack, stack };
+	/* With a memory cgroup the data limit is only a backstop (runtimes such as V8 reserve
+	 * much more than they use); without one it is the memory limit. */
+	uint64_t data = sb->cg_mem ? l->memory_bytes * 4 + (1ull << 30) : l->memory_bytes;
+	r->rl_res[n] = RLIMIT_DATA;
+	r->rl[n++] = (struct rlimit){ data, data };
+	r->nrl = n;
+	r->envp[0] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	r->envp[1] = "HOME=/tmp";
+	r->envp[2] = "LANG=C.UTF-8";
+	r->envp[3] = NULL;
+	const char *a0 = r->req.argv[0];
+	r->exec_search = !strchr(a0, '/');
+	if (!r->exec_search)
+		snprintf(r->exec_path, sizeof r->exec_path, "%s", a0);
+}
+
+static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd)
+{
+	struct sb_clone_args ca;
+	memset(&ca, 0, sizeof ca);
+	ca.flags = sb->clone_flags | CLONE_PIDFD;
+	ca.pidfd = (uint64_t)(uintptr_t)pidfd;
+	ca.exit_signal = 0;
+	if (sb->cg == CG_V2 && slot && slot->dir_fd >= 0) {
+		ca.flags |= SB_CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)slot->dir_fd;
+	}
+	long rc = syscall(SYS_clone3, &ca, sizeof ca);
+	if (rc < 0 && (errno == ENOSYS || errno == E2BIG || errno == EINVAL) &&
+	    (ca.flags & SB_CLONE_INTO_CGROUP)) {
+		ca.flags &= ~SB_CLONE_INTO_CGROUP;
+		ca.cgroup = 0;
+		rc = syscall(SYS_clone3, &ca, sizeof ca);
+	}
+	if (rc < 0 && errno == ENOSYS)   /* kernel < 5.3: clone(2), x86-64 argument order */
+		rc = syscall(SYS_clone, sb->clone_flags | CLONE_PIDFD, 0, pidfd, NULL, 0);
+	return (pid_t)rc;
+}
+
+/* Spawns r into its slot. On failure sets the error and schedules the report. */
+static void run_start(struct sb_run *r)
+{
+	struct sandbox *sb = r->sb;
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, syncp[2] = { -1, -1 };
+	r->start_ns = now_ns();
+	memset(r->slot->st, 0, sizeof *r->slot->st);
+	r->slot->st->collected = -1;
+	prepare_child_args(sb, r);
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(syncp, O_CLOEXEC) < 0) {
+		set_err(r, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	(void)fcntl(outp[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(errp[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(outp[0], F_SETPIPE_SZ, 1 << 20);
+	if (r->req.collect) {
+		r->collect_fd = (int)syscall(SYS_memfd_create, "collect", MFD_CLOEXEC);
+		if (r->collect_fd < 0) {
+			set_err(r, "memfd_create: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	slot_cg_prepare(sb, r);
+
+	int pidfd = -1;
+	pid_t pid = do_clone(sb, r->slot, &pidfd);
+	if (pid == 0)
+		init_main(sb, r, syncp[0], outp[1], errp[1], r->collect_fd, false);
+	if (pid < 0) {
+		set_err(r, "clone: %s", strerror(errno));
+		goto fail;
+	}
+	r->pid = pid;
+	r->pidfd = pidfd;
+	close(outp[1]);
+	close(errp[1]);
+	close(syncp[0]);
+	outp[1] = errp[1] = syncp[0] = -1;
+	r->out_fd = outp[0];
+	r->err_fd = errp[0];
+	r->started = true;
+
+	if (sb->cg == CG_V2) {
+		/* If CLONE_INTO_CGROUP was not available, move it now (before "go"). */
+		char self[PATH_MAX];
+		snprintf(self, sizeof self, "/proc/%d/cgroup", (int)pid);
+		char *cg = read_small_file(self, NULL);
+		if (cg && !strstr(cg, "/slot-")) {
+			char p[32];
+			snprintf(p, sizeof p, "%d", (int)pid);
+			if (write_str_fd(r->slot->mem_procs, p) < 0)
+				set_err(r, "cannot move the sandbox into its cgroup: %s", strerror(errno));
+		}
+		free(cg);
+	} else if (slot_cg_enter(sb, r) < 0) {
+		set_err(r, "cannot move the sandbox into its cgroup: %s", strerror(errno));
+	}
+	if (r->res.internal_error) {
+		run_kill(r);
+	} else {
+		char go = 1;
+		if (write(syncp[1], &go, 1) != 1)
+			set_err(r, "cannot start the sandbox: %s", strerror(errno));
+	}
+	close(syncp[1]);
+	syncp[1] = -1;
+
+	uv_poll_init(sb->loop, &r->pidfd_poll, r->pidfd);
+	uv_poll_init(sb->loop, &r->out_poll, r->out_fd);
+	uv_poll_init(sb->loop, &r->err_poll, r->err_fd);
+	r->pidfd_poll.data = r->out_poll.data = r->err_poll.data = r;
+	r->open_handles += 3;
+	uv_poll_start(&r->pidfd_poll, UV_READABLE, on_exit_ready);
+	uv_poll_start(&r->out_poll, UV_READABLE, on_out);
+	uv_poll_start(&r->err_poll, UV_READABLE, on_err);
+	r->pidfd_polling = r->out_polling = r->err_polling = true;
+	uv_timer_start(&r->timer, on_timer, r->req.lim.wall_ms ? r->req.lim.wall_ms : 1, 0);
+	return;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (outp[i] >= 0)
+			close(outp[i]);
+		if (errp[i] >= 0)
+			close(errp[i]);
+		if (syncp[i] >= 0)
+			close(syncp[i]);
+	}
+	r->out_done = r->err_done = r->reaped = true;
+	r->res.end = SANDBOX_NOT_RUN;
+	uv_timer_start(&r->timer, on_timer, 0, 0);
+}
+
+static void run_finish(struct sb_run *r)
+{
+	struct sandbox *sb = r->sb;
+	struct sb_slot *s = r->slot;
+	struct sb_status *st = s->st;
+	r->finished = true;
+	uv_timer_stop(&r->timer);
+	struct sandbox_result *res = &r->res;
+
+	if (r->started) {
+		/* CPU: everything init reaped, minus init's own set-up work. */
+		long total_us = (long)(r->ru.ru_utime.tv_sec + r->ru.ru_stime.tv_sec) * 1000000L +
+		                r->ru.ru_utime.tv_usec + r->ru.ru_stime.tv_usec;
+		long cpu_us = total_us - (st->self_cpu_us > 0 ? st->self_cpu_us : 0);
+		res->cpu_ms = cpu_us > 0 ? (uint64_t)cpu_us / 1000 : 0;
+		res->memory_kb = st->maxrss_kb > 0 ? (uint64_t)st->maxrss_kb : 0;
+		if (sb->cg == CG_V2) {
+			if (fd_kv_get(s->v2_events, "oom_kill") > r->oom_base)
+				res->memory_exceeded = true;
+		} else if (sb->cg_mem) {
+			if (fd_kv_get(s->mem_oom, "oom_kill") > r->oom_base)
+				res->memory_exceeded = true;
+			uint64_t peak = fd_u64(s->mem_maxusage);
+			if (!res->memory_kb && peak)
+				res->memory_kb = peak / 1024;
+		}
+		if (st->payload_done) {
+			int ws = st->payload_status;
+			if (WIFEXITED(ws)) {
+				res->end = SANDBOX_EXITED;
+				res->exit_code = WEXITSTATUS(ws);
+			} else {
+				res->end = SANDBOX_SIGNALED;
+				res->signal = WTERMSIG(ws);
+			}
+			if (st->exec_errno)
+				set_err(r, "cannot execute %s: %s", r->req.argv[0], strerror(st->exec_errno));
+		} else if (st->fail_stage) {
+			res->end = SANDBOX_NOT_RUN;
+			set_err(r, "sandbox set-up failed while %s (step %d): %s",
+			        stage_names[st->fail_stage], st->fail_detail, strerror(st->fail_errno));
+		} else {
+			/* init was killed (a limit, or the OOM killer chose it) */
+			res->end = SANDBOX_SIGNALED;
+			res->signal = r->init_status < 0 ? (int)-r->init_status : SIGKILL;
+			if (!r->killed && !res->memory_exceeded && st->stage < ST_FORK)
+				set_err(r, "sandbox init ended early (stage: %s, status %ld)",
+				        stage_names[st->stage], r->init_status);
+		}
+		if (r->req.lim.cpu_ms && res->cpu_ms > r->req.lim.cpu_ms)
+			res->cpu_exceeded = true;
+		if (res->end == SANDBOX_SIGNALED && res->signal == SIGXCPU)
+			res->cpu_exceeded = true;
+		if (!sb->cg_mem && !res->memory_exceeded && res->memory_kb &&
+		    res->memory_kb * 1024 >= r->req.lim.memory_bytes / 10 * 9 &&
+		    (res->end == SANDBOX_SIGNALED || res->exit_code != 0))
+			res->memory_exceeded = true;   /* rlimit fallback: a failure at the limit */
+		if (r->collect_fd >= 0 && st->collected >= 0) {
+			size_t n = (size_t)st->collected;
+			char *buf = xmalloc(n + 1);
+			if (pread(r->collect_fd, buf, n, 0) == (ssize_t)n) {
+				buf[n] = 0;
+				res->collected = buf;
+				res->collected_len = n;
+			} else {
+				free(buf);
+			}
+		}
+	}
+	if (!r->out.buf)
+		strbuf_add(&r->out, "", 0);
+	if (!r->err.buf)
+		strbuf_add(&r->err, "", 0);
+	res->out = r->out.buf;
+	res->out_len = r->out.len;
+	res->err = r->err.buf;
+	res->err_len = r->err.len;
+
+	if (r->collect_fd >= 0)
+		close(r->collect_fd);
+	r->collect_fd = -1;
+	if (r->pidfd >= 0 && !r->reaped)
+		run_kill(r);  /* cannot happen: finish waits for the reap */
+
+	/* Free the slot before the callback, so a run it queues can take it. */
+	s->busy = false;
+	sb->busy--;
+	if (log_enabled(LOG_DEBUG))
+		LOGD(r->req.log_sub, NULL, "sandbox: %s end=%d exit=%d sig=%d cpu=%llums wall=%llums "
+		     "mem=%llukB tle=%d/%d mle=%d ole=%d err=%s", r->req.argv[0], (int)res->end,
+		     res->exit_code, res->signal, (unsigned long long)res->cpu_ms,
+		     (unsigned long long)res->wall_ms, (unsigned long long)res->memory_kb,
+		     res->wall_exceeded, res->cpu_exceeded, res->memory_exceeded, res->output_exceeded,
+		     res->internal_error ? res->error : "-");
+	r->cb(res, r->data);
+	free((void *)res->collected);
+
+	if (r->out_fd >= 0)
+		close(r->out_fd);
+	if (r->err_fd >= 0)
+		close(r->err_fd);
+	if (r->pidfd >= 0)
+		close(r->pidfd);
+	r->out_fd = r->err_fd = r->pidfd = -1;
+	if (r->started) {
+		uv_close((uv_handle_t *)&r->pidfd_poll, on_close);
+		uv_close((uv_handle_t *)&r->out_poll, on_close);
+		uv_close((uv_handle_t *)&r->err_poll, on_close);
+	}
+	uv_close((uv_handle_t *)&r->timer, on_close);
+	queue_pump(sb);
+}
+
+static void queue_pump(struct sandbox *sb)
+{
+	while (sb->qhead && sb->busy < sb->nslots) {
+		struct sb_run *r = sb->qhead;
+		sb->qhead = r->next;
+		if (!sb->qhead)
+			sb->qtail = NULL;
+		sb->queued--;
+		struct sb_slot *slot = NULL;
+		for (int i = 0; i < sb->nslots; i++)
+			if (!sb->slots[i].busy) {
+				slot = &sb->slots[i];
+				break;
+			}
+		slot->busy = true;
+		sb->busy++;
+		r->slot = slot;
+		run_start(r);
+	}
+}
+
+int sandbox_run(struct sandbox *sb, const struct sandbox_req *req, sandbox_cb *cb, void *data)
+{
+	if (!sb || !req || !req->argv || !req->argv[0] || !cb)
+		return -1;
+	for (size_t i = 0; i < req->nfiles; i++)
+		if (!sandbox_path_ok(req->files[i].path))
+			return -1;
+	if (req->collect && !sandbox_path_ok(req->collect))
+		return -1;
+	struct sb_run *r = xcalloc(1, sizeof *r);
+	r->sb = sb;
+	r->req = *req;
+	r->cb = cb;
+	r->data = data;
+	r->pidfd = r->out_fd = r->err_fd = r->collect_fd = -1;
+	/* defaults for unset limits */
+	struct sandbox_limits *l = &r->req.lim;
+	if (!l->cpu_ms)
+		l->cpu_ms = 2000;
+	if (!l->wall_ms)
+		l->wall_ms = l->cpu_ms * 2 + 1000;
+	if (!l->memory_bytes)
+		l->memory_bytes = 256u << 20;
+	if (l->memory_bytes < (4u << 20))
+		l->memory_bytes = 4u << 20;
+	if (!l->processes)
+		l->processes = 32;
+	if (!l->output_bytes)
+		l->output_bytes = 1u << 20;
+	if (!l->file_bytes)
+		l->file_bytes = 64u << 20;
+	if (!l->open_files)
+		l->open_files = 128;
+	r->out_cap = l->output_bytes;
+	r->err_cap = l->output_bytes;
+	uv_timer_init(sb->loop, &r->timer);
+	r->timer.data = r;
+	r->open_handles = 1;
+	if (sb->qtail)
+		sb->qtail->next = r;
+	else
+		sb->qhead = r;
+	sb->qtail = r;
+	sb->queued++;
+	queue_pump(sb);
+	return 0;
+}
+
+int sandbox_busy(const struct sandbox *sb)
+{
+	return sb ? sb->busy : 0;
+}
+
+int sandbox_queued(const struct sandbox *sb)
+{
+	return sb ? sb->queued : 0;
+}
+
+int sandbox_slots(const struct sandbox *sb)
+{
+	return sb ? sb->nslots : 0;
+}
+
+const char *sandbox_describe(const struct sandbox *sb)
+{
+	return sb ? sb->describe : "";
+}
+
+/* ======================================================================================
+ * Start-up probe: one sandbox built for real, synchronously (start-up only).
+ * ==================================================================================== */
+
+static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errno)
+{
+	struct sb_run r;
+	memset(&r, 0, sizeof r);
+	static const char *const argv[] = { "/bin/true", NULL };
+	r.sb = sb;
+	r.req.argv = argv;
+	r.req.lim.file_bytes = 1 << 20;
+	r.req.lim.memory_bytes = 64u << 20;
+	r.req.lim.processes = 4;
+	r.req.lim.open_files = 16;
+	r.slot = &sb->slots[0];
+	memset(r.slot->st, 0, sizeof *r.slot->st);
+	prepare_child_args(sb, &r);
+	r.req.lim.processes = 4;
+	slot_cg_prepare(sb, &r);
+	int syncp[2];
+	if (pipe2(syncp, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	int pidfd = -1;
+	pid_t pid = do_clone(sb, r.slot, &pidfd);
+	if (pid == 0)
+		init_main(sb, &r, syncp[0], -1, -1, -1, true);
+	close(syncp[0]);
+	if (pid < 0) {
+		int e = errno;
+		close(syncp[1]);
+		snprintf(err, errlen, "clone: %s", strerror(e));
+		errno = e;
+		return -1;
+	}
+	r.pid = pid;
+	int cg_ok = sb->cg == CG_V2 ? 0 : slot_cg_enter(sb, &r);
+	if (cg_ok < 0) {
+		LOGW(NULL, NULL, "sandbox: cannot place a process into the slot cgroups (%s); "
+		     "falling back to rlimits", strerror(errno));
+		cg_teardown(sb);
+	}
+	char go = 1;
+	(void)!write(syncp[1], &go, 1);
+	close(syncp[1]);
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	while (syscall(SYS_waitid, P_PIDFD, pidfd, &si, WEXITED | __WALL, NULL) < 0 && errno == EINTR)
+		;
+	close(pidfd);
+	struct sb_status *st = r.slot->st;
+	*seccomp_errno = st->seccomp_errno;
+	if (st->probe_ok)
+		return 0;
+	if (st->fail_stage)
+		snprintf(err, errlen, "sandbox set-up failed while %s (step %d): %s",
+		         stage_names[st->fail_stage], st->fail_detail, strerror(st->fail_errno));
+	else
+		snprintf(err, errlen, "sandbox probe ended with status %d at stage %s", si.si_status,
+		         stage_names[st->stage]);
+	errno = EINVAL;
+	return -1;
+}
+
+static void describe(struct sandbox *sb)
+{
+	char ns[64];
+	snprintf(ns, sizeof ns, "pid,mnt%s%s,net", (sb->clone_flags & CLONE_NEWIPC) ? ",ipc" : "",
+	         (sb->clone_flags & CLONE_NEWUTS) ? ",uts" : "");
+	const char *cg = sb->cg == CG_V2 ? "cgroup v2 memory+pids" :
+	                 sb->cg == CG_V1 ? (sb->cg_mem && sb->cg_pids ? "cgroup v1 memory+pids" :
+	                                    sb->cg_mem ? "cgroup v1 memory, NPROC rlimit" :
+	                                                 "cgroup v1 pids, DATA rlimit") :
+	                 "rlimits only (no cgroups)";
+	snprintf(sb->describe, sizeof sb->describe, "%d slots; %s namespaces; %s; %s", sb->nslots, ns,
+	         cg, sb->seccomp.filter ? "seccomp filter" : "NO seccomp filter");
+}
+
+int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **out,
+                char *err, size_t errlen)
+{
+	*out = NULL;
+	if (geteuid() != 0) {
+		snprintf(err, errlen, "the sandbox needs root (namespaces, mounts, cgroups, uid switch)");
+		return -1;
+	}
+	struct sandbox *sb = xcalloc(1, sizeof *sb);
+	sb->loop = loop;
+	sb->netns_fd = -1;
+	int n = o && o->slots > 0 ? o->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		n = 1;
+	if (n > 256)
+		n = 256;
+	sb->nslots = n;
+	cg_seq++;
+	uint32_t uid_base = o && o->uid_base ? o->uid_base : SB_DEFAULT_UID_BASE;
+	sb->status_pages = mmap(NULL, (size_t)n * SB_STATUS_PAGE, PROT_READ | PROT_WRITE,
+	                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sb->status_pages == MAP_FAILED) {
+		snprintf(err, errlen, "mmap: %s", strerror(errno));
+		sb->status_pages = NULL;
+		goto fail;
+	}
+	sb->slots = xcalloc((size_t)n, sizeof *sb->slots);
+	for (int i = 0; i < n; i++) {
+		struct sb_slot *s = &sb->slots[i];
+		s->index = i;
+		s->uid = (uid_t)(uid_base + (uint32_t)i);
+		s->st = (struct sb_status *)((char *)sb->status_pages + (size_t)i * SB_STATUS_PAGE);
+		s->dir_fd = s->mem_procs = s->pids_procs = s->mem_limit = s->memsw_limit = -1;
+		s->mem_maxusage = s->mem_failcnt = s->mem_oom = s->v2_max = s->v2_swap = -1;
+		s->v2_events = s->v2_kill = s->pids_max = -1;
+	}
+	sb->netns_fd = make_netns(err, errlen);
+	if (sb->netns_fd < 0)
+		goto fail;
+	build_plan(sb);
+	char serr[256];
+	if (build_seccomp(sb, serr, sizeof serr) < 0)
+		LOGW(NULL, NULL, "sandbox: no seccomp filter: %s", serr);
+	cg_setup(sb);
+
+	sb->clone_flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+	int sec_errno = 0;
+	if (probe(sb, err, errlen, &sec_errno) < 0) {
+		if (strstr(err, "clone:")) {
+			LOGW(NULL, NULL, "sandbox: %s with IPC+UTS namespaces; retrying without them", err);
+			sb->clone_flags = CLONE_NEWPID | CLONE_NEWNS;
+			if (probe(sb, err, errlen, &sec_errno) < 0)
+				goto fail;
+		} else {
+			goto fail;
+		}
+	}
+	if (sec_errno && sb->seccomp.filter) {
+		LOGW(NULL, NULL, "sandbox: the kernel refused the seccomp filter (%s); running "
+		     "without it", strerror(sec_errno));
+		free(sb->seccomp.filter);
+		sb->seccomp.filter = NULL;
+	}
+	describe(sb);
+	LOGI(NULL, NULL, "sandbox ready: %s", sb->describe);
+	*out = sb;
+	return 0;
+fail:
+	sandbox_free(sb);
+	return -1;
+}
+
+void sandbox_free(struct sandbox *sb)
+{
+	if (!sb)
+		return;
+	cg_teardown(sb);
+	if (sb->netns_fd >= 0)
+		close(sb->netns_fd);
+	for (int i = 0; i < sb->nsteps; i++) {
+		free(sb->steps[i].target);
+		free(sb->steps[i].source);
+		free(sb->steps[i].data);
+	}
+	free(sb->stage_dev);
+	free(sb->stage_proc);
+	free(sb->stage_tmp);
+	free(sb->stage_work);
+	free(sb->seccomp.filter);
+	if (sb->status_pages)
+		munmap(sb->status_pages, (size_t)sb->nslots * SB_STATUS_PAGE);
+	free(sb->slots);
+	free(sb);
+}
