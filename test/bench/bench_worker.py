@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+"""Worker throughput, latency and memory benchmark (issue 3's targets).
+
+Starts a private redis-server and postgres (durable settings: fsync on,
+synchronous_commit on), migrates, and runs three phases with two
+`arbiter worker` processes on this machine:
+
+1. throughput: a preloaded backlog of N deterministic submissions (default
+   20,000, a 4-dimension spec, 200 agents); evaluations/s committed from
+   worker start to the last commit.
+2. latency: jobs offered at a fixed rate (default 500/s for 20 s); p50/p99
+   of enqueue-to-commit (evaluation_results.completed_at - enqueued time).
+3. memory: peak resident set (VmHWM) of each worker process, which ran with
+   ARBITER_CONCURRENCY=64 throughout.
+
+Usage: bench_worker.py --bin build/worker/arbiter [--jobs N] [--rate R] [--secs S]
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from services import Services  # noqa: E402
+
+import psycopg2  # noqa: E402
+import psycopg2.extras  # noqa: E402
+import redis  # noqa: E402
+
+SPEC = {
+    "evaluator": "deterministic",
+    "dimensions": [
+        {"key": "correctness", "weight": 0.5, "primitive": "exact_match_ratio",
+         "field": "answers", "ground_truth_field": "expected"},
+        {"key": "speed", "weight": 0.2, "primitive": "time_decay"},
+        {"key": "precision", "weight": 0.15, "primitive": "numeric_tolerance",
+         "field": "value", "ground_truth_field": "value", "tolerance": 0.5},
+        {"key": "completeness", "weight": 0.15, "primitive": "set_overlap",
+         "field": "found", "ground_truth_field": "items", "method": "jaccard"},
+    ],
+}
+GT = {"expected": ["a", "b", "c", "d"], "value": 42, "items": [1, 2, 3, 4, 5]}
+
+
+def seed(db, n, agents, challenge):
+    """Inserts n matches + queued submissions; returns the submission ids."""
+    cur = db.cursor()
+    rows_m, rows_s, ids = [], [], []
+    now = time.time()
+    for i in range(n):
+        mid, sid = str(uuid.uuid4()), str(uuid.uuid4())
+        agent = agents[i % len(agents)]
+        rows_m.append((mid, agent, challenge, now - 30, now + 3600))
+        ans = {"answers": ["a", "b", "x" if i % 3 else "c", "d"], "value": 42 + (i % 5) * 0.2,
+               "found": [1, 2, 3 + i % 4]}
+        rows_s.append((sid, mid, agent, "10.%d.%d.%d" % (i % 250, (i // 250) % 250, i % 7 + 1),
+                       json.dumps(ans), now - 10))
+        ids.append(sid)
+    psycopg2.extras.execute_values(
+        cur, "INSERT INTO matches (id, agent_id, challenge_id, status, started_at, expires_at) "
+        "VALUES %s", rows_m, template="(%s,%s,%s,'active',to_timestamp(%s),to_timestamp(%s))",
+        page_size=2000)
+    psycopg2.extras.execute_values(
+        cur, "INSERT INTO submissions (id, match_id, agent_id, source_ip, answer, submitted_at, "
+        "status) VALUES %s", rows_s,
+        template="(%s,%s,%s,%s,%s,to_timestamp(%s),'queued')", page_size=2000)
+    db.commit()
+    return ids
+
+
+def enqueue(r, ids):
+    pipe = r.pipeline(transaction=False)
+    for k, sid in enumerate(ids):
+        pipe.xadd("arbiter:jobs", {"submission_id": sid,
+                                   "enqueued_at": str(int(time.time() * 1000))})
+        if k % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+
+
+def count_done(db, ids):
+    cur = db.cursor()
+    cur.execute("SELECT count(*) FROM submissions WHERE id = ANY(%s::uuid[]) "
+                "AND status IN ('completed','rejected','failed')", (ids,))
+    n = cur.fetchone()[0]
+    db.commit()
+    return n
+
+
+def hwm_kb(pid):
+    try:
+        for line in open("/proc/%d/status" % pid):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--rate", type=int, default=500)
+    ap.add_argument("--secs", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    with Services(pg_settings={"fsync": "on", "synchronous_commit": "on"}) as svc:
+        env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
+                   ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
+                   ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY="64", ARBITER_LOG_LEVEL="warn")
+        subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
+        db = psycopg2.connect(svc.database_url)
+        r = redis.Redis.from_url(svc.redis_url)
+        cur = db.cursor()
+        agents = [str(uuid.uuid4()) for _ in range(200)]
+        psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
+                                       [(a, "agent-%d" % i) for i, a in enumerate(agents)])
+        challenge = str(uuid.uuid4())
+        cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
+                    "time_limit_secs) VALUES (%s,'bench','contender',%s,%s,300)",
+                    (challenge, json.dumps(SPEC), json.dumps(GT)))
+        db.commit()
+
+        # Phase 1: preloaded backlog.
+        ids = seed(db, args.jobs, agents, challenge)
+        enqueue(r, ids)
+        workers = [subprocess.Popen([args.bin, "worker"],
+                                    env=dict(env, ARBITER_WORKER_ID="bench-%d" % i))
+                   for i in range(args.workers)]
+        t0 = time.time()
+        while count_done(db, ids) < len(ids):
+            if time.time() - t0 > 600:
+                print("throughput phase timed out")
+                break
+            time.sleep(0.05)
+        cur.execute("SELECT extract(epoch from max(completed_at) - min(started_at)), count(*) "
+                    "FROM evaluation_results")
+        span, n = cur.fetchone()
+        db.commit()
+        wall = time.time() - t0
+        print("throughput: %d evaluations committed in %.2f s (first start to last commit "
+              "%.2f s) = %.0f evaluations/s" % (n, wall, float(span), n / float(span)))
+
+        # Phase 2: fixed offered rate.
+        total = args.rate * args.secs
+        ids2 = seed(db, total, agents, challenge)
+        sent = {}
+        start = time.time()
+        for k, sid in enumerate(ids2):
+            due = start + k / args.rate
+            delay = due - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            now = time.time()
+            r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
+            sent[sid] = now
+        offered = total / (time.time() - start)
+        t1 = time.time()
+        while count_done(db, ids2) < len(ids2) and time.time() - t1 < 120:
+            time.sleep(0.05)
+        cur.execute("SELECT submission_id::text, extract(epoch from completed_at) FROM "
+                    "evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids2,))
+        lat = sorted((float(c) - sent[s]) * 1000 for s, c in cur.fetchall())
+        db.commit()
+        if lat:
+            p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
+            print("latency at %.0f jobs/s offered: n=%d p50=%.1f ms p99=%.1f ms max=%.1f ms" %
+                  (offered, len(lat), p(0.5), p(0.99), lat[-1]))
+
+        # Phase 3: memory.
+        for i, w in enumerate(workers):
+            print("worker %d peak RSS (VmHWM): %.1f MB" % (i, hwm_kb(w.pid) / 1024))
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w in workers:
+            try:
+                w.wait(40)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
