@@ -469,7 +469,7 @@ static size_t levenshtein(const int32_t *a, size_t na, const int32_t *b, size_t 
 	full = m / 64;
 	for (size_t b0 = 0; b0 < nblocks;) {
 		size_t left = nblocks - b0, nbk, r0 = b0 * 64, rows;
-		bool wide = simd && full - b0 >= 8 && b0 < full;
+		bool wide = simd && b0 < full && full - b0 >= 8;
 		unsigned last;
 
 		nbk = wide ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
