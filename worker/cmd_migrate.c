@@ -1,9 +1,12 @@
 /*
  * `arbiter migrate`: applies the compiled-in SQL migrations to the database
- * named by --database-url or ARBITER_DATABASE_URL (default
- * postgresql:///arbiter). Safe to run from several replicas at once. Prints
- * what it applied; exit 0 on success, 1 on a database error, 2 on bad usage.
+ * named by --database-url, else ARBITER_DATABASE_URL, else the
+ * ARBITER_DATABASE_URL line of the worker's configuration file (--config F
+ * or ARBITER_CONFIG, same format), else postgresql:///arbiter. Safe to run
+ * from several replicas at once. Prints what it applied; exit 0 on success,
+ * 1 on a database error, 2 on bad usage.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,18 +14,22 @@
 #include "cmd.h"
 #include "log.h"
 #include "migrate.h"
+#include "util.h"
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: arbiter migrate [--database-url URL]\n"
+	        "usage: arbiter migrate [--database-url URL] [--config FILE]\n"
 	        "\n"
 	        "Applies the SQL migrations compiled into this binary (latest: %03d), in order and\n"
 	        "once each, recording them in arbiter_migrations. Several replicas may run it at\n"
 	        "once (an advisory lock serializes them).\n"
 	        "\n"
-	        "  --database-url URL  libpq URI or conninfo (default: $ARBITER_DATABASE_URL,\n"
-	        "                      else postgresql:///arbiter)\n",
+	        "  --database-url URL  libpq URI or conninfo (default: $ARBITER_DATABASE_URL, else\n"
+	        "                      ARBITER_DATABASE_URL in the config file, else\n"
+	        "                      postgresql:///arbiter)\n"
+	        "  --config FILE       the worker's KEY=value configuration file (default\n"
+	        "                      $ARBITER_CONFIG); only ARBITER_DATABASE_URL is used\n",
 	        migrate_latest());
 }
 
@@ -33,11 +40,55 @@ static void print_applied(int version, const char *name, void *data)
 	fflush(stdout);
 }
 
+static char *trim(char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+		*--e = '\0';
+	return s;
+}
+
+/* ARBITER_DATABASE_URL from a configuration file (format of worker/config.c: KEY=value lines,
+ * # comments, optional matching quotes). *out NULL if absent. -1 if unreadable. */
+static int url_from_file(const char *path, char **out)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	*out = NULL;
+	if (!f) {
+		fprintf(stderr, "arbiter migrate: config file %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (getline(&line, &cap, f) >= 0) {
+		char *s = trim(line);
+		char *eq = strchr(s, '=');
+		if (!*s || *s == '#' || !eq)
+			continue;
+		*eq = '\0';
+		char *key = trim(s), *val = trim(eq + 1);
+		size_t vl = strlen(val);
+		if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
+			val[vl - 1] = '\0';
+			val++;
+		}
+		if (!strcmp(key, "ARBITER_DATABASE_URL")) {
+			free(*out);
+			*out = xstrdup(val);
+		}
+	}
+	free(line);
+	fclose(f);
+	return 0;
+}
+
 int cmd_migrate(int argc, char **argv)
 {
-	const char *url = getenv("ARBITER_DATABASE_URL");
-	if (!url || !url[0])
-		url = "postgresql:///arbiter";
+	const char *flag_url = NULL;
+	const char *config = getenv("ARBITER_CONFIG");
+	char *file_url = NULL;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -49,9 +100,17 @@ int cmd_migrate(int argc, char **argv)
 				fprintf(stderr, "arbiter migrate: --database-url needs a value\n");
 				return 2;
 			}
-			url = argv[++i];
+			flag_url = argv[++i];
 		} else if (!strncmp(a, "--database-url=", 15)) {
-			url = a + 15;
+			flag_url = a + 15;
+		} else if (!strcmp(a, "--config")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "arbiter migrate: --config needs a value\n");
+				return 2;
+			}
+			config = argv[++i];
+		} else if (!strncmp(a, "--config=", 9)) {
+			config = a + 9;
 		} else {
 			fprintf(stderr, "arbiter migrate: unknown argument '%s'\n", a);
 			usage(stderr);
@@ -59,12 +118,24 @@ int cmd_migrate(int argc, char **argv)
 		}
 	}
 
+	const char *url = flag_url;
+	if (!url || !url[0])
+		url = getenv("ARBITER_DATABASE_URL");
+	if ((!url || !url[0]) && config && config[0]) {
+		if (url_from_file(config, &file_url) < 0)
+			return 2;
+		url = file_url;
+	}
+	if (!url || !url[0])
+		url = "postgresql:///arbiter";
+
 	char err[1024];
 	char *shown = log_redact_url(url);
 	int n = migrate_apply_report(url, print_applied, NULL, err, sizeof err);
 	if (n < 0) {
 		fprintf(stderr, "arbiter migrate: %s (database %s)\n", err, shown);
 		free(shown);
+		free(file_url);
 		return 1;
 	}
 	if (n == 0)
@@ -73,5 +144,6 @@ int cmd_migrate(int argc, char **argv)
 		printf("applied %d migration%s; database %s is at version %03d\n", n, n == 1 ? "" : "s",
 		       shown, migrate_latest());
 	free(shown);
+	free(file_url);
 	return 0;
 }

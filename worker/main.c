@@ -20,6 +20,7 @@ static const struct command commands[] = {
 	{ "migrate", cmd_migrate, "apply the SQL migrations to the database" },
 	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
+	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
 	{ NULL, NULL, NULL },
 };
 

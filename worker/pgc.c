@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -89,6 +90,7 @@ struct pgc_conn {
 	bool broken;             /* lost while reserved: sends fail until pgc_release */
 	bool release_after_op;   /* pgc_release was called with an op in flight */
 	bool ever_connected;
+	bool failing;            /* the last connection attempt failed (log the first one only) */
 	uint32_t backoff_ms;
 	struct op op;
 };
@@ -198,9 +200,15 @@ static void notice_cb(void *arg, const char *message)
 
 static uint32_t jitter(uint32_t ms)
 {
-	/* ±25%, enough to spread the reconnects of many slots and replicas. */
-	uint32_t span = ms / 2 + 1;
-	return ms - ms / 4 + (uint32_t)(rand() % (int)span);
+	/* ±25%, enough to spread the reconnects of many slots and replicas (xorshift32 seeded per
+	 * process, so replicas started together do not retry in lockstep). */
+	static uint32_t x;
+	if (!x)
+		x = (uint32_t)uv_hrtime() ^ ((uint32_t)getpid() << 16) ^ 0x9e3779b9u;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return ms - ms / 4 + x % (ms / 2 + 1);
 }
 
 /* ---- handles -------------------------------------------------------------------------- */
@@ -499,7 +507,12 @@ static void conn_lost(struct pgc_conn *c, const char *why, const char *sqlstate)
 static void attempt_failed(struct pgc_conn *c, const char *why)
 {
 	char *msg = one_line(why);
-	LOGW(NULL, NULL, "postgres[%d]: cannot connect: %s", c->idx, msg);
+	/* The first failure in a row is a warning; the retries that follow are debug lines. */
+	if (!c->failing)
+		LOGW(NULL, NULL, "postgres[%d]: cannot connect (retrying with backoff): %s", c->idx, msg);
+	else
+		LOGD(NULL, NULL, "postgres[%d]: cannot connect: %s", c->idx, msg);
+	c->failing = true;
 	free(msg);
 	drop_pg(c);
 	schedule_retry(c);
@@ -514,6 +527,7 @@ static void connected(struct pgc_conn *c)
 	}
 	c->state = CS_READY;
 	c->backoff_ms = 0;
+	c->failing = false;
 	if (c->ever_connected) {
 		LOGI(NULL, NULL, "postgres[%d]: reconnected", c->idx);
 		metrics_reconnect("postgres");
@@ -1001,28 +1015,37 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 	int n = 0;
 	for (PQconninfoOption *x = opts; x->keyword; x++)
 		n++;
-	p->keys = xcalloc((size_t)n + 2, sizeof *p->keys);
-	p->vals = xcalloc((size_t)n + 2, sizeof *p->vals);
+	/* Our defaults for settings the conninfo leaves unset: a name in pg_stat_activity, and TCP
+	 * keepalives that notice a silently vanished server in about a minute, not hours. */
+	static const char *const defaults[][2] = {
+		{ "application_name", "arbiter" },
+		{ "keepalives_idle", "30" },
+		{ "keepalives_interval", "10" },
+		{ "keepalives_count", "3" },
+	};
+	const size_t ndefaults = sizeof defaults / sizeof defaults[0];
+	p->keys = xcalloc((size_t)n + ndefaults + 1, sizeof *p->keys);
+	p->vals = xcalloc((size_t)n + ndefaults + 1, sizeof *p->vals);
 	const char *host = NULL;
-	bool has_hostaddr = false, has_appname = false;
+	bool has_hostaddr = false;
 	for (PQconninfoOption *x = opts; x->keyword; x++) {
-		if (!x->val)
+		if (!x->val) {
+			for (size_t d = 0; d < ndefaults; d++)
+				if (!strcmp(x->keyword, defaults[d][0])) {
+					p->keys[p->nkv] = xstrdup(defaults[d][0]);
+					p->vals[p->nkv++] = xstrdup(defaults[d][1]);
+				}
 			continue;
+		}
 		p->keys[p->nkv] = xstrdup(x->keyword);
 		p->vals[p->nkv] = xstrdup(x->val);
 		if (!strcmp(x->keyword, "host"))
 			host = p->vals[p->nkv];
 		if (!strcmp(x->keyword, "hostaddr") && x->val[0])
 			has_hostaddr = true;
-		if (!strcmp(x->keyword, "application_name"))
-			has_appname = true;
 		p->nkv++;
 	}
 	PQconninfoFree(opts);
-	if (!has_appname) {
-		p->keys[p->nkv] = xstrdup("application_name");
-		p->vals[p->nkv++] = xstrdup("arbiter");
-	}
 	/* A single host name: resolve it on the loop (libpq's own lookup would block it). */
 	if (host && host[0] && host[0] != '/' && host[0] != '@' && !strchr(host, ',') &&
 	    !has_hostaddr && !is_numeric_addr(host))

@@ -31,7 +31,8 @@ struct pgc_opts {
 };
 
 /* Creates the pool and starts connecting its connections in the background.
- * Returns 0 and *out, or -1 if the options are invalid (no conninfo). The pool
+ * Returns 0 and *out, or -1 if the options are invalid (no conninfo, or a conninfo that
+ * does not parse: logged without its password). The pool
  * lives until pgc_pool_close's done callback. */
 int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **out);
 
@@ -41,8 +42,9 @@ bool pgc_pool_ready(const struct pgc_pool *p);
 /* Closes the pool: waiters get a NULL connection, in-flight statements fail
  * with err "closed" (transient), connections are finished. done(data) runs
  * (asynchronously) once every handle is closed and the pool is freed. A
- * connection held by a caller when the pool closes is still released by
- * pgc_release (which then just drops it). */
+ * connection held by a caller when the pool closes must still be released by
+ * pgc_release (its server connection is already gone; sends return -1): done
+ * waits for that. */
 void pgc_pool_close(struct pgc_pool *p, void (*done)(void *), void *data);
 
 /* One statement with text parameters; params[i] NULL = SQL NULL. */
@@ -57,16 +59,25 @@ struct pgc_result {
 typedef void pgc_cb(const struct pgc_result *r, void *data);
 typedef void pgc_conn_cb(struct pgc_conn *c, void *data);  /* c NULL if the pool is closing */
 
-/* Reserves a connection (FIFO queue when all are busy); cb never runs synchronously. */
+/* Reserves a connection (FIFO queue when all are busy); cb never runs synchronously.
+ * While the server is unreachable the request waits (no timeout); it gets NULL only when the
+ * pool closes. Returns 0, or -1 (bad arguments, or the pool is closing). */
 int pgc_acquire(struct pgc_pool *p, pgc_conn_cb *cb, void *data);
 
 /* Sends n statements in one pipeline on c and calls cb once with all results (or the first
  * error; later statements are skipped). Statements may be BEGIN/COMMIT: a transaction can span
  * several pgc_send calls on the same reserved connection. Never calls cb synchronously.
+ * s and everything it points to is only read during the call (pgc_send copies what it needs).
  * On error, r->nres is the number of statements that completed before the failing one (their
- * results are in r->res). Returns 0, or -1 if c is NULL, n < 1, or a send is already in
- * flight on c (cb is then not called). If the connection was lost while reserved, cb gets a
- * transient error. */
+ * results are in r->res). Note PostgreSQL's pipeline rule: outside an explicit BEGIN, the
+ * statements of one pgc_send form ONE implicit transaction, so an error also rolls back the
+ * statements before it. After a connection loss or a timeout (transient) the fate of the
+ * statements is unknown to the caller only if it sent COMMIT; pgc never resends anything.
+ * Returns 0, or -1 (cb is then not called) if c is NULL or not reserved, a statement is
+ * invalid (sql NULL, nparams outside 0..65535), a send is already in flight on c, or the pool
+ * is closing. If the connection was lost while reserved, cb gets a transient error, and so
+ * does every later send on c until pgc_release (a transaction never continues on another
+ * connection). */
 int pgc_send(struct pgc_conn *c, const struct pgc_stmt *s, int n, pgc_cb *cb, void *data);
 
 /* Returns c to the pool; if a transaction is still open it is rolled back first.
@@ -74,8 +85,10 @@ int pgc_send(struct pgc_conn *c, const struct pgc_stmt *s, int n, pgc_cb *cb, vo
  * NULL is ignored. */
 void pgc_release(struct pgc_conn *c);
 
-/* acquire + send + release. Never calls cb synchronously. Returns 0 or -1 (bad arguments, or
- * the pool is closing). */
+/* acquire + send + release. Never calls cb synchronously. The statements are copied, so s may
+ * live on the caller's stack. If no connection is free within query_timeout_ms, cb gets a
+ * transient error ("timeout waiting for a database connection"). Returns 0 or -1 (bad
+ * arguments, or the pool is closing). */
 int pgc_run(struct pgc_pool *p, const struct pgc_stmt *s, int n, pgc_cb *cb, void *data);
 
 #endif

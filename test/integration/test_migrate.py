@@ -197,6 +197,19 @@ def main():
         r = migrate(env_url=url)
         ok(r.returncode == 0, "ARBITER_DATABASE_URL is used", r.stderr)
 
+        # The worker's configuration file (--config or ARBITER_CONFIG), lowest precedence.
+        cfg = os.path.join(s.tmp, "arbiter.conf")
+        with open(cfg, "w") as f:
+            f.write("# test\nARBITER_REDIS_URL=redis://127.0.0.1:1/0\nARBITER_DATABASE_URL='%s'\n" % url)
+        r = migrate(extra=["--config", cfg])
+        ok(r.returncode == 0 and "up to date" in r.stdout, "--config FILE supplies the URL", r.stderr)
+        env = dict(os.environ, ARBITER_CONFIG=cfg)
+        env.pop("ARBITER_DATABASE_URL", None)
+        r = subprocess.run([BIN, "migrate"], capture_output=True, text=True, env=env, timeout=60)
+        ok(r.returncode == 0, "ARBITER_CONFIG supplies the URL", r.stderr)
+        r = migrate("postgresql://postgres@127.0.0.1:1/arbiter", extra=["--config", cfg])
+        ok(r.returncode == 1, "--database-url wins over the file")
+
         # Three replicas migrating a fresh database at once.
         s.psql("postgres", "CREATE DATABASE arbiter_conc")
         curl = db_url(s, "arbiter_conc")
