@@ -5,6 +5,7 @@
  */
 #include "dec.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,13 +30,30 @@ static void strip(struct dec_num *x)
 	}
 }
 
+/* Integers that a double holds exactly need no printf. */
+static bool small_integer(double d, struct dec_num *out)
+{
+	if (d != d || d < -9007199254740992.0 || d > 9007199254740992.0 || d != (double)(int64_t)d)
+		return false;
+	out->m = (int64_t)d;
+	out->e = 0;
+	return true;
+}
+
 int dec_num_from_double(double d, struct dec_num *out)
 {
 	char buf[40];
 	if (!isfinite(d))
 		return -1;
-	/* %.*e gives "d.ddde±XX": digits and exponent without ambiguity. */
-	for (int prec = 0; prec <= 16; prec++) {
+	if (small_integer(d, out)) {
+		strip(out);
+		return 0;
+	}
+	/* %.*e gives "d.ddde±XX": digits and exponent without ambiguity. A decimal of at most
+	 * 15 significant digits (DBL_DIG) survives the trip through a double, so if 15 digits
+	 * round-trip, their zero-stripped form is the shortest; otherwise try 16, then 17. */
+	int first = fabs(d) < DBL_MIN ? 0 : 14;   /* subnormals have fewer digits */
+	for (int prec = first; prec <= 16; prec++) {
 		snprintf(buf, sizeof buf, "%.*e", prec, d);
 		if (strtod(buf, NULL) == d)
 			break;
@@ -200,24 +218,31 @@ int dec_from_json(const json_t *num, dec6 *out, int *places)
 
 int dec_format(dec6 v, char *buf, size_t n)
 {
-	char tmp[48];
+	char tmp[48], *e = tmp + sizeof tmp, *p = e;
 	unsigned long long a = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
 	unsigned long long ip = a / DEC6_ONE, fp = a % DEC6_ONE;
-	int len;
-	if (fp == 0) {
-		len = snprintf(tmp, sizeof tmp, "%s%llu", v < 0 ? "-" : "", ip);
-	} else {
-		char frac[8];
-		snprintf(frac, sizeof frac, "%06llu", fp);
-		int fl = 6;
-		while (fl > 0 && frac[fl - 1] == '0')
-			fl--;
-		frac[fl] = 0;
-		len = snprintf(tmp, sizeof tmp, "%s%llu.%s", v < 0 ? "-" : "", ip, frac);
+	if (fp) {
+		int digits = 6;
+		while (fp % 10 == 0) {
+			fp /= 10;
+			digits--;
+		}
+		while (digits-- > 0) {
+			*--p = (char)('0' + fp % 10);
+			fp /= 10;
+		}
+		*--p = '.';
 	}
+	do {
+		*--p = (char)('0' + ip % 10);
+		ip /= 10;
+	} while (ip);
+	if (v < 0)
+		*--p = '-';
+	int len = (int)(e - p);
 	if (n) {
 		size_t c = (size_t)len < n ? (size_t)len : n - 1;
-		memcpy(buf, tmp, c);
+		memcpy(buf, p, c);
 		buf[c] = 0;
 	}
 	return len;

@@ -82,6 +82,7 @@ static void on_connect(struct rq *r, void *data)
 {
 	(void)r;
 	*(bool *)data = true;
+	uv_stop(loop);
 }
 
 static bool guard_fired;
@@ -89,6 +90,7 @@ static void guard_cb(uv_timer_t *t)
 {
 	(void)t;
 	guard_fired = true;
+	uv_stop(loop);
 }
 
 /* Runs the loop until *flag or 10 s. */
@@ -123,6 +125,7 @@ static struct rq *connect_rq(const char *url, const char *name)
 static void closed_cb(void *data)
 {
 	*(bool *)data = true;
+	uv_stop(loop);
 }
 
 static void close_rq(struct rq *r)
@@ -148,12 +151,13 @@ static void on_decision(enum rl_decision d, int64_t retry, const char *err, void
 	snprintf(s->err, sizeof s->err, "%s", err ? err : "");
 	if (--pending_count == 0)
 		all_done = true;
+	uv_stop(loop);          /* UV_RUN_ONCE would otherwise sleep in poll */
 }
 
 static struct res check1(struct rl *l, struct rq *r, const char *ip, bool reeval,
                          const char *entry, const char *const *fields, int nf)
 {
-	struct res s = { 0 };
+	struct res s = { .d = RL_ERROR };
 	pending_count = 1;
 	all_done = false;
 	if (rl_check(l, r, ip, reeval, entry, fields, nf, on_decision, &s) < 0) {
@@ -162,7 +166,8 @@ static struct res check1(struct rl *l, struct rq *r, const char *ip, bool reeval
 		return s;
 	}
 	ok(!s.done, "callback not synchronous");
-	run_until(&s.done);
+	if (!run_until(&s.done))
+		diag("no decision within 10 s");
 	return s;
 }
 
@@ -344,7 +349,10 @@ static void test_no_redis_paths(struct rq *r)
 	for (int i = 0; i < 5; i++)
 		rl_check(l, r, "10.1.1.1", false, NULL, f, 1, on_decision, &s[i]);
 	run_until(&all_done);
-	ok(s[0].done && s[4].done && s[4].d == RL_ALLOW, "five queued no-Redis decisions delivered");
+	int ndone = 0;
+	for (int i = 0; i < 5; i++)
+		ndone += s[i].done && s[i].d == RL_ALLOW;
+	is_int(ndone, 5, "five queued no-Redis decisions delivered");
 	/* Under defer an entry id is required for a Redis decision. */
 	is_int(rl_check(l, r, "198.51.100.1", false, NULL, f, 1, on_decision, &s[0]), -1,
 	       "defer without entry id: -1");
@@ -555,8 +563,8 @@ static void test_check_concurrent(struct rq *r1, struct rq *r2)
 	run_until(&all_done);
 	t1 = uv_hrtime();
 	for (int i = 0; i < K; i++) {
-		allowed += s[i].d == RL_ALLOW;
-		rejected += s[i].d == RL_REJECT;
+		allowed += s[i].done && s[i].d == RL_ALLOW;
+		rejected += s[i].done && s[i].d == RL_REJECT;
 	}
 	int64_t extra = (int64_t)((t1 - t0) / 1000000 / 400);
 	ok(allowed >= 5 && allowed <= 5 + extra, "two clients: %d allowed of %d (burst 5, %.0f ms)",
@@ -591,7 +599,7 @@ static void test_free_in_flight(struct rq *r)
 {
 	struct rl *l = mk("t8", "5/2s", 5, "reject", NULL);
 	const char *f[] = { "submission_id", "z" };
-	struct res s = { 0 };
+	struct res s = { .d = RL_ERROR };
 	pending_count = 1;
 	all_done = false;
 	ok(rl_check(l, r, "192.0.2.10", false, "0-1", f, 1, on_decision, &s) == 0, "check sent");

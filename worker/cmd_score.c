@@ -15,8 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "cmd.h"
+#include "evaluator.h"
+#include "log.h"
 #include "isotime.h"
 #include "score.h"
 #include "spec.h"
@@ -150,27 +153,69 @@ static int parse_match(const json_t *j, struct score_match *m)
 	return 0;
 }
 
+static int score_external_done(const struct spec *s, const json_t *answer, const json_t *metadata,
+                               const json_t *ground_truth, const struct score_match *m,
+                               const struct score_ext *ext, const struct score_limits *lim);
+
+/* State of one external evaluation run by `arbiter score` on a private loop. */
+struct ext_run {
+	const struct spec *s;
+	const json_t *answer, *metadata, *ground_truth;
+	const struct score_match *m;
+	const struct score_limits *lim;
+	int rc;
+};
+
+static void on_external(int rc, const struct score_ext *ext, const char *err, void *data)
+{
+	struct ext_run *x = data;
+	if (rc < 0) {
+		fprintf(stderr, "arbiter score: %s evaluation failed (internal_error): %s\n",
+		        spec_evaluator_name(spec_evaluator(x->s)), err ? err : "unknown error");
+		x->rc = EXIT_INTERNAL;
+		return;
+	}
+	x->rc = score_external_done(x->s, x->answer, x->metadata, x->ground_truth, x->m, ext, x->lim);
+}
+
 /*
- * Call point of the test-suite / custom-script evaluators (CONTRACT §7) for
- * `arbiter score`. H6 (sandbox) replaces this body with a run of
- * evaluator_run() on a private loop: on success it calls score_external_done()
- * with the evaluator's score_ext and returns its exit code; on internal_error
- * it prints why on stderr and returns EXIT_INTERNAL.
+ * The test-suite / custom-script evaluators (CONTRACT §7) for `arbiter score`: a sandbox
+ * pool on a private loop (ARBITER_SANDBOX_SLOTS, ARBITER_LANGUAGES_FILE from the
+ * environment), one evaluator_run, then scoring with its score_ext. internal_error: the
+ * reason on stderr, exit 3. Log lines below warnings are not printed unless
+ * ARBITER_LOG_LEVEL asks for them.
  */
 static int run_external_evaluator(const struct spec *s, const json_t *answer,
                                   const json_t *metadata, const json_t *ground_truth,
                                   const json_t *match_json, const struct score_match *m,
                                   const struct score_limits *lim)
 {
-	(void)answer;
-	(void)metadata;
-	(void)ground_truth;
-	(void)match_json;
-	(void)m;
-	(void)lim;
-	fprintf(stderr, "arbiter score: evaluator '%s' is not available in this build\n",
-	        spec_evaluator_name(spec_evaluator(s)));
-	return EXIT_INTERNAL;
+	enum log_level lvl = LOG_WARN;
+	const char *ll = getenv("ARBITER_LOG_LEVEL");
+	if (ll && *ll)
+		(void)log_level_parse(ll, &lvl);
+	log_setup(lvl, NULL);
+	uv_loop_t loop;
+	if (uv_loop_init(&loop) < 0) {
+		fprintf(stderr, "arbiter score: cannot create an event loop\n");
+		return EXIT_INTERNAL;
+	}
+	struct sandbox_pool *sp = NULL;
+	char err[512];
+	struct ext_run x = { s, answer, metadata, ground_truth, m, lim, EXIT_INTERNAL };
+	if (sandbox_pool_new(&loop, NULL, &sp, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter score: the sandbox is not available (internal_error): %s\n", err);
+	} else if (evaluator_run(sp, s, answer, ground_truth, match_json, on_external, &x) < 0) {
+		fprintf(stderr, "arbiter score: the %s evaluator cannot run this spec\n",
+		        spec_evaluator_name(spec_evaluator(s)));
+	} else {
+		uv_run(&loop, UV_RUN_DEFAULT);
+	}
+	sandbox_pool_free(sp);
+	uv_run(&loop, UV_RUN_DEFAULT);   /* the pool's handles are closed by now */
+	if (uv_loop_close(&loop) < 0)
+		fprintf(stderr, "arbiter score: event loop still busy at exit\n");
+	return x.rc;
 }
 
 /* Scores with ext (NULL for deterministic specs) and prints the result JSON. Returns the

@@ -12,7 +12,8 @@
  *
  * Connection states (all owned by the server's list until freed):
  *   CONN_READING   reading the head; timer = read deadline
- *   CONN_WRITING   response queued in uv_write
+ *   CONN_WRITING   response queued in uv_write; timer = write deadline (same
+ *                  length as the read deadline: a peer that never reads is dropped)
  *   CONN_DRAINING  write side shut down, discarding input; timer = linger
  *   CONN_CLOSING   uv_close called on both handles; freed after both close callbacks
  */
@@ -335,7 +336,9 @@ static void conn_close(struct conn *c)
 	uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
 }
 
-static void on_linger_timeout(uv_timer_t *t)
+/* Write deadline (CONN_WRITING: a peer that does not read) and linger end
+ * (CONN_DRAINING): either way the connection is done. */
+static void on_done_timeout(uv_timer_t *t)
 {
 	conn_close(t->data);
 }
@@ -351,7 +354,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 	}
 	/* Keep reading (and discarding) until the peer closes or linger ends. */
 	c->state = CONN_DRAINING;
-	uv_timer_start(&c->timer, on_linger_timeout, HTTP_LINGER_MS, 0);
+	uv_timer_start(&c->timer, on_done_timeout, HTTP_LINGER_MS, 0);
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -369,7 +372,7 @@ static void conn_send(struct conn *c)
 {
 	uv_buf_t b = uv_buf_init(c->resp.buf, (unsigned)c->resp.len);
 	c->state = CONN_WRITING;
-	uv_timer_stop(&c->timer);
+	uv_timer_start(&c->timer, on_done_timeout, c->srv->read_timeout_ms, 0);
 	/* Reading continues (the read callback discards) so a peer reset is noticed. */
 	if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
 		conn_close(c);

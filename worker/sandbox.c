@@ -79,7 +79,7 @@ struct sb_clone_args {
 #define SB_DEFAULT_UID_BASE 2000000000u
 #define SB_STATUS_PAGE 4096
 #define SB_MAX_STEPS 48
-#define SB_STDERR_KEEP_MIN 4096
+#define SB_TERM_MS 300                /* init gets this long to clean up before SIGKILL */
 
 /* ---- the page shared between the worker and a run's init ------------------------- */
 
@@ -177,7 +177,8 @@ struct sb_run {
 	uv_timer_t timer;
 	bool pidfd_polling, out_polling, err_polling;
 	int open_handles;
-	bool started, reaped, out_done, err_done, finished, killed, grace;
+	bool started, reaped, out_done, err_done, finished, killed;
+	enum { TM_REPORT, TM_WALL, TM_HARDKILL, TM_GRACE } tmode;   /* what the timer is for */
 	struct strbuf out, err;
 	size_t out_cap, err_cap;
 	struct sandbox_result res;
@@ -304,12 +305,12 @@ static int fd_write_u64(int fd, uint64_t v)
 	return write_str_fd(fd, buf);
 }
 
-static int pidfd_kill(int pidfd, pid_t pid)
+static int pidfd_kill(int pidfd, pid_t pid, int sig)
 {
-	if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
 		return 0;
 	if (errno == ENOSYS && pid > 0)
-		return kill(pid, SIGKILL);
+		return kill(pid, sig);
 	return -1;
 }
 
@@ -462,6 +463,15 @@ static void close_all_but(const int *keep, int n)
 		if (i < m && (unsigned)sorted[i] == ~0u)
 			break;
 	}
+}
+
+/* Set in init when the worker asks it to end the run (SIGTERM). */
+static volatile sig_atomic_t init_term;
+
+static void init_on_term(int sig)
+{
+	(void)sig;
+	init_term = 1;
 }
 
 /* The command, in the vfork child of init. Never returns. */
@@ -712,6 +722,11 @@ static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_
 	}
 
 	st->stage = ST_FORK;
+	struct sigaction term;
+	for (size_t i = 0; i < sizeof term; i++)
+		((char *)&term)[i] = 0;
+	term.sa_handler = init_on_term;   /* no SA_RESTART: wait4 returns EINTR */
+	(void)sigaction(SIGTERM, &term, NULL);
 	pid_t payload = vfork();
 	if (payload == 0)
 		payload_exec(sb, r, in_fd, out_w, err_w);
@@ -721,22 +736,33 @@ static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_
 	close(out_w);
 	close(err_w);
 
-	/* Reap everything; stop when the command itself ended. */
+	/* Reap everything. When the command ends, or the worker asks (SIGTERM: a limit was
+	 * hit), kill whatever else runs in the namespace and reap it too, so that its CPU time
+	 * is accounted to us and so to the worker's waitid. */
+	bool killed_all = false;
 	for (;;) {
 		int ws;
 		struct rusage ru;
 		pid_t p = wait4(-1, &ws, __WALL, &ru);
 		if (p < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR) {
+				if (init_term && !killed_all) {
+					(void)kill(-1, SIGKILL);
+					killed_all = true;
+				}
 				continue;
-			break;
+			}
+			break;   /* ECHILD: the namespace is empty */
 		}
 		if (ru.ru_maxrss > st->maxrss_kb)
 			st->maxrss_kb = ru.ru_maxrss;
 		if (p == payload) {
 			st->payload_status = ws;
 			st->payload_done = 1;
-			break;
+		}
+		if ((p == payload || init_term) && !killed_all) {
+			(void)kill(-1, SIGKILL);
+			killed_all = true;
 		}
 	}
 
@@ -1368,15 +1394,32 @@ static void set_err(struct sb_run *r, const char *fmt, ...)
 	r->res.internal_error = true;
 }
 
+/* The last resort: SIGKILL to init (the kernel then kills the whole namespace) and
+ * cgroup.kill where there is one. */
+static void run_hardkill(struct sb_run *r)
+{
+	if (r->reaped || r->pidfd < 0)
+		return;
+	if (pidfd_kill(r->pidfd, r->pid, SIGKILL) < 0)
+		LOGE(r->req.log_sub, NULL, "sandbox: cannot kill pid %d: %s", (int)r->pid, strerror(errno));
+	if (r->sb->cg == CG_V2 && r->slot->v2_kill >= 0)
+		(void)write_str_fd(r->slot->v2_kill, "1");
+}
+
+/* Ends a run early: SIGTERM asks init to kill and reap everything (so the CPU time of
+ * the whole tree is accounted); if init has not ended within SB_TERM_MS, SIGKILL. */
 static void run_kill(struct sb_run *r)
 {
 	if (r->killed || r->reaped || r->pidfd < 0)
 		return;
 	r->killed = true;
-	if (pidfd_kill(r->pidfd, r->pid) < 0)
-		LOGE(r->req.log_sub, NULL, "sandbox: cannot kill pid %d: %s", (int)r->pid, strerror(errno));
-	if (r->sb->cg == CG_V2 && r->slot->v2_kill >= 0)
-		(void)write_str_fd(r->slot->v2_kill, "1");
+	if (pidfd_kill(r->pidfd, r->pid, SIGTERM) < 0) {
+		run_hardkill(r);
+		return;
+	}
+	r->tmode = TM_HARDKILL;
+	uv_timer_stop(&r->timer);
+	uv_timer_start(&r->timer, on_timer, SB_TERM_MS, 0);
 }
 
 static void on_close(uv_handle_t *h)
@@ -1488,7 +1531,7 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
 	if (!r->err_done && !r->finished)
 		drain(r, 1);
 	if (!r->finished && !(r->out_done && r->err_done)) {
-		r->grace = true;
+		r->tmode = TM_GRACE;
 		uv_timer_stop(&r->timer);
 		uv_timer_start(&r->timer, on_timer, 200, 0);
 	}
@@ -1498,17 +1541,22 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
 static void on_timer(uv_timer_t *t)
 {
 	struct sb_run *r = t->data;
-	if (!r->started) {            /* failed to start: report asynchronously */
+	switch (r->tmode) {
+	case TM_REPORT:      /* failed to start: report asynchronously */
 		run_finish(r);
-		return;
-	}
-	if (r->reaped) {              /* grace after reaping: stop waiting for EOF */
+		break;
+	case TM_GRACE:       /* reaped, but a pipe never reached EOF: stop waiting */
 		r->out_done = r->err_done = true;
 		run_finish(r);
-		return;
+		break;
+	case TM_HARDKILL:
+		run_hardkill(r);
+		break;
+	case TM_WALL:
+		r->res.wall_exceeded = true;
+		run_kill(r);
+		break;
 	}
-	r->res.wall_exceeded = true;
-	run_kill(r);
 }
 
 static void slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
@@ -1568,7 +1616,7 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 	snprintf(r->work_opts, sizeof r->work_opts, "size=%llu,nr_inodes=4096,mode=755,uid=%u,gid=%u",
 	         (unsigned long long)(fsz + files), (unsigned)r->slot->uid, (unsigned)r->slot->uid);
 	int n = 0;
-	uint64_t cpu_s = (l->cpu_ms + 999) / 1000 + 1;
+	uint64_t cpu_s = (l->cpu_ms + 999) / 1000;   /* whole seconds; cpu_ms is checked exactly */
 	r->rl_res[n] = RLIMIT_CPU;
 	r->rl[n++] = (struct rlimit){ cpu_s, cpu_s + 1 };
 	r->rl_res[n] = RLIMIT_CORE;
@@ -1700,7 +1748,10 @@ static void run_start(struct sb_run *r)
 	uv_poll_start(&r->out_poll, UV_READABLE, on_out);
 	uv_poll_start(&r->err_poll, UV_READABLE, on_err);
 	r->pidfd_polling = r->out_polling = r->err_polling = true;
-	uv_timer_start(&r->timer, on_timer, r->req.lim.wall_ms ? r->req.lim.wall_ms : 1, 0);
+	if (!r->killed) {
+		r->tmode = TM_WALL;
+		uv_timer_start(&r->timer, on_timer, r->req.lim.wall_ms ? r->req.lim.wall_ms : 1, 0);
+	}
 	return;
 fail:
 	for (int i = 0; i < 2; i++) {
@@ -1713,6 +1764,7 @@ fail:
 	}
 	r->out_done = r->err_done = r->reaped = true;
 	r->res.end = SANDBOX_NOT_RUN;
+	r->tmode = TM_REPORT;
 	uv_timer_start(&r->timer, on_timer, 0, 0);
 }
 
@@ -1798,7 +1850,7 @@ static void run_finish(struct sb_run *r)
 		close(r->collect_fd);
 	r->collect_fd = -1;
 	if (r->pidfd >= 0 && !r->reaped)
-		run_kill(r);  /* cannot happen: finish waits for the reap */
+		run_hardkill(r);  /* cannot happen: finish waits for the reap */
 
 	/* Free the slot before the callback, so a run it queues can take it. */
 	s->busy = false;

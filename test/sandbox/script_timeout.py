@@ -1,0 +1,4 @@
+# Never finishes.
+import time
+while True:
+    time.sleep(1)

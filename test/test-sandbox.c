@@ -1,0 +1,426 @@
+/*
+ * Tests of worker/sandbox.c, the isolation primitive, driven directly through
+ * sandbox_run on a uv loop: identity, environment, file system, network,
+ * seccomp, /proc, limits, output capture, artifact collection, slots and
+ * queueing, and that the loop keeps running while sandboxes do. Needs root
+ * (skips otherwise). After each run: no process is left behind.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "log.h"
+#include "sandbox.h"
+#include "tap.h"
+#include "util.h"
+
+static uv_loop_t loop;
+static struct sandbox *sb;
+
+struct got {
+	bool done;
+	struct sandbox_result r;
+	char *out, *err, *collected;
+};
+
+static void on_run(const struct sandbox_result *r, void *data)
+{
+	struct got *g = data;
+	g->done = true;
+	g->r = *r;
+	g->out = xstrndup(r->out, r->out_len);
+	g->err = xstrndup(r->err, r->err_len);
+	g->collected = r->collected ? xstrndup(r->collected, r->collected_len) : NULL;
+	g->r.out = g->out;
+	g->r.err = g->err;
+	g->r.collected = g->collected;
+}
+
+static void got_free(struct got *g)
+{
+	free(g->out);
+	free(g->err);
+	free(g->collected);
+	memset(g, 0, sizeof *g);
+}
+
+/* Processes that belong to sandboxes: children of this process, or a sandbox uid. */
+static int strays(void)
+{
+	int n = 0;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+	char *kids = NULL;
+	FILE *f = fopen(path, "r");
+	if (f) {
+		char buf[256] = "";
+		if (fgets(buf, sizeof buf, f) && buf[0] && buf[0] != '\n') {
+			kids = xstrdup(buf);
+			n++;
+		}
+		fclose(f);
+	}
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		int pid = atoi(e->d_name);
+		if (pid <= 0)
+			continue;
+		char sp[64], line[256];
+		snprintf(sp, sizeof sp, "/proc/%d/status", pid);
+		FILE *s = fopen(sp, "r");
+		if (!s)
+			continue;
+		while (fgets(line, sizeof line, s))
+			if (!strncmp(line, "Uid:", 4)) {
+				unsigned long uid = strtoul(line + 4, NULL, 10);
+				if (uid >= 2000000000ul) {
+					diag("stray sandbox process %d (uid %lu)", pid, uid);
+					n++;
+				}
+			}
+		fclose(s);
+	}
+	if (d)
+		closedir(d);
+	if (kids) {
+		diag("children left: %s", kids);
+		free(kids);
+	}
+	return n;
+}
+
+static void run(struct got *g, const char *const *argv, const struct sandbox_file *files,
+                size_t nfiles, const char *in, struct sandbox_limits lim)
+{
+	memset(g, 0, sizeof *g);
+	struct sandbox_req req = { 0 };
+	req.argv = argv;
+	req.files = files;
+	req.nfiles = nfiles;
+	req.stdin_data = in;
+	req.stdin_len = in ? strlen(in) : 0;
+	req.lim = lim;
+	if (sandbox_run(sb, &req, on_run, g) < 0) {
+		g->r.internal_error = true;
+		snprintf(g->r.error, sizeof g->r.error, "sandbox_run refused");
+		g->out = xstrdup("");
+		g->err = xstrdup("");
+		return;
+	}
+	uv_run(&loop, UV_RUN_DEFAULT);
+}
+
+static void sh(struct got *g, const char *script, const char *in, struct sandbox_limits lim)
+{
+	const char *argv[] = { "/bin/sh", "-c", script, NULL };
+	run(g, argv, NULL, 0, in, lim);
+}
+
+static const struct sandbox_limits small = {
+	.cpu_ms = 2000, .wall_ms = 5000, .memory_bytes = 128u << 20, .processes = 16,
+	.output_bytes = 1u << 20, .file_bytes = 16u << 20, .open_files = 64,
+};
+
+static void test_identity(void)
+{
+	struct got g;
+	sh(&g, "id -u; id -g; id -G; echo \"$HOME|$PATH|$LANG\"; env | wc -l; pwd; "
+	       "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; hostname", NULL, small);
+	ok(!g.r.internal_error, "identity: ran (%s)", g.r.error);
+	is_int(g.r.end, SANDBOX_EXITED, "identity: exited");
+	is_int(g.r.exit_code, 0, "identity: exit 0");
+	unsigned long uid = strtoul(g.out, NULL, 10);
+	ok(uid >= 2000000000ul, "runs as an unprivileged sandbox uid (%lu)", uid);
+	ok(strstr(g.out, "|/usr/local/bin:/usr/bin:/bin|C.UTF-8") != NULL, "HOME, PATH, LANG set");
+	ok(strstr(g.out, "\n4\n/work\n") != NULL, "exactly 4 environment entries (incl. PWD), cwd /work");
+	ok(strstr(g.out, "CapEff:\t0000000000000000") != NULL, "no capabilities");
+	ok(strstr(g.out, "NoNewPrivs:\t1") != NULL, "no_new_privs");
+	if (strstr(sandbox_describe(sb), "seccomp filter") && !strstr(sandbox_describe(sb), "NO seccomp"))
+		ok(strstr(g.out, "Seccomp:\t2") != NULL, "seccomp filter mode");
+	is_int(strays(), 0, "identity: no stray process");
+	got_free(&g);
+}
+
+static void test_environment(void)
+{
+	setenv("ARBITER_DATABASE_URL", "postgresql://arbiter:h6-s3cret@127.0.0.1/arbiter", 1);
+	setenv("ARBITER_REDIS_URL", "redis://:h6-s3cret@127.0.0.1:6379/0", 1);
+	struct got g;
+	sh(&g, "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; "
+	       "cat /proc/1/cmdline 2>/dev/null; ls /proc | grep -c '^[0-9]'", NULL, small);
+	ok(!g.r.internal_error && g.r.exit_code == 0, "env: ran");
+	ok(!strstr(g.out, "ARBITER_") && !strstr(g.out, "s3cret"), "env: no worker variable visible");
+	ok(!strstr(g.err, "s3cret"), "env: nothing on stderr either");
+	got_free(&g);
+}
+
+static void test_filesystem(void)
+{
+	char canary_dir[] = "/tmp/arbiter-sbtest-XXXXXX";
+	ok(mkdtemp(canary_dir) != NULL, "canary dir");
+	char canary[256];
+	snprintf(canary, sizeof canary, "%s/canary", canary_dir);
+	FILE *f = fopen(canary, "w");
+	fputs("original\n", f);
+	fclose(f);
+	char script[2048];
+	snprintf(script, sizeof script,
+	         "for p in / /usr /etc /work /tmp /dev /proc; do touch $p/x 2>/dev/null && echo W:$p; done; "
+	         "ls %s 2>/dev/null && echo SEE-HOST; ls /home /root /var /run /sys 2>/dev/null && echo SEE-MORE; "
+	         "ls /etc; cat /etc/shadow 2>/dev/null && echo SHADOW; "
+	         "ln -s %s /work/l && echo pwned > /work/l 2>/dev/null; echo pwned > /tmp/l2; "
+	         "cat /work/a/b.txt; test -x /work/run.sh && echo EXEC; "
+	         "mount -t tmpfs none /tmp 2>/dev/null && echo MOUNTED; "
+	         "dd if=/dev/zero of=/tmp/big bs=1M count=64 2>/dev/null; echo dd=$?", canary, canary);
+	struct sandbox_file files[] = {
+		{ "a/b.txt", "file-content\n", 13, false },
+		{ "run.sh", "#!/bin/sh\necho hi\n", 18, true },
+	};
+	struct got g;
+	struct sandbox_limits lim = small;
+	lim.file_bytes = 8u << 20;
+	const char *argv[] = { "/bin/sh", "-c", script, NULL };
+	run(&g, argv, files, 2, NULL, lim);
+	ok(!g.r.internal_error, "fs: ran (%s)", g.r.error);
+	ok(strstr(g.out, "W:/work\n") && strstr(g.out, "W:/tmp\n"), "fs: /work and /tmp writable");
+	ok(!strstr(g.out, "W:/\n") && !strstr(g.out, "W:/usr") && !strstr(g.out, "W:/etc") &&
+	   !strstr(g.out, "W:/dev") && !strstr(g.out, "W:/proc"), "fs: everything else read-only");
+	ok(!strstr(g.out, "SEE-HOST") && !strstr(g.out, "SEE-MORE"), "fs: host directories invisible");
+	ok(!strstr(g.out, "SHADOW") && !strstr(g.out, "shadow\n"), "fs: no /etc/shadow");
+	ok(strstr(g.out, "file-content") != NULL, "fs: request files in /work");
+	ok(strstr(g.out, "EXEC") != NULL, "fs: executable flag kept");
+	ok(!strstr(g.out, "MOUNTED"), "fs: mount refused");
+	ok(strstr(g.out, "dd=153") || strstr(g.out, "dd=1\n"), "fs: /tmp is size-limited");
+	f = fopen(canary, "r");
+	char buf[64] = "";
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	is_str(buf, "original\n", "fs: host canary untouched through the symlink");
+	struct stat st;
+	ok(stat("/x", &st) < 0 && stat("/etc/x", &st) < 0 && stat("/tmp/l2", &st) < 0,
+	   "fs: no host file created");
+	unlink(canary);
+	rmdir(canary_dir);
+	is_int(strays(), 0, "fs: no stray process");
+	got_free(&g);
+}
+
+static void test_network(void)
+{
+	struct got g;
+	sh(&g, "cat /proc/net/dev | tail -n +3 | wc -l; "
+	       "python3 -c 'import socket; socket.socket()' 2>&1 | tail -1", NULL, small);
+	ok(g.out && !strncmp(g.out, "1\n", 2), "net: only one interface (lo) in the namespace");
+	ok(strstr(g.out, "Permission denied") != NULL, "net: socket() refused by seccomp");
+	got_free(&g);
+}
+
+static void test_proc(void)
+{
+	struct got g;
+	sh(&g, "sleep 0.2 & ls /proc | grep '^[0-9]' | sort -n | tr '\\n' ' '; echo; "
+	       "echo $$; kill -9 1 2>&1; cat /proc/1/status 2>&1 | head -1", NULL, small);
+	ok(!g.r.internal_error && g.r.end == SANDBOX_EXITED, "proc: ran");
+	ok(!strstr(g.out, " 1 ") && strncmp(g.out, "1 ", 2), "proc: PID 1 (root) is hidden");
+	ok(strstr(g.out, "\n2\n") != NULL, "proc: the command is PID 2 of its own namespace");
+	is_int(strays(), 0, "proc: no stray process");
+	got_free(&g);
+}
+
+static void test_limits(void)
+{
+	struct got g;
+	struct sandbox_limits lim = small;
+	lim.cpu_ms = 300;
+	lim.wall_ms = 3000;
+	sh(&g, "while :; do :; done", NULL, lim);
+	ok(g.r.cpu_exceeded || g.r.wall_exceeded, "cpu loop: time limit");
+	ok(g.r.cpu_ms >= 250, "cpu loop: cpu_ms %llu counted", (unsigned long long)g.r.cpu_ms);
+	got_free(&g);
+
+	lim = small;
+	lim.wall_ms = 500;
+	sh(&g, "sleep 5", NULL, lim);
+	ok(g.r.wall_exceeded, "sleep: wall limit");
+	ok(g.r.wall_ms >= 500 && g.r.wall_ms < 2500, "sleep: wall_ms %llu",
+	   (unsigned long long)g.r.wall_ms);
+	ok(g.r.end == SANDBOX_SIGNALED && g.r.signal == SIGKILL, "sleep: killed");
+	is_int(strays(), 0, "sleep: no stray process");
+	got_free(&g);
+
+	lim = small;
+	lim.memory_bytes = 48u << 20;
+	sh(&g, "python3 -c 'a = bytearray(200 << 20); print(len(a))'", NULL, lim);
+	ok(g.r.memory_exceeded, "memory: limit detected (end %d exit %d sig %d)", (int)g.r.end,
+	   g.r.exit_code, g.r.signal);
+	got_free(&g);
+
+	lim = small;
+	lim.output_bytes = 10000;
+	sh(&g, "yes", NULL, lim);
+	ok(g.r.output_exceeded, "output: limit");
+	is_int(g.r.out_len, 10000, "output: capped at the limit");
+	is_int(strays(), 0, "output: no stray process");
+	got_free(&g);
+
+	lim = small;
+	lim.processes = 5;
+	sh(&g, "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done 2>&1; wait; echo end", NULL, lim);
+	ok(strstr(g.out, "Cannot fork") != NULL, "processes: the 6th task cannot be created");
+	is_int(strays(), 0, "processes: no stray process");
+	got_free(&g);
+}
+
+static void test_stdin_and_exit(void)
+{
+	struct got g;
+	sh(&g, "read a; read b; echo \"$b-$a\"; echo err >&2; exit 7", "first\nsecond\n", small);
+	is_str(g.out, "second-first\n", "stdin delivered");
+	is_str(g.err, "err\n", "stderr captured");
+	is_int(g.r.exit_code, 7, "exit code");
+	got_free(&g);
+	sh(&g, "kill -SEGV $$", NULL, small);
+	ok(g.r.end == SANDBOX_SIGNALED && g.r.signal == SIGSEGV, "signal reported");
+	got_free(&g);
+	const char *argv[] = { "/no/such/program", NULL };
+	run(&g, argv, NULL, 0, NULL, small);
+	ok(g.r.internal_error && strstr(g.r.error, "cannot execute"), "exec failure is internal (%s)",
+	   g.r.error);
+	got_free(&g);
+	sh(&g, "ls /proc/self/fd | wc -l", NULL, small);
+	is_str(g.out, "4\n", "only fds 0, 1, 2 open (plus ls's own)");
+	got_free(&g);
+}
+
+static void test_collect(void)
+{
+	struct got g;
+	struct sandbox_req req = { 0 };
+	const char *argv[] = { "/bin/sh", "-c", "printf artifact > out.bin; ln -s /etc/passwd link", NULL };
+	req.argv = argv;
+	req.lim = small;
+	req.collect = "out.bin";
+	req.collect_max = 100;
+	memset(&g, 0, sizeof g);
+	ok(sandbox_run(sb, &req, on_run, &g) == 0, "collect: started");
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_str(g.collected, "artifact", "collect: file handed back");
+	got_free(&g);
+	req.collect = "link";
+	memset(&g, 0, sizeof g);
+	ok(sandbox_run(sb, &req, on_run, &g) == 0, "collect symlink: started");
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ok(g.collected == NULL, "collect: a symlink is not followed");
+	got_free(&g);
+	req.collect = "../etc/passwd";
+	ok(sandbox_run(sb, &req, on_run, &g) < 0, "collect: bad path refused");
+}
+
+static void test_paths(void)
+{
+	ok(sandbox_path_ok("main.c"), "path main.c");
+	ok(sandbox_path_ok("src/lib/x.h"), "path src/lib/x.h");
+	ok(!sandbox_path_ok(""), "path empty");
+	ok(!sandbox_path_ok("/etc/passwd"), "path absolute");
+	ok(!sandbox_path_ok("../x"), "path ..");
+	ok(!sandbox_path_ok("a/../../x"), "path a/../..");
+	ok(!sandbox_path_ok("a//b"), "path a//b");
+	ok(!sandbox_path_ok("./a"), "path ./a");
+	ok(!sandbox_path_ok("a/"), "path trailing slash");
+	struct sandbox_file f = { "../escape", "x", 1, false };
+	struct sandbox_req req = { 0 };
+	const char *argv[] = { "/bin/true", NULL };
+	req.argv = argv;
+	req.files = &f;
+	req.nfiles = 1;
+	ok(sandbox_run(sb, &req, on_run, NULL) < 0, "sandbox_run refuses ../escape");
+}
+
+/* -- slots, queueing and the loop staying responsive ---------------------------------- */
+
+static int max_busy, finished, ticks;
+static void on_many(const struct sandbox_result *r, void *data)
+{
+	(void)data;
+	if (!r->internal_error && r->exit_code == 0)
+		finished++;
+}
+static void on_tick(uv_timer_t *t)
+{
+	ticks++;
+	if (sandbox_busy(sb) > max_busy)
+		max_busy = sandbox_busy(sb);
+	if (!sandbox_busy(sb) && !sandbox_queued(sb))
+		uv_timer_stop(t);
+}
+
+static void test_slots(void)
+{
+	const char *argv[] = { "/bin/sh", "-c", "sleep 0.3", NULL };
+	struct sandbox_req req = { 0 };
+	req.argv = argv;
+	req.lim = small;
+	int n = 6;
+	for (int i = 0; i < n; i++)
+		sandbox_run(sb, &req, on_many, NULL);
+	ok(sandbox_busy(sb) <= sandbox_slots(sb), "slots: busy %d <= slots %d", sandbox_busy(sb),
+	   sandbox_slots(sb));
+	ok(sandbox_queued(sb) == n - sandbox_slots(sb), "slots: the rest queued (%d)",
+	   sandbox_queued(sb));
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, on_tick, 20, 20);
+	uint64_t t0 = uv_hrtime();
+	uv_run(&loop, UV_RUN_DEFAULT);
+	double secs = (double)(uv_hrtime() - t0) / 1e9;
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(finished, n, "slots: all runs finished");
+	ok(max_busy <= sandbox_slots(sb), "slots: never more than %d at once (saw %d)",
+	   sandbox_slots(sb), max_busy);
+	ok(ticks >= (int)(secs * 1000 / 20 / 3), "loop stayed responsive: %d ticks in %.2f s", ticks,
+	   secs);
+	is_int(strays(), 0, "slots: no stray process");
+}
+
+int main(void)
+{
+	if (geteuid() != 0) {
+		printf("1..0 # SKIP the sandbox needs root\n");
+		return 0;
+	}
+	log_setup(LOG_WARN, "test-sandbox");
+	uv_loop_init(&loop);
+	char err[512];
+	struct sandbox_opts o = { .slots = 2 };
+	if (sandbox_new(&loop, &o, &sb, err, sizeof err) < 0) {
+		ok(0, "sandbox_new: %s", err);
+		return tap_done();
+	}
+	diag("%s", sandbox_describe(sb));
+	test_paths();
+	test_identity();
+	test_environment();
+	test_filesystem();
+	test_network();
+	test_proc();
+	test_stdin_and_exit();
+	test_collect();
+	test_limits();
+	test_slots();
+	sandbox_free(sb);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ok(uv_loop_close(&loop) == 0, "loop closes cleanly");
+	return tap_done();
+}

@@ -1,0 +1,33 @@
+/*
+ * `arbiter worker`: loads the configuration (flags > environment > file,
+ * worker/config.h), sets up logging and runs the daemon (worker/worker.h)
+ * until SIGTERM / SIGINT. Exit 0 after a clean drain, 1 when it cannot start,
+ * 2 on a configuration error.
+ */
+#include <stdio.h>
+
+#include "cmd.h"
+#include "config.h"
+#include "log.h"
+#include "worker.h"
+
+int cmd_worker(int argc, char **argv)
+{
+	struct config cfg;
+	char err[512];
+	enum log_level lvl;
+
+	int rc = config_load(argc, argv, &cfg, err, sizeof err);
+	if (rc == 1)
+		return 0;           /* --help */
+	if (rc < 0) {
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		return 2;
+	}
+	if (log_level_parse(cfg.log_level, &lvl) < 0)
+		lvl = LOG_INFO;
+	log_setup(lvl, cfg.worker_id);
+	rc = worker_run(&cfg);
+	config_free(&cfg);
+	return rc;
+}

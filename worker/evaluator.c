@@ -1,0 +1,1114 @@
+/*
+ * The test-suite and custom-script evaluators (CONTRACT §7) on top of the
+ * sandbox. An evaluation is a small state machine driven by sandbox callbacks:
+ *
+ *   EV_COMPILE  the language has a compile step: one sandbox run that hands
+ *               back the artifact (compilation_error ends the suite early)
+ *   EV_CASES    test-suite: one sandbox run per case, one after another (a
+ *               case re-queues behind other evaluations, so slots are shared
+ *               fairly), each compared with the expected output
+ *   EV_SCRIPT   custom-script: one run with the §7 document on stdin
+ *   EV_DONE     the callback ran; the evaluation waits for its timer to close
+ *
+ * The language table (deploy/languages.json) is compiled in as the default;
+ * the configured file replaces it. A sandbox_pool owns the table and the
+ * sandbox (its slots bound concurrency).
+ */
+#include "evaluator.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "languages_default.h"
+#include "log.h"
+#include "sandbox.h"
+#include "score.h"
+#include "spec.h"
+#include "util.h"
+
+#define EV_MAX_FILES 256
+#define EV_MAX_FILES_BYTES (16u << 20)
+#define EV_MAX_ARTIFACT (64u << 20)
+#define EV_COMPILE_OUTPUT_KEEP 8192
+#define EV_ERR_EXCERPT 300
+
+struct lang {
+	char *name;
+	char *entry;
+	char **compile;          /* NULL-terminated, or NULL */
+	char *artifact;          /* with compile */
+	char **run;              /* NULL-terminated */
+	int extra_processes;     /* tasks the runtime itself needs (threads) */
+	struct sandbox_limits compile_lim;
+};
+
+struct sandbox_pool {
+	uv_loop_t *loop;
+	struct sandbox *sb;
+	struct lang *langs;
+	size_t nlangs;
+};
+
+enum ev_state { EV_COMPILE, EV_CASES, EV_SCRIPT, EV_DONE };
+enum ev_kind { EV_SUITE, EV_CUSTOM };
+enum cmp_mode { CMP_EXACT, CMP_TRIM, CMP_NUMERIC };
+
+enum verdict {
+	V_ACCEPTED, V_WRONG_ANSWER, V_RUNTIME_ERROR, V_OUTPUT_LIMIT, V_MEMORY_LIMIT, V_TIME_LIMIT,
+	V_COMPILATION_ERROR, V_INTERNAL_ERROR,
+};
+static const char *const verdict_names[] = {
+	"accepted", "wrong_answer", "runtime_error", "output_limit_exceeded",
+	"memory_limit_exceeded", "time_limit_exceeded", "compilation_error", "internal_error",
+};
+
+struct case_result {
+	enum verdict v;
+	bool ran;
+	uint64_t cpu_ms, wall_ms, memory_kb;
+	bool exited;
+	int exit_code, signal;
+};
+
+struct ev {
+	struct sandbox_pool *sp;
+	const struct spec *spec;
+	eval_cb *cb;
+	void *data;
+	enum ev_kind kind;
+	enum ev_state state;
+	const struct lang *lang;
+	uv_timer_t timer;           /* delivers early outcomes asynchronously */
+	/* the program's files (owned) */
+	struct sandbox_file *files;
+	size_t nfiles;
+	char *artifact;
+	size_t artifact_len;
+	struct sandbox_file *run_files;   /* files + artifact, for the runs */
+	size_t nrun_files;
+	bool has_compile;
+	bool compile_failed;
+	struct strbuf compile_output;
+	/* test-suite */
+	const json_t *cases;        /* borrowed from the spec */
+	size_t ncases, next;
+	struct case_result *results;
+	enum cmp_mode cmp;
+	double tol;
+	struct sandbox_limits lim;
+	char *dim_key;
+	/* custom-script */
+	char *stdin_doc;
+	size_t stdin_len;
+	/* outcome */
+	bool failed;
+	char err[512];
+	struct sandbox_req req;     /* the run in flight (borrowed by the sandbox) */
+};
+
+/* ======================================================================================
+ * The language table
+ * ==================================================================================== */
+
+static void lang_clear(struct lang *l)
+{
+	free(l->name);
+	free(l->entry);
+	free(l->artifact);
+	for (char **p = l->compile; p && *p; p++)
+		free(*p);
+	free(l->compile);
+	for (char **p = l->run; p && *p; p++)
+		free(*p);
+	free(l->run);
+	memset(l, 0, sizeof *l);
+}
+
+static void langs_free(struct lang *langs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		lang_clear(&langs[i]);
+	free(langs);
+}
+
+static char **str_array(const json_t *a)
+{
+	if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 64)
+		return NULL;
+	char **v = xcalloc(json_array_size(a) + 1, sizeof *v);
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		const json_t *s = json_array_get(a, i);
+		if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s)) {
+			for (size_t j = 0; j < i; j++)
+				free(v[j]);
+			free(v);
+			return NULL;
+		}
+		v[i] = xstrdup(json_string_value(s));
+	}
+	return v;
+}
+
+static int lim_field(const json_t *o, const char *k, uint64_t max, uint64_t *out)
+{
+	const json_t *v = json_object_get(o, k);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) <= 0 || (uint64_t)json_integer_value(v) > max)
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+/* Reads the §7 limits object ({cpu_ms, wall_ms, memory_mb, processes, output_kb}) over the
+ * defaults in *l, clamping to safe maxima. */
+static int parse_limits(const json_t *o, struct sandbox_limits *l)
+{
+	if (!o)
+		return 0;
+	if (!json_is_object(o))
+		return -1;
+	uint64_t cpu = l->cpu_ms, wall = 0, mem = l->memory_bytes >> 20, procs = l->processes,
+	         out = l->output_bytes >> 10;
+	if (lim_field(o, "cpu_ms", 1u << 30, &cpu) < 0 || lim_field(o, "wall_ms", 1u << 30, &wall) < 0 ||
+	    lim_field(o, "memory_mb", 1u << 30, &mem) < 0 ||
+	    lim_field(o, "processes", 1u << 30, &procs) < 0 ||
+	    lim_field(o, "output_kb", 1u << 30, &out) < 0)
+		return -1;
+	if (cpu > 60000)
+		cpu = 60000;
+	if (!wall)
+		wall = json_object_get(o, "cpu_ms") ? cpu * 2 + 1000 : l->wall_ms;
+	if (wall > 120000)
+		wall = 120000;
+	if (mem > 4096)
+		mem = 4096;
+	if (procs > 256)
+		procs = 256;
+	if (out > 65536)
+		out = 65536;
+	l->cpu_ms = (uint32_t)cpu;
+	l->wall_ms = (uint32_t)wall;
+	l->memory_bytes = mem << 20;
+	l->processes = (uint32_t)procs;
+	l->output_bytes = out << 10;
+	return 0;
+}
+
+static int langs_parse(const char *text, size_t len, struct lang **out, size_t *nout,
+                       char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *root = json_loadb(text, len, 0, &je);
+	if (!root) {
+		snprintf(err, errlen, "line %d, column %d: %s", je.line, je.column, je.text);
+		return -1;
+	}
+	if (!json_is_object(root) || json_object_size(root) == 0) {
+		snprintf(err, errlen, "the language table must be a non-empty JSON object");
+		json_decref(root);
+		return -1;
+	}
+	struct lang *langs = xcalloc(json_object_size(root), sizeof *langs);
+	size_t n = 0;
+	const char *name;
+	json_t *v;
+	json_object_foreach(root, name, v) {
+		struct lang *l = &langs[n++];
+		l->name = xstrdup(name);
+		const json_t *entry = json_object_get(v, "entry");
+		if (!json_is_object(v) || !json_is_string(entry) ||
+		    !sandbox_path_ok(json_string_value(entry))) {
+			snprintf(err, errlen, "language '%.64s': \"entry\" must be a relative file name", name);
+			goto fail;
+		}
+		l->entry = xstrdup(json_string_value(entry));
+		l->run = str_array(json_object_get(v, "run"));
+		if (!l->run) {
+			snprintf(err, errlen, "language '%.64s': \"run\" must be a non-empty array of strings",
+			         name);
+			goto fail;
+		}
+		const json_t *c = json_object_get(v, "compile");
+		if (c) {
+			l->compile = str_array(c);
+			const json_t *a = json_object_get(v, "artifact");
+			if (!l->compile || !json_is_string(a) || !sandbox_path_ok(json_string_value(a))) {
+				snprintf(err, errlen, "language '%.64s': \"compile\" must be a non-empty array of "
+				         "strings, with \"artifact\" the relative file it produces", name);
+				goto fail;
+			}
+			l->artifact = xstrdup(json_string_value(a));
+		}
+		const json_t *x = json_object_get(v, "extra_processes");
+		if (x && (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 256)) {
+			snprintf(err, errlen, "language '%.64s': \"extra_processes\" must be 0..256", name);
+			goto fail;
+		}
+		l->extra_processes = x ? (int)json_integer_value(x) : 0;
+		l->compile_lim = (struct sandbox_limits){
+			.cpu_ms = 10000, .wall_ms = 20000, .memory_bytes = 512u << 20, .processes = 32,
+			.output_bytes = 64u << 10, .file_bytes = 64u << 20, .open_files = 256,
+		};
+		if (parse_limits(json_object_get(v, "compile_limits"), &l->compile_lim) < 0) {
+			snprintf(err, errlen, "language '%.64s': bad \"compile_limits\"", name);
+			goto fail;
+		}
+	}
+	json_decref(root);
+	*out = langs;
+	*nout = n;
+	return 0;
+fail:
+	json_decref(root);
+	langs_free(langs, n);
+	return -1;
+}
+
+static const struct lang *lang_find(const struct sandbox_pool *sp, const char *name)
+{
+	for (size_t i = 0; name && i < sp->nlangs; i++)
+		if (!strcmp(sp->langs[i].name, name))
+			return &sp->langs[i];
+	return NULL;
+}
+
+/* ======================================================================================
+ * Pool
+ * ==================================================================================== */
+
+#define DEFAULT_LANGUAGES_FILE "deploy/languages.json"
+
+int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_pool **out,
+                     char *err, size_t errlen)
+{
+	*out = NULL;
+	int slots = 0;
+	const char *file = NULL;
+	if (cfg) {
+		slots = cfg->sandbox_slots;
+		file = cfg->languages_file;
+	} else {
+		const char *e = getenv("ARBITER_SANDBOX_SLOTS");
+		if (e && *e) {
+			char *end;
+			long v = strtol(e, &end, 10);
+			if (*end || v < 0 || v > 4096) {
+				snprintf(err, errlen, "ARBITER_SANDBOX_SLOTS must be 0..4096");
+				return -1;
+			}
+			slots = (int)v;
+		}
+		file = getenv("ARBITER_LANGUAGES_FILE");
+	}
+	struct sandbox_pool *sp = xcalloc(1, sizeof *sp);
+	sp->loop = loop;
+
+	/* The language table: the configured file, else the built-in copy. The default path
+	 * is relative to the repository; when it is not there the built-in copy is the same. */
+	char lerr[256];
+	char *text = NULL;
+	size_t len = 0;
+	const char *source = "built-in";
+	if (file && *file) {
+		FILE *f = fopen(file, "rb");
+		if (f) {
+			struct strbuf b = { 0 };
+			char buf[8192];
+			size_t n;
+			while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len < (1u << 20))
+				strbuf_add(&b, buf, n);
+			fclose(f);
+			strbuf_add(&b, "", 0);
+			text = b.buf;
+			len = b.len;
+			source = file;
+		} else if (strcmp(file, DEFAULT_LANGUAGES_FILE)) {
+			snprintf(err, errlen, "language table %s: %s", file, strerror(errno));
+			free(sp);
+			return -1;
+		}
+	}
+	int rc = text ? langs_parse(text, len, &sp->langs, &sp->nlangs, lerr, sizeof lerr)
+	              : langs_parse(ARBITER_DEFAULT_LANGUAGES, strlen(ARBITER_DEFAULT_LANGUAGES),
+	                            &sp->langs, &sp->nlangs, lerr, sizeof lerr);
+	free(text);
+	if (rc < 0) {
+		snprintf(err, errlen, "language table %s: %s", source, lerr);
+		free(sp);
+		return -1;
+	}
+	struct sandbox_opts o = { .slots = slots };
+	if (sandbox_new(loop, &o, &sp->sb, err, errlen) < 0) {
+		langs_free(sp->langs, sp->nlangs);
+		free(sp);
+		return -1;
+	}
+	LOGI(NULL, NULL, "evaluators: %zu languages from %s", sp->nlangs, source);
+	*out = sp;
+	return 0;
+}
+
+void sandbox_pool_free(struct sandbox_pool *sp)
+{
+	if (!sp)
+		return;
+	sandbox_free(sp->sb);
+	langs_free(sp->langs, sp->nlangs);
+	free(sp);
+}
+
+int sandbox_pool_busy(const struct sandbox_pool *sp)
+{
+	return sp ? sandbox_busy(sp->sb) : 0;
+}
+
+/* ======================================================================================
+ * Output comparison
+ * ==================================================================================== */
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+/* trim: trailing whitespace of every line and trailing empty lines are ignored. */
+static bool cmp_trim(const char *a, size_t na, const char *b, size_t nb)
+{
+	size_t i = 0, j = 0;
+	for (;;) {
+		/* the next line of each, without its trailing whitespace */
+		size_t ea = i, eb = j;
+		while (ea < na && a[ea] != '\n')
+			ea++;
+		while (eb < nb && b[eb] != '\n')
+			eb++;
+		size_t la = ea, lb = eb;
+		while (la > i && is_space(a[la - 1]))
+			la--;
+		while (lb > j && is_space(b[lb - 1]))
+			lb--;
+		bool enda = i >= na, endb = j >= nb;
+		if (enda || endb) {
+			/* whatever is left on the other side must be blank */
+			const char *r = enda ? b : a;
+			size_t k = enda ? j : i, n = enda ? nb : na;
+			for (; k < n; k++)
+				if (!is_space(r[k]))
+					return false;
+			return true;
+		}
+		if (la - i != lb - j || memcmp(a + i, b + j, la - i))
+			return false;
+		i = ea + 1;
+		j = eb + 1;
+	}
+}
+
+/* numeric:TOL: whitespace-separated tokens; numbers within tol (absolute), others equal. */
+static bool cmp_numeric(const char *a, size_t na, const char *b, size_t nb, double tol)
+{
+	size_t i = 0, j = 0;
+	for (;;) {
+		while (i < na && is_space(a[i]))
+			i++;
+		while (j < nb && is_space(b[j]))
+			j++;
+		if (i >= na || j >= nb)
+			return i >= na && j >= nb;
+		size_t ei = i, ej = j;
+		while (ei < na && !is_space(a[ei]))
+			ei++;
+		while (ej < nb && !is_space(b[ej]))
+			ej++;
+		char ta[128], tb[128];
+		bool numeric = false;
+		if (ei - i < sizeof ta && ej - j < sizeof tb) {
+			memcpy(ta, a + i, ei - i);
+			ta[ei - i] = 0;
+			memcpy(tb, b + j, ej - j);
+			tb[ej - j] = 0;
+			char *enda, *endb;
+			double x = strtod(ta, &enda), y = strtod(tb, &endb);
+			if (*enda == 0 && *endb == 0 && enda != ta && endb != tb && isfinite(x) &&
+			    isfinite(y)) {
+				numeric = true;
+				/* a tiny slack so that a decimal difference equal to TOL counts as within */
+				if (!(fabs(x - y) <= tol + 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)))))
+					return false;
+			}
+		}
+		if (!numeric && (ei - i != ej - j || memcmp(a + i, b + j, ei - i)))
+			return false;
+		i = ei;
+		j = ej;
+	}
+}
+
+static bool outputs_match(const struct ev *e, const char *got, size_t ng, const char *want,
+                          size_t nw)
+{
+	switch (e->cmp) {
+	case CMP_EXACT:
+		return ng == nw && !memcmp(got, want, ng);
+	case CMP_NUMERIC:
+		return cmp_numeric(got, ng, want, nw, e->tol);
+	case CMP_TRIM:
+	default:
+		return cmp_trim(got, ng, want, nw);
+	}
+}
+
+/* ======================================================================================
+ * The evaluation
+ * ==================================================================================== */
+
+static void ev_free(struct ev *e)
+{
+	for (size_t i = 0; i < e->nfiles; i++) {
+		free((char *)e->files[i].path);
+		free((char *)e->files[i].data);
+	}
+	free(e->files);
+	free(e->run_files);
+	free(e->artifact);
+	free(e->results);
+	free(e->dim_key);
+	free(e->stdin_doc);
+	strbuf_free(&e->compile_output);
+	free(e);
+}
+
+static void on_ev_close(uv_handle_t *h)
+{
+	ev_free(h->data);
+}
+
+static void ev_fail(struct ev *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ev_fail(struct ev *e, const char *fmt, ...)
+{
+	if (e->failed)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->err, sizeof e->err, fmt, ap);
+	va_end(ap);
+	e->failed = true;
+}
+
+/* Appends an excerpt of a program's stderr to a message (printable ASCII only). */
+static void excerpt(struct strbuf *sb, const char *s, size_t n, size_t max)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n && k < max; i++, k++) {
+		unsigned char c = (unsigned char)s[i];
+		strbuf_addf(sb, "%c", c == '\n' ? ' ' : (c >= 32 && c < 127) ? (char)c : '?');
+	}
+	if (n > max)
+		strbuf_add(sb, "...", 3);
+}
+
+static int round_ratio(int64_t num, int64_t den)
+{
+	if (den <= 0)
+		return 0;
+	/* 1000 * num / den, half up, exact in integers */
+	int64_t v = (2000 * num + den) / (2 * den);
+	return v < 0 ? 0 : v > 1000 ? 1000 : (int)v;
+}
+
+/* Case weights in micro-units, exactly as written (at most 6 places are kept). */
+static int64_t weight_micro(const json_t *c)
+{
+	const json_t *w = json_object_get(c, "weight");
+	if (!w)
+		return 1000000;
+	dec6 d;
+	if (json_is_number(w) && dec_from_json(w, &d, NULL) == 0 && d > 0)
+		return d;
+	double x = json_number_value(w);
+	return x > 0 ? (int64_t)llround(x * 1e6) : 0;
+}
+
+static void ev_complete(struct ev *e)
+{
+	e->state = EV_DONE;
+	if (e->failed) {
+		e->cb(-1, NULL, e->err, e->data);
+		goto out;
+	}
+	if (e->kind == EV_SUITE) {
+		int64_t total = 0, passed = 0;
+		json_t *tests = json_array();
+		for (size_t i = 0; i < e->ncases; i++) {
+			const json_t *c = json_array_get(e->cases, i);
+			const struct case_result *r = &e->results[i];
+			int64_t w = weight_micro(c);
+			total += w;
+			if (r->v == V_ACCEPTED)
+				passed += w;
+			json_t *t = json_object();
+			json_object_set_new(t, "name", json_string(json_string_value(json_object_get(c, "name"))));
+			json_object_set_new(t, "verdict", json_string(verdict_names[r->v]));
+			json_object_set_new(t, "cpu_ms", json_integer((json_int_t)r->cpu_ms));
+			json_object_set_new(t, "wall_ms", json_integer((json_int_t)r->wall_ms));
+			json_object_set_new(t, "memory_kb", json_integer((json_int_t)r->memory_kb));
+			json_object_set_new(t, "exit_code", r->ran && r->exited ? json_integer(r->exit_code)
+			                                                        : json_null());
+			json_object_set_new(t, "signal", r->ran && !r->exited && r->signal
+			                                     ? json_integer(r->signal) : json_null());
+			json_array_append_new(tests, t);
+		}
+		json_t *extra = json_object();
+		json_object_set_new(extra, "tests", tests);
+		if (e->has_compile) {
+			json_t *c = json_object();
+			json_object_set_new(c, "verdict",
+			                    json_string(e->compile_failed ? "compilation_error" : "ok"));
+			json_object_set_new(c, "output", json_stringn_nocheck(e->compile_output.buf
+			                    ? e->compile_output.buf : "", e->compile_output.len));
+			json_object_set_new(extra, "compile", c);
+		}
+		int score = round_ratio(passed, total);
+		const char *keys[1] = { e->dim_key };
+		int scores[1] = { score };
+		struct score_ext ext = { 1, keys, scores, extra, NULL };
+		e->cb(0, &ext, NULL, e->data);
+		json_decref(extra);
+	}
+out:
+	uv_close((uv_handle_t *)&e->timer, on_ev_close);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	ev_complete(t->data);
+}
+
+static void complete_soon(struct ev *e)
+{
+	uv_timer_start(&e->timer, on_timer, 0, 0);
+}
+
+/* Every case gets verdict v without running (compilation errors, unusable submissions). */
+static void all_cases(struct ev *e, enum verdict v)
+{
+	for (size_t i = 0; i < e->ncases; i++) {
+		memset(&e->results[i], 0, sizeof e->results[i]);
+		e->results[i].v = v;
+	}
+}
+
+static void start_case(struct ev *e);
+static void start_script(struct ev *e);
+
+static void build_run_files(struct ev *e)
+{
+	e->run_files = xcalloc(e->nfiles + 1, sizeof *e->run_files);
+	size_t n = 0;
+	for (size_t i = 0; i < e->nfiles; i++) {
+		if (e->artifact && !strcmp(e->files[i].path, e->lang->artifact))
+			continue;   /* the compiled artifact replaces a submitted file of that name */
+		e->run_files[n++] = e->files[i];
+	}
+	if (e->artifact)
+		e->run_files[n++] = (struct sandbox_file){ e->lang->artifact, e->artifact,
+		                                          e->artifact_len, true };
+	e->nrun_files = n;
+}
+
+static void after_compile(struct ev *e)
+{
+	build_run_files(e);
+	if (e->kind == EV_SUITE) {
+		e->state = EV_CASES;
+		start_case(e);
+	} else {
+		e->state = EV_SCRIPT;
+		start_script(e);
+	}
+}
+
+static void on_compiled(const struct sandbox_result *r, void *data)
+{
+	struct ev *e = data;
+	if (r->internal_error) {
+		ev_fail(e, "compile step: %s", r->error);
+		complete_soon(e);
+		return;
+	}
+	/* keep the compiler's output (stderr, then stdout), truncated */
+	struct strbuf *o = &e->compile_output;
+	strbuf_add(o, "", 0);
+	size_t room = EV_COMPILE_OUTPUT_KEEP;
+	size_t a = r->err_len < room ? r->err_len : room;
+	strbuf_add(o, r->err, a);
+	room -= a;
+	size_t b = r->out_len < room ? r->out_len : room;
+	strbuf_add(o, r->out, b);
+	bool truncated = a + b < r->err_len + r->out_len;
+	const char *why = NULL;
+	if (r->wall_exceeded || r->cpu_exceeded)
+		why = "compilation time limit exceeded";
+	else if (r->memory_exceeded)
+		why = "compilation memory limit exceeded";
+	else if (r->output_exceeded)
+		why = "compiler output limit exceeded";
+	else if (r->end != SANDBOX_EXITED || r->exit_code != 0)
+		why = "";
+	else if (!r->collected)
+		why = "the compiler produced no program";
+	if (truncated)
+		strbuf_addf(o, "\n[output truncated]");
+	if (why) {
+		if (*why)
+			strbuf_addf(o, "%s%s", o->len ? "\n" : "", why);
+		if (e->kind == EV_CUSTOM) {
+			struct strbuf m = { 0 };
+			strbuf_addf(&m, "the scoring script does not compile: ");
+			excerpt(&m, o->buf, o->len, EV_ERR_EXCERPT);
+			ev_fail(e, "%s", m.buf);
+			strbuf_free(&m);
+		} else {
+			e->compile_failed = true;
+			all_cases(e, V_COMPILATION_ERROR);
+		}
+		complete_soon(e);
+		return;
+	}
+	e->artifact = xmalloc(r->collected_len + 1);
+	memcpy(e->artifact, r->collected, r->collected_len);
+	e->artifact_len = r->collected_len;
+	after_compile(e);
+}
+
+static void start_compile(struct ev *e)
+{
+	e->state = EV_COMPILE;
+	memset(&e->req, 0, sizeof e->req);
+	e->req.argv = (const char *const *)e->lang->compile;
+	e->req.files = e->files;
+	e->req.nfiles = e->nfiles;
+	e->req.lim = e->lang->compile_lim;
+	e->req.collect = e->lang->artifact;
+	e->req.collect_max = EV_MAX_ARTIFACT;
+	if (sandbox_run(e->sp->sb, &e->req, on_compiled, e) < 0) {
+		ev_fail(e, "cannot start the compile step");
+		complete_soon(e);
+	}
+}
+
+/* -- test-suite ------------------------------------------------------------------------ */
+
+static enum verdict case_verdict(const struct ev *e, const struct sandbox_result *r,
+                                 const json_t *c)
+{
+	if (r->internal_error)
+		return V_INTERNAL_ERROR;
+	if (r->wall_exceeded || r->cpu_exceeded)
+		return V_TIME_LIMIT;
+	if (r->memory_exceeded)
+		return V_MEMORY_LIMIT;
+	if (r->output_exceeded)
+		return V_OUTPUT_LIMIT;
+	if (r->end != SANDBOX_EXITED || r->exit_code != 0)
+		return V_RUNTIME_ERROR;
+	const json_t *want = json_object_get(c, "expected_stdout");
+	if (!outputs_match(e, r->out, r->out_len, json_string_value(want), json_string_length(want)))
+		return V_WRONG_ANSWER;
+	return V_ACCEPTED;
+}
+
+static void on_case(const struct sandbox_result *r, void *data)
+{
+	struct ev *e = data;
+	const json_t *c = json_array_get(e->cases, e->next);
+	struct case_result *cr = &e->results[e->next];
+	cr->ran = true;
+	cr->v = case_verdict(e, r, c);
+	cr->cpu_ms = r->cpu_ms;
+	cr->wall_ms = r->wall_ms;
+	cr->memory_kb = r->memory_kb;
+	cr->exited = r->end == SANDBOX_EXITED;
+	cr->exit_code = r->exit_code;
+	cr->signal = r->signal;
+	if (cr->v == V_INTERNAL_ERROR) {
+		/* the sandbox failed, not the program: the whole evaluation is retried */
+		ev_fail(e, "test case '%s': %s", json_string_value(json_object_get(c, "name")), r->error);
+		complete_soon(e);
+		return;
+	}
+	e->next++;
+	if (e->next < e->ncases)
+		start_case(e);
+	else
+		complete_soon(e);
+}
+
+static void start_case(struct ev *e)
+{
+	const json_t *c = json_array_get(e->cases, e->next);
+	const json_t *in = json_object_get(c, "stdin");
+	memset(&e->req, 0, sizeof e->req);
+	e->req.argv = (const char *const *)e->lang->run;
+	e->req.files = e->run_files;
+	e->req.nfiles = e->nrun_files;
+	e->req.stdin_data = json_is_string(in) ? json_string_value(in) : NULL;
+	e->req.stdin_len = json_is_string(in) ? json_string_length(in) : 0;
+	e->req.lim = e->lim;
+	if (sandbox_run(e->sp->sb, &e->req, on_case, e) < 0) {
+		ev_fail(e, "cannot start test case %zu", e->next);
+		complete_soon(e);
+	}
+}
+
+/* -- custom-script --------------------------------------------------------------------- */
+
+/* The last stdout line that is a JSON object with "scores". */
+static json_t *last_scores_line(const char *out, size_t n)
+{
+	size_t end = n;
+	while (end > 0) {
+		size_t start = end;
+		while (start > 0 && out[start - 1] != '\n')
+			start--;
+		size_t a = start, b = end;
+		while (a < b && is_space(out[a]))
+			a++;
+		while (b > a && is_space(out[b - 1]))
+			b--;
+		if (b > a && out[a] == '{') {
+			json_t *j = json_loadb(out + a, b - a, 0, NULL);
+			if (json_is_object(j) && json_object_get(j, "scores"))
+				return j;
+			json_decref(j);
+		}
+		end = start ? start - 1 : 0;
+	}
+	return NULL;
+}
+
+static void on_script(const struct sandbox_result *r, void *data)
+{
+	struct ev *e = data;
+	struct strbuf m = { 0 };
+	json_t *line = NULL;
+	if (r->internal_error) {
+		ev_fail(e, "scoring script: %s", r->error);
+		goto done;
+	}
+	const char *why = NULL;
+	if (r->wall_exceeded || r->cpu_exceeded)
+		why = "timed out";
+	else if (r->memory_exceeded)
+		why = "exceeded its memory limit";
+	else if (r->output_exceeded)
+		why = "printed too much";
+	else if (r->end == SANDBOX_SIGNALED)
+		why = "was killed by a signal";
+	else if (r->exit_code != 0)
+		why = "exited with an error";
+	if (why) {
+		strbuf_addf(&m, "scoring script %s", why);
+		if (r->end == SANDBOX_SIGNALED)
+			strbuf_addf(&m, " (signal %d)", r->signal);
+		else if (r->exit_code)
+			strbuf_addf(&m, " (exit code %d)", r->exit_code);
+		if (r->err_len) {
+			strbuf_addf(&m, ": ");
+			excerpt(&m, r->err, r->err_len, EV_ERR_EXCERPT);
+		}
+		ev_fail(e, "%s", m.buf);
+		goto done;
+	}
+	line = last_scores_line(r->out, r->out_len);
+	if (!line) {
+		ev_fail(e, "scoring script printed no JSON line with \"scores\"");
+		goto done;
+	}
+	const json_t *scores = json_object_get(line, "scores");
+	if (!json_is_object(scores)) {
+		ev_fail(e, "scoring script: \"scores\" is not an object");
+		goto done;
+	}
+	size_t nd = spec_ndims(e->spec);
+	const char **keys = xcalloc(nd + 1, sizeof *keys);
+	int *vals = xcalloc(nd + 1, sizeof *vals);
+	size_t n = 0;
+	for (size_t i = 0; i < nd; i++) {
+		if (!spec_dim_external(e->spec, i))
+			continue;
+		const char *k = spec_dim_key(e->spec, i);
+		const json_t *v = json_object_get(scores, k);
+		if (!v)
+			continue;   /* score_eval scores it 0 with a warning */
+		double d = json_is_number(v) ? json_number_value(v) : NAN;
+		if (!isfinite(d) || d < 0 || d > 1000) {
+			char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+			ev_fail(e, "scoring script: score for '%s' must be a number 0..1000, got %.64s", k,
+			        txt ? txt : "?");
+			free(txt);
+			break;
+		}
+		keys[n] = k;
+		vals[n] = (int)floor(d + 0.5);
+		n++;
+	}
+	if (!e->failed) {
+		struct score_ext ext = { n, keys, vals, NULL, NULL };
+		e->state = EV_DONE;
+		e->cb(0, &ext, NULL, e->data);
+	}
+	free(keys);
+	free(vals);
+	if (!e->failed) {
+		json_decref(line);
+		strbuf_free(&m);
+		uv_close((uv_handle_t *)&e->timer, on_ev_close);
+		return;
+	}
+done:
+	json_decref(line);
+	strbuf_free(&m);
+	complete_soon(e);
+}
+
+static void start_script(struct ev *e)
+{
+	memset(&e->req, 0, sizeof e->req);
+	e->req.argv = (const char *const *)e->lang->run;
+	e->req.files = e->run_files;
+	e->req.nfiles = e->nrun_files;
+	e->req.stdin_data = e->stdin_doc;
+	e->req.stdin_len = e->stdin_len;
+	e->req.lim = e->lim;
+	if (sandbox_run(e->sp->sb, &e->req, on_script, e) < 0) {
+		ev_fail(e, "cannot start the scoring script");
+		complete_soon(e);
+	}
+}
+
+/* -- set-up ---------------------------------------------------------------------------- */
+
+/* The submission's files from answer.files. Returns NULL, or a message saying what is
+ * wrong with them (a compilation_error for the submitter). */
+static const char *take_files(struct ev *e, const json_t *answer, struct strbuf *why)
+{
+	const json_t *files = json_is_object(answer) ? json_object_get(answer, "files") : NULL;
+	if (!json_is_object(files) || json_object_size(files) == 0) {
+		strbuf_addf(why, "the answer has no \"files\" object ({\"%s\": \"...\"})", e->lang->entry);
+		return why->buf;
+	}
+	if (json_object_size(files) > EV_MAX_FILES) {
+		strbuf_addf(why, "too many files (at most %d)", EV_MAX_FILES);
+		return why->buf;
+	}
+	e->files = xcalloc(json_object_size(files), sizeof *e->files);
+	size_t total = 0;
+	const char *path;
+	json_t *v;
+	bool has_entry = false;
+	json_object_foreach((json_t *)files, path, v) {
+		if (!sandbox_path_ok(path)) {
+			strbuf_addf(why, "invalid file name \"%.200s\" (relative paths only, no \"..\")", path);
+			return why->buf;
+		}
+		if (!json_is_string(v)) {
+			strbuf_addf(why, "file \"%.200s\" must be a string", path);
+			return why->buf;
+		}
+		total += json_string_length(v) + strlen(path);
+		if (total > EV_MAX_FILES_BYTES) {
+			strbuf_addf(why, "the files are larger than %u bytes", EV_MAX_FILES_BYTES);
+			return why->buf;
+		}
+		/* a file cannot also be a directory of another one */
+		size_t pl = strlen(path);
+		for (size_t i = 0; i < e->nfiles; i++) {
+			const char *q = e->files[i].path;
+			size_t ql = strlen(q);
+			if ((pl < ql && !strncmp(q, path, pl) && q[pl] == '/') ||
+			    (ql < pl && !strncmp(path, q, ql) && path[ql] == '/')) {
+				strbuf_addf(why, "\"%.200s\" is both a file and a directory", pl < ql ? path : q);
+				return why->buf;
+			}
+		}
+		e->files[e->nfiles++] = (struct sandbox_file){
+			xstrdup(path), xstrndup(json_string_value(v), json_string_length(v)),
+			json_string_length(v), false,
+		};
+		if (!strcmp(path, e->lang->entry))
+			has_entry = true;
+	}
+	if (!has_entry) {
+		strbuf_addf(why, "the entry file \"%s\" is missing", e->lang->entry);
+		return why->buf;
+	}
+	return NULL;
+}
+
+static int setup_suite(struct ev *e, const json_t *ts, const json_t *answer)
+{
+	e->cases = json_object_get(ts, "cases");
+	e->ncases = json_array_size(e->cases);
+	e->results = xcalloc(e->ncases ? e->ncases : 1, sizeof *e->results);
+	const json_t *dim = json_object_get(ts, "dimension");
+	e->dim_key = xstrdup(json_is_string(dim) ? json_string_value(dim) : "correctness");
+	const json_t *cmp = json_object_get(ts, "compare");
+	const char *cs = json_is_string(cmp) ? json_string_value(cmp) : "trim";
+	if (!strcmp(cs, "exact")) {
+		e->cmp = CMP_EXACT;
+	} else if (!strncmp(cs, "numeric:", 8)) {
+		e->cmp = CMP_NUMERIC;
+		e->tol = strtod(cs + 8, NULL);
+		if (!(e->tol >= 0))
+			e->tol = 0;
+	} else {
+		e->cmp = CMP_TRIM;
+	}
+	e->lim = (struct sandbox_limits){
+		.cpu_ms = 2000, .wall_ms = 5000, .memory_bytes = 256u << 20, .processes = 16,
+		.output_bytes = 1u << 20, .file_bytes = 64u << 20, .open_files = 128,
+	};
+	if (parse_limits(json_object_get(ts, "limits"), &e->lim) < 0) {
+		ev_fail(e, "test_suite.limits is not valid");
+		return -1;
+	}
+
+	/* The language: the suite's, or the answer's among those the suite allows. */
+	const json_t *tl = json_object_get(ts, "language");
+	const json_t *al = json_is_object(answer) ? json_object_get(answer, "language") : NULL;
+	const char *name = NULL;
+	struct strbuf why = { 0 };
+	if (json_is_string(tl)) {
+		name = json_string_value(tl);
+	} else if (json_is_array(tl)) {
+		for (size_t i = 0; i < json_array_size(tl); i++)
+			if (json_is_string(al) && !strcmp(json_string_value(json_array_get(tl, i)),
+			                                  json_string_value(al)))
+				name = json_string_value(al);
+		if (!name && json_array_size(tl) == 1 && !al)
+			name = json_string_value(json_array_get(tl, 0));
+		if (!name) {
+			strbuf_addf(&why, "answer.language must be one of");
+			for (size_t i = 0; i < json_array_size(tl); i++)
+				strbuf_addf(&why, " %s", json_string_value(json_array_get(tl, i)));
+		}
+	} else {
+		ev_fail(e, "test_suite.language is missing");
+		return -1;
+	}
+	if (name) {
+		e->lang = lang_find(e->sp, name);
+		if (!e->lang) {
+			ev_fail(e, "language '%.64s' is not configured on this worker", name);
+			strbuf_free(&why);
+			return -1;
+		}
+		e->has_compile = e->lang->compile != NULL;
+		e->lim.processes += (uint32_t)e->lang->extra_processes;
+		take_files(e, answer, &why);
+	}
+	if (why.len) {
+		/* the submission cannot be built: every case is a compilation error */
+		e->compile_failed = true;
+		e->has_compile = true;
+		strbuf_add(&e->compile_output, why.buf, why.len);
+		all_cases(e, V_COMPILATION_ERROR);
+		strbuf_free(&why);
+		complete_soon(e);
+		return 0;
+	}
+	strbuf_free(&why);
+	if (e->has_compile)
+		start_compile(e);
+	else
+		after_compile(e);
+	return 0;
+}
+
+static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
+                        const json_t *ground_truth, const json_t *match)
+{
+	const json_t *lang = json_object_get(sc, "language");
+	const json_t *src = json_object_get(sc, "source");
+	e->lang = json_is_string(lang) ? lang_find(e->sp, json_string_value(lang)) : NULL;
+	if (!e->lang) {
+		ev_fail(e, "script language '%.64s' is not configured on this worker",
+		        json_is_string(lang) ? json_string_value(lang) : "?");
+		return -1;
+	}
+	if (!json_is_string(src)) {
+		ev_fail(e, "script.source is missing");
+		return -1;
+	}
+	e->files = xcalloc(1, sizeof *e->files);
+	e->files[0] = (struct sandbox_file){ xstrdup(e->lang->entry),
+	                                     xstrndup(json_string_value(src), json_string_length(src)),
+	                                     json_string_length(src), false };
+	e->nfiles = 1;
+	e->has_compile = e->lang->compile != NULL;
+	const json_t *to = json_object_get(sc, "timeout_ms");
+	uint64_t timeout = json_is_integer(to) && json_integer_value(to) > 0
+	                   ? (uint64_t)json_integer_value(to) : 10000;
+	if (timeout > 120000)
+		timeout = 120000;
+	e->lim = (struct sandbox_limits){
+		.cpu_ms = (uint32_t)timeout, .wall_ms = (uint32_t)timeout, .memory_bytes = 512u << 20,
+		.processes = 32 + (uint32_t)e->lang->extra_processes, .output_bytes = 1u << 20,
+		.file_bytes = 64u << 20, .open_files = 128,
+	};
+	json_t *doc = json_object();
+	json_object_set_new(doc, "submission", answer ? json_deep_copy(answer) : json_object());
+	json_object_set_new(doc, "ground_truth", ground_truth ? json_deep_copy(ground_truth)
+	                                                      : json_object());
+	json_object_set_new(doc, "match", match ? json_deep_copy(match) : json_object());
+	e->stdin_doc = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(doc);
+	if (!e->stdin_doc) {
+		ev_fail(e, "cannot encode the script's input");
+		return -1;
+	}
+	size_t n = strlen(e->stdin_doc);
+	e->stdin_doc = xrealloc(e->stdin_doc, n + 2);
+	e->stdin_doc[n] = '\n';
+	e->stdin_doc[n + 1] = 0;
+	e->stdin_len = n + 1;
+	if (e->has_compile)
+		start_compile(e);
+	else
+		after_compile(e);
+	return 0;
+}
+
+int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
+                  const json_t *ground_truth, const json_t *match, eval_cb *cb, void *data)
+{
+	if (!sp || !s || !cb)
+		return -1;
+	enum spec_evaluator kind = spec_evaluator(s);
+	const json_t *root = spec_json(s);
+	const json_t *ts = json_object_get(root, "test_suite");
+	const json_t *sc = json_object_get(root, "script");
+	if (kind == SPEC_TEST_SUITE ? !json_is_object(ts) :
+	    kind == SPEC_CUSTOM_SCRIPT ? !json_is_object(sc) : true)
+		return -1;
+	struct ev *e = xcalloc(1, sizeof *e);
+	e->sp = sp;
+	e->spec = s;
+	e->cb = cb;
+	e->data = data;
+	e->kind = kind == SPEC_TEST_SUITE ? EV_SUITE : EV_CUSTOM;
+	uv_timer_init(sp->loop, &e->timer);
+	e->timer.data = e;
+	int rc = e->kind == EV_SUITE ? setup_suite(e, ts, answer)
+	                             : setup_script(e, sc, answer, ground_truth, match);
+	if (rc < 0)
+		complete_soon(e);   /* e->failed: reported as internal_error, asynchronously */
+	return 0;
+}

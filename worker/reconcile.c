@@ -1,0 +1,220 @@
+/*
+ * reconcile: PostgreSQL is the source of truth (CONTRACT §1). Every
+ * ARBITER_RECONCILE_MS one replica (SET {prefix}:reconcile:lock NX PX) looks
+ * for submissions still queued/evaluating, older than a grace period, that
+ * Redis no longer holds (Redis restarted without persistence, FLUSHALL, an
+ * API server that died between INSERT and XADD) and XADDs them again.
+ *
+ * 1. PostgreSQL: unfinished submissions older than the grace period
+ *    (max(ARBITER_RECONCILE_MS, 1 s)), oldest first, at most 5000 a run.
+ * 2. Redis, atomically (one Lua script): which of them appear neither in the
+ *    stream (backlog + pending: entries are XDELed when done) nor in the
+ *    delayed set of the rate limiter. Only those ids come back.
+ * 3. PostgreSQL again: which of those are still unfinished (one finished
+ *    between 1 and 2 was acknowledged and deleted, and must not come back).
+ * 4. XADD the rest (kind evaluate, reconciled 1).
+ * A normal backlog is therefore never duplicated: whatever sits in the
+ * stream or in the delayed set is left alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "pgc.h"
+#include "rq.h"
+#include "worker.h"
+
+#define RECONCILE_LIMIT 5000
+
+/* KEYS[1] stream, KEYS[2] delayed set; ARGV candidate ids (lower case).
+ * Returns the ids found in neither. */
+static const char LUA_MISSING[] =
+	"local want = {}\n"
+	"for _, id in ipairs(ARGV) do want[id] = true end\n"
+	"for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+	"  local ok, obj = pcall(cjson.decode, m)\n"
+	"  if ok and type(obj) == 'table' and type(obj.submission_id) == 'string' then\n"
+	"    want[string.lower(obj.submission_id)] = nil\n"
+	"  end\n"
+	"end\n"
+	"local start = '-'\n"
+	"while true do\n"
+	"  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)\n"
+	"  for _, e in ipairs(entries) do\n"
+	"    local f = e[2]\n"
+	"    for i = 1, #f, 2 do\n"
+	"      if f[i] == 'submission_id' then want[string.lower(f[i + 1])] = nil end\n"
+	"    end\n"
+	"  end\n"
+	"  if #entries < 1000 then break end\n"
+	"  start = '(' .. entries[#entries][1]\n"
+	"end\n"
+	"local out = {}\n"
+	"for _, id in ipairs(ARGV) do\n"
+	"  if want[id] then out[#out + 1] = id; want[id] = nil end\n"
+	"end\n"
+	"return out\n";
+
+static const char SQL_CANDIDATES[] =
+	"SELECT id::text FROM submissions WHERE status IN ('queued', 'evaluating') "
+	"AND submitted_at < now() - make_interval(secs => $1::float8 / 1000.0) "
+	"ORDER BY submitted_at LIMIT 5000";
+
+static const char SQL_RECHECK[] =
+	"SELECT id::text FROM submissions WHERE id = ANY($1::uuid[]) "
+	"AND status IN ('queued', 'evaluating')";
+
+struct rctx {
+	struct worker *w;
+	int n;
+	char **ids;
+};
+
+static void done(struct rctx *c)
+{
+	c->w->reconcile_busy = false;
+	for (int i = 0; i < c->n; i++)
+		free(c->ids[i]);
+	free(c->ids);
+	free(c);
+}
+
+static void set_ids(struct rctx *c, int n)
+{
+	for (int i = 0; i < c->n; i++)
+		free(c->ids[i]);
+	free(c->ids);
+	c->n = 0;
+	c->ids = xcalloc((size_t)n + 1, sizeof *c->ids);
+}
+
+static void on_recheck(const struct pgc_result *r, void *data)
+{
+	struct rctx *c = data;
+	struct worker *w = c->w;
+	if (w->state != W_RUNNING || r->err) {
+		if (r->err)
+			LOGW(NULL, NULL, "reconciler: %s", r->err);
+		done(c);
+		return;
+	}
+	PGresult *res = r->res[0];
+	int n = PQntuples(res);
+	char now[24];
+	snprintf(now, sizeof now, "%lld", (long long)job_now_ms());
+	for (int i = 0; i < n; i++) {
+		const char *id = PQgetvalue(res, i, 0);
+		const char *argv[] = { "XADD", w->k_jobs, "*", "submission_id", id, "kind", "evaluate",
+		                       "enqueued_at", now, "reconciled", "1" };
+		rq_cmdv(w->rq_cmd, 0, NULL, NULL, 11, argv, NULL);
+		LOGI(id, NULL, "reconciler: queued in PostgreSQL but missing from Redis: re-enqueued");
+	}
+	if (n > 0) {
+		metrics_reconciled(n);
+		LOGW(NULL, NULL, "reconciler: re-enqueued %d submission(s) that Redis had lost", n);
+	}
+	done(c);
+}
+
+static void on_missing(struct rq *rq, redisReply *reply, const char *err, void *data)
+{
+	struct rctx *c = data;
+	struct worker *w = c->w;
+	(void)rq;
+	if (w->state != W_RUNNING || err || reply->type != REDIS_REPLY_ARRAY) {
+		if (err || (reply && reply->type == REDIS_REPLY_ERROR))
+			LOGW(NULL, NULL, "reconciler: scanning Redis failed: %s", err ? err : reply->str);
+		done(c);
+		return;
+	}
+	if (reply->elements == 0) {
+		done(c);
+		return;
+	}
+	struct strbuf arr = { 0 };
+	strbuf_add(&arr, "{", 1);
+	for (size_t i = 0; i < reply->elements; i++) {
+		redisReply *e = reply->element[i];
+		if (e->type != REDIS_REPLY_STRING || !job_uuid_ok(e->str, NULL))
+			continue;
+		if (arr.len > 1)
+			strbuf_add(&arr, ",", 1);
+		strbuf_add(&arr, e->str, e->len);
+	}
+	strbuf_add(&arr, "}", 1);
+	const char *params[] = { arr.buf };
+	struct pgc_stmt st = { SQL_RECHECK, 1, params };
+	int rc = pgc_run(w->pg, &st, 1, on_recheck, c);
+	strbuf_free(&arr);
+	if (rc < 0)
+		done(c);
+}
+
+static void on_candidates(const struct pgc_result *r, void *data)
+{
+	struct rctx *c = data;
+	struct worker *w = c->w;
+	if (w->state != W_RUNNING || r->err) {
+		if (r->err && !r->transient)
+			LOGW(NULL, NULL, "reconciler: %s", r->err);
+		done(c);
+		return;
+	}
+	PGresult *res = r->res[0];
+	int n = PQntuples(res);
+	if (n == 0) {
+		done(c);
+		return;
+	}
+	set_ids(c, n);
+	for (int i = 0; i < n; i++)
+		c->ids[c->n++] = xstrdup(PQgetvalue(res, i, 0));
+
+	int argc = 5 + c->n;
+	const char **argv = xcalloc((size_t)argc, sizeof *argv);
+	argv[0] = "EVAL";
+	argv[1] = LUA_MISSING;
+	argv[2] = "2";
+	argv[3] = w->k_jobs;
+	argv[4] = w->k_delayed;
+	for (int i = 0; i < c->n; i++)
+		argv[5 + i] = c->ids[i];
+	int rc = rq_cmdv(w->rq_cmd, 0, on_missing, c, argc, argv, NULL);
+	free(argv);
+	if (rc < 0)
+		done(c);
+}
+
+static void on_lock(struct rq *rq, redisReply *reply, const char *err, void *data)
+{
+	struct rctx *c = data;
+	struct worker *w = c->w;
+	(void)rq;
+	if (w->state != W_RUNNING || err || reply->type != REDIS_REPLY_STATUS) {
+		/* nil: another replica reconciles this period. */
+		done(c);
+		return;
+	}
+	char grace[24];
+	snprintf(grace, sizeof grace, "%d", w->cfg->reconcile_ms > 1000 ? w->cfg->reconcile_ms : 1000);
+	const char *params[] = { grace };
+	struct pgc_stmt st = { SQL_CANDIDATES, 1, params };
+	if (pgc_run(w->pg, &st, 1, on_candidates, c) < 0)
+		done(c);
+}
+
+void reconcile_run(struct worker *w)
+{
+	struct rctx *c = xcalloc(1, sizeof *c);
+	char px[24];
+	c->w = w;
+	/* The lock expires by itself a little before the next period: at most one
+	 * run per period across all replicas, and no unlock to get wrong. */
+	int ttl = w->cfg->reconcile_ms - w->cfg->reconcile_ms / 10;
+	snprintf(px, sizeof px, "%d", ttl > 50 ? ttl : 50);
+	const char *argv[] = { "SET", w->k_lock, w->cfg->worker_id, "NX", "PX", px };
+	if (rq_cmdv(w->rq_cmd, 0, on_lock, c, 6, argv, NULL) < 0)
+		done(c);
+}

@@ -1,0 +1,1908 @@
+/*
+ * worker: the daemon's event loop and job pipeline (see worker.h).
+ *
+ * Flow of one entry:
+ *   XREADGROUP (own connection, BLOCK 1000, COUNT = free slots)
+ *   → job_new: fields checked (poison → {prefix}:dead + XACK)
+ *   → load_q → one query for many jobs (submission + match + challenge)
+ *   → duplicate / §4 checks (rejections go to the commit as OP_REJECT)
+ *   → rl_check (rate limit; deferred jobs leave the stream inside the script)
+ *   → evaluate (deterministic inline, sandbox evaluators asynchronously)
+ *   → commit_q → commit.c: one transaction for many jobs
+ *   → ack_q → MULTI [XADD dead/release] XACK XDEL EXEC for many jobs.
+ * Everything produced during one loop iteration is batched: producers put
+ * jobs in queues and call worker_kick, which flushes on the next iteration.
+ *
+ * Failures: worker_retry puts a job in retry_q (sorted by due time) with
+ * exponential backoff and jitter; counted failures use up attempts and end in
+ * worker_fail (status failed + dead letter). Entries of dead consumers are
+ * taken over with XAUTOCLAIM; our own in-flight entries are re-claimed
+ * (XCLAIM JUSTID) before they look idle. SIGTERM drains (see start_drain).
+ */
+#include "worker.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "evaluator.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "migrate.h"
+#include "pgc.h"
+#include "ratelimit.h"
+#include "rq.h"
+#include "score.h"
+#include "util.h"
+
+#define LOAD_BATCH_MAX 256
+#define ACK_BATCH_MAX 512
+#define MAX_ACKS_INFLIGHT 4
+#define READ_BLOCK_MS 1000
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_CAP_MS 5000          /* Redis / PostgreSQL unreachable */
+#define BACKOFF_COUNTED_CAP_MS 10000 /* failures that use up attempts */
+#define ACK_MAX_TRIES 40
+#define CLAIM_BATCH_MAX 100
+#define GAUGES_MS 2000
+#define PROMOTE_MS 250
+#define HARD_STOP_MS 10000
+#define MIGCHECK_MS 30000
+#define SPEC_CACHE_MAX 1024
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+uint32_t worker_rand(struct worker *w)
+{
+	uint32_t x = w->rnd;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	w->rnd = x ? x : 0x9e3779b9u;
+	return w->rnd;
+}
+
+void jobq_push(struct jobq *q, struct job *j)
+{
+	j->qnext = NULL;
+	if (q->tail)
+		q->tail->qnext = j;
+	else
+		q->head = j;
+	q->tail = j;
+	q->n++;
+}
+
+void jobq_push_front(struct jobq *q, struct job *j)
+{
+	j->qnext = q->head;
+	q->head = j;
+	if (!q->tail)
+		q->tail = j;
+	q->n++;
+}
+
+struct job *jobq_pop(struct jobq *q)
+{
+	struct job *j = q->head;
+	if (!j)
+		return NULL;
+	q->head = j->qnext;
+	if (!q->head)
+		q->tail = NULL;
+	j->qnext = NULL;
+	q->n--;
+	return j;
+}
+
+bool jobq_remove(struct jobq *q, struct job *j)
+{
+	struct job *prev = NULL;
+	for (struct job *x = q->head; x; prev = x, x = x->qnext) {
+		if (x != j)
+			continue;
+		if (prev)
+			prev->qnext = x->qnext;
+		else
+			q->head = x->qnext;
+		if (q->tail == x)
+			q->tail = prev;
+		x->qnext = NULL;
+		q->n--;
+		return true;
+	}
+	return false;
+}
+
+const char *worker_evaluator(const struct job *j)
+{
+	return j->spec ? spec_evaluator_name(j->spec->ev) : NULL;
+}
+
+static bool status_final(const char *s)
+{
+	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
+}
+
+/* ---- spec cache ---------------------------------------------------------------------- */
+
+static uint64_t fnv64(const char *s, size_t n, uint64_t h)
+{
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static unsigned spec_bucket(const char *id)
+{
+	return (unsigned)(fnv64(id, strlen(id), 0xcbf29ce484222325ULL) % SPEC_BUCKETS);
+}
+
+static void spec_entry_free(struct spec_entry *e)
+{
+	spec_free(e->spec);
+	json_decref(e->gt);
+	free(e->err);
+	free(e);
+}
+
+static void spec_unref(struct spec_entry *e)
+{
+	if (e && --e->refs == 0)
+		spec_entry_free(e);
+}
+
+static void spec_cache_clear(struct worker *w)
+{
+	for (int b = 0; b < SPEC_BUCKETS; b++) {
+		struct spec_entry *e = w->specs[b];
+		while (e) {
+			struct spec_entry *next = e->next;
+			e->in_table = false;
+			e->next = NULL;
+			spec_unref(e);
+			e = next;
+		}
+		w->specs[b] = NULL;
+	}
+	w->nspecs = 0;
+}
+
+/* Returns a new reference to the cache entry for this challenge and texts,
+ * parsing them when they are new or changed. */
+static struct spec_entry *spec_get(struct worker *w, const char *id, const char *spec_text,
+                                   size_t slen, const char *gt_text, size_t glen)
+{
+	uint64_t h = fnv64(gt_text, glen, fnv64("\x01", 1, fnv64(spec_text, slen,
+	                   0xcbf29ce484222325ULL)));
+	unsigned b = spec_bucket(id);
+	struct spec_entry **pp = &w->specs[b];
+	for (; *pp; pp = &(*pp)->next) {
+		struct spec_entry *e = *pp;
+		if (strcmp(e->challenge_id, id))
+			continue;
+		if (e->hash == h) {
+			e->refs++;
+			return e;
+		}
+		/* The challenge changed: drop the old entry from the table. */
+		*pp = e->next;
+		e->in_table = false;
+		e->next = NULL;
+		w->nspecs--;
+		spec_unref(e);
+		break;
+	}
+	if (w->nspecs >= SPEC_CACHE_MAX)
+		spec_cache_clear(w);
+
+	struct spec_entry *e = xcalloc(1, sizeof *e);
+	char err[512];
+	json_error_t jerr;
+	snprintf(e->challenge_id, sizeof e->challenge_id, "%s", id);
+	e->hash = h;
+	if (spec_parse(spec_text, slen, &e->spec, err, sizeof err) < 0) {
+		e->spec = NULL;
+		e->err = xstrdup(err);
+	} else {
+		e->ev = spec_evaluator(e->spec);
+		e->gt = json_loadb(gt_text, glen, JSON_DECODE_ANY, &jerr);
+		if (!e->gt) {
+			snprintf(err, sizeof err, "ground_truth: line %d, column %d: %s", jerr.line,
+			         jerr.column, jerr.text);
+			spec_free(e->spec);
+			e->spec = NULL;
+			e->err = xstrdup(err);
+		}
+	}
+	e->refs = 2;   /* the table's and the caller's */
+	e->in_table = true;
+	e->next = w->specs[b];
+	w->specs[b] = e;
+	w->nspecs++;
+	return e;
+}
+
+/* ---- job list ------------------------------------------------------------------------ */
+
+static void maybe_finish_drain(struct worker *w);
+static void shutdown_all(struct worker *w);
+
+static void job_adopt(struct worker *w, struct job *j)
+{
+	j->w = w;
+	j->read_at = j->claimed_at = uv_now(w->loop);
+	j->lprev = NULL;
+	j->lnext = w->jobs;
+	if (w->jobs)
+		w->jobs->lprev = j;
+	w->jobs = j;
+	w->njobs++;
+	metrics_inflight(w->njobs);
+}
+
+/* The job is finished (acked, dropped or abandoned): free it. */
+static void job_done(struct worker *w, struct job *j)
+{
+	if (j->lprev)
+		j->lprev->lnext = j->lnext;
+	else
+		w->jobs = j->lnext;
+	if (j->lnext)
+		j->lnext->lprev = j->lprev;
+	w->njobs--;
+	metrics_inflight(w->njobs);
+	spec_unref(j->spec);
+	j->spec = NULL;
+	job_free(j);
+	if (w->state == W_DRAINING)
+		maybe_finish_drain(w);
+	else
+		worker_kick(w);
+}
+
+static struct job *find_job(struct worker *w, const char *id)
+{
+	for (struct job *j = w->jobs; j; j = j->lnext)
+		if (j->state != JOB_ABANDONED && !strcmp(j->id, id))
+			return j;
+	return NULL;
+}
+
+/* ---- outcomes ------------------------------------------------------------------------ */
+
+void worker_to_commit(struct worker *w, struct job *j)
+{
+	j->state = JOB_COMMIT_WAIT;
+	jobq_push(&w->commit_q, j);
+	worker_kick(w);
+}
+
+void worker_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
+                   const char *outcome)
+{
+	j->ack = ack;
+	if (reason)
+		j->ack_reason = reason;
+	j->outcome = outcome;
+	j->state = JOB_ACK_WAIT;
+	jobq_push(&w->ack_q, j);
+	worker_kick(w);
+}
+
+/* Puts the entry back on the stream for another worker (drain). */
+static void job_release(struct worker *w, struct job *j)
+{
+	LOGD(j->sub[0] ? j->sub : NULL, j->id, "released back to the stream");
+	worker_to_ack(w, j, ACK_RELEASE, NULL, NULL);
+}
+
+void worker_fail(struct worker *w, struct job *j, const char *why)
+{
+	if (why != j->last_error) {
+		char *copy = xstrdup(why ? why : "unknown error");
+		free(j->last_error);
+		j->last_error = copy;
+	}
+	LOGE(j->sub, j->id, "failed after %d attempt(s): %s", j->attempts, j->last_error);
+	j->op = OP_FAIL;
+	worker_to_commit(w, j);
+}
+
+static void reject(struct worker *w, struct job *j, const char *reason, const char *msg)
+{
+	j->op = OP_REJECT;
+	j->reason = reason;
+	free(j->last_error);
+	j->last_error = msg ? xstrdup(msg) : NULL;
+	LOGI(j->sub, j->id, "rejected: %s%s%s", reason, msg ? ": " : "", msg ? msg : "");
+	worker_to_commit(w, j);
+}
+
+/* ---- retries ------------------------------------------------------------------------- */
+
+static void retry_cb(uv_timer_t *t);
+
+static void arm_retry(struct worker *w)
+{
+	if (w->state == W_STOPPING)
+		return;
+	if (!w->retry_q.head) {
+		uv_timer_stop(&w->t_retry);
+		return;
+	}
+	uint64_t now = uv_now(w->loop), due = w->retry_q.head->retry_at;
+	uv_timer_start(&w->t_retry, retry_cb, due > now ? due - now : 0, 0);
+}
+
+static void retry_insert(struct worker *w, struct job *j)
+{
+	struct jobq *q = &w->retry_q;
+	struct job *prev = NULL, *x = q->head;
+	while (x && x->retry_at <= j->retry_at) {
+		prev = x;
+		x = x->qnext;
+	}
+	j->qnext = x;
+	if (prev)
+		prev->qnext = j;
+	else
+		q->head = j;
+	if (!x)
+		q->tail = j;
+	q->n++;
+}
+
+void worker_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
+                  const char *why)
+{
+	char *copy = xstrdup(why ? why : "unknown error");
+	free(j->last_error);
+	j->last_error = copy;
+	if (counted) {
+		if (j->attempts >= w->cfg->max_deliveries) {
+			worker_fail(w, j, j->last_error);
+			return;
+		}
+		j->attempts++;
+		j->marked = false;   /* a sandbox job records the new attempt again */
+	}
+	/* Draining: work not started yet goes back to the stream; after the
+	 * deadline everything not committed does. */
+	if ((w->state != W_RUNNING && stage == STAGE_LOAD) ||
+	    (w->drain_expired && stage != STAGE_ACK)) {
+		job_release(w, j);
+		return;
+	}
+	j->retries++;
+	uint32_t d = job_backoff_ms(j->retries, BACKOFF_BASE_MS,
+	                            counted ? BACKOFF_COUNTED_CAP_MS : BACKOFF_CAP_MS, worker_rand(w));
+	if (counted)
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; attempt %d of %d in %u ms", j->last_error,
+		     j->attempts, w->cfg->max_deliveries, d);
+	else
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; retrying in %u ms", j->last_error, d);
+	j->retry_stage = stage;
+	j->retry_at = uv_now(w->loop) + d;
+	j->state = JOB_BACKOFF;
+	retry_insert(w, j);
+	arm_retry(w);
+}
+
+static void start_eval_stage(struct worker *w, struct job *j);
+
+static void restart(struct worker *w, struct job *j)
+{
+	switch (j->retry_stage) {
+	case STAGE_LOAD:
+		if (w->state != W_RUNNING) {
+			job_release(w, j);
+			return;
+		}
+		job_clear_result(j);
+		job_clear_row(j);
+		spec_unref(j->spec);
+		j->spec = NULL;
+		j->state = JOB_LOAD_WAIT;
+		jobq_push(&w->load_q, j);
+		worker_kick(w);
+		return;
+	case STAGE_EVAL:
+		start_eval_stage(w, j);
+		return;
+	case STAGE_COMMIT:
+		worker_to_commit(w, j);
+		return;
+	case STAGE_ACK:
+		j->state = JOB_ACK_WAIT;
+		jobq_push(&w->ack_q, j);
+		worker_kick(w);
+		return;
+	}
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	uint64_t now = uv_now(w->loop);
+	while (w->retry_q.head && w->retry_q.head->retry_at <= now) {
+		struct job *j = jobq_pop(&w->retry_q);
+		restart(w, j);
+	}
+	arm_retry(w);
+}
+
+/* ---- acknowledgements ---------------------------------------------------------------- */
+
+struct abatch {
+	struct worker *w;
+	int n;
+	struct job *jobs[];
+};
+
+static void finish_job(struct worker *w, struct job *j)
+{
+	if (j->outcome) {
+		metrics_job(worker_evaluator(j), j->outcome);
+		if (!strcmp(j->outcome, "rejected") && j->reason)
+			metrics_rejected(j->reason);
+	}
+	job_done(w, j);
+}
+
+static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct abatch *b = data;
+	struct worker *w = b->w;
+	char why[256];
+	(void)r;
+
+	w->acks_inflight--;
+	if (!err && reply && reply->type == REDIS_REPLY_ARRAY) {
+		for (int i = 0; i < b->n; i++)
+			finish_job(w, b->jobs[i]);
+		free(b);
+		worker_kick(w);
+		return;
+	}
+	if (err)
+		snprintf(why, sizeof why, "redis acknowledgement failed: %s", err);
+	else if (reply && reply->type == REDIS_REPLY_ERROR)
+		snprintf(why, sizeof why, "redis acknowledgement failed: %s", reply->str);
+	else
+		snprintf(why, sizeof why, "redis acknowledgement failed: transaction aborted");
+	for (int i = 0; i < b->n; i++) {
+		struct job *j = b->jobs[i];
+		if (w->state == W_STOPPING || ++j->ack_tries > ACK_MAX_TRIES) {
+			LOGE(j->sub[0] ? j->sub : NULL, j->id, "%s; giving up (the entry stays pending "
+			     "and is reclaimed later)", why);
+			job_done(w, j);
+			continue;
+		}
+		worker_retry(w, j, STAGE_ACK, false, why);
+	}
+	free(b);
+}
+
+static const char *dead_reason(const struct job *j, char *buf, size_t n)
+{
+	if (j->ack_reason)
+		return j->ack_reason;
+	if (j->op_eff == OP_FAIL || j->op == OP_FAIL) {
+		snprintf(buf, n, "failed: %.400s", j->last_error ? j->last_error : "unknown error");
+		return buf;
+	}
+	return "unknown";
+}
+
+static void flush_acks(struct worker *w)
+{
+	while (w->acks_inflight < MAX_ACKS_INFLIGHT && w->ack_q.n > 0 &&
+	       w->state != W_STOPPING) {
+		int n = w->ack_q.n < ACK_BATCH_MAX ? w->ack_q.n : ACK_BATCH_MAX;
+		struct abatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
+		const char **ack = xcalloc((size_t)n + 3, sizeof *ack);
+		const char **del = xcalloc((size_t)n + 2, sizeof *del);
+		int64_t now = job_now_ms();
+		bool ok = true;
+
+		b->w = w;
+		b->n = n;
+		ack[0] = "XACK";
+		ack[1] = w->k_jobs;
+		ack[2] = w->k_group;
+		del[0] = "XDEL";
+		del[1] = w->k_jobs;
+		for (int i = 0; i < n; i++) {
+			struct job *j = jobq_pop(&w->ack_q);
+			j->state = JOB_ACKING;
+			b->jobs[i] = j;
+			ack[3 + i] = j->id;
+			del[2 + i] = j->id;
+		}
+		static const char *multi[] = { "MULTI" };
+		static const char *exec[] = { "EXEC" };
+		if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, 1, multi, NULL) < 0)
+			ok = false;
+		for (int i = 0; ok && i < n; i++) {
+			struct job *j = b->jobs[i];
+			if (j->ack == ACK_PLAIN)
+				continue;
+			const char **argv;
+			size_t *lens;
+			struct job_argv_bufs bufs;
+			char rbuf[480];
+			int argc = job_xadd_argv(j, j->ack == ACK_DEAD ? w->k_dead : w->k_jobs,
+			                         j->ack == ACK_DEAD, dead_reason(j, rbuf, sizeof rbuf),
+			                         w->cfg->worker_id, now, &bufs, &argv, &lens);
+			if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, lens) < 0)
+				ok = false;
+			free(argv);
+			free(lens);
+		}
+		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3 + n, ack, NULL) < 0)
+			ok = false;
+		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 2 + n, del, NULL) < 0)
+			ok = false;
+		free(ack);
+		free(del);
+		w->acks_inflight++;
+		if (!ok || rq_cmdv(w->rq_cmd, 0, on_ack, b, 1, exec, NULL) < 0) {
+			/* Only when the connection object is closing: fail the batch now. */
+			w->acks_inflight--;
+			for (int i = 0; i < n; i++)
+				job_done(w, b->jobs[i]);
+			free(b);
+			return;
+		}
+	}
+}
+
+/* ---- loading ------------------------------------------------------------------------- */
+
+/* One row per submission, times as Unix ms; the challenge texts come from the
+ * second statement, once per distinct challenge of the batch. */
+static const char SQL_LOAD[] =
+	"SELECT s.id, s.status, s.agent_id, s.match_id, host(s.source_ip), s.answer::text, "
+	"s.metadata::text, floor(extract(epoch FROM s.submitted_at) * 1000)::int8, s.attempts, "
+	"m.agent_id, m.status, floor(extract(epoch FROM m.started_at) * 1000)::int8, "
+	"floor(extract(epoch FROM m.expires_at) * 1000)::int8, s.submitted_at > m.expires_at, "
+	"m.attempt_number, m.memoryless, m.challenge_id, c.difficulty, c.rating, c.time_limit_secs "
+	"FROM submissions s JOIN matches m ON m.id = s.match_id "
+	"JOIN challenges c ON c.id = m.challenge_id WHERE s.id = ANY($1::uuid[])";
+static const char SQL_LOAD_CHALLENGES[] =
+	"SELECT c.id, c.scoring_spec::text, c.ground_truth::text FROM challenges c "
+	"WHERE c.id IN (SELECT m.challenge_id FROM submissions s JOIN matches m ON m.id = s.match_id "
+	"WHERE s.id = ANY($1::uuid[]))";
+
+struct lbatch {
+	struct worker *w;
+	int n;
+	struct job *jobs[];
+};
+
+static void copy_text(char *dst, size_t n, PGresult *res, int row, int col)
+{
+	snprintf(dst, n, "%s", PQgetisnull(res, row, col) ? "" : PQgetvalue(res, row, col));
+}
+
+static int64_t get_i64(PGresult *res, int row, int col)
+{
+	return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+static bool get_bool(PGresult *res, int row, int col)
+{
+	return !PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't';
+}
+
+/* Fills j->row from row i. Returns 0, or -1 with a message if the answer or
+ * metadata cannot be parsed. */
+static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errlen)
+{
+	struct job_row *r = &j->row;
+	json_error_t jerr;
+
+	copy_text(r->status, sizeof r->status, res, i, 1);
+	copy_text(r->agent_id, sizeof r->agent_id, res, i, 2);
+	copy_text(r->match_id, sizeof r->match_id, res, i, 3);
+	r->source_ip = PQgetisnull(res, i, 4) ? NULL : xstrdup(PQgetvalue(res, i, 4));
+	r->submitted_ms = get_i64(res, i, 7);
+	r->attempts = (int)get_i64(res, i, 8);
+	copy_text(r->match_agent_id, sizeof r->match_agent_id, res, i, 9);
+	copy_text(r->match_status, sizeof r->match_status, res, i, 10);
+	r->started_ms = get_i64(res, i, 11);
+	r->expires_ms = get_i64(res, i, 12);
+	r->expired = get_bool(res, i, 13);
+	r->attempt_number = (int)get_i64(res, i, 14);
+	r->memoryless = get_bool(res, i, 15);
+	copy_text(r->challenge_id, sizeof r->challenge_id, res, i, 16);
+	copy_text(r->difficulty, sizeof r->difficulty, res, i, 17);
+	r->has_rating = !PQgetisnull(res, i, 18);
+	r->rating = (int)get_i64(res, i, 18);
+	r->time_limit_secs = (int)get_i64(res, i, 19);
+	j->loaded = true;
+	/* The answer and metadata are only needed to evaluate: final submissions
+	 * (duplicates) skip the parse. */
+	if (j->kind == JOB_EVALUATE && status_final(r->status))
+		return 0;
+	r->answer = json_loadb(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5),
+	                       JSON_DECODE_ANY, &jerr);
+	if (!r->answer) {
+		snprintf(err, errlen, "answer cannot be parsed: %s", jerr.text);
+		return -1;
+	}
+	r->metadata = json_loadb(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6),
+	                         JSON_DECODE_ANY, &jerr);
+	if (!r->metadata) {
+		snprintf(err, errlen, "metadata cannot be parsed: %s", jerr.text);
+		return -1;
+	}
+	return 0;
+}
+
+static void after_load(struct worker *w, struct job *j);
+
+static void on_load(const struct pgc_result *r, void *data)
+{
+	struct lbatch *b = data;
+	struct worker *w = b->w;
+	char err[512];
+
+	w->loads_inflight--;
+	if (r->err) {
+		snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
+		for (int i = 0; i < b->n; i++) {
+			struct job *j = b->jobs[i];
+			if (j->state == JOB_ABANDONED || w->state == W_STOPPING)
+				job_done(w, j);
+			else
+				worker_retry(w, j, STAGE_LOAD, false, err);
+		}
+		free(b);
+		worker_kick(w);
+		return;
+	}
+
+	PGresult *rows = r->res[0], *chs = r->res[1];
+	int nrows = PQntuples(rows), nch = PQntuples(chs);
+	struct spec_entry **ents = xcalloc((size_t)nch + 1, sizeof *ents);
+	for (int c = 0; c < nch; c++)
+		ents[c] = spec_get(w, PQgetvalue(chs, c, 0), PQgetvalue(chs, c, 1),
+		                   (size_t)PQgetlength(chs, c, 1), PQgetvalue(chs, c, 2),
+		                   (size_t)PQgetlength(chs, c, 2));
+
+	for (int i = 0; i < b->n; i++) {
+		struct job *j = b->jobs[i];
+		int row = -1;
+		if (j->state == JOB_ABANDONED) {
+			job_done(w, j);
+			continue;
+		}
+		for (int k = 0; k < nrows; k++)
+			if (!strcmp(PQgetvalue(rows, k, 0), j->sub)) {
+				row = k;
+				break;
+			}
+		if (row < 0) {
+			LOGW(j->sub, j->id, "submission not found: dead-lettered");
+			metrics_rejected("submission_not_found");
+			worker_to_ack(w, j, ACK_DEAD, "submission_not_found", "dead_lettered");
+			continue;
+		}
+		if (fill_row(j, rows, row, err, sizeof err) < 0) {
+			worker_fail(w, j, err);
+			continue;
+		}
+		for (int c = 0; c < nch; c++)
+			if (!strcmp(ents[c]->challenge_id, j->row.challenge_id)) {
+				j->spec = ents[c];
+				j->spec->refs++;
+				break;
+			}
+		after_load(w, j);
+	}
+	for (int c = 0; c < nch; c++)
+		spec_unref(ents[c]);
+	free(ents);
+	free(b);
+	worker_kick(w);
+}
+
+static void flush_loads(struct worker *w)
+{
+	while (w->loads_inflight < w->max_loads && w->load_q.n > 0 && w->state != W_STOPPING) {
+		int n = w->load_q.n < LOAD_BATCH_MAX ? w->load_q.n : LOAD_BATCH_MAX;
+		struct lbatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
+		struct strbuf arr = { 0 };
+
+		b->w = w;
+		b->n = n;
+		strbuf_add(&arr, "{", 1);
+		for (int i = 0; i < n; i++) {
+			struct job *j = jobq_pop(&w->load_q);
+			j->state = JOB_LOADING;
+			b->jobs[i] = j;
+			if (i)
+				strbuf_add(&arr, ",", 1);
+			strbuf_add(&arr, j->sub, strlen(j->sub));
+		}
+		strbuf_add(&arr, "}", 1);
+		const char *params[] = { arr.buf };
+		struct pgc_stmt st[2] = {
+			{ SQL_LOAD, 1, params },
+			{ SQL_LOAD_CHALLENGES, 1, params },
+		};
+		w->loads_inflight++;
+		int rc = pgc_run(w->pg, st, 2, on_load, b);
+		strbuf_free(&arr);
+		if (rc < 0) {
+			w->loads_inflight--;
+			for (int i = 0; i < n; i++)
+				worker_retry(w, b->jobs[i], STAGE_LOAD, false, "database pool closed");
+			free(b);
+			return;
+		}
+	}
+}
+
+/* ---- evaluation ---------------------------------------------------------------------- */
+
+static void fill_match(const struct job *j, struct score_match *m)
+{
+	memset(m, 0, sizeof *m);
+	m->has_times = true;
+	m->started_at_ms = j->row.started_ms;
+	m->submitted_at_ms = j->row.submitted_ms;
+	m->time_limit_secs = j->row.time_limit_secs;
+	m->memoryless = j->row.memoryless;
+	m->attempt_number = j->row.attempt_number;
+}
+
+static void finish_eval(struct worker *w, struct job *j)
+{
+	j->has_res = true;
+	j->eval_done_ms = job_now_ms();
+	metrics_eval_seconds(worker_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
+	j->res_json = score_result_dumps(&j->res);
+	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;
+	LOGD(j->sub, j->id, "evaluated: score %d %s", j->res.score,
+	     score_outcome_name(j->res.result));
+	worker_to_commit(w, j);
+}
+
+/* Scores with the spec (and the external scores of a sandbox evaluator). */
+static void score_now(struct worker *w, struct job *j, const struct score_ext *ext)
+{
+	struct score_match m;
+	struct score_limits lim = { w->cfg->max_string_bytes };
+	char err[512];
+
+	fill_match(j, &m);
+	job_clear_result(j);
+	if (score_eval(j->spec->spec, j->row.answer, j->row.metadata, j->spec->gt, &m, ext, &lim,
+	               &j->res, err, sizeof err) < 0) {
+		char why[600];
+		snprintf(why, sizeof why, "internal_error: %s", err);
+		worker_retry(w, j, STAGE_EVAL, true, why);
+		return;
+	}
+	finish_eval(w, j);
+}
+
+static void on_sandbox(int rc, const struct score_ext *ext, const char *err, void *data)
+{
+	struct job *j = data;
+	struct worker *w = j->w;
+
+	if (w->sp)
+		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		job_done(w, j);
+		return;
+	}
+	if (rc < 0) {
+		char why[600];
+		snprintf(why, sizeof why, "internal_error: %s", err ? err : "evaluator failed");
+		worker_retry(w, j, STAGE_EVAL, true, why);
+		return;
+	}
+	if (ext && ext->extra)
+		j->extra = json_deep_copy(ext->extra);
+	score_now(w, j, ext);
+}
+
+static void run_sandbox(struct worker *w, struct job *j)
+{
+	char started[32], submitted[32];
+	job_iso_ms(j->row.started_ms, started, sizeof started);
+	job_iso_ms(j->row.submitted_ms, submitted, sizeof submitted);
+	json_t *match = json_pack("{s:s, s:s, s:i, s:b, s:i}", "started_at", started,
+	                          "submitted_at", submitted, "time_limit_secs",
+	                          j->row.time_limit_secs, "memoryless", j->row.memoryless,
+	                          "attempt_number", j->row.attempt_number);
+	j->state = JOB_EVALUATING;
+	j->eval_started_ms = job_now_ms();
+	j->eval_t0 = uv_hrtime();
+	int rc = evaluator_run(w->sp, j->spec->spec, j->row.answer, j->spec->gt, match, on_sandbox, j);
+	json_decref(match);
+	if (rc < 0) {
+		worker_retry(w, j, STAGE_EVAL, true, "internal_error: the evaluator refused the spec");
+		return;
+	}
+	metrics_sandbox_busy(sandbox_pool_busy(w->sp));
+}
+
+static const char SQL_MARK[] =
+	"UPDATE submissions SET status = 'evaluating', attempts = GREATEST(attempts, $2::int) "
+	"WHERE id = $1::uuid AND status IN ('queued', 'evaluating')";
+
+static void on_mark(const struct pgc_result *r, void *data)
+{
+	struct job *j = data;
+	struct worker *w = j->w;
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		job_done(w, j);
+		return;
+	}
+	if (r->err) {
+		char why[512];
+		snprintf(why, sizeof why, "marking the submission evaluating failed: %s", r->err);
+		worker_retry(w, j, STAGE_EVAL, false, why);
+		return;
+	}
+	j->marked = true;
+	run_sandbox(w, j);
+}
+
+static void evaluate(struct worker *w, struct job *j)
+{
+	j->eval_started_ms = job_now_ms();
+	j->eval_t0 = uv_hrtime();
+	if (j->spec->ev == SPEC_DETERMINISTIC) {
+		score_now(w, j, NULL);
+		return;
+	}
+	if (!w->sp) {
+		char why[320];
+		snprintf(why, sizeof why, "internal_error: sandbox unavailable: %s", w->sp_err);
+		worker_retry(w, j, STAGE_EVAL, true, why);
+		return;
+	}
+	if (j->kind == JOB_EVALUATE && !j->marked) {
+		/* A sandbox run is long: make it visible (status evaluating) and count
+		 * the attempt durably before it starts. */
+		char att[16];
+		snprintf(att, sizeof att, "%d", j->attempts);
+		const char *params[] = { j->sub, att };
+		struct pgc_stmt st = { SQL_MARK, 2, params };
+		j->state = JOB_MARKING;
+		if (pgc_run(w->pg, &st, 1, on_mark, j) < 0)
+			worker_retry(w, j, STAGE_EVAL, false, "database pool closed");
+		return;
+	}
+	run_sandbox(w, j);
+}
+
+static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void *data)
+{
+	struct job *j = data;
+	struct worker *w = j->w;
+
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		job_done(w, j);
+		return;
+	}
+	switch (d) {
+	case RL_ALLOW:
+		j->rl_done = true;
+		evaluate(w, j);
+		return;
+	case RL_DEFERRED:
+		LOGI(j->sub, j->id, "rate limited: deferred until %lld", (long long)retry_at_ms);
+		metrics_job(worker_evaluator(j), "deferred");
+		job_done(w, j);
+		return;
+	case RL_REJECT:
+		reject(w, j, "rate_limited", NULL);
+		return;
+	case RL_ERROR:
+	default: {
+		char why[300];
+		snprintf(why, sizeof why, "rate limiter: %s", err ? err : "error");
+		worker_retry(w, j, STAGE_EVAL, false, why);
+		return;
+	}
+	}
+}
+
+static void start_eval_stage(struct worker *w, struct job *j)
+{
+	if (j->kind == JOB_EVALUATE && !j->rl_done) {
+		const char *ip = j->source_ip ? j->source_ip : j->row.source_ip;
+		j->state = JOB_RATELIMIT;
+		if (rl_check(w->rl, w->rq_cmd, ip, false, j->id, (const char *const *)j->fields, j->nf,
+		             on_rl, j) < 0)
+			worker_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
+		return;
+	}
+	evaluate(w, j);
+}
+
+/* §4 in order, then the rate limit and the evaluation. */
+static void after_load(struct worker *w, struct job *j)
+{
+	struct job_row *r = &j->row;
+
+	if (j->kind == JOB_EVALUATE && status_final(r->status)) {
+		LOGD(j->sub, j->id, "duplicate delivery: submission already %s", r->status);
+		worker_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
+		return;
+	}
+	if (j->kind == JOB_REEVALUATE && strcmp(r->status, "completed")) {
+		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettered",
+		     r->status);
+		worker_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
+		return;
+	}
+	if (r->attempts + 1 > j->attempts)
+		j->attempts = r->attempts + 1;
+	if (j->attempts > w->cfg->max_deliveries) {
+		char why[128];
+		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
+		         j->attempts - 1, w->cfg->max_deliveries);
+		j->attempts--;
+		worker_fail(w, j, j->last_error ? j->last_error : why);
+		return;
+	}
+	if (j->kind == JOB_EVALUATE) {
+		if (strcmp(r->agent_id, r->match_agent_id)) {
+			reject(w, j, "not_match_owner", NULL);
+			return;
+		}
+		if (r->expired) {
+			reject(w, j, "match_expired", NULL);
+			return;
+		}
+		if (strcmp(r->match_status, "active")) {
+			reject(w, j, "match_not_active", NULL);
+			return;
+		}
+	}
+	if (!j->spec || !j->spec->spec) {
+		const char *msg = j->spec ? j->spec->err : "challenge not found";
+		if (j->kind == JOB_EVALUATE) {
+			reject(w, j, "invalid_spec", msg);
+		} else {
+			free(j->last_error);
+			j->last_error = xstrdup(msg);
+			LOGW(j->sub, j->id, "reevaluate: invalid spec: %s", msg);
+			worker_to_ack(w, j, ACK_DEAD, "invalid_spec", "dead_lettered");
+		}
+		return;
+	}
+	start_eval_stage(w, j);
+}
+
+/* ---- dispatch of new entries --------------------------------------------------------- */
+
+static void dispatch(struct worker *w, struct job *j)
+{
+	if (w->state != W_RUNNING) {
+		job_release(w, j);
+		return;
+	}
+	if (j->poison) {
+		if (!strcmp(j->poison, "deleted_entry")) {
+			worker_to_ack(w, j, ACK_PLAIN, NULL, NULL);
+			return;
+		}
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettered", j->poison);
+		worker_to_ack(w, j, ACK_DEAD, j->poison, "dead_lettered");
+		return;
+	}
+	if (j->attempts > w->cfg->max_deliveries) {
+		char why[128];
+		snprintf(why, sizeof why, "delivered %d times (ARBITER_MAX_DELIVERIES %d)",
+		         j->attempts, w->cfg->max_deliveries);
+		j->attempts = w->cfg->max_deliveries;
+		worker_fail(w, j, why);
+		return;
+	}
+	j->state = JOB_LOAD_WAIT;
+	jobq_push(&w->load_q, j);
+	worker_kick(w);
+}
+
+/* A job from one stream entry reply ([id, [f, v, ...]] or [id, nil]). */
+static struct job *entry_job(redisReply *e, int deliveries)
+{
+	if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING)
+		return NULL;
+	redisReply *f = e->element[1];
+	if (f->type != REDIS_REPLY_ARRAY) {
+		struct job *j = job_new(e->element[0]->str, NULL, NULL, 0, deliveries);
+		j->poison = "deleted_entry";
+		return j;
+	}
+	int nf = (int)(f->elements / 2);
+	const char **fs = xcalloc((size_t)(2 * nf + 1), sizeof *fs);
+	size_t *ls = xcalloc((size_t)(2 * nf + 1), sizeof *ls);
+	for (int i = 0; i < 2 * nf; i++) {
+		redisReply *x = f->element[i];
+		if (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS) {
+			fs[i] = x->str;
+			ls[i] = x->len;
+		} else {
+			fs[i] = "";
+			ls[i] = 0;
+		}
+	}
+	struct job *j = job_new(e->element[0]->str, fs, ls, nf, deliveries);
+	free(fs);
+	free(ls);
+	return j;
+}
+
+/* Claimed entries (XAUTOCLAIM, or our own pending at start): their delivery
+ * counts come from XPENDING before they are dispatched. */
+struct claim_ctx {
+	struct worker *w;
+	int n, left;
+	struct job *jobs[];
+};
+
+static void on_pending_count(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct job *j = data;
+	struct worker *w = j->w;
+	struct claim_ctx *c = (struct claim_ctx *)j->qnext;
+	(void)r;
+	(void)err;
+	j->qnext = NULL;
+	if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
+	    reply->element[0]->type == REDIS_REPLY_ARRAY && reply->element[0]->elements >= 4 &&
+	    reply->element[0]->element[3]->type == REDIS_REPLY_INTEGER) {
+		long long d = reply->element[0]->element[3]->integer;
+		if (d > j->attempts)
+			j->attempts = (int)(d > 1000000 ? 1000000 : d);
+	}
+	if (--c->left > 0)
+		return;
+	for (int i = 0; i < c->n; i++) {
+		struct job *x = c->jobs[i];
+		if (w->state == W_STOPPING)
+			job_done(w, x);
+		else
+			dispatch(w, x);
+	}
+	free(c);
+}
+
+/* Adopts the entries of a stream reply array that came from a claim. */
+static void adopt_claimed(struct worker *w, redisReply *entries)
+{
+	if (!entries || entries->type != REDIS_REPLY_ARRAY || entries->elements == 0)
+		return;
+	struct claim_ctx *c = xcalloc(1, sizeof *c + entries->elements * sizeof c->jobs[0]);
+	c->w = w;
+	for (size_t i = 0; i < entries->elements; i++) {
+		redisReply *e = entries->element[i];
+		if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
+		    e->element[0]->type == REDIS_REPLY_STRING && find_job(w, e->element[0]->str)) {
+			struct job *x = find_job(w, e->element[0]->str);
+			x->claimed_at = uv_now(w->loop);
+			continue;   /* ours and already in flight */
+		}
+		struct job *j = entry_job(e, 2);
+		if (!j)
+			continue;
+		job_adopt(w, j);
+		c->jobs[c->n++] = j;
+	}
+	if (!c->n) {
+		free(c);
+		return;
+	}
+	c->left = c->n;
+	for (int i = 0; i < c->n; i++) {
+		struct job *j = c->jobs[i];
+		j->qnext = (struct job *)(void *)c;   /* the context, while XPENDING runs */
+		const char *argv[] = { "XPENDING", w->k_jobs, w->k_group, j->id, j->id, "1" };
+		if (rq_cmdv(w->rq_cmd, 0, on_pending_count, j, 6, argv, NULL) < 0) {
+			j->qnext = NULL;
+			if (--c->left == 0) {
+				for (int k = 0; k < c->n; k++)
+					job_done(w, c->jobs[k]);
+				free(c);
+				return;
+			}
+		}
+	}
+}
+
+/* ---- reading ------------------------------------------------------------------------- */
+
+static void create_group(struct worker *w);
+static void maybe_read(struct worker *w);
+static void read_timer_cb(uv_timer_t *t);
+
+static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
+{
+	if (!reply || reply->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t s = 0; s < reply->elements; s++) {
+		redisReply *st = reply->element[s];
+		if (st->type != REDIS_REPLY_ARRAY || st->elements < 2)
+			continue;
+		redisReply *entries = st->element[1];
+		if (claimed) {
+			adopt_claimed(w, entries);
+			continue;
+		}
+		if (entries->type != REDIS_REPLY_ARRAY)
+			continue;
+		for (size_t i = 0; i < entries->elements; i++) {
+			struct job *j = entry_job(entries->element[i], 1);
+			if (!j)
+				continue;
+			job_adopt(w, j);
+			dispatch(w, j);
+		}
+	}
+}
+
+static void on_read(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	w->reading = false;
+	if (w->state == W_STOPPING)
+		return;
+	if (err) {
+		if (strcmp(err, "closed"))
+			LOGW(NULL, NULL, "XREADGROUP: %s", err);
+		/* on_connect starts reading again after a reconnect; if the
+		 * connection survived (a late reply), the kick reads again. */
+		if (w->state == W_DRAINING)
+			maybe_finish_drain(w);
+		worker_kick(w);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ERROR) {
+		if (strstr(reply->str, "NOGROUP")) {
+			LOGW(NULL, NULL, "consumer group missing (Redis lost its data?): creating it again");
+			w->group_ready = false;
+			if (w->state == W_DRAINING)
+				maybe_finish_drain(w);
+			else
+				create_group(w);
+			return;
+		}
+		LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
+		if (w->state == W_DRAINING)
+			maybe_finish_drain(w);
+		else if (!uv_is_active((uv_handle_t *)&w->t_read))
+			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
+		return;
+	}
+	adopt_entries(w, reply, false);
+	if (w->state == W_DRAINING)
+		maybe_finish_drain(w);
+	worker_kick(w);
+}
+
+static void do_read(struct worker *w, int free_slots)
+{
+	char count[16];
+	snprintf(count, sizeof count, "%d", free_slots);
+	const char *argv[] = { "XREADGROUP", "GROUP", w->k_group, w->cfg->worker_id, "COUNT", count,
+	                       "BLOCK", "1000", "STREAMS", w->k_jobs, ">" };
+	w->reading = true;
+	if (rq_cmdv(w->rq_read, READ_BLOCK_MS + 5000, on_read, w, 11, argv, NULL) < 0)
+		w->reading = false;
+}
+
+static void read_timer_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	if (w->state != W_RUNNING)
+		return;
+	if (!w->group_ready) {
+		create_group(w);
+		return;
+	}
+	int free_slots = w->cfg->concurrency - w->njobs;
+	if (free_slots > 0 && !w->reading && rq_connected(w->rq_read))
+		do_read(w, free_slots);
+}
+
+static void maybe_read(struct worker *w)
+{
+	if (w->state != W_RUNNING || w->reading || !w->group_ready || !w->own_pending_done ||
+	    !rq_connected(w->rq_read))
+		return;
+	int free_slots = w->cfg->concurrency - w->njobs;
+	if (free_slots <= 0)
+		return;
+	int threshold = w->cfg->concurrency / 4;
+	if (threshold < 1)
+		threshold = 1;
+	if (free_slots < threshold && w->njobs > 0) {
+		/* Wait a moment for more slots so reads stay large under load. */
+		if (!uv_is_active((uv_handle_t *)&w->t_read))
+			uv_timer_start(&w->t_read, read_timer_cb, 5, 0);
+		return;
+	}
+	uv_timer_stop(&w->t_read);
+	do_read(w, free_slots);
+}
+
+static void on_own_pending(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	if (w->state == W_STOPPING)
+		return;
+	if (err || !reply || reply->type == REDIS_REPLY_ERROR) {
+		/* Not fatal: XAUTOCLAIM takes them over once idle. */
+		LOGW(NULL, NULL, "reading our own pending entries failed: %s",
+		     err ? err : reply ? reply->str : "?");
+	} else {
+		adopt_entries(w, reply, true);
+	}
+	w->own_pending_done = true;
+	worker_kick(w);
+}
+
+static void on_group(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	w->group_creating = false;
+	if (w->state == W_STOPPING)
+		return;
+	if (err || (reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "BUSYGROUP"))) {
+		LOGW(NULL, NULL, "XGROUP CREATE: %s", err ? err : reply->str);
+		if (!uv_is_active((uv_handle_t *)&w->t_read))
+			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
+		return;
+	}
+	w->group_ready = true;
+	if (!w->own_pending_done && w->state == W_RUNNING) {
+		char count[16];
+		snprintf(count, sizeof count, "%d", w->cfg->concurrency);
+		const char *argv[] = { "XREADGROUP", "GROUP", w->k_group, w->cfg->worker_id, "COUNT",
+		                       count, "STREAMS", w->k_jobs, "0" };
+		if (rq_cmdv(w->rq_read, 0, on_own_pending, w, 9, argv, NULL) == 0)
+			return;
+		w->own_pending_done = true;
+	}
+	worker_kick(w);
+}
+
+static void create_group(struct worker *w)
+{
+	if (w->group_creating || w->state == W_STOPPING)
+		return;
+	const char *argv[] = { "XGROUP", "CREATE", w->k_jobs, w->k_group, "0", "MKSTREAM" };
+	w->group_creating = true;
+	if (rq_cmdv(w->rq_read, 0, on_group, w, 6, argv, NULL) < 0)
+		w->group_creating = false;
+}
+
+static void on_read_connect(struct rq *r, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	LOGI(NULL, NULL, "redis (reader) connected");
+	w->group_ready = false;
+	create_group(w);
+}
+
+static void on_read_disconnect(struct rq *r, const char *why, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	w->group_ready = false;
+	if (w->state != W_STOPPING)
+		LOGW(NULL, NULL, "redis (reader) disconnected: %s", why ? why : "?");
+}
+
+static void on_cmd_connect(struct rq *r, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	LOGI(NULL, NULL, "redis connected");
+	worker_kick(w);
+}
+
+static void on_cmd_disconnect(struct rq *r, const char *why, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	if (w->state != W_STOPPING)
+		LOGW(NULL, NULL, "redis disconnected: %s", why ? why : "?");
+}
+
+/* ---- kick ---------------------------------------------------------------------------- */
+
+static void kick_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	if (w->state == W_STOPPING)
+		return;
+	flush_loads(w);
+	commit_flush(w);
+	flush_acks(w);
+	maybe_read(w);
+}
+
+void worker_kick(struct worker *w)
+{
+	if (w->state == W_STOPPING)
+		return;
+	if (!uv_is_active((uv_handle_t *)&w->t_kick))
+		uv_timer_start(&w->t_kick, kick_cb, 0, 0);
+}
+
+/* ---- claims -------------------------------------------------------------------------- */
+
+static void on_autoclaim(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	w->reclaim_busy = false;
+	if (w->state != W_RUNNING)
+		return;
+	if (err || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) {
+		if (!err && reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "NOGROUP"))
+			LOGW(NULL, NULL, "XAUTOCLAIM: %s", reply->str);
+		return;
+	}
+	redisReply *entries = reply->element[1];
+	if (entries->type == REDIS_REPLY_ARRAY && entries->elements > 0) {
+		LOGI(NULL, NULL, "reclaimed %zu entries idle for %d ms", entries->elements,
+		     w->cfg->claim_idle_ms);
+		adopt_claimed(w, entries);
+	}
+	worker_kick(w);
+}
+
+/* Keeps our own in-flight entries from looking idle to other consumers. */
+static void refresh_claims(struct worker *w)
+{
+	uint64_t now = uv_now(w->loop);
+	uint64_t every = (uint64_t)w->cfg->claim_idle_ms / 3;
+	char minidle[24];
+	const char **argv = NULL;
+	int argc = 0, cap = 0;
+
+	snprintf(minidle, sizeof minidle, "%d", w->cfg->claim_idle_ms / 4);
+	for (struct job *j = w->jobs; j; j = j->lnext) {
+		if (j->state == JOB_ABANDONED || now - j->claimed_at < every)
+			continue;
+		if (argc == 0) {
+			cap = 6 + 256 + 1;
+			argv = xcalloc((size_t)cap, sizeof *argv);
+			argv[argc++] = "XCLAIM";
+			argv[argc++] = w->k_jobs;
+			argv[argc++] = w->k_group;
+			argv[argc++] = w->cfg->worker_id;
+			argv[argc++] = minidle;
+		}
+		argv[argc++] = j->id;
+		j->claimed_at = now;
+		if (argc == cap - 1) {
+			argv[argc++] = "JUSTID";
+			rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, NULL);
+			free(argv);
+			argv = NULL;
+			argc = 0;
+		}
+	}
+	if (argc > 0) {
+		argv[argc++] = "JUSTID";
+		rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, NULL);
+		free(argv);
+	}
+}
+
+static void reclaim_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	if (w->state == W_STOPPING || !rq_connected(w->rq_cmd))
+		return;
+	refresh_claims(w);
+	if (w->state != W_RUNNING || w->reclaim_busy || !w->group_ready)
+		return;
+	int free_slots = w->cfg->concurrency - w->njobs;
+	if (free_slots <= 0)
+		return;
+	if (free_slots > CLAIM_BATCH_MAX)
+		free_slots = CLAIM_BATCH_MAX;
+	char idle[24], count[16];
+	snprintf(idle, sizeof idle, "%d", w->cfg->claim_idle_ms);
+	snprintf(count, sizeof count, "%d", free_slots);
+	const char *argv[] = { "XAUTOCLAIM", w->k_jobs, w->k_group, w->cfg->worker_id, idle, "0-0",
+	                       "COUNT", count };
+	w->reclaim_busy = true;
+	if (rq_cmdv(w->rq_cmd, 0, on_autoclaim, w, 8, argv, NULL) < 0)
+		w->reclaim_busy = false;
+}
+
+/* ---- gauges, readiness, promotion, reconciler timers ---------------------------------- */
+
+struct gauges_ctx {
+	struct worker *w;
+	int left;
+	long len, lag, pending, delayed, dead;
+};
+
+static void gauge_done(struct gauges_ctx *g)
+{
+	if (--g->left > 0)
+		return;
+	if (g->w->state != W_STOPPING)
+		metrics_queue(g->len, g->lag, g->pending, g->delayed, g->dead);
+	g->w->gauges_busy = false;
+	free(g);
+}
+
+static void on_gauge_int(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	long *slot = data;
+	(void)r;
+	if (!err && reply && reply->type == REDIS_REPLY_INTEGER)
+		*slot = (long)reply->integer;
+}
+
+/* The last of the four commands: finishes the context. */
+static void on_gauge_last(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct gauges_ctx *g = data;
+	on_gauge_int(r, reply, err, &g->dead);
+	g->left = 1;
+	gauge_done(g);
+}
+
+static void on_xinfo(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct gauges_ctx *g = data;
+	(void)r;
+	if (err || !reply || reply->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i < reply->elements; i++) {
+		redisReply *grp = reply->element[i];
+		bool ours = false;
+		long lag = -1, pending = -1;
+		if (grp->type != REDIS_REPLY_ARRAY)
+			continue;
+		for (size_t k = 0; k + 1 < grp->elements; k += 2) {
+			redisReply *key = grp->element[k], *v = grp->element[k + 1];
+			if (key->type != REDIS_REPLY_STRING && key->type != REDIS_REPLY_STATUS)
+				continue;
+			if (!strcmp(key->str, "name") && v->type == REDIS_REPLY_STRING)
+				ours = !strcmp(v->str, g->w->k_group);
+			else if (!strcmp(key->str, "lag") && v->type == REDIS_REPLY_INTEGER)
+				lag = (long)v->integer;
+			else if (!strcmp(key->str, "pending") && v->type == REDIS_REPLY_INTEGER)
+				pending = (long)v->integer;
+		}
+		if (ours) {
+			g->lag = lag;
+			g->pending = pending;
+		}
+	}
+}
+
+static void check_migrations(struct worker *w);
+
+static void gauges_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	if (w->state == W_STOPPING)
+		return;
+	metrics_inflight(w->njobs);
+	if (w->sp)
+		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
+	if (!w->migcheck_busy && (!w->migrations_ok ||
+	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))
+		check_migrations(w);
+	if (w->gauges_busy || !rq_connected(w->rq_cmd))
+		return;
+	struct gauges_ctx *g = xcalloc(1, sizeof *g);
+	g->w = w;
+	g->len = g->lag = g->pending = g->delayed = g->dead = -1;
+	g->left = 1;
+	w->gauges_busy = true;
+	/* Commands on one connection complete in order: the last one closes. */
+	rq_cmdf(w->rq_cmd, 0, on_gauge_int, &g->len, "XLEN %s", w->k_jobs);
+	rq_cmdf(w->rq_cmd, 0, on_xinfo, g, "XINFO GROUPS %s", w->k_jobs);
+	rq_cmdf(w->rq_cmd, 0, on_gauge_int, &g->delayed, "ZCARD %s", w->k_delayed);
+	if (rq_cmdf(w->rq_cmd, 0, on_gauge_last, g, "XLEN %s", w->k_dead) < 0) {
+		w->gauges_busy = false;
+		free(g);
+	}
+}
+
+static void on_migcheck(const struct pgc_result *r, void *data)
+{
+	struct worker *w = data;
+	w->migcheck_busy = false;
+	w->migcheck_at = uv_now(w->loop);
+	if (w->state == W_STOPPING)
+		return;
+	if (r->err) {
+		if (!r->transient) {
+			if (w->migrations_ok || w->db_version >= 0)
+				LOGW(NULL, NULL, "migrations table not readable: %s (run `arbiter migrate`)",
+				     r->err);
+			w->migrations_ok = false;
+			w->db_version = -1;
+		}
+		return;
+	}
+	int v = (int)get_i64(r->res[0], 0, 0);
+	bool ok = v >= migrate_latest();
+	if (!ok && (w->migrations_ok || w->db_version != v))
+		LOGW(NULL, NULL, "database schema at version %d, this worker needs %d: run `arbiter "
+		     "migrate`", v, migrate_latest());
+	w->db_version = v;
+	w->migrations_ok = ok;
+}
+
+static void check_migrations(struct worker *w)
+{
+	static const struct pgc_stmt st = {
+		"SELECT coalesce(max(version), 0) FROM arbiter_migrations", 0, NULL };
+	if (!pgc_pool_ready(w->pg))
+		return;
+	w->migcheck_busy = true;
+	if (pgc_run(w->pg, &st, 1, on_migcheck, w) < 0)
+		w->migcheck_busy = false;
+}
+
+static bool readiness(void *data, char *why, size_t n)
+{
+	struct worker *w = data;
+	if (w->state != W_RUNNING) {
+		snprintf(why, n, "draining");
+		return false;
+	}
+	if (!rq_connected(w->rq_cmd) || !rq_connected(w->rq_read)) {
+		snprintf(why, n, "redis not connected");
+		return false;
+	}
+	if (!pgc_pool_ready(w->pg)) {
+		snprintf(why, n, "postgresql not connected");
+		return false;
+	}
+	if (!w->migrations_ok) {
+		if (w->db_version >= 0)
+			snprintf(why, n, "database schema at version %d, need %d", w->db_version,
+			         migrate_latest());
+		else
+			snprintf(why, n, "migrations not applied");
+		return false;
+	}
+	return true;
+}
+
+static void promote_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	if (w->state == W_RUNNING && rq_connected(w->rq_cmd))
+		rl_promote_due(w->rl, w->rq_cmd);
+}
+
+static void reconcile_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	if (w->state != W_RUNNING || w->reconcile_busy || !rq_connected(w->rq_cmd) ||
+	    !pgc_pool_ready(w->pg))
+		return;
+	w->reconcile_busy = true;
+	reconcile_run(w);
+}
+
+/* ---- drain and shutdown -------------------------------------------------------------- */
+
+static void hard_stop_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	LOGE(NULL, NULL, "drain: %d job(s) still busy %d ms after the deadline; exiting (their "
+	     "entries stay pending and are reclaimed by other workers)", w->njobs, HARD_STOP_MS);
+	fflush(stderr);
+	_exit(0);
+}
+
+static void drain_deadline_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	int released = 0;
+
+	w->drain_expired = true;
+	for (struct job *j = w->jobs; j; j = j->lnext) {
+		switch (j->state) {
+		case JOB_LOAD_WAIT:
+			jobq_remove(&w->load_q, j);
+			job_release(w, j);
+			released++;
+			break;
+		case JOB_COMMIT_WAIT:
+			jobq_remove(&w->commit_q, j);
+			job_release(w, j);
+			released++;
+			break;
+		case JOB_BACKOFF:
+			if (j->retry_stage == STAGE_ACK)
+				break;
+			jobq_remove(&w->retry_q, j);
+			job_release(w, j);
+			released++;
+			break;
+		case JOB_LOADING:
+		case JOB_MARKING:
+		case JOB_RATELIMIT:
+		case JOB_EVALUATING: {
+			/* Its callback is still to come: release a copy now and free the
+			 * original when the callback arrives. */
+			struct job *c = job_new(j->id, (const char *const *)j->fields, j->flens, j->nf,
+			                        j->attempts);
+			job_adopt(w, c);
+			j->state = JOB_ABANDONED;
+			job_release(w, c);
+			released++;
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	arm_retry(w);
+	LOGW(NULL, NULL, "drain deadline (%d ms) reached: released %d job(s)", w->cfg->drain_ms,
+	     released);
+	uv_timer_start(&w->t_drain, hard_stop_cb, HARD_STOP_MS, 0);
+	maybe_finish_drain(w);
+}
+
+static void start_drain(struct worker *w)
+{
+	int released = 0;
+	if (w->state == W_STOPPING)
+		return;
+	if (w->state == W_DRAINING) {
+		if (!w->drain_expired) {
+			LOGW(NULL, NULL, "second signal: releasing everything now");
+			uv_timer_stop(&w->t_drain);
+			drain_deadline_cb(&w->t_drain);
+		}
+		return;
+	}
+	w->state = W_DRAINING;
+	uv_timer_stop(&w->t_read);
+	uv_timer_stop(&w->t_reconcile);
+	uv_timer_stop(&w->t_promote);
+	for (struct job *j = w->jobs; j; j = j->lnext) {
+		if (j->state == JOB_LOAD_WAIT) {
+			jobq_remove(&w->load_q, j);
+			job_release(w, j);
+			released++;
+		} else if (j->state == JOB_BACKOFF && j->retry_stage == STAGE_LOAD) {
+			jobq_remove(&w->retry_q, j);
+			job_release(w, j);
+			released++;
+		}
+	}
+	arm_retry(w);
+	LOGI(NULL, NULL, "draining: %d job(s) in flight, %d released, deadline %d ms", w->njobs,
+	     released, w->cfg->drain_ms);
+	uv_timer_start(&w->t_drain, drain_deadline_cb, (uint64_t)w->cfg->drain_ms, 0);
+	maybe_finish_drain(w);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct worker *w = s->data;
+	LOGI(NULL, NULL, "signal %d received", signum);
+	start_drain(w);
+}
+
+static void maybe_finish_drain(struct worker *w)
+{
+	if (w->state != W_DRAINING || w->njobs > 0 || w->reading)
+		return;
+	shutdown_all(w);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct worker *w = h->data;
+	w->open_handles--;
+}
+
+static void part_closed(void *data)
+{
+	struct worker *w = data;
+	w->closing_parts--;
+}
+
+static void rq_cmd_closed(void *data)
+{
+	struct worker *w = data;
+	rl_free(w->rl);
+	w->rl = NULL;
+	w->closing_parts--;
+}
+
+static void close_handle(struct worker *w, uv_handle_t *h)
+{
+	if (!uv_is_closing(h)) {
+		w->open_handles++;
+		uv_close(h, handle_closed);
+	}
+}
+
+static void shutdown_all(struct worker *w)
+{
+	if (w->state == W_STOPPING)
+		return;
+	w->state = W_STOPPING;
+	LOGI(NULL, NULL, "stopping");
+	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain };
+	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
+		uv_timer_stop(timers[i]);
+		close_handle(w, (uv_handle_t *)timers[i]);
+	}
+	uv_signal_stop(&w->sig_term);
+	uv_signal_stop(&w->sig_int);
+	close_handle(w, (uv_handle_t *)&w->sig_term);
+	close_handle(w, (uv_handle_t *)&w->sig_int);
+	w->closing_parts = 4;
+	http_close(w->http, part_closed, w);
+	w->http = NULL;
+	rq_close(w->rq_read, part_closed, w);
+	rq_close(w->rq_cmd, rq_cmd_closed, w);
+	pgc_pool_close(w->pg, part_closed, w);
+}
+
+/* ---- start --------------------------------------------------------------------------- */
+
+static char *key(const char *prefix, const char *suffix)
+{
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "%s%s", prefix, suffix);
+	return sb.buf;
+}
+
+static void init_timer(struct worker *w, uv_timer_t *t)
+{
+	uv_timer_init(w->loop, t);
+	t->data = w;
+}
+
+int worker_run(const struct config *cfg)
+{
+	struct worker *w = xcalloc(1, sizeof *w);
+	char err[512];
+	int rc = 1;
+
+	w->loop = uv_default_loop();
+	w->cfg = cfg;
+	w->state = W_RUNNING;
+	w->db_version = 0;
+	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
+	w->k_jobs = key(cfg->prefix, ":jobs");
+	w->k_group = key(cfg->prefix, "-workers");
+	w->k_dead = key(cfg->prefix, ":dead");
+	w->k_delayed = key(cfg->prefix, ":delayed");
+	w->k_lock = key(cfg->prefix, ":reconcile:lock");
+	w->max_loads = cfg->pg_pool_size / 4 > 0 ? cfg->pg_pool_size / 4 : 1;
+	w->max_commits = cfg->pg_pool_size / 2 > 0 ? cfg->pg_pool_size / 2 : 1;
+
+	char *rurl = log_redact_url(cfg->redis_url), *durl = log_redact_url(cfg->database_url);
+	LOGI(NULL, NULL, "starting: redis %s, database %s, prefix %s, concurrency %d, batch %d",
+	     rurl, durl, cfg->prefix, cfg->concurrency, cfg->batch_max);
+	free(rurl);
+	free(durl);
+
+	if (rl_new(cfg, &w->rl, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		goto out;
+	}
+	rl_set_loop(w->rl, w->loop);
+	if (sandbox_pool_new(w->loop, cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
+		w->sp = NULL;
+		LOGW(NULL, NULL, "sandbox unavailable (test-suite and custom-script jobs will fail): %s",
+		     w->sp_err);
+	}
+
+	struct rq_opts ro = { 0 };
+	ro.url = cfg->redis_url;
+	ro.on_connect = on_read_connect;
+	ro.on_disconnect = on_read_disconnect;
+	ro.data = w;
+	ro.name = "reader";
+	if (rq_new(w->loop, &ro, &w->rq_read) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
+		goto out;
+	}
+	ro.on_connect = on_cmd_connect;
+	ro.on_disconnect = on_cmd_disconnect;
+	ro.name = "commands";
+	if (rq_new(w->loop, &ro, &w->rq_cmd) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
+		goto out;
+	}
+	struct pgc_opts po = { 0 };
+	po.conninfo = cfg->database_url;
+	po.size = cfg->pg_pool_size;
+	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
+		goto out;
+	}
+	if (http_start(w->loop, cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "metrics listener: %s", err);
+		fprintf(stderr, "arbiter worker: ARBITER_METRICS_ADDR: %s\n", err);
+		goto out;
+	}
+
+	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain };
+	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
+		init_timer(w, timers[i]);
+	uint64_t reclaim_every = (uint64_t)(cfg->claim_idle_ms / 4 > 200 ? cfg->claim_idle_ms / 4 : 200);
+	uv_timer_start(&w->t_reclaim, reclaim_cb, reclaim_every, reclaim_every);
+	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)cfg->reconcile_ms,
+	               (uint64_t)cfg->reconcile_ms);
+	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
+	uv_timer_start(&w->t_gauges, gauges_cb, 200, GAUGES_MS);
+	uv_signal_init(w->loop, &w->sig_term);
+	uv_signal_init(w->loop, &w->sig_int);
+	w->sig_term.data = w->sig_int.data = w;
+	uv_signal_start(&w->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&w->sig_int, on_signal, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+
+	uv_run(w->loop, UV_RUN_DEFAULT);
+	LOGI(NULL, NULL, "stopped");
+	rc = 0;
+	goto cleanup;
+
+out:
+	/* Start-up failure: close what was opened, then let the loop finish. */
+	w->state = W_STOPPING;
+	if (w->http)
+		http_close(w->http, NULL, NULL);
+	if (w->rq_read)
+		rq_close(w->rq_read, NULL, NULL);
+	if (w->rq_cmd)
+		rq_close(w->rq_cmd, NULL, NULL);
+	if (w->pg)
+		pgc_pool_close(w->pg, NULL, NULL);
+	rl_free(w->rl);
+	uv_run(w->loop, UV_RUN_DEFAULT);
+	rc = 1;
+cleanup:
+	sandbox_pool_free(w->sp);
+	spec_cache_clear(w);
+	while (w->jobs)
+		job_done(w, w->jobs);
+	free(w->k_jobs);
+	free(w->k_group);
+	free(w->k_dead);
+	free(w->k_delayed);
+	free(w->k_lock);
+	uv_loop_close(w->loop);
+	free(w);
+	return rc;
+}
