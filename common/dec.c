@@ -49,6 +49,23 @@ int dec_num_from_double(double d, struct dec_num *out)
 		strip(out);
 		return 0;
 	}
+	/* Fast path: the first k with M = round(d·10^k) < 2^53 and M / 10^k == d (IEEE division
+	 * of two exact doubles is correctly rounded, so this is exactly "M·10^-k round-trips").
+	 * Fewer fractional digits means fewer significant digits, so the first k is shortest. */
+	double p10 = 1.0, ad = fabs(d);
+	for (int k = 1; k <= 22; k++) {
+		p10 *= 10.0;
+		double scaled = ad * p10;
+		if (scaled >= 9007199254740992.0)
+			break;
+		double mr = nearbyint(scaled);
+		if (mr / p10 == ad) {
+			out->m = d < 0 ? -(int64_t)mr : (int64_t)mr;
+			out->e = -k;
+			strip(out);
+			return 0;
+		}
+	}
 	/* %.*e gives "d.ddde±XX": digits and exponent without ambiguity. A decimal of at most
 	 * 15 significant digits (DBL_DIG) survives the trip through a double, so if 15 digits
 	 * round-trip, their zero-stripped form is the shortest; otherwise try 16, then 17. */

@@ -439,6 +439,10 @@ json_t *score_result_json(const struct score_result *r)
 
 static void add_dump(struct strbuf *sb, const json_t *v)
 {
+	if (json_is_array(v) && json_array_size(v) == 0) {
+		strbuf_add(sb, "[]", 2);
+		return;
+	}
 	char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
 	if (!t)
 		abort();
@@ -446,33 +450,59 @@ static void add_dump(struct strbuf *sb, const json_t *v)
 	free(t);
 }
 
+static void add_str(struct strbuf *sb, const char *s)
+{
+	strbuf_add(sb, s, strlen(s));
+}
+
+static void add_int(struct strbuf *sb, long long v)
+{
+	char b[24], *e = b + sizeof b, *p = e;
+	unsigned long long a = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	do {
+		*--p = (char)('0' + a % 10);
+		a /= 10;
+	} while (a);
+	if (v < 0)
+		*--p = '-';
+	strbuf_add(sb, p, (size_t)(e - p));
+}
+
 char *score_result_dumps(const struct score_result *r)
 {
 	struct strbuf sb = { 0 };
-	char a[40], b[40];
+	char a[40];
 	static const char *const reserved[] = { "score", "result", "score_breakdown",
 	                                        "submission_warnings", "constraint_violations",
 	                                        "verified" };
-	strbuf_addf(&sb, "{\"score\":%d,\"result\":\"%s\",\"score_breakdown\":{", r->score,
-	            score_outcome_name(r->result));
+	add_str(&sb, "{\"score\":");
+	add_int(&sb, r->score);
+	add_str(&sb, ",\"result\":\"");
+	add_str(&sb, score_outcome_name(r->result));
+	add_str(&sb, "\",\"score_breakdown\":{");
 	for (size_t i = 0; i < r->ndims; i++) {
-		dec_format(r->dims[i].weight, a, sizeof a);
-		dec_format(r->dims[i].weighted, b, sizeof b);
 		/* keys match ^[a-z][a-z0-9_]*$: no escaping needed */
-		strbuf_addf(&sb, "%s\"%s\":{\"score\":%d,\"weight\":%s,\"weighted\":%s}", i ? "," : "",
-		            r->dims[i].key, r->dims[i].score, a, b);
+		add_str(&sb, i ? ",\"" : "\"");
+		add_str(&sb, r->dims[i].key);
+		add_str(&sb, "\":{\"score\":");
+		add_int(&sb, r->dims[i].score);
+		add_str(&sb, ",\"weight\":");
+		strbuf_add(&sb, a, (size_t)dec_format(r->dims[i].weight, a, sizeof a));
+		add_str(&sb, ",\"weighted\":");
+		strbuf_add(&sb, a, (size_t)dec_format(r->dims[i].weighted, a, sizeof a));
+		add_str(&sb, "}");
 	}
-	strbuf_addf(&sb, "},\"submission_warnings\":");
+	add_str(&sb, "},\"submission_warnings\":");
 	if (r->warnings)
 		add_dump(&sb, r->warnings);
 	else
-		strbuf_add(&sb, "[]", 2);
-	strbuf_addf(&sb, ",\"constraint_violations\":");
+		add_str(&sb, "[]");
+	add_str(&sb, ",\"constraint_violations\":");
 	if (r->violations)
 		add_dump(&sb, r->violations);
 	else
-		strbuf_add(&sb, "[]", 2);
-	strbuf_addf(&sb, ",\"verified\":%s", r->verified ? "true" : "false");
+		add_str(&sb, "[]");
+	add_str(&sb, r->verified ? ",\"verified\":true" : ",\"verified\":false");
 	if (r->extra) {
 		const char *k;
 		json_t *v;

@@ -52,6 +52,7 @@ struct sandbox_pool {
 	struct sandbox *sb;
 	struct lang *langs;
 	size_t nlangs;
+	int active;                /* evaluations not yet freed */
 };
 
 enum ev_state { EV_COMPILE, EV_CASES, EV_SCRIPT, EV_DONE };
@@ -344,6 +345,18 @@ int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_p
 		return -1;
 	}
 	struct sandbox_opts o = { .slots = slots };
+	const char *ub = getenv("ARBITER_SANDBOX_UID_BASE");
+	if (ub && *ub) {
+		char *end;
+		unsigned long v = strtoul(ub, &end, 10);
+		if (*end || v < 1000 || v > 4000000000ul) {
+			snprintf(err, errlen, "ARBITER_SANDBOX_UID_BASE must be 1000..4000000000");
+			langs_free(sp->langs, sp->nlangs);
+			free(sp);
+			return -1;
+		}
+		o.uid_base = (uint32_t)v;
+	}
 	if (sandbox_new(loop, &o, &sp->sb, err, errlen) < 0) {
 		langs_free(sp->langs, sp->nlangs);
 		free(sp);
@@ -358,6 +371,12 @@ void sandbox_pool_free(struct sandbox_pool *sp)
 {
 	if (!sp)
 		return;
+	if (sp->active || sandbox_busy(sp->sb) || sandbox_queued(sp->sb)) {
+		LOGE(NULL, NULL, "sandbox_pool_free with %d evaluations in progress: not freeing",
+		     sp->active);
+		sandbox_free(sp->sb);   /* kills the runs, keeps the memory they use */
+		return;
+	}
 	sandbox_free(sp->sb);
 	langs_free(sp->langs, sp->nlangs);
 	free(sp);
@@ -486,7 +505,9 @@ static void ev_free(struct ev *e)
 
 static void on_ev_close(uv_handle_t *h)
 {
-	ev_free(h->data);
+	struct ev *e = h->data;
+	e->sp->active--;
+	ev_free(e);
 }
 
 static void ev_fail(struct ev *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1099,6 +1120,7 @@ int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *a
 	    kind == SPEC_CUSTOM_SCRIPT ? !json_is_object(sc) : true)
 		return -1;
 	struct ev *e = xcalloc(1, sizeof *e);
+	sp->active++;
 	e->sp = sp;
 	e->spec = s;
 	e->cb = cb;

@@ -128,6 +128,7 @@ enum sb_cg_mode { CG_NONE, CG_V1, CG_V2 };
 struct sb_slot {
 	int index;
 	bool busy;
+	struct sb_run *run;             /* the run using the slot, when busy */
 	uid_t uid;
 	struct sb_status *st;
 	/* v1: memory and pids hierarchies; v2: one directory */
@@ -1854,6 +1855,7 @@ static void run_finish(struct sb_run *r)
 
 	/* Free the slot before the callback, so a run it queues can take it. */
 	s->busy = false;
+	s->run = NULL;
 	sb->busy--;
 	if (log_enabled(LOG_DEBUG))
 		LOGD(r->req.log_sub, NULL, "sandbox: %s end=%d exit=%d sig=%d cpu=%llums wall=%llums "
@@ -1896,6 +1898,7 @@ static void queue_pump(struct sandbox *sb)
 				break;
 			}
 		slot->busy = true;
+		slot->run = r;
 		sb->busy++;
 		r->slot = slot;
 		run_start(r);
@@ -2126,6 +2129,16 @@ void sandbox_free(struct sandbox *sb)
 {
 	if (!sb)
 		return;
+	if (sb->busy || sb->queued) {
+		/* Misuse: runs still reference sb. Kill what runs and leak rather than free
+		 * memory that their handles will still touch. */
+		LOGE(NULL, NULL, "sandbox_free with %d runs in progress and %d queued: killing them, "
+		     "not freeing", sb->busy, sb->queued);
+		for (int i = 0; i < sb->nslots; i++)
+			if (sb->slots[i].busy && sb->slots[i].run)
+				run_hardkill(sb->slots[i].run);
+		return;
+	}
 	cg_teardown(sb);
 	if (sb->netns_fd >= 0)
 		close(sb->netns_fd);

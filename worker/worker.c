@@ -256,6 +256,8 @@ static void job_done(struct worker *w, struct job *j)
 	if (j->lnext)
 		j->lnext->lprev = j->lprev;
 	w->njobs--;
+	if (j->state == JOB_ABANDONED)
+		w->nabandoned--;
 	metrics_inflight(w->njobs);
 	spec_unref(j->spec);
 	j->spec = NULL;
@@ -1297,11 +1299,21 @@ static void create_group(struct worker *w)
 		w->group_creating = false;
 }
 
-static void on_read_connect(struct rq *r, void *data)
+static void on_client_id(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct worker *w = data;
 	(void)r;
+	if (!err && reply && reply->type == REDIS_REPLY_INTEGER)
+		w->read_client_id = reply->integer;
+}
+
+static void on_read_connect(struct rq *r, void *data)
+{
+	struct worker *w = data;
+	static const char *argv[] = { "CLIENT", "ID" };
 	LOGI(NULL, NULL, "redis (reader) connected");
+	w->read_client_id = 0;
+	rq_cmdv(r, 0, on_client_id, w, 2, argv, NULL);
 	w->group_ready = false;
 	create_group(w);
 }
@@ -1658,6 +1670,7 @@ static void drain_deadline_cb(uv_timer_t *t)
 			                        j->attempts);
 			job_adopt(w, c);
 			j->state = JOB_ABANDONED;
+			w->nabandoned++;
 			job_release(w, c);
 			released++;
 			break;
@@ -1687,6 +1700,13 @@ static void start_drain(struct worker *w)
 		return;
 	}
 	w->state = W_DRAINING;
+	if (w->reading && w->read_client_id > 0) {
+		/* End the blocked XREADGROUP now instead of waiting up to 1 s. */
+		char id[24];
+		snprintf(id, sizeof id, "%lld", w->read_client_id);
+		const char *argv[] = { "CLIENT", "UNBLOCK", id };
+		rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, argv, NULL);
+	}
 	uv_timer_stop(&w->t_read);
 	uv_timer_stop(&w->t_reconcile);
 	uv_timer_stop(&w->t_promote);
@@ -1715,9 +1735,14 @@ static void on_signal(uv_signal_t *s, int signum)
 	start_drain(w);
 }
 
+/* Stops once every job is done. Jobs abandoned at the deadline are not
+ * waited for: closing the clients fails their pending callbacks, which free
+ * them. The blocked XREADGROUP is unblocked at the start of the drain and
+ * waited for (its entries are released), unless the deadline passed. */
 static void maybe_finish_drain(struct worker *w)
 {
-	if (w->state != W_DRAINING || w->njobs > 0 || w->reading)
+	if (w->state != W_DRAINING || w->njobs - w->nabandoned > 0 ||
+	    (w->reading && !w->drain_expired))
 		return;
 	shutdown_all(w);
 }

@@ -84,6 +84,8 @@ struct worker {
 
 	struct job *jobs;            /* every live job (doubly linked) */
 	int njobs;
+	int nabandoned;              /* of which released at the drain deadline, awaiting a callback */
+	long long read_client_id;    /* CLIENT ID of the reader connection (to unblock it), 0 = unknown */
 	struct jobq load_q, commit_q, ack_q, retry_q;
 	int loads_inflight, commits_inflight, acks_inflight;
 	int max_loads, max_commits;

@@ -96,6 +96,8 @@ class Worker:
             "ARBITER_RATE_LIMIT": "0",
             "ARBITER_LOG_LEVEL": "info",
         })
+        # Under -Db_sanitize=undefined a finding must fail the test, not just print.
+        e.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
         e.update(env or {})
         self.env = e
         self.log = open(self.log_path, "wb")
@@ -148,7 +150,7 @@ class Arena:
 
     def q(self, sql, *args):
         with self.db.cursor() as cur:
-            cur.execute(sql, args)
+            cur.execute(sql, args if args else None)
             return cur.fetchall() if cur.description else None
 
     def q1(self, sql, *args):

@@ -1,5 +1,6 @@
 /* Tries to reach a TCP port on 127.0.0.1 (port on stdin) and the wider network.
  * Prints "CONNECTED" on success, "blocked" otherwise. */
+#define _GNU_SOURCE   /* POSIX calls under -std=c11 */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>

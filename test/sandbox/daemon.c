@@ -1,5 +1,6 @@
 /* Double-forks a daemon that is meant to outlive the run, then exits at once.
  * The daemon would print "ALIVE" much later. */
+#define _GNU_SOURCE   /* POSIX calls under -std=c11 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>

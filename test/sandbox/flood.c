@@ -1,4 +1,5 @@
 /* Writes to stdout without end: output_limit_exceeded. */
+#define _GNU_SOURCE   /* POSIX calls under -std=c11 */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

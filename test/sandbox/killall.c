@@ -1,4 +1,5 @@
 /* Kills every process it can see, then tries to reach beyond its namespace. */
+#define _GNU_SOURCE   /* POSIX calls under -std=c11 */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
