@@ -49,7 +49,10 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 void score_result_clear(struct score_result *r);
 /* The result JSON of CONTRACT §3 (new reference): score, result, score_breakdown (dimensions
  * in spec order, each {"score","weight","weighted"}), submission_warnings,
- * constraint_violations, verified, then the ext extra keys. */
+ * constraint_violations, verified, then the ext extra keys. Fractional weights are JSON
+ * reals: dump them with JSON_REAL_PRECISION(15) (or use score_result_dumps), never the default
+ * 17 digits (0.15 would print as 0.14999999999999999). For exact text of one value use
+ * dec_format(dims[i].weight / .weighted). */
 json_t *score_result_json(const struct score_result *r);
 /* The same as compact text with exact decimals (weights never print binary noise); caller
  * frees. Use it whenever result JSON is printed or stored. */

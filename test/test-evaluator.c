@@ -392,7 +392,9 @@ static void test_hostile(void)
 
 	one(&o, "sh", "main.sh", "test/sandbox/sleep.sh", "", "woke\n", fast);
 	is_str(verdict_n(&o, 0), "time_limit_exceeded", "sleep: time_limit_exceeded");
-	ok(json_integer_value(json_object_get(test_n(&o, 0), "wall_ms")) >= 1500, "sleep: wall_ms");
+	ok(json_integer_value(json_object_get(test_n(&o, 0), "wall_ms")) >= 1500, "sleep: wall_ms %lld (cpu_ms %lld)",
+	   (long long)json_integer_value(json_object_get(test_n(&o, 0), "wall_ms")),
+	   (long long)json_integer_value(json_object_get(test_n(&o, 0), "cpu_ms")));
 	outcome_free(&o);
 	check_after("sleep");
 

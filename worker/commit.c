@@ -86,7 +86,11 @@ static const char SQL_REEVAL_INFO[] =
 	"WHERE e.agent_id = s.agent_id AND e.match_id = s.match_id AND e.reason = 'evaluation' "
 	"ORDER BY e.id LIMIT 1) h ON true";
 
-/* First evaluations: one statement for the whole batch. */
+/* First evaluations: one statement for the whole batch. The submissions were
+ * locked and found unfinished in phase 1, so the writes need no status
+ * condition; rows are found through the primary key ($3, the ids), never
+ * through the partial index of unfinished submissions (whose statistics lag
+ * behind a fresh backlog and would make the planner scan all of it). */
 static const char SQL_COMPLETE[] =
 	"WITH j AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(sub uuid, mat uuid, "
 	"agent uuid, job text, ev text, sc int, rs text, vf bool, res jsonb, log jsonb, "
@@ -94,14 +98,14 @@ static const char SQL_COMPLETE[] =
 	"bonus numeric, ord int)), "
 	"s AS (UPDATE submissions t SET status = 'completed', "
 	"attempts = GREATEST(t.attempts, j.att) FROM j "
-	"WHERE t.id = j.sub AND t.status IN ('queued', 'evaluating') RETURNING t.id), "
+	"WHERE t.id = ANY($3::uuid[]) AND t.id = j.sub RETURNING t.id), "
 	"r AS (INSERT INTO evaluation_results (submission_id, eval_seq, job_id, evaluator, score, "
 	"result, score_breakdown, submission_warnings, constraint_violations, verified, "
 	"evaluation_log, worker_id, started_at, completed_at, elo_before, elo_change, k_factor) "
 	"SELECT j.sub, 1, j.job, j.ev, j.sc, j.rs, COALESCE(j.res->'score_breakdown', '{}'), "
 	"COALESCE(j.res->'submission_warnings', '[]'), "
 	"COALESCE(j.res->'constraint_violations', '[]'), j.vf, j.log, $2, "
-	"to_timestamp(j.st / 1000.0), to_timestamp(j.ct / 1000.0), j.eb, j.ec, j.k "
+	"to_timestamp(j.st / 1000.0), clock_timestamp(), j.eb, j.ec, j.k "
 	"FROM j JOIN s ON s.id = j.sub ORDER BY j.ord RETURNING id, submission_id), "
 	"d AS (INSERT INTO evaluation_dimensions (result_id, key, score, weight, weighted, detail) "
 	"SELECT r.id, x.key, x.score, x.weight, x.weighted, x.detail FROM r "
@@ -109,7 +113,7 @@ static const char SQL_COMPLETE[] =
 	"weight numeric, weighted numeric, detail jsonb)), "
 	"m AS (UPDATE matches t SET status = 'completed', result = j.rs, score = j.sc, "
 	"verified = j.vf, elo_before = j.eb, elo_after = j.ea, elo_change = j.ec, "
-	"completed_at = to_timestamp(j.ct / 1000.0) FROM j JOIN s ON s.id = j.sub "
+	"completed_at = clock_timestamp() FROM j JOIN s ON s.id = j.sub "
 	"WHERE t.id = j.mat), "
 	"h AS (INSERT INTO elo_history (agent_id, match_id, result_id, elo_before, elo_after, "
 	"elo_change, opponent_elo, k_factor, bonus, reason) "
@@ -129,7 +133,7 @@ static const char SQL_REEVAL[] =
 	"SELECT j.sub, j.seq, j.job, j.ev, j.sc, j.rs, COALESCE(j.res->'score_breakdown', '{}'), "
 	"COALESCE(j.res->'submission_warnings', '[]'), "
 	"COALESCE(j.res->'constraint_violations', '[]'), j.vf, j.log, $2, "
-	"to_timestamp(j.st / 1000.0), to_timestamp(j.ct / 1000.0), j.eb, j.ec, j.k "
+	"to_timestamp(j.st / 1000.0), clock_timestamp(), j.eb, j.ec, j.k "
 	"FROM j ORDER BY j.ord ON CONFLICT (submission_id, job_id) DO NOTHING "
 	"RETURNING id, submission_id, job_id), "
 	"d AS (INSERT INTO evaluation_dimensions (result_id, key, score, weight, weighted, detail) "
@@ -158,13 +162,13 @@ static const char SQL_AGENTS[] =
 static const char SQL_REJECT[] =
 	"UPDATE submissions t SET status = 'rejected', reject_reason = x.reason, last_error = x.err "
 	"FROM jsonb_to_recordset($1::jsonb) AS x(sub uuid, reason text, err text) "
-	"WHERE t.id = x.sub AND t.status IN ('queued', 'evaluating')";
+	"WHERE t.id = ANY($2::uuid[]) AND t.id = x.sub";
 
 static const char SQL_FAIL[] =
 	"UPDATE submissions t SET status = 'failed', last_error = x.err, "
 	"attempts = GREATEST(t.attempts, x.att) "
 	"FROM jsonb_to_recordset($1::jsonb) AS x(sub uuid, err text, att int) "
-	"WHERE t.id = x.sub AND t.status IN ('queued', 'evaluating')";
+	"WHERE t.id = ANY($2::uuid[]) AND t.id = x.sub";
 
 static const char SQL_BEGIN[] = "BEGIN";
 static const char SQL_COMMIT[] = "COMMIT";
@@ -535,6 +539,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	struct { const char *sub; int seq; } *seqs = xcalloc((size_t)b->n + 1, sizeof *seqs);
 	int nseqs = 0;
 	struct strbuf complete = { 0 }, reeval = { 0 }, reject = { 0 }, fail = { 0 };
+	struct strbuf complete_ids = { 0 }, reject_ids = { 0 }, fail_ids = { 0 };
 	int ncomplete = 0, nreeval = 0, nreject = 0, nfail = 0;
 
 	for (int i = 0; i < b->n; i++) {
@@ -604,6 +609,8 @@ static void on_phase1(const struct pgc_result *r, void *data)
 			a->touched = true;
 			done_matches[ndone++] = j->row.match_id;
 
+			strbuf_add(&complete_ids, ncomplete ? "," : "{", 1);
+			strbuf_add(&complete_ids, j->sub, strlen(j->sub));
 			strbuf_add(&complete, ncomplete++ ? ",{" : "[{", 2);
 			add_eval_fields(&complete, w, j, i);
 			strbuf_add(&complete, ",\"mat\":", 7);
@@ -690,6 +697,8 @@ static void on_phase1(const struct pgc_result *r, void *data)
 			break;
 		}
 		case OP_REJECT:
+			strbuf_add(&reject_ids, nreject ? "," : "{", 1);
+			strbuf_add(&reject_ids, j->sub, strlen(j->sub));
 			strbuf_add(&reject, nreject++ ? ",{" : "[{", 2);
 			strbuf_add(&reject, "\"sub\":", 6);
 			job_json_str(&reject, j->sub);
@@ -705,6 +714,8 @@ static void on_phase1(const struct pgc_result *r, void *data)
 		case OP_FAIL:
 			if (j->kind != JOB_EVALUATE)
 				break;      /* a reevaluation leaves the submission as it is */
+			strbuf_add(&fail_ids, nfail ? "," : "{", 1);
+			strbuf_add(&fail_ids, j->sub, strlen(j->sub));
 			strbuf_add(&fail, nfail++ ? ",{" : "[{", 2);
 			strbuf_add(&fail, "\"sub\":", 6);
 			job_json_str(&fail, j->sub);
@@ -737,29 +748,35 @@ static void on_phase1(const struct pgc_result *r, void *data)
 		            j->res.verified ? "true" : "false", madj[i].eff,
 		            madj[i].elo_before + madj[i].eff);
 	}
-	if (ncomplete)
+	if (ncomplete) {
 		strbuf_add(&complete, "]", 1);
+		strbuf_add(&complete_ids, "}", 1);
+	}
 	if (nreeval)
 		strbuf_add(&reeval, "]", 1);
-	if (nreject)
+	if (nreject) {
 		strbuf_add(&reject, "]", 1);
-	if (nfail)
+		strbuf_add(&reject_ids, "}", 1);
+	}
+	if (nfail) {
 		strbuf_add(&fail, "]", 1);
+		strbuf_add(&fail_ids, "}", 1);
+	}
 	if (nagents)
 		strbuf_add(&agents, "]", 1);
 	if (nmatches)
 		strbuf_add(&matches, "]", 1);
 
 	struct pgc_stmt st[8];
-	const char *p_complete[] = { complete.buf, w->cfg->worker_id };
+	const char *p_complete[] = { complete.buf, w->cfg->worker_id, complete_ids.buf };
 	const char *p_reeval[] = { reeval.buf, w->cfg->worker_id };
 	const char *p_matches[] = { matches.buf };
 	const char *p_agents[] = { agents.buf };
-	const char *p_reject[] = { reject.buf };
-	const char *p_fail[] = { fail.buf };
+	const char *p_reject[] = { reject.buf, reject_ids.buf };
+	const char *p_fail[] = { fail.buf, fail_ids.buf };
 	int k = 0;
 	if (ncomplete)
-		st[k++] = (struct pgc_stmt){ SQL_COMPLETE, 2, p_complete };
+		st[k++] = (struct pgc_stmt){ SQL_COMPLETE, 3, p_complete };
 	if (nreeval)
 		st[k++] = (struct pgc_stmt){ SQL_REEVAL, 2, p_reeval };
 	if (nmatches)
@@ -767,14 +784,17 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	if (nagents)
 		st[k++] = (struct pgc_stmt){ SQL_AGENTS, 1, p_agents };
 	if (nreject)
-		st[k++] = (struct pgc_stmt){ SQL_REJECT, 1, p_reject };
+		st[k++] = (struct pgc_stmt){ SQL_REJECT, 2, p_reject };
 	if (nfail)
-		st[k++] = (struct pgc_stmt){ SQL_FAIL, 1, p_fail };
+		st[k++] = (struct pgc_stmt){ SQL_FAIL, 2, p_fail };
 	st[k++] = (struct pgc_stmt){ SQL_COMMIT, 0, NULL };
 
 	int rc = pgc_send(b->conn, st, k, on_phase2, b);
 
 	strbuf_free(&complete);
+	strbuf_free(&complete_ids);
+	strbuf_free(&reject_ids);
+	strbuf_free(&fail_ids);
 	strbuf_free(&reeval);
 	strbuf_free(&reject);
 	strbuf_free(&fail);

@@ -374,7 +374,8 @@ void sandbox_pool_free(struct sandbox_pool *sp)
 	if (sp->active || sandbox_busy(sp->sb) || sandbox_queued(sp->sb)) {
 		LOGE(NULL, NULL, "sandbox_pool_free with %d evaluations in progress: not freeing",
 		     sp->active);
-		sandbox_free(sp->sb);   /* kills the runs, keeps the memory they use */
+		if (sandbox_busy(sp->sb) || sandbox_queued(sp->sb))
+			sandbox_free(sp->sb);   /* kills the runs, keeps the memory they use */
 		return;
 	}
 	sandbox_free(sp->sb);
