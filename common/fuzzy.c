@@ -523,7 +523,8 @@ size_t fuzzy_levenshtein_portable(const int32_t *a, size_t na, const int32_t *b,
 int fuzzy_score(const char *a, size_t alen, const char *b, size_t blen, int *score)
 {
 	int32_t *ca, *cb;
-	size_t na, nb, d, mx;
+	size_t na, nb, d, mx, pre = 0, suf = 0;
+	int rc = 0;
 
 	if (fuzzy_normalize(a, alen, &ca, &na) < 0)
 		return -1;
@@ -534,12 +535,23 @@ int fuzzy_score(const char *a, size_t alen, const char *b, size_t blen, int *sco
 	mx = na > nb ? na : nb;
 	if (mx == 0) {
 		*score = 1000;
-	} else {
-		d = fuzzy_levenshtein(ca, na, cb, nb);
-		/* floor(1000 (mx - d) / mx + 1/2), exactly. */
-		*score = (int)((2000 * (uint64_t)(mx - d) + mx) / (2 * (uint64_t)mx));
+		goto out;
 	}
+	/* A common prefix and suffix never change the distance: strip them, so
+	 * near-identical long texts cost only their differing middle. */
+	while (pre < na && pre < nb && ca[pre] == cb[pre])
+		pre++;
+	while (suf < na - pre && suf < nb - pre && ca[na - 1 - suf] == cb[nb - 1 - suf])
+		suf++;
+	if ((uint64_t)(na - pre - suf) * (uint64_t)(nb - pre - suf) > FUZZY_MAX_CELLS) {
+		rc = -2;
+		goto out;
+	}
+	d = fuzzy_levenshtein(ca + pre, na - pre - suf, cb + pre, nb - pre - suf);
+	/* floor(1000 (mx - d) / mx + 1/2), exactly. */
+	*score = (int)((2000 * (uint64_t)(mx - d) + mx) / (2 * (uint64_t)mx));
+out:
 	free(ca);
 	free(cb);
-	return 0;
+	return rc;
 }

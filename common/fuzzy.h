@@ -21,8 +21,14 @@ size_t fuzzy_levenshtein(const int32_t *a, size_t na, const int32_t *b, size_t n
 /* The same distance computed without SIMD (fuzzy_levenshtein uses AVX2 when the CPU has it);
  * for tests and benchmarks. */
 size_t fuzzy_levenshtein_portable(const int32_t *a, size_t na, const int32_t *b, size_t nb);
-/* 1000 × (1 − lev/max(len)), rounded half up exactly; both empty → 1000. -1 on invalid UTF-8.
- * Returns 0 with *score in 0..1000, or -1 (then *score is untouched). */
+/* Upper bound on the distance matrix (code points of one text × the other, after stripping
+ * the common prefix and suffix) that fuzzy_score will compute: 10^10 cells, the issue's
+ * 100,000 × 100,000 case (≈0.25 s here). Beyond it the comparison would stall a worker. */
+#define FUZZY_MAX_CELLS 10000000000ULL
+
+/* 1000 × (1 − lev/max(len)), rounded half up exactly; both empty → 1000.
+ * Returns 0 with *score in 0..1000; -1 on invalid UTF-8; -2 when the texts differ over more
+ * than FUZZY_MAX_CELLS (then *score is untouched). */
 int fuzzy_score(const char *a, size_t alen, const char *b, size_t blen, int *score);
 
 #endif

@@ -381,8 +381,14 @@ int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *er
 		return PRIM_BAD;
 	}
 	int score;
-	if (fuzzy_score(json_string_value(got), json_string_length(got), json_string_value(want),
-	                json_string_length(want), &score) < 0) {
+	int rc = fuzzy_score(json_string_value(got), json_string_length(got),
+	                     json_string_value(want), json_string_length(want), &score);
+	if (rc == -2) {
+		set_err(err, 0, "%s", "texts too long to compare: their differing parts exceed "
+		        "10^10 code-point pairs (FUZZY_MAX_CELLS)");
+		return PRIM_BAD;
+	}
+	if (rc < 0) {
 		set_err(err, 0, "%s", "text is not valid UTF-8");
 		return PRIM_BAD;
 	}

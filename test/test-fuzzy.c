@@ -276,5 +276,25 @@ int main(void)
 
 	cross_check();
 	long_check();
+	/* Long texts: a shared prefix/suffix is free; a huge differing core is refused (-2)
+	 * instead of stalling the caller. */
+	{
+		size_t n = 1 << 20;
+		char *a = malloc(n + 1), *b = malloc(n + 1);
+		for (size_t i = 0; i < n; i++)
+			a[i] = b[i] = (char)('a' + (rng() % 26));
+		a[n] = b[n] = '\0';
+		b[n / 2] = b[n / 2] == 'z' ? 'y' : 'z';
+		int sc = -1;
+		is_int(fuzzy_score(a, n, b, n, &sc), 0, "1 MiB texts differing in one letter compare");
+		is_int(sc, 1000, "one substitution in 2^20 code points rounds to 1000");
+		for (size_t i = 0; i < n; i++)
+			b[i] = (char)('a' + (rng() % 26));
+		sc = -1;
+		is_int(fuzzy_score(a, n, b, n, &sc), -2, "two unrelated 1 MiB texts exceed the budget");
+		is_int(sc, -1, "score untouched when over budget");
+		free(a);
+		free(b);
+	}
 	return tap_done();
 }

@@ -1751,6 +1751,7 @@ static void run_start(struct sb_run *r)
 	r->pidfd_polling = r->out_polling = r->err_polling = true;
 	if (!r->killed) {
 		r->tmode = TM_WALL;
+		uv_update_time(sb->loop);   /* the limit counts from now, not from the loop's tick */
 		uv_timer_start(&r->timer, on_timer, r->req.lim.wall_ms ? r->req.lim.wall_ms : 1, 0);
 	}
 	return;
