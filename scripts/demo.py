@@ -220,8 +220,8 @@ def show(db, jobs):
                     "JOIN evaluation_results r ON r.id = d.result_id WHERE r.submission_id = %s "
                     "ORDER BY d.key", (sid,))
         for key, dscore, weight, weighted in cur.fetchall():
-            print("   %-14s %4d x %-8s = %s" % (key, dscore, weight.normalize(),
-                                                 weighted.normalize()))
+            print("   %-14s %4d x %-8s = %s" % (key, dscore, "{:f}".format(weight.normalize()),
+                                                 "{:f}".format(weighted.normalize())))
         print("   score %d -> %s (%s, verified=%s); Elo %s -> %s (%+d)" %
               (score, result, evaluator, verified, before, after, change or 0))
 
