@@ -144,6 +144,8 @@ static void test_identity(void)
 	ok(strstr(g.out, "\n4\n/work\n") != NULL, "exactly 4 environment entries (incl. PWD), cwd /work");
 	ok(strstr(g.out, "CapEff:\t0000000000000000") != NULL, "no capabilities");
 	ok(strstr(g.out, "NoNewPrivs:\t1") != NULL, "no_new_privs");
+	if (strstr(sandbox_describe(sb), "uts"))
+		ok(strstr(g.out, "\nsandbox\n") != NULL, "own host name");
 	if (strstr(sandbox_describe(sb), "seccomp filter") && !strstr(sandbox_describe(sb), "NO seccomp"))
 		ok(strstr(g.out, "Seccomp:\t2") != NULL, "seccomp filter mode");
 	is_int(strays(), 0, "identity: no stray process");
@@ -263,8 +265,11 @@ static void test_limits(void)
 	lim = small;
 	lim.memory_bytes = 48u << 20;
 	sh(&g, "python3 -c 'a = bytearray(200 << 20); print(len(a))'", NULL, lim);
-	ok(g.r.memory_exceeded, "memory: limit detected (end %d exit %d sig %d)", (int)g.r.end,
-	   g.r.exit_code, g.r.signal);
+	if (strstr(sandbox_describe(sb), "memory"))
+		ok(g.r.memory_exceeded, "memory: limit detected (end %d exit %d sig %d)", (int)g.r.end,
+		   g.r.exit_code, g.r.signal);
+	else
+		ok(1, "# SKIP no memory cgroup: a failed allocation is not always visible");
 	got_free(&g);
 
 	lim = small;

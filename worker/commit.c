@@ -887,6 +887,11 @@ static void on_conn(struct pgc_conn *c, void *data)
 	phase1(b);
 }
 
+static void commit_timer_cb(uv_timer_t *t)
+{
+	commit_flush(t->data);
+}
+
 void commit_flush(struct worker *w)
 {
 	while (w->commits_inflight < w->max_commits && w->commit_q.n > 0 &&
@@ -898,6 +903,16 @@ void commit_flush(struct worker *w)
 		} else {
 			for (; x && !x->solo && n < max; x = x->qnext)
 				n++;
+		}
+		/* ARBITER_COMMIT_DELAY_MS: while another commit runs, let a small batch
+		 * fill up a little (fewer, larger transactions). */
+		uint64_t age = uv_now(w->loop) - w->commit_q.head->commit_queued_at;
+		if (n < max && w->commits_inflight > 0 && w->cfg->commit_delay_ms > 0 &&
+		    age < (uint64_t)w->cfg->commit_delay_ms && w->state == W_RUNNING) {
+			if (!uv_is_active((uv_handle_t *)&w->t_commit))
+				uv_timer_start(&w->t_commit, commit_timer_cb,
+				               (uint64_t)w->cfg->commit_delay_ms - age, 0);
+			return;
 		}
 		struct cbatch *b = xcalloc(1, sizeof *b + (size_t)n * sizeof b->jobs[0]);
 		b->w = w;

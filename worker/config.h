@@ -29,7 +29,7 @@ struct config {
 	size_t max_string_bytes;                      /* default 1 MiB */
 	/* Additions (beyond the design table). */
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
-	int commit_delay_ms;                          /* max wait to fill a commit batch, default 2 */
+	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

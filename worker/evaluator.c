@@ -44,6 +44,7 @@ struct lang {
 	char *artifact;          /* with compile */
 	char **run;              /* NULL-terminated */
 	int extra_processes;     /* tasks the runtime itself needs (threads) */
+	uint64_t stack_bytes;    /* RLIMIT_STACK for its runs; 0: the sandbox default */
 	struct sandbox_limits compile_lim;
 };
 
@@ -252,6 +253,13 @@ static int langs_parse(const char *text, size_t len, struct lang **out, size_t *
 			goto fail;
 		}
 		l->extra_processes = x ? (int)json_integer_value(x) : 0;
+		const json_t *st = json_object_get(v, "stack_mb");
+		if (st && (!json_is_integer(st) || json_integer_value(st) < 1 ||
+		           json_integer_value(st) > 4096)) {
+			snprintf(err, errlen, "language '%.64s': \"stack_mb\" must be 1..4096", name);
+			goto fail;
+		}
+		l->stack_bytes = st ? (uint64_t)json_integer_value(st) << 20 : 0;
 		l->compile_lim = (struct sandbox_limits){
 			.cpu_ms = 10000, .wall_ms = 20000, .memory_bytes = 512u << 20, .processes = 32,
 			.output_bytes = 64u << 10, .file_bytes = 64u << 20, .open_files = 256,
@@ -1034,6 +1042,7 @@ static int setup_suite(struct ev *e, const json_t *ts, const json_t *answer)
 		}
 		e->has_compile = e->lang->compile != NULL;
 		e->lim.processes += (uint32_t)e->lang->extra_processes;
+		e->lim.stack_bytes = e->lang->stack_bytes;
 		take_files(e, answer, &why);
 	}
 	if (why.len) {
@@ -1083,7 +1092,7 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 	e->lim = (struct sandbox_limits){
 		.cpu_ms = (uint32_t)timeout, .wall_ms = (uint32_t)timeout, .memory_bytes = 512u << 20,
 		.processes = 32 + (uint32_t)e->lang->extra_processes, .output_bytes = 1u << 20,
-		.file_bytes = 64u << 20, .open_files = 128,
+		.file_bytes = 64u << 20, .open_files = 128, .stack_bytes = e->lang->stack_bytes,
 	};
 	json_t *doc = json_object();
 	json_object_set_new(doc, "submission", answer ? json_deep_copy(answer) : json_object());

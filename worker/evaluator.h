@@ -12,11 +12,7 @@
 #include <stddef.h>
 #include <uv.h>
 
-#if __has_include("config.h")
 #include "config.h"
-#else
-struct config;
-#endif
 
 struct spec;        /* common/spec.h */
 struct score_ext;   /* common/score.h */

@@ -71,6 +71,7 @@ struct job_row {
 	bool has_rating;
 	int rating;
 	int time_limit_secs;
+	size_t input_bytes;                /* answer + metadata text length */
 };
 
 struct spec_entry;     /* worker.c's spec cache entry (refcounted) */
@@ -100,6 +101,7 @@ struct job {
 	uint64_t read_at;                  /* loop time (ms) when read */
 	uint64_t claimed_at;               /* loop time of the last claim (read/XCLAIM) */
 	uint64_t retry_at;                 /* loop time of the next retry (JOB_BACKOFF) */
+	uint64_t commit_queued_at;         /* loop time it entered w->commit_q */
 	enum job_stage retry_stage;
 	bool solo;                         /* commit alone (its batch failed) */
 	bool rl_done;                      /* rate limit already passed */

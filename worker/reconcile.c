@@ -6,7 +6,8 @@
  * API server that died between INSERT and XADD) and XADDs them again.
  *
  * 1. PostgreSQL: unfinished submissions older than the grace period
- *    (max(ARBITER_RECONCILE_MS, 1 s)), oldest first, at most 5000 a run.
+ *    (max(ARBITER_RECONCILE_MS, 1 s)), oldest first, in pages of 5000 (at
+ *    most 20 pages a run).
  * 2. Redis, atomically (one Lua script): which of them appear neither in the
  *    stream (backlog + pending: entries are XDELed when done) nor in the
  *    delayed set of the rate limiter. Only those ids come back.
@@ -16,6 +17,7 @@
  * A normal backlog is therefore never duplicated: whatever sits in the
  * stream or in the delayed set is left alone.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,8 @@
 #include "rq.h"
 #include "worker.h"
 
-#define RECONCILE_LIMIT 5000
+#define RECONCILE_PAGE 5000      /* candidates per query (the LIMIT above) */
+#define RECONCILE_PAGES 20        /* pages per run: at most 100,000 submissions */
 
 /* KEYS[1] stream, KEYS[2] delayed set; ARGV candidate ids (lower case).
  * Returns the ids found in neither. */
@@ -57,10 +60,13 @@ static const char LUA_MISSING[] =
 	"end\n"
 	"return out\n";
 
+/* One page of candidates, oldest first; $2/$3 continue after the previous page. */
 static const char SQL_CANDIDATES[] =
-	"SELECT id::text FROM submissions WHERE status IN ('queued', 'evaluating') "
+	"SELECT id::text, submitted_at::text FROM submissions "
+	"WHERE status IN ('queued', 'evaluating') "
 	"AND submitted_at < now() - make_interval(secs => $1::float8 / 1000.0) "
-	"ORDER BY submitted_at LIMIT 5000";
+	"AND ($2::timestamptz IS NULL OR (submitted_at, id) > ($2::timestamptz, $3::uuid)) "
+	"ORDER BY submitted_at, id LIMIT 5000";
 
 static const char SQL_RECHECK[] =
 	"SELECT id::text FROM submissions WHERE id = ANY($1::uuid[]) "
@@ -70,10 +76,21 @@ struct rctx {
 	struct worker *w;
 	int n;
 	char **ids;
+	int page;                  /* pages done in this run */
+	bool full;                 /* the last page was full: there may be more */
+	char after_ts[64], after_id[37];
+	long total;
 };
+
+static void next_page(struct rctx *c);
 
 static void done(struct rctx *c)
 {
+	if (c->total > 0) {
+		metrics_reconciled(c->total);
+		LOGW(NULL, NULL, "reconciler: re-enqueued %ld submission(s) that Redis had lost",
+		     c->total);
+	}
 	c->w->reconcile_busy = false;
 	for (int i = 0; i < c->n; i++)
 		free(c->ids[i]);
@@ -111,11 +128,8 @@ static void on_recheck(const struct pgc_result *r, void *data)
 		rq_cmdv(w->rq_cmd, 0, NULL, NULL, 11, argv, NULL);
 		LOGI(id, NULL, "reconciler: queued in PostgreSQL but missing from Redis: re-enqueued");
 	}
-	if (n > 0) {
-		metrics_reconciled(n);
-		LOGW(NULL, NULL, "reconciler: re-enqueued %d submission(s) that Redis had lost", n);
-	}
-	done(c);
+	c->total += n;
+	next_page(c);
 }
 
 static void on_missing(struct rq *rq, redisReply *reply, const char *err, void *data)
@@ -130,7 +144,7 @@ static void on_missing(struct rq *rq, redisReply *reply, const char *err, void *
 		return;
 	}
 	if (reply->elements == 0) {
-		done(c);
+		next_page(c);
 		return;
 	}
 	struct strbuf arr = { 0 };
@@ -164,10 +178,14 @@ static void on_candidates(const struct pgc_result *r, void *data)
 	}
 	PGresult *res = r->res[0];
 	int n = PQntuples(res);
+	c->page++;
+	c->full = n >= RECONCILE_PAGE;
 	if (n == 0) {
 		done(c);
 		return;
 	}
+	snprintf(c->after_ts, sizeof c->after_ts, "%s", PQgetvalue(res, n - 1, 1));
+	snprintf(c->after_id, sizeof c->after_id, "%s", PQgetvalue(res, n - 1, 0));
 	set_ids(c, n);
 	for (int i = 0; i < n; i++)
 		c->ids[c->n++] = xstrdup(PQgetvalue(res, i, 0));
@@ -197,10 +215,21 @@ static void on_lock(struct rq *rq, redisReply *reply, const char *err, void *dat
 		done(c);
 		return;
 	}
+	next_page(c);
+}
+
+/* Queries the next page of candidates, or ends the run. */
+static void next_page(struct rctx *c)
+{
+	struct worker *w = c->w;
 	char grace[24];
+	if (w->state != W_RUNNING || (c->page > 0 && !c->full) || c->page >= RECONCILE_PAGES) {
+		done(c);
+		return;
+	}
 	snprintf(grace, sizeof grace, "%d", w->cfg->reconcile_ms > 1000 ? w->cfg->reconcile_ms : 1000);
-	const char *params[] = { grace };
-	struct pgc_stmt st = { SQL_CANDIDATES, 1, params };
+	const char *params[] = { grace, c->page ? c->after_ts : NULL, c->page ? c->after_id : NULL };
+	struct pgc_stmt st = { SQL_CANDIDATES, 3, params };
 	if (pgc_run(w->pg, &st, 1, on_candidates, c) < 0)
 		done(c);
 }

@@ -40,6 +40,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -466,6 +467,15 @@ static void close_all_but(const int *keep, int n)
 	}
 }
 
+static void set_oom_adj(const char *v)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, v, c_strlen(v));
+		close(fd);
+	}
+}
+
 /* Set in init when the worker asks it to end the run (SIGTERM). */
 static volatile sig_atomic_t init_term;
 
@@ -482,6 +492,7 @@ static void payload_exec(struct sandbox *sb, struct sb_run *r, int in_fd, int ou
 	struct sb_status *st = r->slot->st;
 	uid_t uid = r->slot->uid;
 	(void)setsid();
+	set_oom_adj("0");
 	if (dup2(in_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
 		goto fail;
 	if (syscall(SYS_close_range, 3u, ~0u, 0) < 0)
@@ -570,6 +581,9 @@ static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_
 			}
 		}
 	}
+
+	if (sb->clone_flags & CLONE_NEWUTS)
+		(void)sethostname("sandbox", 7);   /* not the host's name */
 
 	st->stage = ST_NETNS;
 	if (setns(netns_fd, CLONE_NEWNET) < 0)
@@ -671,6 +685,9 @@ static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_
 	st->stage = ST_RDONLY;
 	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
 		child_fail(st, ST_RDONLY, 0);
+
+	/* The OOM killer must pick the command, not us (we hold the accounting). */
+	set_oom_adj("-1000");
 
 	if (probe) {
 		/* Check that the kernel takes our seccomp program (in a throwaway child). */
@@ -1119,11 +1136,9 @@ static void cg_clean_stale(const char *parent)
 
 static int cg_seq;
 
-/* <mnt><self>/arbiter-sandbox-<pid>-<seq>; created. Caller frees. */
-static char *cg_make_base(const char *mnt, const char *self)
+/* <parent>/arbiter-sandbox-<pid>-<seq>; created. Caller frees. */
+static char *cg_make_base(const char *parent)
 {
-	char parent[PATH_MAX];
-	snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(self, "/") ? self : "");
 	cg_clean_stale(parent);
 	struct strbuf b = { 0 };
 	strbuf_addf(&b, "%s/arbiter-sandbox-%d-%d", parent, (int)getpid(), cg_seq);
@@ -1186,44 +1201,69 @@ static bool file_has_word(const char *path, const char *word)
 	return found;
 }
 
-/* cgroup v2: needs memory and pids in our cgroup and a place where we may enable them
- * for children (the "no internal processes" rule may force us into a leaf first). */
+/* True when the cgroup directory dir holds no process but ours. */
+static bool cg_only_us(const char *dir)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+	char *t = read_small_file(path, NULL);
+	if (!t)
+		return false;
+	bool only = true;
+	char *save = NULL;
+	for (char *w = strtok_r(t, "\n", &save); w; w = strtok_r(NULL, "\n", &save))
+		if (atoi(w) != (int)getpid())
+			only = false;
+	free(t);
+	return only;
+}
+
+/* cgroup v2: the slots live below our own cgroup when it is delegated to us (we are its
+ * only process: we move into a leaf so that the "no internal processes" rule lets us
+ * enable memory+pids for children), else below the root of the hierarchy. */
 static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 {
 	char *mnt = cg_mount(NULL), *self = cg_self_path(NULL);
 	int rc = -1;
+	char parent[PATH_MAX], path[PATH_MAX + 64];
 	if (!mnt || !self) {
 		snprintf(why, n, "no cgroup2 hierarchy");
 		goto out;
 	}
-	char own[PATH_MAX];
-	snprintf(own, sizeof own, "%s%s", mnt, strcmp(self, "/") ? self : "");
-	char path[PATH_MAX + 64];
-	snprintf(path, sizeof path, "%s/cgroup.controllers", own);
-	if (!file_has_word(path, "memory") || !file_has_word(path, "pids")) {
-		snprintf(why, n, "cgroup2 has no memory+pids controllers for %.300s", own);
-		goto out;
+	snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(self, "/") ? self : "");
+	snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
+	bool own_ok = file_has_word(path, "memory") && file_has_word(path, "pids") &&
+	              strcmp(self, "/") && cg_only_us(parent);
+	if (own_ok) {
+		snprintf(path, sizeof path, "%s/cgroup.subtree_control", parent);
+		if (write_file(path, "+memory +pids") < 0 && errno == EBUSY) {
+			char leaf[PATH_MAX + 64], procs[PATH_MAX + 96], pid[32];
+			snprintf(leaf, sizeof leaf, "%.3000s/arbiter-worker", parent);
+			snprintf(procs, sizeof procs, "%s/cgroup.procs", leaf);
+			snprintf(pid, sizeof pid, "%d", (int)getpid());
+			own_ok = (mkdir(leaf, 0755) == 0 || errno == EEXIST) && write_file(procs, pid) == 0 &&
+			         write_file(path, "+memory +pids") == 0;
+		}
+		own_ok = own_ok && file_has_word(path, "memory") && file_has_word(path, "pids");
 	}
-	snprintf(path, sizeof path, "%s/cgroup.subtree_control", own);
-	if (write_file(path, "+memory +pids") < 0 && errno == EBUSY) {
-		/* Our cgroup holds processes: move ourselves into a leaf, then retry. */
-		char leaf[PATH_MAX + 64];
-		snprintf(leaf, sizeof leaf, "%s/arbiter-worker-%d", own, (int)getpid());
-		char procs[PATH_MAX + 96], pid[32];
-		snprintf(procs, sizeof procs, "%s/cgroup.procs", leaf);
-		snprintf(pid, sizeof pid, "%d", (int)getpid());
-		if ((mkdir(leaf, 0755) < 0 && errno != EEXIST) || write_file(procs, pid) < 0 ||
-		    write_file(path, "+memory +pids") < 0) {
-			snprintf(why, n, "cannot enable memory+pids below %.300s: %s", own, strerror(errno));
+	if (!own_ok) {
+		/* the root cgroup is exempt from the no-internal-processes rule */
+		snprintf(parent, sizeof parent, "%s", mnt);
+		snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
+		if (!file_has_word(path, "memory") || !file_has_word(path, "pids")) {
+			snprintf(why, n, "cgroup2 at %.300s has no memory+pids controllers", mnt);
 			goto out;
 		}
-	} else if (!file_has_word(path, "memory") || !file_has_word(path, "pids")) {
-		snprintf(why, n, "cannot enable memory+pids in %.300s: %s", path, strerror(errno));
-		goto out;
+		snprintf(path, sizeof path, "%s/cgroup.subtree_control", parent);
+		(void)write_file(path, "+memory +pids");
+		if (!file_has_word(path, "memory") || !file_has_word(path, "pids")) {
+			snprintf(why, n, "cannot enable memory+pids in %.300s: %s", path, strerror(errno));
+			goto out;
+		}
 	}
-	sb->cg_base_v2 = cg_make_base(mnt, self);
+	sb->cg_base_v2 = cg_make_base(parent);
 	if (!sb->cg_base_v2) {
-		snprintf(why, n, "cannot create a cgroup below %.300s: %s", own, strerror(errno));
+		snprintf(why, n, "cannot create a cgroup below %.300s: %s", parent, strerror(errno));
 		goto out;
 	}
 	snprintf(path, sizeof path, "%s/cgroup.subtree_control", sb->cg_base_v2);
@@ -1276,7 +1316,9 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 	char *pmnt = cg_mount("pids"), *pself = cg_self_path("pids");
 	why[0] = 0;
 	if (mmnt && mself) {
-		sb->cg_base_mem = cg_make_base(mmnt, mself);
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof parent, "%s%s", mmnt, strcmp(mself, "/") ? mself : "");
+		sb->cg_base_mem = cg_make_base(parent);
 		bool ok = sb->cg_base_mem != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
@@ -1319,7 +1361,9 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 		snprintf(why, n, "no memory cgroup v1 hierarchy");
 	}
 	if (pmnt && pself) {
-		sb->cg_base_pids = cg_make_base(pmnt, pself);
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof parent, "%s%s", pmnt, strcmp(pself, "/") ? pself : "");
+		sb->cg_base_pids = cg_make_base(parent);
 		bool ok = sb->cg_base_pids != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
@@ -1560,35 +1604,70 @@ static void on_timer(uv_timer_t *t)
 	}
 }
 
-static void slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
+/* v1: sets memory (and memsw, kept equal: no swap) to mem. memsw >= memory at all
+ * times, so memsw goes first when raising and last when lowering. Lowering below what the
+ * cgroup still holds (page cache of earlier runs) may need force_empty. */
+static int v1_set_mem(struct sb_slot *s, uint64_t mem)
+{
+	if (!s->cur_mem)
+		s->cur_mem = fd_u64(s->mem_limit);   /* unknown after an error: ask */
+	if (mem == s->cur_mem)
+		return 0;
+	bool raise = mem > s->cur_mem;
+	if (raise && s->memsw_limit >= 0 && fd_write_u64(s->memsw_limit, mem) < 0)
+		return -1;
+	if (fd_write_u64(s->mem_limit, mem) < 0) {
+		char path[PATH_MAX + 32];
+		snprintf(path, sizeof path, "%s/memory.force_empty", s->mem_dir);
+		(void)write_file(path, "0");
+		if (fd_write_u64(s->mem_limit, mem) < 0)
+			return -1;
+	}
+	if (!raise && s->memsw_limit >= 0 && fd_write_u64(s->memsw_limit, mem) < 0)
+		return -1;
+	s->cur_mem = mem;
+	return 0;
+}
+
+/* After a failed write the kernel's values are unknown: rewrite them next time. */
+static void s_cur_reset(struct sb_slot *s)
+{
+	s->cur_mem = s->cur_pids = 0;
+}
+
+/* Sets the slot's cgroup limits for r and reads the OOM counter's baseline. */
+static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 {
 	struct sb_slot *s = r->slot;
 	uint64_t mem = r->req.lim.memory_bytes;
 	uint64_t pids = (uint64_t)r->req.lim.processes + 1;   /* + init */
 	if (sb->cg == CG_V2) {
-		if (mem != s->cur_mem && fd_write_u64(s->v2_max, mem) == 0)
+		if (mem != s->cur_mem) {
+			if (fd_write_u64(s->v2_max, mem) < 0)
+				return -1;
 			s->cur_mem = mem;
-		if (pids != s->cur_pids && fd_write_u64(s->pids_max, pids) == 0)
+		}
+		if (pids != s->cur_pids) {
+			if (fd_write_u64(s->pids_max, pids) < 0)
+				return -1;
 			s->cur_pids = pids;
+		}
 		r->oom_base = fd_kv_get(s->v2_events, "oom_kill");
-		return;
+		return 0;
 	}
 	if (sb->cg_mem) {
-		if (mem != s->cur_mem) {
-			/* memsw >= memory at all times: raise memsw first, lower it last */
-			if (mem > s->cur_mem && s->memsw_limit >= 0)
-				(void)fd_write_u64(s->memsw_limit, mem);
-			if (fd_write_u64(s->mem_limit, mem) == 0)
-				s->cur_mem = mem;
-			if (mem < s->cur_mem || s->memsw_limit >= 0)
-				(void)fd_write_u64(s->memsw_limit, mem);
-		}
+		if (v1_set_mem(s, mem) < 0)
+			return -1;
 		if (s->mem_maxusage >= 0)
 			(void)write_str_fd(s->mem_maxusage, "0");
 		r->oom_base = fd_kv_get(s->mem_oom, "oom_kill");
 	}
-	if (sb->cg_pids && pids != s->cur_pids && fd_write_u64(s->pids_max, pids) == 0)
+	if (sb->cg_pids && pids != s->cur_pids) {
+		if (fd_write_u64(s->pids_max, pids) < 0)
+			return -1;
 		s->cur_pids = pids;
+	}
+	return 0;
 }
 
 static int slot_cg_enter(struct sandbox *sb, struct sb_run *r)
@@ -1630,7 +1709,8 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 	r->rl[n++] = (struct rlimit){ l->processes, l->processes };
 	r->rl_res[n] = RLIMIT_MSGQUEUE;
 	r->rl[n++] = (struct rlimit){ 0, 0 };
-	uint64_t stack = l->memory_bytes < (256u << 20) ? l->memory_bytes : (256u << 20);
+	uint64_t stack = l->stack_bytes ? l->stack_bytes
+	                 : l->memory_bytes < (64u << 20) ? l->memory_bytes : (64u << 20);
 	r->rl_res[n] = RLIMIT_STACK;
 	r->rl[n++] = (struct rlimit){ stack, stack };
 	/* With a memory cgroup the data limit is only a backstop (runtimes such as V8 reserve
@@ -1649,8 +1729,11 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 		snprintf(r->exec_path, sizeof r->exec_path, "%s", a0);
 }
 
-static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd)
+/* clone3 into the sandbox's namespaces (v2: straight into the slot's cgroup when the kernel
+ * can; *in_cgroup says whether it did). Returns the pid (0 in the child) or -1. */
+static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd, bool *in_cgroup)
 {
+	*in_cgroup = false;
 	struct sb_clone_args ca;
 	memset(&ca, 0, sizeof ca);
 	ca.flags = sb->clone_flags | CLONE_PIDFD;
@@ -1669,6 +1752,8 @@ static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd)
 	}
 	if (rc < 0 && errno == ENOSYS)   /* kernel < 5.3: clone(2), x86-64 argument order */
 		rc = syscall(SYS_clone, sb->clone_flags | CLONE_PIDFD, 0, pidfd, NULL, 0);
+	else if (rc > 0 && (ca.flags & SB_CLONE_INTO_CGROUP))
+		*in_cgroup = true;
 	return (pid_t)rc;
 }
 
@@ -1681,7 +1766,10 @@ static void run_start(struct sb_run *r)
 	memset(r->slot->st, 0, sizeof *r->slot->st);
 	r->slot->st->collected = -1;
 	prepare_child_args(sb, r);
-	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(syncp, O_CLOEXEC) < 0) {
+	/* The start signal goes over a socket: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the
+	 * worker when PID 1 already died. */
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, syncp) < 0) {
 		set_err(r, "pipe: %s", strerror(errno));
 		goto fail;
 	}
@@ -1695,10 +1783,15 @@ static void run_start(struct sb_run *r)
 			goto fail;
 		}
 	}
-	slot_cg_prepare(sb, r);
+	if (slot_cg_prepare(sb, r) < 0) {
+		set_err(r, "cannot set the cgroup limits of slot %d: %s", r->slot->index, strerror(errno));
+		s_cur_reset(r->slot);
+		goto fail;
+	}
 
 	int pidfd = -1;
-	pid_t pid = do_clone(sb, r->slot, &pidfd);
+	bool in_cgroup;
+	pid_t pid = do_clone(sb, r->slot, &pidfd, &in_cgroup);
 	if (pid == 0)
 		init_main(sb, r, syncp[0], outp[1], errp[1], r->collect_fd, false);
 	if (pid < 0) {
@@ -1716,17 +1809,11 @@ static void run_start(struct sb_run *r)
 	r->started = true;
 
 	if (sb->cg == CG_V2) {
-		/* If CLONE_INTO_CGROUP was not available, move it now (before "go"). */
-		char self[PATH_MAX];
-		snprintf(self, sizeof self, "/proc/%d/cgroup", (int)pid);
-		char *cg = read_small_file(self, NULL);
-		if (cg && !strstr(cg, "/slot-")) {
-			char p[32];
-			snprintf(p, sizeof p, "%d", (int)pid);
-			if (write_str_fd(r->slot->mem_procs, p) < 0)
-				set_err(r, "cannot move the sandbox into its cgroup: %s", strerror(errno));
-		}
-		free(cg);
+		/* Without CLONE_INTO_CGROUP, move it now (before "go"). */
+		char p[32];
+		snprintf(p, sizeof p, "%d", (int)pid);
+		if (!in_cgroup && write_str_fd(r->slot->mem_procs, p) < 0)
+			set_err(r, "cannot move the sandbox into its cgroup: %s", strerror(errno));
 	} else if (slot_cg_enter(sb, r) < 0) {
 		set_err(r, "cannot move the sandbox into its cgroup: %s", strerror(errno));
 	}
@@ -1734,7 +1821,7 @@ static void run_start(struct sb_run *r)
 		run_kill(r);
 	} else {
 		char go = 1;
-		if (write(syncp[1], &go, 1) != 1)
+		if (send(syncp[1], &go, 1, MSG_NOSIGNAL) != 1)
 			set_err(r, "cannot start the sandbox: %s", strerror(errno));
 	}
 	close(syncp[1]);
@@ -1823,10 +1910,13 @@ static void run_finish(struct sb_run *r)
 			res->cpu_exceeded = true;
 		if (res->end == SANDBOX_SIGNALED && res->signal == SIGXCPU)
 			res->cpu_exceeded = true;
+		/* Without a memory cgroup the kernel tells nobody that an allocation failed on
+		 * RLIMIT_DATA: a run that failed with its peak RSS at 70% of the limit or more is
+		 * taken as a failed allocation at the limit (heuristic of the degraded mode). */
 		if (!sb->cg_mem && !res->memory_exceeded && res->memory_kb &&
-		    res->memory_kb * 1024 >= r->req.lim.memory_bytes / 10 * 9 &&
+		    res->memory_kb * 1024 >= r->req.lim.memory_bytes / 10 * 7 &&
 		    (res->end == SANDBOX_SIGNALED || res->exit_code != 0))
-			res->memory_exceeded = true;   /* rlimit fallback: a failure at the limit */
+			res->memory_exceeded = true;
 		if (r->collect_fd >= 0 && st->collected >= 0) {
 			size_t n = (size_t)st->collected;
 			char *buf = xmalloc(n + 1);
@@ -1993,14 +2083,15 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	memset(r.slot->st, 0, sizeof *r.slot->st);
 	prepare_child_args(sb, &r);
 	r.req.lim.processes = 4;
-	slot_cg_prepare(sb, &r);
+	(void)slot_cg_prepare(sb, &r);
 	int syncp[2];
-	if (pipe2(syncp, O_CLOEXEC) < 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, syncp) < 0) {
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	int pidfd = -1;
-	pid_t pid = do_clone(sb, r.slot, &pidfd);
+	bool in_cgroup;
+	pid_t pid = do_clone(sb, r.slot, &pidfd, &in_cgroup);
 	if (pid == 0)
 		init_main(sb, &r, syncp[0], -1, -1, -1, true);
 	close(syncp[0]);
@@ -2012,14 +2103,17 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 		return -1;
 	}
 	r.pid = pid;
-	int cg_ok = sb->cg == CG_V2 ? 0 : slot_cg_enter(sb, &r);
+	char pidtxt[32];
+	snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
+	int cg_ok = sb->cg != CG_V2 ? slot_cg_enter(sb, &r)
+	            : in_cgroup ? 0 : write_str_fd(r.slot->mem_procs, pidtxt);
 	if (cg_ok < 0) {
 		LOGW(NULL, NULL, "sandbox: cannot place a process into the slot cgroups (%s); "
 		     "falling back to rlimits", strerror(errno));
 		cg_teardown(sb);
 	}
 	char go = 1;
-	(void)!write(syncp[1], &go, 1);
+	(void)send(syncp[1], &go, 1, MSG_NOSIGNAL);
 	close(syncp[1]);
 	siginfo_t si;
 	memset(&si, 0, sizeof si);

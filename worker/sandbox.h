@@ -45,6 +45,7 @@ struct sandbox_limits {
 	uint64_t output_bytes;     /* cap for stdout and for stderr, each */
 	uint64_t file_bytes;       /* RLIMIT_FSIZE and the size of /tmp and /work */
 	uint32_t open_files;       /* RLIMIT_NOFILE */
+	uint64_t stack_bytes;      /* RLIMIT_STACK (also the default thread stack); 0: min(memory, 64 MiB) */
 };
 
 struct sandbox_req {

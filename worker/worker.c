@@ -206,6 +206,7 @@ static struct spec_entry *spec_get(struct worker *w, const char *id, const char 
 	json_error_t jerr;
 	snprintf(e->challenge_id, sizeof e->challenge_id, "%s", id);
 	e->hash = h;
+	e->gt_bytes = glen;
 	if (spec_parse(spec_text, slen, &e->spec, err, sizeof err) < 0) {
 		e->spec = NULL;
 		e->err = xstrdup(err);
@@ -281,6 +282,7 @@ static struct job *find_job(struct worker *w, const char *id)
 void worker_to_commit(struct worker *w, struct job *j)
 {
 	j->state = JOB_COMMIT_WAIT;
+	j->commit_queued_at = uv_now(w->loop);
 	jobq_push(&w->commit_q, j);
 	worker_kick(w);
 }
@@ -633,6 +635,7 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	 * (duplicates) skip the parse. */
 	if (j->kind == JOB_EVALUATE && status_final(r->status))
 		return 0;
+	r->input_bytes = (size_t)PQgetlength(res, i, 5) + (size_t)PQgetlength(res, i, 6);
 	r->answer = json_loadb(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5),
 	                       JSON_DECODE_ANY, &jerr);
 	if (!r->answer) {
@@ -778,6 +781,55 @@ static void finish_eval(struct worker *w, struct job *j)
 	worker_to_commit(w, j);
 }
 
+/* Deterministic scoring of large inputs runs on libuv's thread pool: a
+ * fuzzy_string over long texts costs up to ~0.25 s per dimension and must not
+ * stall the loop. The job (state JOB_EVALUATING) is not touched by the loop
+ * meanwhile; score_eval is pure and the shared spec / ground truth are only
+ * read (jansson's reference counts are atomic). */
+#define OFFLOAD_INPUT_BYTES 16384
+
+struct score_work {
+	uv_work_t req;
+	struct job *j;
+	struct score_match m;
+	struct score_limits lim;
+	int rc;
+	char err[512];
+};
+
+static void score_work_cb(uv_work_t *req)
+{
+	struct score_work *sw = req->data;
+	struct job *j = sw->j;
+	sw->rc = score_eval(j->spec->spec, j->row.answer, j->row.metadata, j->spec->gt, &sw->m,
+	                    NULL, &sw->lim, &j->res, sw->err, sizeof sw->err);
+}
+
+static void score_after_cb(uv_work_t *req, int status)
+{
+	struct score_work *sw = req->data;
+	struct job *j = sw->j;
+	struct worker *w = j->w;
+	int rc = status < 0 ? -1 : sw->rc;
+	char why[600];
+
+	if (status < 0)
+		snprintf(sw->err, sizeof sw->err, "%s", uv_strerror(status));
+	snprintf(why, sizeof why, "internal_error: %s", sw->err);
+	free(sw);
+	if (rc == 0)
+		j->has_res = true;     /* so that job_free / job_clear_result release it */
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		job_done(w, j);
+		return;
+	}
+	if (rc < 0) {
+		worker_retry(w, j, STAGE_EVAL, true, why);
+		return;
+	}
+	finish_eval(w, j);
+}
+
 /* Scores with the spec (and the external scores of a sandbox evaluator). */
 static void score_now(struct worker *w, struct job *j, const struct score_ext *ext)
 {
@@ -787,6 +839,17 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 
 	fill_match(j, &m);
 	job_clear_result(j);
+	if (!ext && j->row.input_bytes + j->spec->gt_bytes > OFFLOAD_INPUT_BYTES) {
+		struct score_work *sw = xcalloc(1, sizeof *sw);
+		sw->req.data = sw;
+		sw->j = j;
+		sw->m = m;
+		sw->lim = lim;
+		j->state = JOB_EVALUATING;
+		if (uv_queue_work(w->loop, &sw->req, score_work_cb, score_after_cb) == 0)
+			return;
+		free(sw);      /* cannot queue: score here */
+	}
 	if (score_eval(j->spec->spec, j->row.answer, j->row.metadata, j->spec->gt, &m, ext, &lim,
 	               &j->res, err, sizeof err) < 0) {
 		char why[600];
@@ -1311,7 +1374,7 @@ static void on_read_connect(struct rq *r, void *data)
 {
 	struct worker *w = data;
 	static const char *argv[] = { "CLIENT", "ID" };
-	LOGI(NULL, NULL, "redis (reader) connected");
+	/* (rq logs connections and losses itself.) */
 	w->read_client_id = 0;
 	rq_cmdv(r, 0, on_client_id, w, 2, argv, NULL);
 	w->group_ready = false;
@@ -1322,25 +1385,22 @@ static void on_read_disconnect(struct rq *r, const char *why, void *data)
 {
 	struct worker *w = data;
 	(void)r;
+	(void)why;
 	w->group_ready = false;
-	if (w->state != W_STOPPING)
-		LOGW(NULL, NULL, "redis (reader) disconnected: %s", why ? why : "?");
 }
 
 static void on_cmd_connect(struct rq *r, void *data)
 {
 	struct worker *w = data;
 	(void)r;
-	LOGI(NULL, NULL, "redis connected");
 	worker_kick(w);
 }
 
 static void on_cmd_disconnect(struct rq *r, const char *why, void *data)
 {
-	struct worker *w = data;
 	(void)r;
-	if (w->state != W_STOPPING)
-		LOGW(NULL, NULL, "redis disconnected: %s", why ? why : "?");
+	(void)why;
+	(void)data;
 }
 
 /* ---- kick ---------------------------------------------------------------------------- */
@@ -1782,7 +1842,7 @@ static void shutdown_all(struct worker *w)
 	w->state = W_STOPPING;
 	LOGI(NULL, NULL, "stopping");
 	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
-	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain };
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
 	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
 		uv_timer_stop(timers[i]);
 		close_handle(w, (uv_handle_t *)timers[i]);
@@ -1877,12 +1937,12 @@ int worker_run(const struct config *cfg)
 	}
 	if (http_start(w->loop, cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
 		LOGE(NULL, NULL, "metrics listener: %s", err);
-		fprintf(stderr, "arbiter worker: ARBITER_METRICS_ADDR: %s\n", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
 		goto out;
 	}
 
 	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
-	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain };
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
 	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
 		init_timer(w, timers[i]);
 	uint64_t reclaim_every = (uint64_t)(cfg->claim_idle_ms / 4 > 200 ? cfg->claim_idle_ms / 4 : 200);

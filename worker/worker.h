@@ -51,6 +51,7 @@ struct spec_entry {
 	struct spec *spec;           /* NULL when the spec is invalid */
 	json_t *gt;                  /* parsed ground truth (never NULL once valid) */
 	char *err;                   /* invalid_spec message when spec is NULL */
+	size_t gt_bytes;             /* ground-truth text length */
 	enum spec_evaluator ev;
 };
 
@@ -76,7 +77,7 @@ struct worker {
 
 	uv_signal_t sig_term, sig_int;
 	uv_timer_t t_kick, t_read, t_retry, t_reclaim, t_reconcile, t_promote, t_gauges,
-	           t_drain;
+	           t_drain, t_commit;
 	int open_handles;            /* our own uv handles still open */
 	int closing_parts;           /* rq/pg/http/rl closes still pending */
 

@@ -6,7 +6,9 @@
    worker id takes over the dead consumer's entries with XAUTOCLAIM.
 2. Redis FLUSHALL in the middle: the consumer group is recreated and the
    reconciler re-enqueues what PostgreSQL still has queued.
-3. PostgreSQL restarted in the middle: the pool reconnects, in-flight
+3. Redis restarted without persistence: both connections come back, then
+   the same as 2.
+4. PostgreSQL restarted in the middle: the pool reconnects, in-flight
    transactions are retried.
 After each: every submission has exactly one result and one Elo move, and
 every agent's rating and counts replay from elo_history.
@@ -83,6 +85,20 @@ def flushall():
         a.close()
 
 
+def redis_restart():
+    with Services() as s:
+        a, ags, subs = setup(s, 3000)
+        w = Worker(s, "r1", env={"ARBITER_RECONCILE_MS": "500"})
+        wait_for(lambda: progress(a, subs) >= 800, 30, 0.01)
+        s.restart_redis(down_secs=1.0)      # no persistence: every job is gone
+        n = progress(a, subs)
+        diag("Redis restarted (empty) after %d" % n)
+        ok(n < len(subs), "redis restart: restarted in the middle (%d of %d final)" % (n, len(subs)))
+        a.r = __import__("redis").Redis.from_url(s.redis_url, decode_responses=True)
+        finish(a, subs, ags, [w], "redis restart")
+        a.close()
+
+
 def pg_restart():
     with Services() as s:
         a, ags, subs = setup(s, 4000)
@@ -105,6 +121,9 @@ def main():
     t = time.time()
     flushall()
     diag("flushall: %.1fs" % (time.time() - t))
+    t = time.time()
+    redis_restart()
+    diag("redis restart: %.1fs" % (time.time() - t))
     t = time.time()
     pg_restart()
     diag("pg restart: %.1fs" % (time.time() - t))

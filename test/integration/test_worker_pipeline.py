@@ -259,6 +259,32 @@ def check_streaks(a, w):
     ok(chain and elo == arow[6], "elo_history replays to the agent's rating %d" % arow[6], hist)
 
 
+def check_large_off_loop(a, w):
+    """A submission whose fuzzy_string dimensions compare 100,000-character texts takes about
+    a second of CPU: it is scored off the event loop, so small jobs behind it finish first."""
+    import random
+    rnd = random.Random(7)
+    dims = [{"key": "d%d" % i, "weight": 0.25, "primitive": "fuzzy_string", "field": "t%d" % i,
+             "ground_truth_field": "t%d" % i} for i in range(4)]
+    big = a.challenge({"evaluator": "deterministic", "dimensions": dims},
+                      {"t%d" % i: "".join(rnd.choice("abcdefghij") for _ in range(100000)) for i in range(4)})
+    ag = a.agent()
+    answer = {"t%d" % i: "".join(rnd.choice("klmnopqrst") for _ in range(100000)) for i in range(4)}
+    _, slow = a.submit(ag, big, answer)
+    time.sleep(0.05)
+    ch = a.challenge(SPEC_WDL, GT_WDL, difficulty="newcomer")
+    small = [a.submit(a.agent(), ch, WDL["win"])[1] for _ in range(20)]
+    ok(a.wait_final(small, 30), "small jobs finished", w.tail())
+    st = a.status(slow)
+    ok(a.wait_final([slow], 60), "large submission finished", w.tail())
+    eq(a.val("SELECT score FROM evaluation_results WHERE submission_id = %s", slow), 0,
+       "large submission scored (completely different texts: 0)")
+    t_small = a.val("SELECT max(completed_at) FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])",
+                    small)
+    t_slow = a.val("SELECT completed_at FROM evaluation_results WHERE submission_id = %s", slow)
+    ok(st != "completed" or t_small < t_slow, "small jobs were not held up by the large one (%s)" % st)
+
+
 def main():
     with Services() as s:
         migrate(s)
@@ -271,6 +297,7 @@ def main():
         check_823(a, w)
         check_all_primitives(a, w)
         check_streaks(a, w)
+        check_large_off_loop(a, w)
         eq(a.r.xlen(a.stream), 0, "every entry deleted after acknowledgement")
         eq(a.pending(), 0, "nothing pending")
         eq(a.r.xlen(a.dead), 0, "nothing dead-lettered")

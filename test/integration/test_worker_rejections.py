@@ -77,6 +77,20 @@ def main():
         eq(a.q("SELECT elo, match_count FROM agents WHERE id IN (%s, %s)", owner, other),
            [(1000, 0), (1000, 0)], "no Elo change, no match counted")
 
+        # Two submissions for one active match, enqueued together (same batch or not):
+        # one is evaluated, the other is a second submission: match_not_active.
+        solo = a.agent()
+        m = a.match(solo, ch)
+        twins = [a.submission(m, solo, {"x": 1}), a.submission(m, solo, {"x": 1})]
+        for sid in twins:
+            a.enqueue(sid)
+        ok(a.wait_final(twins, 30), "two submissions of one match finished", w.tail())
+        eq(sorted(a.q("SELECT status, reject_reason FROM submissions WHERE id = ANY(%s::uuid[])", twins),
+                  key=str), sorted([("completed", None), ("rejected", "match_not_active")], key=str),
+           "one completed, the other rejected match_not_active")
+        eq(a.q1("SELECT match_count, elo > 1000 FROM agents WHERE id = %s", solo), (1, True),
+           "the match counted once")
+
         # Poison entries.
         missing = str(uuid.uuid4())
         poison = [
