@@ -71,19 +71,22 @@ static void add_field(struct strbuf *sb, const char *name, const char *value)
 
 void log_msg(enum log_level lvl, const char *sub, const char *job, const char *fmt, ...)
 {
-	struct strbuf msg = { 0 }, line = { 0 };
+	struct strbuf line = { 0 };
+	char small[512], *msg = small;
 	va_list ap;
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(small, sizeof small, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
-	msg.buf = xmalloc((size_t)n + 1);
-	va_start(ap, fmt);
-	vsnprintf(msg.buf, (size_t)n + 1, fmt, ap);
-	va_end(ap);
+	if ((size_t)n >= sizeof small) {
+		msg = xmalloc((size_t)n + 1);
+		va_start(ap, fmt);
+		vsnprintf(msg, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 
 	struct timespec ts;
 	struct tm tm;
@@ -94,7 +97,7 @@ void log_msg(enum log_level lvl, const char *sub, const char *job, const char *f
 
 	strbuf_addf(&line, "{\"time\":\"%s.%03ldZ\",\"level\":\"%s\"", tbuf,
 		    ts.tv_nsec / 1000000, level_names[lvl]);
-	add_field(&line, "msg", msg.buf);
+	add_field(&line, "msg", msg);
 	if (log_worker[0])
 		add_field(&line, "worker_id", log_worker);
 	if (sub)
@@ -105,7 +108,8 @@ void log_msg(enum log_level lvl, const char *sub, const char *job, const char *f
 	fwrite(line.buf, 1, line.len, stderr);
 	fflush(stderr);
 	strbuf_free(&line);
-	free(msg.buf);
+	if (msg != small)
+		free(msg);
 }
 
 char *log_redact_url(const char *url)
