@@ -174,6 +174,17 @@ static uint32_t parse_number(struct parser *p)
 		fail_at(p, start, "expected digits in number");
 		return 0;
 	}
+	/* Optional exponent, as in JSON numbers: 1e-3, 2.5E+2. */
+	if (end < p->len && (p->src[end] == 'e' || p->src[end] == 'E')) {
+		size_t x = end + 1;
+		if (x < p->len && (p->src[x] == '+' || p->src[x] == '-'))
+			x++;
+		if (x < p->len && is_digit(p->src[x])) {
+			while (x < p->len && is_digit(p->src[x]))
+				x++;
+			end = x;
+		}
+	}
 	if (end < p->len && (is_name_char(p->src[end]) || p->src[end] == '.')) {
 		fail_at(p, end, "malformed number");
 		return 0;

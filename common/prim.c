@@ -1,11 +1,13 @@
 /*
  * The scoring primitives of CONTRACT §3 (see prim.h). Fractions that are
  * ratios of integers or of exact decimals are rounded half up with integer
- * arithmetic (unsigned __int128); only irreducibly floating cases (time_decay
- * with a curve other than 1, exponent spreads beyond 10^36) use long double.
+ * arithmetic (unsigned __int128, or wide integers for numeric_tolerance when
+ * exponents are far apart); only irreducibly floating cases (time_decay with a
+ * curve other than 1) use long double.
  */
 #include "prim.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,6 +316,178 @@ static bool frac_add(u128 *ap, u128 *aq, u128 p, u128 q)
 	return true;
 }
 
+/* ---- exact slow path: wide integers ------------------------------------------
+ * Taken when the exponents of the values and the tolerance are too far apart for 128 bits
+ * (e.g. -1e-40 vs 0.01 at tolerance 0.01, which is just outside). Every value is scaled to
+ * the smallest exponent involved: a double's shortest decimal spans 10^-340 .. 10^310, so a
+ * scaled value has at most ~2110 bits; sums over n elements and the rounding factors add
+ * fewer than 100, well inside BIG_LIMBS × 64 bits. Any carry out is reported (never
+ * silently wrong). */
+#define BIG_LIMBS 40
+
+struct big {
+	uint64_t l[BIG_LIMBS];   /* little-endian */
+};
+
+static bool big_mul_u64(struct big *r, uint64_t k)
+{
+	unsigned __int128 carry = 0;
+	for (int i = 0; i < BIG_LIMBS; i++) {
+		carry += (unsigned __int128)r->l[i] * k;
+		r->l[i] = (uint64_t)carry;
+		carry >>= 64;
+	}
+	return carry == 0;
+}
+
+static bool big_add(struct big *r, const struct big *a)
+{
+	unsigned __int128 carry = 0;
+	for (int i = 0; i < BIG_LIMBS; i++) {
+		carry += (unsigned __int128)r->l[i] + a->l[i];
+		r->l[i] = (uint64_t)carry;
+		carry >>= 64;
+	}
+	return carry == 0;
+}
+
+/* r −= a; requires r ≥ a. */
+static void big_sub(struct big *r, const struct big *a)
+{
+	uint64_t borrow = 0;
+	for (int i = 0; i < BIG_LIMBS; i++) {
+		uint64_t x = r->l[i], y = a->l[i];
+		uint64_t d = x - y - borrow;
+		borrow = (x < y) || (x - y < borrow);
+		r->l[i] = d;
+	}
+}
+
+static int big_cmp(const struct big *a, const struct big *b)
+{
+	for (int i = BIG_LIMBS - 1; i >= 0; i--)
+		if (a->l[i] != b->l[i])
+			return a->l[i] < b->l[i] ? -1 : 1;
+	return 0;
+}
+
+/* r = |m| × 10^k (k ≥ 0). */
+static bool big_from_dec(struct big *r, int64_t m, long k)
+{
+	memset(r, 0, sizeof *r);
+	r->l[0] = m < 0 ? 0ULL - (uint64_t)m : (uint64_t)m;
+	for (; k >= 19; k -= 19)
+		if (!big_mul_u64(r, 10000000000000000000ULL))
+			return false;
+	return big_mul_u64(r, (uint64_t)p10((int)k));
+}
+
+/* |a − b| at scale 10^e0 into *d. */
+static bool big_absdiff(const struct dec_num *a, const struct dec_num *b, long e0, struct big *d)
+{
+	struct big y;
+	if (!big_from_dec(d, a->m, a->m ? a->e - e0 : 0) || !big_from_dec(&y, b->m, b->m ? b->e - e0 : 0))
+		return false;
+	if ((a->m < 0) != (b->m < 0) && a->m && b->m)
+		return big_add(d, &y);
+	if (big_cmp(d, &y) < 0) {
+		struct big t = *d;
+		*d = y;
+		y = t;
+	}
+	big_sub(d, &y);
+	return true;
+}
+
+/* The score of numeric_tolerance over n = len(want) pairs (a scalar is one pair), exactly.
+ * Returns 0..1000, or -1 if an intermediate would not fit (impossible for JSON doubles and
+ * 64-bit integers; the caller then keeps its long double result). */
+static int numtol_big(const json_t *got, const json_t *want, const struct dec_num *tol,
+                      bool linear)
+{
+	bool scalar = !json_is_array(want);
+	size_t n = scalar ? 1 : json_array_size(want), ng = scalar ? 1 : json_array_size(got);
+	/* The smallest exponent of every non-zero value involved. */
+	long e0 = tol->m ? tol->e : LONG_MAX;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *w = scalar ? want : json_array_get(want, i);
+		const json_t *g = scalar ? got : i < ng ? json_array_get(got, i) : NULL;
+		struct dec_num a, b;
+		if (!json_is_number(w) || !json_is_number(g))
+			continue;
+		dec_num_from_json(g, &a);
+		dec_num_from_json(w, &b);
+		if (a.m && a.e < e0)
+			e0 = a.e;
+		if (b.m && b.e < e0)
+			e0 = b.e;
+	}
+	if (e0 == LONG_MAX)
+		e0 = 0;
+	struct big T, T4, T5, S, D;
+	if (!big_from_dec(&T, tol->m, tol->m ? tol->e - e0 : 0))
+		return -1;
+	T4 = T;
+	T5 = T;
+	if (!big_mul_u64(&T4, 4) || !big_mul_u64(&T5, 5))
+		return -1;
+	bool tzero = tol->m == 0;
+	memset(&S, 0, sizeof S);
+	/* S = Σ 4T·fraction_i (or, at tolerance 0, the number of equal pairs). */
+	for (size_t i = 0; i < n; i++) {
+		const json_t *w = scalar ? want : json_array_get(want, i);
+		const json_t *g = scalar ? got : i < ng ? json_array_get(got, i) : NULL;
+		struct dec_num a, b;
+		if (!json_is_number(w) || !json_is_number(g))
+			continue;
+		dec_num_from_json(g, &a);
+		dec_num_from_json(w, &b);
+		if (!big_absdiff(&a, &b, e0, &D))
+			return -1;
+		if (tzero) {
+			struct big one = { { 1 } }, zero = { { 0 } };
+			if (big_cmp(&D, &zero) == 0 && !big_add(&S, &one))
+				return -1;
+			continue;
+		}
+		if (big_cmp(&D, &T) <= 0) {
+			if (!big_add(&S, &T4))
+				return -1;
+		} else if (linear && big_cmp(&D, &T5) < 0) {
+			struct big x = T5;
+			big_sub(&x, &D);
+			if (!big_add(&S, &x))
+				return -1;
+		}
+	}
+	/* round half up of 1000·S/Y, Y = n (tolerance 0) or 4T·n: floor((2000·S + Y) / 2Y). */
+	struct big Y, X, Y2, q_y;
+	if (tzero) {
+		memset(&Y, 0, sizeof Y);
+		Y.l[0] = 1;
+	} else {
+		Y = T4;
+	}
+	if (!big_mul_u64(&Y, (uint64_t)n))
+		return -1;
+	X = S;
+	Y2 = Y;
+	if (!big_mul_u64(&X, 2000) || !big_add(&X, &Y) || !big_mul_u64(&Y2, 2))
+		return -1;
+	int lo = 0, hi = 1000;   /* largest q with q·Y2 ≤ X */
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+		q_y = Y2;
+		if (!big_mul_u64(&q_y, (uint64_t)mid))
+			return -1;
+		if (big_cmp(&q_y, &X) <= 0)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
                            bool linear, int *nbad, struct prim_err *err)
 {
@@ -329,7 +503,10 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 		dec_num_from_json(got, &a);
 		dec_num_from_json(want, &b);
 		element_fraction(&a, &b, tol, linear, &f);
-		return f.exact ? prim_permille_ratio(f.p, f.q) : prim_permille_double(f.ld);
+		if (f.exact)
+			return prim_permille_ratio(f.p, f.q);
+		int r = numtol_big(got, want, tol, linear);
+		return r >= 0 ? r : prim_permille_double(f.ld);
 	}
 	if (!json_is_array(want)) {
 		set_err(err, 1, "ground-truth value is %s, not a number or an array", tname(want));
@@ -365,7 +542,8 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 	u128 den;
 	if (exact && !__builtin_mul_overflow(sq, (u128)n, &den) && den < U128_LIMIT)
 		return prim_permille_ratio(sp, den);
-	return prim_permille_double(sld / (long double)n);
+	int r = numtol_big(got, want, tol, linear);
+	return r >= 0 ? r : prim_permille_double(sld / (long double)n);
 }
 
 /* ---- fuzzy_string ------------------------------------------------------ */

@@ -61,8 +61,8 @@ int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_er
  * len(want), a missing or non-numeric element of got (or non-numeric element of want) counts 0
  * and is counted in *nbad (may be NULL). Empty want: 1000 if got is empty too, else 0.
  * linear: an element's fraction is 1 − (d − tol)/(4·tol) floored at 0 (tol 0: 0).
- * Differences are exact decimals (dec_num); long double only for exponent spreads beyond
- * 10^36. PRIM_BAD on type mismatch (err filled). */
+ * Differences are exact decimals (dec_num) at any magnitude: 128-bit integers, wide integers
+ * when the exponents are too far apart. PRIM_BAD on type mismatch (err filled). */
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
                            bool linear, int *nbad, struct prim_err *err);
 /* Both strings: fuzzy_score(). PRIM_BAD if not strings or invalid UTF-8. */

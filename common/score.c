@@ -81,23 +81,63 @@ static void gt_name(const struct jpath *p, char *buf, size_t n)
 	snprintf(buf, n, "ground_truth.%s", jpath_text(p));
 }
 
-/* Resolves the two fields of d; 0 and both values, or -1 after warning. */
+/* The JSON type a field primitive needs on either side, as text for the warning; NULL when
+ * v has it (exact_match takes any value). Shapes that depend on both sides (numeric_tolerance's
+ * scalar vs array) are checked by the primitive itself. */
+static const char *needed_type(enum prim_kind k, const json_t *v)
+{
+	switch (k) {
+	case PRIM_EXACT_MATCH_RATIO: case PRIM_COVERAGE_RATIO: case PRIM_SET_OVERLAP:
+		return json_is_array(v) ? NULL : "an array";
+	case PRIM_FUZZY_STRING:
+		return json_is_string(v) ? NULL : "a string";
+	case PRIM_NUMERIC_TOLERANCE:
+		return json_is_number(v) || json_is_array(v) ? NULL : "a number or an array";
+	default:
+		return NULL;
+	}
+}
+
+static const char *type_text(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: case JSON_REAL: return "a number";
+	case JSON_TRUE: case JSON_FALSE: return "a boolean";
+	default: return "null";
+	}
+}
+
+/* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
+ * missing or ill-typed gets its own warning (answer side first), so a submission learns about
+ * every bad value, not only the first. */
 static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t **got,
                           const json_t **want)
 {
 	char why[200], gname[1100];
+	const char *need;
 	int rc = 0;
 	*got = jpath_get(d->field, c->answer, why, sizeof why);
 	if (!*got) {
 		warn(c->warnings, "error", jpath_text(d->field), "dimension '%s': no value at '%s' in the "
 		     "answer (%s)", d->key, jpath_text(d->field), why);
 		rc = -1;
+	} else if ((need = needed_type(d->prim, *got))) {
+		warn(c->warnings, "error", jpath_text(d->field), "dimension '%s': submitted value at '%s' "
+		     "is %s, not %s", d->key, jpath_text(d->field), type_text(*got), need);
+		rc = -1;
 	}
 	*want = jpath_get(d->gt_field, c->gt, why, sizeof why);
+	gt_name(d->gt_field, gname, sizeof gname);
 	if (!*want) {
-		gt_name(d->gt_field, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': no value at '%s' in the ground truth "
 		     "(%s)", d->key, jpath_text(d->gt_field), why);
+		rc = -1;
+	} else if ((need = needed_type(d->prim, *want))) {
+		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
+		     "not %s", d->key, jpath_text(d->gt_field), type_text(*want), need);
 		rc = -1;
 	}
 	if (rc == 0 && prim_has_long_string(*got, c->max_str)) {

@@ -130,11 +130,6 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 	return 0;
 }
 
-static int cmp_var_name(const void *a, const void *b)
-{
-	return strcmp(((const struct spec_var *)a)->name, ((const struct spec_var *)b)->name);
-}
-
 static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, size_t errlen)
 {
 	const json_t *src = json_object_get(dim, "expr");
@@ -178,8 +173,8 @@ static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, si
 				            d->key, name, v->text, why);
 		}
 	}
-	/* Deterministic variable order (sorted by name). */
-	qsort(d->vars, d->nvars, sizeof *d->vars, cmp_var_name);
+	/* Variables keep the order in which `vars` declares them (jansson preserves object key
+	 * order), so their warnings come in the order a challenge author wrote them. */
 	const char **names = xcalloc(d->nvars ? d->nvars : 1, sizeof *names);
 	for (size_t i = 0; i < d->nvars; i++)
 		names[i] = d->vars[i].name;

@@ -128,7 +128,43 @@ static void test_numeric_edges(void)
 	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 1000, "direct 1.01 vs 1.0");
 	json_decref(x);
 	json_decref(y);
-	/* Exponent spread beyond 10^36 uses the long double fallback. */
+	/* Exponent spreads beyond 10^36 are exact too (wide integers). */
+	x = json_real(-1e-40);
+	y = json_real(0.01);
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 0,
+	       "-1e-40 vs 0.01 at tol 0.01: just outside");
+	json_decref(x);
+	x = json_real(1e-40);
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 1000,
+	       "1e-40 vs 0.01 at tol 0.01: just inside");
+	json_decref(x);
+	json_decref(y);
+	{
+		struct dec_num t300 = { 1, 300 };
+		x = json_real(1e300);
+		y = json_real(-1e-300);
+		is_int(prim_numeric_tolerance(x, y, &t300, false, NULL, NULL), 0,
+		       "1e300 vs -1e-300 at tol 1e300: just outside");
+		json_decref(x);
+		x = json_real(3e300);
+		is_int(prim_numeric_tolerance(x, y, &t300, true, NULL, NULL), 500,
+		       "linear 3e300 vs -1e-300 at tol 1e300: 499.99.. -> 500");
+		json_decref(x);
+		json_decref(y);
+		json_t *ga = json_pack("[f, f, f]", -1e-40, 5e-324, 1e308);
+		json_t *wa = json_pack("[f, f, f]", 0.03, 0.02, 1e308);
+		is_int(prim_numeric_tolerance(ga, wa, &tol, true, NULL, NULL), 750,
+		       "linear array with -1e-40, a subnormal and 1e308: (0.5 + 0.75 + 1) / 3");
+		json_decref(ga);
+		json_decref(wa);
+		struct dec_num tiny = { 5, -324 };
+		ga = json_pack("[f, f]", 1e-323, -1.7976931348623157e308);
+		wa = json_pack("[f, f]", 5e-324, 1.7976931348623157e308);
+		is_int(prim_numeric_tolerance(ga, wa, &tiny, false, NULL, NULL), 500,
+		       "tol 5e-324: 1e-323 vs 5e-324 within, -max vs max outside");
+		json_decref(ga);
+		json_decref(wa);
+	}
 	x = json_real(1e40);
 	y = json_real(1e-40);
 	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 0, "1e40 vs 1e-40 outside");

@@ -291,8 +291,45 @@ static void test_misc(void)
 	is_str(score_outcome_name(SCORE_LOSS), "loss", "outcome names");
 }
 
+/* The (severity, field) pairs of r's warnings as "severity:field,..." into buf. */
+static const char *warn_fields(const struct score_result *r, char *buf, size_t n)
+{
+	size_t len = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < json_array_size(r->warnings) && len < n; i++) {
+		const json_t *w = json_array_get(r->warnings, i);
+		len += (size_t)snprintf(buf + len, n - len, "%s%s:%s", i ? "," : "",
+		                        json_string_value(json_object_get(w, "severity")),
+		                        json_string_value(json_object_get(w, "field")));
+	}
+	return buf;
+}
+
+/* Every missing or ill-typed side warns (answer side first); expression variables warn in the
+ * order `vars` declares them. */
+static void test_warning_sides(void)
+{
+	static const char *spec =
+		"{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"a\",\"weight\":0.25,\"primitive\":\"fuzzy_string\",\"field\":\"t\",\"ground_truth_field\":\"t\"},"
+		"{\"key\":\"b\",\"weight\":0.25,\"primitive\":\"set_overlap\",\"field\":\"s\",\"ground_truth_field\":\"s\"},"
+		"{\"key\":\"c\",\"weight\":0.25,\"primitive\":\"numeric_tolerance\",\"field\":\"n\",\"ground_truth_field\":\"n\"},"
+		"{\"key\":\"d\",\"weight\":0.25,\"primitive\":\"expression\",\"expr\":\"z + a\","
+		"\"vars\":{\"z\":\"metadata.z\",\"a\":\"a\"}}]}";
+	struct score_result r;
+	char buf[512];
+	char *text = run(spec, "{\"t\":5,\"s\":\"x\",\"n\":1}", "{}", "{\"s\":{},\"n\":[1]}", NULL, &r);
+	is_str(warn_fields(&r, buf, sizeof buf),
+	       "error:t,error:ground_truth.t,error:s,error:ground_truth.s,error:n,error:metadata.z,error:a",
+	       "ill-typed + missing and ill-typed + ill-typed both warn; a shape mismatch once; vars "
+	       "in declared order");
+	free(text);
+	score_result_clear(&r);
+}
+
 int main(void)
 {
+	test_warning_sides();
 	test_seed_example();
 	test_totals();
 	test_gates();

@@ -78,7 +78,8 @@ static json_t *load_json(const char *what, const char *path)
 		fprintf(stderr, "arbiter score: %s %s: %s\n", what, path, strerror(errno));
 		return NULL;
 	}
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, &je);
+	/* JSON allows "\u0000" inside strings; every primitive is length-aware, so accept it. */
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	free(text);
 	if (!v)
 		fprintf(stderr, "arbiter score: %s %s: line %d, column %d: %s\n", what, path, je.line,

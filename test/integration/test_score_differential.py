@@ -1,0 +1,1694 @@
+#!/usr/bin/python3
+"""Differential test of `arbiter score` (CONTRACT §3, §8) against an independent
+Python reference of the scoring contract, written from the contract text and the
+README's "Choices where the contract is silent" (not from the C sources).
+
+1. A seeded random generator builds specs, submissions, ground truths and match
+   files (empty arrays, type mismatches, missing paths, out-of-range indexes,
+   half-up ties, decimal edges, Unicode normalisation, gates, thresholds,
+   constraints, replay logs), runs `$ARBITER_BIN score` on each and compares the
+   whole result JSON: key order, scores, exact decimal weights and weighted
+   values, result, verified, constraint violations, and warnings by
+   (severity, field) (their wording is left open by the contract).
+2. Spec validation: every invalid-spec rule of §3 exits 2 naming the dimension
+   and the rule; valid specs (weights summing to exactly 1 in decimal) pass.
+
+Environment: ARBITER_BIN (the built binary), SCORE_DIFF_SEED (default 20240501),
+SCORE_DIFF_CASES (default 3000), SCORE_DIFF_KEEP=dir keeps failing cases there.
+TAP on stdout."""
+import copy
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from fractions import Fraction
+
+BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
+SEED = int(os.environ.get("SCORE_DIFF_SEED", "20240501"))
+NCASES = int(os.environ.get("SCORE_DIFF_CASES", "3000"))
+KEEP = os.environ.get("SCORE_DIFF_KEEP")
+
+count = 0
+failed = 0
+
+
+def ok(cond, name, detail=""):
+    global count, failed
+    count += 1
+    print(("ok" if cond else "not ok") + " %d - %s" % (count, name))
+    if not cond:
+        failed += 1
+        for line in str(detail).splitlines()[:40]:
+            print("#   " + line)
+    sys.stdout.flush()
+    return cond
+
+
+# ---------------------------------------------------------------------------
+# Reference: values
+# ---------------------------------------------------------------------------
+
+MISSING = object()
+
+
+def is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def exact(v):
+    """A JSON number as an exact rational: integers exactly, reals as the
+    shortest decimal text that round-trips the double (repr)."""
+    if isinstance(v, int):
+        return Fraction(v)
+    return Fraction(Decimal(repr(v)))
+
+
+def half_up(fr):
+    """fraction in [0, 1] -> integer 0..1000 rounded half up, exactly."""
+    if fr < 0:
+        fr = Fraction(0)
+    if fr > 1:
+        fr = Fraction(1)
+    return math.floor(fr * 1000 + Fraction(1, 2))
+
+
+def bin_round(x):
+    """Binary results (expression, time_decay with a non-1 curve): clamp, NaN -> 0,
+    floor(x*1000 + 0.5 + 1e-9) as the README documents."""
+    if x != x:
+        x = 0.0
+    x = min(1.0, max(0.0, x))
+    return math.floor(x * 1000 + 0.5 + 1e-9)
+
+
+# ---------------------------------------------------------------------------
+# Reference: paths
+# ---------------------------------------------------------------------------
+
+def parse_path(p):
+    segs = []
+    i = 0
+    n = len(p)
+    while i < n:
+        c = p[i]
+        if c == '[':
+            j = i + 1
+            if j < n and p[j] == '"':
+                # quoted key: JSON string up to the closing quote
+                k = j + 1
+                while p[k] != '"':
+                    k += 2 if p[k] == '\\' else 1
+                segs.append(('key', json.loads(p[j:k + 1])))
+                i = k + 2  # past '"]'
+            else:
+                k = p.index(']', j)
+                segs.append(('idx', int(p[j:k])))
+                i = k + 1
+        elif c == '.':
+            i += 1
+        else:
+            k = i
+            while k < n and p[k] not in '.[':
+                k += 1
+            seg = p[i:k]
+            # a canonical index (no leading zero, at most 9 digits) may index an array;
+            # any other text is only an object key (README "Paths")
+            canonical = seg.isdigit() and len(seg) <= 9 and (seg == '0' or seg[0] != '0')
+            segs.append(('num', seg) if canonical else ('key', seg))
+            i = k
+    return segs
+
+
+def resolve(root, path):
+    v = root
+    for kind, s in parse_path(path):
+        if kind == 'key':
+            if not isinstance(v, dict) or s not in v:
+                return MISSING
+            v = v[s]
+        elif kind == 'idx':
+            if not isinstance(v, list) or not (0 <= s < len(v)):
+                return MISSING
+            v = v[s]
+        else:  # numeric dot segment: array index or object key
+            if isinstance(v, list):
+                i = int(s)
+                if i >= len(v):
+                    return MISSING
+                v = v[i]
+            elif isinstance(v, dict) and s in v:
+                v = v[s]
+            else:
+                return MISSING
+    return v
+
+
+# ---------------------------------------------------------------------------
+# Reference: equality, canonical items, text
+# ---------------------------------------------------------------------------
+
+def deep_eq(a, b, ci=False):
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if is_num(a) or is_num(b):
+        return is_num(a) and is_num(b) and exact(a) == exact(b)
+    if isinstance(a, str) or isinstance(b, str):
+        if not (isinstance(a, str) and isinstance(b, str)):
+            return False
+        return a.casefold() == b.casefold() if ci else a == b
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, list) or isinstance(b, list):
+        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+                and all(deep_eq(x, y, ci) for x, y in zip(a, b)))
+    # objects
+    return (set(a) == set(b)) and all(deep_eq(a[k], b[k], ci) for k in a)
+
+
+def canon(v):
+    if isinstance(v, bool):
+        return ('b', v)
+    if is_num(v):
+        return ('n', exact(v))
+    if isinstance(v, str):
+        return ('s', v)
+    if v is None:
+        return ('z',)
+    if isinstance(v, list):
+        return ('a', tuple(canon(x) for x in v))
+    return ('o', tuple(sorted((k, canon(x)) for k, x in v.items())))
+
+
+def fuzzy_norm(s):
+    s = unicodedata.normalize('NFKC', s).casefold()
+    return ' '.join(s.split())
+
+
+def levenshtein(a, b):
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+        prev = cur
+    return prev[len(b)]
+
+
+# ---------------------------------------------------------------------------
+# Reference: timestamps (README "Timestamps")
+# ---------------------------------------------------------------------------
+
+def days_from_civil(y, m, d):
+    y -= m <= 2
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def parse_ts(s):
+    """-> Unix ms or None."""
+    if not isinstance(s, str):
+        return None
+    import re
+    m = re.fullmatch(r'(\d{4})-(\d{2})-(\d{2})'
+                     r'(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?'
+                     r'([Zz]|[+-]\d{2}(?::?\d{2})?)?)?', s)
+    if not m:
+        return None
+    y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    mdays = [31, 29 if (y % 4 == 0 and y % 100 != 0) or y % 400 == 0 else 28,
+             31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    if not (1 <= mo <= 12 and 1 <= d <= mdays[mo - 1]):
+        return None
+    hh = int(m.group(4) or 0)
+    mi = int(m.group(5) or 0)
+    ss = int(m.group(6) or 0)
+    frac = m.group(7) or ''
+    if hh > 23 or mi > 59 or ss > 60:
+        return None
+    ms = int((frac + '000')[:3])
+    off = 0
+    z = m.group(8)
+    if z and z not in 'Zz':
+        sign = -1 if z[0] == '-' else 1
+        digits = z[1:].replace(':', '')
+        oh = int(digits[:2])
+        om = int(digits[2:4]) if len(digits) > 2 else 0
+        if oh > 23 or om > 59:
+            return None
+        off = sign * (oh * 60 + om)
+    secs = days_from_civil(y, mo, d) * 86400 + hh * 3600 + mi * 60 + ss - off * 60
+    return secs * 1000 + ms
+
+
+# ---------------------------------------------------------------------------
+# Reference: expression language (contract: + - * /, parentheses, min, max,
+# clamp, comparisons)
+# ---------------------------------------------------------------------------
+
+class ExprError(Exception):
+    pass
+
+
+def expr_tokens(src):
+    toks = []
+    i = 0
+    while i < len(src):
+        c = src[i]
+        if c.isspace():
+            i += 1
+        elif c.isdigit() or (c == '.' and i + 1 < len(src) and src[i + 1].isdigit()):
+            j = i
+            while j < len(src) and (src[j].isdigit() or src[j] == '.'):
+                j += 1
+            if j < len(src) and src[j] in 'eE':
+                k = j + 1
+                if k < len(src) and src[k] in '+-':
+                    k += 1
+                if k < len(src) and src[k].isdigit():
+                    j = k
+                    while j < len(src) and src[j].isdigit():
+                        j += 1
+            v = float(src[i:j])
+            if math.isinf(v):
+                raise ExprError('number out of range')
+            toks.append(('num', v))
+            i = j
+        elif c.isalpha() or c == '_':
+            j = i
+            while j < len(src) and (src[j].isalnum() or src[j] == '_'):
+                j += 1
+            toks.append(('id', src[i:j]))
+            i = j
+        elif src[i:i + 2] in ('<=', '>=', '==', '!='):
+            toks.append(('op', src[i:i + 2]))
+            i += 2
+        elif c in '+-*/(),<>':
+            toks.append(('op', c))
+            i += 1
+        elif c in '\u00d7\u00f7\u2212':  # × ÷ − (accepted as * / -)
+            toks.append(('op', {'\u00d7': '*', '\u00f7': '/', '\u2212': '-'}[c]))
+            i += 1
+        else:
+            raise ExprError('bad character %r' % c)
+    toks.append(('end', None))
+    return toks
+
+
+def expr_parse(src, names):
+    """-> AST (nested tuples). Raises ExprError."""
+    toks = expr_tokens(src)
+    pos = [0]
+
+    def peek():
+        return toks[pos[0]]
+
+    def take(kind=None, val=None):
+        t = toks[pos[0]]
+        if (kind and t[0] != kind) or (val is not None and t[1] != val):
+            raise ExprError('expected %s' % (val or kind))
+        pos[0] += 1
+        return t
+
+    def comparison():
+        # One comparison at most: `a < b < c` is ambiguous (chained in Python, nested in C)
+        # and is rejected (README).
+        left = additive()
+        if peek()[0] == 'op' and peek()[1] in ('<', '<=', '>', '>=', '==', '!='):
+            op = take()[1]
+            left = ('cmp', op, left, additive())
+            if peek()[0] == 'op' and peek()[1] in ('<', '<=', '>', '>=', '==', '!='):
+                raise ExprError('comparisons cannot be chained')
+        return left
+
+    def additive():
+        left = term()
+        while peek() in (('op', '+'), ('op', '-')):
+            op = take()[1]
+            left = ('bin', op, left, term())
+        return left
+
+    def term():
+        left = unary()
+        while peek() in (('op', '*'), ('op', '/')):
+            op = take()[1]
+            left = ('bin', op, left, unary())
+        return left
+
+    def unary():
+        if peek() == ('op', '-'):
+            take()
+            return ('neg', unary())
+        if peek() == ('op', '+'):
+            take()
+            return unary()
+        return primary()
+
+    def primary():
+        t = peek()
+        if t[0] == 'num':
+            take()
+            return ('num', t[1])
+        if t[0] == 'id':
+            take()
+            if peek() == ('op', '('):
+                take()
+                args = [comparison()]
+                while peek() == ('op', ','):
+                    take()
+                    args.append(comparison())
+                take('op', ')')
+                if t[1] in ('min', 'max') and len(args) >= 1:
+                    return (t[1], args)
+                if t[1] == 'clamp' and len(args) == 3:
+                    return ('clamp', args)
+                raise ExprError('bad function %s' % t[1])
+            if t[1] not in names:
+                raise ExprError('unknown name %s' % t[1])
+            return ('var', t[1])
+        if t == ('op', '('):
+            take()
+            e = comparison()
+            take('op', ')')
+            return e
+        raise ExprError('unexpected token')
+
+    e = comparison()
+    take('end')
+    return e
+
+
+def expr_eval(e, env, dz):
+    k = e[0]
+    if k == 'num':
+        return e[1]
+    if k == 'var':
+        return env[e[1]]
+    if k == 'neg':
+        return -expr_eval(e[1], env, dz)
+    if k == 'bin':
+        a = expr_eval(e[2], env, dz)
+        b = expr_eval(e[3], env, dz)
+        if e[1] == '+':
+            return a + b
+        if e[1] == '-':
+            return a - b
+        if e[1] == '*':
+            return a * b
+        if b == 0:
+            dz[0] = True
+            return 0.0
+        return a / b
+    if k == 'cmp':
+        a = expr_eval(e[2], env, dz)
+        b = expr_eval(e[3], env, dz)
+        return 1.0 if {'<': a < b, '<=': a <= b, '>': a > b, '>=': a >= b,
+                       '==': a == b, '!=': a != b}[e[1]] else 0.0
+    args = [expr_eval(x, env, dz) for x in e[1]]
+    if k == 'min':
+        r = args[0]
+        for x in args[1:]:
+            r = x if x < r else r
+        return r
+    if k == 'max':
+        r = args[0]
+        for x in args[1:]:
+            r = x if x > r else r
+        return r
+    x, lo, hi = args
+    return min(max(x, lo), hi)
+
+
+# ---------------------------------------------------------------------------
+# Reference: scoring
+# ---------------------------------------------------------------------------
+
+FIELD_PRIMS = ('exact_match', 'exact_match_ratio', 'numeric_tolerance', 'fuzzy_string',
+               'coverage_ratio', 'set_overlap')
+
+
+def reference_score(spec, sub, gt, match):
+    answer = sub.get('answer', {})
+    metadata = sub.get('metadata', {})
+    match = match or {}
+    started = parse_ts(match['started_at']) if 'started_at' in match else None
+    submitted = parse_ts(match['submitted_at']) if 'submitted_at' in match else None
+    has_times = started is not None and submitted is not None
+    constraints = spec.get('constraints') or {}
+
+    # verified
+    verified = False
+    log = metadata.get('replay_log', MISSING)
+    if has_times and isinstance(log, list) and log:
+        verified = True
+        for ent in log:
+            ts = parse_ts(ent.get('ts')) if isinstance(ent, dict) else None
+            if ts is None or not (started - 5000 <= ts <= submitted + 5000):
+                verified = False
+                break
+
+    warnings = []
+
+    def err(field):
+        warnings.append(('error', field))
+
+    def adv(field):
+        warnings.append(('warning', field))
+
+    raw = {}
+    for d in spec['dimensions']:
+        key = d['key']
+        prim = d['primitive']
+        score = 0
+        if prim in FIELD_PRIMS:
+            f, g = d['field'], d['ground_truth_field']
+            a = resolve(answer, f)
+            b = resolve(gt, g)
+            gf = 'ground_truth.' + g
+            if prim == 'exact_match':
+                if a is MISSING:
+                    err(f)
+                if b is MISSING:
+                    err(gf)
+                if a is not MISSING and b is not MISSING:
+                    score = 1000 if deep_eq(a, b, d.get('case_insensitive', False)) else 0
+            elif prim in ('exact_match_ratio', 'coverage_ratio', 'set_overlap'):
+                good = True
+                if not isinstance(a, list):
+                    err(f)
+                    good = False
+                if not isinstance(b, list):
+                    err(gf)
+                    good = False
+                if good:
+                    if prim == 'exact_match_ratio':
+                        if not b:
+                            score = 1000 if not a else 0
+                        else:
+                            m = sum(1 for x, y in zip(a, b) if deep_eq(x, y))
+                            score = half_up(Fraction(m, len(b)))
+                    else:
+                        A = set(canon(x) for x in a)
+                        B = set(canon(x) for x in b)
+                        if prim == 'coverage_ratio':
+                            score = 1000 if not B else half_up(Fraction(len(A & B), len(B)))
+                        elif not A and not B:
+                            score = 1000
+                        elif d.get('method', 'jaccard') == 'intersection':
+                            score = 0 if not B else half_up(Fraction(len(A & B), len(B)))
+                        else:
+                            score = half_up(Fraction(len(A & B), len(A | B)))
+            elif prim == 'numeric_tolerance':
+                tol = exact(d.get('tolerance', 0.01))
+                linear = d.get('decay', 'none') == 'linear'
+
+                def within(x, y):
+                    dd = abs(exact(x) - exact(y))
+                    if dd <= tol:
+                        return Fraction(1)
+                    if linear and tol > 0:
+                        return max(Fraction(0), 1 - (dd - tol) / (4 * tol))
+                    return Fraction(0)
+                a_ok = is_num(a) or isinstance(a, list)
+                b_ok = is_num(b) or isinstance(b, list)
+                if not a_ok:
+                    err(f)
+                if not b_ok:
+                    err(gf)
+                if a_ok and b_ok:
+                    if isinstance(a, list) != isinstance(b, list):
+                        err(f)
+                    elif is_num(b):
+                        score = half_up(within(a, b))
+                    elif not b:
+                        score = 1000 if not a else 0
+                    else:
+                        tot = Fraction(0)
+                        bad = False
+                        for i, y in enumerate(b):
+                            x = a[i] if i < len(a) else MISSING
+                            if is_num(x) and is_num(y):
+                                tot += within(x, y)
+                            else:
+                                bad = True
+                        if bad:
+                            adv(f)
+                        score = half_up(tot / len(b))
+            elif prim == 'fuzzy_string':
+                if not isinstance(a, str):
+                    err(f)
+                if not isinstance(b, str):
+                    err(gf)
+                if isinstance(a, str) and isinstance(b, str):
+                    x, y = fuzzy_norm(a), fuzzy_norm(b)
+                    mx = max(len(x), len(y))
+                    score = 1000 if mx == 0 else half_up(Fraction(mx - levenshtein(x, y), mx))
+        elif prim == 'time_decay':
+            L = d.get('time_limit_secs', match.get('time_limit_secs'))
+            if not has_times:
+                err('started_at')
+            elif L is None:
+                err('time_limit_secs')
+            else:
+                t = submitted - started
+                curve = d.get('curve', 1)
+                if t < 0:
+                    score = 1000
+                else:
+                    x = 1 - Fraction(t, 1000) / exact(L)
+                    if x <= 0:
+                        score = 0
+                    elif exact(curve) == 1:
+                        score = half_up(x)
+                    elif exact(curve).denominator == 1:
+                        score = half_up(x ** int(exact(curve)))
+                    else:
+                        score = bin_round(float(x) ** float(curve))
+        elif prim in ('token_efficiency', 'call_efficiency'):
+            ck, mk = (('token_budget', 'token_count') if prim == 'token_efficiency'
+                      else ('max_llm_calls', 'llm_call_count'))
+            lim = constraints.get(ck)
+            if verified and lim is not None:
+                c = metadata.get(mk, MISSING)
+                if not is_num(c) or exact(c) < 0 or exact(c).denominator != 1:
+                    err('metadata.' + mk)
+                elif exact(lim) == 0:
+                    score = 1000 if exact(c) == 0 else 0
+                else:
+                    score = half_up(max(Fraction(0), 1 - exact(c) / exact(lim)))
+        elif prim == 'expression':
+            env = {}
+            bad = False
+            for name, path in (d.get('vars') or {}).items():
+                if path.startswith('metadata.'):
+                    v = resolve(metadata, path[len('metadata.'):])
+                elif path.startswith('ground_truth.'):
+                    v = resolve(gt, path[len('ground_truth.'):])
+                else:
+                    v = resolve(answer, path)
+                if isinstance(v, bool):
+                    env[name] = 1.0 if v else 0.0
+                elif is_num(v):
+                    env[name] = float(v)
+                else:
+                    err(path)
+                    bad = True
+            if not bad:
+                dz = [False]
+                x = expr_eval(expr_parse(d['expr'], list(env)), env, dz)
+                if dz[0]:
+                    adv(key)
+                score = bin_round(x)
+        raw[key] = score
+
+    # gates, in topological order
+    final = {}
+    dims = {d['key']: d for d in spec['dimensions']}
+
+    def settle(k):
+        if k in final:
+            return final[k]
+        g = dims[k].get('gate')
+        s = raw[k]
+        if g is not None:
+            if not Fraction(settle(g['dimension'])) > exact(g['above']):
+                s = 0
+        final[k] = s
+        return s
+    for k in dims:
+        settle(k)
+
+    total = Fraction(0)
+    breakdown = []
+    for d in spec['dimensions']:
+        w = exact(d['weight'])
+        wd = final[d['key']] * w
+        total += wd
+        breakdown.append((d['key'], final[d['key']], w, wd))
+    total = math.floor(min(Fraction(1000), total))
+    th = spec.get('thresholds') or {}
+    win = exact(th.get('win', 700))
+    draw = exact(th.get('draw', 400))
+    result = 'win' if total >= win else 'draw' if total >= draw else 'loss'
+
+    viol = []
+    for ck, mk in (('token_budget', 'token_count'), ('max_llm_calls', 'llm_call_count'),
+                   ('max_tool_calls', 'tool_call_count')):
+        lim = constraints.get(ck)
+        c = metadata.get(mk, MISSING)
+        if lim is not None and is_num(c) and exact(c) > exact(lim):
+            viol.append((ck, exact(lim), exact(c)))
+    return {'score': total, 'result': result, 'breakdown': breakdown,
+            'warnings': warnings, 'violations': viol, 'verified': verified}
+
+
+# ---------------------------------------------------------------------------
+# Comparing with the binary's output
+# ---------------------------------------------------------------------------
+
+TOP_KEYS = ['score', 'result', 'score_breakdown', 'submission_warnings',
+            'constraint_violations', 'verified']
+
+
+def num_of(tok):
+    """Decimal or int (as parsed) -> Fraction; raise if not a number."""
+    if isinstance(tok, bool) or not isinstance(tok, (int, Decimal)):
+        raise ValueError('not a number: %r' % (tok,))
+    return Fraction(tok)
+
+
+def compare(exp, text):
+    """-> list of differences (empty when equal)."""
+    diffs = []
+    try:
+        pairs = json.loads(text, object_pairs_hook=lambda p: p, parse_float=Decimal)
+    except ValueError as e:
+        return ['stdout is not JSON: %s: %r' % (e, text[:300])]
+    if [k for k, _ in pairs] != TOP_KEYS:
+        diffs.append('top-level keys %r' % [k for k, _ in pairs])
+    got = dict(pairs)
+    if got.get('score') != exp['score'] or isinstance(got.get('score'), bool):
+        diffs.append('score %r, expected %r' % (got.get('score'), exp['score']))
+    if got.get('result') != exp['result']:
+        diffs.append('result %r, expected %r' % (got.get('result'), exp['result']))
+    if got.get('verified') is not exp['verified']:
+        diffs.append('verified %r, expected %r' % (got.get('verified'), exp['verified']))
+    bd = got.get('score_breakdown') or []
+    if [k for k, _ in bd] != [b[0] for b in exp['breakdown']]:
+        diffs.append('breakdown keys %r' % [k for k, _ in bd])
+    else:
+        for (key, dv), (_, s, w, wd) in zip(bd, exp['breakdown']):
+            if [k for k, _ in dv] != ['score', 'weight', 'weighted']:
+                diffs.append('%s: keys %r' % (key, [k for k, _ in dv]))
+                continue
+            dv = dict(dv)
+            if dv['score'] != s:
+                diffs.append('%s: score %r, expected %r' % (key, dv['score'], s))
+            for name, want in (('weight', w), ('weighted', wd)):
+                v = dv[name]
+                try:
+                    if num_of(v) != want:
+                        diffs.append('%s: %s %s, expected %s' % (key, name, v, float(want)))
+                    elif want.denominator == 1 and not isinstance(v, int):
+                        diffs.append('%s: %s %s should print as an integer' % (key, name, v))
+                except ValueError as e:
+                    diffs.append('%s: %s' % (key, e))
+    gw = []
+    for w in got.get('submission_warnings') or []:
+        w = dict(w)
+        gw.append((w.get('severity'), w.get('field')))
+        if not isinstance(w.get('message'), str) or not w.get('message'):
+            diffs.append('warning without a message: %r' % (w,))
+    if gw != exp['warnings']:
+        diffs.append('warnings %r, expected %r' % (gw, exp['warnings']))
+    gv = []
+    for v in got.get('constraint_violations') or []:
+        v = dict(v)
+        try:
+            gv.append((v.get('constraint'), num_of(v.get('limit')), num_of(v.get('actual'))))
+        except ValueError as e:
+            diffs.append('violation %r: %s' % (v, e))
+    if gv != exp['violations']:
+        diffs.append('violations %r, expected %r' % (gv, exp['violations']))
+    return diffs
+
+
+# ---------------------------------------------------------------------------
+# Random generator
+# ---------------------------------------------------------------------------
+
+KEYS = ['correctness', 'completeness', 'precision', 'methodology', 'speed', 'code_quality',
+        'analysis', 'success', 'cost', 'latency', 'reliability', 'd1', 'x_2', 'recall',
+        'a' * 32, 'z9']
+
+WEIGHT_SETS = [
+    ['0.333333', '0.333334', '0.333333'],
+    ['0.1', '0.2', '0.7'],
+    ['0.5', '0.2', '0.15', '0.15'],
+    ['1'],
+    ['0.25', '0.25', '0.25', '0.25'],
+    ['0.000001', '0.999999'],
+    ['0.1'] * 10,
+    ['0.0625'] * 16,
+    ['0.123457', '0.876543'],
+    ['0.3', '0.3', '0.4'],
+]
+
+
+def rand_weights(rng, n):
+    for ws in WEIGHT_SETS:
+        if len(ws) == n and rng.random() < 0.4:
+            return [float(x) for x in ws]
+    # random micro-unit partition of 1,000,000
+    cuts = sorted(rng.sample(range(1, 1000000), n - 1)) if n > 1 else []
+    parts = [b - a for a, b in zip([0] + cuts, cuts + [1000000])]
+    if rng.random() < 0.5:  # coarser decimals
+        parts = None
+        for _ in range(20):
+            c = sorted(rng.sample(range(1, 100), n - 1)) if n > 1 else []
+            if len(set(c)) == len(c):
+                parts = [(b - a) * 10000 for a, b in zip([0] + c, c + [100])]
+                break
+        if parts is None:
+            return rand_weights(rng, n)
+    return [float(Decimal(p) / 1000000) for p in parts]
+
+
+def rand_scalar(rng):
+    return rng.choice([0, 1, 1.0, -0.0, 2, 2.5, 100, 1e2, 0.1, 0.3, 0.30000000000000004,
+                       True, False, None, "1", "a", "A", "Straße", "STRASSE", "", "x y",
+                       "é", "e\u0301", [], {}, 12345678901234, -7, 1.5e-7, "a\u0000b", "a\u0000B"])
+
+
+def rand_json(rng, depth=0):
+    r = rng.random()
+    if depth > 2 or r < 0.55:
+        return rand_scalar(rng)
+    if r < 0.8:
+        return [rand_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(['a', 'b', 'C', 'k', '0']): rand_json(rng, depth + 1)
+            for _ in range(rng.randint(0, 3))}
+
+
+def perturb(rng, v):
+    """Something deep-equal to v or slightly different."""
+    if isinstance(v, bool):
+        return rng.choice([v, not v, 1 if v else 0])
+    if isinstance(v, int):
+        return rng.choice([v, float(v), v + 1, str(v)])
+    if isinstance(v, float):
+        return rng.choice([v, v, v + 1, str(v)])
+    if isinstance(v, str):
+        return rng.choice([v, v, v.upper(), v.lower(), v.casefold(), v + ' '])
+    if isinstance(v, list):
+        r = rng.random()
+        if r < 0.6:
+            return [perturb(rng, x) for x in v]
+        if r < 0.8:
+            return list(reversed(v))
+        return v + [1]
+    if isinstance(v, dict):
+        items = list(v.items())
+        rng.shuffle(items)
+        out = {k: perturb(rng, x) for k, x in items}
+        if rng.random() < 0.15:
+            out['extra'] = 1
+        return out
+    return v
+
+
+class Case:
+    def __init__(self, rng, idx):
+        self.rng = rng
+        self.idx = idx
+        self.answer = {}
+        self.gt = {}
+        self.metadata = {}
+        self.match = {}
+        self.nf = 0
+
+    def place(self, val_a, val_g):
+        """Puts values into answer/ground truth under fresh paths; sometimes nested,
+        sometimes missing or behind an out-of-range index. Returns (field, gtfield)."""
+        rng = self.rng
+        self.nf += 1
+        n = self.nf
+        fa, fg = self._place(self.answer, 'f%d' % n, val_a), self._place(self.gt, 'g%d' % n, val_g)
+        return fa, fg
+
+    def _place(self, root, name, val):
+        rng = self.rng
+        r = rng.random()
+        if val is MISSING:
+            r2 = rng.random()
+            if r2 < 0.4:
+                return name  # simply absent
+            if r2 < 0.7:
+                root[name] = [1, 2]
+                return name + '[5]'  # index out of range
+            root[name] = {'x': 1}
+            return name + '.y'
+        if r < 0.6:
+            root[name] = val
+            return name
+        if r < 0.75:
+            root[name] = {'inner': [0, val]}
+            return name + '.inner[1]'
+        if r < 0.85:
+            root[name] = [{'v': val}]
+            return name + '.0.v'  # numeric dot segment indexes the array
+        if r < 0.93:
+            root[name] = {'0': val}
+            return name + '.0'  # numeric dot segment as an object key
+        root['k.' + name] = val
+        return '["k.%s"]' % name
+
+
+def gen_time(rng, base_ms, delta_ms):
+    """An ISO 8601 text for base+delta in one of the accepted forms."""
+    ms = base_ms + delta_ms
+    secs, milli = divmod(ms, 1000)
+    tm = time.gmtime(secs)
+    r = rng.random()
+    if r < 0.5:
+        s = time.strftime('%Y-%m-%dT%H:%M:%S', tm)
+        return s + ('.%03dZ' % milli if milli else 'Z')
+    if r < 0.7:  # with an offset
+        off = rng.choice([60, -90, 330, -480, 0])
+        tm2 = time.gmtime(secs + off * 60)
+        sign = '+' if off >= 0 else '-'
+        oh, om = divmod(abs(off), 60)
+        form = rng.choice(['%s%02d:%02d', '%s%02d%02d'])
+        frac = '.%03d' % milli if milli else ''
+        if milli and rng.random() < 0.3:
+            frac = ',%03d%d' % (milli, rng.randint(0, 9))  # truncated beyond ms
+        return time.strftime('%Y-%m-%dT%H:%M:%S', tm2) + frac + form % (sign, oh, om)
+    if r < 0.8:
+        s = time.strftime('%Y-%m-%d %H:%M:%S', tm)
+        return s + ('.%03d' % milli if milli else '')  # no offset: UTC
+    if r < 0.85:
+        if milli == 0 and tm.tm_sec == 0:
+            if tm.tm_hour == 0 and tm.tm_min == 0 and rng.random() < 0.5:
+                return time.strftime('%Y-%m-%d', tm)  # date only: midnight UTC
+            return time.strftime('%Y-%m-%dT%H:%M', tm) + rng.choice(['Z', '', '+00'])
+        off = rng.choice([1, -2, 5])
+        tm2 = time.gmtime(secs + off * 3600)
+        return (time.strftime('%Y-%m-%dT%H:%M:%S', tm2) + ('.%03d' % milli if milli else '')
+                + '%+03d' % off)
+    s = time.strftime('%Y-%m-%dt%H:%M:%S', tm)
+    return s + ('.%03d' % milli if milli else '') + 'z'
+
+
+FUZZ_PIECES = ['kitten', 'sitting', 'Ａｂｃ', 'abc', 'ABC', 'ﬁle', 'file', 'Straße', 'strasse',
+               'STRASSE', 'café', 'cafe\u0301', 'CAFÉ', '😀', '👍🏽', '👍', 'naïve', 'nai\u0308ve',
+               ' ', '  ', '\t', '\n', '\u3000', '\u00a0', 'x', 'Ω', 'ω', 'Σίσυφος', 'ΣΊΣΥΦΟΣ',
+               '①', '1', 'ｶ', 'カ', '', 'the quick', 'The  Quick', 'Ǆ', 'ǆ', 'Ⅻ', 'xii',
+               'ǰ', 'J\u030c', 'İ', 'i\u0307', 'ẞ', 'ς', 'σ', 'ᾼ', 'αι', 'ﬃ', '㎏', 'kg', 'ｶﾞ', 'ガ',
+               '\u1100\u1161', '가', '👨\u200d👩\u200d👧', '🇫🇷', '\x1f', '\x85', '\u2028',
+               '\u200b', '\ufeff', 'ŉ', 'Ⓐ', '…', '½', 'K', 'µ', 'ſ', '\u0000']
+
+
+def gen_string(rng):
+    return ''.join(rng.choice(FUZZ_PIECES) for _ in range(rng.randint(0, 4)))
+
+
+def rand_decimal(rng, places=None):
+    places = rng.choice([0, 1, 2, 3]) if places is None else places
+    return float(Decimal(rng.randint(-5000, 5000)) / (10 ** places))
+
+
+def gen_dim(case, key, weight):
+    rng = case.rng
+    prim = rng.choice(['exact_match', 'exact_match', 'exact_match_ratio', 'exact_match_ratio',
+                       'numeric_tolerance', 'numeric_tolerance', 'numeric_tolerance',
+                       'fuzzy_string', 'fuzzy_string', 'time_decay', 'time_decay',
+                       'coverage_ratio', 'set_overlap', 'set_overlap', 'token_efficiency',
+                       'call_efficiency', 'expression', 'expression'])
+    d = {'key': key, 'weight': weight, 'primitive': prim}
+    broken = rng.random() < 0.12  # a missing or ill-typed value
+
+    def vals(a, g):
+        if broken:
+            r = rng.random()
+            if r < 0.3:
+                a = MISSING
+            elif r < 0.5:
+                g = MISSING
+            elif r < 0.75:
+                a = rand_scalar(rng) if isinstance(a, (list, str, int, float)) else 'oops'
+            else:
+                g = rng.choice(['oops', None, True, {}, 3])
+        return a, g
+
+    if prim == 'exact_match':
+        g = rand_json(rng)
+        a = perturb(rng, g) if rng.random() < 0.7 else rand_json(rng)
+        if rng.random() < 0.3:
+            d['case_insensitive'] = rng.random() < 0.7
+        a, g = vals(a, g)
+        d['field'], d['ground_truth_field'] = case.place(a, g)
+    elif prim == 'exact_match_ratio':
+        n = rng.choice([0, 0, 1, 2, 3, 4, 5, 8, 16, 7])
+        if rng.random() < 0.03:
+            n = 2000
+        g = [rng.choice([1, 2, 'a', 'A', True, None, 1.5, [1], {'a': 1}]) for _ in range(n)]
+        a = [perturb(rng, x) if rng.random() < 0.3 else x for x in g]
+        if n == 2000:
+            a[rng.randrange(n)] = 'miss'
+        r = rng.random()
+        if r < 0.2:
+            a = a[:rng.randint(0, len(a))]
+        elif r < 0.35:
+            a = a + [1, 2]
+        elif r < 0.4:
+            a = []
+        a, g = vals(a, g)
+        d['field'], d['ground_truth_field'] = case.place(a, g)
+    elif prim == 'numeric_tolerance':
+        tol = rng.choice([None, 0.01, 0, 0.5, 1, 0.001, 0.1, 2.5, 0.000001, 3, 0.05])
+        if tol is not None:
+            d['tolerance'] = tol
+        t = exact(tol if tol is not None else 0.01)
+        if rng.random() < 0.4:
+            d['decay'] = rng.choice(['none', 'linear', 'linear'])
+
+        def pair():
+            b = rand_decimal(rng)
+            k = rng.choice([0, 1, 1, -1, 2, 3, 5, Fraction(1, 2), Fraction(3, 2), Fraction(7, 4)])
+            off = t * k if t else Fraction(rng.choice([0, 0, 1, -1]), 1000)
+            if rng.random() < 0.2:
+                off += Fraction(rng.choice([1, -1]), 10 ** rng.choice([3, 4, 6, 7]))
+            if rng.random() < 0.06:  # exponents far apart: exact arithmetic beyond 128 bits
+                b = rng.choice([0.01, 0.03, 1e300, 1e-300, 5e-324, 1.7976931348623157e308,
+                                9007199254740993, 0])
+                off = rng.choice([Fraction(0), t, -t, Fraction(1, 10 ** 40), -Fraction(1, 10 ** 40),
+                                  t + Fraction(1, 10 ** 40), t - Fraction(1, 10 ** 40)])
+                if rng.random() < 0.5:
+                    d['tolerance'] = rng.choice([0.01, 1e300, 1e-300, 5e-324])
+                    return rng.choice([-1e-40, 1e-40, 0.02, -0.01, 3e300, 1e-300, 0]), b
+            a = exact(b) + off
+            av = float(Decimal(a.numerator) / Decimal(a.denominator)) if rng.random() < 0.9 \
+                else float(a)
+            if rng.random() < 0.1:
+                b, av = 1.0, 1.01
+                d['tolerance'] = 0.01
+            if av == int(av) and abs(av) < 1e15 and rng.random() < 0.5:
+                av = int(av)
+            return av, b
+        if rng.random() < 0.35:
+            n = rng.choice([0, 1, 2, 3, 4, 6])
+            ps = [pair() for _ in range(n)]
+            a = [p[0] for p in ps]
+            g = [p[1] for p in ps]
+            r = rng.random()
+            if r < 0.1:
+                a = a[:-1]
+            elif r < 0.2:
+                a = a + [9]
+            elif r < 0.3 and a:
+                a[rng.randrange(len(a))] = rng.choice(['1', None, True, [1]])
+            elif r < 0.35 and g:
+                g[rng.randrange(len(g))] = 'x'
+            elif r < 0.4:
+                a = a[0] if a else 1  # scalar for an array
+        else:
+            a, g = pair()
+            if rng.random() < 0.05:
+                a = [a]
+        a, g = vals(a, g)
+        d['field'], d['ground_truth_field'] = case.place(a, g)
+    elif prim == 'fuzzy_string':
+        g = gen_string(rng)
+        r = rng.random()
+        if r < 0.3:
+            a = g
+        elif r < 0.5:
+            a = g.upper()
+        else:
+            a = gen_string(rng)
+        a, g = vals(a, g)
+        if rng.random() < 0.05:
+            a = 5
+        d['field'], d['ground_truth_field'] = case.place(a, g)
+    elif prim == 'time_decay':
+        if rng.random() < 0.5:
+            d['time_limit_secs'] = rng.choice([300, 60, 1, 7200, 0.5, 90.5, 3600])
+        if rng.random() < 0.4:
+            d['curve'] = rng.choice([1, 2, 0.5, 3, 1.5, 1.0, 2.0])
+    elif prim in ('coverage_ratio', 'set_overlap'):
+        pool = [1, 1.0, 2, '1', 'a', 'A', True, None, {'a': 1, 'b': 2}, {'b': 2.0, 'a': 1},
+                [1, 2], [2, 1], 'x', 'y', 'z', 3, -0.0, 0]
+        g = [rng.choice(pool) for _ in range(rng.choice([0, 0, 1, 2, 3, 4, 6, 16]))]
+        a = [rng.choice(pool) for _ in range(rng.choice([0, 0, 1, 2, 3, 5]))]
+        if rng.random() < 0.3:
+            a = list(g) + a[:1]
+        if prim == 'set_overlap' and rng.random() < 0.7:
+            d['method'] = rng.choice(['jaccard', 'intersection'])
+        a, g = vals(a, g)
+        d['field'], d['ground_truth_field'] = case.place(a, g)
+    elif prim in ('token_efficiency', 'call_efficiency'):
+        mk = 'token_count' if prim == 'token_efficiency' else 'llm_call_count'
+        case.eff_keys.add(mk)
+    elif prim == 'expression':
+        gen_expression(case, d)
+    return d
+
+
+def gen_expression(case, d):
+    rng = case.rng
+    names = rng.sample(['q', 'steps', 'total', 'retries', 'declared', 'timeouts', 'hard', 'x1'],
+                       rng.randint(0, 4))
+    vars_ = {}
+    for nm in names:
+        where = rng.random()
+        val = rng.choice([0, 1, 2, 3, 4, 0.9, 0.5, 0.25, 0.1, 10, -1, True, False, 1.5])
+        if rng.random() < 0.06:
+            val = rng.choice([MISSING, 'str', None, [1]])
+        case.nf += 1
+        if where < 0.5:
+            path = 'e%d' % case.nf
+            if val is not MISSING:
+                case.answer[path] = val
+        elif where < 0.75:
+            path = 'metadata.e%d' % case.nf
+            if val is not MISSING:
+                case.metadata['e%d' % case.nf] = val
+        else:
+            path = 'ground_truth.e%d' % case.nf
+            if val is not MISSING:
+                case.gt['e%d' % case.nf] = val
+        vars_[nm] = path
+
+    def leaf():
+        if names and rng.random() < 0.6:
+            return rng.choice(names)
+        return rng.choice(['0', '1', '2', '0.1', '0.5', '0.2', '3', '10', '0.75', '1.5', '.5', '2.',
+                           '1e-1', '2.5E+2', '5e-4', '007', '0.0005', '0.9995'])
+
+    def gen(depth):
+        if depth > 4 or rng.random() < 0.3:
+            return leaf()
+        r = rng.random()
+        if r < 0.55:
+            op = rng.choice(['+', '-', '*', '/', '/', '*', '\u00d7', '\u00f7', '\u2212'])
+            a, b = gen(depth + 1), gen(depth + 1)
+            return ('(%s %s %s)' if rng.random() < 0.6 else '%s %s %s') % (a, op, b)
+        if r < 0.7:
+            args = [gen(depth + 1) for _ in range(rng.choice([1, 2, 2, 3, 4]))]
+            return '%s(%s)' % (rng.choice(['min', 'max']), ', '.join(args))
+        if r < 0.78:
+            return 'clamp(%s, %s, %s)' % (gen(depth + 1), leaf(), leaf())
+        if r < 0.9:
+            return '(%s %s %s)' % (gen(depth + 1), rng.choice(['<', '<=', '>', '>=', '==', '!=']),
+                                   gen(depth + 1))
+        return '-%s' % gen(depth + 1) if rng.random() < 0.5 else '(-%s)' % gen(depth + 1)
+
+    r = rng.random()
+    if r < 0.15 and len(names) >= 3:
+        a, b, c = names[:3]
+        e = '%s * %s / %s' % (a, b, c)
+    elif r < 0.25 and len(names) >= 4:
+        a, b, c, e4 = names[:4]
+        e = '1 - 0.1*max(0, %s - %s) - 0.2*%s - 0.5*%s' % (a, b, c, e4)
+    else:
+        e = gen(0)
+    d['expr'] = e
+    if vars_ or rng.random() < 0.5:
+        d['vars'] = vars_
+
+
+def gen_case(rng, idx):
+    case = Case(rng, idx)
+    case.eff_keys = set()
+    n = rng.choice([1, 1, 2, 3, 3, 4, 4, 5, 6, 10, 16])
+    keys = rng.sample(KEYS, n)
+    weights = rand_weights(rng, n)
+    dims = [gen_dim(case, k, w) for k, w in zip(keys, weights)]
+    # gates: only towards dimensions earlier in a random order (no cycles)
+    order = list(range(n))
+    rng.shuffle(order)
+    for pos, i in enumerate(order):
+        if pos > 0 and rng.random() < 0.2:
+            tgt = dims[rng.choice(order[:pos])]['key']
+            dims[i]['gate'] = {'dimension': tgt,
+                               'above': rng.choice([700, 0, 500, 999, -1, 499.5, 1000, 333])}
+    spec = {'evaluator': 'deterministic', 'dimensions': dims}
+    r = rng.random()
+    if r < 0.5:
+        win = rng.choice([700, 500, 1000, 0, 650.5, 823])
+        draw = rng.choice([400, 0, 100, 399.5, 650.5])
+        draw = min(draw, win)
+        th = {'win': win, 'draw': draw}
+        if draw <= 400 <= win and rng.random() < 0.3:
+            del th['draw']
+        spec['thresholds'] = th
+    cons = {}
+    for ck in ('token_budget', 'max_llm_calls', 'max_tool_calls'):
+        if rng.random() < 0.5:
+            cons[ck] = rng.choice([0, 10, 40, 1000, 200000, 5.0])
+    if cons or rng.random() < 0.2:
+        spec['constraints'] = cons
+
+    # match
+    base = 1714557600000 + rng.randint(0, 86400000 * 400)
+    if rng.random() < 0.1:
+        base -= base % 86400000  # midnight: date-only and hh:mm forms
+    delta = rng.choice([0, 66000, 150000, 299999, 300000, 300001, -5000, 1234, 45500, 60000,
+                        rng.randint(0, 8000000)])
+    m = {}
+    r = rng.random()
+    if r < 0.9:
+        m['started_at'] = gen_time(rng, base, 0)
+        m['submitted_at'] = gen_time(rng, base, delta)
+    elif r < 0.95:
+        m['started_at'] = gen_time(rng, base, 0)
+    if rng.random() < 0.8:
+        m['time_limit_secs'] = rng.choice([300, 60, 3600, 1, 86400])
+    if rng.random() < 0.5:
+        m['memoryless'] = rng.random() < 0.5
+        m['attempt_number'] = rng.randint(1, 3)
+    case.match = m if m or rng.random() < 0.5 else None
+
+    # metadata: counts and the replay log
+    md = case.metadata
+    for mk in ('token_count', 'llm_call_count', 'tool_call_count'):
+        r = rng.random()
+        if r < 0.6 or mk in case.eff_keys and r < 0.85:
+            md[mk] = rng.choice([0, 5, 10, 10.0, 40, 41, 250, 1000, 1001, 200000, 250000,
+                                 2.5, -1, 7, 333])
+        elif r < 0.7:
+            md[mk] = rng.choice(['5', None, True, [1]])
+    if rng.random() < 0.7:
+        log = []
+        for _ in range(rng.randint(0, 4)):
+            rr = rng.random()
+            if rr < 0.75:
+                dt = rng.choice([-5000, -5001, 0, 1000, delta, delta + 5000, delta + 5001,
+                                 rng.randint(-4000, max(0, delta) + 4000)])
+                log.append({'ts': gen_time(rng, base, dt), 'tool': 'x'})
+            elif rr < 0.85:
+                log.append({'tool': 'no ts'})
+            elif rr < 0.92:
+                log.append({'ts': 'yesterday'})
+            else:
+                log.append('not an object')
+        md['replay_log'] = log if rng.random() < 0.95 else {'ts': 'x'}
+    sub = {'answer': case.answer}
+    if md or rng.random() < 0.5:
+        sub['metadata'] = md
+    return spec, sub, case.gt, case.match
+
+
+def strip_missing(v):
+    return v
+
+
+# ---------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------
+
+tmp = tempfile.mkdtemp(prefix="arbiter-diff-")
+
+
+def write(path, obj):
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(json.dumps(obj, ensure_ascii=(len(path) % 2 == 0)))
+
+
+def run_case(args):
+    idx, spec, sub, gt, match = args
+    d = os.path.join(tmp, 'c%s' % idx)
+    os.mkdir(d)
+    cmd = [BIN, 'score', '--spec', os.path.join(d, 'spec.json'),
+           '--submission', os.path.join(d, 'submission.json')]
+    write(os.path.join(d, 'spec.json'), spec)
+    write(os.path.join(d, 'submission.json'), sub)
+    if gt is not None:
+        write(os.path.join(d, 'ground_truth.json'), gt)
+        cmd += ['--ground-truth', os.path.join(d, 'ground_truth.json')]
+    if match is not None:
+        write(os.path.join(d, 'match.json'), match)
+        cmd += ['--match', os.path.join(d, 'match.json')]
+    p = subprocess.run(cmd, capture_output=True, timeout=60)
+    return d, p.returncode, p.stdout.decode('utf-8', 'replace'), p.stderr.decode('utf-8', 'replace')
+
+
+def differential():
+    rng = random.Random(SEED)
+    cases = []
+    for i in range(NCASES):
+        spec, sub, gt, match = gen_case(rng, i)
+        cases.append((i, spec, sub, gt, match))
+    t0 = time.time()
+    with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) * 2)) as ex:
+        results = list(ex.map(run_case, cases))
+    elapsed = time.time() - t0
+    nbad = 0
+    for (i, spec, sub, gt, match), (d, rc, out, errtext) in zip(cases, results):
+        prims = ','.join(sorted(set(x['primitive'] for x in spec['dimensions'])))
+        try:
+            exp = reference_score(spec, sub, gt or {}, match)
+        except Exception as e:  # a bug in the generator/reference
+            ok(False, 'case %d (%s): reference raised %r' % (i, prims, e))
+            continue
+        if rc != 0:
+            diffs = ['exit %d: %s' % (rc, errtext.strip())]
+        else:
+            diffs = compare(exp, out)
+        good = ok(not diffs, 'case %d (%s)' % (i, prims),
+                  '\n'.join(diffs) + '\ncase files: %s' % (KEEP or d))
+        if not good:
+            nbad += 1
+            if KEEP:
+                os.makedirs(KEEP, exist_ok=True)
+                dst = os.path.join(KEEP, os.path.basename(d))
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(d, dst)
+    print('# %d cases, %d differ, %.1f s running the binary' % (len(cases), nbad, elapsed))
+
+
+# ---------------------------------------------------------------------------
+# Fixed cases: specific edges of the contract, checked against the reference
+# and against literal expected scores
+# ---------------------------------------------------------------------------
+
+def fixed_cases():
+    M = {'started_at': '2024-05-01T10:00:00Z', 'submitted_at': '2024-05-01T10:01:06Z',
+         'time_limit_secs': 300}
+
+    def one(name, dim, answer, gt, want, match=M, metadata=None, spec_extra=None,
+            want_warn=None):
+        spec = {'evaluator': 'deterministic', 'dimensions': [dict(key='k', weight=1, **dim)]}
+        spec.update(spec_extra or {})
+        sub = {'answer': answer}
+        if metadata is not None:
+            sub['metadata'] = metadata
+        d, rc, out, errtext = run_case(('fixed%d' % count, spec, sub, gt, match))
+        exp = reference_score(spec, sub, gt, match)
+        got = None
+        try:
+            got = json.loads(out)['score_breakdown']['k']['score']
+        except (ValueError, KeyError, TypeError):
+            pass
+        diffs = compare(exp, out) if rc == 0 else ['exit %d: %s' % (rc, errtext)]
+        if exp['breakdown'][0][1] != want:
+            diffs.append('reference says %d, the contract %d' % (exp['breakdown'][0][1], want))
+        if got != want:
+            diffs.append('arbiter says %r, the contract %d' % (got, want))
+        if want_warn is not None:
+            ws = [(w['severity'], w['field']) for w in json.loads(out)['submission_warnings']] \
+                if rc == 0 else None
+            if ws != want_warn:
+                diffs.append('warnings %r, expected %r' % (ws, want_warn))
+        ok(not diffs, 'fixed: %s -> %d' % (name, want), '\n'.join(diffs))
+
+    F = dict(field='a', ground_truth_field='b')
+    one('numeric 1.01 vs 1.00 tol 0.01', dict(primitive='numeric_tolerance', tolerance=0.01, **F),
+        {'a': 1.01}, {'b': 1.00}, 1000)
+    one('numeric 1.02 vs 1.00 tol 0.01', dict(primitive='numeric_tolerance', tolerance=0.01, **F),
+        {'a': 1.02}, {'b': 1.00}, 0)
+    one('numeric 0.3 vs 0.1+0.2 tol 0', dict(primitive='numeric_tolerance', tolerance=0, **F),
+        {'a': 0.3}, {'b': 0.30000000000000004}, 0)
+    one('numeric default tol 0.01 (100.01 vs 100)', dict(primitive='numeric_tolerance', **F),
+        {'a': 100.01}, {'b': 100}, 1000)
+    one('numeric tol 1e-9', dict(primitive='numeric_tolerance', tolerance=1e-9, **F),
+        {'a': 1.000000001}, {'b': 1}, 1000)
+    one('numeric tol 1e-9 beyond', dict(primitive='numeric_tolerance', tolerance=1e-9, **F),
+        {'a': 1.000000002}, {'b': 1}, 0)
+    one('numeric -1e-40 vs 0.01 tol 0.01 (just outside, exponents 38 digits apart)',
+        dict(primitive='numeric_tolerance', tolerance=0.01, **F), {'a': -1e-40}, {'b': 0.01}, 0)
+    one('numeric 1e-40 vs 0.01 tol 0.01 (just inside)',
+        dict(primitive='numeric_tolerance', tolerance=0.01, **F), {'a': 1e-40}, {'b': 0.01}, 1000)
+    one('numeric 1e300 vs -1e-300 tol 1e300 (just outside)',
+        dict(primitive='numeric_tolerance', tolerance=1e300, **F), {'a': 1e300}, {'b': -1e-300}, 0)
+    one('numeric linear arrays with subnormals and 1e308',
+        dict(primitive='numeric_tolerance', tolerance=0.01, decay='linear', **F),
+        {'a': [-1e-40, 5e-324, 1e308]}, {'b': [0.03, 0.02, 1e308]}, 750)
+    one('numeric tol 5e-324', dict(primitive='numeric_tolerance', tolerance=5e-324, **F),
+        {'a': [1e-323, 1e308, -1.7976931348623157e308]},
+        {'b': [5e-324, 1e308, 1.7976931348623157e308]}, 667)
+    one('numeric linear 1.015 vs 1', dict(primitive='numeric_tolerance', tolerance=0.01,
+                                          decay='linear', **F), {'a': 1.015}, {'b': 1}, 875)
+    one('numeric linear 1.05 vs 1 floor 0', dict(primitive='numeric_tolerance', tolerance=0.01,
+                                                 decay='linear', **F), {'a': 1.06}, {'b': 1}, 0)
+    one('numeric arrays 2 of 3', dict(primitive='numeric_tolerance', tolerance=0.01, **F),
+        {'a': [1, 2.005, 3.5]}, {'b': [1, 2, 3]}, 667)
+    one('numeric empty arrays', dict(primitive='numeric_tolerance', **F), {'a': []}, {'b': []}, 1000)
+    one('numeric big integers', dict(primitive='numeric_tolerance', tolerance=0, **F),
+        {'a': 9007199254740993}, {'b': 9007199254740992}, 0)
+    one('numeric string is ill-typed', dict(primitive='numeric_tolerance', **F),
+        {'a': '1'}, {'b': 1}, 0, want_warn=[('error', 'a')])
+    one('exact_match 1 vs 1.0', dict(primitive='exact_match', **F), {'a': [1, {'x': 2}]},
+        {'b': [1.0, {'x': 2.0}]}, 1000)
+    one('exact_match true vs 1', dict(primitive='exact_match', **F), {'a': True}, {'b': 1}, 0)
+    one('exact_match case sensitive', dict(primitive='exact_match', **F), {'a': 'Paris'},
+        {'b': 'paris'}, 0)
+    one('exact_match ci Straße', dict(primitive='exact_match', case_insensitive=True, **F),
+        {'a': 'Straße'}, {'b': 'STRASSE'}, 1000)
+    one('exact_match null is a value', dict(primitive='exact_match', **F), {'a': None},
+        {'b': None}, 1000, want_warn=[])
+    one('exact_match missing path', dict(primitive='exact_match', **F), {'z': 1}, {'b': 1}, 0,
+        want_warn=[('error', 'a')])
+    one('exact_match missing ground truth', dict(primitive='exact_match', **F), {'a': 1}, {}, 0,
+        want_warn=[('error', 'ground_truth.b')])
+    one('exact_match_ratio 1999/2000 half-up', dict(primitive='exact_match_ratio', **F),
+        {'a': [1] * 1999 + [0]}, {'b': [1] * 2000}, 1000)
+    one('exact_match_ratio 3/16 = 187.5', dict(primitive='exact_match_ratio', **F),
+        {'a': [1] * 3}, {'b': [1] * 16}, 188)
+    one('exact_match_ratio 1/2000 = 0.5', dict(primitive='exact_match_ratio', **F),
+        {'a': [1]}, {'b': [1] * 2000}, 1)
+    one('exact_match_ratio both empty', dict(primitive='exact_match_ratio', **F),
+        {'a': []}, {'b': []}, 1000)
+    one('exact_match_ratio expected empty', dict(primitive='exact_match_ratio', **F),
+        {'a': [1]}, {'b': []}, 0)
+    one('exact_match_ratio out of range index', dict(primitive='exact_match_ratio',
+                                                     field='a[3]', ground_truth_field='b'),
+        {'a': [[1]]}, {'b': [1]}, 0, want_warn=[('error', 'a[3]')])
+    one('fuzzy kitten/sitting', dict(primitive='fuzzy_string', **F), {'a': 'kitten'},
+        {'b': 'sitting'}, 571)
+    one('fuzzy full-width', dict(primitive='fuzzy_string', **F), {'a': 'ＡＢＣ'}, {'b': 'abc'}, 1000)
+    one('fuzzy ligature', dict(primitive='fuzzy_string', **F), {'a': 'ﬁle'}, {'b': 'FILE'}, 1000)
+    one('fuzzy ß', dict(primitive='fuzzy_string', **F), {'a': 'Straße'}, {'b': 'STRASSE'}, 1000)
+    one('fuzzy combining accent', dict(primitive='fuzzy_string', **F), {'a': 'cafe\u0301'},
+        {'b': 'CAFÉ'}, 1000)
+    one('fuzzy emoji', dict(primitive='fuzzy_string', **F), {'a': '👍🏽 ok'}, {'b': '👍 ok'}, 800)
+    one('fuzzy whitespace', dict(primitive='fuzzy_string', **F), {'a': '  a \t\n b\u3000'},
+        {'b': 'a b'}, 1000)
+    one('fuzzy both empty', dict(primitive='fuzzy_string', **F), {'a': ' '}, {'b': ''}, 1000)
+    one('time_decay 66 of 300', dict(primitive='time_decay'), {}, {}, 780)
+    one('time_decay curve 2, 150 of 300', dict(primitive='time_decay', curve=2),
+        {}, {}, 250, match=dict(M, submitted_at='2024-05-01T10:02:30Z'))
+    one('time_decay own limit 132 s', dict(primitive='time_decay', time_limit_secs=132),
+        {}, {}, 500)
+    one('time_decay over the limit', dict(primitive='time_decay'), {}, {}, 0,
+        match=dict(M, submitted_at='2024-05-01T10:06:00Z'))
+    one('time_decay no times', dict(primitive='time_decay'), {}, {}, 0, match=None,
+        want_warn=[('error', 'started_at')])
+    one('coverage x,x,q vs x,y,z', dict(primitive='coverage_ratio', **F),
+        {'a': ['x', 'x', 'q']}, {'b': ['x', 'y', 'z']}, 333)
+    one('coverage expected empty', dict(primitive='coverage_ratio', **F), {'a': [1]}, {'b': []},
+        1000)
+    one('jaccard', dict(primitive='set_overlap', **F), {'a': ['a', 'b', 'c']},
+        {'b': ['b', 'c', 'd']}, 500)
+    one('intersection', dict(primitive='set_overlap', method='intersection', **F),
+        {'a': ['a', 'b', 'c']}, {'b': ['b', 'c', 'd']}, 667)
+    one('set items 1 == 1.0, objects by key', dict(primitive='set_overlap', **F),
+        {'a': [1.0, {'y': 2, 'x': 1}]}, {'b': [1, {'x': 1, 'y': 2.0}]}, 1000)
+    one('set both empty', dict(primitive='set_overlap', **F), {'a': []}, {'b': []}, 1000)
+    V = {'replay_log': [{'ts': '2024-05-01T09:59:55Z'}, {'ts': '2024-05-01T10:01:11Z'}]}
+    one('token_efficiency verified', dict(primitive='token_efficiency'), {}, {}, 750,
+        metadata=dict(V, token_count=250), spec_extra={'constraints': {'token_budget': 1000}})
+    one('token_efficiency unverified', dict(primitive='token_efficiency'), {}, {}, 0,
+        metadata={'token_count': 250}, spec_extra={'constraints': {'token_budget': 1000}},
+        want_warn=[])
+    one('call_efficiency verified', dict(primitive='call_efficiency'), {}, {}, 750,
+        metadata=dict(V, llm_call_count=10), spec_extra={'constraints': {'max_llm_calls': 40}})
+    one('verified edge -5001 ms fails', dict(primitive='call_efficiency'), {}, {}, 0,
+        metadata={'replay_log': [{'ts': '2024-05-01T09:59:54.999Z'}], 'llm_call_count': 10},
+        spec_extra={'constraints': {'max_llm_calls': 40}})
+    one('expression workflow success', dict(
+        primitive='expression', expr='quality * steps_completed / total_steps',
+        vars={'quality': 'quality', 'steps_completed': 'steps_completed',
+              'total_steps': 'ground_truth.total_steps'}),
+        {'quality': 0.9, 'steps_completed': 3}, {'total_steps': 4}, 675)
+    one('expression reliability', dict(
+        primitive='expression',
+        expr='1 - 0.1*max(0, retries - declared_retries) - 0.2*timeouts - 0.5*hard_failures',
+        vars={'retries': 'metadata.retries', 'declared_retries': 'metadata.declared',
+              'timeouts': 'metadata.timeouts', 'hard_failures': 'metadata.hard'}),
+        {}, {}, 600, metadata={'retries': 3, 'declared': 1, 'timeouts': 1, 'hard': 0})
+    one('expression division by zero', dict(primitive='expression', expr='1 + a / b',
+                                            vars={'a': 'a', 'b': 'b'}),
+        {'a': 1, 'b': 0}, {}, 1000, want_warn=[('warning', 'k')])
+    one('expression exponent literals', dict(primitive='expression', expr='2.5E+2 * 1e-3'),
+        {}, {}, 250)
+    one('expression variables warn in declared order', dict(
+        primitive='expression', expr='z + a', vars={'z': 'metadata.z', 'a': 'a'}),
+        {}, {}, 0, metadata={}, want_warn=[('error', 'metadata.z'), ('error', 'a')])
+    one('every bad side warns: ill-typed answer, missing ground truth',
+        dict(primitive='fuzzy_string', **F), {'a': 5}, {}, 0,
+        want_warn=[('error', 'a'), ('error', 'ground_truth.b')])
+    one('every bad side warns: both ill-typed', dict(primitive='set_overlap', **F),
+        {'a': 'x'}, {'b': {'x': 1}}, 0, want_warn=[('error', 'a'), ('error', 'ground_truth.b')])
+    one('expression comparison', dict(primitive='expression', expr='(a >= 2) * 0.5',
+                                      vars={'a': 'a'}), {'a': 2}, {}, 500)
+    one('expression clamp', dict(primitive='expression', expr='clamp(a, 0.25, 0.5)',
+                                 vars={'a': 'a'}), {'a': 0.9}, {}, 500)
+
+    # gates and totals
+    spec = {'evaluator': 'deterministic', 'dimensions': [
+        {'key': 'correctness', 'weight': 0.5, 'primitive': 'expression', 'expr': '0.9'},
+        {'key': 'speed', 'weight': 0.2, 'primitive': 'expression', 'expr': '0.78'},
+        {'key': 'methodology', 'weight': 0.15, 'primitive': 'expression', 'expr': '0.69'},
+        {'key': 'completeness', 'weight': 0.15, 'primitive': 'expression', 'expr': '0.76'}]}
+    d, rc, out, errtext = run_case(('seed823', spec, {'answer': {}}, {}, None))
+    ok(rc == 0 and out.strip() == '{"score":823,"result":"win","score_breakdown":{"correctness":'
+       '{"score":900,"weight":0.5,"weighted":450},"speed":{"score":780,"weight":0.2,"weighted":156},'
+       '"methodology":{"score":690,"weight":0.15,"weighted":103.5},"completeness":{"score":760,'
+       '"weight":0.15,"weighted":114}},"submission_warnings":[],"constraint_violations":[],'
+       '"verified":false}', 'fixed: the seed example prints 823 win byte for byte', out + errtext)
+
+
+# ---------------------------------------------------------------------------
+# Spec validation (§3): every invalid-spec rule exits 2 naming the dimension
+# and the rule; valid specs are accepted.
+# ---------------------------------------------------------------------------
+
+def validation_cases():
+    def dim(key='correctness', weight=1, **kw):
+        d = {'key': key, 'weight': weight, 'primitive': 'exact_match', 'field': 'a',
+             'ground_truth_field': 'b'}
+        d.update(kw)
+        return {k: v for k, v in d.items() if v is not DROP}
+
+    def spec(*dims, **kw):
+        s = {'evaluator': 'deterministic', 'dimensions': list(dims)}
+        s.update(kw)
+        return {k: v for k, v in s.items() if v is not DROP}
+
+    # (name, spec, None for valid | (dimension or None, [rule words, any of]))
+    TD = dict(primitive='time_decay', field=DROP, ground_truth_field=DROP)
+    NT = dict(primitive='numeric_tolerance')
+    cases = [
+        ('weights 0.1+0.2+0.7', spec(dim('a1', 0.1), dim('a2', 0.2), dim('a3', 0.7)), None),
+        ('weights 0.333333+0.333334+0.333333',
+         spec(dim('a1', 0.333333), dim('a2', 0.333334), dim('a3', 0.333333)), None),
+        ('weights 10 x 0.1', spec(*[dim('w%d' % i, 0.1) for i in range(10)]), None),
+        ('weights 16 x 0.0625', spec(*[dim('w%d' % i, 0.0625) for i in range(16)]), None),
+        ('weights 0.000001 + 0.999999', spec(dim('a1', 0.000001), dim('a2', 0.999999)), None),
+        ('weight 1.0', spec(dim('a1', 1.0)), None),
+        ('key of 32 characters', spec(dim('a' + 'b' * 31)), None),
+        ('a core key and other keys', spec(dim('success', 0.5), dim('x_1', 0.5)), None),
+        ('every primitive', spec(
+            dim('p1', 0.1), dim('p2', 0.1, primitive='exact_match_ratio'),
+            dim('p3', 0.1, primitive='numeric_tolerance', tolerance=0, decay='linear'),
+            dim('p4', 0.1, primitive='fuzzy_string'),
+            dim('p5', 0.1, **dict(TD, time_limit_secs=0.5, curve=0.25)),
+            dim('p6', 0.1, primitive='coverage_ratio'),
+            dim('p7', 0.1, primitive='set_overlap', method='intersection'),
+            dim('p8', 0.1, primitive='token_efficiency', field=DROP, ground_truth_field=DROP),
+            dim('p9', 0.1, primitive='call_efficiency', field=DROP, ground_truth_field=DROP),
+            dim('p10', 0.1, primitive='expression', field=DROP, ground_truth_field=DROP,
+                expr='clamp(min(a, 1) * max(b, 0) / 2 - (a >= b), 0, 1)',
+                vars={'a': 'x', 'b': 'metadata.y'})), None),
+        ('gate chain', spec(dim('a1', 0.5), dim('a2', 0.25, gate={'dimension': 'a1', 'above': 700}),
+                            dim('a3', 0.25, gate={'dimension': 'a2', 'above': 0})), None),
+        ('thresholds draw = win', spec(dim(), thresholds={'win': 500, 'draw': 500}), None),
+        ('thresholds 0 and 1000', spec(dim(), thresholds={'win': 1000, 'draw': 0}), None),
+        ('tolerance 1e-9', spec(dim(**NT, tolerance=1e-9)), None),
+        ('expression with exponents, × ÷ − and variadic min/max', spec(dim(
+            primitive='expression', expr='max(1e-3, 2.5E+2 × a ÷ 1000 − 0.5, min(a))',
+            vars={'a': 'x'}, field=DROP, ground_truth_field=DROP)), None),
+        ('tolerance 0', spec(dim(**NT, tolerance=0)), None),
+        ('test-suite spec', {'evaluator': 'test-suite', 'dimensions': [
+            {'key': 'correctness', 'weight': 1}], 'test_suite': {
+            'language': 'python3', 'cases': [{'name': 'a', 'stdin': '', 'expected_stdout': 'x'}]}},
+         None),
+
+        ('no evaluator', spec(dim(), evaluator=DROP), (None, ['evaluator'])),
+        ('unknown evaluator', spec(dim(), evaluator='llm-judge'), (None, ['evaluator'])),
+        ('no dimensions', spec(), (None, ['dimension'])),
+        ('dimensions not an array', dict(spec(dim()), dimensions={}), (None, ['dimension'])),
+        ('17 dimensions', spec(*[dim('w%d' % i, 0.0625 if i < 15 else 0.03125)
+                                 for i in range(17)]), (None, ['16', 'dimensions'])),
+        ('key with upper case', spec(dim('Speed')), ('Speed', ['key'])),
+        ('key starting with a digit', spec(dim('1a')), ('1a', ['key'])),
+        ('key of 33 characters', spec(dim('a' * 33)), ('a' * 33, ['key'])),
+        ('key missing', spec(dim(DROP)), (None, ['key'])),
+        ('duplicate key', spec(dim('a1', 0.5), dim('a1', 0.5)), ('a1', ['duplicate', 'unique'])),
+        ('weight 0', spec(dim('a1', 1), dim('a2', 0)), ('a2', ['weight'])),
+        ('weight negative', spec(dim('a1', 1), dim('a2', -0.5)), ('a2', ['weight'])),
+        ('weight above 1', spec(dim('a1', 1.5)), ('a1', ['weight'])),
+        ('weight 0.1234567', spec(dim('speed', 0.1234567), dim('a2', 0.8765433)),
+         ('speed', ['decimal places', 'places'])),
+        ('weight a string', spec(dim('a1', '1')), ('a1', ['weight'])),
+        ('weight missing', spec(dim('a1', DROP)), ('a1', ['weight'])),
+        ('weights sum 0.999999', spec(dim('a1', 0.5), dim('a2', 0.499999)), (None, ['sum'])),
+        ('weights sum 1.000001', spec(dim('a1', 0.5), dim('a2', 0.500001)), (None, ['sum'])),
+        ('weights 0.1 + 0.2 + 0.699999', spec(dim('a1', 0.1), dim('a2', 0.2), dim('a3', 0.699999)),
+         (None, ['sum'])),
+        ('primitive missing', spec(dim(primitive=DROP)), ('correctness', ['primitive'])),
+        ('primitive unknown', spec(dim(primitive='regex')), ('correctness', ['primitive'])),
+        ('field missing', spec(dim(field=DROP)), ('correctness', ['field'])),
+        ('ground_truth_field missing', spec(dim(primitive='set_overlap', ground_truth_field=DROP)),
+         ('correctness', ['ground_truth_field'])),
+        ('field not a path', spec(dim(field='a..b')), ('correctness', ['field', 'path'])),
+        ('field negative index', spec(dim(field='a[-1]')), ('correctness', ['field', 'path',
+                                                                           'index'])),
+        ('field empty', spec(dim(field='')), ('correctness', ['field', 'path'])),
+        ('field ends with a dot', spec(dim(field='a.')), ('correctness', ['field', 'path'])),
+        ('ground_truth_field index with a leading zero', spec(dim(ground_truth_field='b[01]')),
+         ('correctness', ['ground_truth_field', 'path'])),
+        ('tolerance negative', spec(dim(**NT, tolerance=-0.01)), ('correctness', ['tolerance'])),
+        ('tolerance a string', spec(dim(**NT, tolerance='0.1')), ('correctness', ['tolerance'])),
+        ('decay unknown', spec(dim(**NT, decay='exponential')), ('correctness', ['decay'])),
+        ('method unknown', spec(dim(primitive='set_overlap', method='dice')),
+         ('correctness', ['method'])),
+        ('curve 0', spec(dim(**dict(TD, curve=0))), ('correctness', ['curve'])),
+        ('curve negative', spec(dim(**dict(TD, curve=-1))), ('correctness', ['curve'])),
+        ('time_limit_secs 0', spec(dim(**dict(TD, time_limit_secs=0))),
+         ('correctness', ['time_limit_secs'])),
+        ('time_limit_secs negative', spec(dim(**dict(TD, time_limit_secs=-5))),
+         ('correctness', ['time_limit_secs'])),
+        ('expression does not parse', spec(dim(primitive='expression', expr='a +', vars={'a': 'x'},
+                                               field=DROP, ground_truth_field=DROP)),
+         ('correctness', ['expr'])),
+        ('expression undeclared variable', spec(dim(primitive='expression', expr='a + b',
+                                                    vars={'a': 'x'}, field=DROP,
+                                                    ground_truth_field=DROP)),
+         ('correctness', ['expr', "'b'", 'b'])),
+        ('expression with a chained comparison', spec(dim(
+            primitive='expression', expr='0 < a < 1', vars={'a': 'x'}, field=DROP,
+            ground_truth_field=DROP)), ('correctness', ['expr', 'chain'])),
+        ('expression with a literal beyond a double', spec(dim(
+            primitive='expression', expr='1e400', field=DROP, ground_truth_field=DROP)),
+         ('correctness', ['expr', 'range'])),
+        ('expression with an unknown function', spec(dim(
+            primitive='expression', expr='abs(-1)', field=DROP, ground_truth_field=DROP)),
+         ('correctness', ['expr', 'abs'])),
+        ('weight 1e-7', spec(dim('a1', 1e-7), dim('a2', 0.9999999)), ('a1', ['places'])),
+        ('case_insensitive not a boolean', spec(dim(case_insensitive='yes')),
+         ('correctness', ['case_insensitive'])),
+        ('expression missing', spec(dim(primitive='expression', field=DROP,
+                                        ground_truth_field=DROP)), ('correctness', ['expr'])),
+        ('expression var path invalid', spec(dim(primitive='expression', expr='a',
+                                                 vars={'a': 'x[-1]'}, field=DROP,
+                                                 ground_truth_field=DROP)),
+         ('correctness', ['var', 'path'])),
+        ('gate unknown dimension', spec(dim(gate={'dimension': 'ghost', 'above': 1})),
+         ('correctness', ['gate'])),
+        ('gate on itself', spec(dim(gate={'dimension': 'correctness', 'above': 1})),
+         ('correctness', ['gate'])),
+        ('gate cycle', spec(dim('a1', 0.5, gate={'dimension': 'a2', 'above': 1}),
+                            dim('a2', 0.5, gate={'dimension': 'a1', 'above': 1})),
+         ('a1', ['cycle'])),
+        ('gate cycle of three', spec(dim('a1', 0.4, gate={'dimension': 'a3', 'above': 1}),
+                                     dim('a2', 0.3, gate={'dimension': 'a1', 'above': 1}),
+                                     dim('a3', 0.3, gate={'dimension': 'a2', 'above': 1})),
+         (None, ['cycle'])),
+        ('gate without above', spec(dim('a1', 0.5), dim('a2', 0.5, gate={'dimension': 'a1'})),
+         ('a2', ['gate', 'above'])),
+        ('thresholds draw > win', spec(dim(), thresholds={'win': 500, 'draw': 600}),
+         (None, ['threshold', 'draw', 'win'])),
+        ('thresholds win > 1000', spec(dim(), thresholds={'win': 1001, 'draw': 400}),
+         (None, ['threshold', 'win'])),
+        ('thresholds draw < 0', spec(dim(), thresholds={'win': 700, 'draw': -1}),
+         (None, ['threshold', 'draw'])),
+        ('thresholds win 300 alone (draw default 400)', spec(dim(), thresholds={'win': 300}),
+         (None, ['threshold', 'draw', 'win'])),
+    ]
+    for name, s, want in cases:
+        d = os.path.join(tmp, 'v%d' % count)
+        os.makedirs(d, exist_ok=True)
+        f = os.path.join(d, 'spec.json')
+        write(f, s)
+        p = subprocess.run([BIN, 'validate-spec', f], capture_output=True, text=True)
+        if want is None:
+            ok(p.returncode == 0, 'valid spec accepted: %s' % name,
+               'exit %d: %s' % (p.returncode, p.stderr))
+            continue
+        key, words = want
+        msg = p.stderr
+        problems = []
+        if p.returncode != 2:
+            problems.append('exit %d, expected 2' % p.returncode)
+        if key is not None and key not in msg:
+            problems.append('message does not name dimension %r' % key)
+        if not any(w.lower() in msg.lower() for w in words):
+            problems.append('message names none of %r' % (words,))
+        ok(not problems, 'invalid spec rejected: %s' % name, '\n'.join(problems) + '\n' + msg)
+        # `arbiter score` refuses it the same way
+        if name in ('weight 0.1234567', 'gate cycle', 'weights sum 0.999999'):
+            sf = os.path.join(d, 'sub.json')
+            write(sf, {'answer': {}})
+            p2 = subprocess.run([BIN, 'score', '--spec', f, '--submission', sf],
+                                capture_output=True, text=True)
+            ok(p2.returncode == 2 and p2.stdout == '' and 'invalid spec' in p2.stderr,
+               'score refuses the invalid spec: %s' % name, p2.stderr)
+
+
+DROP = object()
+
+
+# ---------------------------------------------------------------------------
+# Elo (§5) reference: `test_score_differential.py --elo-table` prints the case
+# table of test/test-elo.c (the C module is checked there, against these values).
+# ---------------------------------------------------------------------------
+
+def half_away(x):
+    """round half away from zero of a float or Fraction, exactly."""
+    x = Fraction(x)
+    f = math.floor(abs(x) + Fraction(1, 2))
+    return f if x >= 0 else -f
+
+
+def elo_reference(R, match_count, opp, outcome, verified, memoryless, attempt):
+    S = {'win': 1.0, 'draw': 0.5, 'loss': 0.0}[outcome]
+    E = 1.0 / (1.0 + 10.0 ** ((opp - R) / 400.0))
+    K = 32 if match_count < 30 else 16
+    x = R + K * (S - E)
+    new = max(100, half_away(x))
+    change = new - R
+    bonus = 10
+    if verified and change > 0:
+        bonus = 12 if memoryless and attempt == 1 else 11
+        change = half_away(Fraction(change * bonus, 10))
+        new = max(100, R + change)
+    # the tie margin: how close R + K(S-E) came to a .5 (binary noise could flip it)
+    margin = abs(abs(x - math.floor(x)) - 0.5)
+    return new, new - R, K, bonus, margin
+
+
+def elo_table(n=240, seed=5):
+    rng = random.Random(seed)
+    rows = []
+    while len(rows) < n:
+        R = rng.choice([100, 101, 105, 110, 1000, 1050, 1200, 1400, rng.randint(100, 2600),
+                        rng.randint(100, 2600), rng.randint(900, 1500)])
+        mc = rng.choice([0, 1, 29, 30, 31, 100, rng.randint(0, 60)])
+        opp = rng.choice([800, 1000, 1200, 1400, rng.randint(100, 2800), R, R + 1, R - 1])
+        outcome = rng.choice(['win', 'draw', 'loss'])
+        verified = rng.random() < 0.6
+        memoryless = rng.random() < 0.5
+        attempt = rng.choice([1, 1, 2, 3])
+        new, change, K, bonus, margin = elo_reference(R, mc, opp, outcome, verified, memoryless,
+                                                      attempt)
+        if margin < 1e-9:
+            continue  # a tie decided by binary noise: no implementation can be held to it
+        rows.append('\t{ "ref", %d, %d, %d, ELO_%s, %s, %s, %d, %d, %d, %d, %d },' % (
+            R, mc, opp, outcome.upper(), str(verified).lower(), str(memoryless).lower(),
+            attempt, new, change, K, bonus))
+    return '\n'.join(rows)
+
+
+def main():
+    t0 = time.time()
+    try:
+        fixed_cases()
+        validation_cases()
+        differential()
+    finally:
+        if not KEEP:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print('1..%d' % count)
+    print('# %d failed, %.1f s' % (failed, time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    if sys.argv[1:] == ['--elo-table']:
+        print(elo_table())
+        sys.exit(0)
+    sys.exit(main())
