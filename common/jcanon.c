@@ -192,3 +192,17 @@ void jcanon_dump(const json_t *v, struct strbuf *out)
 	}
 	}
 }
+
+const char *jcanon_type_name(const json_t *v)
+{
+	if (!v)
+		return "missing";
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: case JSON_REAL: return "a number";
+	case JSON_TRUE: case JSON_FALSE: return "a boolean";
+	default: return "null";
+	}
+}

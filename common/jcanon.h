@@ -24,4 +24,8 @@ void jcanon_dump(const json_t *v, struct strbuf *out);
  * frees) and its length in *outlen, or NULL if s is not valid UTF-8. */
 char *jcanon_casefold(const char *s, size_t len, size_t *outlen);
 
+/* The JSON type of v for messages: "an object", "an array", "a string", "a number",
+ * "a boolean", "null"; "missing" when v is NULL. Static storage. */
+const char *jcanon_type_name(const json_t *v);
+
 #endif

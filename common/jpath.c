@@ -2,6 +2,7 @@
  * JSON paths `a.b[2].c` (see jpath.h): a parser into a segment list and a
  * resolver that explains why a value is missing.
  */
+#include "jcanon.h"
 #include "jpath.h"
 
 #include <stdbool.h>
@@ -272,18 +273,6 @@ const char *jpath_text(const struct jpath *p)
 	return p->text;
 }
 
-static const char *type_name(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: case JSON_REAL: return "a number";
-	case JSON_TRUE: case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
-}
-
 const json_t *jpath_get(const struct jpath *p, const json_t *root, char *why, size_t whylen)
 {
 	const json_t *v = root;
@@ -313,9 +302,9 @@ const json_t *jpath_get(const struct jpath *p, const json_t *root, char *why, si
 		} else {
 			if (why && whylen) {
 				if (g->kind == SEG_INDEX)
-					snprintf(why, whylen, "cannot index %s with [%zu]", type_name(v), g->index);
+					snprintf(why, whylen, "cannot index %s with [%zu]", jcanon_type_name(v), g->index);
 				else
-					snprintf(why, whylen, "cannot look up key '%.64s' in %s", g->key, type_name(v));
+					snprintf(why, whylen, "cannot look up key '%.64s' in %s", g->key, jcanon_type_name(v));
 			}
 			return NULL;
 		}

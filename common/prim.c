@@ -111,28 +111,14 @@ static void set_err(struct prim_err *e, int side, const char *fmt, const char *a
 	snprintf(e->why, sizeof e->why, fmt, arg);
 }
 
-static const char *tname(const json_t *v)
-{
-	if (!v)
-		return "missing";
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: case JSON_REAL: return "a number";
-	case JSON_TRUE: case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
-}
-
 static bool need_array(const json_t *got, const json_t *want, struct prim_err *err)
 {
 	if (!json_is_array(got)) {
-		set_err(err, 0, "submitted value is %s, not an array", tname(got));
+		set_err(err, 0, "submitted value is %s, not an array", jcanon_type_name(got));
 		return false;
 	}
 	if (!json_is_array(want)) {
-		set_err(err, 1, "ground-truth value is %s, not an array", tname(want));
+		set_err(err, 1, "ground-truth value is %s, not an array", jcanon_type_name(want));
 		return false;
 	}
 	return true;
@@ -496,7 +482,7 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 		*nbad = 0;
 	if (json_is_number(want)) {
 		if (!json_is_number(got)) {
-			set_err(err, 0, "submitted value is %s, not a number", tname(got));
+			set_err(err, 0, "submitted value is %s, not a number", jcanon_type_name(got));
 			return PRIM_BAD;
 		}
 		struct frac f;
@@ -509,11 +495,11 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 		return r >= 0 ? r : prim_permille_double(f.ld);
 	}
 	if (!json_is_array(want)) {
-		set_err(err, 1, "ground-truth value is %s, not a number or an array", tname(want));
+		set_err(err, 1, "ground-truth value is %s, not a number or an array", jcanon_type_name(want));
 		return PRIM_BAD;
 	}
 	if (!json_is_array(got)) {
-		set_err(err, 0, "submitted value is %s, not an array", tname(got));
+		set_err(err, 0, "submitted value is %s, not an array", jcanon_type_name(got));
 		return PRIM_BAD;
 	}
 	size_t n = json_array_size(want), ng = json_array_size(got);
@@ -551,11 +537,11 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err)
 {
 	if (!json_is_string(got)) {
-		set_err(err, 0, "submitted value is %s, not a string", tname(got));
+		set_err(err, 0, "submitted value is %s, not a string", jcanon_type_name(got));
 		return PRIM_BAD;
 	}
 	if (!json_is_string(want)) {
-		set_err(err, 1, "ground-truth value is %s, not a string", tname(want));
+		set_err(err, 1, "ground-truth value is %s, not a string", jcanon_type_name(want));
 		return PRIM_BAD;
 	}
 	int score;
@@ -721,7 +707,7 @@ int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err)
 		}
 		c = (int64_t)d;
 	} else {
-		set_err(err, 0, "count is %s, not a number", tname(count));
+		set_err(err, 0, "count is %s, not a number", jcanon_type_name(count));
 		return PRIM_BAD;
 	}
 	if (c < 0) {

@@ -15,6 +15,7 @@
 
 #include "expr.h"
 #include "isotime.h"
+#include "jcanon.h"
 #include "jpath.h"
 #include "prim.h"
 #include "util.h"
@@ -98,18 +99,6 @@ static const char *needed_type(enum prim_kind k, const json_t *v)
 	}
 }
 
-static const char *type_text(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: case JSON_REAL: return "a number";
-	case JSON_TRUE: case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
-}
-
 /* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
  * missing or ill-typed gets its own warning (answer side first), so a submission learns about
  * every bad value, not only the first. */
@@ -126,7 +115,7 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		rc = -1;
 	} else if ((need = needed_type(d->prim, *got))) {
 		warn(c->warnings, "error", jpath_text(d->field), "dimension '%s': submitted value at '%s' "
-		     "is %s, not %s", d->key, jpath_text(d->field), type_text(*got), need);
+		     "is %s, not %s", d->key, jpath_text(d->field), jcanon_type_name(*got), need);
 		rc = -1;
 	}
 	*want = jpath_get(d->gt_field, c->gt, why, sizeof why);
@@ -137,7 +126,7 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		rc = -1;
 	} else if ((need = needed_type(d->prim, *want))) {
 		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
-		     "not %s", d->key, jpath_text(d->gt_field), type_text(*want), need);
+		     "not %s", d->key, jpath_text(d->gt_field), jcanon_type_name(*want), need);
 		rc = -1;
 	}
 	if (rc == 0 && prim_has_long_string(*got, c->max_str)) {

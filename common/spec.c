@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "expr.h"
+#include "jcanon.h"
 #include "jpath.h"
 #include "util.h"
 
@@ -47,18 +48,6 @@ static void num_text(const json_t *v, char *buf, size_t n)
 		dec_shortest(json_real_value(v), buf, n);
 	else
 		snprintf(buf, n, "?");
-}
-
-static const char *type_name(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: case JSON_REAL: return "a number";
-	case JSON_TRUE: case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
 }
 
 static bool key_valid(const char *k, size_t len)
@@ -123,7 +112,7 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 		return fail(err, errlen, "dimension '%s': primitive %s needs %s", dkey, pname, key);
 	if (!json_is_string(v))
 		return fail(err, errlen, "dimension '%s': %s must be a string, not %s", dkey, key,
-		            type_name(v));
+		            jcanon_type_name(v));
 	if (jpath_parse(json_string_value(v), json_string_length(v), out, why, sizeof why) < 0)
 		return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s", dkey,
 		            key, json_string_value(v), why);
@@ -139,10 +128,10 @@ static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, si
 		return fail(err, errlen, "dimension '%s': primitive expression needs expr", d->key);
 	if (!json_is_string(src))
 		return fail(err, errlen, "dimension '%s': expr must be a string, not %s", d->key,
-		            type_name(src));
+		            jcanon_type_name(src));
 	if (vars && !json_is_object(vars))
 		return fail(err, errlen, "dimension '%s': vars must be an object, not %s", d->key,
-		            type_name(vars));
+		            jcanon_type_name(vars));
 	size_t nv = vars ? json_object_size(vars) : 0;
 	d->vars = xcalloc(nv ? nv : 1, sizeof *d->vars);
 	const char *name;
@@ -152,7 +141,7 @@ static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, si
 			struct spec_var *v = &d->vars[d->nvars];
 			if (!json_is_string(path))
 				return fail(err, errlen, "dimension '%s': vars.%.64s must be a path string, not %s",
-				            d->key, name, type_name(path));
+				            d->key, name, jcanon_type_name(path));
 			const char *t = json_string_value(path);
 			size_t tl = json_string_length(path);
 			v->name = xstrdup(name);
@@ -213,7 +202,7 @@ static int parse_params(const json_t *dim, struct spec_dim *d, char *err, size_t
 		if (v) {
 			if (!json_is_number(v))
 				return fail(err, errlen, "dimension '%s': tolerance must be a number, not %s",
-				            d->key, type_name(v));
+				            d->key, jcanon_type_name(v));
 			dec_num_from_json(v, &d->tolerance);
 			if (d->tolerance.m < 0) {
 				num_text(v, nb, sizeof nb);
@@ -235,7 +224,7 @@ static int parse_params(const json_t *dim, struct spec_dim *d, char *err, size_t
 		if (v) {
 			if (!json_is_number(v))
 				return fail(err, errlen, "dimension '%s': time_limit_secs must be a number, not %s",
-				            d->key, type_name(v));
+				            d->key, jcanon_type_name(v));
 			dec_num_from_json(v, &d->time_limit_secs);
 			if (d->time_limit_secs.m <= 0) {
 				num_text(v, nb, sizeof nb);
@@ -247,7 +236,7 @@ static int parse_params(const json_t *dim, struct spec_dim *d, char *err, size_t
 		if (v) {
 			if (!json_is_number(v))
 				return fail(err, errlen, "dimension '%s': curve must be a number, not %s", d->key,
-				            type_name(v));
+				            jcanon_type_name(v));
 			d->curve = json_number_value(v);
 			if (!(d->curve > 0)) {
 				num_text(v, nb, sizeof nb);
@@ -280,12 +269,12 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 	struct spec_dim *d = &s->dims[i];
 	char nb[40];
 	if (!json_is_object(dim))
-		return fail(err, errlen, "dimensions[%zu] must be an object, not %s", i, type_name(dim));
+		return fail(err, errlen, "dimensions[%zu] must be an object, not %s", i, jcanon_type_name(dim));
 	const json_t *k = json_object_get(dim, "key");
 	if (!k)
 		return fail(err, errlen, "dimensions[%zu]: key is required", i);
 	if (!json_is_string(k))
-		return fail(err, errlen, "dimensions[%zu]: key must be a string, not %s", i, type_name(k));
+		return fail(err, errlen, "dimensions[%zu]: key must be a string, not %s", i, jcanon_type_name(k));
 	if (!key_valid(json_string_value(k), json_string_length(k)))
 		return fail(err, errlen, "dimensions[%zu]: key '%.64s' does not match ^[a-z][a-z0-9_]{0,31}$",
 		            i, json_string_value(k));
@@ -301,7 +290,7 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		return fail(err, errlen, "dimension '%s': weight is required", d->key);
 	if (!json_is_number(w))
 		return fail(err, errlen, "dimension '%s': weight must be a number, not %s", d->key,
-		            type_name(w));
+		            jcanon_type_name(w));
 	num_text(w, nb, sizeof nb);
 	int rc = dec_from_json(w, &d->weight, &places);
 	if (places > 6)
@@ -314,7 +303,7 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 	if (p) {
 		if (!json_is_string(p))
 			return fail(err, errlen, "dimension '%s': primitive must be a string, not %s", d->key,
-			            type_name(p));
+			            jcanon_type_name(p));
 		if (prim_kind_from_name(json_string_value(p), &d->prim) < 0)
 			return fail(err, errlen, "dimension '%s': unknown primitive '%.64s'", d->key,
 			            json_string_value(p));
@@ -329,7 +318,7 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 	if (g) {
 		if (!json_is_object(g))
 			return fail(err, errlen, "dimension '%s': gate must be an object, not %s", d->key,
-			            type_name(g));
+			            jcanon_type_name(g));
 		const json_t *gd = json_object_get(g, "dimension"), *ga = json_object_get(g, "above");
 		if (!gd || !json_is_string(gd))
 			return fail(err, errlen, "dimension '%s': gate.dimension must be a dimension key",
@@ -391,12 +380,12 @@ static int parse_thresholds(struct spec *s, const json_t *t, char *err, size_t e
 	if (!t)
 		return 0;
 	if (!json_is_object(t))
-		return fail(err, errlen, "thresholds must be an object, not %s", type_name(t));
+		return fail(err, errlen, "thresholds must be an object, not %s", jcanon_type_name(t));
 	const json_t *w = json_object_get(t, "win"), *d = json_object_get(t, "draw");
 	if (w && !json_is_number(w))
-		return fail(err, errlen, "thresholds.win must be a number, not %s", type_name(w));
+		return fail(err, errlen, "thresholds.win must be a number, not %s", jcanon_type_name(w));
 	if (d && !json_is_number(d))
-		return fail(err, errlen, "thresholds.draw must be a number, not %s", type_name(d));
+		return fail(err, errlen, "thresholds.draw must be a number, not %s", jcanon_type_name(d));
 	if (w)
 		s->win = json_number_value(w);
 	if (d)
@@ -419,7 +408,7 @@ static int parse_constraints(struct spec *s, const json_t *c, char *err, size_t 
 	if (!c)
 		return 0;
 	if (!json_is_object(c))
-		return fail(err, errlen, "constraints must be an object, not %s", type_name(c));
+		return fail(err, errlen, "constraints must be an object, not %s", jcanon_type_name(c));
 	for (int i = 0; i < 3; i++) {
 		const json_t *v = json_object_get(c, names[i]);
 		if (!v || json_is_null(v))
@@ -450,7 +439,7 @@ static int parse_test_suite(struct spec *s, const json_t *ts, char *err, size_t 
 	if (!ts)
 		return fail(err, errlen, "evaluator test-suite needs a test_suite object");
 	if (!json_is_object(ts))
-		return fail(err, errlen, "test_suite must be an object, not %s", type_name(ts));
+		return fail(err, errlen, "test_suite must be an object, not %s", jcanon_type_name(ts));
 	const json_t *lang = json_object_get(ts, "language");
 	bool lang_ok = json_is_string(lang) && json_string_length(lang) > 0;
 	if (json_is_array(lang) && json_array_size(lang) > 0) {
@@ -531,7 +520,7 @@ static int parse_script(struct spec *s, const json_t *sc, char *err, size_t errl
 	if (!sc)
 		return fail(err, errlen, "evaluator custom-script needs a script object");
 	if (!json_is_object(sc))
-		return fail(err, errlen, "script must be an object, not %s", type_name(sc));
+		return fail(err, errlen, "script must be an object, not %s", jcanon_type_name(sc));
 	const json_t *v = json_object_get(sc, "language");
 	if (!json_is_string(v) || json_string_length(v) == 0)
 		return fail(err, errlen, "script.language must be a language name");
@@ -551,7 +540,7 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 {
 	*out = NULL;
 	if (!json_is_object(root))
-		return fail(err, errlen, "spec must be a JSON object, not %s", root ? type_name(root) : "empty");
+		return fail(err, errlen, "spec must be a JSON object, not %s", root ? jcanon_type_name(root) : "empty");
 	struct spec *s = xcalloc(1, sizeof *s);
 	s->json = json_incref((json_t *)root);
 	json_t *gate_targets[SPEC_MAX_DIMS] = { 0 };
@@ -573,7 +562,7 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 			fail(err, errlen, "evaluator '%.64s' is not one of deterministic, test-suite, "
 			     "custom-script", evs);
 		else
-			fail(err, errlen, "evaluator must be a string, not %s", type_name(ev));
+			fail(err, errlen, "evaluator must be a string, not %s", jcanon_type_name(ev));
 		goto bad;
 	}
 
@@ -583,7 +572,7 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 		goto bad;
 	}
 	if (!json_is_array(dims)) {
-		fail(err, errlen, "dimensions must be an array, not %s", type_name(dims));
+		fail(err, errlen, "dimensions must be an array, not %s", jcanon_type_name(dims));
 		goto bad;
 	}
 	size_t nd = json_array_size(dims);
