@@ -39,27 +39,8 @@ BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(TOP, "deploy")
 
-_n = 0
-_failed = 0
-
-
-def ok(cond, name, info=None):
-    global _n, _failed
-    _n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", _n, name))
-    if not cond:
-        _failed += 1
-        if info:
-            for line in str(info).splitlines():
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
-
-
-def skip(name, why):
-    global _n
-    _n += 1
-    print("ok %d - %s # SKIP %s" % (_n, name, why))
+import tap
+from tap import ok, skip
 
 
 def load_manifests():
@@ -489,8 +470,7 @@ def main():
     check_redis_conf()
     check_dockerfile()
     check_config_doc()
-    print("1..%d" % _n)
-    return 1 if _failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":

@@ -17,21 +17,8 @@ from services import Services
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 
-_n = 0
-_failed = 0
-
-
-def ok(cond, name, info=None):
-    global _n, _failed
-    _n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", _n, name))
-    if not cond:
-        _failed += 1
-        if info:
-            for line in str(info).splitlines():
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
+import tap
+from tap import ok
 
 
 def migrate(url=None, env_url=None, extra=()):
@@ -350,8 +337,7 @@ def main():
         ok(any("submissions_unfinished_idx" in p[0] for p in plan),
            "the reconciler's query can use the partial index", plan)
 
-    print("1..%d" % _n)
-    return 1 if _failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":

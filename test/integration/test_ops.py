@@ -41,21 +41,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 DLQ = os.path.join(TOP, "scripts", "dlq")
 PASSWORD = "s3cr3t-pw-never-logged"
 
-_n = 0
-_failed = 0
-
-
-def ok(cond, name, info=None):
-    global _n, _failed
-    _n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", _n, name))
-    if not cond:
-        _failed += 1
-        if info:
-            for line in str(info).splitlines()[-40:]:
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
+import tap
+from tap import ok
 
 
 def wait_for(cond, timeout=20.0, step=0.1):
@@ -385,7 +372,7 @@ def main():
         r = subprocess.run([BIN, "migrate", "--database-url", s.database_url],
                            capture_output=True, text=True, timeout=120)
         if not ok(r.returncode == 0, "migrate", r.stderr):
-            print("1..%d" % _n)
+            print("1..%d" % tap.count())
             return 1
         world = World(s)
         w = Worker(world)
@@ -402,8 +389,7 @@ def main():
         ok(PASSWORD not in w.log(), "the database password never appears in the worker's logs")
         bad = [l for l in w.log().splitlines() if l.strip() and not l.startswith("{")]
         ok(not bad, "every log line is a JSON object", bad[:5])
-    print("1..%d" % _n)
-    return 1 if _failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":

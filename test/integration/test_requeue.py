@@ -21,21 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.environ.get("ARBITER_BIN", os.path.join(ROOT, "build/worker/arbiter"))
 REQUEUE = os.path.join(ROOT, "scripts", "requeue")
 
-_n = 0
-_failed = 0
-
-
-def ok(cond, name, info=None):
-    global _n, _failed
-    _n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", _n, name))
-    if not cond:
-        _failed += 1
-        if info:
-            for line in str(info).splitlines():
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
+import tap
+from tap import ok
 
 
 EVIL = "x'); DROP TABLE submissions; --"
@@ -178,8 +165,7 @@ def main():
         ok(res.returncode == 1 and "hunter2pw" not in res.stdout + res.stderr,
            "PostgreSQL unreachable: exit 1 without the password", res.stderr)
 
-    print("1..%d" % _n)
-    return 1 if _failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":
