@@ -96,7 +96,9 @@ static int evaluate(struct outcome *o, const char *spec_text, json_t *answer, js
 		diag("spec: %s", err);
 		return -1;
 	}
-	int rc = evaluator_run(sp, s, answer, gt, match, on_eval, o);
+	json_t *metadata = json_pack("{s:i}", "token_count", 7);
+	int rc = evaluator_run(sp, s, answer, metadata, gt, match, on_eval, o);
+	json_decref(metadata);
 	if (rc == 0) {
 		ok(!o->done, "callback not synchronous");
 		uv_run(&loop, UV_RUN_DEFAULT);
@@ -459,6 +461,15 @@ static void test_hostile(void)
 	is_str(verdict_n(&o, 0), "compilation_error", "#include /dev/zero: compilation_error");
 	outcome_free(&o);
 	json_decref(a);
+	/* a compiler quoting binary garbage: the output stays valid UTF-8 without NUL */
+	a = files_answer("main.c", "#include \"/etc/ld.so.cache\"\nint main(void){return 0;}\n");
+	evaluate(&o, spec, a, NULL, NULL);
+	is_str(verdict_n(&o, 0), "compilation_error", "#include of a binary: compilation_error");
+	char *dumped = json_dumps(o.extra, JSON_COMPACT);
+	ok(dumped && !strstr(dumped, "\\u0000"), "binary compiler output: valid JSON, no NUL");
+	free(dumped);
+	outcome_free(&o);
+	json_decref(a);
 	/* a huge compiler output is truncated */
 	struct strbuf big = { 0 };
 	for (int i = 0; i < 3000; i++)
@@ -725,6 +736,68 @@ static void test_scripts(void)
 	check_after("scripts");
 }
 
+/* A configured language table replaces the built-in one; a bad one is refused. */
+static void test_language_file(void)
+{
+	char path[] = "/tmp/arbiter-langs-XXXXXX";
+	int fd = mkstemp(path);
+	const char *table = "{\"shx\": {\"entry\": \"prog.sh\", \"run\": [\"sh\", \"prog.sh\"]}}";
+	ok(fd >= 0 && write(fd, table, strlen(table)) == (ssize_t)strlen(table), "language file written");
+	close(fd);
+	struct config cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.sandbox_slots = 1;
+	cfg.languages_file = path;
+	struct sandbox_pool *p2 = NULL;
+	char err[512] = "";
+	int prc = sandbox_pool_new(&loop, &cfg, &p2, err, sizeof err);
+	ok(prc == 0, "pool with a language file %s", err);
+	if (p2) {
+		struct sandbox_pool *keep = sp;
+		sp = p2;
+		char *spec = suite_spec("shx", "[{\"name\":\"c\",\"expected_stdout\":\"ok\"}]", NULL);
+		struct outcome o;
+		json_t *a = files_answer("prog.sh", "echo ok");
+		evaluate(&o, spec, a, NULL, NULL);
+		is_str(verdict_n(&o, 0), "accepted", "a language from the file runs");
+		outcome_free(&o);
+		json_decref(a);
+		free(spec);
+		spec = suite_spec("python3", "[{\"name\":\"c\",\"expected_stdout\":\"ok\"}]", NULL);
+		a = files_answer("main.py", "print('ok')");
+		evaluate(&o, spec, a, NULL, NULL);
+		is_int(o.rc, -1, "the file replaces the built-in table (no python3 now)");
+		json_decref(a);
+		free(spec);
+		sp = keep;
+		sandbox_pool_free(p2);
+		uv_run(&loop, UV_RUN_DEFAULT);
+	}
+	static const char *const bad[] = {
+		"{\"x\": {\"run\": [\"/bin/true\"]}}",
+		"{\"x\": {\"entry\": \"../m\", \"run\": [\"/bin/true\"]}}",
+		"{\"x\": {\"entry\": \"m\", \"run\": []}}",
+		"{\"x\": {\"entry\": \"m.c\", \"run\": [\"./m\"], \"compile\": [\"cc\"]}}",
+		"[1, 2]",
+		"{\"x\": ",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		fd = open(path, O_WRONLY | O_TRUNC);
+		ok(fd >= 0 && write(fd, bad[i], strlen(bad[i])) == (ssize_t)strlen(bad[i]), "bad table %zu", i);
+		close(fd);
+		p2 = NULL;
+		ok(sandbox_pool_new(&loop, &cfg, &p2, err, sizeof err) < 0 && p2 == NULL,
+		   "bad table %zu refused: %s", i, err);
+	}
+	unlink(path);
+	cfg.languages_file = "/nonexistent/languages.json";
+	ok(sandbox_pool_new(&loop, &cfg, &p2, err, sizeof err) < 0, "a missing explicit file is an error");
+	cfg.languages_file = "deploy/languages.json";
+	ok(sandbox_pool_new(&loop, &cfg, &p2, err, sizeof err) == 0, "the shipped file loads");
+	sandbox_pool_free(p2);
+	uv_run(&loop, UV_RUN_DEFAULT);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -754,6 +827,7 @@ int main(void)
 	test_host_writes();
 	test_daemon_and_killall();
 	test_scripts();
+	test_language_file();
 	is_int(sandbox_pool_busy(sp), 0, "pool idle at the end");
 	sandbox_pool_free(sp);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -206,7 +206,8 @@ static int run_external_evaluator(const struct spec *s, const json_t *answer,
 	struct ext_run x = { s, answer, metadata, ground_truth, m, lim, EXIT_INTERNAL };
 	if (sandbox_pool_new(&loop, NULL, &sp, err, sizeof err) < 0) {
 		fprintf(stderr, "arbiter score: the sandbox is not available (internal_error): %s\n", err);
-	} else if (evaluator_run(sp, s, answer, ground_truth, match_json, on_external, &x) < 0) {
+	} else if (evaluator_run(sp, s, answer, metadata, ground_truth, match_json, on_external,
+	                         &x) < 0) {
 		fprintf(stderr, "arbiter score: the %s evaluator cannot run this spec\n",
 		        spec_evaluator_name(spec_evaluator(s)));
 	} else {

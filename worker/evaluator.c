@@ -463,8 +463,8 @@ static bool cmp_numeric(const char *a, size_t na, const char *b, size_t nb, doub
 			tb[ej - j] = 0;
 			char *enda, *endb;
 			double x = strtod(ta, &enda), y = strtod(tb, &endb);
-			if (*enda == 0 && *endb == 0 && enda != ta && endb != tb && isfinite(x) &&
-			    isfinite(y)) {
+			if (enda == ta + (ei - i) && endb == tb + (ej - j) && enda != ta && endb != tb &&
+			    isfinite(x) && isfinite(y)) {
 				numeric = true;
 				/* a tiny slack so that a decimal difference equal to TOL counts as within */
 				if (!(fabs(x - y) <= tol + 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)))))
@@ -495,6 +495,15 @@ static bool outputs_match(const struct ev *e, const char *got, size_t ng, const 
 /* ======================================================================================
  * The evaluation
  * ==================================================================================== */
+
+/* A copy of n bytes that may contain NUL (JSON strings can), NUL-terminated. */
+static char *memdup(const char *p, size_t n)
+{
+	char *c = xmalloc(n + 1);
+	memcpy(c, p, n);
+	c[n] = 0;
+	return c;
+}
 
 static void ev_free(struct ev *e)
 {
@@ -529,6 +538,37 @@ static void ev_fail(struct ev *e, const char *fmt, ...)
 	vsnprintf(e->err, sizeof e->err, fmt, ap);
 	va_end(ap);
 	e->failed = true;
+}
+
+/* Makes s[0..n) valid UTF-8 without NUL in place (PostgreSQL's jsonb refuses \u0000,
+ * jansson refuses invalid UTF-8): every byte of a bad sequence, and NUL, becomes '?'. */
+static void utf8_sanitize(char *s, size_t n)
+{
+	unsigned char *p = (unsigned char *)s;
+	size_t i = 0;
+	while (i < n) {
+		unsigned c = p[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+		bool good = len > 0 && i + len <= n;
+		for (size_t k = 1; good && k < len; k++)
+			if ((p[i + k] & 0xc0) != 0x80)
+				good = false;
+		if (good && len > 1) {
+			uint32_t cp = c & (0x7f >> len);
+			for (size_t k = 1; k < len; k++)
+				cp = (cp << 6) | (p[i + k] & 0x3f);
+			static const uint32_t min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+			if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+				good = false;
+		}
+		if (!good) {
+			p[i++] = '?';
+			continue;
+		}
+		if (c == 0)
+			p[i] = '?';
+		i += len;
+	}
 }
 
 /* Appends an excerpt of a program's stderr to a message (printable ASCII only). */
@@ -572,7 +612,11 @@ static void ev_complete(struct ev *e)
 		e->cb(-1, NULL, e->err, e->data);
 		goto out;
 	}
-	if (e->kind == EV_SUITE) {
+	if (e->kind == EV_CUSTOM) {   /* the script's result is delivered by on_script */
+		e->cb(-1, NULL, "custom-script evaluation ended without a result", e->data);
+		goto out;
+	}
+	{
 		int64_t total = 0, passed = 0;
 		json_t *tests = json_array();
 		for (size_t i = 0; i < e->ncases; i++) {
@@ -597,6 +641,8 @@ static void ev_complete(struct ev *e)
 		json_t *extra = json_object();
 		json_object_set_new(extra, "tests", tests);
 		if (e->has_compile) {
+			if (e->compile_output.buf)
+				utf8_sanitize(e->compile_output.buf, e->compile_output.len);
 			json_t *c = json_object();
 			json_object_set_new(c, "verdict",
 			                    json_string(e->compile_failed ? "compilation_error" : "ok"));
@@ -693,6 +739,7 @@ static void on_compiled(const struct sandbox_result *r, void *data)
 		why = "";
 	else if (!r->collected)
 		why = "the compiler produced no program";
+	utf8_sanitize(o->buf, o->len);
 	if (truncated)
 		strbuf_addf(o, "\n[output truncated]");
 	if (why) {
@@ -969,7 +1016,7 @@ static const char *take_files(struct ev *e, const json_t *answer, struct strbuf 
 			}
 		}
 		e->files[e->nfiles++] = (struct sandbox_file){
-			xstrdup(path), xstrndup(json_string_value(v), json_string_length(v)),
+			xstrdup(path), memdup(json_string_value(v), json_string_length(v)),
 			json_string_length(v), false,
 		};
 		if (!strcmp(path, e->lang->entry))
@@ -1064,7 +1111,7 @@ static int setup_suite(struct ev *e, const json_t *ts, const json_t *answer)
 }
 
 static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
-                        const json_t *ground_truth, const json_t *match)
+                        const json_t *metadata, const json_t *ground_truth, const json_t *match)
 {
 	const json_t *lang = json_object_get(sc, "language");
 	const json_t *src = json_object_get(sc, "source");
@@ -1080,7 +1127,7 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 	}
 	e->files = xcalloc(1, sizeof *e->files);
 	e->files[0] = (struct sandbox_file){ xstrdup(e->lang->entry),
-	                                     xstrndup(json_string_value(src), json_string_length(src)),
+	                                     memdup(json_string_value(src), json_string_length(src)),
 	                                     json_string_length(src), false };
 	e->nfiles = 1;
 	e->has_compile = e->lang->compile != NULL;
@@ -1095,7 +1142,10 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 		.file_bytes = 64u << 20, .open_files = 128, .stack_bytes = e->lang->stack_bytes,
 	};
 	json_t *doc = json_object();
-	json_object_set_new(doc, "submission", answer ? json_deep_copy(answer) : json_object());
+	json_object_set_new(doc, "submission",
+	                    json_pack("{s:o, s:o}", "answer",
+	                              answer ? json_deep_copy(answer) : json_object(), "metadata",
+	                              metadata ? json_deep_copy(metadata) : json_object()));
 	json_object_set_new(doc, "ground_truth", ground_truth ? json_deep_copy(ground_truth)
 	                                                      : json_object());
 	json_object_set_new(doc, "match", match ? json_deep_copy(match) : json_object());
@@ -1118,7 +1168,8 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 }
 
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
-                  const json_t *ground_truth, const json_t *match, eval_cb *cb, void *data)
+                  const json_t *metadata, const json_t *ground_truth, const json_t *match,
+                  eval_cb *cb, void *data)
 {
 	if (!sp || !s || !cb)
 		return -1;
@@ -1139,7 +1190,7 @@ int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *a
 	uv_timer_init(sp->loop, &e->timer);
 	e->timer.data = e;
 	int rc = e->kind == EV_SUITE ? setup_suite(e, ts, answer)
-	                             : setup_script(e, sc, answer, ground_truth, match);
+	                             : setup_script(e, sc, answer, metadata, ground_truth, match);
 	if (rc < 0)
 		complete_soon(e);   /* e->failed: reported as internal_error, asynchronously */
 	return 0;

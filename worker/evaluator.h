@@ -22,14 +22,17 @@ struct sandbox_pool;  /* bounds concurrent sandboxes (ARBITER_SANDBOX_SLOTS) */
 /* Runs the test-suite or custom-script evaluator for spec on the loop, without blocking it.
  * On success cb gets rc 0 and ext (valid during cb). rc -1 = internal_error (err says why):
  * the worker retries then fails; `arbiter score` exits 3.
- * answer, ground_truth and match (the §7 "match" object: started_at, submitted_at, ...) are
- * borrowed for the duration of this call only (copied as needed); any may be NULL ({}).
+ * answer, metadata, ground_truth and match (the §7 "match" object: started_at, submitted_at,
+ * ...) are borrowed for the duration of this call only (copied as needed); any may be NULL
+ * ({}). A custom script's "submission" is {"answer": answer, "metadata": metadata}, the same
+ * shape as `arbiter score --submission`.
  * spec must stay alive until cb ran. cb runs exactly once and never synchronously inside
  * evaluator_run. Returns 0, or -1 without calling cb if the spec is not a test-suite or
  * custom-script spec (or its test_suite / script object is unusable). */
 typedef void eval_cb(int rc, const struct score_ext *ext, const char *err, void *data);
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
-                  const json_t *ground_truth, const json_t *match, eval_cb *cb, void *data);
+                  const json_t *metadata, const json_t *ground_truth, const json_t *match,
+                  eval_cb *cb, void *data);
 
 /* Creates a pool on loop: slots from cfg->sandbox_slots (0 = number of cores), the language
  * table from cfg->languages_file (NULL/"" or unreadable default path = the built-in copy of

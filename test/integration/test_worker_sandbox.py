@@ -29,8 +29,8 @@ SCRIPT = {
     "script": {"language": "python3", "timeout_ms": 10000, "source":
                "import json, sys, time\n"
                "d = json.load(sys.stdin)\n"
-               "time.sleep(d['submission'].get('sleep', 0))\n"
-               "print(json.dumps({'scores': {'correctness': d['submission']['points']}}))\n"},
+               "time.sleep(d['submission']['answer'].get('sleep', 0))\n"
+               "print(json.dumps({'scores': {'correctness': d['submission']['answer']['points']}}))\n"},
 }
 
 
