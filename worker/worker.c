@@ -894,7 +894,8 @@ static void run_sandbox(struct worker *w, struct job *j)
 	j->state = JOB_EVALUATING;
 	j->eval_started_ms = job_now_ms();
 	j->eval_t0 = uv_hrtime();
-	int rc = evaluator_run(w->sp, j->spec->spec, j->row.answer, j->spec->gt, match, on_sandbox, j);
+	int rc = evaluator_run(w->sp, j->spec->spec, j->row.answer, j->row.metadata,
+	                       j->spec->gt, match, on_sandbox, j);
 	json_decref(match);
 	if (rc < 0) {
 		worker_retry(w, j, STAGE_EVAL, true, "internal_error: the evaluator refused the spec");
