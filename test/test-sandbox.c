@@ -229,6 +229,45 @@ static void test_network(void)
 	got_free(&g);
 }
 
+static void test_seccomp(void)
+{
+	if (!strstr(sandbox_describe(sb), "seccomp filter") || strstr(sandbox_describe(sb), "NO seccomp")) {
+		ok(1, "# SKIP no seccomp filter here");
+		return;
+	}
+	FILE *f = fopen("test/sandbox/syscalls.py", "r");
+	struct strbuf src = { 0 };
+	char buf[4096];
+	size_t n;
+	while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
+		strbuf_add(&src, buf, n);
+	if (f)
+		fclose(f);
+	ok(src.len > 0, "seccomp: test program read");
+	struct sandbox_file file = { "syscalls.py", src.buf ? src.buf : "", src.len, false };
+	const char *argv[] = { "/usr/bin/python3", "syscalls.py", NULL };
+	struct got g;
+	run(&g, argv, &file, 1, NULL, small);
+	ok(!g.r.internal_error && g.r.exit_code == 0, "seccomp: ran (%s)", g.err);
+	int lines = 0;
+	for (char *line = g.out; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		char name[64];
+		int e = -1;
+		if (sscanf(line, "%63s %d", name, &e) == 2) {
+			int want = !strcmp(name, "clone3") ? 38 : !strncmp(name, "socket", 6) ? 13 : 1;
+			is_int(e, want, "seccomp refuses %s", name);
+			lines++;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	ok(lines >= 29, "seccomp: every call tried (%d)", lines);
+	strbuf_free(&src);
+	got_free(&g);
+}
+
 static void test_proc(void)
 {
 	struct got g;
@@ -421,6 +460,7 @@ int main(void)
 	test_environment();
 	test_filesystem();
 	test_network();
+	test_seccomp();
 	test_proc();
 	test_stdin_and_exit();
 	test_collect();

@@ -4,16 +4,18 @@
  *
  * Process structure of one run:
  *   worker (loop thread) --clone3(NEWPID|NEWNS|NEWIPC|NEWUTS, pidfd, exit signal 0)-->
- *     "init": PID 1 of the new namespace, still root, never execs. Joins the
- *             shared empty network namespace, builds the root file system,
- *             pivots into it, waits for the worker to place it in the slot's
- *             cgroups, then vforks
+ *     "init": PID 1 of the new namespace, still root, never execs. Moves itself
+ *             into the slot's cgroups, joins the shared empty network namespace,
+ *             builds the root file system, pivots into it, then vforks
  *       "payload": drops to the slot's uid, rlimits, no_new_privs, seccomp,
  *                  closes every other fd, execs the command.
- *     init reaps everything; when the payload ends it records the status in a
- *     page shared with the worker and exits, so the kernel kills and reaps the
- *     rest of the namespace. The worker sees init's pidfd become readable and
- *     reaps init with waitid(P_PIDFD, WNOHANG).
+ *     init reaps everything. When the payload ends, or the worker sends SIGTERM
+ *     because a limit was hit, init kill(-1, SIGKILL)s the rest of the namespace
+ *     and reaps it too (so that all CPU time is accounted), records the status
+ *     in a page shared with the worker, hands back a compile artifact through a
+ *     memfd, and exits. SIGKILL on init (the kernel then empties the namespace)
+ *     is the backstop. The worker sees init's pidfd become readable and reaps
+ *     it with waitid(P_PIDFD, WNOHANG): the loop never blocks.
  *
  * Everything the child side needs (paths, mount options, argv, the seccomp
  * program) is prepared before clone: the child only makes system calls (no
@@ -40,7 +42,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -48,7 +49,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <grp.h>
 
 #include "log.h"
 #include "util.h"
@@ -86,12 +86,12 @@ struct sb_clone_args {
 
 enum sb_stage {
 	ST_NONE, ST_FDS, ST_NETNS, ST_PRIVATE, ST_ROOT, ST_PLAN, ST_DEV, ST_PROC, ST_TMP, ST_WORK,
-	ST_FILES, ST_PIVOT, ST_RDONLY, ST_SYNC, ST_STDIN, ST_FORK, ST_SECCOMP, ST_DONE,
+	ST_FILES, ST_PIVOT, ST_RDONLY, ST_CGROUP, ST_STDIN, ST_FORK, ST_SECCOMP, ST_DONE,
 };
 static const char *const stage_names[] = {
 	"none", "setting up file descriptors", "joining the network namespace", "making mounts private", "mounting the root tmpfs",
 	"building the root", "creating /dev", "mounting /proc", "mounting /tmp", "mounting /work",
-	"writing the files", "pivot_root", "remounting / read-only", "waiting for the cgroup",
+	"writing the files", "pivot_root", "remounting / read-only", "joining the slot's cgroups",
 	"preparing stdin", "forking the command", "loading the seccomp filter", "done",
 };
 
@@ -161,6 +161,7 @@ struct sandbox {
 	struct sb_step steps[SB_MAX_STEPS];
 	int nsteps;
 	char *stage_dev, *stage_proc, *stage_tmp, *stage_work;
+	rlim_t hard[RLIM_NLIMITS];      /* our own hard limits: a child cannot raise them */
 	char describe[256];
 };
 
@@ -492,7 +493,7 @@ static void payload_exec(struct sandbox *sb, struct sb_run *r, int in_fd, int ou
 	struct sb_status *st = r->slot->st;
 	uid_t uid = r->slot->uid;
 	(void)setsid();
-	set_oom_adj("0");
+	set_oom_adj("1000");   /* first in line for any OOM kill, the cgroup's or the host's */
 	if (dup2(in_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
 		goto fail;
 	if (syscall(SYS_close_range, 3u, ~0u, 0) < 0)
@@ -501,7 +502,11 @@ static void payload_exec(struct sandbox *sb, struct sb_run *r, int in_fd, int ou
 	for (int i = 0; i < r->nrl; i++)
 		if (setrlimit(r->rl_res[i], &r->rl[i]) < 0)
 			goto fail;
-	if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+	/* Raw system calls: the C library's wrappers would broadcast the change to the
+	 * worker's other threads, which do not exist in this process (and might have left
+	 * the library's thread-list lock taken when we were cloned). */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, uid, uid, uid) < 0 ||
+	    syscall(SYS_setresuid, uid, uid, uid) < 0)
 		goto fail;
 	if (chdir("/work") < 0)
 		goto fail;
@@ -534,9 +539,32 @@ fail:
 	_exit(127);
 }
 
+/* Checks that the kernel takes our seccomp program, in a throwaway child (vfork: fork()
+ * would take the C library's locks, which another thread of the worker may have held when
+ * we were cloned). Returns 0 or the errno that refused it. */
+__attribute__((noinline))
+static int probe_seccomp(struct sandbox *sb, struct sb_status *st)
+{
+	pid_t p = vfork();
+	if (p == 0) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			_exit(errno & 0xff);
+		if (sb->seccomp.filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sb->seccomp) < 0)
+			_exit(errno & 0xff);
+		/* A forbidden call must fail. */
+		if (sb->seccomp.filter && syscall(SYS_unshare, CLONE_NEWUTS) == 0)
+			_exit(EINVAL);
+		_exit(0);
+	}
+	int ws = 0;
+	if (p < 0 || waitpid(p, &ws, 0) < 0)
+		child_fail(st, ST_SECCOMP, 0);
+	return WIFEXITED(ws) ? WEXITSTATUS(ws) : EINVAL;
+}
+
 /* PID 1 of the sandbox. probe: build everything, test the seccomp filter, exit 0. */
 __attribute__((noreturn))
-static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_w, int err_w,
+static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int out_w, int err_w,
                       int collect_fd, bool probe)
 {
 	struct sb_status *st = r->slot->st;
@@ -559,11 +587,12 @@ static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_
 	/* Keep only our fds, all above 2; 0..2 become /dev/null so that nothing created
 	 * later (the stdin memfd) lands on them. */
 	int netns_fd = sb->netns_fd;
+	int join0 = join[0], join1 = join[1];
 	{
-		int keep[] = { netns_fd, sync_r, out_w, err_w, collect_fd };
-		close_all_but(keep, 5);
-		int *mv[] = { &netns_fd, &sync_r, &out_w, &err_w, &collect_fd };
-		for (int i = 0; i < 5; i++)
+		int keep[] = { netns_fd, join0, join1, out_w, err_w, collect_fd };
+		close_all_but(keep, 6);
+		int *mv[] = { &netns_fd, &join0, &join1, &out_w, &err_w, &collect_fd };
+		for (int i = 0; i < 6; i++)
 			if (*mv[i] >= 0 && *mv[i] < 3) {
 				int nfd = fcntl(*mv[i], F_DUPFD_CLOEXEC, 3);
 				if (nfd < 0)
@@ -581,6 +610,16 @@ static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_
 			}
 		}
 	}
+
+	/* Into the slot's cgroups first, so that everything from here on (the files in /work
+	 * included) is charged to the run: "0" is the writer itself, v1 and v2 alike. */
+	st->stage = ST_CGROUP;
+	if ((join0 >= 0 && pwrite(join0, "0", 1, 0) != 1) || (join1 >= 0 && pwrite(join1, "0", 1, 0) != 1))
+		child_fail(st, ST_CGROUP, 0);
+	if (join0 >= 0)
+		close(join0);
+	if (join1 >= 0)
+		close(join1);
 
 	if (sb->clone_flags & CLONE_NEWUTS)
 		(void)sethostname("sandbox", 7);   /* not the host's name */
@@ -686,39 +725,13 @@ static void init_main(struct sandbox *sb, struct sb_run *r, int sync_r, int out_
 	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
 		child_fail(st, ST_RDONLY, 0);
 
-	/* The OOM killer must pick the command, not us (we hold the accounting). */
+	/* The OOM killer must pick the command, not us (we hold the accounting): -1000 here
+	 * when we have CAP_SYS_RESOURCE, and +1000 for the command in any case. */
 	set_oom_adj("-1000");
 
-	if (probe) {
-		/* Check that the kernel takes our seccomp program (in a throwaway child). */
-		pid_t p = fork();
-		if (p == 0) {
-			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-				_exit(errno & 0xff);
-			if (sb->seccomp.filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sb->seccomp) < 0)
-				_exit(errno & 0xff);
-			/* A forbidden call must fail with EPERM. */
-			if (sb->seccomp.filter && syscall(SYS_unshare, CLONE_NEWUTS) == 0)
-				_exit(EINVAL);
-			_exit(0);
-		}
-		int ws = 0;
-		if (p < 0 || waitpid(p, &ws, 0) < 0)
-			child_fail(st, ST_SECCOMP, 0);
-		st->seccomp_errno = WIFEXITED(ws) ? WEXITSTATUS(ws) : EINVAL;
-	}
+	if (probe)
+		st->seccomp_errno = probe_seccomp(sb, st);
 
-	st->stage = ST_SYNC;
-	{
-		char c;
-		ssize_t n;
-		do
-			n = read(sync_r, &c, 1);
-		while (n < 0 && errno == EINTR);
-		if (n != 1)
-			_exit(124);   /* the worker gave up on us */
-		close(sync_r);
-	}
 	if (probe) {
 		st->probe_ok = 1;
 		st->stage = ST_DONE;
@@ -914,6 +927,7 @@ static void build_plan(struct sandbox *sb)
 			sb->steps[sb->nsteps - 1].len = len;
 		}
 	}
+	plan_host_path(sb, "etc/ssl", true);            /* openssl.cnf for node/python (keys: 0700) */
 	plan_host_path(sb, "etc/ld.so.conf", false);
 	plan_host_path(sb, "etc/ld.so.conf.d", true);
 	/* Debian's python3 reads /etc/python3.X/sitecustomize.py. */
@@ -1670,18 +1684,20 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 	return 0;
 }
 
-static int slot_cg_enter(struct sandbox *sb, struct sb_run *r)
+/* The cgroup.procs files init writes itself into (-1: none). */
+static void slot_join_fds(const struct sandbox *sb, const struct sb_slot *s, bool in_cgroup,
+                          int join[2])
 {
-	struct sb_slot *s = r->slot;
-	char pid[32];
-	snprintf(pid, sizeof pid, "%d", (int)r->pid);
-	if (sb->cg == CG_V2)
-		return 0;   /* CLONE_INTO_CGROUP, or written in run_start */
-	if (sb->cg_mem && write_str_fd(s->mem_procs, pid) < 0)
-		return -1;
-	if (sb->cg_pids && write_str_fd(s->pids_procs, pid) < 0)
-		return -1;
-	return 0;
+	join[0] = join[1] = -1;
+	if (sb->cg == CG_V2) {
+		if (!in_cgroup)
+			join[0] = s->mem_procs;
+	} else if (sb->cg == CG_V1) {
+		if (sb->cg_mem)
+			join[0] = s->mem_procs;
+		if (sb->cg_pids)
+			join[1] = s->pids_procs;
+	}
 }
 
 static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
@@ -1718,6 +1734,13 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 	uint64_t data = sb->cg_mem ? l->memory_bytes * 4 + (1ull << 30) : l->memory_bytes;
 	r->rl_res[n] = RLIMIT_DATA;
 	r->rl[n++] = (struct rlimit){ data, data };
+	for (int i = 0; i < n; i++) {
+		rlim_t h = sb->hard[r->rl_res[i]];
+		if (h != RLIM_INFINITY && r->rl[i].rlim_max > h)
+			r->rl[i].rlim_max = h;
+		if (r->rl[i].rlim_cur > r->rl[i].rlim_max)
+			r->rl[i].rlim_cur = r->rl[i].rlim_max;
+	}
 	r->nrl = n;
 	r->envp[0] = "PATH=/usr/local/bin:/usr/bin:/bin";
 	r->envp[1] = "HOME=/tmp";
@@ -1730,7 +1753,8 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 }
 
 /* clone3 into the sandbox's namespaces (v2: straight into the slot's cgroup when the kernel
- * can; *in_cgroup says whether it did). Returns the pid (0 in the child) or -1. */
+ * can; *in_cgroup says whether it did, in the child too). Returns the pid (0 in the child)
+ * or -1. */
 static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd, bool *in_cgroup)
 {
 	*in_cgroup = false;
@@ -1743,17 +1767,21 @@ static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd, bool
 		ca.flags |= SB_CLONE_INTO_CGROUP;
 		ca.cgroup = (uint64_t)slot->dir_fd;
 	}
+	/* *in_cgroup is set before each attempt: the child sees the value of the one that
+	 * created it. */
+	*in_cgroup = (ca.flags & SB_CLONE_INTO_CGROUP) != 0;
 	long rc = syscall(SYS_clone3, &ca, sizeof ca);
 	if (rc < 0 && (errno == ENOSYS || errno == E2BIG || errno == EINVAL) &&
 	    (ca.flags & SB_CLONE_INTO_CGROUP)) {
 		ca.flags &= ~SB_CLONE_INTO_CGROUP;
 		ca.cgroup = 0;
+		*in_cgroup = false;
 		rc = syscall(SYS_clone3, &ca, sizeof ca);
 	}
-	if (rc < 0 && errno == ENOSYS)   /* kernel < 5.3: clone(2), x86-64 argument order */
+	if (rc < 0 && errno == ENOSYS) {  /* kernel < 5.3: clone(2), x86-64 argument order */
+		*in_cgroup = false;
 		rc = syscall(SYS_clone, sb->clone_flags | CLONE_PIDFD, 0, pidfd, NULL, 0);
-	else if (rc > 0 && (ca.flags & SB_CLONE_INTO_CGROUP))
-		*in_cgroup = true;
+	}
 	return (pid_t)rc;
 }
 
@@ -1761,15 +1789,12 @@ static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd, bool
 static void run_start(struct sb_run *r)
 {
 	struct sandbox *sb = r->sb;
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, syncp[2] = { -1, -1 };
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	r->start_ns = now_ns();
 	memset(r->slot->st, 0, sizeof *r->slot->st);
 	r->slot->st->collected = -1;
 	prepare_child_args(sb, r);
-	/* The start signal goes over a socket: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the
-	 * worker when PID 1 already died. */
-	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, syncp) < 0) {
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		set_err(r, "pipe: %s", strerror(errno));
 		goto fail;
 	}
@@ -1792,8 +1817,11 @@ static void run_start(struct sb_run *r)
 	int pidfd = -1;
 	bool in_cgroup;
 	pid_t pid = do_clone(sb, r->slot, &pidfd, &in_cgroup);
-	if (pid == 0)
-		init_main(sb, r, syncp[0], outp[1], errp[1], r->collect_fd, false);
+	if (pid == 0) {
+		int join[2];
+		slot_join_fds(sb, r->slot, in_cgroup, join);
+		init_main(sb, r, join, outp[1], errp[1], r->collect_fd, false);
+	}
 	if (pid < 0) {
 		set_err(r, "clone: %s", strerror(errno));
 		goto fail;
@@ -1802,30 +1830,10 @@ static void run_start(struct sb_run *r)
 	r->pidfd = pidfd;
 	close(outp[1]);
 	close(errp[1]);
-	close(syncp[0]);
-	outp[1] = errp[1] = syncp[0] = -1;
+	outp[1] = errp[1] = -1;
 	r->out_fd = outp[0];
 	r->err_fd = errp[0];
 	r->started = true;
-
-	if (sb->cg == CG_V2) {
-		/* Without CLONE_INTO_CGROUP, move it now (before "go"). */
-		char p[32];
-		snprintf(p, sizeof p, "%d", (int)pid);
-		if (!in_cgroup && write_str_fd(r->slot->mem_procs, p) < 0)
-			set_err(r, "cannot move the sandbox into its cgroup: %s", strerror(errno));
-	} else if (slot_cg_enter(sb, r) < 0) {
-		set_err(r, "cannot move the sandbox into its cgroup: %s", strerror(errno));
-	}
-	if (r->res.internal_error) {
-		run_kill(r);
-	} else {
-		char go = 1;
-		if (send(syncp[1], &go, 1, MSG_NOSIGNAL) != 1)
-			set_err(r, "cannot start the sandbox: %s", strerror(errno));
-	}
-	close(syncp[1]);
-	syncp[1] = -1;
 
 	uv_poll_init(sb->loop, &r->pidfd_poll, r->pidfd);
 	uv_poll_init(sb->loop, &r->out_poll, r->out_fd);
@@ -1836,7 +1844,7 @@ static void run_start(struct sb_run *r)
 	uv_poll_start(&r->out_poll, UV_READABLE, on_out);
 	uv_poll_start(&r->err_poll, UV_READABLE, on_err);
 	r->pidfd_polling = r->out_polling = r->err_polling = true;
-	if (!r->killed) {
+	{
 		r->tmode = TM_WALL;
 		uv_update_time(sb->loop);   /* the limit counts from now, not from the loop's tick */
 		uv_timer_start(&r->timer, on_timer, r->req.lim.wall_ms ? r->req.lim.wall_ms : 1, 0);
@@ -1848,8 +1856,6 @@ fail:
 			close(outp[i]);
 		if (errp[i] >= 0)
 			close(errp[i]);
-		if (syncp[i] >= 0)
-			close(syncp[i]);
 	}
 	r->out_done = r->err_done = r->reaped = true;
 	r->res.end = SANDBOX_NOT_RUN;
@@ -2068,7 +2074,9 @@ const char *sandbox_describe(const struct sandbox *sb)
  * Start-up probe: one sandbox built for real, synchronously (start-up only).
  * ==================================================================================== */
 
-static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errno)
+/* Builds one sandbox for real and waits for it (blocking; start-up only). Returns 0, or -1
+ * with err; *stage gets the stage that failed (ST_CGROUP: the cgroups are unusable). */
+static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errno, int *stage)
 {
 	struct sb_run r;
 	memset(&r, 0, sizeof r);
@@ -2081,40 +2089,23 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	r.req.lim.open_files = 16;
 	r.slot = &sb->slots[0];
 	memset(r.slot->st, 0, sizeof *r.slot->st);
+	*stage = 0;
 	prepare_child_args(sb, &r);
-	r.req.lim.processes = 4;
 	(void)slot_cg_prepare(sb, &r);
-	int syncp[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, syncp) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		return -1;
-	}
 	int pidfd = -1;
 	bool in_cgroup;
 	pid_t pid = do_clone(sb, r.slot, &pidfd, &in_cgroup);
-	if (pid == 0)
-		init_main(sb, &r, syncp[0], -1, -1, -1, true);
-	close(syncp[0]);
+	if (pid == 0) {
+		int join[2];
+		slot_join_fds(sb, r.slot, in_cgroup, join);
+		init_main(sb, &r, join, -1, -1, -1, true);
+	}
 	if (pid < 0) {
 		int e = errno;
-		close(syncp[1]);
 		snprintf(err, errlen, "clone: %s", strerror(e));
 		errno = e;
 		return -1;
 	}
-	r.pid = pid;
-	char pidtxt[32];
-	snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
-	int cg_ok = sb->cg != CG_V2 ? slot_cg_enter(sb, &r)
-	            : in_cgroup ? 0 : write_str_fd(r.slot->mem_procs, pidtxt);
-	if (cg_ok < 0) {
-		LOGW(NULL, NULL, "sandbox: cannot place a process into the slot cgroups (%s); "
-		     "falling back to rlimits", strerror(errno));
-		cg_teardown(sb);
-	}
-	char go = 1;
-	(void)send(syncp[1], &go, 1, MSG_NOSIGNAL);
-	close(syncp[1]);
 	siginfo_t si;
 	memset(&si, 0, sizeof si);
 	while (syscall(SYS_waitid, P_PIDFD, pidfd, &si, WEXITED | __WALL, NULL) < 0 && errno == EINTR)
@@ -2124,6 +2115,7 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	*seccomp_errno = st->seccomp_errno;
 	if (st->probe_ok)
 		return 0;
+	*stage = st->fail_stage;
 	if (st->fail_stage)
 		snprintf(err, errlen, "sandbox set-up failed while %s (step %d): %s",
 		         stage_names[st->fail_stage], st->fail_detail, strerror(st->fail_errno));
@@ -2184,6 +2176,10 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		s->mem_maxusage = s->mem_failcnt = s->mem_oom = s->v2_max = s->v2_swap = -1;
 		s->v2_events = s->v2_kill = s->pids_max = -1;
 	}
+	for (int i = 0; i < RLIM_NLIMITS; i++) {
+		struct rlimit rl;
+		sb->hard[i] = getrlimit(i, &rl) == 0 ? rl.rlim_max : RLIM_INFINITY;
+	}
 	sb->netns_fd = make_netns(err, errlen);
 	if (sb->netns_fd < 0)
 		goto fail;
@@ -2194,23 +2190,33 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	cg_setup(sb);
 
 	sb->clone_flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
-	int sec_errno = 0;
-	if (probe(sb, err, errlen, &sec_errno) < 0) {
-		if (strstr(err, "clone:")) {
-			LOGW(NULL, NULL, "sandbox: %s with IPC+UTS namespaces; retrying without them", err);
-			sb->clone_flags = CLONE_NEWPID | CLONE_NEWNS;
-			if (probe(sb, err, errlen, &sec_errno) < 0)
-				goto fail;
-		} else {
-			goto fail;
-		}
+	int sec_errno = 0, stage = 0;
+	int rc = probe(sb, err, errlen, &sec_errno, &stage);
+	if (rc < 0 && stage == ST_CGROUP && sb->cg != CG_NONE) {
+		LOGW(NULL, NULL, "sandbox: cannot place a process into the slot cgroups (%s); memory "
+		     "and process limits fall back to rlimits", err);
+		cg_teardown(sb);
+		rc = probe(sb, err, errlen, &sec_errno, &stage);
 	}
+	if (rc < 0 && strstr(err, "clone:")) {
+		LOGW(NULL, NULL, "sandbox: %s with IPC+UTS namespaces; retrying without them", err);
+		sb->clone_flags = CLONE_NEWPID | CLONE_NEWNS;
+		rc = probe(sb, err, errlen, &sec_errno, &stage);
+	}
+	if (rc < 0)
+		goto fail;
 	if (sec_errno && sb->seccomp.filter) {
 		LOGW(NULL, NULL, "sandbox: the kernel refused the seccomp filter (%s); running "
 		     "without it", strerror(sec_errno));
 		free(sb->seccomp.filter);
 		sb->seccomp.filter = NULL;
 	}
+	char *core = read_small_file("/proc/sys/kernel/core_pattern", NULL);
+	if (core && core[0] == '|')
+		LOGW(NULL, NULL, "sandbox: kernel.core_pattern pipes core dumps to a helper on the host, "
+		     "which ignores RLIMIT_CORE: a crashing submission leaves a core dump there; set "
+		     "kernel.core_pattern=core to keep them out");
+	free(core);
 	describe(sb);
 	LOGI(NULL, NULL, "sandbox ready: %s", sb->describe);
 	*out = sb;
