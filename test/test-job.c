@@ -109,6 +109,44 @@ int main(void)
 		job_free(j);
 	}
 	{
+		/* Names and values are binary: "submission_id\0x" is another field,
+		 * "evaluate\0x" another kind (adversarial review). */
+		const char *f[] = { "submission_id\0x", SUB };
+		size_t lens[] = { 15, 36 };
+		struct job *j = job_new("1-0", f, lens, 1, 1);
+		is_str(j->poison, "missing_submission_id", "a name with a NUL is not submission_id");
+		ok(job_field(j, "submission_id") == NULL, "job_field compares whole names");
+		job_free(j);
+		const char *g[] = { "submission_id", SUB, "kind", "evaluate\0x" };
+		size_t glens[] = { 13, 36, 4, 10 };
+		j = job_new("1-0", g, glens, 2, 1);
+		is_str(j->poison, "invalid_kind", "a kind with a NUL tail is poison");
+		job_free(j);
+		const char *h[] = { "submission_id", SUB, "elo", "keep\0", "kind", "reevaluate" };
+		size_t hlens[] = { 13, 36, 3, 5, 4, 10 };
+		j = job_new("1-0", h, hlens, 3, 1);
+		is_str(j->poison, "invalid_elo", "an elo with a NUL tail is poison");
+		job_free(j);
+		const char *k[] = { "submission_id", SUB, "source_ip", "10.0.0.1\0junk", "enqueued_at",
+		                    "17\0" };
+		size_t klens[] = { 13, 36, 9, 13, 11, 3 };
+		j = job_new("1-0", k, klens, 3, 1);
+		ok(!j->poison, "binary source_ip / enqueued_at are not poison");
+		ok(j->source_ip && strcmp(j->source_ip, "10.0.0.1") != 0, "a source_ip with a NUL is no address");
+		is_int(j->enqueued_at_ms, 0, "an enqueued_at with a NUL is ignored");
+		job_free(j);
+	}
+	{
+		/* A field given twice: the first counts (the rate limiter keeps the first too). */
+		const char *f[] = { "submission_id", SUB, "submission_id", "not-a-uuid", "kind", "evaluate",
+		                    "kind", "bogus" };
+		struct job *j = mk(4, f);
+		ok(!j->poison, "duplicated fields: the first ones count");
+		is_str(j->sub, SUB, "first submission_id");
+		ok(j->kind == JOB_EVALUATE, "first kind");
+		job_free(j);
+	}
+	{
 		struct job *j = mk(0, NULL);
 		is_str(j->poison, "missing_submission_id", "no fields");
 		const char **argv;

@@ -383,6 +383,11 @@ static void on_phase2(const struct pgc_result *r, void *data)
 	int64_t now = job_now_ms();
 
 	if (r->err) {
+		/* Lost with the COMMIT in flight: the outcome is unknown (a retry
+		 * with the same entry id finds out; a released copy could not). */
+		if (r->transient)
+			for (int i = 0; i < b->n; i++)
+				b->jobs[i]->commit_unknown = true;
 		commit_failed(b, r);
 		return;
 	}
@@ -529,7 +534,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 		}
 	}
 
-	/* Decide each job in batch order. */
+	/* Decide each job, in batch order within each pass (below). */
 	const char **done_matches = xcalloc((size_t)b->n + 1, sizeof *done_matches);
 	int ndone = 0;
 	const char **decided = xcalloc((size_t)b->n + 1, sizeof *decided);
@@ -542,8 +547,17 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	struct strbuf complete_ids = { 0 }, reject_ids = { 0 }, fail_ids = { 0 };
 	int ncomplete = 0, nreeval = 0, nreject = 0, nfail = 0;
 
+	/* Two passes: first evaluations (and rejections, failures), then
+	 * re-evaluations. The rows are written in that order too (SQL_COMPLETE's
+	 * elo_history rows before SQL_REEVAL's), so an agent's elo_history in id
+	 * order is exactly the order its ratings were computed in: a sequential
+	 * replay of it gives the agent's rating even when one batch holds both an
+	 * evaluation and an elo=adjust re-evaluation of the same agent. */
+	for (int pass = 0; pass < 2; pass++)
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
+		if ((j->op == OP_REEVAL) != (pass == 1))
+			continue;
 		struct sub_state *st = touches_sub(j) ? find_sub(ss, ns, j->sub) : NULL;
 		reset_job(j);
 		j->op_eff = j->op;
@@ -876,6 +890,21 @@ static void phase1(struct cbatch *b)
 static void on_conn(struct pgc_conn *c, void *data)
 {
 	struct cbatch *b = data;
+	struct worker *w = b->w;
+	for (int i = 0; i < b->n; i++)
+		b->jobs[i]->commit_waiting_conn = false;
+	if (b->jobs[0]->state == JOB_ABANDONED) {
+		/* Released at the drain deadline while it waited (every job of the
+		 * batch was): nothing was sent, nothing is. */
+		if (c)
+			pgc_release(c);
+		w->commits_inflight--;
+		for (int i = 0; i < b->n; i++)
+			worker_drop(w, b->jobs[i]);
+		batch_free(b);
+		worker_kick(w);
+		return;
+	}
 	if (!c) {
 		struct pgc_result fake = { 0 };
 		fake.err = "database pool closing";
@@ -923,7 +952,11 @@ void commit_flush(struct worker *w)
 			b->jobs[i] = j;
 		}
 		w->commits_inflight++;
+		for (int i = 0; i < n; i++)
+			b->jobs[i]->commit_waiting_conn = true;
 		if (pgc_acquire(w->pg, on_conn, b) < 0) {
+			for (int i = 0; i < n; i++)
+				b->jobs[i]->commit_waiting_conn = false;
 			struct pgc_result fake = { 0 };
 			fake.err = "database pool closed";
 			fake.transient = true;

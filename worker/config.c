@@ -90,6 +90,8 @@ static const struct cfg_key keys[] = {
 	  "PostgreSQL connections per process" },
 	{ "ARBITER_COMMIT_DELAY_MS", CFG_INT, OFF(commit_delay_ms), "0", 0, 1000, NULL,
 	  "longest wait to fill a commit batch while another commit runs (0 = none)" },
+	{ "ARBITER_PG_QUERY_TIMEOUT_MS", CFG_INT, OFF(pg_query_timeout_ms), "30000", 100, 3600000, NULL,
+	  "a PostgreSQL round trip (or wait for a connection) longer than this is abandoned and retried" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -30,6 +30,7 @@ struct config {
 	/* Additions (beyond the design table). */
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
+	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

@@ -34,12 +34,28 @@ bool job_uuid_ok(const char *s, char out[37])
 	return true;
 }
 
+/* Index of the first field called exactly `name` (a name holding a NUL byte,
+ * "submission_id\0x", is another name), or -1. */
+static int field_index(const struct job *j, const char *name)
+{
+	size_t n = strlen(name);
+	for (int i = 0; i < j->nf; i++)
+		if (j->flens[2 * i] == n && !memcmp(j->fields[2 * i], name, n))
+			return i;
+	return -1;
+}
+
 const char *job_field(const struct job *j, const char *name)
 {
-	for (int i = 0; i < j->nf; i++)
-		if (!strcmp(j->fields[2 * i], name))
-			return j->fields[2 * i + 1];
-	return NULL;
+	int i = field_index(j, name);
+	return i < 0 ? NULL : j->fields[2 * i + 1];
+}
+
+/* True when field i's value is exactly the text s (no NUL byte or tail). */
+static bool value_is(const struct job *j, int i, const char *s)
+{
+	size_t n = strlen(s);
+	return j->flens[2 * i + 1] == n && !memcmp(j->fields[2 * i + 1], s, n);
 }
 
 static bool parse_i64(const char *s, int64_t *out)
@@ -78,48 +94,49 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 	j->kind = JOB_EVALUATE;
 	j->elo = JOB_ELO_KEEP;
 
-	v = job_field(j, "submission_id");
-	if (!v) {
+	/* A field given twice (XADD allows it): the first one counts, here and in
+	 * the rate limiter's copy of the entry. */
+	int fi = field_index(j, "submission_id");
+	if (fi < 0) {
 		j->poison = "missing_submission_id";
 		return j;
 	}
-	if (!job_uuid_ok(v, j->sub)) {
+	v = j->fields[2 * fi + 1];
+	if (j->flens[2 * fi + 1] != 36 || !job_uuid_ok(v, j->sub)) {
 		j->sub[0] = '\0';
 		j->poison = "invalid_submission_id";
 		return j;
 	}
-	for (int i = 0; i < j->nf; i++)
-		if (!strcmp(j->fields[2 * i], "submission_id") && j->flens[2 * i + 1] != 36) {
-			j->sub[0] = '\0';
-			j->poison = "invalid_submission_id";
-			return j;
-		}
-	v = job_field(j, "kind");
-	if (v) {
-		if (!strcmp(v, "evaluate"))
+	fi = field_index(j, "kind");
+	if (fi >= 0) {
+		if (value_is(j, fi, "evaluate"))
 			j->kind = JOB_EVALUATE;
-		else if (!strcmp(v, "reevaluate"))
+		else if (value_is(j, fi, "reevaluate"))
 			j->kind = JOB_REEVALUATE;
 		else {
 			j->poison = "invalid_kind";
 			return j;
 		}
 	}
-	v = job_field(j, "elo");
-	if (v) {
-		if (!strcmp(v, "keep"))
+	fi = field_index(j, "elo");
+	if (fi >= 0) {
+		if (value_is(j, fi, "keep"))
 			j->elo = JOB_ELO_KEEP;
-		else if (!strcmp(v, "adjust"))
+		else if (value_is(j, fi, "adjust"))
 			j->elo = JOB_ELO_ADJUST;
 		else {
 			j->poison = "invalid_elo";
 			return j;
 		}
 	}
-	v = job_field(j, "source_ip");
-	j->source_ip = (v && *v) ? v : NULL;
-	v = job_field(j, "enqueued_at");
-	if (!parse_i64(v, &j->enqueued_at_ms))
+	fi = field_index(j, "source_ip");
+	if (fi >= 0 && j->flens[2 * fi + 1] > 0)
+		/* A value with a NUL byte inside is no address: limited as `invalid`. */
+		j->source_ip = strlen(j->fields[2 * fi + 1]) == j->flens[2 * fi + 1]
+		               ? j->fields[2 * fi + 1] : "(invalid)";
+	fi = field_index(j, "enqueued_at");
+	if (fi < 0 || strlen(j->fields[2 * fi + 1]) != j->flens[2 * fi + 1] ||
+	    !parse_i64(j->fields[2 * fi + 1], &j->enqueued_at_ms))
 		j->enqueued_at_ms = 0;
 	return j;
 }

@@ -104,6 +104,7 @@ struct job {
 	uint64_t commit_queued_at;         /* loop time it entered w->commit_q */
 	enum job_stage retry_stage;
 	bool solo;                         /* commit alone (its batch failed) */
+	bool load_solo;                    /* load alone (its load batch failed) */
 	bool rl_done;                      /* rate limit already passed */
 	bool marked;                       /* sandbox: evaluating/attempts written */
 
@@ -131,6 +132,8 @@ struct job {
 	const char *outcome;               /* metrics outcome once acked (static) */
 	bool duplicate;                    /* commit found the submission final already */
 	bool committed;                    /* the commit transaction succeeded */
+	bool commit_unknown;               /* a COMMIT of it was lost in flight: it may have happened */
+	bool commit_waiting_conn;          /* JOB_COMMITTING, its batch still waits for a connection */
 
 	/* Filled by commit.c under the locks (per attempt). */
 	struct elo_update eu;

@@ -41,7 +41,8 @@
  * 4 promoted (1 | 0), 5 consumer group, 6 entry id, 7.. field, value pairs.
  * Returns {code, retry_at_ms}: 0 allowed, 1 deferred (entry moved to the
  * delayed set), 2 over the limit under reject, 3 the entry is no longer
- * pending for the group (someone else handled it: drop it). Numbers are
+ * pending for the group (someone else handled it: drop it). A field given
+ * twice keeps its first value, as in job.c. Numbers are
  * written with %.0f: Lua's tostring keeps only 14 digits. */
 const char rl_lua_check[] =
 	"-- arbiter rate limit: GCRA per source-IP key (see common/gcra.h)\n"
@@ -73,7 +74,9 @@ const char rl_lua_check[] =
 	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then return {3, 0} end\n"
 	"redis.call('XDEL', KEYS[3], ARGV[6])\n"
 	"local job = {}\n"
-	"for i = 7, #ARGV - 1, 2 do job[ARGV[i]] = ARGV[i + 1] end\n"
+	"for i = 7, #ARGV - 1, 2 do\n"
+	"  if job[ARGV[i]] == nil then job[ARGV[i]] = ARGV[i + 1] end\n"
+	"end\n"
 	"job['_token'] = ARGV[6]\n"
 	"redis.call('ZADD', KEYS[2], fmt(ms_ceil(retry)), cjson.encode(job))\n"
 	"redis.call('HSET', KEYS[1], 'd', fmt(retry))\n"

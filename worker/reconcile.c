@@ -48,7 +48,7 @@ static const char LUA_MISSING[] =
 	"  for _, e in ipairs(entries) do\n"
 	"    local f = e[2]\n"
 	"    for i = 1, #f, 2 do\n"
-	"      if f[i] == 'submission_id' then want[string.lower(f[i + 1])] = nil end\n"
+	"      if f[i] == 'submission_id' then want[string.lower(f[i + 1])] = nil; break end\n"
 	"    end\n"
 	"  end\n"
 	"  if #entries < 1000 then break end\n"

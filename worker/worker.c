@@ -50,8 +50,10 @@
 #define GAUGES_MS 2000
 #define PROMOTE_MS 250
 #define HARD_STOP_MS 10000
+#define ABANDON_GRACE_MS 1000        /* after the drain: wait this long for abandoned jobs */
 #define MIGCHECK_MS 30000
 #define SPEC_CACHE_MAX 1024
+#define DB_WAIT_POLL_MS 50           /* no database connection: check again this often */
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
@@ -125,6 +127,23 @@ const char *worker_evaluator(const struct job *j)
 static bool status_final(const char *s)
 {
 	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
+}
+
+/* Parses JSON text from PostgreSQL. jsonb keeps numbers exactly, so valid
+ * JSON may hold integers beyond 64 bits (18446744073709551616, or 1e30 which
+ * PostgreSQL prints with all its digits) that jansson refuses: those documents
+ * are read again with every integer as a double, so that they can be scored
+ * (a value beyond a double's range still fails). */
+static json_t *load_pg_json(const char *text, size_t len, json_error_t *jerr)
+{
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, jerr);
+	if (!v && strstr(jerr->text, "too big integer")) {
+		json_error_t e2;
+		v = json_loadb(text, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e2);
+		if (!v)
+			*jerr = e2;
+	}
+	return v;
 }
 
 /* ---- spec cache ---------------------------------------------------------------------- */
@@ -212,7 +231,7 @@ static struct spec_entry *spec_get(struct worker *w, const char *id, const char 
 		e->err = xstrdup(err);
 	} else {
 		e->ev = spec_evaluator(e->spec);
-		e->gt = json_loadb(gt_text, glen, JSON_DECODE_ANY, &jerr);
+		e->gt = load_pg_json(gt_text, glen, &jerr);
 		if (!e->gt) {
 			snprintf(err, sizeof err, "ground_truth: line %d, column %d: %s", jerr.line,
 			         jerr.column, jerr.text);
@@ -245,6 +264,13 @@ static void job_adopt(struct worker *w, struct job *j)
 	w->jobs = j;
 	w->njobs++;
 	metrics_inflight(w->njobs);
+}
+
+static void job_done(struct worker *w, struct job *j);
+
+void worker_drop(struct worker *w, struct job *j)
+{
+	job_done(w, j);
 }
 
 /* The job is finished (acked, dropped or abandoned): free it. */
@@ -299,9 +325,21 @@ void worker_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char
 	worker_kick(w);
 }
 
-/* Puts the entry back on the stream for another worker (drain). */
+/* Puts the entry back on the stream for another worker (drain). May free j
+ * (callers iterating w->jobs must have saved j->lnext). */
 static void job_release(struct worker *w, struct job *j)
 {
+	if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
+		/* Its COMMIT may have gone through (the connection was lost while
+		 * it ran). A re-evaluation is recognised by its entry id, and a
+		 * released copy gets a new one: it would append a second result.
+		 * Leave the entry pending instead; another worker reclaims it with
+		 * the same id after ARBITER_CLAIM_IDLE_MS and finds it done. */
+		LOGW(j->sub, j->id, "reevaluation with an unknown commit outcome: left pending for "
+		     "another worker to reclaim, not released");
+		job_done(w, j);
+		return;
+	}
 	LOGD(j->sub[0] ? j->sub : NULL, j->id, "released back to the stream");
 	worker_to_ack(w, j, ACK_RELEASE, NULL, NULL);
 }
@@ -569,13 +607,18 @@ static void flush_acks(struct worker *w)
 
 /* ---- loading ------------------------------------------------------------------------- */
 
+/* Unix ms of a timestamptz column, clamped to ±9e15 (about year 287,000):
+ * 'infinity' and '-infinity' are valid timestamps (an API server may write
+ * expires_at = 'infinity' for "never") and must not make the query fail. */
+#define SQL_MS(col) "floor(LEAST(GREATEST(extract(epoch FROM " col "), -9e12), 9e12) * 1000)::int8"
+
 /* One row per submission, times as Unix ms; the challenge texts come from the
  * second statement, once per distinct challenge of the batch. */
 static const char SQL_LOAD[] =
 	"SELECT s.id, s.status, s.agent_id, s.match_id, host(s.source_ip), s.answer::text, "
-	"s.metadata::text, floor(extract(epoch FROM s.submitted_at) * 1000)::int8, s.attempts, "
-	"m.agent_id, m.status, floor(extract(epoch FROM m.started_at) * 1000)::int8, "
-	"floor(extract(epoch FROM m.expires_at) * 1000)::int8, s.submitted_at > m.expires_at, "
+	"s.metadata::text, " SQL_MS("s.submitted_at") ", s.attempts, "
+	"m.agent_id, m.status, " SQL_MS("m.started_at") ", "
+	SQL_MS("m.expires_at") ", s.submitted_at > m.expires_at, "
 	"m.attempt_number, m.memoryless, m.challenge_id, c.difficulty, c.rating, c.time_limit_secs "
 	"FROM submissions s JOIN matches m ON m.id = s.match_id "
 	"JOIN challenges c ON c.id = m.challenge_id WHERE s.id = ANY($1::uuid[])";
@@ -636,14 +679,12 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	if (j->kind == JOB_EVALUATE && status_final(r->status))
 		return 0;
 	r->input_bytes = (size_t)PQgetlength(res, i, 5) + (size_t)PQgetlength(res, i, 6);
-	r->answer = json_loadb(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5),
-	                       JSON_DECODE_ANY, &jerr);
+	r->answer = load_pg_json(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5), &jerr);
 	if (!r->answer) {
 		snprintf(err, errlen, "answer cannot be parsed: %s", jerr.text);
 		return -1;
 	}
-	r->metadata = json_loadb(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6),
-	                         JSON_DECODE_ANY, &jerr);
+	r->metadata = load_pg_json(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6), &jerr);
 	if (!r->metadata) {
 		snprintf(err, errlen, "metadata cannot be parsed: %s", jerr.text);
 		return -1;
@@ -662,12 +703,23 @@ static void on_load(const struct pgc_result *r, void *data)
 	w->loads_inflight--;
 	if (r->err) {
 		snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
+		if (!r->transient && b->n > 1)
+			LOGW(NULL, NULL, "%s: loading the %d jobs of the batch one by one", err, b->n);
 		for (int i = 0; i < b->n; i++) {
 			struct job *j = b->jobs[i];
-			if (j->state == JOB_ABANDONED || w->state == W_STOPPING)
+			if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 				job_done(w, j);
-			else
-				worker_retry(w, j, STAGE_LOAD, false, err);
+			} else if (!r->transient && b->n > 1) {
+				/* Something in one row breaks the query: find which, without
+				 * holding up the others (nor using up their attempts). */
+				j->load_solo = true;
+				j->state = JOB_LOAD_WAIT;
+				jobq_push(&w->load_q, j);
+			} else {
+				/* Alone, a non-transient error is this job's: it uses up
+				 * attempts and ends failed instead of looping forever. */
+				worker_retry(w, j, STAGE_LOAD, !r->transient, err);
+			}
 		}
 		free(b);
 		worker_kick(w);
@@ -689,6 +741,7 @@ static void on_load(const struct pgc_result *r, void *data)
 			job_done(w, j);
 			continue;
 		}
+		j->load_solo = false;
 		for (int k = 0; k < nrows; k++)
 			if (!strcmp(PQgetvalue(rows, k, 0), j->sub)) {
 				row = k;
@@ -722,7 +775,13 @@ static void on_load(const struct pgc_result *r, void *data)
 static void flush_loads(struct worker *w)
 {
 	while (w->loads_inflight < w->max_loads && w->load_q.n > 0 && w->state != W_STOPPING) {
-		int n = w->load_q.n < LOAD_BATCH_MAX ? w->load_q.n : LOAD_BATCH_MAX;
+		int n = 0;
+		struct job *x = w->load_q.head;
+		if (x->load_solo)
+			n = 1;
+		else
+			for (; x && !x->load_solo && n < LOAD_BATCH_MAX; x = x->qnext)
+				n++;
 		struct lbatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
 		struct strbuf arr = { 0 };
 
@@ -1016,7 +1075,10 @@ static void after_load(struct worker *w, struct job *j)
 		worker_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
 		return;
 	}
-	if (r->attempts + 1 > j->attempts)
+	/* submissions.attempts counts the attempts at evaluating the submission
+	 * (across deliveries and processes). A re-evaluation is a new job: its
+	 * attempts are its own deliveries, whatever the first evaluation took. */
+	if (j->kind == JOB_EVALUATE && r->attempts + 1 > j->attempts)
 		j->attempts = r->attempts + 1;
 	if (j->attempts > w->cfg->max_deliveries) {
 		char why[128];
@@ -1284,6 +1346,10 @@ static void read_timer_cb(uv_timer_t *t)
 		create_group(w);
 		return;
 	}
+	if (!pgc_pool_ready(w->pg)) {
+		maybe_read(w);      /* re-arms the timer until the database is back */
+		return;
+	}
 	int free_slots = w->cfg->concurrency - w->njobs;
 	if (free_slots > 0 && !w->reading && rq_connected(w->rq_read))
 		do_read(w, free_slots);
@@ -1294,6 +1360,14 @@ static void maybe_read(struct worker *w)
 	if (w->state != W_RUNNING || w->reading || !w->group_ready || !w->own_pending_done ||
 	    !rq_connected(w->rq_read))
 		return;
+	if (!pgc_pool_ready(w->pg)) {
+		/* No database connection (PostgreSQL down, or its connection limit
+		 * reached by other clients): taking jobs now would only hold them
+		 * hostage while replicas that have a connection could do them. */
+		if (!uv_is_active((uv_handle_t *)&w->t_read))
+			uv_timer_start(&w->t_read, read_timer_cb, DB_WAIT_POLL_MS, 0);
+		return;
+	}
 	int free_slots = w->cfg->concurrency - w->njobs;
 	if (free_slots <= 0)
 		return;
@@ -1452,6 +1526,12 @@ static void on_autoclaim(struct rq *r, redisReply *reply, const char *err, void 
 static void refresh_claims(struct worker *w)
 {
 	uint64_t now = uv_now(w->loop);
+	/* Without a database connection for a while, stop keeping our entries:
+	 * after ARBITER_CLAIM_IDLE_MS a replica that has one takes them over (a
+	 * worker cut off from PostgreSQL, e.g. by its connection limit, must not
+	 * hold jobs forever). If we get them done first, theirs is a duplicate. */
+	if (w->db_down_since && now - w->db_down_since >= (uint64_t)w->cfg->claim_idle_ms / 2)
+		return;
 	uint64_t every = (uint64_t)w->cfg->claim_idle_ms / 3;
 	char minidle[24];
 	const char **argv = NULL;
@@ -1490,11 +1570,23 @@ static void refresh_claims(struct worker *w)
 static void reclaim_cb(uv_timer_t *t)
 {
 	struct worker *w = t->data;
-	if (w->state == W_STOPPING || !rq_connected(w->rq_cmd))
+	if (w->state == W_STOPPING)
+		return;
+	if (pgc_pool_ready(w->pg))
+		w->db_down_since = 0;
+	else if (!w->db_down_since)
+		w->db_down_since = uv_now(w->loop) ? uv_now(w->loop) : 1;
+	if (!rq_connected(w->rq_cmd))
 		return;
 	refresh_claims(w);
-	if (w->state != W_RUNNING || w->reclaim_busy || !w->group_ready)
+	/* Take over dead consumers' entries only when we can work on them. */
+	if (w->state != W_RUNNING || w->reclaim_busy || !w->group_ready || w->db_down_since)
 		return;
+	uint64_t now = uv_now(w->loop);
+	uint64_t claim_every = (uint64_t)(w->cfg->claim_idle_ms / 4 > 200 ? w->cfg->claim_idle_ms / 4 : 200);
+	if (w->autoclaim_at && now - w->autoclaim_at + 5 < claim_every)
+		return;
+	w->autoclaim_at = now;
 	int free_slots = w->cfg->concurrency - w->njobs;
 	if (free_slots <= 0)
 		return;
@@ -1696,13 +1788,23 @@ static void hard_stop_cb(uv_timer_t *t)
 	_exit(0);
 }
 
+static void abandon_stop_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	LOGW(NULL, NULL, "stopped with %d released job(s) still evaluating (abandoned)",
+	     w->nabandoned);
+	fflush(stderr);
+	_exit(0);
+}
+
 static void drain_deadline_cb(uv_timer_t *t)
 {
 	struct worker *w = t->data;
 	int released = 0;
 
 	w->drain_expired = true;
-	for (struct job *j = w->jobs; j; j = j->lnext) {
+	for (struct job *j = w->jobs, *next; j; j = next) {
+		next = j->lnext;     /* job_release may free j (copies are added at the head) */
 		switch (j->state) {
 		case JOB_LOAD_WAIT:
 			jobq_remove(&w->load_q, j);
@@ -1721,17 +1823,31 @@ static void drain_deadline_cb(uv_timer_t *t)
 			job_release(w, j);
 			released++;
 			break;
+		case JOB_COMMITTING:
+			/* A commit batch still waiting for a database connection (none
+			 * may come while PostgreSQL is down) has sent nothing: release
+			 * it like the steps below. One whose statements are in flight
+			 * is waited for (its outcome decides). */
+			if (!j->commit_waiting_conn)
+				break;
+			/* fallthrough */
 		case JOB_LOADING:
 		case JOB_MARKING:
 		case JOB_RATELIMIT:
 		case JOB_EVALUATING: {
 			/* Its callback is still to come: release a copy now and free the
 			 * original when the callback arrives. */
+			j->state = JOB_ABANDONED;
+			w->nabandoned++;
+			if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
+				/* See job_release: a copy would get a new entry id. */
+				LOGW(j->sub, j->id, "reevaluation with an unknown commit outcome: left "
+				     "pending for another worker to reclaim, not released");
+				break;
+			}
 			struct job *c = job_new(j->id, (const char *const *)j->fields, j->flens, j->nf,
 			                        j->attempts);
 			job_adopt(w, c);
-			j->state = JOB_ABANDONED;
-			w->nabandoned++;
 			job_release(w, c);
 			released++;
 			break;
@@ -1743,7 +1859,8 @@ static void drain_deadline_cb(uv_timer_t *t)
 	arm_retry(w);
 	LOGW(NULL, NULL, "drain deadline (%d ms) reached: released %d job(s)", w->cfg->drain_ms,
 	     released);
-	uv_timer_start(&w->t_drain, hard_stop_cb, HARD_STOP_MS, 0);
+	if (w->state == W_DRAINING)      /* (freeing the last job may have stopped us already) */
+		uv_timer_start(&w->t_drain, hard_stop_cb, HARD_STOP_MS, 0);
 	maybe_finish_drain(w);
 }
 
@@ -1771,7 +1888,8 @@ static void start_drain(struct worker *w)
 	uv_timer_stop(&w->t_read);
 	uv_timer_stop(&w->t_reconcile);
 	uv_timer_stop(&w->t_promote);
-	for (struct job *j = w->jobs; j; j = j->lnext) {
+	for (struct job *j = w->jobs, *next; j; j = next) {
+		next = j->lnext;     /* job_release may free j */
 		if (j->state == JOB_LOAD_WAIT) {
 			jobq_remove(&w->load_q, j);
 			job_release(w, j);
@@ -1785,7 +1903,8 @@ static void start_drain(struct worker *w)
 	arm_retry(w);
 	LOGI(NULL, NULL, "draining: %d job(s) in flight, %d released, deadline %d ms", w->njobs,
 	     released, w->cfg->drain_ms);
-	uv_timer_start(&w->t_drain, drain_deadline_cb, (uint64_t)w->cfg->drain_ms, 0);
+	if (w->state == W_DRAINING)
+		uv_timer_start(&w->t_drain, drain_deadline_cb, (uint64_t)w->cfg->drain_ms, 0);
 	maybe_finish_drain(w);
 }
 
@@ -1843,10 +1962,23 @@ static void shutdown_all(struct worker *w)
 	w->state = W_STOPPING;
 	LOGI(NULL, NULL, "stopping");
 	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
-	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_commit };
 	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
 		uv_timer_stop(timers[i]);
 		close_handle(w, (uv_handle_t *)timers[i]);
+	}
+	uv_timer_stop(&w->t_drain);
+	if (w->nabandoned > 0) {
+		/* Jobs released at the deadline whose step is still running (a
+		 * sandbox run can take its whole wall-time limit): their entries are
+		 * back on the stream already, so they are not waited for. The timer
+		 * does not keep the loop alive; if they are still running after a
+		 * short grace (for the connections to close), exit anyway (the
+		 * sandboxes die with us). */
+		uv_timer_start(&w->t_drain, abandon_stop_cb, ABANDON_GRACE_MS, 0);
+		uv_unref((uv_handle_t *)&w->t_drain);
+	} else {
+		close_handle(w, (uv_handle_t *)&w->t_drain);
 	}
 	uv_signal_stop(&w->sig_term);
 	uv_signal_stop(&w->sig_int);
@@ -1932,6 +2064,7 @@ int worker_run(const struct config *cfg)
 	struct pgc_opts po = { 0 };
 	po.conninfo = cfg->database_url;
 	po.size = cfg->pg_pool_size;
+	po.query_timeout_ms = (uint32_t)cfg->pg_query_timeout_ms;
 	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
 		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
 		goto out;
@@ -1946,8 +2079,11 @@ int worker_run(const struct config *cfg)
 	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
 	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
 		init_timer(w, timers[i]);
-	uint64_t reclaim_every = (uint64_t)(cfg->claim_idle_ms / 4 > 200 ? cfg->claim_idle_ms / 4 : 200);
-	uv_timer_start(&w->t_reclaim, reclaim_cb, reclaim_every, reclaim_every);
+	/* The timer keeps our own claims fresh every ARBITER_CLAIM_IDLE_MS / 4
+	 * (so an entry we work on never looks idle, even with a tiny setting);
+	 * XAUTOCLAIM runs at most every max(ARBITER_CLAIM_IDLE_MS / 4, 200 ms). */
+	uint64_t refresh_every = (uint64_t)(cfg->claim_idle_ms / 4 > 20 ? cfg->claim_idle_ms / 4 : 20);
+	uv_timer_start(&w->t_reclaim, reclaim_cb, refresh_every, refresh_every);
 	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)cfg->reconcile_ms,
 	               (uint64_t)cfg->reconcile_ms);
 	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
@@ -1960,6 +2096,11 @@ int worker_run(const struct config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 
 	uv_run(w->loop, UV_RUN_DEFAULT);
+	if (!uv_is_closing((uv_handle_t *)&w->t_drain)) {
+		/* The grace timer of abandoned jobs (shutdown_all). */
+		uv_close((uv_handle_t *)&w->t_drain, NULL);
+		uv_run(w->loop, UV_RUN_DEFAULT);
+	}
 	LOGI(NULL, NULL, "stopped");
 	rc = 0;
 	goto cleanup;

@@ -99,6 +99,8 @@ struct worker {
 	bool migrations_ok;
 	int db_version;
 	uint64_t migcheck_at;
+	uint64_t autoclaim_at;       /* loop time of the last XAUTOCLAIM (0 = never) */
+	uint64_t db_down_since;      /* loop time since when no database connection is up (0 = up) */
 
 	struct spec_entry *specs[SPEC_BUCKETS];
 	int nspecs;
@@ -139,6 +141,10 @@ void worker_retry(struct worker *w, struct job *j, enum job_stage stage, bool co
 /* Ends the job as failed: submissions.status = failed with why as last_error
  * (evaluate jobs), a copy in {prefix}:dead, then XACK. */
 void worker_fail(struct worker *w, struct job *j, const char *why);
+
+/* Frees a job without acknowledging its entry (an abandoned job whose
+ * callback came back; the entry, if any, stays pending). */
+void worker_drop(struct worker *w, struct job *j);
 
 /* Random 32-bit value (xorshift, seeded at start). */
 uint32_t worker_rand(struct worker *w);

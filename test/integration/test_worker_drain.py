@@ -4,7 +4,8 @@
 1. SIGTERM in the middle of a backlog: the worker stops reading, finishes or
    releases what it holds, exits 0 quickly and leaves nothing pending under
    its name; a second worker finishes the rest exactly once.
-2. SIGTERM while PostgreSQL is down (nothing can finish): the drain deadline
+2. SIGTERM while PostgreSQL is down (nothing can finish; the worker took its
+   jobs while their commits waited on locked agents): the drain deadline
    (ARBITER_DRAIN_MS) releases every job back to the stream and the worker
    exits 0; once PostgreSQL is back another worker finishes everything.
 3. SIGINT on an idle worker: exit 0 at once.
@@ -55,19 +56,24 @@ def main():
 
         # 2. Drain deadline with PostgreSQL down.
         subs2 = bulk(a, ags, ch, 500, enqueue=False)
-        a.close()
+        # The agents are locked, so the worker's commits wait: it holds jobs when
+        # PostgreSQL goes away (a worker with no database connection takes no new jobs).
+        import psycopg2 as _pg
+        lock = _pg.connect(s.database_url)
+        lock.cursor().execute("SELECT 1 FROM agents WHERE id = ANY(%s::uuid[]) FOR UPDATE", (ags,))
         w3 = Worker(s, "d3", env={"ARBITER_DRAIN_MS": "1500"})
-        time.sleep(0.5)
-        s.stop_postgres()
-        a = Arena.__new__(Arena)
-        import redis as _redis
-        a.r = _redis.Redis.from_url(s.redis_url, decode_responses=True)
-        a.stream, a.group, a.dead = "arbiter:jobs", "arbiter-workers", "arbiter:dead"
         pipe = a.r.pipeline(transaction=False)
         for sid in subs2:
             pipe.xadd(a.stream, {"submission_id": sid})
         pipe.execute()
         wait_for(lambda: consumer_pending(a, "d3") > 0, 10)
+        a.close()
+        s.stop_postgres()
+        lock.close()
+        a = Arena.__new__(Arena)
+        import redis as _redis
+        a.r = _redis.Redis.from_url(s.redis_url, decode_responses=True)
+        a.stream, a.group, a.dead = "arbiter:jobs", "arbiter-workers", "arbiter:dead"
         held = consumer_pending(a, "d3")
         ok(held > 0, "the worker holds %d jobs it cannot finish" % held)
         t0 = time.time()
