@@ -1,0 +1,58 @@
+/* Unit tests for common/util.c: allocation helpers and strbuf. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "util.h"
+
+int main(void)
+{
+	struct strbuf sb = { 0 };
+
+	strbuf_free(&sb);
+	ok(sb.buf == NULL && sb.len == 0, "strbuf_free on a zeroed strbuf is harmless");
+
+	strbuf_add(&sb, "abc", 3);
+	is_str(sb.buf, "abc", "strbuf_add appends");
+	is_int(sb.len, 3, "length tracks appended bytes");
+
+	strbuf_add(&sb, "x\0y", 3);
+	is_int(sb.len, 6, "embedded NUL bytes are kept");
+	ok(sb.buf[6] == '\0' && memcmp(sb.buf, "abcx\0y", 6) == 0, "buffer stays NUL-terminated");
+
+	for (int i = 0; i < 1000; i++)
+		strbuf_addf(&sb, "%d,", i);
+	ok(sb.len > 3000 && sb.buf[sb.len] == '\0', "grows across many appends (%zu bytes)", sb.len);
+	ok(strstr(sb.buf + 6, "998,999,") != NULL, "formatted text in order");
+	strbuf_free(&sb);
+
+	char big[5000];
+	memset(big, 'q', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	strbuf_addf(&sb, "[%s]", big);
+	is_int(sb.len, sizeof big + 1, "strbuf_addf with output longer than any initial capacity");
+	strbuf_free(&sb);
+
+	char *d = xstrdup("hello");
+	is_str(d, "hello", "xstrdup copies");
+	free(d);
+	d = xstrndup("hello", 3);
+	is_str(d, "hel", "xstrndup truncates");
+	free(d);
+	d = xstrndup("hi", 10);
+	is_str(d, "hi", "xstrndup stops at the NUL");
+	free(d);
+
+	int *z = xcalloc(16, sizeof *z);
+	int all_zero = 1;
+	for (int i = 0; i < 16; i++)
+		all_zero &= z[i] == 0;
+	ok(all_zero, "xcalloc zeroes");
+	z = xrealloc(z, 64 * sizeof *z);
+	ok(z != NULL && z[15] == 0, "xrealloc keeps contents");
+	free(z);
+	void *p = xmalloc(0);
+	ok(p != NULL, "xmalloc(0) returns a unique pointer");
+	free(p);
+	return tap_done();
+}
