@@ -4,7 +4,8 @@
  * programs of test/sandbox/. Checks verdicts and their priority, per-case
  * figures, comparison modes, compilation errors, languages, the custom-script
  * protocol, and after every hostile run that no process is left and no host
- * file was written. Needs root (skips otherwise).
+ * file was written; huge single allocations, oversized programs and a long
+ * suite (no fd leaked, no cgroup left). Needs root (skips otherwise).
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -487,6 +489,84 @@ static void test_hostile(void)
 	check_after("compilation errors");
 }
 
+/* ---- regressions: attacks that once got a wrong verdict or strained the worker ----------- */
+
+static int count_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static int cgroup_leftovers(void)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
+	         "'arbiter-sandbox-%d-*' 2>/dev/null | wc -l", (int)getpid());
+	FILE *p = popen(cmd, "r");
+	int n = -1;
+	if (p) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
+static void test_regressions(void)
+{
+	struct outcome o;
+	const char *lim = "{\"cpu_ms\":2000,\"wall_ms\":4000,\"memory_mb\":64}";
+
+	/* one allocation far over the limit (that the kernel grants: it has the memory): the
+	 * memory limit, not a runtime error */
+	struct sysinfo si;
+	if (sysinfo(&si) == 0 && (uint64_t)si.totalram * si.mem_unit >= (6ull << 30)) {
+		one(&o, "c", "main.c", "test/sandbox/bigalloc.c", "", "touched\n", lim);
+		is_str(verdict_n(&o, 0), "memory_limit_exceeded", "C 3 GiB malloc: memory_limit_exceeded");
+		outcome_free(&o);
+		one(&o, "python3", "main.py", "test/sandbox/bigalloc.py", "", "x\n", lim);
+		is_str(verdict_n(&o, 0), "memory_limit_exceeded",
+		       "python 3 GiB string: memory_limit_exceeded");
+		outcome_free(&o);
+		check_after("big allocations");
+	} else {
+		ok(1, "# SKIP less than 6 GiB of memory: the kernel refuses a 3 GiB allocation itself");
+	}
+
+	/* a tiny source with a huge program: refused, not held in the worker */
+	one(&o, "c", "main.c", "test/sandbox/bigartifact.c", "", "\n", NULL);
+	is_str(verdict_n(&o, 0), "compilation_error", "20 MiB program: compilation_error");
+	const char *out = json_string_value(json_object_get(json_object_get(o.extra, "compile"), "output"));
+	ok(out && strstr(out, "larger than 16 MiB"), "20 MiB program: says why (%s)", out ? out : "");
+	outcome_free(&o);
+
+	/* many cases in a row: no file descriptor left over in the worker */
+	int fds = count_fds();
+	struct strbuf cases = { 0 };
+	strbuf_addf(&cases, "[");
+	for (int i = 0; i < 60; i++)
+		strbuf_addf(&cases, "%s{\"name\":\"c%d\",\"stdin\":\"%d\\n\",\"expected_stdout\":\"%d\\n\"}",
+		            i ? "," : "", i, i, i);
+	strbuf_addf(&cases, "]");
+	char *spec = suite_spec("sh", cases.buf, NULL);
+	json_t *a = files_answer("main.sh", "read x; echo $x\n");
+	evaluate(&o, spec, a, NULL, NULL);
+	is_int(ext_score(&o, "correctness"), 1000, "60 cases: all accepted");
+	is_int(count_fds(), fds, "60 cases: no file descriptor leaked (%d before)", fds);
+	outcome_free(&o);
+	json_decref(a);
+	free(spec);
+	strbuf_free(&cases);
+	check_after("60 cases");
+}
+
 static int listen_loopback(int *port, int family)
 {
 	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -828,9 +908,11 @@ int main(void)
 	test_daemon_and_killall();
 	test_scripts();
 	test_language_file();
+	test_regressions();
 	is_int(sandbox_pool_busy(sp), 0, "pool idle at the end");
 	sandbox_pool_free(sp);
 	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(cgroup_leftovers(), 0, "no cgroup directory left behind");
 	ok(uv_loop_close(&loop) == 0, "loop closes cleanly");
 	return tap_done();
 }

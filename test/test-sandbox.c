@@ -2,8 +2,11 @@
  * Tests of worker/sandbox.c, the isolation primitive, driven directly through
  * sandbox_run on a uv loop: identity, environment, file system, network,
  * seccomp, /proc, limits, output capture, artifact collection, slots and
- * queueing, and that the loop keeps running while sandboxes do. Needs root
- * (skips otherwise). After each run: no process is left behind.
+ * queueing, and that the loop keeps running while sandboxes do; then regressions
+ * of attacks that once worked (memory figures under a large worker, /work inode
+ * exhaustion, uids shared with another arbiter process, a late wall timer, the
+ * capability bounding set, one huge allocation). Needs root (skips otherwise).
+ * After each run: no process is left behind; at the end no cgroup directory.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -134,7 +138,7 @@ static void test_identity(void)
 {
 	struct got g;
 	sh(&g, "id -u; id -g; id -G; echo \"$HOME|$PATH|$LANG\"; env | wc -l; pwd; "
-	       "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; hostname", NULL, small);
+	       "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; hostname", NULL, small);
 	ok(!g.r.internal_error, "identity: ran (%s)", g.r.error);
 	is_int(g.r.end, SANDBOX_EXITED, "identity: exited");
 	is_int(g.r.exit_code, 0, "identity: exit 0");
@@ -143,6 +147,7 @@ static void test_identity(void)
 	ok(strstr(g.out, "|/usr/local/bin:/usr/bin:/bin|C.UTF-8") != NULL, "HOME, PATH, LANG set");
 	ok(strstr(g.out, "\n4\n/work\n") != NULL, "exactly 4 environment entries (incl. PWD), cwd /work");
 	ok(strstr(g.out, "CapEff:\t0000000000000000") != NULL, "no capabilities");
+	ok(strstr(g.out, "CapBnd:\t0000000000000000") != NULL, "empty capability bounding set");
 	ok(strstr(g.out, "NoNewPrivs:\t1") != NULL, "no_new_privs");
 	if (strstr(sandbox_describe(sb), "uts"))
 		ok(strstr(g.out, "\nsandbox\n") != NULL, "own host name");
@@ -263,7 +268,7 @@ static void test_seccomp(void)
 		}
 		line = nl ? nl + 1 : NULL;
 	}
-	ok(lines >= 29, "seccomp: every call tried (%d)", lines);
+	ok(lines >= 30, "seccomp: every call tried (%d)", lines);
 	strbuf_free(&src);
 	got_free(&g);
 }
@@ -310,6 +315,21 @@ static void test_limits(void)
 	else
 		ok(1, "# SKIP no memory cgroup: a failed allocation is not always visible");
 	got_free(&g);
+
+	/* One allocation far over the limit (but that the kernel would grant) used to fail at the
+	 * RLIMIT_DATA backstop (4 x memory + 1 GiB): a runtime error, not a memory limit. */
+	struct sysinfo si;
+	if (strstr(sandbox_describe(sb), "memory") && sysinfo(&si) == 0 &&
+	    (uint64_t)si.totalram * si.mem_unit >= (6ull << 30)) {
+		lim = small;
+		lim.memory_bytes = 48u << 20;
+		sh(&g, "python3 -c 'a = b\"x\" * (2 << 30); print(len(a))'", NULL, lim);
+		ok(g.r.memory_exceeded, "one 2 GiB allocation: memory limit (end %d exit %d sig %d)",
+		   (int)g.r.end, g.r.exit_code, g.r.signal);
+		got_free(&g);
+	} else {
+		ok(1, "# SKIP no memory cgroup, or less than 6 GiB of memory");
+	}
 
 	lim = small;
 	lim.output_bytes = 10000;
@@ -392,6 +412,197 @@ static void test_paths(void)
 	ok(sandbox_run(sb, &req, on_run, NULL) < 0, "sandbox_run refuses ../escape");
 }
 
+/* -- regressions: attacks on the sandbox that once worked -------------------------------- */
+
+/* A second sandbox in this process (another arbiter process, as far as the kernel cares);
+ * env: ARBITER_SANDBOX_CGROUP for its set-up, or NULL. */
+static struct sandbox *other_sandbox(uint32_t base, const char *cgroup_env)
+{
+	if (cgroup_env)
+		setenv("ARBITER_SANDBOX_CGROUP", cgroup_env, 1);
+	struct sandbox_opts o = { .slots = 1, .uid_base = base };
+	struct sandbox *s = NULL;
+	char err[512];
+	if (sandbox_new(&loop, &o, &s, err, sizeof err) < 0)
+		diag("second sandbox: %s", err);
+	unsetenv("ARBITER_SANDBOX_CGROUP");
+	return s;
+}
+
+/* The command is vforked from init, itself a copy of the worker, and the kernel records the
+ * RSS of the memory an execve leaves: every run reported the worker's RSS as its own
+ * memory_kb (a /bin/true under a 200 MB worker: 200 MB), and without a memory cgroup that
+ * figure turned any failing run into a memory limit. */
+static void test_memory_figure(void)
+{
+	size_t n = 200u << 20;
+	char *ballast = xmalloc(n);
+	memset(ballast, 1, n);
+	struct got g;
+	sh(&g, "true", NULL, small);
+	ok(!g.r.internal_error && g.r.exit_code == 0, "memory_kb: ran (%s)", g.r.error);
+	ok(g.r.memory_kb < 48 * 1024, "memory_kb %llu kB is the command's, not the worker's 200 MB",
+	   (unsigned long long)g.r.memory_kb);
+	got_free(&g);
+	sh(&g, "python3 -c 'a = b\"x\" * (80 << 20); print(len(a))'", NULL, small);
+	ok(g.r.exit_code == 0 && !g.r.memory_exceeded, "memory_kb: 80 MB program ran");
+	ok(g.r.memory_kb >= 80 * 1024 && g.r.memory_kb < 128 * 1024,
+	   "memory_kb %llu kB shows what the command itself used", (unsigned long long)g.r.memory_kb);
+	got_free(&g);
+
+	struct sandbox *keep = sb;
+	sb = other_sandbox((uint32_t)uid_base + 32, "none");
+	if (sb) {
+		struct sandbox_limits lim = small;
+		lim.memory_bytes = 64u << 20;
+		sh(&g, "exit 3", NULL, lim);
+		ok(g.r.end == SANDBOX_EXITED && g.r.exit_code == 3 && !g.r.memory_exceeded,
+		   "rlimits only: a plain failure under a big worker is not a memory limit "
+		   "(memory_kb %llu)", (unsigned long long)g.r.memory_kb);
+		got_free(&g);
+		sandbox_free(sb);
+		uv_run(&loop, UV_RUN_DEFAULT);
+	}
+	sb = keep;
+	free(ballast);
+	is_int(strays(), 0, "memory_kb: no stray process");
+}
+
+/* A request's own files could run /work out of inodes (256 files, each 31 directories deep):
+ * a set-up failure, i.e. an internal error that the worker retries and then fails. */
+static void test_many_inodes(void)
+{
+	enum { N = 256, DEPTH = 31 };
+	struct sandbox_file *files = xcalloc(N, sizeof *files);
+	for (int i = 0; i < N; i++) {
+		struct strbuf p = { 0 };
+		strbuf_addf(&p, "d%d", i);
+		for (int k = 1; k < DEPTH; k++)
+			strbuf_addf(&p, "/x");
+		strbuf_addf(&p, "/f");
+		files[i] = (struct sandbox_file){ p.buf, "", 0, false };
+	}
+	struct got g;
+	const char *argv[] = { "/bin/sh", "-c", "ls | wc -l; touch /work/more && echo room", NULL };
+	run(&g, argv, files, N, NULL, small);
+	ok(!g.r.internal_error, "deep files: no set-up failure (%s)", g.r.error);
+	is_str(g.out, "256\nroom\n", "deep files: all there, and room for the program's own");
+	got_free(&g);
+	for (int i = 0; i < N; i++)
+		free((char *)files[i].path);
+	free(files);
+}
+
+/* Another arbiter process on the host (a replica, `arbiter score`) runs sandboxes with the
+ * same uids; RLIMIT_NPROC counted its processes too, so a fork bomb there made our execve
+ * fail with EAGAIN (an internal error) and our forks fail. */
+static int shared_done;
+static struct got shared_a, shared_b;
+static void on_shared(const struct sandbox_result *r, void *data)
+{
+	on_run(r, data);
+	shared_done++;
+}
+static void start_b(uv_timer_t *t)
+{
+	static const char *const argv[] = { "/bin/sh", "-c", "echo $(echo ok)", NULL };
+	static struct sandbox_req req;
+	req.argv = argv;
+	req.lim = small;
+	req.lim.processes = 4;
+	if (sandbox_run(sb, &req, on_shared, &shared_b) < 0)
+		shared_done++;
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_shared_uids(void)
+{
+	struct sandbox *other = other_sandbox((uint32_t)uid_base, NULL);
+	if (!other) {
+		ok(0, "shared uids: second sandbox");
+		return;
+	}
+	static const char *const argv[] = { "/bin/sh", "-c",
+		"for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 1 & done; wait", NULL };
+	struct sandbox_req req = { 0 };
+	req.argv = argv;
+	req.lim = small;
+	memset(&shared_a, 0, sizeof shared_a);
+	memset(&shared_b, 0, sizeof shared_b);
+	shared_done = 0;
+	ok(sandbox_run(other, &req, on_shared, &shared_a) == 0, "shared uids: 13 processes of uid %lu",
+	   uid_base);
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, start_b, 400, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(shared_done, 2, "shared uids: both ran");
+	ok(shared_a.r.exit_code == 0 && !shared_a.r.internal_error, "shared uids: the holder ran");
+	ok(!shared_b.r.internal_error, "shared uids: the other run started (%s)", shared_b.r.error);
+	is_str(shared_b.out ? shared_b.out : "", "ok\n", "shared uids: and could fork");
+	got_free(&shared_a);
+	got_free(&shared_b);
+	sandbox_free(other);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(strays(), 0, "shared uids: no stray process");
+}
+
+/* The worker's loop can be busy (other jobs) when the wall timer is due: the next turn runs
+ * timers before it polls, so a command that had ended in time was judged over the wall
+ * limit, and its wall_ms was when the loop got round to it. */
+static uv_check_t busy_check;
+static void block_loop_now(uv_check_t *c)
+{
+	uint64_t until = uv_hrtime() + 600000000u;   /* 600 ms of "other work", after a poll */
+	while (uv_hrtime() < until)
+		;
+	uv_close((uv_handle_t *)c, NULL);
+}
+static void block_loop(uv_timer_t *t)
+{
+	uv_check_init(&loop, &busy_check);
+	uv_check_start(&busy_check, block_loop_now);
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_busy_loop(void)
+{
+	struct got g;
+	memset(&g, 0, sizeof g);
+	static const char *const argv[] = { "/bin/sh", "-c", "sleep 0.4; echo done", NULL };
+	struct sandbox_req req = { 0 };
+	req.argv = argv;
+	req.lim = small;
+	req.lim.wall_ms = 700;
+	ok(sandbox_run(sb, &req, on_run, &g) == 0, "busy loop: started");
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, block_loop, 200, 0);   /* busy from 200 to 800 ms: past the limit */
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ok(!g.r.wall_exceeded && g.r.exit_code == 0, "busy loop: a command that ended in time is "
+	   "not over the wall limit (exit %d, signal %d)", g.r.exit_code, g.r.signal);
+	ok(g.r.wall_ms >= 400 && g.r.wall_ms < 700, "busy loop: wall_ms %llu is the command's",
+	   (unsigned long long)g.r.wall_ms);
+	is_str(g.out ? g.out : "", "done\n", "busy loop: output kept");
+	got_free(&g);
+}
+
+/* No sandbox cgroup directory of ours is left once the sandboxes are freed. */
+static int cgroup_leftovers(void)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
+	         "'arbiter-sandbox-%d-*' 2>/dev/null | wc -l", (int)getpid());
+	FILE *p = popen(cmd, "r");
+	int n = -1;
+	if (p) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
 /* -- slots, queueing and the loop staying responsive ---------------------------------- */
 
 static int max_busy, finished, ticks;
@@ -466,8 +677,13 @@ int main(void)
 	test_collect();
 	test_limits();
 	test_slots();
+	test_memory_figure();
+	test_many_inodes();
+	test_shared_uids();
+	test_busy_loop();
 	sandbox_free(sb);
 	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(cgroup_leftovers(), 0, "no cgroup directory left behind");
 	ok(uv_loop_close(&loop) == 0, "loop closes cleanly");
 	return tap_done();
 }

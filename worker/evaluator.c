@@ -33,7 +33,13 @@
 
 #define EV_MAX_FILES 256
 #define EV_MAX_FILES_BYTES (16u << 20)
-#define EV_MAX_ARTIFACT (64u << 20)
+/* A compiled program is held in the worker for the whole evaluation, and a few bytes of
+ * source can make the compiler emit megabytes (a large initialised array, an assembler
+ * .skip): keep the amplification small. */
+#define EV_MAX_ARTIFACT_MIB 16
+#define EV_MAX_ARTIFACT (EV_MAX_ARTIFACT_MIB * 1048576u)
+#define EV_STR_(x) #x
+#define EV_STR(x) EV_STR_(x)
 #define EV_COMPILE_OUTPUT_KEEP 8192
 #define EV_ERR_EXCERPT 300
 
@@ -738,7 +744,8 @@ static void on_compiled(const struct sandbox_result *r, void *data)
 	else if (r->end != SANDBOX_EXITED || r->exit_code != 0)
 		why = "";
 	else if (!r->collected)
-		why = "the compiler produced no program";
+		why = "the compiler produced no program (or one larger than "
+		      EV_STR(EV_MAX_ARTIFACT_MIB) " MiB)";
 	utf8_sanitize(o->buf, o->len);
 	if (truncated)
 		strbuf_addf(o, "\n[output truncated]");

@@ -44,6 +44,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -81,6 +82,7 @@ struct sb_clone_args {
 #define SB_STATUS_PAGE 4096
 #define SB_MAX_STEPS 48
 #define SB_TERM_MS 300                /* init gets this long to clean up before SIGKILL */
+#define SB_RSS_SLACK_KB 256           /* what the command's vfork may add to init's RSS */
 
 /* ---- the page shared between the worker and a run's init ------------------------- */
 
@@ -100,10 +102,12 @@ struct sb_status {
 	volatile int fail_stage;       /* stage that failed (0 none) */
 	volatile int fail_errno;
 	volatile int fail_detail;      /* index of the plan step / file that failed */
-	volatile int payload_done;     /* payload_status is valid */
+	volatile int payload_done;     /* payload_status and payload_end_ns are valid (release) */
 	volatile int payload_status;   /* wait status of the command */
+	volatile uint64_t payload_end_ns; /* CLOCK_MONOTONIC (uv_hrtime's clock) when init reaped it */
 	volatile int exec_errno;       /* nonzero: execve failed */
-	volatile long maxrss_kb;       /* largest ru_maxrss of anything init reaped */
+	volatile long maxrss_kb;       /* largest ru_maxrss of anything init reaped (see init_rss_kb) */
+	volatile long init_rss_kb;     /* init's own peak RSS when it forked the command */
 	volatile long self_cpu_us;     /* init's own CPU time, measured just before it exits */
 	volatile long collected;       /* bytes copied into the collect memfd, -1 none */
 	volatile int probe_ok;         /* probe runs: everything worked */
@@ -138,7 +142,9 @@ struct sb_slot {
 	int dir_fd;                     /* v2: for CLONE_INTO_CGROUP */
 	int mem_procs, pids_procs;      /* cgroup.procs (v2: mem_procs) */
 	int mem_limit, memsw_limit, mem_maxusage, mem_failcnt, mem_oom; /* v1 control files */
+	int mem_usage;                  /* v1 memory.usage_in_bytes */
 	int v2_max, v2_swap, v2_events, v2_kill; /* v2 control files */
+	int v2_current, v2_peak;        /* v2 memory.current; memory.peak (-1: not resettable) */
 	int pids_max;
 	uint64_t cur_mem, cur_pids;     /* values written last (0 = never) */
 };
@@ -162,6 +168,7 @@ struct sandbox {
 	int nsteps;
 	char *stage_dev, *stage_proc, *stage_tmp, *stage_work;
 	rlim_t hard[RLIM_NLIMITS];      /* our own hard limits: a child cannot raise them */
+	uint64_t data_floor;            /* smallest RLIMIT_DATA backstop with a memory cgroup */
 	char describe[256];
 };
 
@@ -187,6 +194,8 @@ struct sb_run {
 	struct sandbox_result res;
 	uint64_t start_ns;
 	uint64_t oom_base;
+	uint64_t mem_base;              /* cgroup memory usage when the run started */
+	bool peak_ok;                   /* the cgroup's peak was reset for this run */
 	long init_status;
 	struct rusage ru;
 	/* prepared for the child */
@@ -480,10 +489,14 @@ static void set_oom_adj(const char *v)
 /* Set in init when the worker asks it to end the run (SIGTERM). */
 static volatile sig_atomic_t init_term;
 
+/* Kills the namespace from the handler itself: a flag alone could arrive just before
+ * init blocks in wait4 again, and then nothing would wake it until the SIGKILL backstop
+ * (which loses the accounting). kill is async-signal-safe. */
 static void init_on_term(int sig)
 {
 	(void)sig;
 	init_term = 1;
+	(void)kill(-1, SIGKILL);
 }
 
 /* The command, in the vfork child of init. Never returns. */
@@ -502,6 +515,12 @@ static void payload_exec(struct sandbox *sb, struct sb_run *r, int in_fd, int ou
 	for (int i = 0; i < r->nrl; i++)
 		if (setrlimit(r->rl_res[i], &r->rl[i]) < 0)
 			goto fail;
+	/* Empty the capability bounding set: nosuid mounts and no_new_privs already keep an
+	 * exec from granting any (setuid or file capabilities), this is the second lock.
+	 * Best effort: without CAP_SETPCAP it fails and changes nothing. */
+	for (int cap = 0; cap < 64; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL)
+			break;
 	/* Raw system calls: the C library's wrappers would broadcast the change to the
 	 * worker's other threads, which do not exist in this process (and might have left
 	 * the library's thread-list lock taken when we were cloned). */
@@ -537,6 +556,18 @@ static void payload_exec(struct sandbox *sb, struct sb_run *r, int in_fd, int ou
 fail:
 	st->exec_errno = errno ? errno : EINVAL;
 	_exit(127);
+}
+
+/* vforks the command: returns its pid in init, or -1. The child never returns from here
+ * (payload_exec execs or _exits). Its own function so that none of init_main's variables
+ * lives across the vfork (-Wclobbered at -O3). */
+__attribute__((noinline))
+static pid_t spawn_payload(struct sandbox *sb, struct sb_run *r, int in_fd, int out_w, int err_w)
+{
+	pid_t pid = vfork();
+	if (pid == 0)
+		payload_exec(sb, r, in_fd, out_w, err_w);
+	return pid;
 }
 
 /* Checks that the kernel takes our seccomp program, in a throwaway child (vfork: fork()
@@ -753,14 +784,20 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	}
 
 	st->stage = ST_FORK;
+	/* The command is vforked from us, and the kernel records the peak RSS of the memory
+	 * it leaves at execve: ours, which is a copy of the worker's (it can be hundreds of
+	 * MB). Remember it, so that the command's own peak can be told apart (below). */
+	{
+		struct rusage self0;
+		if (getrusage(RUSAGE_SELF, &self0) == 0)
+			st->init_rss_kb = self0.ru_maxrss;
+	}
 	struct sigaction term;
 	for (size_t i = 0; i < sizeof term; i++)
 		((char *)&term)[i] = 0;
 	term.sa_handler = init_on_term;   /* no SA_RESTART: wait4 returns EINTR */
 	(void)sigaction(SIGTERM, &term, NULL);
-	pid_t payload = vfork();
-	if (payload == 0)
-		payload_exec(sb, r, in_fd, out_w, err_w);
+	pid_t payload = spawn_payload(sb, r, in_fd, out_w, err_w);
 	if (payload < 0)
 		child_fail(st, ST_FORK, 0);
 	close(in_fd);
@@ -785,11 +822,18 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 			}
 			break;   /* ECHILD: the namespace is empty */
 		}
-		if (ru.ru_maxrss > st->maxrss_kb)
-			st->maxrss_kb = ru.ru_maxrss;
+		/* The command's peak includes ours at its execve: only a larger one is its own. */
+		long rss = ru.ru_maxrss;
+		if (p == payload && rss <= st->init_rss_kb + SB_RSS_SLACK_KB)
+			rss = 0;
+		if (rss > st->maxrss_kb)
+			st->maxrss_kb = rss;
 		if (p == payload) {
+			struct timespec ts;
+			if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+				st->payload_end_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 			st->payload_status = ws;
-			st->payload_done = 1;
+			__atomic_store_n(&st->payload_done, 1, __ATOMIC_RELEASE);
 		}
 		if ((p == payload || init_term) && !killed_all) {
 			(void)kill(-1, SIGKILL);
@@ -814,7 +858,8 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 				if ((size_t)total > r->req.collect_max)
 					break;
 			}
-			if ((size_t)total <= r->req.collect_max)
+			/* all of it, or nothing (a failed copy is not a shorter program) */
+			if ((size_t)total <= r->req.collect_max && total == (long)sbuf.st_size)
 				st->collected = total;
 		}
 	}
@@ -973,7 +1018,7 @@ static const char *const denied_syscalls[] = {
 	"quotactl_fd", "syslog", "vhangup", "iopl", "ioperm", "settimeofday", "clock_settime",
 	"clock_adjtime", "adjtimex", "nfsservctl", "uselib", "_sysctl", "kcmp", "move_mount",
 	"open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "sethostname",
-	"setdomainname", "personality",
+	"setdomainname", "personality", "modify_ldt",
 };
 
 static int build_seccomp(struct sandbox *sb, char *err, size_t errlen)
@@ -1167,7 +1212,8 @@ static void slot_close_cg(struct sb_slot *s)
 {
 	int *fds[] = { &s->dir_fd, &s->mem_procs, &s->pids_procs, &s->mem_limit, &s->memsw_limit,
 	               &s->mem_maxusage, &s->mem_failcnt, &s->mem_oom, &s->v2_max, &s->v2_swap,
-	               &s->v2_events, &s->v2_kill, &s->pids_max };
+	               &s->v2_events, &s->v2_kill, &s->pids_max, &s->mem_usage, &s->v2_current,
+	               &s->v2_peak };
 	for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -1300,6 +1346,9 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 		s->v2_swap = open_ctl(s->dir, "memory.swap.max", O_WRONLY);
 		s->v2_events = open_ctl(s->dir, "memory.events", O_RDONLY);
 		s->v2_kill = open_ctl(s->dir, "cgroup.kill", O_WRONLY);   /* 5.14+ */
+		s->v2_current = open_ctl(s->dir, "memory.current", O_RDONLY);
+		/* resettable per open file since 6.12 (read-only before: then -1) */
+		s->v2_peak = open_ctl(s->dir, "memory.peak", O_RDWR);
 		s->pids_max = open_ctl(s->dir, "pids.max", O_WRONLY);
 		if (s->dir_fd < 0 || s->mem_procs < 0 || s->v2_max < 0 || s->v2_events < 0 ||
 		    s->pids_max < 0) {
@@ -1347,6 +1396,7 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 			s->mem_limit = open_ctl(s->mem_dir, "memory.limit_in_bytes", O_RDWR);
 			s->memsw_limit = open_ctl(s->mem_dir, "memory.memsw.limit_in_bytes", O_RDWR);
 			s->mem_maxusage = open_ctl(s->mem_dir, "memory.max_usage_in_bytes", O_RDWR);
+			s->mem_usage = open_ctl(s->mem_dir, "memory.usage_in_bytes", O_RDONLY);
 			s->mem_failcnt = open_ctl(s->mem_dir, "memory.failcnt", O_RDWR);
 			s->mem_oom = open_ctl(s->mem_dir, "memory.oom_control", O_RDONLY);
 			if (s->mem_procs < 0 || s->mem_limit < 0 || s->mem_oom < 0 ||
@@ -1611,10 +1661,22 @@ static void on_timer(uv_timer_t *t)
 	case TM_HARDKILL:
 		run_hardkill(r);
 		break;
-	case TM_WALL:
+	case TM_WALL: {
+		/* A busy loop runs this timer late, before it sees that init ended: a command that
+		 * ended in time (init says when) is not over the limit. init is cleaning up; it gets
+		 * the usual time before the backstop. */
+		struct sb_status *st = r->slot->st;
+		if (__atomic_load_n(&st->payload_done, __ATOMIC_ACQUIRE) &&
+		    st->payload_end_ns >= r->start_ns &&
+		    st->payload_end_ns - r->start_ns <= (uint64_t)r->req.lim.wall_ms * 1000000u) {
+			r->tmode = TM_HARDKILL;
+			uv_timer_start(&r->timer, on_timer, SB_TERM_MS, 0);
+			break;
+		}
 		r->res.wall_exceeded = true;
 		run_kill(r);
 		break;
+	}
 	}
 }
 
@@ -1667,13 +1729,17 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 			s->cur_pids = pids;
 		}
 		r->oom_base = fd_kv_get(s->v2_events, "oom_kill");
+		r->peak_ok = s->v2_peak >= 0 && s->v2_current >= 0 && write_str_fd(s->v2_peak, "reset") == 0;
+		r->mem_base = r->peak_ok ? fd_u64(s->v2_current) : 0;
 		return 0;
 	}
 	if (sb->cg_mem) {
 		if (v1_set_mem(s, mem) < 0)
 			return -1;
-		if (s->mem_maxusage >= 0)
-			(void)write_str_fd(s->mem_maxusage, "0");
+		/* the peak restarts from the current usage (page cache earlier runs left) */
+		r->peak_ok = s->mem_maxusage >= 0 && s->mem_usage >= 0 &&
+		             write_str_fd(s->mem_maxusage, "0") == 0;
+		r->mem_base = r->peak_ok ? fd_u64(s->mem_usage) : 0;
 		r->oom_base = fd_kv_get(s->mem_oom, "oom_kill");
 	}
 	if (sb->cg_pids && pids != s->cur_pids) {
@@ -1704,13 +1770,20 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 {
 	const struct sandbox_limits *l = &r->req.lim;
 	uint64_t fsz = l->file_bytes;
-	uint64_t files = 0;
-	for (size_t i = 0; i < r->req.nfiles; i++)
+	uint64_t files = 0, inodes = 4096;
+	for (size_t i = 0; i < r->req.nfiles; i++) {
 		files += r->req.files[i].len + 4096;
+		/* the file and each of its directories: a request's own files never run /work
+		 * out of inodes (that would be a set-up failure, an internal error) */
+		inodes++;
+		for (const char *c = r->req.files[i].path; *c; c++)
+			inodes += *c == '/';
+	}
 	snprintf(r->tmp_opts, sizeof r->tmp_opts, "size=%llu,nr_inodes=4096,mode=1777",
 	         (unsigned long long)fsz);
-	snprintf(r->work_opts, sizeof r->work_opts, "size=%llu,nr_inodes=4096,mode=755,uid=%u,gid=%u",
-	         (unsigned long long)(fsz + files), (unsigned)r->slot->uid, (unsigned)r->slot->uid);
+	snprintf(r->work_opts, sizeof r->work_opts,
+	         "size=%llu,nr_inodes=%llu,mode=755,uid=%u,gid=%u", (unsigned long long)(fsz + files),
+	         (unsigned long long)inodes, (unsigned)r->slot->uid, (unsigned)r->slot->uid);
 	int n = 0;
 	uint64_t cpu_s = (l->cpu_ms + 999) / 1000;   /* whole seconds; cpu_ms is checked exactly */
 	r->rl_res[n] = RLIMIT_CPU;
@@ -1721,8 +1794,14 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 	r->rl[n++] = (struct rlimit){ fsz, fsz };
 	r->rl_res[n] = RLIMIT_NOFILE;
 	r->rl[n++] = (struct rlimit){ l->open_files, l->open_files };
-	r->rl_res[n] = RLIMIT_NPROC;
-	r->rl[n++] = (struct rlimit){ l->processes, l->processes };
+	/* RLIMIT_NPROC counts every process of the uid on the whole host, and another arbiter
+	 * process (a second replica, `arbiter score`) may run sandboxes with the same uids: a
+	 * fork bomb there would then make our execve fail (EAGAIN) or our forks. The pids
+	 * cgroup counts this run alone; the rlimit is only the fallback without one. */
+	if (!sb->cg_pids) {
+		r->rl_res[n] = RLIMIT_NPROC;
+		r->rl[n++] = (struct rlimit){ l->processes, l->processes };
+	}
 	r->rl_res[n] = RLIMIT_MSGQUEUE;
 	r->rl[n++] = (struct rlimit){ 0, 0 };
 	uint64_t stack = l->stack_bytes ? l->stack_bytes
@@ -1730,8 +1809,16 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 	r->rl_res[n] = RLIMIT_STACK;
 	r->rl[n++] = (struct rlimit){ stack, stack };
 	/* With a memory cgroup the data limit is only a backstop (runtimes such as V8 reserve
-	 * much more than they use); without one it is the memory limit. */
-	uint64_t data = sb->cg_mem ? l->memory_bytes * 4 + (1ull << 30) : l->memory_bytes;
+	 * much more than they use), at least the machine's memory (sb->data_floor) so that an
+	 * allocation the kernel would grant reaches the cgroup, which reports a memory limit
+	 * when it is used, instead of failing at an arbitrary size (a runtime error); without
+	 * a cgroup it is the memory limit. */
+	uint64_t data = l->memory_bytes;
+	if (sb->cg_mem) {
+		data = l->memory_bytes * 4 + (1ull << 30);
+		if (data < sb->data_floor)
+			data = sb->data_floor;
+	}
 	r->rl_res[n] = RLIMIT_DATA;
 	r->rl[n++] = (struct rlimit){ data, data };
 	for (int i = 0; i < n; i++) {
@@ -1790,7 +1877,7 @@ static void run_start(struct sb_run *r)
 {
 	struct sandbox *sb = r->sb;
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	r->start_ns = now_ns();
+	r->start_ns = now_ns();   /* again just before the clone (below) */
 	memset(r->slot->st, 0, sizeof *r->slot->st);
 	r->slot->st->collected = -1;
 	prepare_child_args(sb, r);
@@ -1814,6 +1901,9 @@ static void run_start(struct sb_run *r)
 		goto fail;
 	}
 
+	/* The wall clock starts here: lowering the slot's memory limit above may have had to
+	 * reclaim page cache an earlier run left there, which is not this run's time. */
+	r->start_ns = now_ns();
 	int pidfd = -1;
 	bool in_cgroup;
 	pid_t pid = do_clone(sb, r->slot, &pidfd, &in_cgroup);
@@ -1878,19 +1968,29 @@ static void run_finish(struct sb_run *r)
 		                r->ru.ru_utime.tv_usec + r->ru.ru_stime.tv_usec;
 		long cpu_us = total_us - (st->self_cpu_us > 0 ? st->self_cpu_us : 0);
 		res->cpu_ms = cpu_us > 0 ? (uint64_t)cpu_us / 1000 : 0;
+		/* memory_kb: the larger of the peak RSS of its processes (init's own excluded, see
+		 * init_main) and how far the cgroup's charge rose above where the run found it
+		 * (the files in /work and /tmp count there, shared libraries do not). */
 		res->memory_kb = st->maxrss_kb > 0 ? (uint64_t)st->maxrss_kb : 0;
+		uint64_t peak = 0;
 		if (sb->cg == CG_V2) {
 			if (fd_kv_get(s->v2_events, "oom_kill") > r->oom_base)
 				res->memory_exceeded = true;
+			if (r->peak_ok)
+				peak = fd_u64(s->v2_peak);
 		} else if (sb->cg_mem) {
 			if (fd_kv_get(s->mem_oom, "oom_kill") > r->oom_base)
 				res->memory_exceeded = true;
-			uint64_t peak = fd_u64(s->mem_maxusage);
-			if (!res->memory_kb && peak)
-				res->memory_kb = peak / 1024;
+			if (r->peak_ok)
+				peak = fd_u64(s->mem_maxusage);
 		}
+		if (peak > r->mem_base && (peak - r->mem_base) / 1024 > res->memory_kb)
+			res->memory_kb = (peak - r->mem_base) / 1024;
 		if (st->payload_done) {
 			int ws = st->payload_status;
+			/* the command's own wall time, not when the loop got round to the reap */
+			if (st->payload_end_ns >= r->start_ns)
+				res->wall_ms = (st->payload_end_ns - r->start_ns) / 1000000;
 			if (WIFEXITED(ws)) {
 				res->end = SANDBOX_EXITED;
 				res->exit_code = WEXITSTATUS(ws);
@@ -2074,6 +2174,21 @@ const char *sandbox_describe(const struct sandbox *sb)
  * Start-up probe: one sandbox built for real, synchronously (start-up only).
  * ==================================================================================== */
 
+/* The smallest RLIMIT_DATA backstop under a memory cgroup: the machine's memory and swap
+ * (what the kernel's overcommit heuristic would grant at most), or 0 under strict
+ * overcommit (vm.overcommit_memory=2), where address space is a budget shared with the
+ * host and the backstop stays small. */
+static uint64_t data_floor(void)
+{
+	char *oc = read_small_file("/proc/sys/vm/overcommit_memory", NULL);
+	bool strict = !oc || oc[0] == '2';
+	free(oc);
+	struct sysinfo si;
+	if (strict || sysinfo(&si) < 0)
+		return 0;
+	return ((uint64_t)si.totalram + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
+}
+
 /* Builds one sandbox for real and waits for it (blocking; start-up only). Returns 0, or -1
  * with err; *stage gets the stage that failed (ST_CGROUP: the cgroups are unusable). */
 static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errno, int *stage)
@@ -2174,7 +2289,8 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		s->st = (struct sb_status *)((char *)sb->status_pages + (size_t)i * SB_STATUS_PAGE);
 		s->dir_fd = s->mem_procs = s->pids_procs = s->mem_limit = s->memsw_limit = -1;
 		s->mem_maxusage = s->mem_failcnt = s->mem_oom = s->v2_max = s->v2_swap = -1;
-		s->v2_events = s->v2_kill = s->pids_max = -1;
+		s->v2_events = s->v2_kill = s->pids_max = s->mem_usage = s->v2_current = -1;
+		s->v2_peak = -1;
 	}
 	for (int i = 0; i < RLIM_NLIMITS; i++) {
 		struct rlimit rl;
@@ -2188,6 +2304,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	if (build_seccomp(sb, serr, sizeof serr) < 0)
 		LOGW(NULL, NULL, "sandbox: no seccomp filter: %s", serr);
 	cg_setup(sb);
+	sb->data_floor = data_floor();
 
 	sb->clone_flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 	int sec_errno = 0, stage = 0;

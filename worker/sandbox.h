@@ -73,7 +73,9 @@ struct sandbox_result {
 	bool internal_error;       /* the sandbox itself failed: error says why */
 	char error[256];
 	bool wall_exceeded, cpu_exceeded, memory_exceeded, output_exceeded;
-	uint64_t cpu_ms, wall_ms, memory_kb;
+	uint64_t cpu_ms;           /* user + system of everything the run ran (init's set-up excluded) */
+	uint64_t wall_ms;          /* from the clone to the end of the command */
+	uint64_t memory_kb;        /* larger of its processes' peak RSS and its cgroup's peak rise */
 	const char *out;           /* stdout (NUL-terminated, at most output_bytes) */
 	size_t out_len;
 	const char *err;           /* stderr, likewise */
