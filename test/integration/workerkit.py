@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -23,21 +22,7 @@ import redis
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 
-_n = 0
-_failed = 0
-
-
-def ok(cond, name, info=None):
-    global _n, _failed
-    _n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", _n, name))
-    if not cond:
-        _failed += 1
-        if info is not None:
-            for line in str(info).splitlines()[-60:]:
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
+from tap import diag, done, ok  # noqa: F401  (re-exported for the worker tests)
 
 
 def eq(got, want, name, info=None):
@@ -46,18 +31,6 @@ def eq(got, want, name, info=None):
     if info is not None:
         extra += "\n" + str(info)
     return ok(good, name, None if good else extra)
-
-
-def diag(msg):
-    for line in str(msg).splitlines():
-        print("# " + line)
-    sys.stdout.flush()
-
-
-def done():
-    print("1..%d" % _n)
-    sys.stdout.flush()
-    return 1 if _failed else 0
 
 
 def migrate(s):
