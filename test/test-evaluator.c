@@ -26,6 +26,7 @@
 #include "log.h"
 #include "score.h"
 #include "spec.h"
+#include "sandbox_strays.h"
 #include "tap.h"
 #include "util.h"
 
@@ -126,42 +127,9 @@ static const char *verdict_n(const struct outcome *o, size_t i)
 	return v ? v : "(none)";
 }
 
-/* Processes left by sandboxes: our children, or any process with a sandbox uid. */
 static int strays(void)
 {
-	int n = 0;
-	char path[64], buf[256] = "";
-	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
-	FILE *f = fopen(path, "r");
-	if (f) {
-		if (fgets(buf, sizeof buf, f) && buf[0] && buf[0] != '\n') {
-			diag("children left: %s", buf);
-			n++;
-		}
-		fclose(f);
-	}
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		int pid = atoi(e->d_name);
-		if (pid <= 0)
-			continue;
-		char sp_[64], line[256];
-		snprintf(sp_, sizeof sp_, "/proc/%d/status", pid);
-		FILE *s = fopen(sp_, "r");
-		if (!s)
-			continue;
-		while (fgets(line, sizeof line, s))
-			if (!strncmp(line, "Uid:", 4) && strtoul(line + 4, NULL, 10) >= uid_base &&
-			    strtoul(line + 4, NULL, 10) < uid_base + 64) {
-				diag("stray sandbox process %d", pid);
-				n++;
-			}
-		fclose(s);
-	}
-	if (d)
-		closedir(d);
-	return n;
+	return sandbox_strays(uid_base);
 }
 
 /* A one-case (or n-case) test-suite spec. */

@@ -22,6 +22,7 @@
 
 #include "log.h"
 #include "sandbox.h"
+#include "sandbox_strays.h"
 #include "tap.h"
 #include "util.h"
 
@@ -56,50 +57,9 @@ static void got_free(struct got *g)
 	memset(g, 0, sizeof *g);
 }
 
-/* Processes that belong to sandboxes: children of this process, or a sandbox uid. */
 static int strays(void)
 {
-	int n = 0;
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
-	char *kids = NULL;
-	FILE *f = fopen(path, "r");
-	if (f) {
-		char buf[256] = "";
-		if (fgets(buf, sizeof buf, f) && buf[0] && buf[0] != '\n') {
-			kids = xstrdup(buf);
-			n++;
-		}
-		fclose(f);
-	}
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		int pid = atoi(e->d_name);
-		if (pid <= 0)
-			continue;
-		char sp[64], line[256];
-		snprintf(sp, sizeof sp, "/proc/%d/status", pid);
-		FILE *s = fopen(sp, "r");
-		if (!s)
-			continue;
-		while (fgets(line, sizeof line, s))
-			if (!strncmp(line, "Uid:", 4)) {
-				unsigned long uid = strtoul(line + 4, NULL, 10);
-				if (uid >= uid_base && uid < uid_base + 64) {
-					diag("stray sandbox process %d (uid %lu)", pid, uid);
-					n++;
-				}
-			}
-		fclose(s);
-	}
-	if (d)
-		closedir(d);
-	if (kids) {
-		diag("children left: %s", kids);
-		free(kids);
-	}
-	return n;
+	return sandbox_strays(uid_base);
 }
 
 static void run(struct got *g, const char *const *argv, const struct sandbox_file *files,
