@@ -4,6 +4,7 @@
  * cross-checked against a plain O(nm) dynamic programme on random strings.
  */
 #include "fuzzy.h"
+#include "lev_dp.h"
 #include "tap.h"
 
 #include <stdint.h>
@@ -55,29 +56,6 @@ static int score_of(const char *a, const char *b)
 	return s;
 }
 
-static size_t dp_levenshtein(const int32_t *a, size_t na, const int32_t *b, size_t nb)
-{
-	size_t *row = malloc((nb + 1) * sizeof *row), d;
-	for (size_t j = 0; j <= nb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= na; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= nb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	d = row[nb];
-	free(row);
-	return d;
-}
-
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng(void)
 {
@@ -126,7 +104,7 @@ static int check_pair(const size_t *lens, size_t nlens, uint32_t sigma, int muta
 		for (size_t j = 0; j < nb; j++)
 			b[j] = rand_cp(sigma);
 	}
-	want = dp_levenshtein(a, na, b, nb);
+	want = lev_dp(a, na, b, nb);
 	got = fuzzy_levenshtein(na ? a : NULL, na, nb ? b : NULL, nb);
 	rev = fuzzy_levenshtein(b, nb, a, na);
 	port = fuzzy_levenshtein_portable(a, na, b, nb);
@@ -168,14 +146,14 @@ static void long_check(void)
 		a[i] = rand_cp(4);
 	for (size_t j = 0; j < m; j++)
 		b[j] = rand_cp(4);
-	is_int(fuzzy_levenshtein(a, n, b, m), dp_levenshtein(a, n, b, m),
+	is_int(fuzzy_levenshtein(a, n, b, m), lev_dp(a, n, b, m),
 	       "3000 x 2500 code points over 4 letters (40 blocks)");
 	for (size_t j = 0; j < m; j++)
 		b[j] = a[j + 250];
 	b[1000] = 'z';
-	is_int(fuzzy_levenshtein(a, n, b, m), dp_levenshtein(a, n, b, m),
+	is_int(fuzzy_levenshtein(a, n, b, m), lev_dp(a, n, b, m),
 	       "long text vs an edited slice of it");
-	is_int(fuzzy_levenshtein_portable(a, n, b, m), dp_levenshtein(a, n, b, m),
+	is_int(fuzzy_levenshtein_portable(a, n, b, m), lev_dp(a, n, b, m),
 	       "long text vs an edited slice of it (portable)");
 	free(a);
 	free(b);

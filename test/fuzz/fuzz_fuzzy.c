@@ -5,35 +5,13 @@
  * plain dynamic programme for short inputs.
  */
 #include "fuzzy.h"
+#include "../lev_dp.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static size_t dp(const int32_t *a, size_t na, const int32_t *b, size_t nb)
-{
-	size_t *row = malloc((nb + 1) * sizeof *row), d;
-	for (size_t j = 0; j <= nb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= na; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= nb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	d = row[nb];
-	free(row);
-	return d;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -55,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (d != fuzzy_levenshtein_portable(cb, nb, ca, na))
 			abort();
-		if (na * nb <= 1u << 22 && d != dp(ca, na, cb, nb))
+		if (na * nb <= 1u << 22 && d != lev_dp(ca, na, cb, nb))
 			abort();
 		/* Normalisation is idempotent on its own output's shape: no leading/trailing or
 		 * doubled spaces. */

@@ -11,20 +11,8 @@ import tempfile
 import time
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
-count = 0
-failed = 0
-
-
-def ok(cond, name, detail=""):
-    global count, failed
-    count += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (count, name))
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[:20]:
-            print("#   " + line)
-    sys.stdout.flush()
-    return cond
+import tap  # noqa: E402
+from tap import ok  # noqa: E402
 
 
 tmp = tempfile.mkdtemp(prefix="arbiter-cli-")
@@ -226,5 +214,4 @@ rc, out, err = run("score", "--spec", ts, "--submission",
 ok(rc in (0, 3) and (rc == 0 or err.strip() != ""),
    "test-suite spec: evaluated (0) or internal error with a reason (3)", (rc, out, err))
 
-print("1..%d" % count)
-sys.exit(1 if failed else 0)
+sys.exit(tap.done())

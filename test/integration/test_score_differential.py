@@ -36,20 +36,8 @@ SEED = int(os.environ.get("SCORE_DIFF_SEED", "20240501"))
 NCASES = int(os.environ.get("SCORE_DIFF_CASES", "3000"))
 KEEP = os.environ.get("SCORE_DIFF_KEEP")
 
-count = 0
-failed = 0
-
-
-def ok(cond, name, detail=""):
-    global count, failed
-    count += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (count, name))
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[:40]:
-            print("#   " + line)
-    sys.stdout.flush()
-    return cond
+import tap  # noqa: E402
+from tap import ok  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -1275,7 +1263,7 @@ def fixed_cases():
         sub = {'answer': answer}
         if metadata is not None:
             sub['metadata'] = metadata
-        d, rc, out, errtext = run_case(('fixed%d' % count, spec, sub, gt, match))
+        d, rc, out, errtext = run_case(('fixed%d' % tap.count(), spec, sub, gt, match))
         exp = reference_score(spec, sub, gt, match)
         got = None
         try:
@@ -1590,7 +1578,7 @@ def validation_cases():
          (None, ['threshold', 'draw', 'win'])),
     ]
     for name, s, want in cases:
-        d = os.path.join(tmp, 'v%d' % count)
+        d = os.path.join(tmp, 'v%d' % tap.count())
         os.makedirs(d, exist_ok=True)
         f = os.path.join(d, 'spec.json')
         write(f, s)
@@ -1682,9 +1670,8 @@ def main():
     finally:
         if not KEEP:
             shutil.rmtree(tmp, ignore_errors=True)
-    print('1..%d' % count)
-    print('# %d failed, %.1f s' % (failed, time.time() - t0))
-    return 1 if failed else 0
+    tap.diag('%d failed, %.1f s' % (tap.failed(), time.time() - t0))
+    return tap.done()
 
 
 if __name__ == '__main__':
