@@ -351,19 +351,22 @@ out:
 int cmd_validate_spec(int argc, char **argv)
 {
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		printf("usage: arbiter validate-spec F\n"
+		printf("usage: arbiter validate-spec [--spec] F\n"
 		       "Checks a scoring spec (CONTRACT §3): prints \"ok\" and exits 0, or prints the\n"
 		       "reason on stderr and exits 2. F \"-\" reads stdin.\n");
 		return 0;
 	}
-	if (argc != 2) {
-		fprintf(stderr, "usage: arbiter validate-spec F\n");
+	/* `validate-spec F`, or `validate-spec --spec F` like `arbiter score`. */
+	const char *path = argc == 2 && strcmp(argv[1], "--spec") ? argv[1]
+	                 : argc == 3 && !strcmp(argv[1], "--spec") ? argv[2] : NULL;
+	if (!path) {
+		fprintf(stderr, "usage: arbiter validate-spec [--spec] F\n");
 		return EXIT_BAD;
 	}
 	char *text, err[512];
 	size_t len;
-	if (read_file(argv[1], &text, &len) < 0) {
-		fprintf(stderr, "arbiter validate-spec: %s: %s\n", argv[1], strerror(errno));
+	if (read_file(path, &text, &len) < 0) {
+		fprintf(stderr, "arbiter validate-spec: %s: %s\n", path, strerror(errno));
 		return EXIT_BAD;
 	}
 	struct spec *s;

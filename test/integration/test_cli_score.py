@@ -132,6 +132,12 @@ rc, out, err = run("validate-spec", bad_weight)
 ok(rc == 2 and out == "" and "more than 6 decimal places" in err, "validate-spec: invalid", err)
 rc, out, err = run("validate-spec", spec)
 ok(rc == 0 and out == "ok\n", "validate-spec: ok", (rc, out, err))
+rc, out, err = run("validate-spec", "--spec", spec)
+ok(rc == 0 and out == "ok\n", "validate-spec --spec F: ok, like arbiter score", (rc, out, err))
+rc, out, err = run("validate-spec", "--spec", bad_weight)
+ok(rc == 2 and "more than 6 decimal places" in err, "validate-spec --spec F: invalid", err)
+rc, out, err = run("validate-spec")
+ok(rc == 2 and "usage" in err, "validate-spec without a file: usage, exit 2", err)
 cycle = write("cycle.json", {"evaluator": "deterministic", "dimensions": [
     {"key": "a", "weight": 0.5, "primitive": "time_decay", "gate": {"dimension": "b", "above": 1}},
     {"key": "b", "weight": 0.5, "primitive": "time_decay", "gate": {"dimension": "a", "above": 1}}]})
