@@ -1,7 +1,9 @@
 /*
- * Shared by the sandbox and evaluator tests: counts processes a sandbox left
- * behind — children of this test process, or any process running as one of
- * the 64 sandbox uids from uid_base — and reports each with diag().
+ * Shared by the sandbox and evaluator tests: what a sandbox may leave behind.
+ * sandbox_strays counts processes — children of this test process, or any
+ * process running as one of the 64 sandbox uids from uid_base — and reports
+ * each with diag(); sandbox_cgroup_leftovers counts this process's sandbox
+ * cgroup directories.
  */
 #ifndef ARBITER_TEST_SANDBOX_STRAYS_H
 #define ARBITER_TEST_SANDBOX_STRAYS_H
@@ -51,6 +53,23 @@ static int sandbox_strays(unsigned long uid_base)
 	}
 	if (d)
 		closedir(d);
+	return n;
+}
+
+/* Sandbox cgroup directories of this process still present (-1 if unknown). */
+__attribute__((unused))
+static int sandbox_cgroup_leftovers(void)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
+	         "'arbiter-sandbox-%d-*' 2>/dev/null | wc -l", (int)getpid());
+	FILE *p = popen(cmd, "r");
+	int n = -1;
+	if (p) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
 	return n;
 }
 

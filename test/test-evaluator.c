@@ -482,20 +482,6 @@ static int count_fds(void)
 	return n;
 }
 
-static int cgroup_leftovers(void)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
-	         "'arbiter-sandbox-%d-*' 2>/dev/null | wc -l", (int)getpid());
-	FILE *p = popen(cmd, "r");
-	int n = -1;
-	if (p) {
-		if (fscanf(p, "%d", &n) != 1)
-			n = -1;
-		pclose(p);
-	}
-	return n;
-}
 
 static void test_regressions(void)
 {
@@ -890,7 +876,7 @@ int main(void)
 	is_int(sandbox_pool_busy(sp), 0, "pool idle at the end");
 	sandbox_pool_free(sp);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	is_int(cgroup_leftovers(), 0, "no cgroup directory left behind");
+	is_int(sandbox_cgroup_leftovers(), 0, "no cgroup directory left behind");
 	ok(uv_loop_close(&loop) == 0, "loop closes cleanly");
 	return tap_done();
 }

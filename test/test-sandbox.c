@@ -547,21 +547,6 @@ static void test_busy_loop(void)
 	got_free(&g);
 }
 
-/* No sandbox cgroup directory of ours is left once the sandboxes are freed. */
-static int cgroup_leftovers(void)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
-	         "'arbiter-sandbox-%d-*' 2>/dev/null | wc -l", (int)getpid());
-	FILE *p = popen(cmd, "r");
-	int n = -1;
-	if (p) {
-		if (fscanf(p, "%d", &n) != 1)
-			n = -1;
-		pclose(p);
-	}
-	return n;
-}
 
 /* -- slots, queueing and the loop staying responsive ---------------------------------- */
 
@@ -643,7 +628,7 @@ int main(void)
 	test_busy_loop();
 	sandbox_free(sb);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	is_int(cgroup_leftovers(), 0, "no cgroup directory left behind");
+	is_int(sandbox_cgroup_leftovers(), 0, "no cgroup directory left behind");
 	ok(uv_loop_close(&loop) == 0, "loop closes cleanly");
 	return tap_done();
 }
