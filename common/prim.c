@@ -111,17 +111,27 @@ static void set_err(struct prim_err *e, int side, const char *fmt, const char *a
 	snprintf(e->why, sizeof e->why, fmt, arg);
 }
 
-static bool need_array(const json_t *got, const json_t *want, struct prim_err *err)
+/* Both values must be of JSON type t ("what" names it in the message: "an array"). */
+static bool need_both(const json_t *got, const json_t *want, json_type t, const char *what,
+                      struct prim_err *err)
 {
-	if (!json_is_array(got)) {
-		set_err(err, 0, "submitted value is %s, not an array", jcanon_type_name(got));
+	char msg[64];
+	if (!got || json_typeof(got) != t) {
+		snprintf(msg, sizeof msg, "submitted value is %%s, not %s", what);
+		set_err(err, 0, msg, jcanon_type_name(got));
 		return false;
 	}
-	if (!json_is_array(want)) {
-		set_err(err, 1, "ground-truth value is %s, not an array", jcanon_type_name(want));
+	if (!want || json_typeof(want) != t) {
+		snprintf(msg, sizeof msg, "ground-truth value is %%s, not %s", what);
+		set_err(err, 1, msg, jcanon_type_name(want));
 		return false;
 	}
 	return true;
+}
+
+static bool need_array(const json_t *got, const json_t *want, struct prim_err *err)
+{
+	return need_both(got, want, JSON_ARRAY, "an array", err);
 }
 
 /* ---- exact_match, exact_match_ratio -------------------------------------- */
@@ -536,14 +546,8 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err)
 {
-	if (!json_is_string(got)) {
-		set_err(err, 0, "submitted value is %s, not a string", jcanon_type_name(got));
+	if (!need_both(got, want, JSON_STRING, "a string", err))
 		return PRIM_BAD;
-	}
-	if (!json_is_string(want)) {
-		set_err(err, 1, "ground-truth value is %s, not a string", jcanon_type_name(want));
-		return PRIM_BAD;
-	}
 	int score;
 	int rc = fuzzy_score(json_string_value(got), json_string_length(got),
 	                     json_string_value(want), json_string_length(want), &score);
