@@ -194,5 +194,81 @@ int main(void)
 		is_str(c.rate_limit, "0", "rate limit 0 accepted (disables)");
 		config_free(&c);
 	}
+
+	/* Durations take units; a bare number stays milliseconds. */
+	{
+		char *argv[] = { "worker", "--drain-ms", "5m", "--claim-idle-ms", "500ms",
+		                 "--reconcile-ms", "2s", "--pg-query-timeout-ms", "1h",
+		                 "--commit-delay-ms", "7", NULL };
+		is_int(load(11, argv, &c, err), 0, "durations with units load (%s)", err);
+		is_int(c.drain_ms, 300000, "5m = 300000 ms");
+		is_int(c.claim_idle_ms, 500, "500ms");
+		is_int(c.reconcile_ms, 2000, "2s");
+		is_int(c.pg_query_timeout_ms, 3600000, "1h");
+		is_int(c.commit_delay_ms, 7, "bare number is ms");
+		config_free(&c);
+	}
+	{
+		char *argv[] = { "worker", "--drain-ms", "5 m", NULL };
+		is_int(load(3, argv, &c, err), -1, "space before unit refused");
+		ok(strstr(err, "ARBITER_DRAIN_MS") && strstr(err, "duration"), "message: %s", err);
+		char *argv2[] = { "worker", "--drain-ms", "2d", NULL };
+		is_int(load(3, argv2, &c, err), -1, "unknown unit refused");
+		char *argv3[] = { "worker", "--claim-idle-ms", "99ms", NULL };
+		is_int(load(3, argv3, &c, err), -1, "duration below the minimum refused");
+		ok(strstr(err, "out of range") != NULL, "message: %s", err);
+		char *argv4[] = { "worker", "--drain-ms", "99999999999999999999h", NULL };
+		is_int(load(3, argv4, &c, err), -1, "huge duration refused");
+	}
+
+	/* The file: `export KEY=`, trailing comments, quoted '#'. */
+	path = write_file(
+		"export ARBITER_CONCURRENCY=9   # jobs in flight\n"
+		"export\tARBITER_PREFIX='p#1'  # quoted hash kept\n"
+		"ARBITER_DATABASE_URL=postgresql://u:pa#ss@h/db\n"
+		"ARBITER_SANDBOX_CGROUP=none\n"
+		"ARBITER_SANDBOX_UID_BASE=200000\n"
+		"ARBITER_DRAIN_MS=10s\n");
+	{
+		char *argv[] = { "worker", "--config", path, NULL };
+		is_int(load(3, argv, &c, err), 0, "export/comment file loads (%s)", err);
+		is_int(c.concurrency, 9, "export KEY=value, trailing comment dropped");
+		is_str(c.prefix, "p#1", "quoted value keeps its #");
+		is_str(c.database_url, "postgresql://u:pa#ss@h/db", "# without a space before it is data");
+		is_str(c.sandbox_cgroup, "none", "ARBITER_SANDBOX_CGROUP is a setting of the table");
+		is_int((long long)c.sandbox_uid_base, 200000, "ARBITER_SANDBOX_UID_BASE is a setting");
+		is_int(c.drain_ms, 10000, "duration in the file");
+		config_free(&c);
+	}
+	unlink(path);
+	path = write_file("ARBITER_PREFIX=\"open\n");
+	{
+		char *argv[] = { "worker", "--config", path, NULL };
+		is_int(load(3, argv, &c, err), -1, "unterminated quote refused");
+		ok(strstr(err, ":1:") && strstr(err, "quote"), "message: %s", err);
+	}
+	unlink(path);
+
+	/* config_validate: what the table's types cannot check, before any connection. */
+	{
+		struct { const char *flag, *value, *want; } bad[] = {
+			{ "--rate-limit", "10/60", "ARBITER_RATE_LIMIT" },
+			{ "--metrics-addr", "foo", "ARBITER_METRICS_ADDR" },
+			{ "--redis-url", "http://h", "ARBITER_REDIS_URL" },
+			{ "--database-url", "host='unterminated", "ARBITER_DATABASE_URL" },
+			{ "--sandbox-uid-base", "5", "ARBITER_SANDBOX_UID_BASE" },
+		};
+		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+			char *argv[] = { "worker", (char *)bad[i].flag, (char *)bad[i].value, NULL };
+			is_int(load(3, argv, &c, err), 0, "%s %s loads", bad[i].flag, bad[i].value);
+			is_int(config_validate(&c, err, sizeof err), -1, "%s %s refused by validate",
+			       bad[i].flag, bad[i].value);
+			ok(strstr(err, bad[i].want) != NULL, "message names %s: %s", bad[i].want, err);
+			config_free(&c);
+		}
+		is_int(load(1, argv0, &c, err), 0, "defaults");
+		is_int(config_validate(&c, err, sizeof err), 0, "defaults validate (%s)", err);
+		config_free(&c);
+	}
 	return tap_done();
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "config.h"
 #include "log.h"
 #include "migrate.h"
 #include "util.h"
@@ -51,7 +52,7 @@ static char *trim(char *s)
 }
 
 /* ARBITER_DATABASE_URL from a configuration file (format of worker/config.c: KEY=value lines,
- * # comments, optional matching quotes). *out NULL if absent. -1 if unreadable. */
+ * optional `export `, # comments, optional matching quotes). *out NULL if absent. -1 if unreadable. */
 static int url_from_file(const char *path, char **out)
 {
 	FILE *f = fopen(path, "r");
@@ -64,17 +65,14 @@ static int url_from_file(const char *path, char **out)
 	}
 	while (getline(&line, &cap, f) >= 0) {
 		char *s = trim(line);
+		if (!strncmp(s, "export", 6) && (s[6] == ' ' || s[6] == '\t'))
+			s = trim(s + 7);
 		char *eq = strchr(s, '=');
 		if (!*s || *s == '#' || !eq)
 			continue;
 		*eq = '\0';
 		char *key = trim(s), *val = trim(eq + 1);
-		size_t vl = strlen(val);
-		if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
-			val[vl - 1] = '\0';
-			val++;
-		}
-		if (!strcmp(key, "ARBITER_DATABASE_URL")) {
+		if (!strcmp(key, "ARBITER_DATABASE_URL") && config_file_value(val, &val) == 0) {
 			free(*out);
 			*out = xstrdup(val);
 		}

@@ -552,8 +552,13 @@ int cmd_status(int argc, char **argv)
 	free(args);
 	if (rc != 0) {
 		if (rc < 0)
-			fprintf(stderr, "arbiter status: %s\n", err);
+			config_report("status", err);
 		return rc < 0 ? 2 : 0;
+	}
+	if (config_validate(&cfg, err, sizeof err) < 0) {
+		config_report("status", err);
+		config_free(&cfg);
+		return 2;
 	}
 
 	memset(&st, 0, sizeof(st));

@@ -2,9 +2,12 @@
  * `arbiter worker`: loads the configuration (flags > environment > file,
  * worker/config.h), sets up logging and runs the daemon (worker/worker.h)
  * until SIGTERM / SIGINT. Exit 0 after a clean drain, 1 when it cannot start,
- * 2 on a configuration error.
+ * 2 on a configuration error (every setting is checked before any connection
+ * or sandbox set-up).
  */
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "config.h"
@@ -20,13 +23,19 @@ int cmd_worker(int argc, char **argv)
 	int rc = config_load(argc, argv, &cfg, err, sizeof err);
 	if (rc == 1)
 		return 0;           /* --help */
-	if (rc < 0) {
-		fprintf(stderr, "arbiter worker: %s\n", err);
+	if (rc < 0 || config_validate(&cfg, err, sizeof err) < 0) {
+		config_report("worker", err);
+		if (rc == 0)
+			config_free(&cfg);
 		return 2;
 	}
 	if (log_level_parse(cfg.log_level, &lvl) < 0)
 		lvl = LOG_INFO;
 	log_setup(lvl, cfg.worker_id);
+	if (log_level_parse(cfg.job_log_level, &lvl) == 0)
+		log_set_job_level(lvl);
+	log_set_text(!strcmp(cfg.log_format, "text") ||
+	             (!strcmp(cfg.log_format, "auto") && isatty(STDERR_FILENO)));
 	rc = worker_run(&cfg);
 	config_free(&cfg);
 	return rc;

@@ -24,6 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <libpq-fe.h>
+
+#include "gcra.h"
+#include "http.h"
+#include "rq.h"
 #include "util.h"
 
 enum cfg_type {
@@ -32,6 +37,7 @@ enum cfg_type {
 	CFG_ENUM,       /* one of a '|'-separated list */
 	CFG_INT,        /* decimal int within [min, max] */
 	CFG_SIZE,       /* decimal size_t within [min, max] */
+	CFG_MS,         /* duration: N (milliseconds) or N with a unit ms|s|m|h, within [min, max] ms */
 };
 
 struct cfg_key {
@@ -46,7 +52,7 @@ struct cfg_key {
 
 #define OFF(f) offsetof(struct config, f)
 
-/* The one table of settings (CONTRACT §8 plus the worker's own knobs). */
+/* The one table of settings (README "Configuration" lists them all). */
 static const struct cfg_key keys[] = {
 	{ "ARBITER_REDIS_URL", CFG_STR_NONEMPTY, OFF(redis_url), "redis://127.0.0.1:6379/0", 0, 0, NULL,
 	  "Redis to read jobs from" },
@@ -66,11 +72,11 @@ static const struct cfg_key keys[] = {
 	  "over the limit: defer (re-schedule) or reject (rate_limited)" },
 	{ "ARBITER_RATE_ALLOW", CFG_STR, OFF(rate_allow), "", 0, 0, NULL,
 	  "comma-separated CIDRs never limited" },
-	{ "ARBITER_CLAIM_IDLE_MS", CFG_INT, OFF(claim_idle_ms), "60000", 100, 86400000, NULL,
+	{ "ARBITER_CLAIM_IDLE_MS", CFG_MS, OFF(claim_idle_ms), "60s", 100, 86400000, NULL,
 	  "a pending entry idle this long is reclaimed from a dead consumer" },
 	{ "ARBITER_MAX_DELIVERIES", CFG_INT, OFF(max_deliveries), "5", 1, 1000, NULL,
 	  "deliveries/attempts before a failing job is dead-lettered" },
-	{ "ARBITER_RECONCILE_MS", CFG_INT, OFF(reconcile_ms), "30000", 100, 86400000, NULL,
+	{ "ARBITER_RECONCILE_MS", CFG_MS, OFF(reconcile_ms), "30s", 100, 86400000, NULL,
 	  "how often queued submissions missing from Redis are re-enqueued" },
 	{ "ARBITER_METRICS_ADDR", CFG_STR, OFF(metrics_addr), "127.0.0.1:9464", 0, 0, NULL,
 	  "host:port of /metrics /healthz /readyz; port 0 = any; empty disables" },
@@ -80,7 +86,7 @@ static const struct cfg_key keys[] = {
 	  "language table of the sandboxed evaluators" },
 	{ "ARBITER_LOG_LEVEL", CFG_ENUM, OFF(log_level), "info", 0, 0, "debug|info|warn|error",
 	  "minimum log level" },
-	{ "ARBITER_DRAIN_MS", CFG_INT, OFF(drain_ms), "30000", 0, 3600000, NULL,
+	{ "ARBITER_DRAIN_MS", CFG_MS, OFF(drain_ms), "30s", 0, 3600000, NULL,
 	  "SIGTERM: deadline to finish jobs in flight before releasing them" },
 	{ "ARBITER_BATCH_MAX", CFG_INT, OFF(batch_max), "64", 1, 1000, NULL,
 	  "evaluations per commit transaction" },
@@ -88,10 +94,18 @@ static const struct cfg_key keys[] = {
 	  "longest string a primitive compares" },
 	{ "ARBITER_PG_POOL_SIZE", CFG_INT, OFF(pg_pool_size), "4", 2, 64, NULL,
 	  "PostgreSQL connections per process" },
-	{ "ARBITER_COMMIT_DELAY_MS", CFG_INT, OFF(commit_delay_ms), "0", 0, 1000, NULL,
+	{ "ARBITER_COMMIT_DELAY_MS", CFG_MS, OFF(commit_delay_ms), "0", 0, 1000, NULL,
 	  "longest wait to fill a commit batch while another commit runs (0 = none)" },
-	{ "ARBITER_PG_QUERY_TIMEOUT_MS", CFG_INT, OFF(pg_query_timeout_ms), "30000", 100, 3600000, NULL,
+	{ "ARBITER_PG_QUERY_TIMEOUT_MS", CFG_MS, OFF(pg_query_timeout_ms), "30s", 100, 3600000, NULL,
 	  "a PostgreSQL round trip (or wait for a connection) longer than this is abandoned and retried" },
+	{ "ARBITER_SANDBOX_UID_BASE", CFG_SIZE, OFF(sandbox_uid_base), "0", 0, 4000000000LL, NULL,
+	  "first uid/gid of the sandbox slots (slot i runs as base + i); 0 = built-in default, else >= 1000" },
+	{ "ARBITER_SANDBOX_CGROUP", CFG_ENUM, OFF(sandbox_cgroup), "auto", 0, 0, "auto|none",
+	  "auto: cgroup v2, else v1, else rlimits; none: rlimits only (no cgroups)" },
+	{ "ARBITER_JOB_LOG_LEVEL", CFG_ENUM, OFF(job_log_level), "same", 0, 0, "same|debug|info|warn|error",
+	  "minimum level of per-job lines (e.g. warn on a large backlog); same = ARBITER_LOG_LEVEL" },
+	{ "ARBITER_LOG_FORMAT", CFG_ENUM, OFF(log_format), "auto", 0, 0, "auto|json|text",
+	  "auto: human-readable text when stderr is a terminal, JSON lines otherwise" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -168,6 +182,35 @@ static int parse_number(const char *v, long long *out)
 	return 0;
 }
 
+int config_parse_duration_ms(const char *v, long long *out, char *why, size_t whylen)
+{
+	long long n = 0;
+	const char *p = v;
+	static const struct { const char *unit; long long mul; } units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1 },
+	};
+
+	if (*p < '0' || *p > '9') {
+		set_err(why, whylen, "is not a duration (N, or N with a unit ms, s, m or h: 500ms, 30s, 5m)");
+		return -1;
+	}
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (n > (LLONG_MAX - 9) / 10 / 3600000) {
+			set_err(why, whylen, "is too large");
+			return -1;
+		}
+		n = n * 10 + (*p - '0');
+	}
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (!strcmp(p, units[i].unit)) {
+			*out = n * units[i].mul;
+			return 0;
+		}
+	}
+	set_err(why, whylen, "is not a duration (N, or N with a unit ms, s, m or h: 500ms, 30s, 5m)");
+	return -1;
+}
+
 /* Stores value v (from source `src`, for messages) into c. */
 static int apply(struct config *c, const struct cfg_key *k, const char *v, const char *src,
                  char *err, size_t errlen)
@@ -214,6 +257,20 @@ static int apply(struct config *c, const struct cfg_key *k, const char *v, const
 		else
 			*(size_t *)(base + k->off) = (size_t)x;
 		return 0;
+	case CFG_MS: {
+		char why[128];
+		if (config_parse_duration_ms(v, &x, why, sizeof why) < 0) {
+			set_err(err, errlen, "%s (%s): '%s' %s", k->env, src, v, why);
+			return -1;
+		}
+		if (x < k->min || x > k->max) {
+			set_err(err, errlen, "%s (%s): %s is out of range [%lldms, %lldms]", k->env, src,
+			        v, k->min, k->max);
+			return -1;
+		}
+		*(int *)(base + k->off) = (int)x;
+		return 0;
+	}
 	}
 	return -1;
 }
@@ -227,6 +284,32 @@ static char *trim(char *s)
 	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
 		*--e = '\0';
 	return s;
+}
+
+int config_file_value(char *val, char **out)
+{
+	if (val[0] == '"' || val[0] == '\'') {
+		char *close = strchr(val + 1, val[0]);
+		if (!close)
+			return -1;
+		char *rest = close + 1;
+		while (*rest == ' ' || *rest == '\t')
+			rest++;
+		if (*rest && *rest != '#')
+			return -1;
+		*close = '\0';
+		*out = val + 1;
+		return 0;
+	}
+	/* Unquoted: a `#` after whitespace starts a comment. */
+	for (char *p = val; *p; p++) {
+		if (*p == '#' && p > val && (p[-1] == ' ' || p[-1] == '\t')) {
+			*p = '\0';
+			break;
+		}
+	}
+	*out = trim(val);
+	return 0;
 }
 
 static int load_file(struct config *c, const char *path, char *err, size_t errlen)
@@ -252,6 +335,9 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
 		char *s = trim(line);
 		if (!*s || *s == '#')
 			continue;
+		/* Shell style: `export ARBITER_X=value` (so the file can also be sourced). */
+		if (!strncmp(s, "export", 6) && (s[6] == ' ' || s[6] == '\t'))
+			s = trim(s + 7);
 		char *eq = strchr(s, '=');
 		if (!eq) {
 			set_err(err, errlen, "%s:%d: expected KEY=value", path, lineno);
@@ -260,10 +346,10 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
 		}
 		*eq = '\0';
 		char *key = trim(s), *val = trim(eq + 1);
-		size_t vl = strlen(val);
-		if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
-			val[vl - 1] = '\0';
-			val++;
+		if (config_file_value(val, &val) < 0) {
+			set_err(err, errlen, "%s:%d: unterminated quote in the value of %s", path, lineno, key);
+			rc = -1;
+			break;
 		}
 		const struct cfg_key *k = find_env(key, strlen(key));
 		if (!k) {
@@ -288,7 +374,9 @@ void config_usage(FILE *f)
 	fprintf(f, "usage: arbiter worker [--config FILE] [--SETTING VALUE]...\n\n"
 	           "Settings (flag, environment variable, default); flags override the\n"
 	           "environment, which overrides the file given by --config or ARBITER_CONFIG\n"
-	           "(KEY=value lines with the environment names, # comments).\n\n");
+	           "(KEY=value lines with the environment names, optionally after `export `;\n"
+	           "# comments). Durations (*_MS) take a unit: 500ms, 30s, 5m, 1h (bare number: ms).\n"
+	           "A bad setting is reported before any connection is made; exit status 2.\n\n");
 	for (size_t i = 0; i < NKEYS; i++) {
 		flag_name(&keys[i], flag, sizeof flag);
 		fprintf(f, "  --%-18s %-26s default %s\n      %s\n", flag, keys[i].env,
@@ -402,4 +490,50 @@ int config_load(int argc, char **argv, struct config *out, char *err, size_t err
 fail:
 	config_free(&c);
 	return -1;
+}
+
+void config_report(const char *cmd, const char *msg)
+{
+	fprintf(stderr, "arbiter %s: configuration: %s\n", cmd, msg);
+}
+
+int config_validate(const struct config *c, char *err, size_t errlen)
+{
+	struct gcra_rate rate;
+	struct gcra_params gp;
+	char why[384];
+
+	if (gcra_rate_parse(c->rate_limit, &rate, why, sizeof why) < 0) {
+		set_err(err, errlen, "ARBITER_RATE_LIMIT: %s", why);
+		return -1;
+	}
+	if (rate.count && gcra_params_make(&rate, c->rate_burst, &gp, why, sizeof why) < 0) {
+		set_err(err, errlen, "ARBITER_RATE_LIMIT/ARBITER_RATE_BURST: %s", why);
+		return -1;
+	}
+	if (http_addr_check(c->metrics_addr, err, errlen) < 0)
+		return -1;
+	struct rq_url u;
+	if (rq_url_parse(c->redis_url, &u, why, sizeof why) < 0) {
+		set_err(err, errlen, "ARBITER_REDIS_URL: %s", why);
+		return -1;
+	}
+	memset(&u, 0, sizeof u);   /* may hold the password */
+	char *perr = NULL;
+	PQconninfoOption *opts = PQconninfoParse(c->database_url, &perr);
+	if (!opts) {
+		if (perr)
+			perr[strcspn(perr, "\n")] = '\0';
+		set_err(err, errlen, "ARBITER_DATABASE_URL: not a libpq conninfo or URI (%s)",
+		        perr ? perr : "out of memory");
+		PQfreemem(perr);
+		return -1;
+	}
+	PQconninfoFree(opts);
+	if (c->sandbox_uid_base && c->sandbox_uid_base < 1000) {
+		set_err(err, errlen, "ARBITER_SANDBOX_UID_BASE: %zu is below 1000 (0 = default)",
+		        c->sandbox_uid_base);
+		return -1;
+	}
+	return 0;
 }

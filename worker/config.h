@@ -1,13 +1,14 @@
 /*
- * config: the worker's configuration (CONTRACT §8), read from command-line
+ * config: the worker's configuration (README "Configuration"), read from command-line
  * flags, ARBITER_* environment variables and an optional KEY=value file, in
  * that order of precedence (flags > environment > file > default).
  *
  * Every setting is one row of a declarative table in config.c (name, type,
  * default, bounds, environment variable); flags are derived from the
  * environment name (ARBITER_REDIS_URL → --redis-url). The file is given by
- * --config F or ARBITER_CONFIG and holds `ARBITER_X=value` lines, `#`
- * comments and blank lines. The struct is filled once at start and passed as
+ * --config F or ARBITER_CONFIG and holds `ARBITER_X=value` lines (optionally
+ * prefixed by `export `, so a shell can source it), `#` comments and blank
+ * lines. Durations take a unit (500ms, 30s, 5m, 1h; a bare number is ms). The struct is filled once at start and passed as
  * `const struct config *`; there is no global configuration.
  */
 #ifndef ARBITER_CONFIG_H
@@ -31,6 +32,10 @@ struct config {
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
+	size_t sandbox_uid_base;                      /* 0 = sandbox default */
+	char *sandbox_cgroup;                         /* auto|none */
+	char *log_format;                             /* auto|json|text */
+	char *job_log_level;                          /* same|debug|info|warn|error */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the
@@ -39,6 +44,27 @@ struct config {
  * with config_free), 1 when --help was given (usage printed on stdout,
  * nothing to free), or -1 with a message in err (nothing to free). */
 int config_load(int argc, char **argv, struct config *out, char *err, size_t errlen);
+
+/* Checks what the table's types cannot: the rate limit and burst, the metrics
+ * address, the Redis URL, the database conninfo, the sandbox uid base. Call it
+ * after config_load and before any connection or sandbox set-up. Returns 0,
+ * or -1 with a message naming the setting in err. */
+int config_validate(const struct config *c, char *err, size_t errlen);
+
+/* Parses a duration: decimal N (milliseconds) or N followed by ms, s, m or h.
+ * Returns 0 and *out in milliseconds, or -1 with the reason in why. */
+int config_parse_duration_ms(const char *v, long long *out, char *why, size_t whylen);
+
+/* The value part of a configuration-file line, in place: a value in matching
+ * single or double quotes is taken literally (a `#` after the closing quote
+ * starts a comment); otherwise a `#` after whitespace starts a comment and the
+ * value is trimmed. Returns 0 and *out (pointing into val), or -1 for an
+ * unterminated quote or text after the closing quote. */
+int config_file_value(char *val, char **out);
+
+/* Prints "arbiter <cmd>: configuration: <message>" on stderr: the one format
+ * of every bad-configuration message (the caller then exits 2). */
+void config_report(const char *cmd, const char *msg);
 
 /* Frees the strings of c (not c itself). Safe on a zeroed struct. */
 void config_free(struct config *c);

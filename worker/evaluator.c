@@ -359,8 +359,11 @@ int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_p
 		return -1;
 	}
 	struct sandbox_opts o = { .slots = slots };
-	const char *ub = getenv("ARBITER_SANDBOX_UID_BASE");
-	if (ub && *ub) {
+	const char *ub = cfg ? NULL : getenv("ARBITER_SANDBOX_UID_BASE");
+	if (cfg) {
+		o.uid_base = (uint32_t)cfg->sandbox_uid_base;   /* checked by config_validate */
+		o.no_cgroups = cfg->sandbox_cgroup && !strcmp(cfg->sandbox_cgroup, "none");
+	} else if (ub && *ub) {
 		char *end;
 		unsigned long v = strtoul(ub, &end, 10);
 		if (*end || v < 1000 || v > 4000000000ul) {

@@ -548,6 +548,15 @@ bad:
 	return -1;
 }
 
+int http_addr_check(const char *addr, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	if (!addr || !*addr)
+		return 0;
+	memset(&ss, 0, sizeof(ss));
+	return parse_addr(addr, &ss, err, errlen);
+}
+
 static void on_listener_closed_early(uv_handle_t *h)
 {
 	free(h->data);

@@ -18,6 +18,11 @@ struct http_server;
  * (NUL-terminated, at most n bytes). Runs on the loop for each /readyz. */
 typedef bool http_ready_fn(void *data, char *why, size_t n);
 
+/* Checks that addr is what http_start accepts ("host:port", "[v6]:port", ":port",
+ * or empty = disabled) without binding anything. Returns 0, or -1 with a message
+ * naming ARBITER_METRICS_ADDR in err. */
+int http_addr_check(const char *addr, char *err, size_t errlen);
+
 /* Starts listening. addr is "host:port" (IPv4 or [IPv6]); port 0 picks a
  * free port, which is logged and returned by http_port. "" (or NULL)
  * disables: *out = NULL and returns 0. ready may be NULL (always ready).

@@ -1,4 +1,4 @@
-/* JSON-lines logger on stderr; see log.h. */
+/* JSON-lines (or human-readable) logger on stderr; see log.h. */
 #include "log.h"
 
 #include <stdarg.h>
@@ -11,6 +11,9 @@
 #include "util.h"
 
 static enum log_level log_min = LOG_INFO;
+static enum log_level log_job_min = LOG_INFO;
+static int log_job_set;
+static int log_text;
 static char log_worker[128];
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
@@ -18,6 +21,8 @@ static const char *const level_names[] = { "debug", "info", "warn", "error" };
 void log_setup(enum log_level min, const char *worker_id)
 {
 	log_min = min;
+	if (!log_job_set)
+		log_job_min = min;
 	if (worker_id)
 		snprintf(log_worker, sizeof log_worker, "%s", worker_id);
 }
@@ -38,9 +43,20 @@ int log_level_parse(const char *s, enum log_level *out)
 	return -1;
 }
 
+void log_set_text(int text)
+{
+	log_text = text;
+}
+
+void log_set_job_level(enum log_level min)
+{
+	log_job_min = min;
+	log_job_set = 1;
+}
+
 int log_enabled(enum log_level lvl)
 {
-	return lvl >= log_min;
+	return lvl >= log_min || lvl >= log_job_min;
 }
 
 /* Appends s as the body of a JSON string (without quotes). */
@@ -76,6 +92,8 @@ void log_msg(enum log_level lvl, const char *sub, const char *job, const char *f
 	va_list ap;
 	int n;
 
+	if (lvl < ((sub || job) ? log_job_min : log_min))
+		return;
 	va_start(ap, fmt);
 	n = vsnprintf(small, sizeof small, fmt, ap);
 	va_end(ap);
@@ -95,16 +113,31 @@ void log_msg(enum log_level lvl, const char *sub, const char *job, const char *f
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%S", &tm);
 
-	strbuf_addf(&line, "{\"time\":\"%s.%03ldZ\",\"level\":\"%s\"", tbuf,
-		    ts.tv_nsec / 1000000, level_names[lvl]);
-	add_field(&line, "msg", msg);
-	if (log_worker[0])
-		add_field(&line, "worker_id", log_worker);
-	if (sub)
-		add_field(&line, "submission_id", sub);
-	if (job)
-		add_field(&line, "job_id", job);
-	strbuf_add(&line, "}\n", 2);
+	if (log_text) {
+		/* One line, control characters shown as spaces so a message cannot forge lines. */
+		strbuf_addf(&line, "%s.%03ldZ %-5s ", tbuf, ts.tv_nsec / 1000000, level_names[lvl]);
+		size_t start = line.len;
+		strbuf_add(&line, msg, strlen(msg));
+		if (sub)
+			strbuf_addf(&line, "  submission=%s", sub);
+		if (job)
+			strbuf_addf(&line, "  job=%s", job);
+		for (size_t i = start; i < line.len; i++)
+			if ((unsigned char)line.buf[i] < 0x20)
+				line.buf[i] = ' ';
+		strbuf_add(&line, "\n", 1);
+	} else {
+		strbuf_addf(&line, "{\"time\":\"%s.%03ldZ\",\"level\":\"%s\"", tbuf,
+			    ts.tv_nsec / 1000000, level_names[lvl]);
+		add_field(&line, "msg", msg);
+		if (log_worker[0])
+			add_field(&line, "worker_id", log_worker);
+		if (sub)
+			add_field(&line, "submission_id", sub);
+		if (job)
+			add_field(&line, "job_id", job);
+		strbuf_add(&line, "}\n", 2);
+	}
 	fwrite(line.buf, 1, line.len, stderr);
 	fflush(stderr);
 	strbuf_free(&line);

@@ -6,12 +6,15 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "version.h"
 
 struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
 	const char *help;
 };
+
+static int cmd_version(int argc, char **argv);
 
 static const struct command commands[] = {
 	/* Each command: { "name", cmd_name, "one-line help" }. */
@@ -21,8 +24,17 @@ static const struct command commands[] = {
 	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
 	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
+	{ "version", cmd_version, "print the version (also --version)" },
 	{ NULL, NULL, NULL },
 };
+
+static int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("arbiter %s\n", ARBITER_VERSION);
+	return 0;
+}
 
 static void usage(FILE *out)
 {
@@ -38,6 +50,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
+		return cmd_version(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return 0;

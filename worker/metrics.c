@@ -6,6 +6,7 @@
  * the first scrape, and the "other"/"unknown" rows appear once they are used.
  */
 #include "metrics.h"
+#include "version.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -447,6 +448,13 @@ int metrics_render(struct strbuf *out)
 	labelled_counter(out, "arbiter_ratelimit_decisions_total",
 	                 "Rate-limit decisions, by decision.",
 	                 "decision", decisions, NDECISION, DECISION_KNOWN, M.ratelimit);
+
+	header(out, "arbiter_build_info", "gauge",
+	       "Always 1; the labels say which build runs (version: project version + git commit).");
+	{
+		const char *labels[] = { "version", ARBITER_VERSION, NULL };
+		sample(out, "arbiter_build_info", labels, 1);
+	}
 
 	process_metrics(out);
 	return 0;

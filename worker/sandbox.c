@@ -152,6 +152,7 @@ struct sb_slot {
 struct sb_run;
 
 struct sandbox {
+	bool no_cgroups;            /* ARBITER_SANDBOX_CGROUP=none (struct sandbox_opts) */
 	uv_loop_t *loop;
 	int nslots;
 	struct sb_slot *slots;
@@ -1466,7 +1467,8 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 static void cg_setup(struct sandbox *sb)
 {
 	char why2[512] = "", why1[1024] = "";
-	if (getenv("ARBITER_SANDBOX_CGROUP") && !strcmp(getenv("ARBITER_SANDBOX_CGROUP"), "none")) {
+	if (sb->no_cgroups ||
+	    (getenv("ARBITER_SANDBOX_CGROUP") && !strcmp(getenv("ARBITER_SANDBOX_CGROUP"), "none"))) {
 		LOGW(NULL, NULL, "sandbox: cgroups disabled by ARBITER_SANDBOX_CGROUP=none; "
 		     "memory and process limits fall back to rlimits");
 		return;
@@ -2266,6 +2268,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	struct sandbox *sb = xcalloc(1, sizeof *sb);
 	sb->loop = loop;
 	sb->netns_fd = -1;
+	sb->no_cgroups = o && o->no_cgroups;
 	int n = o && o->slots > 0 ? o->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 1)
 		n = 1;

@@ -91,6 +91,7 @@ typedef void sandbox_cb(const struct sandbox_result *r, void *data);
 struct sandbox_opts {
 	int slots;                 /* concurrent sandboxes; <= 0: number of online CPUs */
 	uint32_t uid_base;         /* slot i runs as uid/gid uid_base + i; 0: default */
+	bool no_cgroups;           /* ARBITER_SANDBOX_CGROUP=none: rlimits only */
 };
 
 /* Prepares the process-wide sandbox state on loop: the empty network namespace, the

@@ -2070,7 +2070,7 @@ int worker_run(const struct config *cfg)
 		goto out;
 	}
 	if (http_start(w->loop, cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "metrics listener: %s", err);
+		LOGE(NULL, NULL, "%s", err);   /* err names the listener already */
 		fprintf(stderr, "arbiter worker: %s\n", err);
 		goto out;
 	}
