@@ -305,9 +305,19 @@ static int pg_gather(const struct config *cfg, struct status *st)
 		st->pg_err[strcspn(st->pg_err, "\n")] = '\0';
 		goto out;
 	}
-	/* Read-only, and never wait long on a lock or a slow scan. */
-	PQclear(PQexec(pg, "SET statement_timeout = '10s'"));
-	PQclear(PQexec(pg, "SET default_transaction_read_only = on"));
+	/* Read-only, and never wait long on a lock or a slow scan. Everything runs in ONE
+	 * read-only transaction with transaction-scoped settings: a session-level SET would
+	 * stay on a pooled server connection behind PgBouncer (transaction pooling) and
+	 * make the API server's next inserts fail with "read-only transaction". */
+	res = PQexec(pg, "BEGIN READ ONLY");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		snprintf(st->pg_err, sizeof(st->pg_err), "BEGIN READ ONLY: %s", PQerrorMessage(pg));
+		st->pg_err[strcspn(st->pg_err, "\n")] = '\0';
+		PQclear(res);
+		goto out;
+	}
+	PQclear(res);
+	PQclear(PQexec(pg, "SET LOCAL statement_timeout = '10s'"));
 
 	if (!(res = query(pg, st,
 	        "SELECT count(*) FILTER (WHERE status = 'queued'),"
@@ -353,8 +363,13 @@ static int pg_gather(const struct config *cfg, struct status *st)
 	st->pg_ok = true;
 	rc = 0;
 out:
-	if (pg)
+	if (pg) {
+		/* End the transaction explicitly (also after an error), so a pooler gets
+		 * its server connection back clean. */
+		if (PQstatus(pg) == CONNECTION_OK && PQtransactionStatus(pg) != PQTRANS_IDLE)
+			PQclear(PQexec(pg, "ROLLBACK"));
 		PQfinish(pg);
+	}
 	return rc;
 }
 

@@ -2,9 +2,13 @@
  * migrate: applies the compiled-in SQL migrations (see migrate.h).
  *
  * Blocking libpq on purpose: this runs from `arbiter migrate` and from tests,
- * never on the worker's event loop. Concurrency: every run takes the same
- * session-level advisory lock first, so replicas started together apply each
- * migration once; the others wait, then find everything recorded.
+ * never on the worker's event loop. Concurrency: every transaction of a run
+ * takes the same transaction-level advisory lock (pg_advisory_xact_lock) first,
+ * so replicas started together apply each migration once; the others wait,
+ * then find it recorded. Nothing is session-scoped (no session lock, no session
+ * SET): the lock and the settings end with their transaction, so the command is
+ * safe through PgBouncer in transaction pooling mode, where consecutive
+ * transactions of one client may run on different server connections.
  */
 #include "migrate.h"
 
@@ -19,7 +23,7 @@
 #include "log.h"
 #include "util.h"
 
-/* pg_advisory_lock key shared by every arbiter migrate run ("arbmigr" in ASCII). */
+/* pg_advisory_xact_lock key shared by every arbiter migrate run ("arbmigr" in ASCII). */
 #define MIGRATE_LOCK_KEY "7161138183007570"
 
 int migrate_latest(void)
@@ -191,18 +195,48 @@ static int load_applied(struct mctx *m, struct applied **out, int *n)
 	return 0;
 }
 
-static int apply_one(struct mctx *m, const struct migration *mig)
+/* The first statements of every transaction of a run: the lock, quiet notices. */
+#define TXN_START "BEGIN; SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY "); " \
+	"SET LOCAL client_min_messages = warning"
+
+/* Applies mig in its own transaction under the lock, unless another run recorded it
+ * meanwhile (*skipped = 1 then, after checking its checksum). */
+static int apply_one(struct mctx *m, const struct migration *mig, int *skipped)
 {
 	char what[160];
+	char version[16];
 	snprintf(what, sizeof what, "migration %03d_%s", mig->version, mig->name);
-	if (exec_ok(m, "BEGIN", what) < 0)
-		return -1;
+	snprintf(version, sizeof version, "%d", mig->version);
+	*skipped = 0;
+	if (exec_ok(m, TXN_START, what) < 0)
+		goto rollback;
+	const char *vp[1] = { version };
+	PGresult *res = PQexecParams(m->pg, "SELECT checksum FROM arbiter_migrations WHERE version = $1",
+	                             1, NULL, vp, NULL, NULL, 0);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		char buf[1024];
+		describe(res, m->pg, buf, sizeof buf);
+		PQclear(res);
+		fail(m, "%s: reading arbiter_migrations: %s", what, buf);
+		goto rollback;
+	}
+	if (PQntuples(res) == 1) {
+		/* Another replica applied it while we waited for the lock. */
+		int same = !strcmp(PQgetvalue(res, 0, 0), mig->checksum);
+		PQclear(res);
+		if (!same) {
+			fail(m, "%s was applied with another checksum: an applied migration must never "
+			     "be edited (add a new one)", what);
+			goto rollback;
+		}
+		*skipped = 1;
+		return exec_ok(m, "COMMIT", what);
+	}
+	PQclear(res);
 	if (exec_ok(m, mig->sql, what) < 0)
 		goto rollback;
-	char version[16];
-	snprintf(version, sizeof version, "%d", mig->version);
 	const char *params[3] = { version, mig->name, mig->checksum };
-	PGresult *res = PQexecParams(m->pg,
+	res = PQexecParams(m->pg,
 		"INSERT INTO arbiter_migrations (version, name, checksum) VALUES ($1, $2, $3)",
 		3, NULL, params, NULL, NULL, 0);
 	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -217,7 +251,8 @@ static int apply_one(struct mctx *m, const struct migration *mig)
 		goto rollback;
 	return 0;
 rollback:
-	PQclear(PQexec(m->pg, "ROLLBACK"));
+	if (PQtransactionStatus(m->pg) != PQTRANS_IDLE)
+		PQclear(PQexec(m->pg, "ROLLBACK"));
 	return -1;
 }
 
@@ -251,10 +286,9 @@ int migrate_apply_report(const char *conninfo,
 	}
 	PQsetNoticeProcessor(m.pg, ignore_notice, NULL);
 
-	if (exec_ok(&m, "SET client_min_messages = warning", "session setup") < 0)
-		goto out;
-	if (exec_ok(&m, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", "taking the migration lock") < 0)
-		goto out;
+	/* Transaction 1: the bookkeeping table and what is applied already. */
+	if (exec_ok(&m, TXN_START, "taking the migration lock") < 0)
+		goto rollback;
 	if (exec_ok(&m,
 	            "CREATE TABLE IF NOT EXISTS arbiter_migrations ("
 	            " version int PRIMARY KEY,"
@@ -262,9 +296,11 @@ int migrate_apply_report(const char *conninfo,
 	            " checksum text NOT NULL,"
 	            " applied_at timestamptz NOT NULL DEFAULT now())",
 	            "creating arbiter_migrations") < 0)
-		goto unlock;
+		goto rollback;
 	if (load_applied(&m, &done, &ndone) < 0)
-		goto unlock;
+		goto rollback;
+	if (exec_ok(&m, "COMMIT", "reading arbiter_migrations") < 0)
+		goto rollback;
 
 	for (size_t i = 0; i < migrate_nlist; i++) {
 		const struct migration *mig = &migrate_list[i];
@@ -277,19 +313,24 @@ int migrate_apply_report(const char *conninfo,
 				fail(&m, "migration %03d_%s was applied with checksum %.12s but this binary has %.12s: "
 				     "an applied migration must never be edited (add a new one)",
 				     mig->version, mig->name, a->checksum, mig->checksum);
-				goto unlock;
+				goto out;
 			}
 			continue;
 		}
-		if (apply_one(&m, mig) < 0)
-			goto unlock;
+		int skipped;
+		if (apply_one(&m, mig, &skipped) < 0)
+			goto out;
+		if (skipped)
+			continue;
 		count++;
 		if (applied_cb)
 			applied_cb(mig->version, mig->name, data);
 	}
 	rc = count;
-unlock:
-	PQclear(PQexec(m.pg, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")"));
+	goto out;
+rollback:
+	if (PQtransactionStatus(m.pg) != PQTRANS_IDLE)
+		PQclear(PQexec(m.pg, "ROLLBACK"));
 out:
 	PQfinish(m.pg);
 	free(done);

@@ -2,7 +2,8 @@
  * migrate: applies the numbered SQL migrations of sql/ (compiled into the
  * binary) to a database, in order, each once and in its own transaction,
  * recorded in arbiter_migrations. Several processes may run it at once: a
- * PostgreSQL advisory lock serializes them. Uses blocking libpq: never call it
+ * transaction-level PostgreSQL advisory lock serializes them (no session
+ * state, so it is safe through PgBouncer's transaction pooling). Uses blocking libpq: never call it
  * on the event loop.
  */
 #ifndef ARBITER_MIGRATE_H
