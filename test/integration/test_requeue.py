@@ -150,8 +150,12 @@ def main():
            res.stdout + res.stderr)
         ok(r.xlen("arbiter:jobs") == 0, "nothing in the default stream")
         res = requeue(s, "--from", "2025-01-01'; DROP TABLE submissions; --", "--to", "2025-02-01")
-        ok(res.returncode == 1 and "database error" in res.stderr, "injection-looking timestamp: rejected by the "
-           "database as a bad timestamp", res.stderr)
+        ok(res.returncode == 2 and "not an ISO 8601 timestamp" in res.stderr
+           and "Traceback" not in res.stderr, "injection-looking timestamp: usage error before any SQL",
+           res.stderr)
+        res = requeue(s, "--from", "garbage", "--to", "2025-02-01T00:00:00Z")
+        ok(res.returncode == 2 and "SELECT" not in res.stdout + res.stderr
+           and "Traceback" not in res.stderr, "--from garbage: exit 2, no SQL, no traceback", res.stderr)
         n = s.psql("arbiter", "SELECT count(*) FROM submissions").stdout.strip()
         ok(n == "5", "submissions table intact (%s rows)" % n)
 
@@ -164,6 +168,75 @@ def main():
         res = requeue(s, "--ids", ids["s1"], db="postgresql://bob:hunter2pw@127.0.0.1:1/arbiter")
         ok(res.returncode == 1 and "hunter2pw" not in res.stdout + res.stderr,
            "PostgreSQL unreachable: exit 1 without the password", res.stderr)
+
+        # A failed submission: skipped unless --include-failed.
+        with psycopg2.connect(s.database_url) as c, c.cursor() as cur:
+            cur.execute("SELECT agent_id, match_id FROM submissions WHERE id = %s", (ids["s3"],))
+            agent, match = cur.fetchone()
+            cur.execute("INSERT INTO submissions (match_id, agent_id, source_ip, answer, status, "
+                        "last_error, attempts) VALUES (%s, %s, '198.51.100.1', '{}', 'failed', "
+                        "'sandbox could not start', 5) RETURNING id", (match, agent))
+            failed = cur.fetchone()[0]
+        c.close()
+        before = r.xlen("arbiter:jobs")
+        res = requeue(s, "--ids", failed)
+        ok(res.returncode == 0 and "pass --include-failed" in res.stdout
+           and r.xlen("arbiter:jobs") == before, "a failed submission is skipped, with a hint",
+           res.stdout + res.stderr)
+        res = requeue(s, "--ids", failed, "--include-failed")
+        e = entries(r)[before:]
+        ok(res.returncode == 0 and len(e) == 1 and e[0]["kind"] == "evaluate"
+           and e[0]["submission_id"] == failed, "--include-failed enqueues kind=evaluate",
+           (res.stdout + res.stderr, e))
+        row = s.psql("arbiter", "SELECT status, attempts, coalesce(last_error, '-') FROM submissions "
+                     "WHERE id = '%s'" % failed).stdout.strip()
+        ok(row == "queued|0|-", "--include-failed set it back to queued (attempts 0, error cleared)", row)
+
+        # Bulk confirmation: --elo adjust over a challenge, or more than --confirm-over jobs.
+        before = r.xlen("arbiter:jobs")
+        res = subprocess.run([REQUEUE, "--database-url", s.database_url, "--redis-url", s.redis_url,
+                              "--challenge", "two-sum", "--elo", "adjust"],
+                             input="", capture_output=True, text=True, timeout=60)
+        ok(res.returncode == 1 and "aborted" in res.stdout and "--yes" in res.stdout
+           and r.xlen("arbiter:jobs") == before,
+           "--elo adjust over a challenge without an answer: aborted, nothing enqueued", res.stdout)
+        res = subprocess.run([REQUEUE, "--database-url", s.database_url, "--redis-url", s.redis_url,
+                              "--challenge", "two-sum", "--elo", "adjust"],
+                             input="y\n", capture_output=True, text=True, timeout=60)
+        ok(res.returncode == 0 and r.xlen("arbiter:jobs") > before, "answered y: enqueued", res.stdout)
+        before = r.xlen("arbiter:jobs")
+        res = subprocess.run([REQUEUE, "--database-url", s.database_url, "--redis-url", s.redis_url,
+                              "--challenge", "two-sum", "--confirm-over", "1"],
+                             input="n\n", capture_output=True, text=True, timeout=60)
+        ok(res.returncode == 1 and "more than --confirm-over 1" in res.stdout
+           and r.xlen("arbiter:jobs") == before, "more jobs than --confirm-over, answered n: aborted",
+           res.stdout)
+        res = requeue(s, "--challenge", "two-sum", "--confirm-over", "1", "--yes")
+        ok(res.returncode == 0 and r.xlen("arbiter:jobs") > before, "--yes enqueues without asking",
+           res.stdout + res.stderr)
+
+        # --config: the worker's file (export, trailing comments), below the environment.
+        cfg = os.path.join(s.tmp, "worker.conf")
+        with open(cfg, "w") as f:
+            f.write("# arbiter\nexport ARBITER_DATABASE_URL=%s\n"
+                    "ARBITER_REDIS_URL=%s   # local\nARBITER_PREFIX='cfgp'\n"
+                    % (s.database_url, s.redis_url))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+        res = subprocess.run([REQUEUE, "--config", cfg, "--ids", ids["s1"]], env=env,
+                             capture_output=True, text=True, timeout=60)
+        ok(res.returncode == 0 and len(entries(r, "cfgp:jobs")) == 1,
+           "--config FILE supplies the URLs and the prefix", res.stdout + res.stderr)
+        env["ARBITER_PREFIX"] = "envp"
+        res = subprocess.run([REQUEUE, "--config", cfg, "--ids", ids["s1"]], env=env,
+                             capture_output=True, text=True, timeout=60)
+        ok(res.returncode == 0 and len(entries(r, "envp:jobs")) == 1,
+           "the environment overrides the file", res.stdout + res.stderr)
+        with open(cfg, "a") as f:
+            f.write("ARBITER_PREFIX=\"open\n")
+        res = subprocess.run([REQUEUE, "--config", cfg, "--ids", ids["s1"]], env=env,
+                             capture_output=True, text=True, timeout=60)
+        ok(res.returncode == 2 and "unterminated quote" in res.stderr and "Traceback" not in res.stderr,
+           "a bad config file: exit 2 with file:line", res.stderr)
 
     return tap.done()
 
