@@ -10,6 +10,9 @@ int cmd_validate_spec(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+/* The pause switches (worker/pause.h), in worker/cmd_status.c. */
+int cmd_pause(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
 /* Hidden: the metric family names the binary exports (worker/cmd_status.c). */
 int cmd_metrics_names(int argc, char **argv);
 

@@ -12,8 +12,9 @@
  * both servers answered, 1 when one of them did not (what could be read is
  * still printed), 2 on a usage or configuration error.
  *
- * Also `arbiter metrics-names` (hidden): the metric family names the binary
- * exports, one per line, for the deployment tests.
+ * Also `arbiter pause` / `arbiter resume` (the pause switches of worker/pause.h,
+ * shown by status), and `arbiter metrics-names` (hidden): the metric family
+ * names the binary exports, one per line, for the deployment tests.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -30,6 +31,7 @@
 #include "config.h"
 #include "log.h"
 #include "metrics.h"
+#include "pause.h"
 #include "rq.h"
 #include "util.h"
 
@@ -38,6 +40,7 @@
 struct consumer {
 	char *name;
 	long long pending, idle_ms, inactive_ms;   /* inactive_ms -1 when Redis < 7.2 */
+	bool pruned;                               /* removed by --prune */
 };
 
 struct evaluator_row {
@@ -58,6 +61,12 @@ struct status {
 	long long next_delayed_due_ms;               /* relative to now; -1: none */
 	struct consumer *consumers;
 	size_t nconsumers;
+	bool paused;                                 /* arbiter pause */
+	long long paused_since_ms;
+	char **paused_challenges;                    /* arbiter pause --challenge SLUG */
+	size_t npaused_challenges;
+	long long prune_idle_ms;                     /* --prune threshold; -1: no pruning */
+	size_t pruned;                               /* --prune: consumers removed */
 	/* PostgreSQL */
 	bool pg_ok;
 	char pg_err[256];
@@ -118,50 +127,103 @@ static long long as_int(const redisReply *v, long long dflt)
 	return dflt;
 }
 
-static int redis_gather(const struct config *cfg, struct status *st)
+/* A blocking connection to cfg's Redis (AUTH and SELECT done), or NULL with the reason in
+ * err. The password is wiped from the stack before returning. */
+static redisContext *redis_open(const struct config *cfg, char *err, size_t errlen)
 {
 	struct rq_url u;
 	redisContext *c;
-	redisReply *r;
+	redisReply *r = NULL;
 	struct timeval tv = { .tv_sec = STATUS_TIMEOUT_SECS };
-	char jobs[512], dead[512], delayed[512], group[512];
-	int rc = -1;
 
-	if (rq_url_parse(cfg->redis_url, &u, st->redis_err, sizeof(st->redis_err)) < 0)
-		return -1;
+	if (rq_url_parse(cfg->redis_url, &u, err, errlen) < 0)
+		return NULL;
 	c = u.path[0] ? redisConnectUnixWithTimeout(u.path, tv)
 	              : redisConnectWithTimeout(u.host, u.port, tv);
 	if (!c || c->err) {
-		snprintf(st->redis_err, sizeof(st->redis_err), "connect: %s",
-		         c ? c->errstr : "out of memory");
-		goto out;
+		if (u.path[0])
+			snprintf(err, errlen, "cannot reach %s: %s", u.path, c ? c->errstr : "out of memory");
+		else
+			snprintf(err, errlen, "cannot reach %s:%d: %s", u.host, u.port,
+			         c ? c->errstr : "out of memory");
+		goto fail;
 	}
 	redisSetTimeout(c, tv);
 	if (u.password[0]) {
 		const char *a[] = { "AUTH", u.user, u.password };
-		if (u.user[0])
-			r = cmd(c, st, 3, a);
-		else {
-			const char *b[] = { "AUTH", u.password };
-			r = cmd(c, st, 2, b);
+		const char *b[] = { "AUTH", u.password };
+		r = u.user[0] ? redisCommandArgv(c, 3, a, NULL) : redisCommandArgv(c, 2, b, NULL);
+		if (!r || r->type == REDIS_REPLY_ERROR) {
+			snprintf(err, errlen, "AUTH%s%s: %s", u.user[0] ? " as " : "", u.user,
+			         r ? r->str : c->errstr);
+			goto fail;
 		}
-		if (!r)
-			goto out;
 		freeReplyObject(r);
+		r = NULL;
 	}
 	if (u.db) {
 		char db[16];
 		snprintf(db, sizeof(db), "%d", u.db);
 		const char *a[] = { "SELECT", db };
-		if (!(r = cmd(c, st, 2, a)))
-			goto out;
+		r = redisCommandArgv(c, 2, a, NULL);
+		if (!r || r->type == REDIS_REPLY_ERROR) {
+			snprintf(err, errlen, "SELECT %s: %s", db, r ? r->str : c->errstr);
+			goto fail;
+		}
 		freeReplyObject(r);
+		r = NULL;
 	}
+	memset(&u, 0, sizeof(u));
+	return c;
+fail:
+	if (r)
+		freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	memset(&u, 0, sizeof(u));
+	return NULL;
+}
+
+static int redis_gather(const struct config *cfg, struct status *st)
+{
+	redisContext *c;
+	redisReply *r;
+	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512];
+	int rc = -1;
+
+	c = redis_open(cfg, st->redis_err, sizeof(st->redis_err));
+	if (!c)
+		goto out;
 
 	snprintf(jobs, sizeof(jobs), "%s:jobs", cfg->prefix);
 	snprintf(dead, sizeof(dead), "%s:dead", cfg->prefix);
 	snprintf(delayed, sizeof(delayed), "%s:delayed", cfg->prefix);
 	snprintf(group, sizeof(group), "%s-workers", cfg->prefix);
+	snprintf(paused, sizeof(paused), "%s" PAUSE_KEY_SUFFIX, cfg->prefix);
+	snprintf(pausedc, sizeof(pausedc), "%s" PAUSE_CHALLENGES_KEY_SUFFIX, cfg->prefix);
+
+	{
+		const char *a[] = { "GET", paused };
+		if (!(r = cmd(c, st, 2, a)))
+			goto out;
+		if (r->type == REDIS_REPLY_STRING) {
+			st->paused = true;
+			st->paused_since_ms = strtoll(r->str, NULL, 10);
+		}
+		freeReplyObject(r);
+	}
+	{
+		const char *a[] = { "SMEMBERS", pausedc };
+		if (!(r = cmd(c, st, 2, a)))
+			goto out;
+		if (r->type == REDIS_REPLY_ARRAY && r->elements) {
+			st->paused_challenges = xcalloc(r->elements, sizeof(char *));
+			for (size_t i = 0; i < r->elements; i++)
+				if (r->element[i]->type == REDIS_REPLY_STRING)
+					st->paused_challenges[st->npaused_challenges++] = xstrdup(r->element[i]->str);
+		}
+		freeReplyObject(r);
+	}
 
 	{
 		const char *a[] = { "XLEN", jobs };
@@ -241,6 +303,20 @@ static int redis_gather(const struct config *cfg, struct status *st)
 		}
 		freeReplyObject(r);
 	}
+	/* --prune: consumers that hold nothing and were not seen for the threshold (a stopped
+	 * replica, e.g. a deleted Kubernetes pod). A live worker polls every second. */
+	for (size_t i = 0; st->prune_idle_ms >= 0 && i < st->nconsumers; i++) {
+		struct consumer *k = &st->consumers[i];
+		long long idle = k->inactive_ms >= 0 ? k->inactive_ms : k->idle_ms;
+		if (k->pending || idle < st->prune_idle_ms)
+			continue;
+		const char *a[] = { "XGROUP", "DELCONSUMER", jobs, group, k->name };
+		if (!(r = cmd(c, st, 5, a)))
+			goto out;
+		freeReplyObject(r);
+		k->pruned = true;
+		st->pruned++;
+	}
 	{
 		const char *a[] = { "ZCARD", delayed };
 		if (!(r = cmd(c, st, 2, a)))
@@ -272,7 +348,6 @@ static int redis_gather(const struct config *cfg, struct status *st)
 out:
 	if (c)
 		redisFree(c);
-	memset(&u, 0, sizeof(u));   /* the password */
 	return rc;
 }
 
@@ -418,13 +493,33 @@ static void print_human(const struct config *cfg, const struct status *st, const
 		printf("\n");
 		printf("  %-28s %lld%s\n", "dead letters", st->dead,
 		       st->dead ? "  (scripts/dlq list)" : "");
+		if (st->paused) {
+			time_t t = (time_t)(st->paused_since_ms / 1000);
+			struct tm tm;
+			char when[32] = "?";
+			if (st->paused_since_ms > 0 && gmtime_r(&t, &tm))
+				strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+			printf("  %-28s yes, since %s (arbiter resume)\n", "PAUSED", when);
+		} else {
+			printf("  %-28s no\n", "paused");
+		}
+		if (st->npaused_challenges) {
+			printf("  %-28s", "paused challenges");
+			for (size_t i = 0; i < st->npaused_challenges; i++)
+				printf("%s%s", i ? ", " : " ", st->paused_challenges[i]);
+			printf("\n");
+		}
+		if (st->prune_idle_ms >= 0)
+			printf("  %-28s %zu (no pending entries, idle >= %lld ms)\n", "consumers pruned",
+			       st->pruned, st->prune_idle_ms);
 		if (st->nconsumers) {
 			printf("\n  %-36s %8s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE");
 			for (size_t i = 0; i < st->nconsumers; i++) {
 				const struct consumer *k = &st->consumers[i];
 				fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
 				fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
-				printf("  %-36s %8lld %10s %10s\n", k->name, k->pending, d1, d2);
+				printf("  %-36s %8lld %10s %10s%s\n", k->name, k->pending, d1, d2,
+				       k->pruned ? "  (pruned)" : "");
 			}
 		}
 	}
@@ -490,9 +585,18 @@ static void print_json(const struct config *cfg, const struct status *st, const 
 			json_object_set_new(o, "idle_ms", k->idle_ms >= 0 ? json_integer(k->idle_ms) : json_null());
 			json_object_set_new(o, "inactive_ms",
 			                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
+			json_object_set_new(o, "pruned", json_boolean(k->pruned));
 			json_array_append_new(cs, o);
 		}
 		json_object_set_new(redis, "consumers", cs);
+		json_object_set_new(redis, "paused", json_boolean(st->paused));
+		json_object_set_new(redis, "paused_since_ms",
+		                    st->paused ? json_integer(st->paused_since_ms) : json_null());
+		json_t *pc = json_array();
+		for (size_t i = 0; i < st->npaused_challenges; i++)
+			json_array_append_new(pc, json_string(st->paused_challenges[i]));
+		json_object_set_new(redis, "paused_challenges", pc);
+		json_object_set_new(redis, "pruned", json_integer((json_int_t)st->pruned));
 	}
 	json_object_set_new(root, "redis", redis);
 
@@ -534,10 +638,12 @@ static void print_json(const struct config *cfg, const struct status *st, const 
 
 static void status_usage(FILE *f)
 {
-	fprintf(f, "usage: arbiter status [--json] [--config FILE] [--redis-url URL] "
-	           "[--database-url URL] [--prefix P]\n"
+	fprintf(f, "usage: arbiter status [--json] [--prune [--prune-idle DUR]] [--config FILE]\n"
+	           "                      [--redis-url URL] [--database-url URL] [--prefix P]\n"
 	           "  Queue and database overview (Redis stream, consumer group, delayed and\n"
-	           "  dead-letter jobs; queued submissions and last-hour results).\n"
+	           "  dead-letter jobs, pause switches; queued submissions and last-hour results).\n"
+	           "  --prune removes consumers that hold no pending entry and were idle for\n"
+	           "  --prune-idle (default 10m; units ms, s, m, h), e.g. of deleted pods.\n"
 	           "  Exit 0, or 1 when Redis or PostgreSQL could not be read.\n"
 	           "  Takes the same settings as `arbiter worker` (see arbiter worker --help).\n");
 }
@@ -552,9 +658,23 @@ int cmd_status(int argc, char **argv)
 	struct status st;
 	int rc;
 
+	long long prune_idle_ms = -1;
+	bool prune = false;
 	for (int i = 0; i < argc; i++) {
 		if (i > 0 && !strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (i > 0 && !strcmp(argv[i], "--prune")) {
+			prune = true;
+		} else if (i > 0 && (!strcmp(argv[i], "--prune-idle") || !strncmp(argv[i], "--prune-idle=", 13))) {
+			const char *v = argv[i][12] == '=' ? argv[i] + 13 : (i + 1 < argc ? argv[++i] : "");
+			char why[128];
+			if (config_parse_duration_ms(v, &prune_idle_ms, why, sizeof why) < 0) {
+				snprintf(err, sizeof err, "--prune-idle: '%s' %s", v, why);
+				config_report("status", err);
+				free(args);
+				return 2;
+			}
+			prune = true;
 		} else if (i > 0 && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
 			status_usage(stdout);
 			free(args);
@@ -577,6 +697,7 @@ int cmd_status(int argc, char **argv)
 	}
 
 	memset(&st, 0, sizeof(st));
+	st.prune_idle_ms = prune ? (prune_idle_ms >= 0 ? prune_idle_ms : 600000) : -1;
 	redis_gather(&cfg, &st);
 	pg_gather(&cfg, &st);
 
@@ -594,11 +715,125 @@ int cmd_status(int argc, char **argv)
 	for (size_t i = 0; i < st.nconsumers; i++)
 		free(st.consumers[i].name);
 	free(st.consumers);
+	for (size_t i = 0; i < st.npaused_challenges; i++)
+		free(st.paused_challenges[i]);
+	free(st.paused_challenges);
 	for (size_t i = 0; i < st.nevals; i++)
 		free(st.evals[i].name);
 	free(st.evals);
 	config_free(&cfg);
 	return rc;
+}
+
+/* `arbiter pause|resume [--challenge SLUG] [--all] [settings]`. */
+static int pause_resume(int argc, char **argv, bool resume)
+{
+	const char *cmdname = resume ? "resume" : "pause";
+	char **args = xcalloc((size_t)argc + 1, sizeof(char *));
+	int nargs = 0, rc;
+	const char *slug = NULL;
+	bool all = false;
+	char err[512];
+	struct config cfg;
+
+	for (int i = 0; i < argc; i++) {
+		if (i > 0 && !strcmp(argv[i], "--challenge")) {
+			if (i + 1 >= argc || !argv[i + 1][0]) {
+				fprintf(stderr, "arbiter %s: --challenge needs a slug\n", cmdname);
+				free(args);
+				return 2;
+			}
+			slug = argv[++i];
+		} else if (i > 0 && !strncmp(argv[i], "--challenge=", 12) && argv[i][12]) {
+			slug = argv[i] + 12;
+		} else if (i > 0 && resume && !strcmp(argv[i], "--all")) {
+			all = true;
+		} else if (i > 0 && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
+			printf("usage: arbiter %s [--challenge SLUG]%s [--config FILE] [--redis-url URL] "
+			       "[--prefix P]\n", cmdname, resume ? " [--all]" : "");
+			if (resume)
+				printf("  Lifts the pause of every replica (or of one challenge; --all: the\n"
+				       "  global pause and every challenge's). Honoured within a second.\n");
+			else
+				printf("  Every replica stops reading new jobs (with --challenge: holds back that\n"
+				       "  challenge's jobs through the delayed set) within a second; work in\n"
+				       "  flight finishes. Shown by arbiter status and the arbiter_paused metric.\n");
+			free(args);
+			return 0;
+		} else {
+			args[nargs++] = argv[i];
+		}
+	}
+	if (all && slug) {
+		fprintf(stderr, "arbiter resume: give --challenge SLUG or --all, not both\n");
+		free(args);
+		return 2;
+	}
+	rc = config_load(nargs, args, &cfg, err, sizeof(err));
+	free(args);
+	if (rc != 0) {
+		if (rc < 0)
+			config_report(cmdname, err);
+		return rc < 0 ? 2 : 0;
+	}
+	if (config_validate(&cfg, err, sizeof err) < 0) {
+		config_report(cmdname, err);
+		config_free(&cfg);
+		return 2;
+	}
+	redisContext *c = redis_open(&cfg, err, sizeof err);
+	if (!c) {
+		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, err);
+		config_free(&cfg);
+		return 1;
+	}
+	char key[512], ckey[512], now[32];
+	snprintf(key, sizeof key, "%s" PAUSE_KEY_SUFFIX, cfg.prefix);
+	snprintf(ckey, sizeof ckey, "%s" PAUSE_CHALLENGES_KEY_SUFFIX, cfg.prefix);
+	snprintf(now, sizeof now, "%lld", now_ms());
+	redisReply *r;
+	if (!resume && !slug) {
+		const char *a[] = { "SET", key, now };
+		r = redisCommandArgv(c, 3, a, NULL);
+	} else if (!resume) {
+		const char *a[] = { "SADD", ckey, slug };
+		r = redisCommandArgv(c, 3, a, NULL);
+	} else if (slug) {
+		const char *a[] = { "SREM", ckey, slug };
+		r = redisCommandArgv(c, 3, a, NULL);
+	} else if (all) {
+		const char *a[] = { "DEL", key, ckey };
+		r = redisCommandArgv(c, 3, a, NULL);
+	} else {
+		const char *a[] = { "DEL", key };
+		r = redisCommandArgv(c, 2, a, NULL);
+	}
+	rc = 0;
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, r ? r->str : c->errstr);
+		rc = 1;
+	} else if (slug) {
+		printf("%s challenge %s (prefix %s)%s\n", resume ? "resumed" : "paused", slug, cfg.prefix,
+		       r->type == REDIS_REPLY_INTEGER && r->integer == 0
+		           ? (resume ? ": it was not paused" : ": it was paused already") : "");
+	} else {
+		printf("%s every replica (prefix %s)\n", resume ? "resumed" : "paused", cfg.prefix);
+	}
+	if (r)
+		freeReplyObject(r);
+	redisFree(c);
+	config_free(&cfg);
+	return rc;
+}
+
+int cmd_pause(int argc, char **argv)
+{
+	return pause_resume(argc, argv, false);
+}
+
+int cmd_resume(int argc, char **argv)
+{
+	return pause_resume(argc, argv, true);
 }
 
 int cmd_metrics_names(int argc, char **argv)

@@ -22,6 +22,8 @@ static const struct command commands[] = {
 	{ "validate-spec", cmd_validate_spec, "check a scoring spec" },
 	{ "migrate", cmd_migrate, "apply the SQL migrations to the database" },
 	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
+	{ "pause", cmd_pause, "stop every replica reading jobs (--challenge SLUG: one challenge)" },
+	{ "resume", cmd_resume, "lift a pause (--challenge SLUG, --all)" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
 	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
 	{ "version", cmd_version, "print the version (also --version)" },
