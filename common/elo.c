@@ -1,5 +1,5 @@
 /*
- * Elo rating maths (CONTRACT §5). The expected score uses pow() in double;
+ * Elo rating maths (README "Elo"). The expected score uses pow() in double;
  * the verified bonus is applied in integer tenths so 23 × 1.1 is exactly 25.3
  * and rounds the same on every machine.
  */

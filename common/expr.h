@@ -1,5 +1,5 @@
 /*
- * Expression language of the `expression` primitive (CONTRACT §3): decimal
+ * Expression language of the `expression` primitive (README "Scoring spec"): decimal
  * numbers, declared variables, + - * / (also × ÷), unary minus, parentheses,
  * min(a, ...), max(a, ...), clamp(x, lo, hi) and comparisons (< <= > >= == !=,
  * yielding 1 or 0; a comparison's operands may not themselves be bare comparisons,

@@ -1,5 +1,5 @@
 /*
- * Evaluation of a scoring spec (CONTRACT §3; see score.h): primitives per
+ * Evaluation of a scoring spec (README "Scoring spec"; see score.h): primitives per
  * dimension, external scores from the test-suite / custom-script evaluator,
  * gates in topological order, the exact weighted total in dec6 fixed point,
  * win/draw/loss, the verified-trajectory check, constraint violations and the

@@ -1,5 +1,5 @@
 /*
- * Evaluation of a scoring spec against one submission (CONTRACT §3): the
+ * Evaluation of a scoring spec against one submission (README "Scoring spec"): the
  * primitives per dimension, gates in topological order, exact weighted total,
  * result, verified-trajectory check, constraint violations, and the result
  * JSON. Deterministic: never reads the clock. Pure: no I/O.
@@ -17,7 +17,7 @@
 
 #define SCORE_DEFAULT_MAX_STRING_BYTES ((size_t)1 << 20)
 
-struct score_match {            /* §8 --match; all optional */
+struct score_match {            /* arbiter score --match; all optional */
 	bool has_times; int64_t started_at_ms, submitted_at_ms;
 	int time_limit_secs;        /* the challenge's; 0 = unknown */
 	bool memoryless; int attempt_number;
@@ -47,7 +47,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
                const struct score_ext *ext, const struct score_limits *lim,
                struct score_result *out, char *err, size_t errlen);
 void score_result_clear(struct score_result *r);
-/* The result JSON of CONTRACT §3 (new reference): score, result, score_breakdown (dimensions
+/* The result JSON of README "Scoring spec" (new reference): score, result, score_breakdown (dimensions
  * in spec order, each {"score","weight","weighted"}), submission_warnings,
  * constraint_violations, verified, then the ext extra keys. Fractional weights are JSON
  * reals: dump them with JSON_REAL_PRECISION(15) (or use score_result_dumps), never the default
@@ -58,7 +58,7 @@ json_t *score_result_json(const struct score_result *r);
  * frees. Use it whenever result JSON is printed or stored. */
 char *score_result_dumps(const struct score_result *r);
 const char *score_outcome_name(enum score_outcome o);   /* "win" "draw" "loss" */
-/* The verified rule of §3 alone: metadata.replay_log is a non-empty array of objects whose
+/* The verified rule of README "Scoring spec" alone: metadata.replay_log is a non-empty array of objects whose
  * every `ts` is ISO 8601 within [started − 5 s, submitted + 5 s]; false without match times. */
 bool score_verified(const json_t *metadata, const struct score_match *m);
 

@@ -1,5 +1,5 @@
 /*
- * Scoring spec parsing and validation (CONTRACT §3; see spec.h). Every rule
+ * Scoring spec parsing and validation (README "Scoring spec"; see spec.h). Every rule
  * failure produces one message naming the dimension and the rule; the first
  * failure in document order wins. The parsed spec is immutable.
  */

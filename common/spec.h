@@ -1,5 +1,5 @@
 /*
- * Scoring specs (CONTRACT §3): parsing and validation of every rule, into an
+ * Scoring specs (README "Scoring spec"): parsing and validation of every rule, into an
  * immutable `struct spec` that is safe to share between evaluations and cache.
  * Validation messages name the dimension and the rule, e.g.
  * "dimension 'speed': weight 0.1234567 has more than 6 decimal places";
@@ -21,7 +21,7 @@
 enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT };
 struct spec;   /* immutable after spec_parse; safe to share and cache */
 
-/* Parses and validates (every rule of CONTRACT §3). On failure returns -1 and writes a message
+/* Parses and validates (every rule of README "Scoring spec"). On failure returns -1 and writes a message
  * naming the dimension and the rule (or "line L, column C: ..." for malformed JSON) into err.
  * On success returns 0 and *out (free with spec_free). */
 int spec_parse(const char *text, size_t len, struct spec **out, char *err, size_t errlen);

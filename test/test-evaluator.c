@@ -1,6 +1,6 @@
 /*
  * Tests of worker/evaluator.c: the test-suite and custom-script evaluators of
- * CONTRACT §7 run through a sandbox_pool, with the ordinary and hostile
+ * README "Sandbox" run through a sandbox_pool, with the ordinary and hostile
  * programs of test/sandbox/. Checks verdicts and their priority, per-case
  * figures, comparison modes, compilation errors, languages, the custom-script
  * protocol, and after every hostile run that no process is left and no host

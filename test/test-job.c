@@ -1,5 +1,5 @@
 /*
- * Tests for worker/job: entry parsing and poison detection (CONTRACT §1),
+ * Tests for worker/job: entry parsing and poison detection (README "Jobs"),
  * UUID checks, dead-letter / release argument vectors, JSON string escaping,
  * backoff bounds and time formatting.
  */

@@ -1,6 +1,6 @@
 /*
  * Unit tests for common/spec: the data table test/data/spec_cases.json (every
- * validation rule of CONTRACT §3, each with the message it must produce, and
+ * validation rule of README "Scoring spec", each with the message it must produce, and
  * valid specs that must parse), plus the parsed view: defaults, topological
  * gate order, external dimensions, thresholds and constraints.
  */

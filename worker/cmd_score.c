@@ -1,5 +1,5 @@
 /*
- * `arbiter score` and `arbiter validate-spec` (CONTRACT §8): score one
+ * `arbiter score` and `arbiter validate-spec` (README "Command line"): score one
  * submission with no server, or check a scoring spec.
  *
  *   arbiter score --spec F --submission F [--ground-truth F] [--match F]
@@ -33,7 +33,7 @@ static void score_usage(FILE *out)
 	fprintf(out,
 	        "usage: arbiter score --spec F --submission F [--ground-truth F] [--match F]\n"
 	        "                     [--max-string-bytes N]\n"
-	        "  --spec F              scoring spec (CONTRACT §3)\n"
+	        "  --spec F              scoring spec (README, Scoring spec)\n"
 	        "  --submission F        {\"answer\": ..., \"metadata\": {...}}\n"
 	        "  --ground-truth F      the challenge's ground truth (default {})\n"
 	        "  --match F             {\"started_at\", \"submitted_at\", \"time_limit_secs\",\n"
@@ -180,7 +180,7 @@ static void on_external(int rc, const struct score_ext *ext, const char *err, vo
 }
 
 /*
- * The test-suite / custom-script evaluators (CONTRACT §7) for `arbiter score`: a sandbox
+ * The test-suite / custom-script evaluators (README "Sandbox") for `arbiter score`: a sandbox
  * pool on a private loop (ARBITER_SANDBOX_SLOTS, ARBITER_LANGUAGES_FILE from the
  * environment), one evaluator_run, then scoring with its score_ext. internal_error: the
  * reason on stderr, exit 3. Log lines below warnings are not printed unless
@@ -352,7 +352,7 @@ int cmd_validate_spec(int argc, char **argv)
 {
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		printf("usage: arbiter validate-spec [--spec] F\n"
-		       "Checks a scoring spec (CONTRACT §3): prints \"ok\" and exits 0, or prints the\n"
+		       "Checks a scoring spec (README, Scoring spec): prints \"ok\" and exits 0, or prints the\n"
 		       "reason on stderr and exits 2. F \"-\" reads stdin.\n");
 		return 0;
 	}

@@ -1,5 +1,5 @@
 /*
- * commit: the exactly-once commit of CONTRACT §2, for many jobs per
+ * commit: the exactly-once commit of sql/README.md, for many jobs per
  * transaction.
  *
  * A batch is one reserved connection and two pipelined round trips:

@@ -1,5 +1,5 @@
 /*
- * The test-suite and custom-script evaluators (CONTRACT §7) on top of the
+ * The test-suite and custom-script evaluators (README "Sandbox") on top of the
  * sandbox. An evaluation is a small state machine driven by sandbox callbacks:
  *
  *   EV_COMPILE  the language has a compile step: one sandbox run that hands
@@ -7,7 +7,7 @@
  *   EV_CASES    test-suite: one sandbox run per case, one after another (a
  *               case re-queues behind other evaluations, so slots are shared
  *               fairly), each compared with the expected output
- *   EV_SCRIPT   custom-script: one run with the §7 document on stdin
+ *   EV_SCRIPT   custom-script: one run with the document of README "Sandbox" on stdin
  *   EV_DONE     the callback ran; the evaluation waits for its timer to close
  *
  * The language table (deploy/languages.json) is compiled in as the default;
@@ -173,7 +173,7 @@ static int lim_field(const json_t *o, const char *k, uint64_t max, uint64_t *out
 	return 0;
 }
 
-/* Reads the §7 limits object ({cpu_ms, wall_ms, memory_mb, processes, output_kb}) over the
+/* Reads the limits object (README "Sandbox") ({cpu_ms, wall_ms, memory_mb, processes, output_kb}) over the
  * defaults in *l, clamping to safe maxima. */
 static int parse_limits(const json_t *o, struct sandbox_limits *l)
 {

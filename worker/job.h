@@ -1,7 +1,7 @@
 /*
  * job: one stream entry of {prefix}:jobs on its way through the worker, and
  * the pure helpers around it: parsing and checking an entry's fields
- * (CONTRACT §1), UUID checks, the dead-letter / release argument vectors,
+ * (README "Jobs"), UUID checks, the dead-letter / release argument vectors,
  * JSON string escaping for the SQL batches, and retry backoff.
  *
  * Ownership: a job belongs to the worker's list of live jobs from the moment

@@ -28,7 +28,7 @@
  * (NULL/"" → "unknown"); outcome: completed, rejected, failed, dead_lettered,
  * deferred, duplicate. Strings are not retained. */
 void metrics_job(const char *evaluator, const char *outcome);
-/* Counts one rejection by reason: the §4 reasons (submission_not_found,
+/* Counts one rejection by reason: the reasons of README "Validation before scoring" (submission_not_found,
  * not_match_owner, match_expired, match_not_active, invalid_spec) and
  * rate_limited. */
 void metrics_rejected(const char *reason);

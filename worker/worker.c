@@ -5,7 +5,7 @@
  *   XREADGROUP (own connection, BLOCK 1000, COUNT = free slots)
  *   → job_new: fields checked (poison → {prefix}:dead + XACK)
  *   → load_q → one query for many jobs (submission + match + challenge)
- *   → duplicate / §4 checks (rejections go to the commit as OP_REJECT)
+ *   → duplicate / validation checks (rejections go to the commit as OP_REJECT)
  *   → rl_check (rate limit; deferred jobs leave the stream inside the script)
  *   → evaluate (deterministic inline, sandbox evaluators asynchronously)
  *   → commit_q → commit.c: one transaction for many jobs
@@ -1059,7 +1059,7 @@ static void start_eval_stage(struct worker *w, struct job *j)
 	evaluate(w, j);
 }
 
-/* §4 in order, then the rate limit and the evaluation. */
+/* README "Validation before scoring" in order, then the rate limit and the evaluation. */
 static void after_load(struct worker *w, struct job *j)
 {
 	struct job_row *r = &j->row;

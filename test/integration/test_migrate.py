@@ -3,7 +3,7 @@
 
 Against a private PostgreSQL (test/services.py): applies on an empty database,
 is idempotent, three concurrent runs all succeed and apply once, the columns
-are exactly CONTRACT §2 plus the documented additions, an API server's minimal
+are exactly those of sql/README.md, an API server's minimal
 INSERTs work, the append-only tables refuse UPDATE/DELETE/TRUNCATE, the
 checks hold, an edited migration is detected, and no password is printed.
 """
@@ -55,7 +55,7 @@ def expect_error(url, sql, params=None):
         c.close()
 
 
-# (column, data_type, nullable, default contains) -- CONTRACT §2 + DESIGN.md additions.
+# (column, data_type, nullable, default contains) -- sql/README.md: the API columns plus the documented additions.
 EXPECTED = {
     "agents": [
         ("id", "uuid", False, "gen_random_uuid()"), ("name", "text", False, None),
@@ -135,7 +135,7 @@ def check_columns(url):
 
 
 def seed_api_rows(url):
-    """What an API server inserts: only the §2 columns, defaults for the rest."""
+    """What an API server inserts: only the API columns of sql/README.md, defaults for the rest."""
     with psycopg2.connect(url) as c, c.cursor() as cur:
         cur.execute("INSERT INTO agents (id, name) VALUES (gen_random_uuid(), 'alpha') RETURNING id")
         agent = cur.fetchone()[0]

@@ -3,7 +3,7 @@
 
 Against a private PostgreSQL and Redis: a dry run enqueues nothing; selection
 by ids, by challenge (slug or id) and by submitted_at range XADDs the right
-jobs with the §1 fields; submissions without a result are enqueued as
+jobs with the fields of README "Jobs"; submissions without a result are enqueued as
 `evaluate` when still queued and skipped otherwise; SQL-injection-looking
 input is only ever data; errors exit non-zero without printing passwords.
 """
@@ -108,7 +108,7 @@ def main():
         ok(all(x["kind"] == "reevaluate" and x["elo"] == "adjust" for x in e), "kind=reevaluate elo=adjust", e)
         ok(all(t0 - 1000 <= int(x["enqueued_at"]) <= int(time.time() * 1000) for x in e),
            "enqueued_at is Unix ms", e)
-        ok(all(set(x) == {"submission_id", "kind", "elo", "enqueued_at"} for x in e), "only §1 fields", e)
+        ok(all(set(x) == {"submission_id", "kind", "elo", "enqueued_at"} for x in e), "only the documented job fields", e)
         r.delete("arbiter:jobs")
 
         # By challenge slug: two re-evaluations + one evaluate (still queued).

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Differential test of `arbiter score` (CONTRACT §3, §8) against an independent
+"""Differential test of `arbiter score` (README "Scoring spec"; README "Command line") against an independent
 Python reference of the scoring contract, written from the contract text and the
 README's "Choices where the contract is silent" (not from the C sources).
 
@@ -10,7 +10,7 @@ README's "Choices where the contract is silent" (not from the C sources).
    whole result JSON: key order, scores, exact decimal weights and weighted
    values, result, verified, constraint violations, and warnings by
    (severity, field) (their wording is left open by the contract).
-2. Spec validation: every invalid-spec rule of §3 exits 2 naming the dimension
+2. Spec validation: every invalid-spec rule of README "Scoring spec" exits 2 naming the dimension
    and the rule; valid specs (weights summing to exactly 1 in decimal) pass.
 
 Environment: ARBITER_BIN (the built binary), SCORE_DIFF_SEED (default 20240501),
@@ -1430,7 +1430,7 @@ def fixed_cases():
 
 
 # ---------------------------------------------------------------------------
-# Spec validation (§3): every invalid-spec rule exits 2 naming the dimension
+# Spec validation (README "Scoring spec"): every invalid-spec rule exits 2 naming the dimension
 # and the rule; valid specs are accepted.
 # ---------------------------------------------------------------------------
 
@@ -1611,7 +1611,7 @@ DROP = object()
 
 
 # ---------------------------------------------------------------------------
-# Elo (§5) reference: `test_score_differential.py --elo-table` prints the case
+# Elo (README "Elo") reference: `test_score_differential.py --elo-table` prints the case
 # table of test/test-elo.c (the C module is checked there, against these values).
 # ---------------------------------------------------------------------------
 

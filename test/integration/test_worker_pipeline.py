@@ -3,7 +3,7 @@
 
 Against a private redis-server and postgres: an API server inserts agents,
 challenges, matches and submissions and XADDs the jobs; the worker scores
-them and commits everything of CONTRACT §2. Checks: the seed's worked example
+them and commits everything of sql/README.md. Checks: the seed's worked example
 (823, weighted 103.5 stored exactly), every deterministic primitive family
 (compared with `arbiter score` on the same inputs), the result row, its
 dimension rows, the match, the agent (Elo, counts, streaks), elo_history

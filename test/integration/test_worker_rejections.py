@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""`arbiter worker`: CONTRACT §4 rejections and poison entries (TAP on stdout).
+"""`arbiter worker`: README "Validation before scoring" rejections and poison entries (TAP on stdout).
 
-Each §4 reason in its place (not_match_owner, match_expired, match_not_active,
+Each reason of README "Validation before scoring" in its place (not_match_owner, match_expired, match_not_active,
 invalid_spec with the validation message in last_error), the first failing
 check wins, rejected submissions get no result and move no Elo; poison
 entries (missing / invalid submission_id, unknown kind or elo value, unknown
@@ -70,7 +70,7 @@ def main():
                 ok(row[2] and "weight" in row[2], "invalid_spec: validation message in last_error",
                    row[2])
         eq(a.q1("SELECT status, reject_reason FROM submissions WHERE id = %s", first_wins),
-           ("rejected", "not_match_owner"), "checks run in §4 order")
+           ("rejected", "not_match_owner"), "checks run in the documented order")
         eq(a.val("SELECT count(*) FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])",
                  subs), 0, "no result for rejected submissions")
         eq(a.val("SELECT count(*) FROM elo_history"), 0, "no Elo history")

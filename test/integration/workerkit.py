@@ -2,7 +2,7 @@
 
 They drive the worker from outside exactly as an API server would: rows are
 inserted into agents / challenges / matches / submissions with psycopg2
-(naming only the CONTRACT §2 columns), jobs are XADDed with redis-py, and the
+(naming only the sql/README.md columns), jobs are XADDed with redis-py, and the
 outcome is read back from PostgreSQL and Redis. Worker processes are started
 from $ARBITER_BIN with their stderr captured in a file (shown on failure).
 
@@ -208,7 +208,7 @@ class Arena:
             return 0
 
 
-# -- Elo (CONTRACT §5), for replays ---------------------------------------------------
+# -- Elo (README "Elo"), for replays ---------------------------------------------------
 
 def round_half_away(x):
     import math
