@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <uv.h>
+
 #define PAUSE_KEY_SUFFIX ":paused"
 #define PAUSE_CHALLENGES_KEY_SUFFIX ":paused:challenges"
 #define PAUSE_POLL_MS 500
@@ -36,5 +38,22 @@ bool pause_state_holds(const struct pause_state *st, const char *slug);
 
 /* Frees the slugs (not st). */
 void pause_state_clear(struct pause_state *st);
+
+struct rq;
+struct pause_poller;
+
+/* Polls the two keys on rq every PAUSE_POLL_MS (GET and SMEMBERS, pipelined) and keeps
+ * a pause_state. changed(data) runs (on the loop, never synchronously here) after a poll
+ * that changed the state. A failed poll keeps the last known state. prefix is copied;
+ * rq is borrowed and must outlive the poller (stop it first). Returns the poller. */
+struct pause_poller *pause_poller_new(uv_loop_t *loop, struct rq *rq, const char *prefix,
+                                      void (*changed)(void *data), void *data);
+
+/* The current state (valid until the next poll). */
+const struct pause_state *pause_poller_state(const struct pause_poller *p);
+
+/* Stops polling; p is freed once its timer closed and its last command answered (the loop
+ * must run). NULL ok. */
+void pause_poller_free(struct pause_poller *p);
 
 #endif
