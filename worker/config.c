@@ -98,6 +98,10 @@ static const struct cfg_key keys[] = {
 	  "longest wait to fill a commit batch while another commit runs (0 = none)" },
 	{ "ARBITER_PG_QUERY_TIMEOUT_MS", CFG_MS, OFF(pg_query_timeout_ms), "30s", 100, 3600000, NULL,
 	  "a PostgreSQL round trip (or wait for a connection) longer than this is abandoned and retried" },
+	{ "ARBITER_RETRY_BASE_MS", CFG_MS, OFF(retry_base_ms), "15s", 10, 86400000, NULL,
+	  "a job that failed waits about this long before its 2nd attempt, doubling per attempt (jitter: half to all of it)" },
+	{ "ARBITER_RETRY_MAX_MS", CFG_MS, OFF(retry_max_ms), "10m", 10, 86400000, NULL,
+	  "the longest wait between two attempts of a failing job" },
 	{ "ARBITER_SANDBOX_UID_BASE", CFG_SIZE, OFF(sandbox_uid_base), "0", 0, 4000000000LL, NULL,
 	  "first uid/gid of the sandbox slots (slot i runs as base + i); 0 = built-in default, else >= 1000" },
 	{ "ARBITER_SANDBOX_CGROUP", CFG_ENUM, OFF(sandbox_cgroup), "auto", 0, 0, "auto|none",
@@ -530,6 +534,11 @@ int config_validate(const struct config *c, char *err, size_t errlen)
 		return -1;
 	}
 	PQconninfoFree(opts);
+	if (c->retry_max_ms < c->retry_base_ms) {
+		set_err(err, errlen, "ARBITER_RETRY_MAX_MS: %d ms is below ARBITER_RETRY_BASE_MS (%d ms)",
+		        c->retry_max_ms, c->retry_base_ms);
+		return -1;
+	}
 	if (c->sandbox_uid_base && c->sandbox_uid_base < 1000) {
 		set_err(err, errlen, "ARBITER_SANDBOX_UID_BASE: %zu is below 1000 (0 = default)",
 		        c->sandbox_uid_base);

@@ -32,6 +32,7 @@ struct config {
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
+	int retry_base_ms, retry_max_ms;              /* backoff of failing jobs (attempts) */
 	size_t sandbox_uid_base;                      /* 0 = sandbox default */
 	char *sandbox_cgroup;                         /* auto|none */
 	char *log_format;                             /* auto|json|text */

@@ -31,6 +31,9 @@
 #include "metrics.h"
 #include "util.h"
 
+/* While connection attempts keep failing, their reason is logged at most this often. */
+#define PGC_ERR_LOG_MS 30000
+
 #define PGC_DEFAULT_SIZE 4
 #define PGC_DEFAULT_CONNECT_MS 5000
 #define PGC_DEFAULT_QUERY_MS 30000
@@ -127,6 +130,8 @@ struct pgc_pool {
 	struct waiter *whead, *wtail;
 	uv_timer_t kick;
 	uv_timer_t wtimer;       /* expires pgc_run waiters */
+	char last_err[512];      /* why the last connection attempt failed ("" after a success) */
+	uint64_t last_err_logged; /* loop time of the last warning about it (rate bound) */
 	bool closing;
 	bool all_closed;         /* close_all ran: every handle is closing */
 	bool finished;
@@ -507,11 +512,20 @@ static void conn_lost(struct pgc_conn *c, const char *why, const char *sqlstate)
 static void attempt_failed(struct pgc_conn *c, const char *why)
 {
 	char *msg = one_line(why);
-	/* The first failure in a row is a warning; the retries that follow are debug lines. */
-	if (!c->failing)
+	struct pgc_pool *p = c->pool;
+	uint64_t now = uv_now(p->loop);
+	/* The first failure in a row is a warning, and while it lasts it is repeated at most
+	 * every PGC_ERR_LOG_MS (a wrong password must not go silent); the other retries are
+	 * debug lines. */
+	bool repeat = p->last_err_logged == 0 || now - p->last_err_logged >= PGC_ERR_LOG_MS ||
+	              strcmp(p->last_err, msg);
+	snprintf(p->last_err, sizeof p->last_err, "%s", msg);
+	if (!c->failing || repeat) {
 		LOGW(NULL, NULL, "postgres[%d]: cannot connect (retrying with backoff): %s", c->idx, msg);
-	else
+		p->last_err_logged = now ? now : 1;
+	} else {
 		LOGD(NULL, NULL, "postgres[%d]: cannot connect: %s", c->idx, msg);
+	}
 	c->failing = true;
 	free(msg);
 	drop_pg(c);
@@ -528,6 +542,8 @@ static void connected(struct pgc_conn *c)
 	c->state = CS_READY;
 	c->backoff_ms = 0;
 	c->failing = false;
+	c->pool->last_err[0] = '\0';
+	c->pool->last_err_logged = 0;
 	if (c->ever_connected) {
 		LOGI(NULL, NULL, "postgres[%d]: reconnected", c->idx);
 		metrics_reconnect("postgres");
@@ -1070,6 +1086,11 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 		start_attempt(&p->conns[i]);
 	*out = p;
 	return 0;
+}
+
+const char *pgc_pool_last_error(const struct pgc_pool *p)
+{
+	return p ? p->last_err : "";
 }
 
 bool pgc_pool_ready(const struct pgc_pool *p)

@@ -36,6 +36,10 @@ struct pgc_opts {
  * lives until pgc_pool_close's done callback. */
 int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **out);
 
+/* Why the last connection attempt failed (one line, no password; "" once a connection
+ * succeeded). For /readyz and status. */
+const char *pgc_pool_last_error(const struct pgc_pool *p);
+
 /* True when at least one connection is up (idle or busy). */
 bool pgc_pool_ready(const struct pgc_pool *p);
 

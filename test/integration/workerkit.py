@@ -68,6 +68,9 @@ class Worker:
             "ARBITER_METRICS_ADDR": "",
             "ARBITER_RATE_LIMIT": "0",
             "ARBITER_LOG_LEVEL": "info",
+            # The tests were written for quick retries; the defaults wait minutes.
+            "ARBITER_RETRY_BASE_MS": "100ms",
+            "ARBITER_RETRY_MAX_MS": "10s",
         })
         # Under -Db_sanitize=undefined a finding must fail the test, not just print.
         e.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
