@@ -71,6 +71,7 @@ static struct {
 	uint64_t reconnects[NTARGET];
 	uint64_t ratelimit[NDECISION];
 	long inflight, sandbox_busy;
+	long paused, paused_challenges;
 	long stream_len, lag, pending, delayed, dead;
 	struct histogram eval[NEVAL];
 	struct histogram e2e;
@@ -133,6 +134,12 @@ void metrics_e2e_seconds(double secs)
 void metrics_inflight(int n)
 {
 	M.inflight = n < 0 ? 0 : n;
+}
+
+void metrics_paused(int all, int challenges)
+{
+	M.paused = all ? 1 : 0;
+	M.paused_challenges = challenges < 0 ? 0 : challenges;
 }
 
 void metrics_sandbox_busy(int n)
@@ -449,6 +456,10 @@ int metrics_render(struct strbuf *out)
 	                 "Rate-limit decisions, by decision.",
 	                 "decision", decisions, NDECISION, DECISION_KNOWN, M.ratelimit);
 
+	gauge(out, "arbiter_paused", "1 while `arbiter pause` stops this worker reading jobs.",
+	      (double)M.paused);
+	gauge(out, "arbiter_paused_challenges", "Challenges whose jobs `arbiter pause --challenge` holds back.",
+	      (double)M.paused_challenges);
 	header(out, "arbiter_build_info", "gauge",
 	       "Always 1; the labels say which build runs (version: project version + git commit).");
 	{

@@ -40,6 +40,8 @@ void metrics_e2e_seconds(double secs);
 void metrics_inflight(int n);
 /* Gauge: sandbox slots in use. */
 void metrics_sandbox_busy(int n);
+/* The pause switches as this worker sees them (gauges arbiter_paused, arbiter_paused_challenges). */
+void metrics_paused(int all, int challenges);
 /* Queue gauges: XLEN of {prefix}:jobs, the group's lag and pending count,
  * ZCARD of {prefix}:delayed, XLEN of {prefix}:dead. A negative value means
  * "unknown this time" and leaves that gauge unchanged. */

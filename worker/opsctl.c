@@ -1,0 +1,316 @@
+/* opsctl: the worker's operator controls (pause, readiness gate, leaving the group); see
+ * opsctl.h. */
+#include "opsctl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "job.h"
+#include "log.h"
+#include "metrics.h"
+#include "migrate.h"
+#include "pause.h"
+#include "pgc.h"
+#include "rq.h"
+#include "util.h"
+#include "worker.h"
+
+/* While the worker may not take jobs, the cause is logged at most this often. */
+#define CAUSE_LOG_MS 30000
+
+/* Hold: XACK + XDEL the entry and park its fields in the delayed set (the member format of
+ * worker/ratelimit.c: a JSON object of the fields plus _token = the entry id), due in
+ * ARGV[3] ms by Redis TIME. KEYS: 1 stream, 2 delayed set. ARGV: 1 group, 2 entry id,
+ * 3 delay ms, 4.. field, value pairs (a field given twice keeps its first value). Returns 1,
+ * or 0 when the entry is no longer pending for the group (someone else handled it). */
+static const char hold_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end\n"
+	"redis.call('XDEL', KEYS[1], ARGV[2])\n"
+	"local job = {}\n"
+	"for i = 4, #ARGV - 1, 2 do\n"
+	"  if job[ARGV[i]] == nil then job[ARGV[i]] = ARGV[i + 1] end\n"
+	"end\n"
+	"job['_token'] = ARGV[2]\n"
+	"redis.call('ZADD', KEYS[2], string.format('%.0f', now + tonumber(ARGV[3])), cjson.encode(job))\n"
+	"return 1\n";
+
+/* Leave: delete the consumer ARGV[2] of group ARGV[1] on stream KEYS[1] only if it has no
+ * pending entry. Returns 1 deleted, 0 kept (pending entries), -1 no such group. */
+static const char leave_lua[] =
+	"local ok, p = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])\n"
+	"if not ok then return -1 end\n"
+	"if #p > 0 then return 0 end\n"
+	"redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])\n"
+	"return 1\n";
+
+struct opsctl {
+	struct worker *w;
+	struct pause_poller *pp;
+	char cause[256];
+	uint64_t cause_logged;
+	char **held;                /* challenge ids of the paused slugs */
+	size_t nheld;
+	bool resolving, resolve_again;
+	int refs;                   /* callbacks still to come (hold, leave, resolve) */
+	bool closing;
+};
+
+static void maybe_free(struct opsctl *o)
+{
+	if (!o->closing || o->refs)
+		return;
+	for (size_t i = 0; i < o->nheld; i++)
+		free(o->held[i]);
+	free(o->held);
+	free(o);
+}
+
+static void resolve(struct opsctl *o);
+
+static void on_resolved(const struct pgc_result *r, void *data)
+{
+	struct opsctl *o = data;
+	o->refs--;
+	o->resolving = false;
+	if (o->closing) {
+		maybe_free(o);
+		return;
+	}
+	if (r->err) {
+		LOGW(NULL, NULL, "pause: cannot resolve the paused challenges: %s", r->err);
+		o->resolve_again = true;    /* try again at the next poll that changes, or below */
+	} else {
+		for (size_t i = 0; i < o->nheld; i++)
+			free(o->held[i]);
+		free(o->held);
+		int n = PQntuples(r->res[0]);
+		o->held = n ? xcalloc((size_t)n, sizeof *o->held) : NULL;
+		o->nheld = (size_t)n;
+		for (int i = 0; i < n; i++)
+			o->held[i] = xstrdup(PQgetvalue(r->res[0], i, 0));
+	}
+	if (o->resolve_again) {
+		o->resolve_again = false;
+		resolve(o);
+	}
+}
+
+/* Resolves the paused slugs to challenge ids (one query; again if they change meanwhile). */
+static void resolve(struct opsctl *o)
+{
+	const struct pause_state *st = pause_poller_state(o->pp);
+	if (o->resolving) {
+		o->resolve_again = true;
+		return;
+	}
+	if (!st->nslugs) {
+		for (size_t i = 0; i < o->nheld; i++)
+			free(o->held[i]);
+		free(o->held);
+		o->held = NULL;
+		o->nheld = 0;
+		return;
+	}
+	/* A text[] literal: {"a","b"} with " and \ escaped. */
+	struct strbuf arr = { 0 };
+	strbuf_add(&arr, "{", 1);
+	for (size_t i = 0; i < st->nslugs; i++) {
+		strbuf_add(&arr, i ? ",\"" : "\"", i ? 2 : 1);
+		for (const char *c = st->slugs[i]; *c; c++) {
+			if (*c == '"' || *c == '\\')
+				strbuf_add(&arr, "\\", 1);
+			strbuf_add(&arr, c, 1);
+		}
+		strbuf_add(&arr, "\"", 1);
+	}
+	strbuf_add(&arr, "}", 1);
+	const char *params[1] = { arr.buf };
+	struct pgc_stmt s = { "SELECT id::text FROM challenges WHERE slug = ANY($1::text[])", 1, params };
+	if (pgc_run(o->w->pg, &s, 1, on_resolved, o) == 0) {
+		o->resolving = true;
+		o->refs++;
+	}
+	strbuf_free(&arr);
+}
+
+static void on_pause_changed(void *data)
+{
+	struct opsctl *o = data;
+	const struct pause_state *st = pause_poller_state(o->pp);
+	metrics_paused(st->all, (int)st->nslugs);
+	if (st->all)
+		LOGW(NULL, NULL, "paused by `arbiter pause`: taking no new jobs (in-flight work finishes)");
+	else
+		LOGI(NULL, NULL, "not paused (%zu paused challenge(s))", st->nslugs);
+	resolve(o);
+	worker_kick(o->w);
+}
+
+struct opsctl *opsctl_new(struct worker *w)
+{
+	struct opsctl *o = xcalloc(1, sizeof *o);
+	o->w = w;
+	o->pp = pause_poller_new(w->loop, w->rq_cmd, w->cfg->prefix, on_pause_changed, o);
+	metrics_paused(0, 0);
+	return o;
+}
+
+void opsctl_free(struct opsctl *o)
+{
+	if (!o || o->closing)
+		return;
+	o->closing = true;
+	pause_poller_free(o->pp);
+	o->pp = NULL;
+	maybe_free(o);
+}
+
+bool opsctl_may_take(struct opsctl *o, char *why, size_t n)
+{
+	struct worker *w = o->w;
+	char cause[256] = "";
+	if (!w->migrations_ok) {
+		if (w->db_version >= 0)
+			snprintf(cause, sizeof cause, "database schema at version %d, this binary needs %d: "
+			         "run arbiter migrate", w->db_version, migrate_latest());
+		else
+			snprintf(cause, sizeof cause, "database schema not checked yet (or no "
+			         "arbiter_migrations table: run arbiter migrate)");
+	} else if (o->pp && pause_poller_state(o->pp)->all) {
+		snprintf(cause, sizeof cause, "paused (arbiter resume)");
+	}
+	if (!cause[0]) {
+		if (o->cause[0])
+			LOGI(NULL, NULL, "taking jobs again (was: %s)", o->cause);
+		o->cause[0] = '\0';
+		return true;
+	}
+	uint64_t now = uv_now(w->loop);
+	if (strcmp(cause, o->cause) || now - o->cause_logged >= CAUSE_LOG_MS) {
+		if (strncmp(cause, "paused", 6) && strncmp(cause, "database schema not checked", 27))
+			LOGW(NULL, NULL, "taking no jobs: %s", cause);
+		o->cause_logged = now;
+	}
+	snprintf(o->cause, sizeof o->cause, "%s", cause);
+	if (why && n)
+		snprintf(why, n, "%s", cause);
+	return false;
+}
+
+bool opsctl_holds(const struct opsctl *o, const struct job *j)
+{
+	for (size_t i = 0; i < o->nheld; i++)
+		if (!strcmp(o->held[i], j->row.challenge_id))
+			return true;
+	return false;
+}
+
+struct hold_req {
+	struct opsctl *o;
+	struct job *j;
+	void (*done)(struct worker *w, struct job *j, bool ok);
+};
+
+static void on_hold(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct hold_req *h = data;
+	struct opsctl *o = h->o;
+	(void)r;
+	o->refs--;
+	bool ok = !err && reply && reply->type == REDIS_REPLY_INTEGER;
+	if (!ok)
+		LOGW(h->j->sub, h->j->id, "holding a paused challenge's job failed: %s",
+		     err ? err : reply && reply->str ? reply->str : "unexpected reply");
+	else if (reply->integer == 1)
+		LOGD(h->j->sub, h->j->id, "challenge paused: job held for %d ms", PAUSE_HOLD_MS);
+	/* integer 0: no longer pending for us, someone else handled it: drop it too. */
+	h->done(o->w, h->j, ok);
+	free(h);
+	maybe_free(o);
+}
+
+void opsctl_hold(struct opsctl *o, struct job *j,
+                 void (*done)(struct worker *w, struct job *j, bool ok))
+{
+	struct worker *w = o->w;
+	int argc = 9 + 2 * j->nf;
+	const char **argv = xcalloc((size_t)argc, sizeof *argv);
+	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
+	char delay[16];
+	snprintf(delay, sizeof delay, "%d", PAUSE_HOLD_MS);
+	const char *head[] = { "EVAL", hold_lua, "2", w->k_jobs, w->k_delayed, w->k_group, j->id, delay };
+	for (int i = 0; i < 8; i++) {
+		argv[i] = head[i];
+		lens[i] = strlen(head[i]);
+	}
+	for (int i = 0; i < 2 * j->nf; i++) {
+		argv[8 + i] = j->fields[i];
+		lens[8 + i] = j->flens[i];
+	}
+	argc = 8 + 2 * j->nf;
+	struct hold_req *h = xcalloc(1, sizeof *h);
+	h->o = o;
+	h->j = j;
+	h->done = done;
+	o->refs++;
+	if (rq_cmdv(w->rq_cmd, 0, on_hold, h, argc, argv, lens) < 0) {
+		/* Not queued (closing): report through the same path on the next turn is not
+		 * possible here, so fail it now (the caller retries it later). */
+		o->refs--;
+		free(h);
+		free(argv);
+		free(lens);
+		done(w, j, false);
+		return;
+	}
+	free(argv);
+	free(lens);
+}
+
+struct leave_req {
+	struct opsctl *o;
+	void (*done)(struct worker *w);
+};
+
+static void on_leave(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct leave_req *l = data;
+	struct worker *w = l->o->w;
+	(void)r;
+	l->o->refs--;
+	if (err || !reply || reply->type != REDIS_REPLY_INTEGER)
+		LOGW(NULL, NULL, "leaving the consumer group failed (the consumer stays; `arbiter "
+		     "status --prune` removes it): %s",
+		     err ? err : reply && reply->str ? reply->str : "unexpected reply");
+	else if (reply->integer == 1)
+		LOGI(NULL, NULL, "left the consumer group (consumer %s removed)", w->cfg->worker_id);
+	else if (reply->integer == 0)
+		LOGI(NULL, NULL, "consumer %s kept: it still has pending entries", w->cfg->worker_id);
+	void (*done)(struct worker *) = l->done;
+	struct opsctl *o = l->o;
+	free(l);
+	done(w);
+	maybe_free(o);
+}
+
+void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))
+{
+	struct worker *w = o->w;
+	struct leave_req *l = xcalloc(1, sizeof *l);
+	l->o = o;
+	l->done = done;
+	const char *argv[] = { "EVAL", leave_lua, "1", w->k_jobs, w->k_group, w->cfg->worker_id };
+	o->refs++;
+	if (!rq_connected(w->rq_cmd) || rq_cmdv(w->rq_cmd, 2000, on_leave, l, 6, argv, NULL) < 0) {
+		o->refs--;
+		free(l);
+		LOGW(NULL, NULL, "Redis unavailable at exit: consumer %s stays in the group "
+		     "(`arbiter status --prune` removes it)", w->cfg->worker_id);
+		done(w);
+	}
+}

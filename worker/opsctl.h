@@ -1,0 +1,52 @@
+/*
+ * opsctl: the worker's operator controls, kept out of the job pipeline
+ * (worker.c calls these at a few points):
+ *
+ * - whether the worker may take jobs now (read or claim): not while the
+ *   database schema is older than this binary, not while paused
+ *   (`arbiter pause`); the cause is logged when it starts and every 30 s;
+ * - challenge pauses (`arbiter pause --challenge SLUG`): the slugs are
+ *   resolved to challenge ids, and a job of such a challenge is held: moved
+ *   atomically (Lua: XACK + XDEL + ZADD) to the delayed set for
+ *   PAUSE_HOLD_MS, from which the usual promotion brings it back;
+ * - leaving the consumer group on a clean exit: our consumer is deleted
+ *   (XGROUP DELCONSUMER) only if it holds no pending entry, checked in the
+ *   same Lua script, so nothing pending is ever dropped.
+ */
+#ifndef ARBITER_OPSCTL_H
+#define ARBITER_OPSCTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct worker;
+struct job;
+struct opsctl;
+
+/* Starts polling the pause switches on w->rq_cmd. Call once the clients exist. */
+struct opsctl *opsctl_new(struct worker *w);
+
+/* Stops everything; the memory goes once the poller's last callback ran (the loop must
+ * run). Call before closing w->rq_cmd. NULL ok. */
+void opsctl_free(struct opsctl *o);
+
+/* True when the worker may take new jobs; otherwise false and why (for the log and
+ * /readyz). Logs the cause when it appears and every 30 s while it lasts. */
+bool opsctl_may_take(struct opsctl *o, char *why, size_t n);
+
+/* True when j's challenge is paused (j must be loaded). */
+bool opsctl_holds(const struct opsctl *o, const struct job *j);
+
+/* Moves j's entry to the delayed set for PAUSE_HOLD_MS, then done(w, j, ok): ok true when
+ * the entry left the stream or was no longer ours (drop the job), false when it could not
+ * be held (retry it later: safe). done runs exactly once; synchronously only when the
+ * command cannot be queued (the Redis client is closing). */
+void opsctl_hold(struct opsctl *o, struct job *j,
+                 void (*done)(struct worker *w, struct job *j, bool ok));
+
+/* Deletes our consumer from the group if it holds no pending entry, then done(w) (also
+ * when Redis is unreachable: the consumer then stays, for `arbiter status --prune`).
+ * done runs exactly once; synchronously when Redis is not connected. */
+void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w));
+
+#endif
