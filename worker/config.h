@@ -33,6 +33,7 @@ struct config {
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
 	int retry_base_ms, retry_max_ms;              /* backoff of failing jobs (attempts) */
+	int dead_letter_max;                          /* {prefix}:dead cap, 0 = none */
 	size_t sandbox_uid_base;                      /* 0 = sandbox default */
 	char *sandbox_cgroup;                         /* auto|none */
 	char *log_format;                             /* auto|json|text */

@@ -48,8 +48,13 @@ static const char leave_lua[] =
 	"redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])\n"
 	"return 1\n";
 
+/* The dead-letter stream is trimmed to ARBITER_DEAD_LETTER_MAX this often. */
+#define DEAD_TRIM_MS 60000
+
 struct opsctl {
 	struct worker *w;
+	uv_timer_t trim;            /* XTRIM of the dead-letter stream */
+	bool trim_closed;
 	struct pause_poller *pp;
 	char cause[256];
 	uint64_t cause_logged;
@@ -62,7 +67,7 @@ struct opsctl {
 
 static void maybe_free(struct opsctl *o)
 {
-	if (!o->closing || o->refs)
+	if (!o->closing || o->refs || !o->trim_closed)
 		return;
 	for (size_t i = 0; i < o->nheld; i++)
 		free(o->held[i]);
@@ -151,10 +156,46 @@ static void on_pause_changed(void *data)
 	worker_kick(o->w);
 }
 
+static void on_trimmed(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct opsctl *o = data;
+	(void)r;
+	o->refs--;
+	if (!err && reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0)
+		LOGI(NULL, NULL, "dead letters: trimmed %lld oldest entries (ARBITER_DEAD_LETTER_MAX %d)",
+		     reply->integer, o->w->cfg->dead_letter_max);
+	else if (!err && reply && reply->type == REDIS_REPLY_ERROR)
+		LOGW(NULL, NULL, "dead letters: XTRIM: %s", reply->str);
+	maybe_free(o);
+}
+
+static void trim_cb(uv_timer_t *t)
+{
+	struct opsctl *o = t->data;
+	struct worker *w = o->w;
+	char max[16];
+	if (!w->cfg->dead_letter_max || !rq_connected(w->rq_cmd))
+		return;
+	snprintf(max, sizeof max, "%d", w->cfg->dead_letter_max);
+	const char *argv[] = { "XTRIM", w->k_dead, "MAXLEN", "~", max };
+	if (rq_cmdv(w->rq_cmd, 0, on_trimmed, o, 5, argv, NULL) == 0)
+		o->refs++;
+}
+
+static void on_trim_closed(uv_handle_t *h)
+{
+	struct opsctl *o = h->data;
+	o->trim_closed = true;
+	maybe_free(o);
+}
+
 struct opsctl *opsctl_new(struct worker *w)
 {
 	struct opsctl *o = xcalloc(1, sizeof *o);
 	o->w = w;
+	uv_timer_init(w->loop, &o->trim);
+	o->trim.data = o;
+	uv_timer_start(&o->trim, trim_cb, 5000, DEAD_TRIM_MS);
 	o->pp = pause_poller_new(w->loop, w->rq_cmd, w->cfg->prefix, on_pause_changed, o);
 	metrics_paused(0, 0);
 	return o;
@@ -165,6 +206,8 @@ void opsctl_free(struct opsctl *o)
 	if (!o || o->closing)
 		return;
 	o->closing = true;
+	uv_timer_stop(&o->trim);
+	uv_close((uv_handle_t *)&o->trim, on_trim_closed);
 	pause_poller_free(o->pp);
 	o->pp = NULL;
 	maybe_free(o);
