@@ -153,7 +153,15 @@ static void on_pause_changed(void *data)
 	else
 		LOGI(NULL, NULL, "not paused (%zu paused challenge(s))", st->nslugs);
 	resolve(o);
-	worker_kick(o->w);
+	struct worker *w = o->w;
+	if (st->all && w->reading && w->read_client_id > 0) {
+		/* End the blocked XREADGROUP now, so nothing is delivered after the pause. */
+		char id[24];
+		snprintf(id, sizeof id, "%lld", w->read_client_id);
+		const char *argv[] = { "CLIENT", "UNBLOCK", id };
+		rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, argv, NULL);
+	}
+	worker_kick(w);
 }
 
 static void on_trimmed(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -177,8 +185,8 @@ static void trim_cb(uv_timer_t *t)
 	if (!w->cfg->dead_letter_max || !rq_connected(w->rq_cmd))
 		return;
 	snprintf(max, sizeof max, "%d", w->cfg->dead_letter_max);
-	const char *argv[] = { "XTRIM", w->k_dead, "MAXLEN", "~", max };
-	if (rq_cmdv(w->rq_cmd, 0, on_trimmed, o, 5, argv, NULL) == 0)
+	const char *argv[] = { "XTRIM", w->k_dead, "MAXLEN", max };
+	if (rq_cmdv(w->rq_cmd, 0, on_trimmed, o, 4, argv, NULL) == 0)
 		o->refs++;
 }
 

@@ -9,7 +9,7 @@
  *   resolved to challenge ids, and a job of such a challenge is held: moved
  *   atomically (Lua: XACK + XDEL + ZADD) to the delayed set for
  *   PAUSE_HOLD_MS, from which the usual promotion brings it back;
- * - the cap of the dead-letter stream: XTRIM {prefix}:dead MAXLEN ~
+ * - the cap of the dead-letter stream: XTRIM {prefix}:dead MAXLEN
  *   ARBITER_DEAD_LETTER_MAX every minute;
  * - leaving the consumer group on a clean exit: our consumer is deleted
  *   (XGROUP DELCONSUMER) only if it holds no pending entry, checked in the
