@@ -31,6 +31,7 @@
 #include "config.h"
 #include "log.h"
 #include "metrics.h"
+#include "lanes.h"
 #include "pause.h"
 #include "rq.h"
 #include "util.h"
@@ -53,7 +54,7 @@ struct status {
 	/* Redis */
 	bool redis_ok;
 	char redis_err[256];
-	long long xlen, lag, pending, delayed, dead, entries_read;
+	long long xlen, lag, pending, delayed, dead, entries_read, bulk;
 	bool group_exists, lag_exact;
 	char last_delivered[64];
 	char oldest_entry[64];
@@ -188,7 +189,7 @@ static int redis_gather(const struct config *cfg, struct status *st)
 {
 	redisContext *c;
 	redisReply *r;
-	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512];
+	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
 	int rc = -1;
 
 	c = redis_open(cfg, st->redis_err, sizeof(st->redis_err));
@@ -200,6 +201,14 @@ static int redis_gather(const struct config *cfg, struct status *st)
 	snprintf(delayed, sizeof(delayed), "%s:delayed", cfg->prefix);
 	snprintf(group, sizeof(group), "%s-workers", cfg->prefix);
 	snprintf(paused, sizeof(paused), "%s" PAUSE_KEY_SUFFIX, cfg->prefix);
+	snprintf(bulk, sizeof(bulk), "%s" LANES_BULK_SUFFIX, cfg->prefix);
+	{
+		const char *a[] = { "XLEN", bulk };
+		if (!(r = cmd(c, st, 2, a)))
+			goto out;
+		st->bulk = r->integer;
+		freeReplyObject(r);
+	}
 	snprintf(pausedc, sizeof(pausedc), "%s" PAUSE_CHALLENGES_KEY_SUFFIX, cfg->prefix);
 
 	{
@@ -486,6 +495,8 @@ static void print_human(const struct config *cfg, const struct status *st, const
 		} else {
 			printf("  %-28s not created yet (no worker has started)\n", "consumer group");
 		}
+		printf("  %-28s %lld%s\n", "bulk lane (re-evaluations)", st->bulk,
+		       st->bulk ? "  (fed to the stream as live jobs leave room)" : "");
 		fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
 		printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
 		if (st->next_delayed_due_ms >= 0)
@@ -573,6 +584,7 @@ static void print_json(const struct config *cfg, const struct status *st, const 
 		json_object_set_new(redis, "last_delivered_id",
 		                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
 		json_object_set_new(redis, "delayed", json_integer(st->delayed));
+		json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
 		json_object_set_new(redis, "next_delayed_due_ms",
 		                    st->next_delayed_due_ms >= 0 ? json_integer(st->next_delayed_due_ms) : json_null());
 		json_object_set_new(redis, "dead", json_integer(st->dead));

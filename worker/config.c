@@ -102,6 +102,8 @@ static const struct cfg_key keys[] = {
 	  "a job that failed waits about this long before its 2nd attempt, doubling per attempt (jitter: half to all of it)" },
 	{ "ARBITER_RETRY_MAX_MS", CFG_MS, OFF(retry_max_ms), "10m", 10, 86400000, NULL,
 	  "the longest wait between two attempts of a failing job" },
+	{ "ARBITER_BULK_SHARE", CFG_INT, OFF(bulk_share), "10", 0, 100, NULL,
+	  "percent of ARBITER_CONCURRENCY fed from the bulk lane per 500 ms while live jobs wait" },
 	{ "ARBITER_DEAD_LETTER_MAX", CFG_INT, OFF(dead_letter_max), "100000", 0, 100000000, NULL,
 	  "cap of the dead-letter stream {prefix}:dead (oldest entries trimmed every minute); 0 = no cap" },
 	{ "ARBITER_SANDBOX_UID_BASE", CFG_SIZE, OFF(sandbox_uid_base), "0", 0, 4000000000LL, NULL,

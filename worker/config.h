@@ -34,6 +34,7 @@ struct config {
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
 	int retry_base_ms, retry_max_ms;              /* backoff of failing jobs (attempts) */
 	int dead_letter_max;                          /* {prefix}:dead cap, 0 = none */
+	int bulk_share;                               /* bulk lane share, percent */
 	size_t sandbox_uid_base;                      /* 0 = sandbox default */
 	char *sandbox_cgroup;                         /* auto|none */
 	char *log_format;                             /* auto|json|text */

@@ -72,6 +72,8 @@ static struct {
 	uint64_t ratelimit[NDECISION];
 	long inflight, sandbox_busy;
 	long paused, paused_challenges;
+	long bulk_len;
+	uint64_t bulk_moved;
 	long stream_len, lag, pending, delayed, dead;
 	struct histogram eval[NEVAL];
 	struct histogram e2e;
@@ -140,6 +142,13 @@ void metrics_paused(int all, int challenges)
 {
 	M.paused = all ? 1 : 0;
 	M.paused_challenges = challenges < 0 ? 0 : challenges;
+}
+
+void metrics_bulk(long long moved, long long length)
+{
+	if (moved > 0)
+		M.bulk_moved += (uint64_t)moved;
+	M.bulk_len = length < 0 ? 0 : (long)length;
 }
 
 void metrics_sandbox_busy(int n)
@@ -460,6 +469,11 @@ int metrics_render(struct strbuf *out)
 	      (double)M.paused);
 	gauge(out, "arbiter_paused_challenges", "Challenges whose jobs `arbiter pause --challenge` holds back.",
 	      (double)M.paused_challenges);
+	gauge(out, "arbiter_bulk_lane_length", "Jobs waiting in the bulk (re-evaluation) lane.",
+	      (double)M.bulk_len);
+	header(out, "arbiter_bulk_moved_total", "counter",
+	       "Bulk-lane jobs this process moved to the live stream.");
+	sample(out, "arbiter_bulk_moved_total", NULL, (double)M.bulk_moved);
 	header(out, "arbiter_build_info", "gauge",
 	       "Always 1; the labels say which build runs (version: project version + git commit).");
 	{

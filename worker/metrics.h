@@ -42,6 +42,8 @@ void metrics_inflight(int n);
 void metrics_sandbox_busy(int n);
 /* The pause switches as this worker sees them (gauges arbiter_paused, arbiter_paused_challenges). */
 void metrics_paused(int all, int challenges);
+/* The bulk lane: jobs moved to the live stream (added up), its current length. */
+void metrics_bulk(long long moved, long long length);
 /* Queue gauges: XLEN of {prefix}:jobs, the group's lag and pending count,
  * ZCARD of {prefix}:delayed, XLEN of {prefix}:dead. A negative value means
  * "unknown this time" and leaves that gauge unchanged. */

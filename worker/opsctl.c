@@ -9,6 +9,7 @@
 #include <libpq-fe.h>
 
 #include "job.h"
+#include "lanes.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -56,6 +57,7 @@ struct opsctl {
 	uv_timer_t trim;            /* XTRIM of the dead-letter stream */
 	bool trim_closed;
 	struct pause_poller *pp;
+	struct lanes *lanes;
 	char cause[256];
 	uint64_t cause_logged;
 	char **held;                /* challenge ids of the paused slugs */
@@ -205,6 +207,11 @@ struct opsctl *opsctl_new(struct worker *w)
 	o->trim.data = o;
 	uv_timer_start(&o->trim, trim_cb, 5000, DEAD_TRIM_MS);
 	o->pp = pause_poller_new(w->loop, w->rq_cmd, w->cfg->prefix, on_pause_changed, o);
+	struct strbuf bulk = { 0 };
+	strbuf_addf(&bulk, "%s" LANES_BULK_SUFFIX, w->cfg->prefix);
+	o->lanes = lanes_new(w->loop, w->rq_cmd, w->k_jobs, bulk.buf, w->k_group,
+	                     w->cfg->concurrency, w->cfg->bulk_share);
+	strbuf_free(&bulk);
 	metrics_paused(0, 0);
 	return o;
 }
@@ -218,6 +225,8 @@ void opsctl_free(struct opsctl *o)
 	uv_close((uv_handle_t *)&o->trim, on_trim_closed);
 	pause_poller_free(o->pp);
 	o->pp = NULL;
+	lanes_free(o->lanes);
+	o->lanes = NULL;
 	maybe_free(o);
 }
 

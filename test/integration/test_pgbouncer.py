@@ -181,7 +181,7 @@ def main():
             eq(elo_rows, 6, "one elo_history row each")
 
             # requeue: re-evaluation jobs through the pooler.
-            r = run([REQUEUE, "--challenge", "bouncer", "--quiet"], env)
+            r = run([REQUEUE, "--challenge", "bouncer", "--quiet", "--lane", "live"], env)
             ok(r.returncode == 0, "scripts/requeue through the pooler", r.stdout + r.stderr)
             ok(wait_for(lambda: a.val("SELECT count(*) FROM evaluation_results r JOIN submissions s"
                                       " ON s.id = r.submission_id WHERE s.id = ANY(%s::uuid[])"

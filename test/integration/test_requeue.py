@@ -67,7 +67,7 @@ def requeue(s, *args, prefix=None, redis_url=None, db=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
-def entries(r, stream="arbiter:jobs"):
+def entries(r, stream="arbiter:jobs:bulk"):
     out = []
     for _id, fields in r.xrange(stream):
         out.append({k.decode(): v.decode() for k, v in fields.items()})
@@ -95,7 +95,7 @@ def main():
         ok("skip 00000000-0000-4000-8000-000000000000: no such submission" in out,
            "unknown id reported", out)
         ok("dry run: would enqueue 2 jobs" in out, "dry-run summary", out)
-        ok(r.xlen("arbiter:jobs") == 0, "dry run enqueued nothing")
+        ok(r.xlen("arbiter:jobs:bulk") == 0, "dry run enqueued nothing")
 
         # By ids, elo=adjust.
         t0 = int(time.time() * 1000)
@@ -109,7 +109,7 @@ def main():
         ok(all(t0 - 1000 <= int(x["enqueued_at"]) <= int(time.time() * 1000) for x in e),
            "enqueued_at is Unix ms", e)
         ok(all(set(x) == {"submission_id", "kind", "elo", "enqueued_at"} for x in e), "only the documented job fields", e)
-        r.delete("arbiter:jobs")
+        r.delete("arbiter:jobs:bulk")
 
         # By challenge slug: two re-evaluations + one evaluate (still queued).
         res = requeue(s, "--challenge", "two-sum")
@@ -121,34 +121,34 @@ def main():
         ok(all(x.get("elo") == "keep" for x in e if x["kind"] == "reevaluate"), "elo=keep by default", e)
         ok(all("elo" not in x for x in e if x["kind"] == "evaluate"), "evaluate jobs carry no elo", e)
         ok("enqueued 3 jobs" in res.stdout, "summary", res.stdout)
-        r.delete("arbiter:jobs")
+        r.delete("arbiter:jobs:bulk")
 
         # By challenge id, and a slug that looks like SQL injection is just a slug.
         res = requeue(s, "--challenge", str(ids[EVIL]))
         e = entries(r)
         ok(res.returncode == 0 and [x["submission_id"] for x in e] == [ids["s5"]],
            "by challenge id: only s5 (s4 rejected without result is skipped)", res.stdout + res.stderr)
-        r.delete("arbiter:jobs")
+        r.delete("arbiter:jobs:bulk")
         res = requeue(s, "--challenge", EVIL)
         e = entries(r)
         ok(res.returncode == 0 and [x["submission_id"] for x in e] == [ids["s5"]],
            "an injection-looking slug matches only as data", res.stdout + res.stderr)
-        r.delete("arbiter:jobs")
+        r.delete("arbiter:jobs:bulk")
         res = requeue(s, "--challenge", "nope' OR '1'='1")
         ok(res.returncode == 2 and "no challenge" in res.stderr, "unknown challenge: exit 2", res.stderr)
-        ok(r.xlen("arbiter:jobs") == 0, "nothing enqueued")
+        ok(r.xlen("arbiter:jobs:bulk") == 0, "nothing enqueued")
 
         # By time range [from, to).
         res = requeue(s, "--from", "2025-01-01T00:00:00Z", "--to", "2025-01-02T10:00:00Z")
         e = entries(r)
         ok(res.returncode == 0 and [x["submission_id"] for x in e] == [ids["s1"]],
            "time range: s1 only (s4 skipped, s2 at the exclusive bound)", res.stdout + res.stderr)
-        r.delete("arbiter:jobs")
+        r.delete("arbiter:jobs:bulk")
         res = requeue(s, "--from", "2025-01-01T00:00:00Z", "--to", "2025-01-10T00:00:00Z", "--prefix", "other")
-        e = entries(r, "other:jobs")
-        ok(res.returncode == 0 and len(e) == 4, "wider range with --prefix other: 4 jobs in other:jobs",
+        e = entries(r, "other:jobs:bulk")
+        ok(res.returncode == 0 and len(e) == 4, "wider range with --prefix other: 4 jobs in other:jobs:bulk",
            res.stdout + res.stderr)
-        ok(r.xlen("arbiter:jobs") == 0, "nothing in the default stream")
+        ok(r.xlen("arbiter:jobs:bulk") == 0, "nothing in the default stream")
         res = requeue(s, "--from", "2025-01-01'; DROP TABLE submissions; --", "--to", "2025-02-01")
         ok(res.returncode == 2 and "not an ISO 8601 timestamp" in res.stderr
            and "Traceback" not in res.stderr, "injection-looking timestamp: usage error before any SQL",
@@ -169,6 +169,12 @@ def main():
         ok(res.returncode == 1 and "hunter2pw" not in res.stdout + res.stderr,
            "PostgreSQL unreachable: exit 1 without the password", res.stderr)
 
+        # --lane live: straight into the live stream.
+        r.delete("arbiter:jobs")
+        res = requeue(s, "--ids", ids["s1"], "--lane", "live")
+        ok(res.returncode == 0 and len(entries(r, "arbiter:jobs")) == 1, "--lane live: {prefix}:jobs",
+           res.stdout + res.stderr)
+
         # A failed submission: skipped unless --include-failed.
         with psycopg2.connect(s.database_url) as c, c.cursor() as cur:
             cur.execute("SELECT agent_id, match_id FROM submissions WHERE id = %s", (ids["s3"],))
@@ -178,10 +184,10 @@ def main():
                         "'sandbox could not start', 5) RETURNING id", (match, agent))
             failed = cur.fetchone()[0]
         c.close()
-        before = r.xlen("arbiter:jobs")
+        before = r.xlen("arbiter:jobs:bulk")
         res = requeue(s, "--ids", failed)
         ok(res.returncode == 0 and "pass --include-failed" in res.stdout
-           and r.xlen("arbiter:jobs") == before, "a failed submission is skipped, with a hint",
+           and r.xlen("arbiter:jobs:bulk") == before, "a failed submission is skipped, with a hint",
            res.stdout + res.stderr)
         res = requeue(s, "--ids", failed, "--include-failed")
         e = entries(r)[before:]
@@ -193,26 +199,26 @@ def main():
         ok(row == "queued|0|-", "--include-failed set it back to queued (attempts 0, error cleared)", row)
 
         # Bulk confirmation: --elo adjust over a challenge, or more than --confirm-over jobs.
-        before = r.xlen("arbiter:jobs")
+        before = r.xlen("arbiter:jobs:bulk")
         res = subprocess.run([REQUEUE, "--database-url", s.database_url, "--redis-url", s.redis_url,
                               "--challenge", "two-sum", "--elo", "adjust"],
                              input="", capture_output=True, text=True, timeout=60)
         ok(res.returncode == 1 and "aborted" in res.stdout and "--yes" in res.stdout
-           and r.xlen("arbiter:jobs") == before,
+           and r.xlen("arbiter:jobs:bulk") == before,
            "--elo adjust over a challenge without an answer: aborted, nothing enqueued", res.stdout)
         res = subprocess.run([REQUEUE, "--database-url", s.database_url, "--redis-url", s.redis_url,
                               "--challenge", "two-sum", "--elo", "adjust"],
                              input="y\n", capture_output=True, text=True, timeout=60)
-        ok(res.returncode == 0 and r.xlen("arbiter:jobs") > before, "answered y: enqueued", res.stdout)
-        before = r.xlen("arbiter:jobs")
+        ok(res.returncode == 0 and r.xlen("arbiter:jobs:bulk") > before, "answered y: enqueued", res.stdout)
+        before = r.xlen("arbiter:jobs:bulk")
         res = subprocess.run([REQUEUE, "--database-url", s.database_url, "--redis-url", s.redis_url,
                               "--challenge", "two-sum", "--confirm-over", "1"],
                              input="n\n", capture_output=True, text=True, timeout=60)
         ok(res.returncode == 1 and "more than --confirm-over 1" in res.stdout
-           and r.xlen("arbiter:jobs") == before, "more jobs than --confirm-over, answered n: aborted",
+           and r.xlen("arbiter:jobs:bulk") == before, "more jobs than --confirm-over, answered n: aborted",
            res.stdout)
         res = requeue(s, "--challenge", "two-sum", "--confirm-over", "1", "--yes")
-        ok(res.returncode == 0 and r.xlen("arbiter:jobs") > before, "--yes enqueues without asking",
+        ok(res.returncode == 0 and r.xlen("arbiter:jobs:bulk") > before, "--yes enqueues without asking",
            res.stdout + res.stderr)
 
         # --config: the worker's file (export, trailing comments), below the environment.
@@ -224,12 +230,12 @@ def main():
         env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
         res = subprocess.run([REQUEUE, "--config", cfg, "--ids", ids["s1"]], env=env,
                              capture_output=True, text=True, timeout=60)
-        ok(res.returncode == 0 and len(entries(r, "cfgp:jobs")) == 1,
+        ok(res.returncode == 0 and len(entries(r, "cfgp:jobs:bulk")) == 1,
            "--config FILE supplies the URLs and the prefix", res.stdout + res.stderr)
         env["ARBITER_PREFIX"] = "envp"
         res = subprocess.run([REQUEUE, "--config", cfg, "--ids", ids["s1"]], env=env,
                              capture_output=True, text=True, timeout=60)
-        ok(res.returncode == 0 and len(entries(r, "envp:jobs")) == 1,
+        ok(res.returncode == 0 and len(entries(r, "envp:jobs:bulk")) == 1,
            "the environment overrides the file", res.stdout + res.stderr)
         with open(cfg, "a") as f:
             f.write("ARBITER_PREFIX=\"open\n")
