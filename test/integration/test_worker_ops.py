@@ -211,7 +211,33 @@ def main():
         finally:
             w.term()
 
-        # 6. Dead-letter cap.
+        # 6. The bulk lane: live first, bulk still advances, metrics.
+        port = free_port()
+        bulk = [a.submit(agent, ch, {"a": 1}, enqueue=False)[1] for _ in range(40)]
+        live = [a.submit(agent, ch, {"a": 1}, enqueue=False)[1] for _ in range(40)]
+        for sid in bulk:
+            rd.xadd("arbiter:jobs:bulk", {"submission_id": sid, "kind": "evaluate"})
+        for sid in live:
+            a.enqueue(sid)
+        w = Worker(s, "w-lanes", env={"ARBITER_CONCURRENCY": "4", "ARBITER_BULK_SHARE": "25",
+                                      "ARBITER_METRICS_ADDR": "127.0.0.1:%d" % port})
+        try:
+            ok(a.wait_final(live, 60), "the live jobs complete", w.tail())
+            done_bulk = a.count_status(bulk)
+            ok(done_bulk <= 10, "while live jobs waited, the bulk lane fed only its share (%d of 40 "
+               "bulk done when the 40 live ones were)" % done_bulk)
+            ok(a.wait_final(bulk, 60), "then the bulk lane is worked through", w.tail())
+            eq(rd.xlen("arbiter:jobs:bulk"), 0, "the bulk lane is empty")
+            m = http(port, "/metrics")[1]
+            mv = re.search(r"^arbiter_bulk_moved_total (\d+)", m, re.M)
+            ok(mv and int(mv.group(1)) == 40, "arbiter_bulk_moved_total counts the 40 moved jobs",
+               mv.group(0) if mv else m[-500:])
+            st = json.loads(arbiter(s, "status", "--json").stdout)["redis"]
+            eq(st.get("bulk_lane"), 0, "status --json shows the bulk lane")
+        finally:
+            w.term()
+
+        # 7. Dead-letter cap.
         for i in range(50):
             rd.xadd("arbiter:dead", {"reason": "filler", "n": str(i)})
         w = Worker(s, "w-cap", env={"ARBITER_DEAD_LETTER_MAX": "10"})
