@@ -42,11 +42,13 @@ enum job_state {
 
 /* What the commit transaction does for the job. */
 enum job_op {
-	OP_NONE,
+	OP_NONE,          /* not decided yet */
 	OP_COMPLETE,      /* first evaluation: result, dimensions, match, agent, elo_history */
 	OP_REEVAL,        /* appended result (eval_seq max+1), Elo keep/adjust */
 	OP_REJECT,        /* submission rejected with reason */
 	OP_FAIL,          /* submission failed with last_error, copy dead-lettered */
+	OP_NO_RESULT,     /* op_eff only: a reevaluation of a submission without a first
+	                   * result, found under the lock; nothing written, dead-lettered */
 };
 
 /* How the entry leaves the stream once the job is done. */
