@@ -32,7 +32,7 @@
 #include "metrics.h"
 #include "cplan.h"
 #include "pgc.h"
-#include "worker.h"
+#include "commit.h"
 
 struct cbatch {
 	struct worker *w;
@@ -314,7 +314,7 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 			struct job *j = b->jobs[i];
 			reset_job(j);
 			j->solo = true;
-			j->state = JOB_COMMIT_WAIT;
+			job_set_state(j, JOB_COMMIT_WAIT);
 			jobq_push_front(&w->commit_q, j);
 		}
 	} else {
@@ -353,7 +353,6 @@ static void on_phase2(const struct pgc_result *r, void *data)
 	w->commits_inflight--;
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
-		j->committed = true;
 		j->solo = false;
 		if (j->duplicate) {
 			LOGD(j->sub, j->id, "duplicate: the submission was already final");
@@ -699,8 +698,6 @@ static void on_conn(struct pgc_conn *c, void *data)
 {
 	struct cbatch *b = data;
 	struct worker *w = b->w;
-	for (int i = 0; i < b->n; i++)
-		b->jobs[i]->commit_waiting_conn = false;
 	if (b->jobs[0]->state == JOB_ABANDONED) {
 		/* Released at the drain deadline while it waited (every job of the
 		 * batch was): nothing was sent, nothing is. */
@@ -720,6 +717,8 @@ static void on_conn(struct pgc_conn *c, void *data)
 		commit_failed(b, &fake);
 		return;
 	}
+	for (int i = 0; i < b->n; i++)
+		job_set_state(b->jobs[i], JOB_COMMITTING);
 	b->conn = c;
 	phase1(b);
 }
@@ -756,15 +755,11 @@ void commit_flush(struct worker *w)
 		b->n = n;
 		for (int i = 0; i < n; i++) {
 			struct job *j = jobq_pop(&w->commit_q);
-			j->state = JOB_COMMITTING;
+			job_set_state(j, JOB_COMMIT_CONN);
 			b->jobs[i] = j;
 		}
 		w->commits_inflight++;
-		for (int i = 0; i < n; i++)
-			b->jobs[i]->commit_waiting_conn = true;
 		if (pgc_acquire(w->pg, on_conn, b) < 0) {
-			for (int i = 0; i < n; i++)
-				b->jobs[i]->commit_waiting_conn = false;
 			struct pgc_result fake = { 0 };
 			fake.err = "database pool closed";
 			fake.transient = true;

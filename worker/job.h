@@ -6,8 +6,8 @@
  *
  * Ownership: a job belongs to the worker's list of live jobs from the moment
  * it is read until job_free. At any time it is in exactly one state (below);
- * the state names who holds it. Only the worker (worker.c, commit.c) changes
- * states; this module has no I/O.
+ * the state names who holds it. States change only through job_set_state,
+ * whose table lists the allowed transitions; this module has no I/O.
  */
 #ifndef ARBITER_JOB_H
 #define ARBITER_JOB_H
@@ -30,15 +30,37 @@ enum job_state {
 	JOB_LOADING,      /* part of a load batch in flight (held by the batch) */
 	JOB_MARKING,      /* sandbox job: status=evaluating/attempts write in flight */
 	JOB_RATELIMIT,    /* rl_check in flight (held by its callback) */
-	JOB_EVALUATING,   /* sandbox evaluator running (held by its callback) */
+	JOB_EVALUATING,   /* evaluator running: sandbox or thread pool (held by its callback) */
 	JOB_COMMIT_WAIT,  /* queued in w->commit_q */
-	JOB_COMMITTING,   /* part of a commit batch in flight (held by the batch) */
+	JOB_COMMIT_CONN,  /* part of a commit batch waiting for a database connection: nothing
+	                   * sent yet (held by the batch) */
+	JOB_COMMITTING,   /* part of a commit batch whose statements are in flight */
 	JOB_BACKOFF,      /* waiting in w->retry_q until retry_at */
 	JOB_ACK_WAIT,     /* queued in w->ack_q (XACK+XDEL, maybe dead-letter/release) */
 	JOB_ACKING,       /* part of an ack MULTI in flight (held by its callback) */
 	JOB_ABANDONED,    /* released at the drain deadline while an async step ran: freed
 	                   * when that step's callback comes back, nothing else done */
 };
+#define JOB_NSTATES (JOB_ABANDONED + 1)
+
+/*
+ * Which fields are valid when (the rest of struct job is valid in every state):
+ *  - row, spec, source_ip of row: from the end of JOB_LOADING (the load's
+ *    callback) on; cleared when a retry restarts at STAGE_LOAD.
+ *  - res, res_json, extra, eval_*: while has_res (set at the end of
+ *    JOB_EVALUATING, or inline for deterministic scoring) until the result is
+ *    dropped (a retry at STAGE_EVAL re-evaluates).
+ *  - op, reason, last_error: from JOB_COMMIT_WAIT on (op is set by whoever
+ *    queues the commit: evaluation done, rejection, failure).
+ *  - op_eff, duplicate, eu, eval_seq, hist_*: decided under the locks during
+ *    JOB_COMMITTING (cplan), valid from then on; reset when a commit fails.
+ *  - ack, ack_reason, outcome: from JOB_ACK_WAIT on.
+ *  - retry_at, retry_stage: in JOB_BACKOFF.
+ *  - commit_queued_at: in JOB_COMMIT_WAIT.
+ *  Progress flags that survive retries (not states): rl_done (the rate limit
+ *  passed once), marked (sandbox attempt recorded), solo / load_solo (the job's
+ *  batch failed: go alone), commit_unknown (a COMMIT was lost in flight).
+ */
 
 /* What the commit transaction does for the job. */
 enum job_op {
@@ -111,7 +133,6 @@ struct job {
 	bool marked;                       /* sandbox: evaluating/attempts written */
 
 	/* Loaded data. */
-	bool loaded;
 	struct job_row row;
 	struct spec_entry *spec;           /* cache reference, or NULL */
 
@@ -133,9 +154,7 @@ struct job {
 	int ack_tries;
 	const char *outcome;               /* metrics outcome once acked (static) */
 	bool duplicate;                    /* commit found the submission final already */
-	bool committed;                    /* the commit transaction succeeded */
 	bool commit_unknown;               /* a COMMIT of it was lost in flight: it may have happened */
-	bool commit_waiting_conn;          /* JOB_COMMITTING, its batch still waits for a connection */
 
 	/* Filled by commit.c under the locks (per attempt). */
 	struct elo_update eu;
@@ -150,6 +169,17 @@ struct job {
  * aborts). Free with job_free. */
 struct job *job_new(const char *id, const char *const *fields, const size_t *lens, int nf,
                     int deliveries);
+
+/* Moves j to state `to`. The allowed transitions are one table in job.c; a
+ * transition not in it is a bug: it asserts in builds without NDEBUG, and in
+ * release builds it is counted (job_bad_transitions) and done anyway. */
+void job_set_state(struct job *j, enum job_state to);
+
+/* Transitions not in the table so far (release builds), for the metrics. */
+unsigned long job_bad_transitions(void);
+
+/* Name of a state ("load_wait", ...), for logs. */
+const char *job_state_name(enum job_state s);
 
 /* Frees everything the job owns (not the spec reference: the caller drops it
  * first). NULL ok. */
@@ -188,6 +218,11 @@ void job_json_str(struct strbuf *sb, const char *s);
 /* Backoff for retry number n (1-based): exponential from base_ms doubling up
  * to cap_ms, with jitter in [d/2, d]. rnd is a uniform random 32-bit value. */
 uint32_t job_backoff_ms(int n, uint32_t base_ms, uint32_t cap_ms, uint32_t rnd);
+
+/* Parses JSON text from PostgreSQL (jsonb as text: answer, metadata, ground
+ * truth). A document whose integers do not fit 64 bits is read again with
+ * every integer as a double. Returns a new reference, or NULL with *jerr set. */
+json_t *job_json_load(const char *text, size_t len, json_error_t *jerr);
 
 /* Unix time in ms (wall clock). */
 int64_t job_now_ms(void);

@@ -19,7 +19,7 @@
  * taken over with XAUTOCLAIM; our own in-flight entries are re-claimed
  * (XCLAIM JUSTID) before they look idle. SIGTERM drains (see start_drain).
  */
-#include "worker.h"
+#include "worker_int.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ack.h"
+#include "claim.h"
+#include "commit.h"
 #include "evaluator.h"
 #include "http.h"
 #include "log.h"
@@ -34,25 +37,21 @@
 #include "migrate.h"
 #include "pgc.h"
 #include "ratelimit.h"
+#include "reconcile.h"
 #include "rq.h"
 #include "score.h"
 #include "util.h"
 
 #define LOAD_BATCH_MAX 256
-#define ACK_BATCH_MAX 512
-#define MAX_ACKS_INFLIGHT 4
 #define READ_BLOCK_MS 1000
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000          /* Redis / PostgreSQL unreachable */
 #define BACKOFF_COUNTED_CAP_MS 10000 /* failures that use up attempts */
-#define ACK_MAX_TRIES 40
-#define CLAIM_BATCH_MAX 100
 #define GAUGES_MS 2000
 #define PROMOTE_MS 250
 #define HARD_STOP_MS 10000
 #define ABANDON_GRACE_MS 1000        /* after the drain: wait this long for abandoned jobs */
 #define MIGCHECK_MS 30000
-#define SPEC_CACHE_MAX 1024
 #define DB_WAIT_POLL_MS 50           /* no database connection: check again this often */
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -129,131 +128,12 @@ static bool status_final(const char *s)
 	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
 }
 
-/* Parses JSON text from PostgreSQL. jsonb keeps numbers exactly, so valid
- * JSON may hold integers beyond 64 bits (18446744073709551616, or 1e30 which
- * PostgreSQL prints with all its digits) that jansson refuses: those documents
- * are read again with every integer as a double, so that they can be scored
- * (a value beyond a double's range still fails). */
-static json_t *load_pg_json(const char *text, size_t len, json_error_t *jerr)
-{
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, jerr);
-	if (!v && strstr(jerr->text, "too big integer")) {
-		json_error_t e2;
-		v = json_loadb(text, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e2);
-		if (!v)
-			*jerr = e2;
-	}
-	return v;
-}
-
-/* ---- spec cache ---------------------------------------------------------------------- */
-
-static uint64_t fnv64(const char *s, size_t n, uint64_t h)
-{
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-static unsigned spec_bucket(const char *id)
-{
-	return (unsigned)(fnv64(id, strlen(id), 0xcbf29ce484222325ULL) % SPEC_BUCKETS);
-}
-
-static void spec_entry_free(struct spec_entry *e)
-{
-	spec_free(e->spec);
-	json_decref(e->gt);
-	free(e->err);
-	free(e);
-}
-
-static void spec_unref(struct spec_entry *e)
-{
-	if (e && --e->refs == 0)
-		spec_entry_free(e);
-}
-
-static void spec_cache_clear(struct worker *w)
-{
-	for (int b = 0; b < SPEC_BUCKETS; b++) {
-		struct spec_entry *e = w->specs[b];
-		while (e) {
-			struct spec_entry *next = e->next;
-			e->in_table = false;
-			e->next = NULL;
-			spec_unref(e);
-			e = next;
-		}
-		w->specs[b] = NULL;
-	}
-	w->nspecs = 0;
-}
-
-/* Returns a new reference to the cache entry for this challenge and texts,
- * parsing them when they are new or changed. */
-static struct spec_entry *spec_get(struct worker *w, const char *id, const char *spec_text,
-                                   size_t slen, const char *gt_text, size_t glen)
-{
-	uint64_t h = fnv64(gt_text, glen, fnv64("\x01", 1, fnv64(spec_text, slen,
-	                   0xcbf29ce484222325ULL)));
-	unsigned b = spec_bucket(id);
-	struct spec_entry **pp = &w->specs[b];
-	for (; *pp; pp = &(*pp)->next) {
-		struct spec_entry *e = *pp;
-		if (strcmp(e->challenge_id, id))
-			continue;
-		if (e->hash == h) {
-			e->refs++;
-			return e;
-		}
-		/* The challenge changed: drop the old entry from the table. */
-		*pp = e->next;
-		e->in_table = false;
-		e->next = NULL;
-		w->nspecs--;
-		spec_unref(e);
-		break;
-	}
-	if (w->nspecs >= SPEC_CACHE_MAX)
-		spec_cache_clear(w);
-
-	struct spec_entry *e = xcalloc(1, sizeof *e);
-	char err[512];
-	json_error_t jerr;
-	snprintf(e->challenge_id, sizeof e->challenge_id, "%s", id);
-	e->hash = h;
-	e->gt_bytes = glen;
-	if (spec_parse(spec_text, slen, &e->spec, err, sizeof err) < 0) {
-		e->spec = NULL;
-		e->err = xstrdup(err);
-	} else {
-		e->ev = spec_evaluator(e->spec);
-		e->gt = load_pg_json(gt_text, glen, &jerr);
-		if (!e->gt) {
-			snprintf(err, sizeof err, "ground_truth: line %d, column %d: %s", jerr.line,
-			         jerr.column, jerr.text);
-			spec_free(e->spec);
-			e->spec = NULL;
-			e->err = xstrdup(err);
-		}
-	}
-	e->refs = 2;   /* the table's and the caller's */
-	e->in_table = true;
-	e->next = w->specs[b];
-	w->specs[b] = e;
-	w->nspecs++;
-	return e;
-}
-
 /* ---- job list ------------------------------------------------------------------------ */
 
 static void maybe_finish_drain(struct worker *w);
 static void shutdown_all(struct worker *w);
 
-static void job_adopt(struct worker *w, struct job *j)
+void worker_adopt(struct worker *w, struct job *j)
 {
 	j->w = w;
 	j->read_at = j->claimed_at = uv_now(w->loop);
@@ -286,7 +166,7 @@ static void job_done(struct worker *w, struct job *j)
 	if (j->state == JOB_ABANDONED)
 		w->nabandoned--;
 	metrics_inflight(w->njobs);
-	spec_unref(j->spec);
+	speccache_unref(j->spec);
 	j->spec = NULL;
 	job_free(j);
 	if (w->state == W_DRAINING)
@@ -295,7 +175,7 @@ static void job_done(struct worker *w, struct job *j)
 		worker_kick(w);
 }
 
-static struct job *find_job(struct worker *w, const char *id)
+struct job *worker_find_job(struct worker *w, const char *id)
 {
 	for (struct job *j = w->jobs; j; j = j->lnext)
 		if (j->state != JOB_ABANDONED && !strcmp(j->id, id))
@@ -307,7 +187,7 @@ static struct job *find_job(struct worker *w, const char *id)
 
 void worker_to_commit(struct worker *w, struct job *j)
 {
-	j->state = JOB_COMMIT_WAIT;
+	job_set_state(j, JOB_COMMIT_WAIT);
 	j->commit_queued_at = uv_now(w->loop);
 	jobq_push(&w->commit_q, j);
 	worker_kick(w);
@@ -320,7 +200,7 @@ void worker_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char
 	if (reason)
 		j->ack_reason = reason;
 	j->outcome = outcome;
-	j->state = JOB_ACK_WAIT;
+	job_set_state(j, JOB_ACK_WAIT);
 	jobq_push(&w->ack_q, j);
 	worker_kick(w);
 }
@@ -431,7 +311,7 @@ void worker_retry(struct worker *w, struct job *j, enum job_stage stage, bool co
 		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; retrying in %u ms", j->last_error, d);
 	j->retry_stage = stage;
 	j->retry_at = uv_now(w->loop) + d;
-	j->state = JOB_BACKOFF;
+	job_set_state(j, JOB_BACKOFF);
 	retry_insert(w, j);
 	arm_retry(w);
 }
@@ -448,9 +328,9 @@ static void restart(struct worker *w, struct job *j)
 		}
 		job_clear_result(j);
 		job_clear_row(j);
-		spec_unref(j->spec);
+		speccache_unref(j->spec);
 		j->spec = NULL;
-		j->state = JOB_LOAD_WAIT;
+		job_set_state(j, JOB_LOAD_WAIT);
 		jobq_push(&w->load_q, j);
 		worker_kick(w);
 		return;
@@ -461,7 +341,7 @@ static void restart(struct worker *w, struct job *j)
 		worker_to_commit(w, j);
 		return;
 	case STAGE_ACK:
-		j->state = JOB_ACK_WAIT;
+		job_set_state(j, JOB_ACK_WAIT);
 		jobq_push(&w->ack_q, j);
 		worker_kick(w);
 		return;
@@ -477,132 +357,6 @@ static void retry_cb(uv_timer_t *t)
 		restart(w, j);
 	}
 	arm_retry(w);
-}
-
-/* ---- acknowledgements ---------------------------------------------------------------- */
-
-struct abatch {
-	struct worker *w;
-	int n;
-	struct job *jobs[];
-};
-
-static void finish_job(struct worker *w, struct job *j)
-{
-	if (j->outcome) {
-		metrics_job(worker_evaluator(j), j->outcome);
-		if (!strcmp(j->outcome, "rejected") && j->reason)
-			metrics_rejected(j->reason);
-	}
-	job_done(w, j);
-}
-
-static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct abatch *b = data;
-	struct worker *w = b->w;
-	char why[256];
-	(void)r;
-
-	w->acks_inflight--;
-	if (!err && reply && reply->type == REDIS_REPLY_ARRAY) {
-		for (int i = 0; i < b->n; i++)
-			finish_job(w, b->jobs[i]);
-		free(b);
-		worker_kick(w);
-		return;
-	}
-	if (err)
-		snprintf(why, sizeof why, "redis acknowledgement failed: %s", err);
-	else if (reply && reply->type == REDIS_REPLY_ERROR)
-		snprintf(why, sizeof why, "redis acknowledgement failed: %s", reply->str);
-	else
-		snprintf(why, sizeof why, "redis acknowledgement failed: transaction aborted");
-	for (int i = 0; i < b->n; i++) {
-		struct job *j = b->jobs[i];
-		if (w->state == W_STOPPING || ++j->ack_tries > ACK_MAX_TRIES) {
-			LOGE(j->sub[0] ? j->sub : NULL, j->id, "%s; giving up (the entry stays pending "
-			     "and is reclaimed later)", why);
-			job_done(w, j);
-			continue;
-		}
-		worker_retry(w, j, STAGE_ACK, false, why);
-	}
-	free(b);
-}
-
-static const char *dead_reason(const struct job *j, char *buf, size_t n)
-{
-	if (j->ack_reason)
-		return j->ack_reason;
-	if (j->op_eff == OP_FAIL || j->op == OP_FAIL) {
-		snprintf(buf, n, "failed: %.400s", j->last_error ? j->last_error : "unknown error");
-		return buf;
-	}
-	return "unknown";
-}
-
-static void flush_acks(struct worker *w)
-{
-	while (w->acks_inflight < MAX_ACKS_INFLIGHT && w->ack_q.n > 0 &&
-	       w->state != W_STOPPING) {
-		int n = w->ack_q.n < ACK_BATCH_MAX ? w->ack_q.n : ACK_BATCH_MAX;
-		struct abatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
-		const char **ack = xcalloc((size_t)n + 3, sizeof *ack);
-		const char **del = xcalloc((size_t)n + 2, sizeof *del);
-		int64_t now = job_now_ms();
-		bool ok = true;
-
-		b->w = w;
-		b->n = n;
-		ack[0] = "XACK";
-		ack[1] = w->k_jobs;
-		ack[2] = w->k_group;
-		del[0] = "XDEL";
-		del[1] = w->k_jobs;
-		for (int i = 0; i < n; i++) {
-			struct job *j = jobq_pop(&w->ack_q);
-			j->state = JOB_ACKING;
-			b->jobs[i] = j;
-			ack[3 + i] = j->id;
-			del[2 + i] = j->id;
-		}
-		static const char *multi[] = { "MULTI" };
-		static const char *exec[] = { "EXEC" };
-		if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, 1, multi, NULL) < 0)
-			ok = false;
-		for (int i = 0; ok && i < n; i++) {
-			struct job *j = b->jobs[i];
-			if (j->ack == ACK_PLAIN)
-				continue;
-			const char **argv;
-			size_t *lens;
-			struct job_argv_bufs bufs;
-			char rbuf[480];
-			int argc = job_xadd_argv(j, j->ack == ACK_DEAD ? w->k_dead : w->k_jobs,
-			                         j->ack == ACK_DEAD, dead_reason(j, rbuf, sizeof rbuf),
-			                         w->cfg->worker_id, now, &bufs, &argv, &lens);
-			if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, lens) < 0)
-				ok = false;
-			free(argv);
-			free(lens);
-		}
-		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3 + n, ack, NULL) < 0)
-			ok = false;
-		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 2 + n, del, NULL) < 0)
-			ok = false;
-		free(ack);
-		free(del);
-		w->acks_inflight++;
-		if (!ok || rq_cmdv(w->rq_cmd, 0, on_ack, b, 1, exec, NULL) < 0) {
-			/* Only when the connection object is closing: fail the batch now. */
-			w->acks_inflight--;
-			for (int i = 0; i < n; i++)
-				job_done(w, b->jobs[i]);
-			free(b);
-			return;
-		}
-	}
 }
 
 /* ---- loading ------------------------------------------------------------------------- */
@@ -673,18 +427,17 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	r->has_rating = !PQgetisnull(res, i, 18);
 	r->rating = (int)get_i64(res, i, 18);
 	r->time_limit_secs = (int)get_i64(res, i, 19);
-	j->loaded = true;
 	/* The answer and metadata are only needed to evaluate: final submissions
 	 * (duplicates) skip the parse. */
 	if (j->kind == JOB_EVALUATE && status_final(r->status))
 		return 0;
 	r->input_bytes = (size_t)PQgetlength(res, i, 5) + (size_t)PQgetlength(res, i, 6);
-	r->answer = load_pg_json(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5), &jerr);
+	r->answer = job_json_load(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5), &jerr);
 	if (!r->answer) {
 		snprintf(err, errlen, "answer cannot be parsed: %s", jerr.text);
 		return -1;
 	}
-	r->metadata = load_pg_json(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6), &jerr);
+	r->metadata = job_json_load(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6), &jerr);
 	if (!r->metadata) {
 		snprintf(err, errlen, "metadata cannot be parsed: %s", jerr.text);
 		return -1;
@@ -713,7 +466,7 @@ static void on_load(const struct pgc_result *r, void *data)
 				/* Something in one row breaks the query: find which, without
 				 * holding up the others (nor using up their attempts). */
 				j->load_solo = true;
-				j->state = JOB_LOAD_WAIT;
+				job_set_state(j, JOB_LOAD_WAIT);
 				jobq_push(&w->load_q, j);
 			} else {
 				/* Alone, a non-transient error is this job's: it uses up
@@ -730,7 +483,7 @@ static void on_load(const struct pgc_result *r, void *data)
 	int nrows = PQntuples(rows), nch = PQntuples(chs);
 	struct spec_entry **ents = xcalloc((size_t)nch + 1, sizeof *ents);
 	for (int c = 0; c < nch; c++)
-		ents[c] = spec_get(w, PQgetvalue(chs, c, 0), PQgetvalue(chs, c, 1),
+		ents[c] = speccache_get(&w->specs, PQgetvalue(chs, c, 0), PQgetvalue(chs, c, 1),
 		                   (size_t)PQgetlength(chs, c, 1), PQgetvalue(chs, c, 2),
 		                   (size_t)PQgetlength(chs, c, 2));
 
@@ -766,7 +519,7 @@ static void on_load(const struct pgc_result *r, void *data)
 		after_load(w, j);
 	}
 	for (int c = 0; c < nch; c++)
-		spec_unref(ents[c]);
+		speccache_unref(ents[c]);
 	free(ents);
 	free(b);
 	worker_kick(w);
@@ -790,7 +543,7 @@ static void flush_loads(struct worker *w)
 		strbuf_add(&arr, "{", 1);
 		for (int i = 0; i < n; i++) {
 			struct job *j = jobq_pop(&w->load_q);
-			j->state = JOB_LOADING;
+			job_set_state(j, JOB_LOADING);
 			b->jobs[i] = j;
 			if (i)
 				strbuf_add(&arr, ",", 1);
@@ -904,7 +657,7 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 		sw->j = j;
 		sw->m = m;
 		sw->lim = lim;
-		j->state = JOB_EVALUATING;
+		job_set_state(j, JOB_EVALUATING);
 		if (uv_queue_work(w->loop, &sw->req, score_work_cb, score_after_cb) == 0)
 			return;
 		free(sw);      /* cannot queue: score here */
@@ -950,7 +703,7 @@ static void run_sandbox(struct worker *w, struct job *j)
 	                          "submitted_at", submitted, "time_limit_secs",
 	                          j->row.time_limit_secs, "memoryless", j->row.memoryless,
 	                          "attempt_number", j->row.attempt_number);
-	j->state = JOB_EVALUATING;
+	job_set_state(j, JOB_EVALUATING);
 	j->eval_started_ms = job_now_ms();
 	j->eval_t0 = uv_hrtime();
 	int rc = evaluator_run(w->sp, j->spec->spec, j->row.answer, j->row.metadata,
@@ -1006,7 +759,7 @@ static void evaluate(struct worker *w, struct job *j)
 		snprintf(att, sizeof att, "%d", j->attempts);
 		const char *params[] = { j->sub, att };
 		struct pgc_stmt st = { SQL_MARK, 2, params };
-		j->state = JOB_MARKING;
+		job_set_state(j, JOB_MARKING);
 		if (pgc_run(w->pg, &st, 1, on_mark, j) < 0)
 			worker_retry(w, j, STAGE_EVAL, false, "database pool closed");
 		return;
@@ -1050,7 +803,7 @@ static void start_eval_stage(struct worker *w, struct job *j)
 {
 	if (j->kind == JOB_EVALUATE && !j->rl_done) {
 		const char *ip = j->source_ip ? j->source_ip : j->row.source_ip;
-		j->state = JOB_RATELIMIT;
+		job_set_state(j, JOB_RATELIMIT);
 		if (rl_check(w->rl, w->rq_cmd, ip, false, j->id, (const char *const *)j->fields, j->nf,
 		             on_rl, j) < 0)
 			worker_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
@@ -1119,7 +872,7 @@ static void after_load(struct worker *w, struct job *j)
 
 /* ---- dispatch of new entries --------------------------------------------------------- */
 
-static void dispatch(struct worker *w, struct job *j)
+void worker_dispatch(struct worker *w, struct job *j)
 {
 	if (w->state != W_RUNNING) {
 		job_release(w, j);
@@ -1142,13 +895,12 @@ static void dispatch(struct worker *w, struct job *j)
 		worker_fail(w, j, why);
 		return;
 	}
-	j->state = JOB_LOAD_WAIT;
+	job_set_state(j, JOB_LOAD_WAIT);
 	jobq_push(&w->load_q, j);
 	worker_kick(w);
 }
 
-/* A job from one stream entry reply ([id, [f, v, ...]] or [id, nil]). */
-static struct job *entry_job(redisReply *e, int deliveries)
+struct job *worker_entry_job(redisReply *e, int deliveries)
 {
 	if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
 	    e->element[0]->type != REDIS_REPLY_STRING)
@@ -1178,83 +930,6 @@ static struct job *entry_job(redisReply *e, int deliveries)
 	return j;
 }
 
-/* Claimed entries (XAUTOCLAIM, or our own pending at start): their delivery
- * counts come from XPENDING before they are dispatched. */
-struct claim_ctx {
-	struct worker *w;
-	int n, left;
-	struct job *jobs[];
-};
-
-static void on_pending_count(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct job *j = data;
-	struct worker *w = j->w;
-	struct claim_ctx *c = (struct claim_ctx *)j->qnext;
-	(void)r;
-	(void)err;
-	j->qnext = NULL;
-	if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
-	    reply->element[0]->type == REDIS_REPLY_ARRAY && reply->element[0]->elements >= 4 &&
-	    reply->element[0]->element[3]->type == REDIS_REPLY_INTEGER) {
-		long long d = reply->element[0]->element[3]->integer;
-		if (d > j->attempts)
-			j->attempts = (int)(d > 1000000 ? 1000000 : d);
-	}
-	if (--c->left > 0)
-		return;
-	for (int i = 0; i < c->n; i++) {
-		struct job *x = c->jobs[i];
-		if (w->state == W_STOPPING)
-			job_done(w, x);
-		else
-			dispatch(w, x);
-	}
-	free(c);
-}
-
-/* Adopts the entries of a stream reply array that came from a claim. */
-static void adopt_claimed(struct worker *w, redisReply *entries)
-{
-	if (!entries || entries->type != REDIS_REPLY_ARRAY || entries->elements == 0)
-		return;
-	struct claim_ctx *c = xcalloc(1, sizeof *c + entries->elements * sizeof c->jobs[0]);
-	c->w = w;
-	for (size_t i = 0; i < entries->elements; i++) {
-		redisReply *e = entries->element[i];
-		if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
-		    e->element[0]->type == REDIS_REPLY_STRING && find_job(w, e->element[0]->str)) {
-			struct job *x = find_job(w, e->element[0]->str);
-			x->claimed_at = uv_now(w->loop);
-			continue;   /* ours and already in flight */
-		}
-		struct job *j = entry_job(e, 2);
-		if (!j)
-			continue;
-		job_adopt(w, j);
-		c->jobs[c->n++] = j;
-	}
-	if (!c->n) {
-		free(c);
-		return;
-	}
-	c->left = c->n;
-	for (int i = 0; i < c->n; i++) {
-		struct job *j = c->jobs[i];
-		j->qnext = (struct job *)(void *)c;   /* the context, while XPENDING runs */
-		const char *argv[] = { "XPENDING", w->k_jobs, w->k_group, j->id, j->id, "1" };
-		if (rq_cmdv(w->rq_cmd, 0, on_pending_count, j, 6, argv, NULL) < 0) {
-			j->qnext = NULL;
-			if (--c->left == 0) {
-				for (int k = 0; k < c->n; k++)
-					job_done(w, c->jobs[k]);
-				free(c);
-				return;
-			}
-		}
-	}
-}
-
 /* ---- reading ------------------------------------------------------------------------- */
 
 static void create_group(struct worker *w);
@@ -1271,17 +946,17 @@ static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 			continue;
 		redisReply *entries = st->element[1];
 		if (claimed) {
-			adopt_claimed(w, entries);
+			claim_adopt(w, entries);
 			continue;
 		}
 		if (entries->type != REDIS_REPLY_ARRAY)
 			continue;
 		for (size_t i = 0; i < entries->elements; i++) {
-			struct job *j = entry_job(entries->element[i], 1);
+			struct job *j = worker_entry_job(entries->element[i], 1);
 			if (!j)
 				continue;
-			job_adopt(w, j);
-			dispatch(w, j);
+			worker_adopt(w, j);
+			worker_dispatch(w, j);
 		}
 	}
 }
@@ -1487,7 +1162,7 @@ static void kick_cb(uv_timer_t *t)
 		return;
 	flush_loads(w);
 	commit_flush(w);
-	flush_acks(w);
+	ack_flush(w);
 	maybe_read(w);
 }
 
@@ -1499,107 +1174,9 @@ void worker_kick(struct worker *w)
 		uv_timer_start(&w->t_kick, kick_cb, 0, 0);
 }
 
-/* ---- claims -------------------------------------------------------------------------- */
-
-static void on_autoclaim(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct worker *w = data;
-	(void)r;
-	w->reclaim_busy = false;
-	if (w->state != W_RUNNING)
-		return;
-	if (err || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) {
-		if (!err && reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "NOGROUP"))
-			LOGW(NULL, NULL, "XAUTOCLAIM: %s", reply->str);
-		return;
-	}
-	redisReply *entries = reply->element[1];
-	if (entries->type == REDIS_REPLY_ARRAY && entries->elements > 0) {
-		LOGI(NULL, NULL, "reclaimed %zu entries idle for %d ms", entries->elements,
-		     w->cfg->claim_idle_ms);
-		adopt_claimed(w, entries);
-	}
-	worker_kick(w);
-}
-
-/* Keeps our own in-flight entries from looking idle to other consumers. */
-static void refresh_claims(struct worker *w)
-{
-	uint64_t now = uv_now(w->loop);
-	/* Without a database connection for a while, stop keeping our entries:
-	 * after ARBITER_CLAIM_IDLE_MS a replica that has one takes them over (a
-	 * worker cut off from PostgreSQL, e.g. by its connection limit, must not
-	 * hold jobs forever). If we get them done first, theirs is a duplicate. */
-	if (w->db_down_since && now - w->db_down_since >= (uint64_t)w->cfg->claim_idle_ms / 2)
-		return;
-	uint64_t every = (uint64_t)w->cfg->claim_idle_ms / 3;
-	char minidle[24];
-	const char **argv = NULL;
-	int argc = 0, cap = 0;
-
-	snprintf(minidle, sizeof minidle, "%d", w->cfg->claim_idle_ms / 4);
-	for (struct job *j = w->jobs; j; j = j->lnext) {
-		if (j->state == JOB_ABANDONED || now - j->claimed_at < every)
-			continue;
-		if (argc == 0) {
-			cap = 6 + 256 + 1;
-			argv = xcalloc((size_t)cap, sizeof *argv);
-			argv[argc++] = "XCLAIM";
-			argv[argc++] = w->k_jobs;
-			argv[argc++] = w->k_group;
-			argv[argc++] = w->cfg->worker_id;
-			argv[argc++] = minidle;
-		}
-		argv[argc++] = j->id;
-		j->claimed_at = now;
-		if (argc == cap - 1) {
-			argv[argc++] = "JUSTID";
-			rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, NULL);
-			free(argv);
-			argv = NULL;
-			argc = 0;
-		}
-	}
-	if (argc > 0) {
-		argv[argc++] = "JUSTID";
-		rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, NULL);
-		free(argv);
-	}
-}
-
 static void reclaim_cb(uv_timer_t *t)
 {
-	struct worker *w = t->data;
-	if (w->state == W_STOPPING)
-		return;
-	if (pgc_pool_ready(w->pg))
-		w->db_down_since = 0;
-	else if (!w->db_down_since)
-		w->db_down_since = uv_now(w->loop) ? uv_now(w->loop) : 1;
-	if (!rq_connected(w->rq_cmd))
-		return;
-	refresh_claims(w);
-	/* Take over dead consumers' entries only when we can work on them. */
-	if (w->state != W_RUNNING || w->reclaim_busy || !w->group_ready || w->db_down_since)
-		return;
-	uint64_t now = uv_now(w->loop);
-	uint64_t claim_every = (uint64_t)(w->cfg->claim_idle_ms / 4 > 200 ? w->cfg->claim_idle_ms / 4 : 200);
-	if (w->autoclaim_at && now - w->autoclaim_at + 5 < claim_every)
-		return;
-	w->autoclaim_at = now;
-	int free_slots = w->cfg->concurrency - w->njobs;
-	if (free_slots <= 0)
-		return;
-	if (free_slots > CLAIM_BATCH_MAX)
-		free_slots = CLAIM_BATCH_MAX;
-	char idle[24], count[16];
-	snprintf(idle, sizeof idle, "%d", w->cfg->claim_idle_ms);
-	snprintf(count, sizeof count, "%d", free_slots);
-	const char *argv[] = { "XAUTOCLAIM", w->k_jobs, w->k_group, w->cfg->worker_id, idle, "0-0",
-	                       "COUNT", count };
-	w->reclaim_busy = true;
-	if (rq_cmdv(w->rq_cmd, 0, on_autoclaim, w, 8, argv, NULL) < 0)
-		w->reclaim_busy = false;
+	claim_tick(t->data);
 }
 
 /* ---- gauges, readiness, promotion, reconciler timers ---------------------------------- */
@@ -1823,21 +1400,18 @@ static void drain_deadline_cb(uv_timer_t *t)
 			job_release(w, j);
 			released++;
 			break;
-		case JOB_COMMITTING:
+		case JOB_COMMIT_CONN:
 			/* A commit batch still waiting for a database connection (none
 			 * may come while PostgreSQL is down) has sent nothing: release
 			 * it like the steps below. One whose statements are in flight
-			 * is waited for (its outcome decides). */
-			if (!j->commit_waiting_conn)
-				break;
-			/* fallthrough */
+			 * (JOB_COMMITTING) is waited for (its outcome decides). */
 		case JOB_LOADING:
 		case JOB_MARKING:
 		case JOB_RATELIMIT:
 		case JOB_EVALUATING: {
 			/* Its callback is still to come: release a copy now and free the
 			 * original when the callback arrives. */
-			j->state = JOB_ABANDONED;
+			job_set_state(j, JOB_ABANDONED);
 			w->nabandoned++;
 			if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
 				/* See job_release: a copy would get a new entry id. */
@@ -1847,7 +1421,7 @@ static void drain_deadline_cb(uv_timer_t *t)
 			}
 			struct job *c = job_new(j->id, (const char *const *)j->fields, j->flens, j->nf,
 			                        j->attempts);
-			job_adopt(w, c);
+			worker_adopt(w, c);
 			job_release(w, c);
 			released++;
 			break;
@@ -2079,11 +1653,8 @@ int worker_run(const struct config *cfg)
 	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
 	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
 		init_timer(w, timers[i]);
-	/* The timer keeps our own claims fresh every ARBITER_CLAIM_IDLE_MS / 4
-	 * (so an entry we work on never looks idle, even with a tiny setting);
-	 * XAUTOCLAIM runs at most every max(ARBITER_CLAIM_IDLE_MS / 4, 200 ms). */
-	uint64_t refresh_every = (uint64_t)(cfg->claim_idle_ms / 4 > 20 ? cfg->claim_idle_ms / 4 : 20);
-	uv_timer_start(&w->t_reclaim, reclaim_cb, refresh_every, refresh_every);
+	/* Claims: see claim.c for the timing. */
+	uv_timer_start(&w->t_reclaim, reclaim_cb, claim_tick_ms(cfg), claim_tick_ms(cfg));
 	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)cfg->reconcile_ms,
 	               (uint64_t)cfg->reconcile_ms);
 	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
@@ -2121,7 +1692,7 @@ out:
 	rc = 1;
 cleanup:
 	sandbox_pool_free(w->sp);
-	spec_cache_clear(w);
+	speccache_clear(&w->specs);
 	while (w->jobs)
 		job_done(w, w->jobs);
 	free(w->k_jobs);
