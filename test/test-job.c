@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "job.h"
 #include "tap.h"
 
@@ -17,8 +21,42 @@ static struct job *mk(int nf, const char *const *f)
 	return job_new("1700000000000-0", f, NULL, nf, 1);
 }
 
+/* The transition table: the pipeline's paths are allowed, others are refused
+ * (abort without NDEBUG, counted in release builds; checked in a child). */
+static void transitions(void)
+{
+	static const enum job_state path[] = {
+		JOB_LOAD_WAIT, JOB_LOADING, JOB_RATELIMIT, JOB_MARKING, JOB_EVALUATING,
+		JOB_EVALUATING, JOB_COMMIT_WAIT, JOB_COMMIT_CONN, JOB_COMMITTING, JOB_ACK_WAIT,
+		JOB_ACKING, JOB_BACKOFF, JOB_ACK_WAIT,
+	};
+	const char *f[] = { "submission_id", SUB };
+	struct job *j = mk(1, f);
+	unsigned long before = job_bad_transitions();
+	is_str(job_state_name(j->state), "new", "a new job is JOB_NEW");
+	for (size_t i = 0; i < sizeof path / sizeof path[0]; i++)
+		job_set_state(j, path[i]);
+	ok(j->state == JOB_ACK_WAIT, "the whole pipeline path is allowed");
+	is_int(job_bad_transitions(), (long)before, "and counts nothing");
+	is_str(job_state_name(JOB_COMMIT_CONN), "commit_conn", "state names");
+	is_str(job_state_name((enum job_state)99), "invalid", "unknown state named invalid");
+
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		job_set_state(j, JOB_COMMITTING);      /* ACK_WAIT -> COMMITTING: not allowed */
+		_exit(job_bad_transitions() == before + 1 && j->state == JOB_COMMITTING ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	ok((WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) || (WIFEXITED(st) && WEXITSTATUS(st) == 0),
+	   "a transition outside the table aborts (debug) or is counted (release)");
+	job_free(j);
+}
+
 int main(void)
 {
+	transitions();
 	char out[37];
 
 	ok(job_uuid_ok(SUB, out), "canonical uuid");

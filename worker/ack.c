@@ -31,11 +31,11 @@ struct abatch {
 static void finish_job(struct worker *w, struct job *j)
 {
 	if (j->outcome) {
-		metrics_job(worker_evaluator(j), j->outcome);
+		metrics_job(pipeline_evaluator(j), j->outcome);
 		if (!strcmp(j->outcome, "rejected") && j->reason)
 			metrics_rejected(j->reason);
 	}
-	worker_drop(w, j);
+	pipeline_drop(w, j);
 }
 
 static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -50,7 +50,7 @@ static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
 		for (int i = 0; i < b->n; i++)
 			finish_job(w, b->jobs[i]);
 		free(b);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
 	if (err)
@@ -64,10 +64,10 @@ static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
 		if (w->state == W_STOPPING || ++j->ack_tries > ACK_MAX_TRIES) {
 			LOGE(j->sub[0] ? j->sub : NULL, j->id, "%s; giving up (the entry stays pending "
 			     "and is reclaimed later)", why);
-			worker_drop(w, j);
+			pipeline_drop(w, j);
 			continue;
 		}
-		worker_retry(w, j, STAGE_ACK, false, why);
+		pipeline_retry(w, j, STAGE_ACK, false, why);
 	}
 	free(b);
 }
@@ -139,7 +139,7 @@ void ack_flush(struct worker *w)
 			/* Only when the connection object is closing: fail the batch now. */
 			w->acks_inflight--;
 			for (int i = 0; i < n; i++)
-				worker_drop(w, b->jobs[i]);
+				pipeline_drop(w, b->jobs[i]);
 			free(b);
 			return;
 		}

@@ -5,7 +5,7 @@
 #ifndef ARBITER_ACK_H
 #define ARBITER_ACK_H
 
-#include "worker_int.h"
+#include "pipeline.h"
 
 /* Sends batches for the jobs waiting in w->ack_q (state JOB_ACK_WAIT) while
  * fewer than the maximum are in flight. Each job ends freed (acknowledged, or

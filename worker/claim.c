@@ -82,9 +82,9 @@ static void on_pending_count(struct rq *r, redisReply *reply, const char *err, v
 	for (int i = 0; i < c->n; i++) {
 		struct job *x = c->jobs[i];
 		if (w->state == W_STOPPING)
-			worker_drop(w, x);
+			pipeline_drop(w, x);
 		else
-			worker_dispatch(w, x);
+			pipeline_dispatch(w, x);
 	}
 	free(c);
 }
@@ -99,15 +99,15 @@ void claim_adopt(struct worker *w, redisReply *entries)
 	for (size_t i = 0; i < entries->elements; i++) {
 		redisReply *e = entries->element[i];
 		if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
-		    e->element[0]->type == REDIS_REPLY_STRING && worker_find_job(w, e->element[0]->str)) {
-			struct job *x = worker_find_job(w, e->element[0]->str);
+		    e->element[0]->type == REDIS_REPLY_STRING && pipeline_find(w, e->element[0]->str)) {
+			struct job *x = pipeline_find(w, e->element[0]->str);
 			x->claimed_at = uv_now(w->loop);
 			continue;   /* ours and already in flight */
 		}
-		struct job *j = worker_entry_job(e, 2);
+		struct job *j = pipeline_entry_job(e, 2);
 		if (!j)
 			continue;
-		worker_adopt(w, j);
+		pipeline_adopt(w, j);
 		c->jobs[c->n++] = j;
 	}
 	if (!c->n) {
@@ -123,7 +123,7 @@ void claim_adopt(struct worker *w, redisReply *entries)
 			j->qnext = NULL;
 			if (--c->left == 0) {
 				for (int k = 0; k < c->n; k++)
-					worker_drop(w, c->jobs[k]);
+					pipeline_drop(w, c->jobs[k]);
 				free(c);
 				return;
 			}
@@ -149,7 +149,7 @@ static void on_autoclaim(struct rq *r, redisReply *reply, const char *err, void 
 		     w->cfg->claim_idle_ms);
 		claim_adopt(w, entries);
 	}
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 /* Keeps our own in-flight entries from looking idle to other consumers. */

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "worker_int.h"
+#include "pipeline.h"
 
 /* The period of the claim timer for this configuration (ms). */
 uint64_t claim_tick_ms(const struct config *cfg);

@@ -7,15 +7,17 @@
  *      its submissions (same, ascending id) and read, under those locks, each
  *      submission's status and match status and, for reevaluations, the
  *      original result and what the match's Elo change is now.
- *   2. Elo is computed here, sequentially in batch order (an agent seen twice
- *      is updated twice, in order), then one statement per kind of write
- *      (data-modifying CTEs over jsonb_to_recordset: results, dimensions,
- *      matches, elo_history, submissions), the agents' final rows, COMMIT.
+ *   2. cplan.c decides from those rows (duplicates, Elo in batch order: an
+ *      agent seen twice is updated twice, in order; see cplan.h for the
+ *      ordering rules); this file turns the plan into one statement per kind
+ *      of write (data-modifying CTEs over jsonb_to_recordset: results,
+ *      dimensions, matches, elo_history, submissions), the agents' final
+ *      rows, COMMIT.
  * Every writer locks agents before submissions, and always in ascending id
  * order, so batches from any number of replicas never deadlock; if
  * PostgreSQL reports one anyway the batch is retried. A submission found
  * final under the lock is a duplicate: nothing is written for it.
- * Only after COMMIT are the entries acknowledged (worker.c, one MULTI).
+ * Only after COMMIT are the entries acknowledged (ack.c, one MULTI).
  * A batch that fails with a non-transient error is retried one job per
  * transaction, so one bad evaluation cannot sink the others.
  *
@@ -202,7 +204,7 @@ static void add_json(struct strbuf *sb, const json_t *v)
 static void add_log(struct strbuf *sb, struct worker *w, const struct job *j)
 {
 	strbuf_add(sb, "{\"evaluator\":", 13);
-	job_json_str(sb, worker_evaluator(j) ? worker_evaluator(j) : "unknown");
+	job_json_str(sb, pipeline_evaluator(j) ? pipeline_evaluator(j) : "unknown");
 	strbuf_add(sb, ",\"kind\":", 8);
 	job_json_str(sb, j->kind == JOB_EVALUATE ? "evaluate" : "reevaluate");
 	if (j->kind == JOB_REEVALUATE) {
@@ -258,7 +260,7 @@ static void add_eval_fields(struct strbuf *sb, struct worker *w, const struct jo
 	strbuf_add(sb, ",\"job\":", 7);
 	job_json_str(sb, j->id);
 	strbuf_add(sb, ",\"ev\":", 6);
-	job_json_str(sb, worker_evaluator(j) ? worker_evaluator(j) : "unknown");
+	job_json_str(sb, pipeline_evaluator(j) ? pipeline_evaluator(j) : "unknown");
 	strbuf_addf(sb, ",\"sc\":%d,\"rs\":\"%s\",\"vf\":%s,\"res\":", j->res.score,
 	            score_outcome_name(j->res.result), j->res.verified ? "true" : "false");
 	if (j->res_json)
@@ -300,13 +302,13 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 	         r->sqlstate[0] ? " SQLSTATE " : "", r->sqlstate);
 	if (w->state == W_STOPPING) {
 		for (int i = 0; i < b->n; i++)
-			worker_retry(w, b->jobs[i], STAGE_COMMIT, false, why);
+			pipeline_retry(w, b->jobs[i], STAGE_COMMIT, false, why);
 	} else if (r->transient) {
 		/* Connection loss, timeout, deadlock: the whole batch again. A deadlock
 		 * counts against a job only when it was alone in its transaction. */
 		for (int i = 0; i < b->n; i++) {
 			reset_job(b->jobs[i]);
-			worker_retry(w, b->jobs[i], STAGE_COMMIT, deadlock && b->n == 1, why);
+			pipeline_retry(w, b->jobs[i], STAGE_COMMIT, deadlock && b->n == 1, why);
 		}
 	} else if (b->n > 1) {
 		LOGW(NULL, NULL, "%s: retrying the %d jobs of the batch one by one", why, b->n);
@@ -323,13 +325,13 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 		if (j->op == OP_FAIL) {
 			LOGE(j->sub, j->id, "%s: cannot record the failure; dead-lettering it anyway", why);
 			j->op_eff = OP_FAIL;
-			worker_to_ack(w, j, ACK_DEAD, NULL, "failed");
+			pipeline_to_ack(w, j, ACK_DEAD, NULL, "failed");
 		} else {
-			worker_retry(w, j, STAGE_COMMIT, true, why);
+			pipeline_retry(w, j, STAGE_COMMIT, true, why);
 		}
 	}
 	batch_free(b);
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void on_phase2(const struct pgc_result *r, void *data)
@@ -356,7 +358,7 @@ static void on_phase2(const struct pgc_result *r, void *data)
 		j->solo = false;
 		if (j->duplicate) {
 			LOGD(j->sub, j->id, "duplicate: the submission was already final");
-			worker_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
 			continue;
 		}
 		switch (j->op_eff) {
@@ -374,25 +376,25 @@ static void on_phase2(const struct pgc_result *r, void *data)
 				     j->eval_seq, j->elo == JOB_ELO_ADJUST ? "adjust" : "keep", j->res.score,
 				     score_outcome_name(j->res.result),
 				     j->elo == JOB_ELO_ADJUST ? "" : ", rating unchanged");
-			worker_to_ack(w, j, ACK_PLAIN, NULL, "completed");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, "completed");
 			break;
 		case OP_REJECT:
-			worker_to_ack(w, j, ACK_PLAIN, NULL, "rejected");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, "rejected");
 			break;
 		case OP_FAIL:
-			worker_to_ack(w, j, ACK_DEAD, NULL, "failed");
+			pipeline_to_ack(w, j, ACK_DEAD, NULL, "failed");
 			break;
 		case OP_NO_RESULT:
 		default:
 			/* Decided under the lock: a reevaluation with nothing to reevaluate. */
-			worker_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
 			break;
 		}
 	}
 	if (nev)
 		metrics_commit_batch(nev);
 	batch_free(b);
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static int geti(PGresult *res, int row, int col)
@@ -544,6 +546,47 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 	}
 }
 
+/* Serialises the plan: every step's row, then the agents' final rows and the
+ * adjusted matches; each list closed. */
+static void plan_rows(struct rows *x, struct worker *w, struct cbatch *b,
+                      const struct cplan *plan, const struct cplan_agent *ag, int na)
+{
+	for (int i = 0; i < plan->nsteps; i++) {
+		struct job *j = b->jobs[plan->steps[i].pos];
+		if (j->op == OP_COMPLETE && j->op_eff == OP_REJECT)
+			LOGI(j->sub, j->id, "rejected: match_not_active (another submission of the "
+			     "match completed first)");
+		add_step_row(x, w, &plan->steps[i], j);
+	}
+	for (int i = 0; i < na; i++) {
+		if (!ag[i].touched)
+			continue;
+		open_elem(&x->agents, "[{", ",{");
+		strbuf_addf(&x->agents, "\"id\":\"%s\",\"elo\":%d,\"mc\":%d,\"w\":%d,\"d\":%d,\"l\":%d,"
+		            "\"cs\":%d,\"bs\":%d}", ag[i].id, ag[i].elo, ag[i].mc, ag[i].win,
+		            ag[i].draw, ag[i].loss, ag[i].cs, ag[i].bs);
+	}
+	for (int i = 0; i < plan->nmatches; i++) {
+		const struct cplan_match *m = &plan->matches[i];
+		const struct job *j = m->last;
+		if (!j)
+			continue;
+		open_elem(&x->matches, "[{", ",{");
+		strbuf_addf(&x->matches, "\"id\":\"%s\",\"rs\":\"%s\",\"sc\":%d,\"vf\":%s,\"ec\":%d,"
+		            "\"ea\":%d}", m->id, score_outcome_name(j->res.result), j->res.score,
+		            j->res.verified ? "true" : "false", m->eff, m->elo_before + m->eff);
+	}
+	close_list(&x->complete, "]");
+	close_list(&x->complete_ids, "}");
+	close_list(&x->reeval, "]");
+	close_list(&x->reject, "]");
+	close_list(&x->reject_ids, "}");
+	close_list(&x->fail, "]");
+	close_list(&x->fail_ids, "}");
+	close_list(&x->agents, "]");
+	close_list(&x->matches, "]");
+}
+
 /* Phase 1 is back: decide (cplan), then send the writes and COMMIT. */
 static void on_phase1(const struct pgc_result *r, void *data)
 {
@@ -564,40 +607,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	cplan_make(b->jobs, b->n, ag, na, ss, ns, ri, &plan);
 
 	struct rows x = { 0 };
-	for (int i = 0; i < plan.nsteps; i++) {
-		struct job *j = b->jobs[plan.steps[i].pos];
-		if (j->op == OP_COMPLETE && j->op_eff == OP_REJECT)
-			LOGI(j->sub, j->id, "rejected: match_not_active (another submission of the "
-			     "match completed first)");
-		add_step_row(&x, w, &plan.steps[i], j);
-	}
-	for (int i = 0; i < na; i++) {
-		if (!ag[i].touched)
-			continue;
-		open_elem(&x.agents, "[{", ",{");
-		strbuf_addf(&x.agents, "\"id\":\"%s\",\"elo\":%d,\"mc\":%d,\"w\":%d,\"d\":%d,\"l\":%d,"
-		            "\"cs\":%d,\"bs\":%d}", ag[i].id, ag[i].elo, ag[i].mc, ag[i].win,
-		            ag[i].draw, ag[i].loss, ag[i].cs, ag[i].bs);
-	}
-	for (int i = 0; i < plan.nmatches; i++) {
-		const struct cplan_match *m = &plan.matches[i];
-		const struct job *j = m->last;
-		if (!j)
-			continue;
-		open_elem(&x.matches, "[{", ",{");
-		strbuf_addf(&x.matches, "\"id\":\"%s\",\"rs\":\"%s\",\"sc\":%d,\"vf\":%s,\"ec\":%d,"
-		            "\"ea\":%d}", m->id, score_outcome_name(j->res.result), j->res.score,
-		            j->res.verified ? "true" : "false", m->eff, m->elo_before + m->eff);
-	}
-	close_list(&x.complete, "]");
-	close_list(&x.complete_ids, "}");
-	close_list(&x.reeval, "]");
-	close_list(&x.reject, "]");
-	close_list(&x.reject_ids, "}");
-	close_list(&x.fail, "]");
-	close_list(&x.fail_ids, "}");
-	close_list(&x.agents, "]");
-	close_list(&x.matches, "]");
+	plan_rows(&x, w, b, &plan, ag, na);
 
 	struct pgc_stmt st[8];
 	const char *p_complete[] = { x.complete.buf, w->cfg->worker_id, x.complete_ids.buf };
@@ -705,9 +715,9 @@ static void on_conn(struct pgc_conn *c, void *data)
 			pgc_release(c);
 		w->commits_inflight--;
 		for (int i = 0; i < b->n; i++)
-			worker_drop(w, b->jobs[i]);
+			pipeline_drop(w, b->jobs[i]);
 		batch_free(b);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
 	if (!c) {

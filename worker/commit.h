@@ -6,7 +6,7 @@
 #ifndef ARBITER_COMMIT_H
 #define ARBITER_COMMIT_H
 
-#include "worker_int.h"
+#include "pipeline.h"
 
 /* Starts commit transactions for the jobs in w->commit_q (state
  * JOB_COMMIT_WAIT) while fewer than w->max_commits are in flight. Each job

@@ -6,7 +6,7 @@
 #ifndef ARBITER_RECONCILE_H
 #define ARBITER_RECONCILE_H
 
-#include "worker_int.h"
+#include "pipeline.h"
 
 /* One reconciler run: takes the lock, re-enqueues what Redis lost. Clears
  * w->reconcile_busy when done (asynchronously). */

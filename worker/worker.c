@@ -1,5 +1,6 @@
 /*
- * worker: the daemon's event loop and job pipeline (see worker.h).
+ * worker: the daemon's event loop and the stages of the job pipeline that
+ * are not modules of their own (see worker.h; the plumbing is pipeline.c).
  *
  * Flow of one entry:
  *   XREADGROUP (own connection, BLOCK 1000, COUNT = free slots)
@@ -9,17 +10,19 @@
  *   → rl_check (rate limit; deferred jobs leave the stream inside the script)
  *   → evaluate (deterministic inline, sandbox evaluators asynchronously)
  *   → commit_q → commit.c: one transaction for many jobs
- *   → ack_q → MULTI [XADD dead/release] XACK XDEL EXEC for many jobs.
+ *   → ack_q → ack.c: MULTI [XADD dead/release] XACK XDEL EXEC for many jobs.
  * Everything produced during one loop iteration is batched: producers put
- * jobs in queues and call worker_kick, which flushes on the next iteration.
+ * jobs in queues and call pipeline_kick, which flushes on the next iteration.
  *
- * Failures: worker_retry puts a job in retry_q (sorted by due time) with
+ * Failures: pipeline_retry puts a job in retry_q (sorted by due time) with
  * exponential backoff and jitter; counted failures use up attempts and end in
- * worker_fail (status failed + dead letter). Entries of dead consumers are
+ * pipeline_fail (status failed + dead letter). Entries of dead consumers are
  * taken over with XAUTOCLAIM; our own in-flight entries are re-claimed
- * (XCLAIM JUSTID) before they look idle. SIGTERM drains (see start_drain).
+ * (XCLAIM JUSTID) before they look idle (claim.c). SIGTERM drains (see
+ * start_drain).
  */
-#include "worker_int.h"
+#include "worker.h"
+#include "pipeline.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -44,9 +47,6 @@
 
 #define LOAD_BATCH_MAX 256
 #define READ_BLOCK_MS 1000
-#define BACKOFF_BASE_MS 100
-#define BACKOFF_CAP_MS 5000          /* Redis / PostgreSQL unreachable */
-#define BACKOFF_COUNTED_CAP_MS 10000 /* failures that use up attempts */
 #define GAUGES_MS 2000
 #define PROMOTE_MS 250
 #define HARD_STOP_MS 10000
@@ -54,186 +54,9 @@
 #define MIGCHECK_MS 30000
 #define DB_WAIT_POLL_MS 50           /* no database connection: check again this often */
 
-/* ---- small helpers ------------------------------------------------------------------- */
-
-uint32_t worker_rand(struct worker *w)
-{
-	uint32_t x = w->rnd;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	w->rnd = x ? x : 0x9e3779b9u;
-	return w->rnd;
-}
-
-void jobq_push(struct jobq *q, struct job *j)
-{
-	j->qnext = NULL;
-	if (q->tail)
-		q->tail->qnext = j;
-	else
-		q->head = j;
-	q->tail = j;
-	q->n++;
-}
-
-void jobq_push_front(struct jobq *q, struct job *j)
-{
-	j->qnext = q->head;
-	q->head = j;
-	if (!q->tail)
-		q->tail = j;
-	q->n++;
-}
-
-struct job *jobq_pop(struct jobq *q)
-{
-	struct job *j = q->head;
-	if (!j)
-		return NULL;
-	q->head = j->qnext;
-	if (!q->head)
-		q->tail = NULL;
-	j->qnext = NULL;
-	q->n--;
-	return j;
-}
-
-bool jobq_remove(struct jobq *q, struct job *j)
-{
-	struct job *prev = NULL;
-	for (struct job *x = q->head; x; prev = x, x = x->qnext) {
-		if (x != j)
-			continue;
-		if (prev)
-			prev->qnext = x->qnext;
-		else
-			q->head = x->qnext;
-		if (q->tail == x)
-			q->tail = prev;
-		x->qnext = NULL;
-		q->n--;
-		return true;
-	}
-	return false;
-}
-
-const char *worker_evaluator(const struct job *j)
-{
-	return j->spec ? spec_evaluator_name(j->spec->ev) : NULL;
-}
-
 static bool status_final(const char *s)
 {
 	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
-}
-
-/* ---- job list ------------------------------------------------------------------------ */
-
-static void maybe_finish_drain(struct worker *w);
-static void shutdown_all(struct worker *w);
-
-void worker_adopt(struct worker *w, struct job *j)
-{
-	j->w = w;
-	j->read_at = j->claimed_at = uv_now(w->loop);
-	j->lprev = NULL;
-	j->lnext = w->jobs;
-	if (w->jobs)
-		w->jobs->lprev = j;
-	w->jobs = j;
-	w->njobs++;
-	metrics_inflight(w->njobs);
-}
-
-static void job_done(struct worker *w, struct job *j);
-
-void worker_drop(struct worker *w, struct job *j)
-{
-	job_done(w, j);
-}
-
-/* The job is finished (acked, dropped or abandoned): free it. */
-static void job_done(struct worker *w, struct job *j)
-{
-	if (j->lprev)
-		j->lprev->lnext = j->lnext;
-	else
-		w->jobs = j->lnext;
-	if (j->lnext)
-		j->lnext->lprev = j->lprev;
-	w->njobs--;
-	if (j->state == JOB_ABANDONED)
-		w->nabandoned--;
-	metrics_inflight(w->njobs);
-	speccache_unref(j->spec);
-	j->spec = NULL;
-	job_free(j);
-	if (w->state == W_DRAINING)
-		maybe_finish_drain(w);
-	else
-		worker_kick(w);
-}
-
-struct job *worker_find_job(struct worker *w, const char *id)
-{
-	for (struct job *j = w->jobs; j; j = j->lnext)
-		if (j->state != JOB_ABANDONED && !strcmp(j->id, id))
-			return j;
-	return NULL;
-}
-
-/* ---- outcomes ------------------------------------------------------------------------ */
-
-void worker_to_commit(struct worker *w, struct job *j)
-{
-	job_set_state(j, JOB_COMMIT_WAIT);
-	j->commit_queued_at = uv_now(w->loop);
-	jobq_push(&w->commit_q, j);
-	worker_kick(w);
-}
-
-void worker_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
-                   const char *outcome)
-{
-	j->ack = ack;
-	if (reason)
-		j->ack_reason = reason;
-	j->outcome = outcome;
-	job_set_state(j, JOB_ACK_WAIT);
-	jobq_push(&w->ack_q, j);
-	worker_kick(w);
-}
-
-/* Puts the entry back on the stream for another worker (drain). May free j
- * (callers iterating w->jobs must have saved j->lnext). */
-static void job_release(struct worker *w, struct job *j)
-{
-	if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
-		/* Its COMMIT may have gone through (the connection was lost while
-		 * it ran). A re-evaluation is recognised by its entry id, and a
-		 * released copy gets a new one: it would append a second result.
-		 * Leave the entry pending instead; another worker reclaims it with
-		 * the same id after ARBITER_CLAIM_IDLE_MS and finds it done. */
-		LOGW(j->sub, j->id, "reevaluation with an unknown commit outcome: left pending for "
-		     "another worker to reclaim, not released");
-		job_done(w, j);
-		return;
-	}
-	LOGD(j->sub[0] ? j->sub : NULL, j->id, "released back to the stream");
-	worker_to_ack(w, j, ACK_RELEASE, NULL, NULL);
-}
-
-void worker_fail(struct worker *w, struct job *j, const char *why)
-{
-	if (why != j->last_error) {
-		char *copy = xstrdup(why ? why : "unknown error");
-		free(j->last_error);
-		j->last_error = copy;
-	}
-	LOGE(j->sub, j->id, "failed after %d attempt(s): %s", j->attempts, j->last_error);
-	j->op = OP_FAIL;
-	worker_to_commit(w, j);
 }
 
 static void reject(struct worker *w, struct job *j, const char *reason, const char *msg)
@@ -243,87 +66,20 @@ static void reject(struct worker *w, struct job *j, const char *reason, const ch
 	free(j->last_error);
 	j->last_error = msg ? xstrdup(msg) : NULL;
 	LOGI(j->sub, j->id, "rejected: %s%s%s", reason, msg ? ": " : "", msg ? msg : "");
-	worker_to_commit(w, j);
+	pipeline_to_commit(w, j);
 }
 
-/* ---- retries ------------------------------------------------------------------------- */
-
-static void retry_cb(uv_timer_t *t);
-
-static void arm_retry(struct worker *w)
-{
-	if (w->state == W_STOPPING)
-		return;
-	if (!w->retry_q.head) {
-		uv_timer_stop(&w->t_retry);
-		return;
-	}
-	uint64_t now = uv_now(w->loop), due = w->retry_q.head->retry_at;
-	uv_timer_start(&w->t_retry, retry_cb, due > now ? due - now : 0, 0);
-}
-
-static void retry_insert(struct worker *w, struct job *j)
-{
-	struct jobq *q = &w->retry_q;
-	struct job *prev = NULL, *x = q->head;
-	while (x && x->retry_at <= j->retry_at) {
-		prev = x;
-		x = x->qnext;
-	}
-	j->qnext = x;
-	if (prev)
-		prev->qnext = j;
-	else
-		q->head = j;
-	if (!x)
-		q->tail = j;
-	q->n++;
-}
-
-void worker_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
-                  const char *why)
-{
-	char *copy = xstrdup(why ? why : "unknown error");
-	free(j->last_error);
-	j->last_error = copy;
-	if (counted) {
-		if (j->attempts >= w->cfg->max_deliveries) {
-			worker_fail(w, j, j->last_error);
-			return;
-		}
-		j->attempts++;
-		j->marked = false;   /* a sandbox job records the new attempt again */
-	}
-	/* Draining: work not started yet goes back to the stream; after the
-	 * deadline everything not committed does. */
-	if ((w->state != W_RUNNING && stage == STAGE_LOAD) ||
-	    (w->drain_expired && stage != STAGE_ACK)) {
-		job_release(w, j);
-		return;
-	}
-	j->retries++;
-	uint32_t d = job_backoff_ms(j->retries, BACKOFF_BASE_MS,
-	                            counted ? BACKOFF_COUNTED_CAP_MS : BACKOFF_CAP_MS, worker_rand(w));
-	if (counted)
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; attempt %d of %d in %u ms", j->last_error,
-		     j->attempts, w->cfg->max_deliveries, d);
-	else
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; retrying in %u ms", j->last_error, d);
-	j->retry_stage = stage;
-	j->retry_at = uv_now(w->loop) + d;
-	job_set_state(j, JOB_BACKOFF);
-	retry_insert(w, j);
-	arm_retry(w);
-}
-
+static void maybe_finish_drain(struct worker *w);
+static void shutdown_all(struct worker *w);
 static void start_eval_stage(struct worker *w, struct job *j);
 
+/* A job's backoff is over (pipeline.c): it starts again at its retry stage. */
 static void restart(struct worker *w, struct job *j)
 {
 	switch (j->retry_stage) {
 	case STAGE_LOAD:
 		if (w->state != W_RUNNING) {
-			job_release(w, j);
+			pipeline_release(w, j);
 			return;
 		}
 		job_clear_result(j);
@@ -332,31 +88,20 @@ static void restart(struct worker *w, struct job *j)
 		j->spec = NULL;
 		job_set_state(j, JOB_LOAD_WAIT);
 		jobq_push(&w->load_q, j);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	case STAGE_EVAL:
 		start_eval_stage(w, j);
 		return;
 	case STAGE_COMMIT:
-		worker_to_commit(w, j);
+		pipeline_to_commit(w, j);
 		return;
 	case STAGE_ACK:
 		job_set_state(j, JOB_ACK_WAIT);
 		jobq_push(&w->ack_q, j);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
-}
-
-static void retry_cb(uv_timer_t *t)
-{
-	struct worker *w = t->data;
-	uint64_t now = uv_now(w->loop);
-	while (w->retry_q.head && w->retry_q.head->retry_at <= now) {
-		struct job *j = jobq_pop(&w->retry_q);
-		restart(w, j);
-	}
-	arm_retry(w);
 }
 
 /* ---- loading ------------------------------------------------------------------------- */
@@ -461,7 +206,7 @@ static void on_load(const struct pgc_result *r, void *data)
 		for (int i = 0; i < b->n; i++) {
 			struct job *j = b->jobs[i];
 			if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-				job_done(w, j);
+				pipeline_drop(w, j);
 			} else if (!r->transient && b->n > 1) {
 				/* Something in one row breaks the query: find which, without
 				 * holding up the others (nor using up their attempts). */
@@ -471,11 +216,11 @@ static void on_load(const struct pgc_result *r, void *data)
 			} else {
 				/* Alone, a non-transient error is this job's: it uses up
 				 * attempts and ends failed instead of looping forever. */
-				worker_retry(w, j, STAGE_LOAD, !r->transient, err);
+				pipeline_retry(w, j, STAGE_LOAD, !r->transient, err);
 			}
 		}
 		free(b);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
 
@@ -491,7 +236,7 @@ static void on_load(const struct pgc_result *r, void *data)
 		struct job *j = b->jobs[i];
 		int row = -1;
 		if (j->state == JOB_ABANDONED) {
-			job_done(w, j);
+			pipeline_drop(w, j);
 			continue;
 		}
 		j->load_solo = false;
@@ -503,11 +248,11 @@ static void on_load(const struct pgc_result *r, void *data)
 		if (row < 0) {
 			LOGW(j->sub, j->id, "submission not found: dead-lettered");
 			metrics_rejected("submission_not_found");
-			worker_to_ack(w, j, ACK_DEAD, "submission_not_found", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", "dead_lettered");
 			continue;
 		}
 		if (fill_row(j, rows, row, err, sizeof err) < 0) {
-			worker_fail(w, j, err);
+			pipeline_fail(w, j, err);
 			continue;
 		}
 		for (int c = 0; c < nch; c++)
@@ -522,7 +267,7 @@ static void on_load(const struct pgc_result *r, void *data)
 		speccache_unref(ents[c]);
 	free(ents);
 	free(b);
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void flush_loads(struct worker *w)
@@ -561,7 +306,7 @@ static void flush_loads(struct worker *w)
 		if (rc < 0) {
 			w->loads_inflight--;
 			for (int i = 0; i < n; i++)
-				worker_retry(w, b->jobs[i], STAGE_LOAD, false, "database pool closed");
+				pipeline_retry(w, b->jobs[i], STAGE_LOAD, false, "database pool closed");
 			free(b);
 			return;
 		}
@@ -585,12 +330,12 @@ static void finish_eval(struct worker *w, struct job *j)
 {
 	j->has_res = true;
 	j->eval_done_ms = job_now_ms();
-	metrics_eval_seconds(worker_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
+	metrics_eval_seconds(pipeline_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
 	j->res_json = score_result_dumps(&j->res);
 	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;
 	LOGD(j->sub, j->id, "evaluated: score %d %s", j->res.score,
 	     score_outcome_name(j->res.result));
-	worker_to_commit(w, j);
+	pipeline_to_commit(w, j);
 }
 
 /* Deterministic scoring of large inputs runs on libuv's thread pool: a
@@ -632,11 +377,11 @@ static void score_after_cb(uv_work_t *req, int status)
 	if (rc == 0)
 		j->has_res = true;     /* so that job_free / job_clear_result release it */
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	if (rc < 0) {
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	finish_eval(w, j);
@@ -666,7 +411,7 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 	               &j->res, err, sizeof err) < 0) {
 		char why[600];
 		snprintf(why, sizeof why, "internal_error: %s", err);
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	finish_eval(w, j);
@@ -680,13 +425,13 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 	if (w->sp)
 		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	if (rc < 0) {
 		char why[600];
 		snprintf(why, sizeof why, "internal_error: %s", err ? err : "evaluator failed");
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	if (ext && ext->extra)
@@ -710,7 +455,7 @@ static void run_sandbox(struct worker *w, struct job *j)
 	                       j->spec->gt, match, on_sandbox, j);
 	json_decref(match);
 	if (rc < 0) {
-		worker_retry(w, j, STAGE_EVAL, true, "internal_error: the evaluator refused the spec");
+		pipeline_retry(w, j, STAGE_EVAL, true, "internal_error: the evaluator refused the spec");
 		return;
 	}
 	metrics_sandbox_busy(sandbox_pool_busy(w->sp));
@@ -725,13 +470,13 @@ static void on_mark(const struct pgc_result *r, void *data)
 	struct job *j = data;
 	struct worker *w = j->w;
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	if (r->err) {
 		char why[512];
 		snprintf(why, sizeof why, "marking the submission evaluating failed: %s", r->err);
-		worker_retry(w, j, STAGE_EVAL, false, why);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
 		return;
 	}
 	j->marked = true;
@@ -749,7 +494,7 @@ static void evaluate(struct worker *w, struct job *j)
 	if (!w->sp) {
 		char why[320];
 		snprintf(why, sizeof why, "internal_error: sandbox unavailable: %s", w->sp_err);
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	if (j->kind == JOB_EVALUATE && !j->marked) {
@@ -761,7 +506,7 @@ static void evaluate(struct worker *w, struct job *j)
 		struct pgc_stmt st = { SQL_MARK, 2, params };
 		job_set_state(j, JOB_MARKING);
 		if (pgc_run(w->pg, &st, 1, on_mark, j) < 0)
-			worker_retry(w, j, STAGE_EVAL, false, "database pool closed");
+			pipeline_retry(w, j, STAGE_EVAL, false, "database pool closed");
 		return;
 	}
 	run_sandbox(w, j);
@@ -773,7 +518,7 @@ static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void
 	struct worker *w = j->w;
 
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	switch (d) {
@@ -783,8 +528,8 @@ static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void
 		return;
 	case RL_DEFERRED:
 		LOGI(j->sub, j->id, "rate limited: deferred until %lld", (long long)retry_at_ms);
-		metrics_job(worker_evaluator(j), "deferred");
-		job_done(w, j);
+		metrics_job(pipeline_evaluator(j), "deferred");
+		pipeline_drop(w, j);
 		return;
 	case RL_REJECT:
 		reject(w, j, "rate_limited", NULL);
@@ -793,7 +538,7 @@ static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void
 	default: {
 		char why[300];
 		snprintf(why, sizeof why, "rate limiter: %s", err ? err : "error");
-		worker_retry(w, j, STAGE_EVAL, false, why);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
 		return;
 	}
 	}
@@ -806,7 +551,7 @@ static void start_eval_stage(struct worker *w, struct job *j)
 		job_set_state(j, JOB_RATELIMIT);
 		if (rl_check(w->rl, w->rq_cmd, ip, false, j->id, (const char *const *)j->fields, j->nf,
 		             on_rl, j) < 0)
-			worker_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
+			pipeline_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
 		return;
 	}
 	evaluate(w, j);
@@ -819,13 +564,13 @@ static void after_load(struct worker *w, struct job *j)
 
 	if (j->kind == JOB_EVALUATE && status_final(r->status)) {
 		LOGD(j->sub, j->id, "duplicate delivery: submission already %s", r->status);
-		worker_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
+		pipeline_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
 		return;
 	}
 	if (j->kind == JOB_REEVALUATE && strcmp(r->status, "completed")) {
 		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettered",
 		     r->status);
-		worker_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
+		pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
 		return;
 	}
 	/* submissions.attempts counts the attempts at evaluating the submission
@@ -838,7 +583,7 @@ static void after_load(struct worker *w, struct job *j)
 		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
 		         j->attempts - 1, w->cfg->max_deliveries);
 		j->attempts--;
-		worker_fail(w, j, j->last_error ? j->last_error : why);
+		pipeline_fail(w, j, j->last_error ? j->last_error : why);
 		return;
 	}
 	if (j->kind == JOB_EVALUATE) {
@@ -863,71 +608,11 @@ static void after_load(struct worker *w, struct job *j)
 			free(j->last_error);
 			j->last_error = xstrdup(msg);
 			LOGW(j->sub, j->id, "reevaluate: invalid spec: %s", msg);
-			worker_to_ack(w, j, ACK_DEAD, "invalid_spec", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "invalid_spec", "dead_lettered");
 		}
 		return;
 	}
 	start_eval_stage(w, j);
-}
-
-/* ---- dispatch of new entries --------------------------------------------------------- */
-
-void worker_dispatch(struct worker *w, struct job *j)
-{
-	if (w->state != W_RUNNING) {
-		job_release(w, j);
-		return;
-	}
-	if (j->poison) {
-		if (!strcmp(j->poison, "deleted_entry")) {
-			worker_to_ack(w, j, ACK_PLAIN, NULL, NULL);
-			return;
-		}
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettered", j->poison);
-		worker_to_ack(w, j, ACK_DEAD, j->poison, "dead_lettered");
-		return;
-	}
-	if (j->attempts > w->cfg->max_deliveries) {
-		char why[128];
-		snprintf(why, sizeof why, "delivered %d times (ARBITER_MAX_DELIVERIES %d)",
-		         j->attempts, w->cfg->max_deliveries);
-		j->attempts = w->cfg->max_deliveries;
-		worker_fail(w, j, why);
-		return;
-	}
-	job_set_state(j, JOB_LOAD_WAIT);
-	jobq_push(&w->load_q, j);
-	worker_kick(w);
-}
-
-struct job *worker_entry_job(redisReply *e, int deliveries)
-{
-	if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-	    e->element[0]->type != REDIS_REPLY_STRING)
-		return NULL;
-	redisReply *f = e->element[1];
-	if (f->type != REDIS_REPLY_ARRAY) {
-		struct job *j = job_new(e->element[0]->str, NULL, NULL, 0, deliveries);
-		j->poison = "deleted_entry";
-		return j;
-	}
-	int nf = (int)(f->elements / 2);
-	const char **fs = xcalloc((size_t)(2 * nf + 1), sizeof *fs);
-	size_t *ls = xcalloc((size_t)(2 * nf + 1), sizeof *ls);
-	for (int i = 0; i < 2 * nf; i++) {
-		redisReply *x = f->element[i];
-		if (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS) {
-			fs[i] = x->str;
-			ls[i] = x->len;
-		} else {
-			fs[i] = "";
-			ls[i] = 0;
-		}
-	}
-	struct job *j = job_new(e->element[0]->str, fs, ls, nf, deliveries);
-	free(fs);
-	free(ls);
-	return j;
 }
 
 /* ---- reading ------------------------------------------------------------------------- */
@@ -952,11 +637,11 @@ static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 		if (entries->type != REDIS_REPLY_ARRAY)
 			continue;
 		for (size_t i = 0; i < entries->elements; i++) {
-			struct job *j = worker_entry_job(entries->element[i], 1);
+			struct job *j = pipeline_entry_job(entries->element[i], 1);
 			if (!j)
 				continue;
-			worker_adopt(w, j);
-			worker_dispatch(w, j);
+			pipeline_adopt(w, j);
+			pipeline_dispatch(w, j);
 		}
 	}
 }
@@ -975,7 +660,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 		 * connection survived (a late reply), the kick reads again. */
 		if (w->state == W_DRAINING)
 			maybe_finish_drain(w);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
 	if (reply->type == REDIS_REPLY_ERROR) {
@@ -998,7 +683,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 	adopt_entries(w, reply, false);
 	if (w->state == W_DRAINING)
 		maybe_finish_drain(w);
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void do_read(struct worker *w, int free_slots)
@@ -1073,7 +758,7 @@ static void on_own_pending(struct rq *r, redisReply *reply, const char *err, voi
 		adopt_entries(w, reply, true);
 	}
 	w->own_pending_done = true;
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void on_group(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -1099,7 +784,7 @@ static void on_group(struct rq *r, redisReply *reply, const char *err, void *dat
 			return;
 		w->own_pending_done = true;
 	}
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void create_group(struct worker *w)
@@ -1143,7 +828,7 @@ static void on_cmd_connect(struct rq *r, void *data)
 {
 	struct worker *w = data;
 	(void)r;
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void on_cmd_disconnect(struct rq *r, const char *why, void *data)
@@ -1153,25 +838,14 @@ static void on_cmd_disconnect(struct rq *r, const char *why, void *data)
 	(void)data;
 }
 
-/* ---- kick ---------------------------------------------------------------------------- */
-
-static void kick_cb(uv_timer_t *t)
+/* The kick (pipeline.c): everything queued during one loop iteration goes out
+ * in batches. */
+static void flush_stages(struct worker *w)
 {
-	struct worker *w = t->data;
-	if (w->state == W_STOPPING)
-		return;
 	flush_loads(w);
 	commit_flush(w);
 	ack_flush(w);
 	maybe_read(w);
-}
-
-void worker_kick(struct worker *w)
-{
-	if (w->state == W_STOPPING)
-		return;
-	if (!uv_is_active((uv_handle_t *)&w->t_kick))
-		uv_timer_start(&w->t_kick, kick_cb, 0, 0);
 }
 
 static void reclaim_cb(uv_timer_t *t)
@@ -1381,23 +1055,23 @@ static void drain_deadline_cb(uv_timer_t *t)
 
 	w->drain_expired = true;
 	for (struct job *j = w->jobs, *next; j; j = next) {
-		next = j->lnext;     /* job_release may free j (copies are added at the head) */
+		next = j->lnext;     /* pipeline_release may free j (copies are added at the head) */
 		switch (j->state) {
 		case JOB_LOAD_WAIT:
 			jobq_remove(&w->load_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 			break;
 		case JOB_COMMIT_WAIT:
 			jobq_remove(&w->commit_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 			break;
 		case JOB_BACKOFF:
 			if (j->retry_stage == STAGE_ACK)
 				break;
 			jobq_remove(&w->retry_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 			break;
 		case JOB_COMMIT_CONN:
@@ -1414,15 +1088,15 @@ static void drain_deadline_cb(uv_timer_t *t)
 			job_set_state(j, JOB_ABANDONED);
 			w->nabandoned++;
 			if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
-				/* See job_release: a copy would get a new entry id. */
+				/* See pipeline_release: a copy would get a new entry id. */
 				LOGW(j->sub, j->id, "reevaluation with an unknown commit outcome: left "
 				     "pending for another worker to reclaim, not released");
 				break;
 			}
 			struct job *c = job_new(j->id, (const char *const *)j->fields, j->flens, j->nf,
 			                        j->attempts);
-			worker_adopt(w, c);
-			job_release(w, c);
+			pipeline_adopt(w, c);
+			pipeline_release(w, c);
 			released++;
 			break;
 		}
@@ -1430,7 +1104,7 @@ static void drain_deadline_cb(uv_timer_t *t)
 			break;
 		}
 	}
-	arm_retry(w);
+	pipeline_arm_retry(w);
 	LOGW(NULL, NULL, "drain deadline (%d ms) reached: released %d job(s)", w->cfg->drain_ms,
 	     released);
 	if (w->state == W_DRAINING)      /* (freeing the last job may have stopped us already) */
@@ -1463,18 +1137,18 @@ static void start_drain(struct worker *w)
 	uv_timer_stop(&w->t_reconcile);
 	uv_timer_stop(&w->t_promote);
 	for (struct job *j = w->jobs, *next; j; j = next) {
-		next = j->lnext;     /* job_release may free j */
+		next = j->lnext;     /* pipeline_release may free j */
 		if (j->state == JOB_LOAD_WAIT) {
 			jobq_remove(&w->load_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 		} else if (j->state == JOB_BACKOFF && j->retry_stage == STAGE_LOAD) {
 			jobq_remove(&w->retry_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 		}
 	}
-	arm_retry(w);
+	pipeline_arm_retry(w);
 	LOGI(NULL, NULL, "draining: %d job(s) in flight, %d released, deadline %d ms", w->njobs,
 	     released, w->cfg->drain_ms);
 	if (w->state == W_DRAINING)
@@ -1581,10 +1255,82 @@ static void init_timer(struct worker *w, uv_timer_t *t)
 	t->data = w;
 }
 
+/* Creates the rate limiter, the sandbox pool (optional), the two Redis
+ * clients, the PostgreSQL pool and the HTTP listener. Returns 0, or -1 after
+ * saying why (the caller closes what was opened). */
+static int open_parts(struct worker *w)
+{
+	char err[512];
+
+	if (rl_new(w->cfg, &w->rl, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		return -1;
+	}
+	rl_set_loop(w->rl, w->loop);
+	if (sandbox_pool_new(w->loop, w->cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
+		w->sp = NULL;
+		LOGW(NULL, NULL, "sandbox unavailable (test-suite and custom-script jobs will fail): %s",
+		     w->sp_err);
+	}
+
+	struct rq_opts ro = { 0 };
+	ro.url = w->cfg->redis_url;
+	ro.on_connect = on_read_connect;
+	ro.on_disconnect = on_read_disconnect;
+	ro.data = w;
+	ro.name = "reader";
+	if (rq_new(w->loop, &ro, &w->rq_read) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
+		return -1;
+	}
+	ro.on_connect = on_cmd_connect;
+	ro.on_disconnect = on_cmd_disconnect;
+	ro.name = "commands";
+	if (rq_new(w->loop, &ro, &w->rq_cmd) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
+		return -1;
+	}
+	struct pgc_opts po = { 0 };
+	po.conninfo = w->cfg->database_url;
+	po.size = w->cfg->pg_pool_size;
+	po.query_timeout_ms = (uint32_t)w->cfg->pg_query_timeout_ms;
+	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
+		return -1;
+	}
+	if (http_start(w->loop, w->cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "metrics listener: %s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The loop's timers and signal handlers. */
+static void start_timers(struct worker *w)
+{
+	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
+	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
+		init_timer(w, timers[i]);
+	/* Claims: see claim.c for the timing. */
+	uv_timer_start(&w->t_reclaim, reclaim_cb, claim_tick_ms(w->cfg), claim_tick_ms(w->cfg));
+	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)w->cfg->reconcile_ms,
+	               (uint64_t)w->cfg->reconcile_ms);
+	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
+	uv_timer_start(&w->t_gauges, gauges_cb, 200, GAUGES_MS);
+	uv_signal_init(w->loop, &w->sig_term);
+	uv_signal_init(w->loop, &w->sig_int);
+	w->sig_term.data = w->sig_int.data = w;
+	uv_signal_start(&w->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&w->sig_int, on_signal, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 int worker_run(const struct config *cfg)
 {
 	struct worker *w = xcalloc(1, sizeof *w);
-	char err[512];
 	int rc = 1;
 
 	w->loop = uv_default_loop();
@@ -1599,6 +1345,9 @@ int worker_run(const struct config *cfg)
 	w->k_lock = key(cfg->prefix, ":reconcile:lock");
 	w->max_loads = cfg->pg_pool_size / 4 > 0 ? cfg->pg_pool_size / 4 : 1;
 	w->max_commits = cfg->pg_pool_size / 2 > 0 ? cfg->pg_pool_size / 2 : 1;
+	w->hooks.flush = flush_stages;
+	w->hooks.restart = restart;
+	w->hooks.job_gone = maybe_finish_drain;
 
 	char *rurl = log_redact_url(cfg->redis_url), *durl = log_redact_url(cfg->database_url);
 	LOGI(NULL, NULL, "starting: redis %s, database %s, prefix %s, concurrency %d, batch %d",
@@ -1606,65 +1355,9 @@ int worker_run(const struct config *cfg)
 	free(rurl);
 	free(durl);
 
-	if (rl_new(cfg, &w->rl, err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "%s", err);
-		fprintf(stderr, "arbiter worker: %s\n", err);
+	if (open_parts(w) < 0)
 		goto out;
-	}
-	rl_set_loop(w->rl, w->loop);
-	if (sandbox_pool_new(w->loop, cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
-		w->sp = NULL;
-		LOGW(NULL, NULL, "sandbox unavailable (test-suite and custom-script jobs will fail): %s",
-		     w->sp_err);
-	}
-
-	struct rq_opts ro = { 0 };
-	ro.url = cfg->redis_url;
-	ro.on_connect = on_read_connect;
-	ro.on_disconnect = on_read_disconnect;
-	ro.data = w;
-	ro.name = "reader";
-	if (rq_new(w->loop, &ro, &w->rq_read) < 0) {
-		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
-		goto out;
-	}
-	ro.on_connect = on_cmd_connect;
-	ro.on_disconnect = on_cmd_disconnect;
-	ro.name = "commands";
-	if (rq_new(w->loop, &ro, &w->rq_cmd) < 0) {
-		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
-		goto out;
-	}
-	struct pgc_opts po = { 0 };
-	po.conninfo = cfg->database_url;
-	po.size = cfg->pg_pool_size;
-	po.query_timeout_ms = (uint32_t)cfg->pg_query_timeout_ms;
-	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
-		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
-		goto out;
-	}
-	if (http_start(w->loop, cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "metrics listener: %s", err);
-		fprintf(stderr, "arbiter worker: %s\n", err);
-		goto out;
-	}
-
-	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
-	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
-	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
-		init_timer(w, timers[i]);
-	/* Claims: see claim.c for the timing. */
-	uv_timer_start(&w->t_reclaim, reclaim_cb, claim_tick_ms(cfg), claim_tick_ms(cfg));
-	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)cfg->reconcile_ms,
-	               (uint64_t)cfg->reconcile_ms);
-	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
-	uv_timer_start(&w->t_gauges, gauges_cb, 200, GAUGES_MS);
-	uv_signal_init(w->loop, &w->sig_term);
-	uv_signal_init(w->loop, &w->sig_int);
-	w->sig_term.data = w->sig_int.data = w;
-	uv_signal_start(&w->sig_term, on_signal, SIGTERM);
-	uv_signal_start(&w->sig_int, on_signal, SIGINT);
-	signal(SIGPIPE, SIG_IGN);
+	start_timers(w);
 
 	uv_run(w->loop, UV_RUN_DEFAULT);
 	if (!uv_is_closing((uv_handle_t *)&w->t_drain)) {
@@ -1694,7 +1387,7 @@ cleanup:
 	sandbox_pool_free(w->sp);
 	speccache_clear(&w->specs);
 	while (w->jobs)
-		job_done(w, w->jobs);
+		pipeline_drop(w, w->jobs);
 	free(w->k_jobs);
 	free(w->k_group);
 	free(w->k_dead);

@@ -1,14 +1,24 @@
 /*
- * worker_int: the worker daemon's internal API, shared by the modules of the
- * job pipeline: worker.c (event loop, reading, loading, evaluation, retries,
- * drain), commit.c (+ cplan.c), ack.c, claim.c, reconcile.c. The daemon's
- * public entry point is worker.h.
+ * pipeline: the worker's shared state (struct worker) and the plumbing of the
+ * job pipeline, below the stages that use it:
  *
- * A job moves through the states of job.h; the queues below hold the jobs
- * waiting for a batched step (load, commit, ack) and the retry backoff.
+ *   worker.c   event loop, reading (XREADGROUP), loading, the checks, rate
+ *              limit and evaluation, drain and shutdown
+ *   commit.c   the commit transaction (cplan.c decides, commit.c executes)
+ *   ack.c      XACK + XDEL (and dead-letter / release copies) in batches
+ *   claim.c    keeping our entries claimed, taking over dead consumers'
+ *   reconcile.c  re-enqueueing what Redis lost
+ *
+ * pipeline.c holds the live jobs, the queues between the stages, retries with
+ * backoff and the kick. It calls back up only through w->hooks, which
+ * worker.c sets at start, so the stages depend on the plumbing and never the
+ * other way round. A job moves through the states of job.h; producers put
+ * jobs in queues and call pipeline_kick, which flushes every stage on the
+ * next loop iteration (everything produced in one iteration is batched).
+ * Event-loop thread only.
  */
-#ifndef ARBITER_WORKER_INT_H
-#define ARBITER_WORKER_INT_H
+#ifndef ARBITER_PIPELINE_H
+#define ARBITER_PIPELINE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,7 +29,6 @@
 #include "config.h"
 #include "job.h"
 #include "speccache.h"
-#include "worker.h"
 
 struct rq;
 struct pgc_pool;
@@ -35,8 +44,16 @@ enum worker_state {
 	W_STOPPING,    /* closing handles; the loop ends when the last one is closed */
 };
 
+/* Where the plumbing hands back to the stages (set by worker.c at start). */
+struct pipeline_hooks {
+	void (*flush)(struct worker *w);                   /* the kick: flush every stage, read */
+	void (*restart)(struct worker *w, struct job *j);  /* a backoff is over: run its stage */
+	void (*job_gone)(struct worker *w);                /* a job was freed while draining */
+};
+
 struct worker {
 	uv_loop_t *loop;
+	struct pipeline_hooks hooks;
 	const struct config *cfg;
 	enum worker_state state;
 
@@ -89,51 +106,61 @@ bool jobq_remove(struct jobq *q, struct job *j);
 
 /* Schedules a flush of the queues (load, commit, ack) and a read on the next
  * loop iteration, so that everything produced in one iteration is batched. */
-void worker_kick(struct worker *w);
+void pipeline_kick(struct worker *w);
 
 /* The job's evaluator name for metrics ("deterministic", ...) or NULL. */
-const char *worker_evaluator(const struct job *j);
+const char *pipeline_evaluator(const struct job *j);
 
 /* Queues the job for the commit transaction (state JOB_COMMIT_WAIT). */
-void worker_to_commit(struct worker *w, struct job *j);
+void pipeline_to_commit(struct worker *w, struct job *j);
 
 /* Queues the entry's XACK+XDEL (ack kind, dead-letter reason) and the metrics
  * outcome counted once it is done (NULL = none). */
-void worker_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
+void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
                    const char *outcome);
 
 /* A step failed. counted: the failure is the job's (evaluation error, deadlock,
  * a bad statement), it uses up one of ARBITER_MAX_DELIVERIES attempts and the
  * job fails once they are used; otherwise (Redis or PostgreSQL unreachable)
  * it retries with backoff as long as it takes. why is copied (last_error). */
-void worker_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
+void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
                   const char *why);
 
 /* Ends the job as failed: submissions.status = failed with why as last_error
  * (evaluate jobs), a copy in {prefix}:dead, then XACK. */
-void worker_fail(struct worker *w, struct job *j, const char *why);
+void pipeline_fail(struct worker *w, struct job *j, const char *why);
 
 /* Frees a job without acknowledging its entry (an abandoned job whose
  * callback came back, an acknowledgement given up; the entry, if any, stays
  * pending). */
-void worker_drop(struct worker *w, struct job *j);
+void pipeline_drop(struct worker *w, struct job *j);
+
+/* Puts the entry back on the stream for another worker (drain): queued for
+ * acknowledgement as ACK_RELEASE; a reevaluation whose commit outcome is
+ * unknown is dropped instead (left pending, see pipeline.c). May free j
+ * (callers iterating w->jobs must have saved j->lnext). */
+void pipeline_release(struct worker *w, struct job *j);
+
+/* (Re)arms the retry timer for the earliest job in w->retry_q (after jobs
+ * were removed from it). */
+void pipeline_arm_retry(struct worker *w);
 
 /* A job from one stream entry reply ([id, [f, v, ...]] or [id, nil]: a
  * deleted entry, poisoned "deleted_entry"), or NULL when the reply is not an
  * entry. deliveries: the delivery count known so far. */
-struct job *worker_entry_job(redisReply *e, int deliveries);
+struct job *pipeline_entry_job(redisReply *e, int deliveries);
 
 /* Adds a new job to the live list (w->jobs) and stamps its read/claim time. */
-void worker_adopt(struct worker *w, struct job *j);
+void pipeline_adopt(struct worker *w, struct job *j);
 
 /* The live (not abandoned) job of stream entry id, or NULL. */
-struct job *worker_find_job(struct worker *w, const char *id);
+struct job *pipeline_find(struct worker *w, const char *id);
 
 /* Starts an adopted job: poison entries are dead-lettered, over-delivered
  * ones failed, the rest queued for loading; while draining it is released. */
-void worker_dispatch(struct worker *w, struct job *j);
+void pipeline_dispatch(struct worker *w, struct job *j);
 
 /* Random 32-bit value (xorshift, seeded at start). */
-uint32_t worker_rand(struct worker *w);
+uint32_t pipeline_rand(struct worker *w);
 
 #endif
