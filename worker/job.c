@@ -309,16 +309,6 @@ int64_t job_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void job_iso_ms(int64_t ms, char *buf, size_t n)
-{
-	time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-	int frac = (int)(ms - (int64_t)secs * 1000);
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
-}
-
 /* Parses JSON text from PostgreSQL. jsonb keeps numbers exactly, so valid
  * JSON may hold integers beyond 64 bits (18446744073709551616, or 1e30 which
  * PostgreSQL prints with all its digits) that jansson refuses: those documents

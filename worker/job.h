@@ -227,7 +227,5 @@ json_t *job_json_load(const char *text, size_t len, json_error_t *jerr);
 /* Unix time in ms (wall clock). */
 int64_t job_now_ms(void);
 
-/* ISO 8601 UTC text with milliseconds ("2024-05-01T12:00:00.250Z"); buf ≥ 32. */
-void job_iso_ms(int64_t ms, char *buf, size_t n);
 
 #endif

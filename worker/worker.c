@@ -35,6 +35,7 @@
 #include "commit.h"
 #include "evaluator.h"
 #include "http.h"
+#include "isotime.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -442,8 +443,8 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 static void run_sandbox(struct worker *w, struct job *j)
 {
 	char started[32], submitted[32];
-	job_iso_ms(j->row.started_ms, started, sizeof started);
-	job_iso_ms(j->row.submitted_ms, submitted, sizeof submitted);
+	isotime_format(j->row.started_ms, started, sizeof started);
+	isotime_format(j->row.submitted_ms, submitted, sizeof submitted);
 	json_t *match = json_pack("{s:s, s:s, s:i, s:b, s:i}", "started_at", started,
 	                          "submitted_at", submitted, "time_limit_secs",
 	                          j->row.time_limit_secs, "memoryless", j->row.memoryless,
