@@ -48,8 +48,8 @@ static struct cplan_sub sub(const char *id, const char *status, const char *msta
 	struct cplan_sub s;
 	memset(&s, 0, sizeof s);
 	snprintf(s.id, sizeof s.id, "%s", id);
-	snprintf(s.status, sizeof s.status, "%s", status);
-	snprintf(s.match_status, sizeof s.match_status, "%s", mstatus);
+	s.status = job_status_parse(status);
+	s.match_status = job_status_parse(mstatus);
 	return s;
 }
 
@@ -143,7 +143,7 @@ static void duplicates_and_matches(void)
 	struct job *c = mk(OP_COMPLETE, S2, AG2, M1, SCORE_WIN);       /* same match */
 	struct job *d = mk(OP_COMPLETE, S3, AG2, M2, SCORE_DRAW);      /* final already */
 	struct job *e = mk(OP_REJECT, "00000000-0000-0000-0000-00000000dead", AG2, M2, SCORE_LOSS);
-	e->reason = "rate_limited";
+	e->reason = REASON_RATE_LIMITED;
 	struct job *jobs[] = { a, a2, c, d, e };
 	/* Agents given out of order: the plan sorts them. */
 	struct cplan_agent ag[] = { agent(AG2, 1200, 40), agent(AG1, 1000, 0) };
@@ -155,7 +155,7 @@ static void duplicates_and_matches(void)
 	ok(!a->duplicate && a->op_eff == OP_COMPLETE, "first submission completes");
 	ok(a2->duplicate, "the same submission twice: the second is a duplicate");
 	ok(!c->duplicate && c->op_eff == OP_REJECT, "second submission of the match is rejected");
-	is_str(c->reason, "match_not_active", "with match_not_active");
+	is_str(job_reason_name(c->reason), "match_not_active", "with match_not_active");
 	ok(d->duplicate, "a submission final under the lock is a duplicate");
 	ok(e->duplicate, "a submission whose row is gone is a duplicate");
 	is_int(p.ncomplete, 1, "one completion");

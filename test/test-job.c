@@ -54,9 +54,30 @@ static void transitions(void)
 	job_free(j);
 }
 
+/* Names at the edges, and the status column parsed once. */
+static void names(void)
+{
+	is_str(job_outcome_name(OUTCOME_DEAD_LETTERED), "dead_lettered", "outcome name");
+	ok(job_outcome_name(OUTCOME_NONE) == NULL, "no outcome: no name");
+	is_str(job_reason_name(REASON_MATCH_NOT_ACTIVE), "match_not_active", "reason name");
+	is_str(job_reason_name(REASON_REEVALUATE_WITHOUT_RESULT), "reevaluate_without_result",
+	       "dead-letter reason name");
+	ok(job_reason_name(REASON_NONE) == NULL, "no reason: no name");
+	ok(job_status_parse("completed") == ST_COMPLETED, "status parsed");
+	ok(job_status_parse("active") == ST_ACTIVE, "match status parsed");
+	ok(job_status_parse("Completed") == ST_UNKNOWN, "status is case-sensitive");
+	ok(job_status_parse(NULL) == ST_UNKNOWN, "NULL status unknown");
+	is_str(job_status_name(ST_EVALUATING), "evaluating", "status name");
+	ok(job_status_final(ST_FAILED) && job_status_final(ST_REJECTED) &&
+	   job_status_final(ST_COMPLETED), "final statuses");
+	ok(!job_status_final(ST_QUEUED) && !job_status_final(ST_EVALUATING) &&
+	   !job_status_final(ST_UNKNOWN), "unfinished statuses");
+}
+
 int main(void)
 {
 	transitions();
+	names();
 	char out[37];
 
 	ok(job_uuid_ok(SUB, out), "canonical uuid");

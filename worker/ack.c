@@ -30,10 +30,10 @@ struct abatch {
 
 static void finish_job(struct worker *w, struct job *j)
 {
-	if (j->outcome) {
-		metrics_job(pipeline_evaluator(j), j->outcome);
-		if (!strcmp(j->outcome, "rejected") && j->reason)
-			metrics_rejected(j->reason);
+	if (j->outcome != OUTCOME_NONE) {
+		metrics_job(pipeline_evaluator(j), job_outcome_name(j->outcome));
+		if (j->outcome == OUTCOME_REJECTED && j->reason != REASON_NONE)
+			metrics_rejected(job_reason_name(j->reason));
 	}
 	pipeline_drop(w, j);
 }

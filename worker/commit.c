@@ -325,7 +325,7 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 		if (j->op == OP_FAIL) {
 			LOGE(j->sub, j->id, "%s: cannot record the failure; dead-lettering it anyway", why);
 			j->op_eff = OP_FAIL;
-			pipeline_to_ack(w, j, ACK_DEAD, NULL, "failed");
+			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
 		} else {
 			pipeline_retry(w, j, STAGE_COMMIT, true, why);
 		}
@@ -358,7 +358,7 @@ static void on_phase2(const struct pgc_result *r, void *data)
 		j->solo = false;
 		if (j->duplicate) {
 			LOGD(j->sub, j->id, "duplicate: the submission was already final");
-			pipeline_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
 			continue;
 		}
 		switch (j->op_eff) {
@@ -376,18 +376,18 @@ static void on_phase2(const struct pgc_result *r, void *data)
 				     j->eval_seq, j->elo == JOB_ELO_ADJUST ? "adjust" : "keep", j->res.score,
 				     score_outcome_name(j->res.result),
 				     j->elo == JOB_ELO_ADJUST ? "" : ", rating unchanged");
-			pipeline_to_ack(w, j, ACK_PLAIN, NULL, "completed");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_COMPLETED);
 			break;
 		case OP_REJECT:
-			pipeline_to_ack(w, j, ACK_PLAIN, NULL, "rejected");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_REJECTED);
 			break;
 		case OP_FAIL:
-			pipeline_to_ack(w, j, ACK_DEAD, NULL, "failed");
+			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
 			break;
 		case OP_NO_RESULT:
 		default:
 			/* Decided under the lock: a reevaluation with nothing to reevaluate. */
-			pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", OUTCOME_DEAD_LETTERED);
 			break;
 		}
 	}
@@ -433,8 +433,8 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 		for (int i = 0; i < *ns; i++) {
 			struct cplan_sub *x = &(*ss)[i];
 			snprintf(x->id, sizeof x->id, "%s", PQgetvalue(res, i, 0));
-			snprintf(x->status, sizeof x->status, "%s", PQgetvalue(res, i, 1));
-			snprintf(x->match_status, sizeof x->match_status, "%s", PQgetvalue(res, i, 2));
+			x->status = job_status_parse(PQgetvalue(res, i, 1));
+			x->match_status = job_status_parse(PQgetvalue(res, i, 2));
 		}
 	}
 	if (b->idx_reeval >= 0) {
@@ -523,9 +523,9 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 		strbuf_add(&x->reject, "\"sub\":", 6);
 		job_json_str(&x->reject, j->sub);
 		strbuf_add(&x->reject, ",\"reason\":", 10);
-		job_json_str(&x->reject, j->reason);
+		job_json_str(&x->reject, job_reason_name(j->reason));
 		strbuf_add(&x->reject, ",\"err\":", 7);
-		if (j->last_error && !strcmp(j->reason, "invalid_spec"))
+		if (j->last_error && j->reason == REASON_INVALID_SPEC)
 			job_json_str(&x->reject, j->last_error);
 		else
 			strbuf_add(&x->reject, "null", 4);

@@ -104,11 +104,6 @@ bool cplan_touches_sub(const struct job *j)
 	       (j->op == OP_FAIL && j->kind == JOB_EVALUATE);
 }
 
-static bool final_status(const char *s)
-{
-	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
-}
-
 static enum elo_outcome elo_of(enum score_outcome o)
 {
 	return o == SCORE_WIN ? ELO_WIN : o == SCORE_DRAW ? ELO_DRAW : ELO_LOSS;
@@ -166,7 +161,7 @@ static void decide_first(struct state *s, struct job *j, int pos,
 	const struct cplan_sub *st = cplan_touches_sub(j) ? find_sub(subs, nsubs, j->sub) : NULL;
 
 	if (cplan_touches_sub(j)) {
-		if (!st || final_status(st->status) || smap_get(&s->decided, j->sub)) {
+		if (!st || job_status_final(st->status) || smap_get(&s->decided, j->sub)) {
 			/* Gone (deleted by hand), final already, or decided earlier in
 			 * this batch: the first decision stands. */
 			j->duplicate = true;
@@ -175,10 +170,10 @@ static void decide_first(struct state *s, struct job *j, int pos,
 		smap_put(&s->decided, j->sub, 1);
 	}
 	if (j->op == OP_COMPLETE &&
-	    (strcmp(st->match_status, "active") || smap_get(&s->done, j->row.match_id))) {
+	    (st->match_status != ST_ACTIVE || smap_get(&s->done, j->row.match_id))) {
 		/* Another submission of the match completed first. */
 		j->op_eff = OP_REJECT;
-		j->reason = "match_not_active";
+		j->reason = REASON_MATCH_NOT_ACTIVE;
 	}
 	switch (j->op_eff) {
 	case OP_COMPLETE: {

@@ -49,7 +49,7 @@ struct cplan_agent {
 /* A submission's row as locked. */
 struct cplan_sub {
 	char id[37];
-	char status[16], match_status[16];
+	enum row_status status, match_status;
 };
 
 /* A re-evaluation's original result, by batch position (found = false: no row). */

@@ -391,3 +391,53 @@ const char *job_state_name(enum job_state s)
 	};
 	return (unsigned)s < JOB_NSTATES ? names[s] : "invalid";
 }
+
+/* ---- names at the edges ---------------------------------------------------------------- */
+
+const char *job_outcome_name(enum job_outcome o)
+{
+	static const char *const names[] = {
+		[OUTCOME_NONE] = NULL, [OUTCOME_COMPLETED] = "completed",
+		[OUTCOME_REJECTED] = "rejected", [OUTCOME_FAILED] = "failed",
+		[OUTCOME_DEAD_LETTERED] = "dead_lettered", [OUTCOME_DEFERRED] = "deferred",
+		[OUTCOME_DUPLICATE] = "duplicate",
+	};
+	return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : NULL;
+}
+
+const char *job_reason_name(enum job_reason r)
+{
+	static const char *const names[] = {
+		[REASON_NONE] = NULL, [REASON_SUBMISSION_NOT_FOUND] = "submission_not_found",
+		[REASON_NOT_MATCH_OWNER] = "not_match_owner", [REASON_MATCH_EXPIRED] = "match_expired",
+		[REASON_MATCH_NOT_ACTIVE] = "match_not_active", [REASON_INVALID_SPEC] = "invalid_spec",
+		[REASON_RATE_LIMITED] = "rate_limited",
+		[REASON_REEVALUATE_WITHOUT_RESULT] = "reevaluate_without_result",
+	};
+	return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : NULL;
+}
+
+static const char *const status_names[] = {
+	[ST_UNKNOWN] = "unknown", [ST_QUEUED] = "queued", [ST_EVALUATING] = "evaluating",
+	[ST_ACTIVE] = "active", [ST_COMPLETED] = "completed", [ST_REJECTED] = "rejected",
+	[ST_FAILED] = "failed", [ST_EXPIRED] = "expired",
+};
+
+enum row_status job_status_parse(const char *s)
+{
+	for (size_t i = 1; s && i < sizeof status_names / sizeof status_names[0]; i++)
+		if (!strcmp(s, status_names[i]))
+			return (enum row_status)i;
+	return ST_UNKNOWN;
+}
+
+const char *job_status_name(enum row_status s)
+{
+	return (unsigned)s < sizeof status_names / sizeof status_names[0] ? status_names[s]
+	                                                                   : "unknown";
+}
+
+bool job_status_final(enum row_status s)
+{
+	return s == ST_COMPLETED || s == ST_REJECTED || s == ST_FAILED;
+}

@@ -73,6 +73,28 @@ enum job_op {
 	                   * result, found under the lock; nothing written, dead-lettered */
 };
 
+/* How a job ended: the outcome label of arbiter_jobs_total. */
+enum job_outcome {
+	OUTCOME_NONE,             /* not counted (released, deleted entry) */
+	OUTCOME_COMPLETED, OUTCOME_REJECTED, OUTCOME_FAILED, OUTCOME_DEAD_LETTERED,
+	OUTCOME_DEFERRED, OUTCOME_DUPLICATE,
+};
+
+/* Why a submission is rejected or an entry dead-lettered (the reject_reason
+ * column, the dead letter's reason field, the metrics label). */
+enum job_reason {
+	REASON_NONE,
+	REASON_SUBMISSION_NOT_FOUND, REASON_NOT_MATCH_OWNER, REASON_MATCH_EXPIRED,
+	REASON_MATCH_NOT_ACTIVE, REASON_INVALID_SPEC, REASON_RATE_LIMITED,
+	REASON_REEVALUATE_WITHOUT_RESULT,
+};
+
+/* A submission's or a match's status column, parsed once where it is read. */
+enum row_status {
+	ST_UNKNOWN,                       /* anything else (never written by this project) */
+	ST_QUEUED, ST_EVALUATING, ST_ACTIVE, ST_COMPLETED, ST_REJECTED, ST_FAILED, ST_EXPIRED,
+};
+
 /* How the entry leaves the stream once the job is done. */
 enum job_ack { ACK_PLAIN, ACK_DEAD, ACK_RELEASE };
 
@@ -81,14 +103,14 @@ enum job_stage { STAGE_LOAD, STAGE_EVAL, STAGE_COMMIT, STAGE_ACK };
 
 /* The submission row with its match and challenge (from the load query). */
 struct job_row {
-	char status[16];
+	enum row_status status;            /* submissions.status */
 	char agent_id[37], match_id[37], challenge_id[37], match_agent_id[37];
 	char *source_ip;                   /* host(submissions.source_ip); owned */
 	json_t *answer, *metadata;         /* owned */
 	int64_t submitted_ms, started_ms, expires_ms;
 	bool expired;                      /* submitted_at > expires_at (exact, from SQL) */
 	int attempts;
-	char match_status[16];
+	enum row_status match_status;      /* matches.status */
 	int attempt_number;
 	bool memoryless;
 	char difficulty[16];
@@ -146,13 +168,13 @@ struct job {
 
 	/* Outcome. */
 	enum job_op op;
-	const char *reason;                /* OP_REJECT reason / dead-letter reason (static) */
+	enum job_reason reason;            /* OP_REJECT reason */
 	char *last_error;                  /* owned; last failure or invalid_spec message */
 	enum job_op op_eff;                /* op as decided under the locks (commit.c) */
 	enum job_ack ack;
-	const char *ack_reason;            /* dead-letter reason (static), NULL = from op */
+	const char *ack_reason;            /* dead-letter reason text (static), NULL = from op */
 	int ack_tries;
-	const char *outcome;               /* metrics outcome once acked (static) */
+	enum job_outcome outcome;          /* counted in the metrics once acked */
 	bool duplicate;                    /* commit found the submission final already */
 	bool commit_unknown;               /* a COMMIT of it was lost in flight: it may have happened */
 
@@ -180,6 +202,18 @@ unsigned long job_bad_transitions(void);
 
 /* Name of a state ("load_wait", ...), for logs. */
 const char *job_state_name(enum job_state s);
+
+/* Names at the edges (SQL, metrics, dead letters, logs): "completed", ...;
+ * NULL for OUTCOME_NONE / REASON_NONE. */
+const char *job_outcome_name(enum job_outcome o);
+const char *job_reason_name(enum job_reason r);
+
+/* The status column's text ("queued", ...) as an enum, and back. */
+enum row_status job_status_parse(const char *s);
+const char *job_status_name(enum row_status s);
+
+/* True for a submission status that no job changes any more. */
+bool job_status_final(enum row_status s);
 
 /* Frees everything the job owns (not the spec reference: the caller drops it
  * first). NULL ok. */

@@ -141,7 +141,7 @@ void pipeline_to_commit(struct worker *w, struct job *j)
 }
 
 void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
-                   const char *outcome)
+                   enum job_outcome outcome)
 {
 	j->ack = ack;
 	if (reason)
@@ -166,7 +166,7 @@ void pipeline_release(struct worker *w, struct job *j)
 		return;
 	}
 	LOGD(j->sub[0] ? j->sub : NULL, j->id, "released back to the stream");
-	pipeline_to_ack(w, j, ACK_RELEASE, NULL, NULL);
+	pipeline_to_ack(w, j, ACK_RELEASE, NULL, OUTCOME_NONE);
 }
 
 void pipeline_fail(struct worker *w, struct job *j, const char *why)
@@ -272,11 +272,11 @@ void pipeline_dispatch(struct worker *w, struct job *j)
 	}
 	if (j->poison) {
 		if (!strcmp(j->poison, "deleted_entry")) {
-			pipeline_to_ack(w, j, ACK_PLAIN, NULL, NULL);
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_NONE);
 			return;
 		}
 		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettered", j->poison);
-		pipeline_to_ack(w, j, ACK_DEAD, j->poison, "dead_lettered");
+		pipeline_to_ack(w, j, ACK_DEAD, j->poison, OUTCOME_DEAD_LETTERED);
 		return;
 	}
 	if (j->attempts > w->cfg->max_deliveries) {

@@ -117,7 +117,7 @@ void pipeline_to_commit(struct worker *w, struct job *j);
 /* Queues the entry's XACK+XDEL (ack kind, dead-letter reason) and the metrics
  * outcome counted once it is done (NULL = none). */
 void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
-                   const char *outcome);
+                   enum job_outcome outcome);
 
 /* A step failed. counted: the failure is the job's (evaluation error, deadlock,
  * a bad statement), it uses up one of ARBITER_MAX_DELIVERIES attempts and the

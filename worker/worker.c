@@ -55,18 +55,14 @@
 #define MIGCHECK_MS 30000
 #define DB_WAIT_POLL_MS 50           /* no database connection: check again this often */
 
-static bool status_final(const char *s)
-{
-	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
-}
-
-static void reject(struct worker *w, struct job *j, const char *reason, const char *msg)
+static void reject(struct worker *w, struct job *j, enum job_reason reason, const char *msg)
 {
 	j->op = OP_REJECT;
 	j->reason = reason;
 	free(j->last_error);
 	j->last_error = msg ? xstrdup(msg) : NULL;
-	LOGI(j->sub, j->id, "rejected: %s%s%s", reason, msg ? ": " : "", msg ? msg : "");
+	LOGI(j->sub, j->id, "rejected: %s%s%s", job_reason_name(reason), msg ? ": " : "",
+	     msg ? msg : "");
 	pipeline_to_commit(w, j);
 }
 
@@ -155,14 +151,14 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	struct job_row *r = &j->row;
 	json_error_t jerr;
 
-	copy_text(r->status, sizeof r->status, res, i, 1);
+	r->status = job_status_parse(PQgetisnull(res, i, 1) ? "" : PQgetvalue(res, i, 1));
 	copy_text(r->agent_id, sizeof r->agent_id, res, i, 2);
 	copy_text(r->match_id, sizeof r->match_id, res, i, 3);
 	r->source_ip = PQgetisnull(res, i, 4) ? NULL : xstrdup(PQgetvalue(res, i, 4));
 	r->submitted_ms = get_i64(res, i, 7);
 	r->attempts = (int)get_i64(res, i, 8);
 	copy_text(r->match_agent_id, sizeof r->match_agent_id, res, i, 9);
-	copy_text(r->match_status, sizeof r->match_status, res, i, 10);
+	r->match_status = job_status_parse(PQgetisnull(res, i, 10) ? "" : PQgetvalue(res, i, 10));
 	r->started_ms = get_i64(res, i, 11);
 	r->expires_ms = get_i64(res, i, 12);
 	r->expired = get_bool(res, i, 13);
@@ -175,7 +171,7 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	r->time_limit_secs = (int)get_i64(res, i, 19);
 	/* The answer and metadata are only needed to evaluate: final submissions
 	 * (duplicates) skip the parse. */
-	if (j->kind == JOB_EVALUATE && status_final(r->status))
+	if (j->kind == JOB_EVALUATE && job_status_final(r->status))
 		return 0;
 	r->input_bytes = (size_t)PQgetlength(res, i, 5) + (size_t)PQgetlength(res, i, 6);
 	r->answer = job_json_load(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5), &jerr);
@@ -249,7 +245,7 @@ static void on_load(const struct pgc_result *r, void *data)
 		if (row < 0) {
 			LOGW(j->sub, j->id, "submission not found: dead-lettered");
 			metrics_rejected("submission_not_found");
-			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", OUTCOME_DEAD_LETTERED);
 			continue;
 		}
 		if (fill_row(j, rows, row, err, sizeof err) < 0) {
@@ -529,11 +525,11 @@ static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void
 		return;
 	case RL_DEFERRED:
 		LOGI(j->sub, j->id, "rate limited: deferred until %lld", (long long)retry_at_ms);
-		metrics_job(pipeline_evaluator(j), "deferred");
+		metrics_job(pipeline_evaluator(j), job_outcome_name(OUTCOME_DEFERRED));
 		pipeline_drop(w, j);
 		return;
 	case RL_REJECT:
-		reject(w, j, "rate_limited", NULL);
+		reject(w, j, REASON_RATE_LIMITED, NULL);
 		return;
 	case RL_ERROR:
 	default: {
@@ -563,15 +559,16 @@ static void after_load(struct worker *w, struct job *j)
 {
 	struct job_row *r = &j->row;
 
-	if (j->kind == JOB_EVALUATE && status_final(r->status)) {
-		LOGD(j->sub, j->id, "duplicate delivery: submission already %s", r->status);
-		pipeline_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
+	if (j->kind == JOB_EVALUATE && job_status_final(r->status)) {
+		LOGD(j->sub, j->id, "duplicate delivery: submission already %s",
+		     job_status_name(r->status));
+		pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
 		return;
 	}
-	if (j->kind == JOB_REEVALUATE && strcmp(r->status, "completed")) {
+	if (j->kind == JOB_REEVALUATE && r->status != ST_COMPLETED) {
 		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettered",
-		     r->status);
-		pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
+		     job_status_name(r->status));
+		pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", OUTCOME_DEAD_LETTERED);
 		return;
 	}
 	/* submissions.attempts counts the attempts at evaluating the submission
@@ -589,27 +586,27 @@ static void after_load(struct worker *w, struct job *j)
 	}
 	if (j->kind == JOB_EVALUATE) {
 		if (strcmp(r->agent_id, r->match_agent_id)) {
-			reject(w, j, "not_match_owner", NULL);
+			reject(w, j, REASON_NOT_MATCH_OWNER, NULL);
 			return;
 		}
 		if (r->expired) {
-			reject(w, j, "match_expired", NULL);
+			reject(w, j, REASON_MATCH_EXPIRED, NULL);
 			return;
 		}
-		if (strcmp(r->match_status, "active")) {
-			reject(w, j, "match_not_active", NULL);
+		if (r->match_status != ST_ACTIVE) {
+			reject(w, j, REASON_MATCH_NOT_ACTIVE, NULL);
 			return;
 		}
 	}
 	if (!j->spec || !j->spec->spec) {
 		const char *msg = j->spec ? j->spec->err : "challenge not found";
 		if (j->kind == JOB_EVALUATE) {
-			reject(w, j, "invalid_spec", msg);
+			reject(w, j, REASON_INVALID_SPEC, msg);
 		} else {
 			free(j->last_error);
 			j->last_error = xstrdup(msg);
 			LOGW(j->sub, j->id, "reevaluate: invalid spec: %s", msg);
-			pipeline_to_ack(w, j, ACK_DEAD, "invalid_spec", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "invalid_spec", OUTCOME_DEAD_LETTERED);
 		}
 		return;
 	}
