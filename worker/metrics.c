@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "job.h"
+
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Label tables. The last entry of each is the catch-all; entries before
@@ -480,6 +482,9 @@ int metrics_render(struct strbuf *out)
 		const char *labels[] = { "version", ARBITER_VERSION, NULL };
 		sample(out, "arbiter_build_info", labels, 1);
 	}
+	header(out, "arbiter_job_bad_transitions_total", "counter",
+	       "Job state changes outside the allowed-transition table (a bug; release builds).");
+	sample(out, "arbiter_job_bad_transitions_total", NULL, (double)job_bad_transitions());
 
 	process_metrics(out);
 	return 0;

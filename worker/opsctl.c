@@ -17,7 +17,7 @@
 #include "pgc.h"
 #include "rq.h"
 #include "util.h"
-#include "worker.h"
+#include "pipeline.h"
 
 /* While the worker may not take jobs, the cause is logged at most this often. */
 #define CAUSE_LOG_MS 30000
@@ -163,7 +163,7 @@ static void on_pause_changed(void *data)
 		const char *argv[] = { "CLIENT", "UNBLOCK", id };
 		rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, argv, NULL);
 	}
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void on_trimmed(struct rq *r, redisReply *reply, const char *err, void *data)
