@@ -1,10 +1,11 @@
 /*
- * worker: the `arbiter worker` daemon (README "Jobs"; sql/README.md; README "Validation before scoring"; README "Elo"; README "Command line").
+ * worker: the `arbiter worker` daemon (README: "Jobs", "Validation before scoring",
+ * "Elo", "Command line"; the tables: sql/README.md).
  *
  * One libuv loop per process. Two Redis connections (one only for the
  * blocking XREADGROUP, one for everything else), a small PostgreSQL pool, the
  * rate limiter, the sandbox pool and the HTTP listener. A job moves through
- * the states of job.h: read → load (batched query) → validation checks (README "Validation before scoring") → rate limit
+ * the states of job.h: read → load (batched query) → validation checks → rate limit
  * → evaluate → commit (batched transaction, commit.c) → XACK+XDEL (one MULTI
  * per batch). Transient failures retry in process with backoff; a job that
  * keeps failing ends `failed` and dead-lettered. The reconciler (reconcile.c)
