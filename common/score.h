@@ -29,7 +29,13 @@ struct score_ext {
 	json_t *extra;              /* borrowed object merged into the result ("tests", "compile") */
 	json_t *warnings;           /* borrowed array appended to submission_warnings, may be NULL */
 };
-struct score_limits { size_t max_string_bytes; /* default 1 MiB */ };
+/* Regex work (NFA state visits) one evaluation may spend in all; beyond it a regex counts as
+ * not matching and the dimension gets an error warning. About 30 ms here. */
+#define SCORE_RX_BUDGET ((uint64_t)20 * 1000 * 1000)
+struct score_limits {
+	size_t max_string_bytes;   /* default 1 MiB */
+	bool explain;              /* fill every dimension's detail with how it was scored */
+};
 struct score_dim { char key[33]; int score; dec6 weight; dec6 weighted; json_t *detail; /* owned, may be NULL */ };
 enum score_outcome { SCORE_WIN, SCORE_DRAW, SCORE_LOSS };
 struct score_result {
@@ -57,6 +63,9 @@ json_t *score_result_json(const struct score_result *r);
 /* The same as compact text with exact decimals (weights never print binary noise); caller
  * frees. Use it whenever result JSON is printed or stored. */
 char *score_result_dumps(const struct score_result *r);
+/* {key: detail} for every dimension that has one (score_eval with lim->explain); a new
+ * reference. */
+json_t *score_result_explain(const struct score_result *r);
 const char *score_outcome_name(enum score_outcome o);   /* "win" "draw" "loss" */
 /* The verified rule of §3 alone: metadata.replay_log is a non-empty array of objects whose
  * every `ts` is ISO 8601 within [started − 5 s, submitted + 5 s]; false without match times. */

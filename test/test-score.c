@@ -278,7 +278,7 @@ static void test_misc(void)
 	ok(strstr(json_string_value(json_object_get(json_array_get(r.warnings, 0), "message")),
 	          "longer than 1048576 bytes") != NULL, "warning names the limit");
 	score_result_clear(&r);
-	struct score_limits lim = { big };
+	struct score_limits lim = { big, false };
 	ok(score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0, "with a larger limit");
 	is_int(json_array_size(r.warnings), 0, "no warning under the limit");
 	score_result_clear(&r);
