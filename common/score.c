@@ -498,7 +498,10 @@ static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, cons
                   struct app *ap)
 {
 	const json_t *sg = g ? get_path(n->field, g, NULL, 0) : NULL;
-	const json_t *sw = w ? get_path(n->gt_field, w, NULL, 0) : NULL;
+	/* Without its own ground_truth_field, a nested primitive reads the same path on both
+	 * elements. */
+	const struct jpath *gp = n->gt_text ? n->gt_field : n->field;
+	const json_t *sw = w ? get_path(gp, w, NULL, 0) : NULL;
 	if (!sg || (!sw && n->prim != PRIM_TEXT_LENGTH && n->prim != PRIM_REGEX_MATCH &&
 	            n->prim != PRIM_COUNT && !(n->prim == PRIM_TERM_COVERAGE && n->nterms))) {
 		ap->nbad++;
@@ -600,9 +603,8 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		}
 		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0) : prim_permille_ratio(num, den);
 	}
-	det_set(ap, "submitted", json_integer((json_int_t)ns));
-	det_set(ap, "expected", json_integer((json_int_t)ne));
-	det_set(ap, "matched", json_integer((json_int_t)matched));
+	det_set(ap, "objects", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)ns,
+	                                 "expected", (json_int_t)ne, "matched", (json_int_t)matched));
 	det_set(ap, "pairs", pairs);
 	free(used);
 	free(keys);
