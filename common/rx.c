@@ -403,6 +403,9 @@ static int parse_repeat(struct parser *p)
 		p->nodes[r].min = min;
 		p->nodes[r].max = max;
 		a = r;
+		if (p->pos < p->len && (p->s[p->pos] == '*' || p->s[p->pos] == '+' ||
+		                        p->s[p->pos] == '{' || p->s[p->pos] == '?'))
+			return perr(p, p->pos, "multiple repeat (put the repeated part in a group)");
 	}
 	return a;
 }
