@@ -596,7 +596,7 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		den = 1;
 	} else {
 		switch (d->method) {
-		case PRIM_M_PRECISION: den = unit * ns; num = num; break;
+		case PRIM_M_PRECISION: den = unit * ns; break;
 		case PRIM_M_F1: den = unit * (ns + ne); num *= 2; break;
 		case PRIM_M_MEAN: den = unit * matched; break;
 		default: den = unit * ne; break;
