@@ -116,8 +116,13 @@ char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 	bool pending = false;
 	while (i < wlen) {
 		utf8proc_int32_t c;
-		utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)work + i,
-		                                      (utf8proc_ssize_t)(wlen - i), &c);
+		utf8proc_ssize_t n;
+		if ((unsigned char)work[i] < 0x80) {   /* ASCII: no decoding */
+			c = (unsigned char)work[i];
+			n = 1;
+		} else {
+			n = utf8proc_iterate((const utf8proc_uint8_t *)work + i, (utf8proc_ssize_t)(wlen - i), &c);
+		}
 		size_t cl = n > 0 ? (size_t)n : 1;
 		const char *src = work + i;
 		i += cl;

@@ -745,6 +745,8 @@ static bool word_cp(int32_t c)
 
 static int32_t next_cp(const char *s, size_t len, size_t *i)
 {
+	if ((unsigned char)s[*i] < 0x80)
+		return (unsigned char)s[(*i)++];
 	utf8proc_int32_t c;
 	utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)s + *i,
 	                                      (utf8proc_ssize_t)(len - *i), &c);

@@ -46,6 +46,8 @@ struct rx {
 	bool icase;
 	bool bol;                  /* program starts with ^: only position 0 can start a match */
 	int lit;                   /* ASCII byte every match starts with (case-sensitive), or -1 */
+	bool filter;               /* first[] is usable: a match can only start at such a byte */
+	uint8_t first[256];        /* bytes a match can start with (UTF-8 lead bytes for non-ASCII) */
 };
 
 struct parser {
@@ -523,6 +525,52 @@ static void parser_free(struct parser *p)
 	free(p->cls);
 }
 
+/* Computes the bytes a match can start with: the consuming instructions reachable from pc 0
+ * through jumps, splits and assertions (assertions assumed to pass). No filter when the empty
+ * string can match or `.` can start a match. */
+static void first_bytes(struct rx *r)
+{
+	int *stack = xcalloc(r->n * 2 + 2, sizeof *stack);
+	bool *seen = xcalloc(r->n, sizeof *seen);
+	size_t sp = 0;
+	bool any = false;
+	memset(r->first, 0, sizeof r->first);
+	stack[sp++] = 0;
+	while (sp && !any) {
+		int pc = stack[--sp];
+		if (seen[pc])
+			continue;
+		seen[pc] = true;
+		const struct inst *in = &r->prog[pc];
+		switch (in->op) {
+		case I_JMP: stack[sp++] = in->x; break;
+		case I_SPLIT: stack[sp++] = in->x; stack[sp++] = in->y; break;
+		case I_BOL: case I_EOL: case I_WB: case I_NWB: stack[sp++] = pc + 1; break;
+		case I_MATCH: case I_ANY: any = true; break;
+		case I_CHAR:
+			if (in->c >= 128) {
+				memset(r->first + 0x80, 1, 0x80);
+			} else {
+				r->first[in->c] = 1;
+				if (r->icase)
+					r->first[(unsigned char)utf8proc_toupper(in->c)] = 1;
+			}
+			if (r->icase)
+				memset(r->first + 0x80, 1, 0x80);   /* e.g. K (U+212A) folds to k */
+			break;
+		case I_CLASS:
+			for (int b = 0; b < 128; b++)
+				if (cls_has(&r->cls[in->c], b, r->icase))
+					r->first[b] = 1;
+			memset(r->first + 0x80, 1, 0x80);
+			break;
+		}
+	}
+	r->filter = !any;
+	free(stack);
+	free(seen);
+}
+
 int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, char *err,
                size_t errlen)
 {
@@ -560,7 +608,11 @@ int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, cha
 	r->ncls = p.ncls;
 	r->icase = icase;
 	r->bol = r->prog[0].op == I_BOL;
-	r->lit = r->prog[0].op == I_CHAR && !icase && r->prog[0].c < 128 ? r->prog[0].c : -1;
+	size_t p0 = 0;
+	while (r->prog[p0].op == I_WB || r->prog[p0].op == I_NWB)
+		p0++;   /* a boundary assertion before the first literal does not stop the skip */
+	r->lit = r->prog[p0].op == I_CHAR && !icase && r->prog[p0].c < 128 ? r->prog[p0].c : -1;
+	first_bytes(r);
 	free(p.nodes);
 	*out = r;
 	return 0;
@@ -665,12 +717,19 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 	unsigned g = 1;
 	cl->g = g;
 	for (;;) {
-		/* No live thread: jump to the next place the required first literal occurs. */
-		if (cl->n == 0 && r->lit >= 0 && pos < len && !r->bol) {
-			const char *hit = memchr(text + pos, r->lit, len - pos);
-			if (!hit)
+		/* No live thread: jump to the next place a match can start (the required first
+		 * literal, or a byte of the first-byte set). */
+		if (cl->n == 0 && (r->lit >= 0 || r->filter) && pos < len && !r->bol) {
+			size_t np = pos;
+			if (r->lit >= 0) {
+				const char *hit = memchr(text + pos, r->lit, len - pos);
+				np = hit ? (size_t)(hit - text) : len;
+			} else {
+				while (np < len && !r->first[(unsigned char)text[np]])
+					np++;
+			}
+			if (np >= len)
 				break;
-			size_t np = (size_t)(hit - text);
 			if (np > pos) {
 				size_t back = np - 1, q;
 				while (back > pos && back > np - 4 && ((unsigned char)text[back] & 0xC0) == 0x80)

@@ -707,6 +707,18 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
                  struct app *ap, struct prim_err *e)
 {
 	bool norm = d->norm && d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP;
+	if (norm && d->prim == PRIM_EXACT_MATCH && !(d->norm & NORM_NUMERIC) && !ap->det &&
+	    !d->case_insensitive &&
+	    json_is_string(got0) && json_is_string(want0)) {
+		/* two strings: compare the normalised texts without building JSON values */
+		size_t la, lb;
+		char *ta = norm_text(d->norm, json_string_value(got0), json_string_length(got0), &la);
+		char *tb = norm_text(d->norm, json_string_value(want0), json_string_length(want0), &lb);
+		bool eq = la == lb && !memcmp(ta, tb, la);
+		free(ta);
+		free(tb);
+		return eq ? 1000 : 0;
+	}
 	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
 	json_t *want = norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
 	int r, nbad = 0;

@@ -371,8 +371,10 @@ static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, 
 			term->lit[k] = norm_text(d->norm, json_string_value(a), json_string_length(a),
 			                         &term->litlen[k]);
 		} else if (json_is_string(re)) {
-			if (rx_compile(json_string_value(re), json_string_length(re), d->case_insensitive,
-			               &term->rx[k], why, sizeof why) < 0)
+			/* the text is case-folded first: a regex must then ignore case too */
+			if (rx_compile(json_string_value(re), json_string_length(re),
+			               d->case_insensitive || (d->norm & NORM_CASEFOLD), &term->rx[k], why,
+			               sizeof why) < 0)
 				return fail(err, errlen, "dimension '%s': terms[%zu]: regex '%.80s' is invalid: %s",
 				            d->key, i, json_string_value(re), why);
 		} else {
@@ -626,8 +628,8 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 		if (!json_is_string(v))
 			return fail(err, errlen, "dimension '%s': primitive regex_match needs pattern (a "
 			            "string)", d->key);
-		if (rx_compile(json_string_value(v), json_string_length(v), d->case_insensitive, &d->rx,
-		               why, sizeof why) < 0)
+		if (rx_compile(json_string_value(v), json_string_length(v),
+		               d->case_insensitive || (d->norm & NORM_CASEFOLD), &d->rx, why, sizeof why) < 0)
 			return fail(err, errlen, "dimension '%s': pattern '%.80s' is invalid: %s", d->key,
 			            json_string_value(v), why);
 		break;
