@@ -1038,6 +1038,29 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	return 0;
 }
 
+int score_script_value(const json_t *v, int *out, char *msg, size_t msglen)
+{
+	char num[40];
+	if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+		char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		snprintf(msg, msglen, "must be a number 0..1000, got %.64s", t ? t : "?");
+		free(t);
+		return -1;
+	}
+	double d = json_number_value(v);
+	if (json_is_integer(v))
+		snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+	else
+		dec_shortest(d, num, sizeof num);
+	if (d < 0 || d > 1000) {   /* as written, before rounding */
+		*out = d < 0 ? 0 : 1000;
+		snprintf(msg, msglen, "score %s is outside 0..1000 (clamped to %d)", num, *out);
+		return 1;
+	}
+	*out = (int)floor(d + 0.5);   /* half up */
+	return 0;
+}
+
 json_t *score_result_explain(const struct score_result *r)
 {
 	json_t *o = json_object();

@@ -63,6 +63,12 @@ json_t *score_result_json(const struct score_result *r);
 /* The same as compact text with exact decimals (weights never print binary noise); caller
  * frees. Use it whenever result JSON is printed or stored. */
 char *score_result_dumps(const struct score_result *r);
+/* The rule for a custom script's score of one dimension (README "Custom-script values"): a
+ * JSON number is rounded half up to an integer and clamped to 0..1000. Returns 0 (*out set), 1
+ * when it was clamped (*out set; msg says so, quoting the number as its shortest decimal text,
+ * e.g. "-0.4", never "-0.40000000000000002"), or -1 when v is not a finite number (msg says
+ * what it is). */
+int score_script_value(const json_t *v, int *out, char *msg, size_t msglen);
 /* {key: detail} for every dimension that has one (score_eval with lim->explain); a new
  * reference. */
 json_t *score_result_explain(const struct score_result *r);
