@@ -22,6 +22,7 @@ enum nk { N_EMPTY, N_CHAR, N_ANY, N_CLASS, N_CAT, N_ALT, N_REP, N_BOL, N_EOL, N_
 
 struct range { int32_t lo, hi; };
 struct cls {
+	uint64_t ascii[2];         /* membership of code points 0..127 (filled after parsing) */
 	bool neg;
 	unsigned named;            /* bits: 1 \d, 2 \D, 4 \w, 8 \W, 16 \s, 32 \S */
 	size_t nr;
@@ -607,6 +608,10 @@ int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, cha
 	r->cls = p.cls;
 	r->ncls = p.ncls;
 	r->icase = icase;
+	for (size_t k = 0; k < r->ncls; k++)
+		for (int c = 0; c < 128; c++)
+			if (cls_has(&r->cls[k], c, icase))
+				r->cls[k].ascii[c >> 6] |= (uint64_t)1 << (c & 63);
 	r->bol = r->prog[0].op == I_BOL;
 	size_t p0 = 0;
 	while (r->prog[p0].op == I_WB || r->prog[p0].op == I_NWB)
@@ -697,7 +702,10 @@ static bool step_ok(const struct rx *r, const struct inst *in, int32_t c, int32_
 	switch (in->op) {
 	case I_CHAR: return (r->icase ? fc : c) == in->c;
 	case I_ANY: return c != '\n';
-	case I_CLASS: return cls_has(&r->cls[in->c], c, r->icase);
+	case I_CLASS:
+		if (c >= 0 && c < 128)
+			return (r->cls[in->c].ascii[c >> 6] >> (c & 63)) & 1;
+		return cls_has(&r->cls[in->c], c, r->icase);
 	default: return false;
 	}
 }

@@ -30,8 +30,8 @@ struct score_ext {
 	json_t *warnings;           /* borrowed array appended to submission_warnings, may be NULL */
 };
 /* Regex work (NFA state visits) one evaluation may spend in all; beyond it a regex counts as
- * not matching and the dimension gets an error warning. About 30 ms here. */
-#define SCORE_RX_BUDGET ((uint64_t)20 * 1000 * 1000)
+ * not matching and the dimension gets an error warning. About 20 ms here. */
+#define SCORE_RX_BUDGET ((uint64_t)6 * 1000 * 1000)
 struct score_limits {
 	size_t max_string_bytes;   /* default 1 MiB */
 	bool explain;              /* fill every dimension's detail with how it was scored */
