@@ -82,17 +82,20 @@ char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 	bool ascii = true;
 	for (size_t i = 0; i < len && ascii; i++)
 		ascii = (unsigned char)s[i] < 0x80;
-	if (!ascii && (steps & (NORM_NFKC | NORM_CASEFOLD))) {
-		utf8proc_option_t o = UTF8PROC_STABLE;
-		if (steps & NORM_NFKC)
-			o |= UTF8PROC_COMPAT | UTF8PROC_COMPOSE;
-		if (steps & NORM_CASEFOLD)
-			o |= UTF8PROC_CASEFOLD;
+	/* NFKC, then case folding, as two passes: the order the README gives (folding after
+	 * composing can leave a decomposed sequence, e.g. U+01F0 folds to j + U+030C). */
+	for (int pass = 0; pass < 2 && !ascii; pass++) {
+		utf8proc_option_t o = pass == 0 ? UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_STABLE
+		                                : UTF8PROC_CASEFOLD;
+		if (!(steps & (pass == 0 ? NORM_NFKC : NORM_CASEFOLD)))
+			continue;
 		utf8proc_uint8_t *dst = NULL;
-		utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst, o);
+		utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)(work ? work : s),
+		                                  (utf8proc_ssize_t)(work ? wlen : len), &dst, o);
 		if (n == UTF8PROC_ERROR_NOMEM)
 			abort();
 		if (n >= 0) {
+			free(work);
 			work = (char *)dst;
 			wlen = (size_t)n;
 		}
