@@ -77,13 +77,14 @@ static bool is_punct(int32_t c)
 
 char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 {
-	char *work = NULL;
+	char *work = NULL;   /* owned result of the Unicode passes, if any */
 	size_t wlen = len;
 	bool ascii = true;
 	for (size_t i = 0; i < len && ascii; i++)
 		ascii = (unsigned char)s[i] < 0x80;
 	/* NFKC, then case folding, as two passes: the order the README gives (folding after
-	 * composing can leave a decomposed sequence, e.g. U+01F0 folds to j + U+030C). */
+	 * composing can leave a decomposed sequence, e.g. U+01F0 folds to j + U+030C). ASCII
+	 * text is NFKC already and folds by mapping A-Z, done below while copying. */
 	for (int pass = 0; pass < 2 && !ascii; pass++) {
 		utf8proc_option_t o = pass == 0 ? UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_STABLE
 		                                : UTF8PROC_CASEFOLD;
@@ -100,40 +101,49 @@ char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 			wlen = (size_t)n;
 		}
 	}
-	if (!work) {
-		work = xmalloc(len + 1);
-		memcpy(work, s, len);
-		work[len] = 0;
-		if (steps & NORM_CASEFOLD)
-			for (size_t i = 0; i < len; i++)
-				if (work[i] >= 'A' && work[i] <= 'Z')
-					work[i] = (char)(work[i] + 32);
-	}
-	if (!(steps & (NORM_SEPARATORS | NORM_PUNCTUATION | NORM_WHITESPACE | NORM_TRIM))) {
-		*outlen = wlen;
-		return work;
-	}
-	/* One pass: separators → space, drop punctuation, collapse whitespace; then trim. */
+	/* Folding A-Z while copying: ASCII text, or text utf8proc rejected (invalid UTF-8). */
+	bool fold_ascii = (steps & NORM_CASEFOLD) && !work;
+	const char *src = work ? work : s;
+	/* One pass: fold, separators → space, drop punctuation, collapse whitespace; then trim. */
 	char *out = xmalloc(wlen + 2);
 	size_t w = 0, i = 0;
 	bool pending = false;
+	bool pass2 = steps & (NORM_SEPARATORS | NORM_PUNCTUATION | NORM_WHITESPACE | NORM_TRIM);
 	while (i < wlen) {
 		utf8proc_int32_t c;
 		utf8proc_ssize_t n;
-		if ((unsigned char)work[i] < 0x80) {   /* ASCII: no decoding */
-			c = (unsigned char)work[i];
+		if ((unsigned char)src[i] < 0x80) {   /* ASCII: no decoding */
+			c = (unsigned char)src[i];
+			if (fold_ascii && c >= 'A' && c <= 'Z')
+				c += 'a' - 'A';
+			if (!pass2) {
+				out[w++] = (char)c;
+				i++;
+				continue;
+			}
 			n = 1;
 		} else {
-			n = utf8proc_iterate((const utf8proc_uint8_t *)work + i, (utf8proc_ssize_t)(wlen - i), &c);
+			n = utf8proc_iterate((const utf8proc_uint8_t *)src + i, (utf8proc_ssize_t)(wlen - i), &c);
 		}
 		size_t cl = n > 0 ? (size_t)n : 1;
-		const char *src = work + i;
+		const char *from = src + i;
+		char one;
 		i += cl;
 		if (n <= 0)
 			c = -1;
+		if (c >= 0 && c < 0x80) {
+			one = (char)c;   /* possibly folded */
+			from = &one;
+		}
+		if (!pass2) {
+			memcpy(out + w, from, cl);
+			w += cl;
+			continue;
+		}
 		if ((steps & NORM_SEPARATORS) && (c == '-' || c == '_' || (c >= 0 && is_ws(c)))) {
 			c = ' ';
-			src = " ";
+			one = ' ';
+			from = &one;
 			cl = 1;
 		}
 		if ((steps & NORM_PUNCTUATION) && c >= 0 && is_punct(c))
@@ -146,7 +156,7 @@ char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 		if (pending)
 			out[w++] = ' ';
 		pending = false;
-		memcpy(out + w, src, cl);
+		memcpy(out + w, from, cl);
 		w += cl;
 	}
 	if (pending)
@@ -157,7 +167,8 @@ char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 		bool seen = false;
 		while (k < w) {
 			utf8proc_int32_t c;
-			utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)out + k,
+			utf8proc_ssize_t n = (unsigned char)out[k] < 0x80 ? (c = (unsigned char)out[k], 1)
+			                   : utf8proc_iterate((const utf8proc_uint8_t *)out + k,
 			                                      (utf8proc_ssize_t)(w - k), &c);
 			size_t cl = n > 0 ? (size_t)n : 1;
 			if (n <= 0 || !is_ws(c)) {
@@ -171,7 +182,8 @@ char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 		if (!seen)
 			start = end = 0;
 	}
-	memmove(out, out + start, end - start);
+	if (start)
+		memmove(out, out + start, end - start);
 	w = end - start;
 	out[w] = 0;
 	free(work);

@@ -270,7 +270,11 @@ static void element_fraction(const struct dec_num *a, const struct dec_num *b,
 {
 	struct wd T = { uabs64(tol->m), tol->e }, D = { 0, 0 };
 	bool have_d = diff_exact(a, b, &D);
-	long double ld_d = fabsl(dec_num_ld(a) - dec_num_ld(b)), ld_t = dec_num_ld(tol);
+	long double ld_d = 0, ld_t = 0;   /* only needed when the exact difference overflows */
+	if (!have_d) {
+		ld_d = fabsl(dec_num_ld(a) - dec_num_ld(b));
+		ld_t = dec_num_ld(tol);
+	}
 	bool within = have_d ? wd_cmp(D, T) <= 0 : ld_d <= ld_t;
 	f->exact = have_d;
 	if (within) {
@@ -298,6 +302,10 @@ static void element_fraction(const struct dec_num *a, const struct dec_num *b,
 		}
 	}
 	f->exact = false;
+	if (have_d) {   /* exact difference but unaligned scales: the binary fallback */
+		ld_d = fabsl(dec_num_ld(a) - dec_num_ld(b));
+		ld_t = dec_num_ld(tol);
+	}
 	long double x = (5 * ld_t - ld_d) / (4 * ld_t);
 	f->ld = x > 0 ? x : 0;
 }

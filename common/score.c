@@ -83,6 +83,7 @@ struct ctx {
 	bool verified;
 	bool explain;
 	uint64_t rx_budget;
+	int clean[4];               /* per root document: 0 unknown, 1 no string over max_str, 2 has */
 	json_t *warnings;
 };
 
@@ -192,6 +193,17 @@ static const char *needed_type(enum prim_kind k, const json_t *v)
 	}
 }
 
+/* True when v (inside root document src) may hold a string longer than the limit: a whole
+ * document without one is checked once per evaluation, not once per dimension. */
+static bool long_string(struct ctx *c, enum spec_var_source src, const json_t *v)
+{
+	int i = src == SPEC_VAR_METADATA ? 1 : src == SPEC_VAR_GROUND_TRUTH ? 2
+	      : src == SPEC_VAR_MATCH ? 3 : 0;
+	if (c->clean[i] == 0)
+		c->clean[i] = prim_has_long_string(root_doc(c, src, NULL), c->max_str) ? 2 : 1;
+	return c->clean[i] == 2 && prim_has_long_string(v, c->max_str);
+}
+
 /* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
  * missing or ill-typed gets its own warning (answer side first), so a submission learns about
  * every bad value, not only the first. */
@@ -229,12 +241,12 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		rc = -1;
 	}
 long_strings:
-	if (rc == 0 && prim_has_long_string(*got, c->max_str)) {
+	if (rc == 0 && long_string(c, d->field_src, *got)) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': value at '%s' holds a "
 		     "string longer than %zu bytes", d->key, d->field_text, c->max_str);
 		rc = -1;
 	}
-	if (rc == 0 && *want && prim_has_long_string(*want, c->max_str)) {
+	if (rc == 0 && *want && long_string(c, d->gt_src, *want)) {
 		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' holds a "
 		     "string longer than %zu bytes", d->key, d->gt_field ? jpath_text(d->gt_field) :
