@@ -77,6 +77,12 @@ static bool is_punct(int32_t c)
 
 char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 {
+	return norm_text_buf(steps, s, len, NULL, 0, outlen);
+}
+
+char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t cap,
+                    size_t *outlen)
+{
 	char *work = NULL;   /* owned result of the Unicode passes, if any */
 	size_t wlen = len;
 	bool ascii = true;
@@ -105,10 +111,20 @@ char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 	bool fold_ascii = (steps & NORM_CASEFOLD) && !work;
 	const char *src = work ? work : s;
 	/* One pass: fold, separators → space, drop punctuation, collapse whitespace; then trim. */
-	char *out = xmalloc(wlen + 2);
+	char *out = buf && wlen + 2 <= cap ? buf : xmalloc(wlen + 2);
 	size_t w = 0, i = 0;
 	bool pending = false;
 	bool pass2 = steps & (NORM_SEPARATORS | NORM_PUNCTUATION | NORM_WHITESPACE | NORM_TRIM);
+	if (!pass2) {   /* a copy, folding A-Z if asked: a tight loop */
+		memcpy(out, src, wlen);
+		if (fold_ascii)
+			for (size_t k = 0; k < wlen; k++)
+				out[k] = (char)(out[k] + ((unsigned char)(out[k] - 'A') < 26) * ('a' - 'A'));
+		out[wlen] = 0;
+		free(work);
+		*outlen = wlen;
+		return out;
+	}
 	while (i < wlen) {
 		utf8proc_int32_t c;
 		utf8proc_ssize_t n;

@@ -25,6 +25,10 @@ enum {
 	NORM_NUMERIC = 1u << 6,
 };
 
+/* Same, writing into buf when the result fits cap bytes (with its NUL); otherwise, or with buf
+ * NULL, into a malloc'd string. The caller frees the result unless it is buf. */
+char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t cap,
+                    size_t *outlen);
 /* Reads a `normalize` value: an array of step names ("trim", "casefold", "nfkc", "whitespace",
  * "punctuation", "separators", "numeric"). Returns 0 and the step bits, or -1 with a message
  * naming the offending element ("normalize[2]: unknown step 'lower' (known: ...)"). */

@@ -771,6 +771,14 @@ size_t prim_count_words(const char *s, size_t len)
 	size_t n = 0, i = 0;
 	bool in = false;
 	while (i < len) {
+		unsigned char b = (unsigned char)s[i];
+		if (b < 0x80) {   /* ASCII fast path */
+			bool ws = b == ' ' || (b >= 9 && b <= 13);
+			n += !ws && !in;
+			in = !ws;
+			i++;
+			continue;
+		}
 		bool ws = ws_cp(next_cp(s, len, &i));
 		if (!ws && !in)
 			n++;

@@ -117,13 +117,11 @@ static const json_t *get_path(const struct jpath *p, const json_t *doc, char *wh
 	return jpath_get(p, doc, why, wl);
 }
 
-static void det_set(struct app *a, const char *k, json_t *v)
-{
-	if (a && a->det)
-		json_object_set_new(a->det, k, v);
-	else
-		json_decref(v);
-}
+/* Sets an explain detail; the value expression is only evaluated when explaining. */
+#define det_set(a, k, v) do { \
+		if ((a) && (a)->det) \
+			json_object_set_new((a)->det, (k), (v)); \
+	} while (0)
 
 /* A short copy of a value for explain output: strings cut to 200 bytes, arrays to 50 items. */
 static json_t *brief(const json_t *v)
@@ -724,11 +722,16 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 	    json_is_string(got0) && json_is_string(want0)) {
 		/* two strings: compare the normalised texts without building JSON values */
 		size_t la, lb;
-		char *ta = norm_text(d->norm, json_string_value(got0), json_string_length(got0), &la);
-		char *tb = norm_text(d->norm, json_string_value(want0), json_string_length(want0), &lb);
+		char ba[256], bb[256];
+		char *ta = norm_text_buf(d->norm, json_string_value(got0), json_string_length(got0), ba,
+		                         sizeof ba, &la);
+		char *tb = norm_text_buf(d->norm, json_string_value(want0), json_string_length(want0), bb,
+		                         sizeof bb, &lb);
 		bool eq = la == lb && !memcmp(ta, tb, la);
-		free(ta);
-		free(tb);
+		if (ta != ba)
+			free(ta);
+		if (tb != bb)
+			free(tb);
 		return eq ? 1000 : 0;
 	}
 	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
