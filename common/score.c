@@ -923,6 +923,9 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	c.warnings = out->warnings;
 	c.verified = score_verified(c.metadata, c.m);
 	out->verified = c.verified;
+	if (lim && lim->text_bytes && lim->text_bytes <= c.max_str)
+		for (int k = 0; k < 4; k++)
+			c.clean[k] = 1;   /* no string can be longer than the whole text */
 	if (spec_uses_match(s)) {
 		/* The @match document: what the worker knows of the match, nothing from the clock. */
 		c.match_doc = json_object();

@@ -35,6 +35,10 @@ struct score_ext {
 struct score_limits {
 	size_t max_string_bytes;   /* default 1 MiB */
 	bool explain;              /* fill every dimension's detail with how it was scored */
+	/* Total JSON text length of answer + metadata + ground truth when the caller knows it, else
+	 * 0. A decoded string is never longer than its JSON text, so when this is at most
+	 * max_string_bytes the long-string scan is skipped. */
+	size_t text_bytes;
 };
 struct score_dim { char key[33]; int score; dec6 weight; dec6 weighted; json_t *detail; /* owned, may be NULL */ };
 enum score_outcome { SCORE_WIN, SCORE_DRAW, SCORE_LOSS };

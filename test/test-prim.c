@@ -42,7 +42,7 @@ static void run_case(const json_t *c)
 		}
 		m.time_limit_secs = (int)json_integer_value(json_object_get(mj, "time_limit_secs"));
 	}
-	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false };
+	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false, 0 };
 	if (json_object_get(c, "max_string_bytes"))
 		lim.max_string_bytes = (size_t)json_integer_value(json_object_get(c, "max_string_bytes"));
 	struct score_result r;

@@ -278,7 +278,7 @@ static void test_misc(void)
 	ok(strstr(json_string_value(json_object_get(json_array_get(r.warnings, 0), "message")),
 	          "longer than 1048576 bytes") != NULL, "warning names the limit");
 	score_result_clear(&r);
-	struct score_limits lim = { big, false };
+	struct score_limits lim = { big, false, 0 };
 	ok(score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0, "with a larger limit");
 	is_int(json_array_size(r.warnings), 0, "no warning under the limit");
 	score_result_clear(&r);
@@ -376,7 +376,7 @@ static void test_v2_totals_gates(void)
 	spec_free(s);
 	snprintf(text, sizeof text, tmpl, "\"total\":\"round_each\",");
 	ok(spec_parse(text, strlen(text), &s, err, sizeof err) == 0, "round_each spec parses (%s)", err);
-	struct score_limits lim = { 0, true };
+	struct score_limits lim = { 0, true, 0 };
 	score_eval(s, NULL, NULL, NULL, NULL, NULL, &lim, &r, err, sizeof err);
 	is_int(r.score, 637, "round_each: 72 + 143 + 72 + 350 = 637");
 	json_t *ex = score_result_explain(&r);

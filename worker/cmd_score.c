@@ -309,7 +309,7 @@ int cmd_score(int argc, char **argv)
 		score_usage(stderr);
 		return EXIT_BAD;
 	}
-	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, explain };
+	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, explain, 0 };
 	const char *env = getenv("ARBITER_MAX_STRING_BYTES");
 	if (!max_s && env && *env)
 		max_s = env;

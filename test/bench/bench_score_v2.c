@@ -102,7 +102,7 @@ static double one(const char *spec_j, const char *answer_j, const char *gt_j)
 	json_t *a = json_loads(answer_j, 0, NULL);   /* parsed at load time, as the worker does */
 	double t0 = now();
 	struct score_result r;
-	struct score_limits lim = { (size_t)2 << 20, false };
+	struct score_limits lim = { (size_t)2 << 20, false, 0 };
 	if (!a || score_eval(s, a, NULL, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0)
 		exit(2);
 	char *out = score_result_dumps(&r);
@@ -148,7 +148,9 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 100; k++, n++) {
 			json_t *a = json_loads(answers[n % NANS], 0, NULL);
 			struct score_result r;
-			if (!a || score_eval(s, a, meta, gt, NULL, NULL, NULL, &r, err, sizeof err) < 0) {
+			struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false,
+			                            strlen(answers[n % NANS]) + strlen(gt_text) + 64 };
+			if (!a || score_eval(s, a, meta, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0) {
 				fprintf(stderr, "evaluation failed\n");
 				return 2;
 			}
@@ -176,7 +178,9 @@ int main(int argc, char **argv)
 	while (u1 - u0 < secs / 2) {
 		for (int k = 0; k < 100; k++, n2++) {
 			struct score_result r;
-			if (score_eval(s, parsed[n2 % NANS], meta, gt, NULL, NULL, NULL, &r, err, sizeof err) < 0)
+			struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false,
+			                            strlen(answers[n2 % NANS]) + strlen(gt_text) + 64 };
+			if (score_eval(s, parsed[n2 % NANS], meta, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0)
 				return 2;
 			char *out = score_result_dumps(&r);
 			free(out);

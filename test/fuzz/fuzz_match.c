@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_t *doc = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL);
 	if (!doc)
 		return 0;
-	struct score_limits lim = { 4096, true };
+	struct score_limits lim = { 4096, true, 0 };
 	struct score_result r1, r2;
 	if (score_eval(s, doc, NULL, doc, NULL, NULL, &lim, &r1, err, sizeof err) < 0 ||
 	    score_eval(s, doc, NULL, doc, NULL, NULL, &lim, &r2, err, sizeof err) < 0)
