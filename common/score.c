@@ -808,10 +808,11 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		r = 0;
 		break;
 	}
-	if (got != got0)
+	if (norm) {   /* norm_value gave new references (possibly to the same values) */
 		json_decref(got);
-	if (want != want0)
-		json_decref(want);
+		if (want0)
+			json_decref(want);
+	}
 	return r;
 }
 
