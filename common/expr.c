@@ -152,7 +152,7 @@ static void fail_expected(struct parser *p, const char *what)
 }
 
 static uint32_t parse_expr(struct parser *p);
-static uint32_t parse_len(struct parser *p, size_t at);
+static uint32_t parse_len(struct parser *p);
 
 static bool enter(struct parser *p, size_t at)
 {
@@ -314,7 +314,7 @@ static uint32_t parse_primary(struct parser *p)
 				{ "ceil", OP_CEIL }, { "coalesce", OP_COALESCE },
 			};
 			if (n == 3 && !memcmp(name, "len", 3))
-				return parse_len(p, at);
+				return parse_len(p);
 			for (size_t k = 0; k < sizeof fn / sizeof fn[0]; k++)
 				if (strlen(fn[k].name) == n && !memcmp(name, fn[k].name, n))
 					return parse_call(p, fn[k].op, at);
@@ -337,7 +337,7 @@ static uint32_t parse_primary(struct parser *p)
 
 /* len(name): the length of a variable's value (array items, object keys, string code
  * points); the '(' was consumed. */
-static uint32_t parse_len(struct parser *p, size_t at)
+static uint32_t parse_len(struct parser *p)
 {
 	skip_ws(p);
 	size_t st = p->pos;
@@ -361,7 +361,6 @@ static uint32_t parse_len(struct parser *p, size_t at)
 		fail_expected(p, "')' after len's variable");
 		return 0;
 	}
-	(void)at;
 	p->e->use[idx] |= 2;
 	return add_node(p, OP_LEN, idx, 0, 0);
 }

@@ -426,14 +426,13 @@ static int parse_match_objects(struct spec *s, const json_t *dim, struct spec_di
 {
 	const json_t *on = json_object_get(dim, "match_on");
 	char why[160];
-	if (json_is_string(on) || !on) {
-		if (!on)
-			return fail(err, errlen, "dimension '%s': primitive match_objects needs match_on (a "
-			            "key path or an array of them)", d->key);
-	} else if (!json_is_array(on) || json_array_size(on) == 0 || json_array_size(on) > 8) {
+	if (!on)
+		return fail(err, errlen, "dimension '%s': primitive match_objects needs match_on (a "
+		            "key path or an array of them)", d->key);
+	if (!json_is_string(on) &&
+	    (!json_is_array(on) || json_array_size(on) == 0 || json_array_size(on) > 8))
 		return fail(err, errlen, "dimension '%s': match_on must be a path or an array of 1 to 8 "
 		            "paths", d->key);
-	}
 	d->nkeys = json_is_array(on) ? json_array_size(on) : 1;
 	d->match_on = xcalloc(d->nkeys, sizeof *d->match_on);
 	for (size_t i = 0; i < d->nkeys; i++) {
@@ -677,7 +676,6 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 	default:
 		break;
 	}
-	(void)nb;
 	return 0;
 }
 
