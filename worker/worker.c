@@ -35,6 +35,7 @@
 #include "pgc.h"
 #include "ratelimit.h"
 #include "rq.h"
+#include "rkeys.h"
 #include "score.h"
 #include "util.h"
 
@@ -2018,11 +2019,20 @@ int worker_run(const struct config *cfg)
 	w->state = W_RUNNING;
 	w->db_version = 0;
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
-	w->k_jobs = key(cfg->prefix, ":jobs");
-	w->k_group = key(cfg->prefix, "-workers");
-	w->k_dead = key(cfg->prefix, ":dead");
-	w->k_delayed = key(cfg->prefix, ":delayed");
-	w->k_lock = key(cfg->prefix, ":reconcile:lock");
+	/* Key names: one place, one hash tag (rkeys.h). */
+	struct rkeys rk;
+	if (rkeys_init(&rk, cfg->prefix, cfg->redis_keys, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		free(w);
+		return 1;
+	}
+	w->k_jobs = key(rk.jobs, "");
+	w->k_group = key(rk.group, "");
+	w->k_dead = key(rk.dead, "");
+	w->k_delayed = key(rk.delayed, "");
+	w->k_lock = key(rk.reconcile_lock, "");
+	rkeys_free(&rk);
 	w->max_loads = cfg->pg_pool_size / 4 > 0 ? cfg->pg_pool_size / 4 : 1;
 	w->max_commits = cfg->pg_pool_size / 2 > 0 ? cfg->pg_pool_size / 2 : 1;
 

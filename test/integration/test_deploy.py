@@ -184,7 +184,8 @@ def check_manifests(docs):
         prefix = env.get("ARBITER_PREFIX") or "arbiter"
         trig = so["spec"]["triggers"]
         ok(all(t["type"] == "redis-streams" for t in trig), "triggers are redis-streams")
-        ok(all(t["metadata"]["stream"] == prefix + ":jobs" and
+        base = prefix if re.search(r"\{[^}]+\}", prefix) else "{%s}" % prefix
+        ok(all(t["metadata"]["stream"] == base + ":jobs" and
                t["metadata"].get("consumerGroup") == prefix + "-workers" for t in trig),
            "triggers watch {prefix}:jobs and group {prefix}-workers")
         ok(any("lagCount" in t["metadata"] for t in trig), "one trigger scales on consumer-group lag")
