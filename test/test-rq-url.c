@@ -43,7 +43,10 @@ struct bad {
 static const struct bad bads[] = {
 	{ "", "empty" },
 	{ "http://h:1", "expected" },
-	{ "rediss://h:1", "TLS" },
+	{ "redis://h:1?ssl_ca_certs=/ca.pem", "rediss://" },
+	{ "rediss://h:1?ssl_cert_reqs=optional", "ssl_cert_reqs" },
+	{ "rediss://h:1?ssl_ca_certs=", "ssl_ca_certs" },
+	{ "rediss://h:1?sslmode=verify", "unknown URL parameter" },
 	{ "redis://h:0", "port" },
 	{ "redis://h:65536", "port" },
 	{ "redis://h:12x", "port" },
@@ -93,6 +96,20 @@ int main(void)
 		ok(rc < 0 && strstr(err, b->why), "refuse '%s': %s", b->url, err);
 	}
 	ok(rq_url_parse(NULL, &u, err, sizeof err) < 0, "refuse NULL");
+
+	/* TLS: rediss:// and its parameters (redis-py's names). */
+	ok(rq_url_parse("rediss://alice:pw@redis.example:6380/2", &u, err, sizeof err) == 0 &&
+	   u.tls && !u.tls_noverify && !u.tls_ca[0] && u.port == 6380 && u.db == 2 &&
+	   !strcmp(u.user, "alice") && !strcmp(u.host, "redis.example"),
+	   "rediss://: TLS on, verification on by default, system store: %s", err);
+	ok(rq_url_parse("rediss://h/0?ssl_ca_certs=%2Fetc%2Fca.pem&ssl_certfile=/c.pem&"
+	                "ssl_keyfile=/k.pem&ssl_server_name=redis.internal", &u, err, sizeof err) == 0 &&
+	   !strcmp(u.tls_ca, "/etc/ca.pem") && !strcmp(u.tls_cert, "/c.pem") &&
+	   !strcmp(u.tls_key, "/k.pem") && !strcmp(u.tls_server_name, "redis.internal"),
+	   "rediss:// parameters: CA file, client cert and key, server name: %s", err);
+	ok(rq_url_parse("rediss://h?ssl_cert_reqs=none", &u, err, sizeof err) == 0 && u.tls_noverify,
+	   "ssl_cert_reqs=none turns verification off");
+	ok(rq_url_parse("redis://h", &u, err, sizeof err) == 0 && !u.tls, "redis:// is plain");
 
 	/* A long socket path must not overflow sun_path. */
 	char longp[200] = "unix:///";

@@ -1,7 +1,8 @@
 /*
- * rq: one Redis connection on a libuv loop, built on hiredis's async API with
- * our own event-loop adapter (a uv_poll_t on the socket; poll errors count as
- * a broken connection). It adds what hiredis 0.14 lacks: a connect timeout,
+ * rq: one Redis connection on a libuv loop: our own socket (TCP or unix,
+ * optionally TLS through OpenSSL) on a uv_poll_t, with hiredis for the
+ * protocol only (command formatting and the reply reader). It adds what
+ * hiredis 0.14 lacks: TLS (rediss://), a connect timeout,
  * per-command timeouts (uv timers), AUTH + SELECT before on_connect, and
  * reconnection with exponential backoff and jitter (50 ms doubling to 5 s).
  *
@@ -21,7 +22,7 @@
 struct rq;                              /* one Redis connection on a uv loop; reconnects itself */
 
 struct rq_opts {
-	const char *url;                    /* redis://[[user]:pass@]host[:port][/db], unix:///path?db=N */
+	const char *url;                    /* redis[s]://[[user]:pass@]host[:port][/db], unix:///path?db=N */
 	uint32_t connect_timeout_ms;        /* default 2000 (0 = default) */
 	uint32_t cmd_timeout_ms;            /* default 5000 (0 = default) */
 	void (*on_connect)(struct rq *r, void *data);   /* after (re)connect+AUTH+SELECT */
@@ -92,10 +93,18 @@ struct rq_url {
 	char user[128];                     /* "" = none (AUTH password only) */
 	char password[256];                 /* "" = no AUTH */
 	int db;                             /* default 0 */
+	/* rediss:// (TLS) and its query parameters (names as in redis-py, so one
+	 * URL serves the worker and the Python scripts; ssl_server_name is ours). */
+	bool tls;
+	char tls_ca[256];                   /* ssl_ca_certs: CA file ("" = system store) */
+	char tls_cert[256], tls_key[256];   /* ssl_certfile, ssl_keyfile: client cert */
+	char tls_server_name[256];          /* ssl_server_name: SNI + name checked ("" = host) */
+	bool tls_noverify;                  /* ssl_cert_reqs=none (default required) */
 };
 
 /* Parses redis://[[user]:password@]host[:port][/db] (IPv6 host in [brackets]),
- * rediss is refused, unix:///path[?db=N][&password=P]. Percent-escapes in
+ * rediss://... (TLS; ?ssl_ca_certs=F&ssl_certfile=F&ssl_keyfile=F&ssl_cert_reqs=
+ * required|none&ssl_server_name=N), unix:///path[?db=N][&password=P]. Percent-escapes in
  * user and password are decoded. Returns 0, or -1 with a reason in err. */
 int rq_url_parse(const char *url, struct rq_url *out, char *err, size_t errlen);
 
