@@ -1142,7 +1142,7 @@ static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply)
 	if (r->nperm < (int)(sizeof r->perm_logged / sizeof r->perm_logged[0]))
 		snprintf(r->perm_logged[r->nperm++], sizeof r->perm_logged[0], "%s", q->cmd);
 	LOGE(NULL, NULL, "redis %s: the ACL refuses %s to user \"%s\" (%s): a permanent error, "
-	     "every %s fails until the ACL allows it (README \"Redis ACL\" lists what arbiter "
+	     "every %s fails until the ACL allows it (README \"ACL users\" lists what arbiter "
 	     "needs)", r->name, q->cmd[0] ? q->cmd : "a command",
 	     r->url.user[0] ? r->url.user : "default", reply->str, q->cmd[0] ? q->cmd : "such command");
 }

@@ -182,11 +182,21 @@ def main():
 
         # ACL on the plain Redis.
         r = redis.Redis.from_url(s.redis_url)
-        r.execute_command("ACL", "SETUSER", "arb", "on", ">acl-pw", "~*", "&*", "+@all")
+        # The user README "ACL users" documents, word for word.
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")) as f:
+            readme = f.read()
+        acl = readme.split("ACL SETUSER arbiter ", 1)[1].split("```", 1)[0].split()
+        acl = [">acl-pw" if x == ">PASSWORD" else x for x in acl]
+        r.execute_command("ACL", "SETUSER", "arb", *acl)
         r.execute_command("ACL", "SETUSER", "lim", "on", ">lim-pw", "~*", "&*", "+@all", "-xautoclaim")
         a = Arena(s)
         hostport = s.redis_url.split("//", 1)[1]
-        w = run_jobs(s, a, "redis://arb:acl-pw@" + hostport, 100, "acl user")
+        w = run_jobs(s, a, "redis://arb:acl-pw@" + hostport, 100, "acl user",
+                     env={"ARBITER_RATE_LIMIT": "1000/1s", "ARBITER_RECONCILE_MS": "300",
+                          "ARBITER_CLAIM_IDLE_MS": "400"})
+        time.sleep(1.5)     # a few reconciler, reclaim and gauge rounds
+        ok("NOPERM" not in w.output(), "acl user: the documented ACL refuses nothing",
+           "\n".join(l for l in w.output().splitlines() if "NOPERM" in l)[:2000])
         ok(w.term(30) == 0, "acl user: worker exits 0")
         out = expect_log(s, "redis://arb:wrong@" + hostport, 'authentication refused for user \\"arb\\"',
                          "WRONGPASS")
