@@ -111,6 +111,24 @@ int main(void)
 	   "ssl_cert_reqs=none turns verification off");
 	ok(rq_url_parse("redis://h", &u, err, sizeof err) == 0 && !u.tls, "redis:// is plain");
 
+	/* Sentinel. */
+	ok(rq_url_parse("redis+sentinel://:pw@10.0.0.1:26380,[::1],s3.example:5000/mymaster/3"
+	                "?sentinel_password=sp", &u, err, sizeof err) == 0 && u.sentinel && !u.tls &&
+	   u.nsentinels == 3 && !strcmp(u.sentinels[0].host, "10.0.0.1") && u.sentinels[0].port == 26380 &&
+	   !strcmp(u.sentinels[1].host, "::1") && u.sentinels[1].port == 26379 &&
+	   !strcmp(u.sentinels[2].host, "s3.example") && u.sentinels[2].port == 5000 &&
+	   !strcmp(u.master_name, "mymaster") && u.db == 3 && !strcmp(u.password, "pw") &&
+	   !strcmp(u.sentinel_password, "sp"), "redis+sentinel:// with three sentinels: %s", err);
+	ok(rq_url_parse("rediss+sentinel://h/m?ssl_ca_certs=/ca", &u, err, sizeof err) == 0 &&
+	   u.sentinel && u.tls && u.nsentinels == 1 && !strcmp(u.master_name, "m") && u.db == 0,
+	   "rediss+sentinel:// is TLS: %s", err);
+	ok(rq_url_parse("redis+sentinel://h1,h2", &u, err, sizeof err) < 0 && strstr(err, "master"),
+	   "a Sentinel URL without a master name is refused: %s", err);
+	ok(rq_url_parse("redis+sentinel://h1,,h2/m", &u, err, sizeof err) < 0, "empty sentinel host refused");
+	ok(rq_url_parse("redis+sentinel://h1/m/x", &u, err, sizeof err) < 0, "bad db refused");
+	ok(rq_url_parse("redis://h?sentinel_password=x", &u, err, sizeof err) < 0,
+	   "sentinel_password outside a Sentinel URL refused");
+
 	/* A long socket path must not overflow sun_path. */
 	char longp[200] = "unix:///";
 	memset(longp + 8, 'a', 150);

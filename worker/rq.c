@@ -87,6 +87,10 @@ struct rq_req {
  * PING handshake and then the user's commands travel in the open phase). */
 enum conn_phase { PH_CONNECT, PH_TLS, PH_OPEN };
 
+/* What a connection is for: the data node (user commands), asking a Sentinel
+ * where the master is, or a Sentinel subscription to +switch-master. */
+enum conn_role { CR_DATA, CR_DISCOVER, CR_WATCH };
+
 /* One connection: socket, poll handle, TLS session, reply parser and the
  * commands written on it. Owned by the rq while current (r->conn); once
  * detached it lives until the poll handle's close callback. */
@@ -105,6 +109,7 @@ struct rq_conn {
 	char *out;                  /* formatted commands not written yet */
 	size_t out_len, out_off, out_cap;
 	struct rq_req pending;      /* sentinel: commands written, replies due */
+	enum conn_role role;
 };
 
 /* A name resolution in flight. Owned by libuv until its callback; r is set to
@@ -118,7 +123,7 @@ struct rq {
 	uv_loop_t *loop;
 	char *name;
 	struct rq_url url;
-	char where[300];            /* "host:port/db" or "path?db=N" for logs */
+	char where[640];            /* "host:port/db" or "path?db=N" for logs */
 	uint32_t connect_timeout_ms, cmd_timeout_ms;
 	void (*on_connect)(struct rq *r, void *data);
 	void (*on_disconnect)(struct rq *r, const char *why, void *data);
@@ -154,10 +159,24 @@ struct rq {
 	SSL_CTX *ssl_ctx;           /* rediss:// only */
 	char tls_name[256];         /* name (or IP) the certificate must hold; SNI */
 	bool tls_name_is_ip;
-	char last_err[512];         /* why the last attempt failed */
-	char logged_err[512];       /* the last error logged loudly */
+	char last_err[1024];        /* why the last attempt failed */
+	char logged_err[1024];      /* the last error logged loudly */
 	char perm_logged[16][24];   /* commands whose NOPERM was logged */
 	int nperm;
+
+	/* Sentinel (url.sentinel). */
+	enum conn_role next_role;   /* what the next attempt connects to */
+	bool have_master;           /* master_host:master_port known */
+	char master_host[256];
+	int master_port;
+	int sent_idx;               /* next sentinel to ask */
+	struct sockaddr_storage sent_addr;  /* the sentinel that answered last */
+	socklen_t sent_addrlen;
+	char sent_name[256];        /* its host, for TLS */
+	struct rq_conn *watch;      /* +switch-master subscription, NULL when none */
+	uv_timer_t watch_timer;     /* restarts the watcher */
+	uint64_t switches;          /* +switch-master events followed */
+	bool connect_now;           /* the next attempt starts without backoff */
 };
 
 static void conn_drop(struct rq *r, const char *why);
@@ -165,6 +184,10 @@ static void schedule_reconnect(struct rq *r);
 static void on_poll(uv_poll_t *h, int status, int events);
 static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply);
 static void target_pick(struct rq *r);
+static void watch_message(struct rq *r, const redisReply *m);
+static void watch_start(struct rq *r);
+static void watch_drop(struct rq *r, const char *why);
+static void on_backoff(uv_timer_t *t);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -301,7 +324,10 @@ static void teardown(struct rq *r)
 		uv_cancel((uv_req_t *)&r->gai->req);
 		r->gai = NULL;
 	}
+	if (r->watch)
+		watch_drop(r, "closed");
 	r->state = RQ_CLOSED;
+	uv_close((uv_handle_t *)&r->watch_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&r->backoff_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&r->connect_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&r->cmd_timer, on_handle_closed);
@@ -359,6 +385,8 @@ static void conn_lost(struct rq *r, struct rq_conn *c, const char *why)
 	bool was_ready = r->state == RQ_READY;
 	r->conn = NULL;
 	r->state = RQ_IDLE;
+	if (r->url.sentinel && c->role == CR_DATA && strcmp(why, "+switch-master: following the new master"))
+		r->have_master = false;         /* ask the sentinels where it is now */
 	uv_timer_stop(&r->connect_timer);
 	uv_timer_stop(&r->cmd_timer);
 	r->cmd_timer_due = 0;
@@ -392,11 +420,24 @@ static void conn_drop(struct rq *r, const char *why)
 	}
 }
 
-/* conn_drop after a failure that is a configuration problem: logged at once. */
-static void conn_fail_loud(struct rq *r, const char *why)
+/* A failure of connection c: the current one (conn_drop) or the Sentinel
+ * watcher (watch_drop). */
+static void conn_fail(struct rq *r, struct rq_conn *c, const char *why)
 {
-	attempt_error(r, why, true);
-	conn_drop(r, why);
+	if (c->closing)
+		return;
+	if (c == r->conn)
+		conn_drop(r, why);
+	else if (c == r->watch)
+		watch_drop(r, why);
+}
+
+/* conn_fail after a failure that is a configuration problem: logged at once. */
+static void conn_fail_loud(struct rq *r, struct rq_conn *c, const char *why)
+{
+	if (c == r->conn)
+		attempt_error(r, why, true);
+	conn_fail(r, c, why);
 }
 
 static void conn_update_events(struct rq_conn *c)
@@ -485,21 +526,32 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 		if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
 			char why[200];
 			snprintf(why, sizeof why, "protocol error: %s", c->reader->errstr);
-			conn_drop(r, why);
+			conn_fail(r, c, why);
 			return -1;
 		}
 		if (!rep)
 			return 0;
 		struct rq_req *q = c->pending.next;
 		if (q == &c->pending) {
+			if (c->role == CR_WATCH) {          /* a pub/sub message */
+				watch_message(r, rep);
+				freeReplyObject(rep);
+				if (c->closing)
+					return -1;
+				continue;
+			}
 			freeReplyObject(rep);
-			conn_drop(r, "protocol error: a reply without a command");
+			conn_fail(r, c, "protocol error: a reply without a command");
 			return -1;
 		}
 		list_del(q);
 		redisReply *reply = rep;
-		if (reply->type == REDIS_REPLY_ERROR && !r->closing)
+		bool readonly = false;
+		if (reply->type == REDIS_REPLY_ERROR && !r->closing) {
 			acl_check(r, q, reply);
+			/* Sentinel: the node we write to was demoted to a replica. */
+			readonly = r->url.sentinel && reply->str && !strncmp(reply->str, "READONLY", 8);
+		}
 		if (r->closing && !q->internal)
 			req_finish(r, q, NULL, "closed");
 		else
@@ -507,6 +559,12 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 		freeReplyObject(rep);
 		if (c->closing)
 			return -1;
+		if (readonly) {
+			r->have_master = false;
+			conn_fail(r, c, "the node is a replica now (READONLY): asking the sentinels "
+			          "for the master");
+			return -1;
+		}
 	}
 }
 
@@ -531,9 +589,9 @@ static int conn_read(struct rq *r, struct rq_conn *c)
 				char why[400];
 				tls_describe(r, c, k, e, "read", why, sizeof why);
 				if (r->state == RQ_CONNECTING)
-					conn_fail_loud(r, why);
+					conn_fail_loud(r, c, why);
 				else
-					conn_drop(r, why);
+					conn_fail(r, c, why);
 				return -1;
 			}
 			n = k;
@@ -546,16 +604,16 @@ static int conn_read(struct rq *r, struct rq_conn *c)
 					continue;
 				char why[160];
 				snprintf(why, sizeof why, "read: %s", strerror(errno));
-				conn_drop(r, why);
+				conn_fail(r, c, why);
 				return -1;
 			}
 			if (n == 0) {
-				conn_drop(r, "connection closed by the server");
+				conn_fail(r, c, "connection closed by the server");
 				return -1;
 			}
 		}
 		if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
-			conn_drop(r, "protocol error");
+			conn_fail(r, c, "protocol error");
 			return -1;
 		}
 		if (conn_deliver(r, c) < 0)
@@ -583,7 +641,7 @@ static int conn_write(struct rq *r, struct rq_conn *c)
 					return 0;
 				char why[400];
 				tls_describe(r, c, k, e, "write", why, sizeof why);
-				conn_drop(r, why);
+				conn_fail(r, c, why);
 				return -1;
 			}
 			c->out_off += (size_t)k;
@@ -596,7 +654,7 @@ static int conn_write(struct rq *r, struct rq_conn *c)
 					continue;
 				char why[160];
 				snprintf(why, sizeof why, "write: %s", strerror(errno));
-				conn_drop(r, why);
+				conn_fail(r, c, why);
 				return -1;
 			}
 			c->out_off += (size_t)n;
@@ -634,7 +692,7 @@ static void tls_step(struct rq *r, struct rq_conn *c)
 	}
 	char why[400];
 	tls_describe(r, c, rc, e, "handshake", why, sizeof why);
-	conn_fail_loud(r, why);
+	conn_fail_loud(r, c, why);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
@@ -655,7 +713,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 			 * error and has already stopped the handle. */
 			snprintf(why, sizeof why, "%s: %s", c->phase == PH_CONNECT ? "connect" : "socket error",
 			         soerr ? strerror(soerr) : uv_strerror(status));
-			conn_drop(r, why);
+			conn_fail(r, c, why);
 			return;
 		}
 		if (c->ssl) {
@@ -725,46 +783,112 @@ static void conn_ready(struct rq *r)
 	} else {
 		LOGI(NULL, NULL, "redis %s: connected to %s", r->name, r->where);
 	}
+	if (r->url.sentinel)
+		watch_start(r);
 	if (r->on_connect)
 		r->on_connect(r, r->data);
+}
+
+/* A Sentinel's answer to SENTINEL GET-MASTER-ADDR-BY-NAME: remember the
+ * master and connect to it next. */
+static void discovered(struct rq *r, struct rq_conn *c, const redisReply *reply)
+{
+	char why[800];
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+	    reply->element[0]->type != REDIS_REPLY_STRING ||
+	    reply->element[1]->type != REDIS_REPLY_STRING) {
+		snprintf(why, sizeof why, "sentinel %s:%d does not know a master named \"%s\"",
+		         r->host, r->port, r->url.master_name);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	long port = strtol(reply->element[1]->str, NULL, 10);
+	if (port < 1 || port > 65535 || reply->element[0]->len >= sizeof r->master_host) {
+		snprintf(why, sizeof why, "sentinel %s:%d: bad address for \"%s\"", r->host, r->port,
+		         r->url.master_name);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	if (!r->have_master || strcmp(r->master_host, reply->element[0]->str) ||
+	    r->master_port != (int)port)
+		LOGI(NULL, NULL, "redis %s: sentinel %s:%d: master \"%s\" is %s:%ld", r->name, r->host,
+		     r->port, r->url.master_name, reply->element[0]->str, port);
+	snprintf(r->master_host, sizeof r->master_host, "%s", reply->element[0]->str);
+	r->master_port = (int)port;
+	r->have_master = true;
+	r->sent_addrlen = sizeof r->sent_addr;
+	if (getpeername(c->fd, (struct sockaddr *)&r->sent_addr, &r->sent_addrlen) < 0)
+		r->sent_addrlen = 0;
+	snprintf(r->sent_name, sizeof r->sent_name, "%s", r->host);
+	r->sent_idx--;                  /* ask the same sentinel first next time */
+	r->connect_now = true;          /* connect to the master at once */
+	conn_drop(r, "master found");
 }
 
 static void handshake_cb(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct rq_conn *c = data;
 	(void)err;
-	if (c != r->conn || !reply)
+	if ((c != r->conn && c != r->watch) || !reply || c->closing)
 		return;                 /* the connection was dropped meanwhile */
 	if (reply->type == REDIS_REPLY_ERROR) {
 		char why[512];
 		const char *s = reply->str;
+		const char *who = c->role == CR_DATA ? (r->url.user[0] ? r->url.user : "default")
+		                                     : (r->url.sentinel_user[0] ? r->url.sentinel_user : "default");
 		if (!strncmp(s, "WRONGPASS", 9))
 			snprintf(why, sizeof why, "authentication refused for user \"%s\" (%s): check "
-			         "the user name and password in the Redis URL", r->url.user[0] ?
-			         r->url.user : "default", s);
+			         "the user name and password in the Redis URL%s", who, s,
+			         c->role == CR_DATA ? "" : " (sentinel_password=)");
 		else if (!strncmp(s, "NOAUTH", 6))
 			snprintf(why, sizeof why, "the server wants a password (%s): give "
-			         "user:password@ in the Redis URL", s);
+			         "user:password@ in the Redis URL%s", s,
+			         c->role == CR_DATA ? "" : " (for a Sentinel: sentinel_password=)");
 		else if (!strncmp(s, "NOPERM", 6))
 			snprintf(why, sizeof why, "the ACL refuses the handshake (%s): user \"%s\" "
-			         "needs +auth, +select, +ping", s, r->url.user[0] ? r->url.user : "default");
+			         "needs +auth, +select, +ping%s", s, who,
+			         r->url.sentinel ? ", +role (Sentinel: +sentinel, +subscribe)" : "");
 		else
 			snprintf(why, sizeof why, "handshake failed: %s", s);
-		conn_fail_loud(r, why);
+		conn_fail_loud(r, c, why);
 		return;
+	}
+	if (c->role == CR_DISCOVER) {
+		if (--c->handshake_left == 0)       /* the last one: SENTINEL ... */
+			discovered(r, c, reply);
+		return;
+	}
+	if (c->role == CR_WATCH) {
+		if (--c->handshake_left == 0)
+			LOGD(NULL, NULL, "redis %s: watching +switch-master on sentinel %s", r->name,
+			     r->sent_name);
+		return;
+	}
+	if (r->url.sentinel && reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+	    reply->element[0]->type == REDIS_REPLY_STRING && c->handshake_left == 1) {
+		/* ROLE: only a master takes our writes. */
+		if (strcmp(reply->element[0]->str, "master")) {
+			char why[700];
+			snprintf(why, sizeof why, "%s:%d is a %s, not the master: asking the sentinels "
+			         "again", r->host, r->port, reply->element[0]->str);
+			r->have_master = false;
+			conn_fail(r, c, why);
+			return;
+		}
 	}
 	if (--c->handshake_left == 0 && !r->closing)
 		conn_ready(r);
 }
 
-/* Starts a connection to the address sa (TCP, or the unix socket). */
-static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
+/* A new connection to sa: socket, connect(2) under way, poll handle, TLS
+ * session for tls_name. Returns NULL with a reason in why. */
+static struct rq_conn *conn_new(struct rq *r, const struct sockaddr *sa, socklen_t salen,
+                                const char *tls_name, char *why, size_t cap)
 {
-	char why[200];
 	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		snprintf(why, sizeof why, "socket: %s", strerror(errno));
-		goto fail;
+		snprintf(why, cap, "socket: %s", strerror(errno));
+		return NULL;
 	}
 	if (sa->sa_family != AF_UNIX) {
 		/* No Nagle (pipelined commands); keepalive finds dead peers. */
@@ -776,9 +900,9 @@ static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
 		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 	}
 	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS && errno != EAGAIN) {
-		snprintf(why, sizeof why, "connect: %s", strerror(errno));
+		snprintf(why, cap, "connect: %s", strerror(errno));
 		close(fd);
-		goto fail;
+		return NULL;
 	}
 	struct rq_conn *c = xcalloc(1, sizeof *c);
 	c->fd = fd;
@@ -786,10 +910,10 @@ static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
 	list_init(&c->pending);
 	int rc = uv_poll_init(r->loop, &c->poll, fd);
 	if (rc < 0) {
-		snprintf(why, sizeof why, "uv_poll_init: %s", uv_strerror(rc));
+		snprintf(why, cap, "uv_poll_init: %s", uv_strerror(rc));
 		close(fd);
 		free(c);
-		goto fail;
+		return NULL;
 	}
 	c->reader = redisReaderCreate();
 	if (!c->reader)
@@ -798,23 +922,58 @@ static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
 		c->ssl = SSL_new(r->ssl_ctx);
 		if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1)
 			abort();            /* out of memory */
-		if (r->tls_name_is_ip) {
-			X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), r->tls_name);
+		struct in6_addr a6;
+		struct in_addr a4;
+		if (inet_pton(AF_INET, tls_name, &a4) == 1 || inet_pton(AF_INET6, tls_name, &a6) == 1) {
+			X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), tls_name);
 		} else {
-			SSL_set_tlsext_host_name(c->ssl, r->tls_name);
-			SSL_set1_host(c->ssl, r->tls_name);
+			SSL_set_tlsext_host_name(c->ssl, tls_name);
+			SSL_set1_host(c->ssl, tls_name);
 		}
 		SSL_set_connect_state(c->ssl);
 	}
 	c->poll.data = c;
 	c->phase = PH_CONNECT;
 	r->live++;
+	return c;
+}
+
+/* Starts the current connection attempt to sa (TCP, or the unix socket):
+ * to the data node, or to a Sentinel to find the master (r->next_role). */
+static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
+{
+	char why[200];
+	struct rq_conn *c = conn_new(r, sa, salen, r->tls_name, why, sizeof why);
+	if (!c) {
+		LOGD(NULL, NULL, "redis %s: %s: %s", r->name, r->where, why);
+		attempt_error(r, why, false);
+		uv_timer_stop(&r->connect_timer);
+		r->state = RQ_IDLE;
+		schedule_reconnect(r);
+		return;
+	}
+	c->role = r->next_role;
 	r->conn = c;
 	r->state = RQ_CONNECTING;
 
 	/* Queued now, sent once the connection (and TLS) is up; on_connect fires
 	 * after the last reply. A PING when there is nothing else proves the
 	 * server answers (a server still loading its data set replies -LOADING). */
+	if (c->role == CR_DISCOVER) {
+		if (r->url.sentinel_password[0]) {
+			const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
+			if (r->url.sentinel_user[0])
+				handshake_send(r, c, 3, argv);
+			else {
+				argv[1] = r->url.sentinel_password;
+				handshake_send(r, c, 2, argv);
+			}
+		}
+		const char *argv[3] = { "SENTINEL", "GET-MASTER-ADDR-BY-NAME", r->url.master_name };
+		handshake_send(r, c, 3, argv);
+		conn_update_events(c);
+		return;
+	}
 	if (r->url.password[0]) {
 		const char *argv[3] = { "AUTH", r->url.user, r->url.password };
 		if (r->url.user[0])
@@ -830,18 +989,99 @@ static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
 		const char *argv[2] = { "SELECT", db };
 		handshake_send(r, c, 2, argv);
 	}
-	if (c->handshake_left == 0) {
+	if (r->url.sentinel) {
+		const char *argv[1] = { "ROLE" };
+		handshake_send(r, c, 1, argv);
+	} else if (c->handshake_left == 0) {
 		const char *argv[1] = { "PING" };
 		handshake_send(r, c, 1, argv);
 	}
 	conn_update_events(c);
-	return;
-fail:
-	LOGD(NULL, NULL, "redis %s: %s: %s", r->name, r->where, why);
-	attempt_error(r, why, false);
-	uv_timer_stop(&r->connect_timer);
-	r->state = RQ_IDLE;
-	schedule_reconnect(r);
+}
+
+/* ---- Sentinel: following +switch-master ------------------------------------ */
+
+static void on_watch_timer(uv_timer_t *t)
+{
+	watch_start(t->data);
+}
+
+/* Subscribes to +switch-master on the sentinel that told us the master (a
+ * second connection, commands never travel on it). */
+static void watch_start(struct rq *r)
+{
+	if (r->watch || r->closing || !r->sent_addrlen)
+		return;
+	char why[200];
+	struct rq_conn *c = conn_new(r, (struct sockaddr *)&r->sent_addr, r->sent_addrlen,
+	                             r->sent_name, why, sizeof why);
+	if (!c) {
+		LOGW(NULL, NULL, "redis %s: cannot watch sentinel %s: %s", r->name, r->sent_name, why);
+		uv_timer_start(&r->watch_timer, on_watch_timer, 1000, 0);
+		return;
+	}
+	c->role = CR_WATCH;
+	r->watch = c;
+	if (r->url.sentinel_password[0]) {
+		const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
+		if (r->url.sentinel_user[0])
+			handshake_send(r, c, 3, argv);
+		else {
+			argv[1] = r->url.sentinel_password;
+			handshake_send(r, c, 2, argv);
+		}
+	}
+	const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
+	handshake_send(r, c, 2, argv);
+	conn_update_events(c);
+}
+
+/* The watcher is gone: try again in a second (it matters most while the
+ * master is down). */
+static void watch_drop(struct rq *r, const char *why)
+{
+	struct rq_conn *c = r->watch;
+	if (!c)
+		return;
+	r->watch = NULL;
+	c->closing = true;
+	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	while (c->pending.next != &c->pending) {
+		struct rq_req *q = c->pending.next;
+		list_del(q);
+		req_finish(r, q, NULL, "disconnected");
+	}
+	if (r->closing)
+		return;
+	LOGD(NULL, NULL, "redis %s: sentinel watch on %s lost: %s", r->name, r->sent_name, why);
+	uv_timer_start(&r->watch_timer, on_watch_timer, 1000, 0);
+}
+
+/* A message on the watcher: "+switch-master <name> <old ip> <old port> <new
+ * ip> <new port>". For our master, follow it at once. */
+static void watch_message(struct rq *r, const redisReply *m)
+{
+	if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
+	    m->element[0]->type != REDIS_REPLY_STRING || strcmp(m->element[0]->str, "message") ||
+	    m->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	char name[128], oldh[256], newh[256];
+	int oldp, newp;
+	if (sscanf(m->element[2]->str, "%127s %255s %d %255s %d", name, oldh, &oldp, newh, &newp) != 5 ||
+	    strcmp(name, r->url.master_name) || newp < 1 || newp > 65535)
+		return;
+	r->switches++;
+	LOGW(NULL, NULL, "redis %s: +switch-master: \"%s\" moved from %s:%d to %s:%d", r->name, name,
+	     oldh, oldp, newh, newp);
+	snprintf(r->master_host, sizeof r->master_host, "%s", newh);
+	r->master_port = newp;
+	r->have_master = true;
+	if (r->conn && (strcmp(r->host, newh) || r->port != newp)) {
+		r->connect_now = true;
+		conn_drop(r, "+switch-master: following the new master");
+	} else if (!r->conn && !r->gai && !r->closing) {
+		uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);   /* waiting to retry: now */
+	}
 }
 
 static void conn_open_addr(struct rq *r, const struct addrinfo *ai)
@@ -899,7 +1139,7 @@ static void on_connect_timeout(uv_timer_t *t)
 		if (ph == PH_TLS) {
 			snprintf(why, sizeof why, "TLS handshake timed out after %u ms (is this a TLS "
 			         "port? is the server overloaded?)", r->connect_timeout_ms);
-			conn_fail_loud(r, why);
+			conn_fail_loud(r, r->conn, why);
 		} else if (ph == PH_CONNECT) {
 			snprintf(why, sizeof why, "connect timed out after %u ms", r->connect_timeout_ms);
 			conn_drop(r, why);
@@ -958,6 +1198,11 @@ static void schedule_reconnect(struct rq *r)
 {
 	if (r->closing)
 		return;
+	if (r->connect_now) {       /* Sentinel told us where to go: no backoff */
+		r->connect_now = false;
+		uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);
+		return;
+	}
 	r->attempts++;
 	int shift = r->attempts - 1 < 7 ? r->attempts - 1 : 7;
 	uint32_t cap = (uint32_t)RQ_BACKOFF_MIN_MS << shift;
@@ -1150,16 +1395,28 @@ static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply)
 /* The address the next attempt connects to. */
 static void target_pick(struct rq *r)
 {
-	snprintf(r->host, sizeof r->host, "%s", r->url.host);
-	r->port = r->url.port;
-	if (r->ssl_ctx) {
+	r->next_role = CR_DATA;
+	if (!r->url.sentinel) {
+		snprintf(r->host, sizeof r->host, "%s", r->url.host);
+		r->port = r->url.port;
+	} else if (r->have_master) {
+		snprintf(r->host, sizeof r->host, "%s", r->master_host);
+		r->port = r->master_port;
+		snprintf(r->where, sizeof r->where, "%s%s%s:%d/%d (master \"%s\"%s)",
+		         strchr(r->host, ':') ? "[" : "", r->host, strchr(r->host, ':') ? "]" : "",
+		         r->port, r->url.db, r->url.master_name, r->ssl_ctx ? ", TLS" : "");
+	} else {
+		int i = (r->sent_idx < 0 ? 0 : r->sent_idx) % r->url.nsentinels;
+		r->sent_idx = i + 1;
+		snprintf(r->host, sizeof r->host, "%s", r->url.sentinels[i].host);
+		r->port = r->url.sentinels[i].port;
+		r->next_role = CR_DISCOVER;
+		snprintf(r->where, sizeof r->where, "sentinel %s:%d (master \"%s\"%s)", r->host,
+		         r->port, r->url.master_name, r->ssl_ctx ? ", TLS" : "");
+	}
+	if (r->ssl_ctx)
 		snprintf(r->tls_name, sizeof r->tls_name, "%s",
 		         r->url.tls_server_name[0] ? r->url.tls_server_name : r->host);
-		struct in6_addr a6;
-		struct in_addr a4;
-		r->tls_name_is_ip = inet_pton(AF_INET, r->tls_name, &a4) == 1 ||
-		                    inet_pton(AF_INET6, r->tls_name, &a6) == 1;
-	}
 }
 
 /* OpenSSL's last error as text (for configuration errors at start). */
@@ -1252,6 +1509,8 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 		snprintf(r->where, sizeof r->where, "%s:%d/%d", url.host, url.port, url.db);
 	if (url.tls)
 		strncat(r->where, " (TLS)", sizeof r->where - strlen(r->where) - 1);
+	if (url.sentinel)
+		snprintf(r->where, sizeof r->where, "sentinels of \"%s\"", url.master_name);
 	r->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : RQ_DEFAULT_CONNECT_MS;
 	r->cmd_timeout_ms = o->cmd_timeout_ms ? o->cmd_timeout_ms : RQ_DEFAULT_CMD_MS;
 	r->on_connect = o->on_connect;
@@ -1264,8 +1523,10 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 	uv_timer_init(loop, &r->connect_timer);
 	uv_timer_init(loop, &r->cmd_timer);
 	uv_timer_init(loop, &r->defer_timer);
+	uv_timer_init(loop, &r->watch_timer);
 	r->backoff_timer.data = r->connect_timer.data = r->cmd_timer.data = r->defer_timer.data = r;
-	r->live = 4;
+	r->watch_timer.data = r;
+	r->live = 5;
 	r->state = RQ_IDLE;
 	/* First attempt on the next loop iteration: nothing runs inside rq_new. */
 	uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);
@@ -1283,6 +1544,7 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data)
 	uv_timer_stop(&r->backoff_timer);
 	uv_timer_stop(&r->connect_timer);
 	uv_timer_stop(&r->cmd_timer);
+	uv_timer_stop(&r->watch_timer);
 	r->cmd_timer_due = 0;
 	/* The teardown (failing what is pending with "closed") runs on the next
 	 * turn of the loop, never inside rq_close. Replies read meanwhile are
@@ -1411,6 +1673,12 @@ static int parse_query(const char *s, size_t n, struct rq_url *u, char *err, siz
 			if (pct_decode(eq + 1, vl, u->tls_server_name, sizeof u->tls_server_name) < 0 ||
 			    !u->tls_server_name[0])
 				return url_fail(err, errlen, "invalid or too long ssl_server_name");
+		} else if (kl == 17 && !strncmp(s, "sentinel_password", 17) && u->sentinel) {
+			if (pct_decode(eq + 1, vl, u->sentinel_password, sizeof u->sentinel_password) < 0)
+				return url_fail(err, errlen, "invalid or too long sentinel_password");
+		} else if (kl == 13 && !strncmp(s, "sentinel_user", 13) && u->sentinel) {
+			if (pct_decode(eq + 1, vl, u->sentinel_user, sizeof u->sentinel_user) < 0)
+				return url_fail(err, errlen, "invalid or too long sentinel_user");
 		} else if (kl == 13 && !strncmp(s, "ssl_cert_reqs", 13)) {
 			if (vl == 8 && !strncmp(eq + 1, "required", 8))
 				u->tls_noverify = false;
@@ -1429,6 +1697,112 @@ static int parse_query(const char *s, size_t n, struct rq_url *u, char *err, siz
 	return 0;
 }
 
+/* host[:port] or [v6]:port at s[0..n) into host/port (port default dport). */
+static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int *port, int dport,
+                          char *err, size_t errlen)
+{
+	const char *hs = s, *he, *ps = NULL, *end = s + n;
+	if (n && *s == '[') {
+		const char *rb = memchr(s, ']', n);
+		if (!rb)
+			return url_fail(err, errlen, "missing ']' after IPv6 address");
+		hs = s + 1;
+		he = rb;
+		if (rb + 1 < end) {
+			if (rb[1] != ':')
+				return url_fail(err, errlen, "unexpected text after ']'");
+			ps = rb + 2;
+		}
+	} else {
+		const char *colon = memchr(s, ':', n);
+		he = colon ? colon : end;
+		if (colon) {
+			if (memchr(colon + 1, ':', (size_t)(end - colon - 1)))
+				return url_fail(err, errlen, "IPv6 addresses must be in [brackets]");
+			ps = colon + 1;
+		}
+	}
+	size_t hl = (size_t)(he - hs);
+	if (hl == 0 || hl >= hcap)
+		return url_fail(err, errlen, "missing or too long host");
+	for (size_t i = 0; i < hl; i++) {
+		unsigned char ch = (unsigned char)hs[i];
+		if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\' || ch == ',')
+			return url_fail(err, errlen, "invalid character in host");
+	}
+	memcpy(host, hs, hl);
+	host[hl] = '\0';
+	*port = dport;
+	if (ps) {
+		long v;
+		if (parse_int(ps, (size_t)(end - ps), 1, 65535, &v) < 0)
+			return url_fail(err, errlen, "port must be 1..65535");
+		*port = (int)v;
+	}
+	return 0;
+}
+
+/* The part of a Sentinel URL after the scheme. */
+static int parse_sentinel(const char *p, struct rq_url *u, char *err, size_t errlen)
+{
+	if (strchr(p, '#'))
+		return url_fail(err, errlen, "unexpected '#' in URL");
+	const char *qm = strchr(p, '?');
+	const char *end = qm ? qm : p + strlen(p);
+	const char *at = NULL;
+	for (const char *s = p; s < end; s++)     /* the last '@' of the URL */
+		if (*s == '@')
+			at = s;
+	if (at) {
+		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
+			return -1;
+		p = at + 1;
+	}
+	const char *slash = memchr(p, '/', (size_t)(end - p));
+	if (!slash)
+		return url_fail(err, errlen, "a Sentinel URL names the master: "
+		                "redis+sentinel://host:26379,host2:26379/mymaster[/db]");
+	for (const char *s = p; s < slash;) {
+		const char *comma = memchr(s, ',', (size_t)(slash - s));
+		const char *e = comma ? comma : slash;
+		if (u->nsentinels == RQ_MAX_SENTINELS)
+			return url_fail(err, errlen, "too many sentinels (at most 8)");
+		int i = u->nsentinels++;
+		if (parse_hostport(s, (size_t)(e - s), u->sentinels[i].host, sizeof u->sentinels[i].host,
+		                   &u->sentinels[i].port, 26379, err, errlen) < 0)
+			return -1;
+		s = comma ? comma + 1 : slash;
+	}
+	if (u->nsentinels == 0)
+		return url_fail(err, errlen, "a Sentinel URL needs at least one sentinel host");
+	const char *ns = slash + 1;
+	const char *ne = memchr(ns, '/', (size_t)(end - ns));
+	if (!ne)
+		ne = end;
+	if (ne == ns || pct_decode(ns, (size_t)(ne - ns), u->master_name, sizeof u->master_name) < 0)
+		return url_fail(err, errlen, "missing, invalid or too long master name");
+	for (const char *c = u->master_name; *c; c++)
+		if ((unsigned char)*c <= ' ')
+			return url_fail(err, errlen, "invalid character in the master name");
+	if (ne < end && ne + 1 < end) {
+		long v;
+		if (parse_int(ne + 1, (size_t)(end - ne - 1), 0, INT_MAX, &v) < 0)
+			return url_fail(err, errlen, "database (after the master name) must be a "
+			                "non-negative integer");
+		u->db = (int)v;
+	}
+	snprintf(u->host, sizeof u->host, "%s", u->sentinels[0].host);
+	u->port = u->sentinels[0].port;
+	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+		return -1;
+	if (u->user[0] && !u->password[0])
+		return url_fail(err, errlen, "a user name needs a password");
+	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
+	                u->tls_noverify))
+		return url_fail(err, errlen, "ssl_* parameters need rediss+sentinel://");
+	return 0;
+}
+
 int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 {
 	memset(u, 0, sizeof *u);
@@ -1437,6 +1811,11 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 		return url_fail(err, errlen, "empty Redis URL");
 	bool is_unix;
 	const char *p;
+	if (!strncasecmp(url, "redis+sentinel://", 17) || !strncasecmp(url, "rediss+sentinel://", 18)) {
+		u->tls = url[5] == 's' || url[5] == 'S';
+		u->sentinel = true;
+		return parse_sentinel(url + (u->tls ? 18 : 17), u, err, errlen);
+	}
 	if (!strncasecmp(url, "redis://", 8)) {
 		p = url + 8;
 		is_unix = false;

@@ -85,6 +85,8 @@ uint64_t rq_reconnects(const struct rq *r);
 /* Number of commands whose callback has not run yet. */
 size_t rq_pending(const struct rq *r);
 
+#define RQ_MAX_SENTINELS 8
+
 /* Parsed form of a Redis URL, for rq and for tests. */
 struct rq_url {
 	char host[256];                     /* host name or numeric address ("" for unix) */
@@ -100,12 +102,23 @@ struct rq_url {
 	char tls_cert[256], tls_key[256];   /* ssl_certfile, ssl_keyfile: client cert */
 	char tls_server_name[256];          /* ssl_server_name: SNI + name checked ("" = host) */
 	bool tls_noverify;                  /* ssl_cert_reqs=none (default required) */
+	/* redis+sentinel:// and rediss+sentinel:// */
+	bool sentinel;
+	int nsentinels;                     /* 1..RQ_MAX_SENTINELS */
+	struct { char host[256]; int port; } sentinels[RQ_MAX_SENTINELS];   /* port default 26379 */
+	char master_name[128];
+	char sentinel_user[128], sentinel_password[256];   /* AUTH on the sentinels */
 };
 
 /* Parses redis://[[user]:password@]host[:port][/db] (IPv6 host in [brackets]),
  * rediss://... (TLS; ?ssl_ca_certs=F&ssl_certfile=F&ssl_keyfile=F&ssl_cert_reqs=
  * required|none&ssl_server_name=N), unix:///path[?db=N][&password=P]. Percent-escapes in
- * user and password are decoded. Returns 0, or -1 with a reason in err. */
+ * user and password are decoded.
+ * Sentinel: redis+sentinel://[[user]:password@]h1[:p1],h2[:p2],.../master[/db][?...]
+ * (rediss+sentinel:// for TLS to the sentinels and the master; user and
+ * password are the data node's; sentinel_password= and sentinel_user= the
+ * sentinels'). host/port then hold the first sentinel.
+ * Returns 0, or -1 with a reason in err. */
 int rq_url_parse(const char *url, struct rq_url *out, char *err, size_t errlen);
 
 #endif
