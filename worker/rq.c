@@ -177,6 +177,8 @@ struct rq {
 	uv_timer_t watch_timer;     /* restarts the watcher */
 	uint64_t switches;          /* +switch-master events followed */
 	bool connect_now;           /* the next attempt starts without backoff */
+	bool keep_target;           /* this drop keeps master_host (a redirect) */
+	int slot;                   /* Cluster: the hash slot we serve */
 };
 
 static void conn_drop(struct rq *r, const char *why);
@@ -188,6 +190,7 @@ static void watch_message(struct rq *r, const redisReply *m);
 static void watch_start(struct rq *r);
 static void watch_drop(struct rq *r, const char *why);
 static void on_backoff(uv_timer_t *t);
+static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *reply);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -385,8 +388,9 @@ static void conn_lost(struct rq *r, struct rq_conn *c, const char *why)
 	bool was_ready = r->state == RQ_READY;
 	r->conn = NULL;
 	r->state = RQ_IDLE;
-	if (r->url.sentinel && c->role == CR_DATA && strcmp(why, "+switch-master: following the new master"))
-		r->have_master = false;         /* ask the sentinels where it is now */
+	if ((r->url.sentinel || r->url.cluster) && c->role == CR_DATA && !r->keep_target)
+		r->have_master = false;         /* ask the sentinels / the cluster where it is now */
+	r->keep_target = false;
 	uv_timer_stop(&r->connect_timer);
 	uv_timer_stop(&r->cmd_timer);
 	r->cmd_timer_due = 0;
@@ -547,6 +551,16 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 		list_del(q);
 		redisReply *reply = rep;
 		bool readonly = false;
+		if (r->url.cluster && reply->type == REDIS_REPLY_ERROR && !r->closing &&
+		    !q->internal && c == r->conn && reply->str &&
+		    (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4) ||
+		     !strncmp(reply->str, "TRYAGAIN", 8))) {
+			/* Not executed: it fails like the rest of the connection. */
+			req_finish(r, q, NULL, "disconnected");
+			cluster_redirect(r, c, reply);
+			freeReplyObject(rep);
+			return -1;
+		}
 		if (reply->type == REDIS_REPLY_ERROR && !r->closing) {
 			acl_check(r, q, reply);
 			/* Sentinel: the node we write to was demoted to a replica. */
@@ -791,9 +805,15 @@ static void conn_ready(struct rq *r)
 
 /* A Sentinel's answer to SENTINEL GET-MASTER-ADDR-BY-NAME: remember the
  * master and connect to it next. */
+static void discovered_cluster(struct rq *r, struct rq_conn *c, const redisReply *reply);
+
 static void discovered(struct rq *r, struct rq_conn *c, const redisReply *reply)
 {
 	char why[800];
+	if (r->url.cluster) {
+		discovered_cluster(r, c, reply);
+		return;
+	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
 	    reply->element[0]->type != REDIS_REPLY_STRING ||
 	    reply->element[1]->type != REDIS_REPLY_STRING) {
@@ -823,6 +843,97 @@ static void discovered(struct rq *r, struct rq_conn *c, const redisReply *reply)
 	r->sent_idx--;                  /* ask the same sentinel first next time */
 	r->connect_now = true;          /* connect to the master at once */
 	conn_drop(r, "master found");
+}
+
+/* A node's answer to CLUSTER SLOTS: [[start, end, [ip, port, id], replicas...], ...].
+ * Remember the master of our slot and connect to it next. */
+static void discovered_cluster(struct rq *r, struct rq_conn *c, const redisReply *reply)
+{
+	char why[800];
+	const redisReply *owner = NULL;
+	if (reply->type == REDIS_REPLY_ARRAY) {
+		for (size_t i = 0; i < reply->elements && !owner; i++) {
+			const redisReply *e = reply->element[i];
+			if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
+			    e->element[0]->type == REDIS_REPLY_INTEGER &&
+			    e->element[1]->type == REDIS_REPLY_INTEGER &&
+			    e->element[0]->integer <= r->slot && r->slot <= e->element[1]->integer &&
+			    e->element[2]->type == REDIS_REPLY_ARRAY && e->element[2]->elements >= 2 &&
+			    e->element[2]->element[0]->type == REDIS_REPLY_STRING &&
+			    e->element[2]->element[1]->type == REDIS_REPLY_INTEGER)
+				owner = e->element[2];
+		}
+	}
+	if (!owner) {
+		snprintf(why, sizeof why, "cluster node %s:%d: no master serves slot %d (CLUSTER SLOTS)",
+		         r->host, r->port, r->slot);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	const char *ip = owner->element[0]->str;
+	long long port = owner->element[1]->integer;
+	if (!*ip || !strcmp(ip, "?"))
+		ip = r->host;                   /* "": the node we asked */
+	if (port < 1 || port > 65535 || strlen(ip) >= sizeof r->master_host) {
+		snprintf(why, sizeof why, "cluster node %s:%d: bad address for slot %d", r->host,
+		         r->port, r->slot);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	if (!r->have_master || strcmp(r->master_host, ip) || r->master_port != (int)port)
+		LOGI(NULL, NULL, "redis %s: cluster: slot %d is served by %s:%lld", r->name, r->slot,
+		     ip, port);
+	snprintf(r->master_host, sizeof r->master_host, "%s", ip);
+	r->master_port = (int)port;
+	r->have_master = true;
+	r->sent_idx--;
+	r->connect_now = true;
+	conn_drop(r, "slot owner found");
+}
+
+/* Cluster: an error reply that says our slot is (being) served elsewhere.
+ * MOVED: follow it at once; ASK, TRYAGAIN (a migration in progress): come
+ * back shortly. Returns true when c was dropped. */
+static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *reply)
+{
+	const char *s = reply->str;
+	if (!s)
+		return false;
+	bool moved = !strncmp(s, "MOVED ", 6), ask = !strncmp(s, "ASK ", 4);
+	if (!moved && !ask && strncmp(s, "TRYAGAIN", 8))
+		return false;
+	char why[400];
+	if (moved) {
+		int slot;
+		char host[256];
+		int port;
+		const char *hp = strchr(s + 6, ' ');
+		const char *colon = hp ? strrchr(hp, ':') : NULL;
+		if (sscanf(s + 6, "%d", &slot) != 1 || !colon || (size_t)(colon - hp - 1) >= sizeof host ||
+		    sscanf(colon + 1, "%d", &port) != 1 || port < 1 || port > 65535) {
+			r->have_master = false;
+		} else {
+			memcpy(host, hp + 1, (size_t)(colon - hp - 1));
+			host[colon - hp - 1] = '\0';
+			if (!host[0])
+				snprintf(host, sizeof host, "%s", r->host);
+			/* At once to another node; a MOVED to where we are is retried
+			 * with the usual backoff, never in a tight loop. */
+			r->connect_now = strcmp(host, r->host) || port != r->port;
+			snprintf(r->master_host, sizeof r->master_host, "%s", host);
+			r->master_port = port;
+			r->have_master = true;
+			r->keep_target = true;
+		}
+		snprintf(why, sizeof why, "cluster: %s: following it", s);
+		LOGI(NULL, NULL, "redis %s: %s", r->name, why);
+	} else {
+		r->keep_target = true;      /* same node, after the usual short backoff */
+		snprintf(why, sizeof why, "cluster: %s: slot %d is migrating, retrying", s, r->slot);
+		LOGD(NULL, NULL, "redis %s: %s", r->name, why);
+	}
+	conn_fail(r, c, why);
+	return true;
 }
 
 static void handshake_cb(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -959,6 +1070,21 @@ static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
 	/* Queued now, sent once the connection (and TLS) is up; on_connect fires
 	 * after the last reply. A PING when there is nothing else proves the
 	 * server answers (a server still loading its data set replies -LOADING). */
+	if (c->role == CR_DISCOVER && r->url.cluster) {
+		if (r->url.password[0]) {
+			const char *argv[3] = { "AUTH", r->url.user, r->url.password };
+			if (r->url.user[0])
+				handshake_send(r, c, 3, argv);
+			else {
+				argv[1] = r->url.password;
+				handshake_send(r, c, 2, argv);
+			}
+		}
+		const char *argv[2] = { "CLUSTER", "SLOTS" };
+		handshake_send(r, c, 2, argv);
+		conn_update_events(c);
+		return;
+	}
 	if (c->role == CR_DISCOVER) {
 		if (r->url.sentinel_password[0]) {
 			const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
@@ -1078,6 +1204,7 @@ static void watch_message(struct rq *r, const redisReply *m)
 	r->have_master = true;
 	if (r->conn && (strcmp(r->host, newh) || r->port != newp)) {
 		r->connect_now = true;
+		r->keep_target = true;
 		conn_drop(r, "+switch-master: following the new master");
 	} else if (!r->conn && !r->gai && !r->closing) {
 		uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);   /* waiting to retry: now */
@@ -1396,20 +1523,34 @@ static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply)
 static void target_pick(struct rq *r)
 {
 	r->next_role = CR_DATA;
-	if (!r->url.sentinel) {
+	if (!r->url.sentinel && !r->url.cluster) {
 		snprintf(r->host, sizeof r->host, "%s", r->url.host);
 		r->port = r->url.port;
+	} else if (r->have_master && r->url.cluster) {
+		snprintf(r->host, sizeof r->host, "%s", r->master_host);
+		r->port = r->master_port;
+		snprintf(r->where, sizeof r->where, "%s%s%s:%d (cluster, slot %d%s)",
+		         strchr(r->host, ':') ? "[" : "", r->host, strchr(r->host, ':') ? "]" : "",
+		         r->port, r->slot, r->ssl_ctx ? ", TLS" : "");
 	} else if (r->have_master) {
 		snprintf(r->host, sizeof r->host, "%s", r->master_host);
 		r->port = r->master_port;
 		snprintf(r->where, sizeof r->where, "%s%s%s:%d/%d (master \"%s\"%s)",
 		         strchr(r->host, ':') ? "[" : "", r->host, strchr(r->host, ':') ? "]" : "",
 		         r->port, r->url.db, r->url.master_name, r->ssl_ctx ? ", TLS" : "");
-	} else {
-		int i = (r->sent_idx < 0 ? 0 : r->sent_idx) % r->url.nsentinels;
+	} else if (r->url.cluster) {
+		int i = (r->sent_idx < 0 ? 0 : r->sent_idx) % r->url.nhosts;
 		r->sent_idx = i + 1;
-		snprintf(r->host, sizeof r->host, "%s", r->url.sentinels[i].host);
-		r->port = r->url.sentinels[i].port;
+		snprintf(r->host, sizeof r->host, "%s", r->url.hosts[i].host);
+		r->port = r->url.hosts[i].port;
+		r->next_role = CR_DISCOVER;
+		snprintf(r->where, sizeof r->where, "cluster node %s:%d (slot map%s)", r->host,
+		         r->port, r->ssl_ctx ? ", TLS" : "");
+	} else {
+		int i = (r->sent_idx < 0 ? 0 : r->sent_idx) % r->url.nhosts;
+		r->sent_idx = i + 1;
+		snprintf(r->host, sizeof r->host, "%s", r->url.hosts[i].host);
+		r->port = r->url.hosts[i].port;
 		r->next_role = CR_DISCOVER;
 		snprintf(r->where, sizeof r->where, "sentinel %s:%d (master \"%s\"%s)", r->host,
 		         r->port, r->url.master_name, r->ssl_ctx ? ", TLS" : "");
@@ -1511,6 +1652,9 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 		strncat(r->where, " (TLS)", sizeof r->where - strlen(r->where) - 1);
 	if (url.sentinel)
 		snprintf(r->where, sizeof r->where, "sentinels of \"%s\"", url.master_name);
+	r->slot = rq_key_slot(o->cluster_key ? o->cluster_key : "{arbiter}");
+	if (url.cluster)
+		snprintf(r->where, sizeof r->where, "cluster (slot %d)", r->slot);
 	r->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : RQ_DEFAULT_CONNECT_MS;
 	r->cmd_timeout_ms = o->cmd_timeout_ms ? o->cmd_timeout_ms : RQ_DEFAULT_CMD_MS;
 	r->on_connect = o->on_connect;
@@ -1565,6 +1709,33 @@ uint64_t rq_reconnects(const struct rq *r)
 size_t rq_pending(const struct rq *r)
 {
 	return r ? r->pending : 0;
+}
+
+/* ---- Cluster hash slots ------------------------------------------------------ */
+
+/* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the checksum Redis
+ * Cluster hashes keys with. */
+static uint16_t crc16(const char *s, size_t n)
+{
+	uint16_t crc = 0;
+	for (size_t i = 0; i < n; i++) {
+		crc ^= (uint16_t)((unsigned char)s[i] << 8);
+		for (int b = 0; b < 8; b++)
+			crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+	}
+	return crc;
+}
+
+int rq_key_slot(const char *key)
+{
+	size_t n = strlen(key);
+	const char *l = memchr(key, '{', n);
+	if (l) {
+		const char *r = memchr(l + 1, '}', n - (size_t)(l + 1 - key));
+		if (r && r > l + 1)
+			return crc16(l + 1, (size_t)(r - l - 1)) & 16383;
+	}
+	return crc16(key, n) & 16383;
 }
 
 /* ---- URL parsing --------------------------------------------------------- */
@@ -1742,8 +1913,8 @@ static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int 
 	return 0;
 }
 
-/* The part of a Sentinel URL after the scheme. */
-static int parse_sentinel(const char *p, struct rq_url *u, char *err, size_t errlen)
+/* The part of a Sentinel or Cluster URL after the scheme. */
+static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen)
 {
 	if (strchr(p, '#'))
 		return url_fail(err, errlen, "unexpected '#' in URL");
@@ -1759,22 +1930,30 @@ static int parse_sentinel(const char *p, struct rq_url *u, char *err, size_t err
 		p = at + 1;
 	}
 	const char *slash = memchr(p, '/', (size_t)(end - p));
+	if (!slash && u->cluster)
+		slash = end;
 	if (!slash)
 		return url_fail(err, errlen, "a Sentinel URL names the master: "
 		                "redis+sentinel://host:26379,host2:26379/mymaster[/db]");
 	for (const char *s = p; s < slash;) {
 		const char *comma = memchr(s, ',', (size_t)(slash - s));
 		const char *e = comma ? comma : slash;
-		if (u->nsentinels == RQ_MAX_SENTINELS)
+		if (u->nhosts == RQ_MAX_HOSTS)
 			return url_fail(err, errlen, "too many sentinels (at most 8)");
-		int i = u->nsentinels++;
-		if (parse_hostport(s, (size_t)(e - s), u->sentinels[i].host, sizeof u->sentinels[i].host,
-		                   &u->sentinels[i].port, 26379, err, errlen) < 0)
+		int i = u->nhosts++;
+		if (parse_hostport(s, (size_t)(e - s), u->hosts[i].host, sizeof u->hosts[i].host,
+		                   &u->hosts[i].port, u->cluster ? 6379 : 26379, err, errlen) < 0)
 			return -1;
 		s = comma ? comma + 1 : slash;
 	}
-	if (u->nsentinels == 0)
-		return url_fail(err, errlen, "a Sentinel URL needs at least one sentinel host");
+	if (u->nhosts == 0)
+		return url_fail(err, errlen, u->cluster ? "a Cluster URL needs at least one node" :
+		                "a Sentinel URL needs at least one sentinel host");
+	if (u->cluster) {
+		if (slash < end && slash + 1 < end && !(slash + 2 == end && slash[1] == '0'))
+			return url_fail(err, errlen, "Redis Cluster has database 0 only");
+		goto tail;
+	}
 	const char *ns = slash + 1;
 	const char *ne = memchr(ns, '/', (size_t)(end - ns));
 	if (!ne)
@@ -1791,15 +1970,16 @@ static int parse_sentinel(const char *p, struct rq_url *u, char *err, size_t err
 			                "non-negative integer");
 		u->db = (int)v;
 	}
-	snprintf(u->host, sizeof u->host, "%s", u->sentinels[0].host);
-	u->port = u->sentinels[0].port;
+tail:
+	snprintf(u->host, sizeof u->host, "%s", u->hosts[0].host);
+	u->port = u->hosts[0].port;
 	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
 		return -1;
 	if (u->user[0] && !u->password[0])
 		return url_fail(err, errlen, "a user name needs a password");
 	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
 	                u->tls_noverify))
-		return url_fail(err, errlen, "ssl_* parameters need rediss+sentinel://");
+		return url_fail(err, errlen, "ssl_* parameters need rediss+sentinel:// or rediss+cluster://");
 	return 0;
 }
 
@@ -1814,7 +1994,12 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 	if (!strncasecmp(url, "redis+sentinel://", 17) || !strncasecmp(url, "rediss+sentinel://", 18)) {
 		u->tls = url[5] == 's' || url[5] == 'S';
 		u->sentinel = true;
-		return parse_sentinel(url + (u->tls ? 18 : 17), u, err, errlen);
+		return parse_multi(url + (u->tls ? 18 : 17), u, err, errlen);
+	}
+	if (!strncasecmp(url, "redis+cluster://", 16) || !strncasecmp(url, "rediss+cluster://", 17)) {
+		u->tls = url[5] == 's' || url[5] == 'S';
+		u->cluster = true;
+		return parse_multi(url + (u->tls ? 17 : 16), u, err, errlen);
 	}
 	if (!strncasecmp(url, "redis://", 8)) {
 		p = url + 8;

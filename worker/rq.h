@@ -4,7 +4,13 @@
  * protocol only (command formatting and the reply reader). It adds what
  * hiredis 0.14 lacks: TLS (rediss://), a connect timeout,
  * per-command timeouts (uv timers), AUTH + SELECT before on_connect, and
- * reconnection with exponential backoff and jitter (50 ms doubling to 5 s).
+ * reconnection with exponential backoff and jitter (50 ms doubling to 5 s),
+ * Redis Sentinel (discover the master, follow +switch-master) and Redis
+ * Cluster (connect to the owner of one hash slot, follow MOVED; ASK and
+ * TRYAGAIN during a slot migration: reconnect and retry until it ends). In
+ * Cluster mode a redirected command is NOT resent: it fails "disconnected",
+ * like everything in flight on the dropped connection, so MULTI blocks stay
+ * atomic; callers already retry those.
  *
  * Everything here runs on the loop thread only. Every command's callback runs
  * exactly once and never synchronously inside rq_cmd*.
@@ -32,6 +38,10 @@ struct rq_opts {
 	void (*on_disconnect)(struct rq *r, const char *why, void *data);
 	void *data;
 	const char *name;                   /* for logs */
+	/* Cluster mode: a key whose hash slot this client serves (every key
+	 * arbiter uses shares one hash tag, rkeys.h); NULL = "{arbiter}". The
+	 * client connects to the master owning that slot. */
+	const char *cluster_key;
 };
 
 /* Creates the client and starts connecting (asynchronously; on_connect runs
@@ -79,13 +89,17 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data);
 
 /* Additions (not in the original design table). */
 
+/* The Redis Cluster hash slot (0..16383) of key: CRC16 of its hash tag
+ * ("{...}", when non-empty) or of the whole key, modulo 16384. */
+int rq_key_slot(const char *key);
+
 /* Number of successful reconnects (connections after the first). */
 uint64_t rq_reconnects(const struct rq *r);
 
 /* Number of commands whose callback has not run yet. */
 size_t rq_pending(const struct rq *r);
 
-#define RQ_MAX_SENTINELS 8
+#define RQ_MAX_HOSTS 8
 
 /* Parsed form of a Redis URL, for rq and for tests. */
 struct rq_url {
@@ -102,10 +116,12 @@ struct rq_url {
 	char tls_cert[256], tls_key[256];   /* ssl_certfile, ssl_keyfile: client cert */
 	char tls_server_name[256];          /* ssl_server_name: SNI + name checked ("" = host) */
 	bool tls_noverify;                  /* ssl_cert_reqs=none (default required) */
-	/* redis+sentinel:// and rediss+sentinel:// */
-	bool sentinel;
-	int nsentinels;                     /* 1..RQ_MAX_SENTINELS */
-	struct { char host[256]; int port; } sentinels[RQ_MAX_SENTINELS];   /* port default 26379 */
+	/* redis+sentinel:// and rediss+sentinel://: hosts are the sentinels (port
+	 * default 26379); redis+cluster:// and rediss+cluster://: hosts are seed
+	 * nodes of the cluster (port default 6379). */
+	bool sentinel, cluster;
+	int nhosts;                         /* 1..RQ_MAX_HOSTS */
+	struct { char host[256]; int port; } hosts[RQ_MAX_HOSTS];
 	char master_name[128];
 	char sentinel_user[128], sentinel_password[256];   /* AUTH on the sentinels */
 };
@@ -118,6 +134,8 @@ struct rq_url {
  * (rediss+sentinel:// for TLS to the sentinels and the master; user and
  * password are the data node's; sentinel_password= and sentinel_user= the
  * sentinels'). host/port then hold the first sentinel.
+ * Cluster: redis+cluster://[[user]:password@]h1[:p1],h2[:p2],...[/0][?...]
+ * (rediss+cluster:// for TLS); database 0 only.
  * Returns 0, or -1 with a reason in err. */
 int rq_url_parse(const char *url, struct rq_url *out, char *err, size_t errlen);
 

@@ -2027,6 +2027,18 @@ int worker_run(const struct config *cfg)
 		free(w);
 		return 1;
 	}
+	{
+		struct rq_url ru;
+		if (rk.legacy && rq_url_parse(cfg->redis_url, &ru, err, sizeof err) == 0 && ru.cluster) {
+			snprintf(err, sizeof err, "ARBITER_REDIS_KEYS=legacy cannot work with Redis "
+			         "Cluster (the keys would not share a slot): use tagged");
+			LOGE(NULL, NULL, "%s", err);
+			fprintf(stderr, "arbiter worker: %s\n", err);
+			rkeys_free(&rk);
+			free(w);
+			return 1;
+		}
+	}
 	w->k_jobs = key(rk.jobs, "");
 	w->k_group = key(rk.group, "");
 	w->k_dead = key(rk.dead, "");
@@ -2060,6 +2072,7 @@ int worker_run(const struct config *cfg)
 	ro.on_disconnect = on_read_disconnect;
 	ro.data = w;
 	ro.name = "reader";
+	ro.cluster_key = w->k_jobs;          /* Cluster: the slot of every key (rkeys.h) */
 	if (rq_new(w->loop, &ro, &w->rq_read) < 0) {
 		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
 		goto out;
