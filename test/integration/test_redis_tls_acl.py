@@ -28,31 +28,9 @@ import time
 
 import redis
 
+from pki import make_pki
 from services import Services, free_port
 from workerkit import SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
-
-
-def sh(*args, cwd):
-    subprocess.run(args, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def make_pki(d):
-    """ca.pem/ca.key, server.pem/key (localhost, 127.0.0.1), client.pem/key, rogue.pem."""
-    for name in ("ca", "rogue"):
-        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-           "-subj", "/CN=arbiter test %s" % name, "-keyout", name + ".key", "-out", name + ".pem",
-           cwd=d)
-    with open(os.path.join(d, "ext.cnf"), "w") as f:
-        f.write("[srv]\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
-                "extendedKeyUsage=serverAuth\n[cli]\nextendedKeyUsage=clientAuth\n")
-    for name, ext in (("server", "srv"), ("client", "cli")):
-        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name,
-           "-keyout", name + ".key", "-out", name + ".csr", cwd=d)
-        sh("openssl", "x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-           "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-extensions", ext,
-           "-out", name + ".pem", cwd=d)
-    return {k: os.path.join(d, k) for k in
-            ("ca.pem", "server.pem", "server.key", "client.pem", "client.key", "rogue.pem")}
 
 
 class TlsRedis:
@@ -134,7 +112,7 @@ def silent_listener():
 def main():
     with Services() as s:
         migrate(s)
-        pki = make_pki(s.tmp)
+        pki = make_pki(os.path.join(s.tmp, "pki"))
         tr = TlsRedis(s, pki)
         try:
             tr.client.execute_command("ACL", "SETUSER", "arb", "on", ">tls-s3cret", "~*", "&*", "+@all")
