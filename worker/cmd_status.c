@@ -130,6 +130,13 @@ static int redis_gather(const struct config *cfg, struct status *st)
 
 	if (rq_url_parse(cfg->redis_url, &u, st->redis_err, sizeof(st->redis_err)) < 0)
 		return -1;
+	if (u.tls || u.sentinel || u.cluster) {
+		/* This command uses a plain blocking hiredis connection. */
+		snprintf(st->redis_err, sizeof(st->redis_err), "arbiter status does not speak %s yet: "
+		         "read the worker's /metrics (arbiter_stream_length, ...) instead",
+		         u.sentinel ? "Sentinel" : u.cluster ? "Cluster" : "TLS");
+		return -1;
+	}
 	c = u.path[0] ? redisConnectUnixWithTimeout(u.path, tv)
 	              : redisConnectWithTimeout(u.host, u.port, tv);
 	if (!c || c->err) {
