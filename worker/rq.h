@@ -87,7 +87,7 @@ bool rq_connected(const struct rq *r);
  * callback; a second call is ignored. done may be NULL. */
 void rq_close(struct rq *r, void (*done)(void *data), void *data);
 
-/* Additions (not in the original design table). */
+/* Counters for the metrics and the tests. */
 
 /* The Redis Cluster hash slot (0..16383) of key: CRC16 of its hash tag
  * ("{...}", when non-empty) or of the whole key, modulo 16384. */
