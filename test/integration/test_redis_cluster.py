@@ -13,6 +13,7 @@ replay from elo_history, and the stream on the new owner is empty with
 nothing pending.
 """
 import os
+import socket
 import subprocess
 import time
 
@@ -31,6 +32,21 @@ def node(d, port):
          "--cluster-config-file", "nodes-%d.conf" % port, "--cluster-node-timeout", "5000",
          "--dbfilename", "dump-%d.rdb" % port],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def cluster_port():
+    """A free port whose cluster-bus port (+10000) is valid and free too."""
+    for _ in range(200):
+        p = free_port()
+        if p + 10000 > 65535:
+            continue
+        with socket.socket() as t:
+            try:
+                t.bind(("127.0.0.1", p + 10000))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 def up(port):
@@ -70,7 +86,7 @@ def main():
         migrate(s)
         d = os.path.join(s.tmp, "cluster")
         os.makedirs(d)
-        ports = [free_port() for _ in range(3)]
+        ports = [cluster_port() for _ in range(3)]
         procs = []
         try:
             t0 = time.monotonic()
