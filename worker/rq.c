@@ -158,7 +158,6 @@ struct rq {
 	int port;
 	SSL_CTX *ssl_ctx;           /* rediss:// only */
 	char tls_name[256];         /* name (or IP) the certificate must hold; SNI */
-	bool tls_name_is_ip;
 	char last_err[1024];        /* why the last attempt failed */
 	char logged_err[1024];      /* the last error logged loudly */
 	char perm_logged[16][24];   /* commands whose NOPERM was logged */

@@ -28,7 +28,7 @@
 struct rq;                              /* one Redis connection on a uv loop; reconnects itself */
 
 struct rq_opts {
-	const char *url;                    /* redis[s]://[[user]:pass@]host[:port][/db], unix:///path?db=N */
+	const char *url;                    /* see rq_url_parse: redis[s]://, redis[s]+sentinel://, redis[s]+cluster://, unix:// */
 	uint32_t connect_timeout_ms;        /* default 2000 (0 = default) */
 	uint32_t cmd_timeout_ms;            /* default 5000 (0 = default) */
 	void (*on_connect)(struct rq *r, void *data);   /* after (re)connect+AUTH+SELECT */
