@@ -411,7 +411,9 @@ static void test_memory_figure(void)
 	got_free(&g);
 
 	struct sandbox *keep = sb;
+	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
 	sb = other_sandbox((uint32_t)uid_base + 32, "none");
+	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
 	if (sb) {
 		struct sandbox_limits lim = small;
 		lim.memory_bytes = 64u << 20;
@@ -426,6 +428,38 @@ static void test_memory_figure(void)
 	sb = keep;
 	free(ballast);
 	is_int(strays(), 0, "memory_kb: no stray process");
+}
+
+/* Without a memory cgroup (a pod whose cgroup tree is read-only) the memory limit was an
+ * RLIMIT_DATA, which counts neither shared memory, memfds, socket buffers nor fds parked in
+ * flight: a run under 64 MB held gigabytes and was accepted. Such a sandbox must not start
+ * unless the operator opts in with the setting that says it is unsafe. */
+static void test_unsafe_memory(void)
+{
+	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+	setenv("ARBITER_SANDBOX_CGROUP", "none", 1);
+	struct sandbox_opts o = { .slots = 1, .uid_base = (uint32_t)uid_base + 32 };
+	struct sandbox *s = NULL;
+	char err[1024] = "";
+	int rc = sandbox_new(&loop, &o, &s, err, sizeof err);
+	ok(rc < 0 && s == NULL, "no memory cgroup: the sandbox refuses to start");
+	ok(strstr(err, "memory cgroup") && strstr(err, "ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1") &&
+	   strstr(err, "Delegate=yes"), "no memory cgroup: the error says what is missing and how to "
+	   "provide it (%s)", err);
+	if (s) {
+		sandbox_free(s);
+		uv_run(&loop, UV_RUN_DEFAULT);
+	}
+	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
+	s = NULL;
+	rc = sandbox_new(&loop, &o, &s, err, sizeof err);
+	ok(rc == 0 && s, "no memory cgroup: starts with the explicit unsafe opt-in (%s)",
+	   rc == 0 ? "" : err);
+	ok(s && strstr(sandbox_describe(s), "rlimits only"), "unsafe opt-in: describe says so");
+	sandbox_free(s);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+	unsetenv("ARBITER_SANDBOX_CGROUP");
 }
 
 /* A request's own files could run /work out of inodes (256 files, each 31 directories deep):
@@ -624,6 +658,7 @@ int main(void)
 	test_slots();
 	test_memory_figure();
 	test_many_inodes();
+	test_unsafe_memory();
 	test_shared_uids();
 	test_busy_loop();
 	sandbox_free(sb);

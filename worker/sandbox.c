@@ -169,6 +169,7 @@ struct sandbox {
 	char *stage_dev, *stage_proc, *stage_tmp, *stage_work;
 	rlim_t hard[RLIM_NLIMITS];      /* our own hard limits: a child cannot raise them */
 	uint64_t data_floor;            /* smallest RLIMIT_DATA backstop with a memory cgroup */
+	char cg_why[1024];              /* why there is no memory cgroup (for the start-up error) */
 	char describe[256];
 };
 
@@ -1467,6 +1468,7 @@ static void cg_setup(struct sandbox *sb)
 {
 	char why2[512] = "", why1[1024] = "";
 	if (getenv("ARBITER_SANDBOX_CGROUP") && !strcmp(getenv("ARBITER_SANDBOX_CGROUP"), "none")) {
+		snprintf(sb->cg_why, sizeof sb->cg_why, "cgroups disabled by ARBITER_SANDBOX_CGROUP=none");
 		LOGW(NULL, NULL, "sandbox: cgroups disabled by ARBITER_SANDBOX_CGROUP=none; "
 		     "memory and process limits fall back to rlimits");
 		return;
@@ -1475,6 +1477,7 @@ static void cg_setup(struct sandbox *sb)
 		return;
 	cg_teardown(sb);
 	int rc = cg_setup_v1(sb, why1, sizeof why1);
+	snprintf(sb->cg_why, sizeof sb->cg_why, "v2: %.400s; v1: %.500s", why2, why1);
 	if (rc == 0 && sb->cg_mem && sb->cg_pids)
 		return;
 	if (rc < 0) {
@@ -2312,6 +2315,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	if (rc < 0 && stage == ST_CGROUP && sb->cg != CG_NONE) {
 		LOGW(NULL, NULL, "sandbox: cannot place a process into the slot cgroups (%s); memory "
 		     "and process limits fall back to rlimits", err);
+		snprintf(sb->cg_why, sizeof sb->cg_why, "cannot place a process into the slot cgroups: %.900s", err);
 		cg_teardown(sb);
 		rc = probe(sb, err, errlen, &sec_errno, &stage);
 	}
@@ -2322,6 +2326,24 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	}
 	if (rc < 0)
 		goto fail;
+	/* RLIMIT_DATA bounds none of shared memory, memfds, socket buffers or in-flight fds:
+	 * without a memory cgroup a run's memory limit cannot be enforced, and untrusted code
+	 * does not run unless the operator said so in a setting that names the risk. */
+	if (!sb->cg_mem) {
+		const char *unsafe = getenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+		if (!unsafe || strcmp(unsafe, "1")) {
+			snprintf(err, errlen, "no usable memory cgroup (%.700s): the memory limit of a run "
+			         "cannot be enforced; give the worker a writable cgroup subtree with the "
+			         "memory and pids controllers (systemd Delegate=yes, a container with its own "
+			         "cgroup namespace and CAP_SYS_ADMIN, or a cgroup v1 memory hierarchy), or set "
+			         "ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1 to run untrusted code without one",
+			         sb->cg_why[0] ? sb->cg_why : "the slot cgroups are unusable");
+			goto fail;
+		}
+		LOGW(NULL, NULL, "sandbox: ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1: running untrusted code "
+		     "without a memory cgroup; shared memory, memfds, socket buffers and in-flight fds "
+		     "are not bounded by the memory limit");
+	}
 	if (sec_errno && sb->seccomp.filter) {
 		LOGW(NULL, NULL, "sandbox: the kernel refused the seccomp filter (%s); running "
 		     "without it", strerror(sec_errno));
