@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -462,6 +463,49 @@ static void test_unsafe_memory(void)
 	unsetenv("ARBITER_SANDBOX_CGROUP");
 }
 
+/* Stale-pool cleanup took kill(pid, 0) == ESRCH as proof that a pool's owner was dead; an
+ * arbiter in another PID namespace sharing the cgroup parent had its idle slot cgroups
+ * removed, and every later run failed. A pool whose directory lock is held is alive. */
+static void test_stale_cleanup(void)
+{
+	char cmd[256], parent[1024] = "";
+	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
+	         "'arbiter-sandbox-%d-*' 2>/dev/null | head -1", (int)getpid());
+	FILE *p = popen(cmd, "r");
+	if (p) {
+		if (!fgets(parent, sizeof parent, p))
+			parent[0] = 0;
+		pclose(p);
+	}
+	parent[strcspn(parent, "\n")] = 0;
+	char *slash = strrchr(parent, '/');
+	if (!slash) {
+		ok(1, "# SKIP no sandbox cgroup directory to test the cleanup with");
+		return;
+	}
+	*slash = 0;
+	/* a pool of an owner whose pid means nothing here (beyond any pid_max) */
+	char dir[1200], slot[1300];
+	snprintf(dir, sizeof dir, "%s/arbiter-sandbox-99999999-1", parent);
+	snprintf(slot, sizeof slot, "%s/slot-0", dir);
+	ok(mkdir(dir, 0755) == 0 && mkdir(slot, 0755) == 0, "stale cleanup: a foreign pool %s", dir);
+	int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ok(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0, "stale cleanup: its owner holds its lock");
+	struct sandbox *other = other_sandbox((uint32_t)uid_base + 32, NULL);
+	struct stat st;
+	ok(stat(slot, &st) == 0, "stale cleanup: a live pool in another PID namespace is kept");
+	sandbox_free(other);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	if (lock >= 0)
+		close(lock);   /* the owner is gone */
+	other = other_sandbox((uint32_t)uid_base + 32, NULL);
+	ok(stat(dir, &st) < 0 && errno == ENOENT, "stale cleanup: a dead pool is removed");
+	sandbox_free(other);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	(void)rmdir(slot);
+	(void)rmdir(dir);
+}
+
 /* A request's own files could run /work out of inodes (256 files, each 31 directories deep):
  * a set-up failure, i.e. an internal error that the worker retries and then fails. */
 static void test_many_inodes(void)
@@ -659,6 +703,7 @@ int main(void)
 	test_memory_figure();
 	test_many_inodes();
 	test_unsafe_memory();
+	test_stale_cleanup();
 	test_shared_uids();
 	test_busy_loop();
 	sandbox_free(sb);

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -163,6 +164,7 @@ struct sandbox {
 	enum sb_cg_mode cg;
 	bool cg_mem, cg_pids;           /* which controllers really work */
 	char *cg_base_mem, *cg_base_pids, *cg_base_v2;   /* per-process parent dirs to remove */
+	int cg_lock[3];                 /* flocks on those (ownership: see cg_clean_stale) */
 	struct sock_fprog seccomp;      /* .filter NULL: no filter */
 	struct sb_step steps[SB_MAX_STEPS];
 	int nsteps;
@@ -1162,7 +1164,28 @@ static int open_ctl(const char *dir, const char *name, int flags)
 	return open(path, flags | O_CLOEXEC);
 }
 
-/* Removes leftovers of dead arbiter processes: <parent>/arbiter-<pid>-<n>/slot-*. */
+/* Removes the slot directories and the directory dir of a pool (best effort). */
+static void cg_remove_pool(const char *dir)
+{
+	DIR *s = opendir(dir);
+	if (s) {
+		struct dirent *se;
+		while ((se = readdir(s))) {
+			if (strncmp(se->d_name, "slot-", 5))
+				continue;
+			char sub[PATH_MAX + 700];
+			snprintf(sub, sizeof sub, "%s/%s", dir, se->d_name);
+			(void)rmdir(sub);
+		}
+		closedir(s);
+	}
+	(void)rmdir(dir);
+}
+
+/* Removes leftovers of dead arbiter processes: <parent>/arbiter-sandbox-<pid>-<n>/slot-*.
+ * A live pool holds an flock on its directory for its whole life; a pid is no proof
+ * (another arbiter in another PID namespace may share the cgroup parent), the lock is:
+ * it survives namespaces and dies with its holder. */
 static void cg_clean_stale(const char *parent)
 {
 	DIR *d = opendir(parent);
@@ -1173,37 +1196,40 @@ static void cg_clean_stale(const char *parent)
 		int pid;
 		if (sscanf(de->d_name, "arbiter-sandbox-%d-", &pid) != 1)
 			continue;
-		if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
-			continue;
 		char dir[PATH_MAX + 300];
 		snprintf(dir, sizeof dir, "%s/%s", parent, de->d_name);
-		DIR *s = opendir(dir);
-		if (s) {
-			struct dirent *se;
-			while ((se = readdir(s))) {
-				if (strncmp(se->d_name, "slot-", 5))
-					continue;
-				char sub[PATH_MAX + 700];
-				snprintf(sub, sizeof sub, "%s/%s", dir, se->d_name);
-				(void)rmdir(sub);
-			}
-			closedir(s);
-		}
-		(void)rmdir(dir);
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			cg_remove_pool(dir);   /* nobody holds it: its owner is gone */
+		close(fd);
 	}
 	closedir(d);
 }
 
 static int cg_seq;
 
-/* <parent>/arbiter-sandbox-<pid>-<seq>; created. Caller frees. */
-static char *cg_make_base(const char *parent)
+/* <parent>/arbiter-sandbox-<pid>-<seq>; created and locked (*lock_fd holds the flock for
+ * the pool's life). Caller frees. */
+static char *cg_make_base(const char *parent, int *lock_fd)
 {
 	cg_clean_stale(parent);
 	struct strbuf b = { 0 };
 	strbuf_addf(&b, "%s/arbiter-sandbox-%d-%d", parent, (int)getpid(), cg_seq);
 	if (mkdir(b.buf, 0755) < 0 && errno != EEXIST) {
 		strbuf_free(&b);
+		return NULL;
+	}
+	*lock_fd = open(b.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		if (*lock_fd >= 0)
+			close(*lock_fd);
+		*lock_fd = -1;
+		(void)rmdir(b.buf);
+		strbuf_free(&b);
+		errno = e;
 		return NULL;
 	}
 	return b.buf;
@@ -1243,6 +1269,9 @@ static void cg_teardown(struct sandbox *sb)
 			(void)rmdir(*bases[i]);
 		free(*bases[i]);
 		*bases[i] = NULL;
+		if (sb->cg_lock[i] >= 0)
+			close(sb->cg_lock[i]);   /* after the rmdir: the lock guards the directory */
+		sb->cg_lock[i] = -1;
 	}
 	sb->cg = CG_NONE;
 	sb->cg_mem = sb->cg_pids = false;
@@ -1322,7 +1351,7 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 			goto out;
 		}
 	}
-	sb->cg_base_v2 = cg_make_base(parent);
+	sb->cg_base_v2 = cg_make_base(parent, &sb->cg_lock[2]);
 	if (!sb->cg_base_v2) {
 		snprintf(why, n, "cannot create a cgroup below %.300s: %s", parent, strerror(errno));
 		goto out;
@@ -1382,7 +1411,7 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 	if (mmnt && mself) {
 		char parent[PATH_MAX];
 		snprintf(parent, sizeof parent, "%s%s", mmnt, strcmp(mself, "/") ? mself : "");
-		sb->cg_base_mem = cg_make_base(parent);
+		sb->cg_base_mem = cg_make_base(parent, &sb->cg_lock[0]);
 		bool ok = sb->cg_base_mem != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
@@ -1428,7 +1457,7 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 	if (pmnt && pself) {
 		char parent[PATH_MAX];
 		snprintf(parent, sizeof parent, "%s%s", pmnt, strcmp(pself, "/") ? pself : "");
-		sb->cg_base_pids = cg_make_base(parent);
+		sb->cg_base_pids = cg_make_base(parent, &sb->cg_lock[1]);
 		bool ok = sb->cg_base_pids != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
@@ -2269,6 +2298,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	struct sandbox *sb = xcalloc(1, sizeof *sb);
 	sb->loop = loop;
 	sb->netns_fd = -1;
+	sb->cg_lock[0] = sb->cg_lock[1] = sb->cg_lock[2] = -1;
 	int n = o && o->slots > 0 ? o->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 1)
 		n = 1;
