@@ -585,6 +585,34 @@ static void test_shared_uids(void)
 	is_int(strays(), 0, "shared uids: no stray process");
 }
 
+/* The run uid was base + slot: slot 0 was the same uid in every replica on a node and in
+ * `arbiter score`, so the per-user kernel quotas (processes, inotify, pipe pages, signals)
+ * were shared, and another process's runs could break ours. Each pool now owns a locked
+ * uid range: two pools with the same base never share a uid. */
+static void test_unique_uids(void)
+{
+	struct sandbox *other = other_sandbox((uint32_t)uid_base, NULL);
+	if (!other) {
+		ok(0, "unique uids: second sandbox");
+		return;
+	}
+	struct got a, b;
+	sh(&a, "id -u", NULL, small);
+	struct sandbox *keep = sb;
+	sb = other;
+	sh(&b, "id -u", NULL, small);
+	sb = keep;
+	unsigned long ua = strtoul(a.out, NULL, 10), ub = strtoul(b.out, NULL, 10);
+	ok(a.r.exit_code == 0 && b.r.exit_code == 0, "unique uids: both ran");
+	ok(ua >= uid_base && ua < uid_base + 64, "unique uids: the first pool runs in its range (%lu)", ua);
+	ok(ub != ua && (ub < uid_base || ub >= uid_base + 2), "unique uids: a second pool with the "
+	   "same base gets a range of its own (%lu vs %lu)", ub, ua);
+	got_free(&a);
+	got_free(&b);
+	sandbox_free(other);
+	uv_run(&loop, UV_RUN_DEFAULT);
+}
+
 /* The worker's loop can be busy (other jobs) when the wall timer is due: the next turn runs
  * timers before it polls, so a command that had ended in time was judged over the wall
  * limit, and its wall_ms was when the loop got round to it. */
@@ -705,6 +733,7 @@ int main(void)
 	test_unsafe_memory();
 	test_stale_cleanup();
 	test_shared_uids();
+	test_unique_uids();
 	test_busy_loop();
 	sandbox_free(sb);
 	uv_run(&loop, UV_RUN_DEFAULT);

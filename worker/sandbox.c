@@ -80,6 +80,10 @@ struct sb_clone_args {
 
 #define SB_STAGE "/tmp"               /* where init mounts the new root before pivot_root */
 #define SB_DEFAULT_UID_BASE 2000000000u
+#define SB_UID_BLOCK 64u               /* uids are allocated to pools in blocks of this many */
+#define SB_UID_MAX_BLOCKS 4            /* 256 slots at most */
+#define SB_UID_TRIES 4096              /* ranges tried before giving up */
+#define SB_DEFAULT_LOCK_DIR "/run/arbiter-sandbox"
 #define SB_STATUS_PAGE 4096
 #define SB_MAX_STEPS 48
 #define SB_TERM_MS 300                /* init gets this long to clean up before SIGKILL */
@@ -165,6 +169,7 @@ struct sandbox {
 	bool cg_mem, cg_pids;           /* which controllers really work */
 	char *cg_base_mem, *cg_base_pids, *cg_base_v2;   /* per-process parent dirs to remove */
 	int cg_lock[3];                 /* flocks on those (ownership: see cg_clean_stale) */
+	int uid_locks[SB_UID_MAX_BLOCKS + 1]; /* flocks on the uid blocks this pool owns (-1 unused) */
 	struct sock_fprog seccomp;      /* .filter NULL: no filter */
 	struct sb_step steps[SB_MAX_STEPS];
 	int nsteps;
@@ -1261,7 +1266,7 @@ static void slot_close_cg(struct sb_slot *s)
 
 static void cg_teardown(struct sandbox *sb)
 {
-	for (int i = 0; i < sb->nslots; i++)
+	for (int i = 0; sb->slots && i < sb->nslots; i++)
 		slot_close_cg(&sb->slots[i]);
 	char **bases[] = { &sb->cg_base_mem, &sb->cg_base_pids, &sb->cg_base_v2 };
 	for (size_t i = 0; i < 3; i++) {
@@ -2273,6 +2278,76 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	return -1;
 }
 
+/* Gives the pool a uid range of its own: [start, start + nslots) where every block of
+ * SB_UID_BLOCK uids it touches is locked (an flock on <lock dir>/uid-<block>, held for the
+ * pool's life) by no other pool. Ranges are tried from base upwards, starting at a random
+ * range when the base is the default (so that instances that do not share a lock directory,
+ * pods on one node, still rarely meet). Per-user kernel quotas (processes, inotify, pipe
+ * pages, signals, message queues) are then this pool's alone. Returns the start, or 0 with
+ * err. */
+static uint32_t uid_allocate(struct sandbox *sb, uint32_t base, bool randomize, char *err,
+                             size_t errlen)
+{
+	const char *dir = getenv("ARBITER_SANDBOX_LOCK_DIR");
+	if (!dir || !*dir)
+		dir = SB_DEFAULT_LOCK_DIR;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create the uid lock directory %.300s (set "
+		         "ARBITER_SANDBOX_LOCK_DIR to a writable directory shared by the arbiter "
+		         "processes of this host): %s", dir, strerror(errno));
+		return 0;
+	}
+	uint32_t stride = ((uint32_t)sb->nslots + SB_UID_BLOCK - 1) / SB_UID_BLOCK * SB_UID_BLOCK;
+	uint64_t nranges = ((uint64_t)UINT32_MAX - 1 - base) / stride;
+	if (nranges == 0) {
+		snprintf(err, errlen, "no room for %d sandbox uids above %u", sb->nslots, base);
+		return 0;
+	}
+	uint64_t first = 0;
+	if (randomize) {
+		uint64_t rnd = 0;
+		int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (read(fd, &rnd, sizeof rnd) != (ssize_t)sizeof rnd)
+				rnd = (uint64_t)getpid() * 2654435761u;
+			close(fd);
+		}
+		first = rnd % (nranges < (1u << 20) ? nranges : (1u << 20));
+	}
+	for (uint64_t t = 0; t < SB_UID_TRIES && t < nranges; t++) {
+		uint64_t start = base + ((first + t) % nranges) * stride;
+		uint64_t b0 = start / SB_UID_BLOCK, b1 = (start + stride - 1) / SB_UID_BLOCK;
+		int n = 0;
+		bool got = true;
+		for (uint64_t b = b0; b <= b1 && got; b++) {
+			char path[PATH_MAX];
+			snprintf(path, sizeof path, "%s/uid-%llu", dir, (unsigned long long)(b * SB_UID_BLOCK));
+			int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+			if (fd < 0) {
+				snprintf(err, errlen, "cannot open the uid lock %.300s: %s", path, strerror(errno));
+				for (int i = 0; i < n; i++)
+					close(sb->uid_locks[i]);
+				return 0;
+			}
+			if (flock(fd, LOCK_EX | LOCK_NB) < 0 || n >= SB_UID_MAX_BLOCKS + 1) {
+				close(fd);
+				got = false;
+				break;
+			}
+			sb->uid_locks[n++] = fd;
+		}
+		if (got)
+			return (uint32_t)start;
+		for (int i = 0; i < n; i++) {
+			close(sb->uid_locks[i]);
+			sb->uid_locks[i] = -1;
+		}
+	}
+	snprintf(err, errlen, "every sandbox uid range above %u is in use by other arbiter processes "
+	         "(locks in %.300s)", base, dir);
+	return 0;
+}
+
 static void describe(struct sandbox *sb)
 {
 	char ns[64];
@@ -2299,6 +2374,8 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	sb->loop = loop;
 	sb->netns_fd = -1;
 	sb->cg_lock[0] = sb->cg_lock[1] = sb->cg_lock[2] = -1;
+	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
+		sb->uid_locks[i] = -1;
 	int n = o && o->slots > 0 ? o->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 1)
 		n = 1;
@@ -2306,7 +2383,10 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		n = 256;
 	sb->nslots = n;
 	cg_seq++;
-	uint32_t uid_base = o && o->uid_base ? o->uid_base : SB_DEFAULT_UID_BASE;
+	uint32_t uid_base = uid_allocate(sb, o && o->uid_base ? o->uid_base : SB_DEFAULT_UID_BASE,
+	                                 !(o && o->uid_base), err, errlen);
+	if (!uid_base)
+		goto fail;
 	sb->status_pages = mmap(NULL, (size_t)n * SB_STATUS_PAGE, PROT_READ | PROT_WRITE,
 	                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sb->status_pages == MAP_FAILED) {
@@ -2422,6 +2502,9 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->stage_tmp);
 	free(sb->stage_work);
 	free(sb->seccomp.filter);
+	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
+		if (sb->uid_locks[i] >= 0)
+			close(sb->uid_locks[i]);
 	if (sb->status_pages)
 		munmap(sb->status_pages, (size_t)sb->nslots * SB_STATUS_PAGE);
 	free(sb->slots);
