@@ -613,6 +613,126 @@ static void test_unique_uids(void)
 	uv_run(&loop, UV_RUN_DEFAULT);
 }
 
+/* A program that ignores SIGCHLD has its children reaped by the kernel: their CPU time
+ * never reached the waitid usage of init, and a run with cpu_ms 1000 whose children burned
+ * seconds was accepted with cpu_ms 3. The cgroup counts the whole tree, and the limit is
+ * enforced on it while the run goes. */
+static void test_unwaited_cpu(void)
+{
+	if (!strstr(sandbox_describe(sb), "cgroup")) {
+		ok(1, "# SKIP no cgroups here");
+		return;
+	}
+	static const char prog[] =
+		"import os, signal, time\n"
+		"signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+		"for i in range(4):\n"
+		"    if os.fork() == 0:\n"
+		"        t = time.process_time()\n"
+		"        while time.process_time() - t < 1.5: pass\n"
+		"        os._exit(0)\n"
+		"try:\n"
+		"    os.wait()\n"
+		"except ChildProcessError:\n"
+		"    pass\n"
+		"print('done')\n";
+	struct sandbox_file f = { "burn.py", prog, sizeof prog - 1, false };
+	const char *argv[] = { "python3", "burn.py", NULL };
+	struct sandbox_limits lim = small;
+	lim.cpu_ms = 1000;
+	lim.wall_ms = 60000;   /* only the CPU limit can end it */
+	struct got g;
+	run(&g, argv, &f, 1, NULL, lim);
+	ok(!g.r.internal_error, "unwaited children: ran (%s)", g.r.error);
+	ok(g.r.cpu_exceeded, "unwaited children: their CPU time counts against cpu_ms "
+	   "(cpu_ms %llu, exit %d, out %s)", (unsigned long long)g.r.cpu_ms, g.r.exit_code, g.out);
+	ok(g.r.cpu_ms >= 1000, "unwaited children: cpu_ms %llu includes them",
+	   (unsigned long long)g.r.cpu_ms);
+	ok(!g.r.wall_exceeded && g.r.wall_ms < 30000, "unwaited children: stopped by the CPU limit "
+	   "while running (wall %llu ms)", (unsigned long long)g.r.wall_ms);
+	is_int(strays(), 0, "unwaited children: no stray process");
+	got_free(&g);
+}
+
+/* File descriptors parked in flight in a unix socket that is only referenced from its own
+ * queue keep their memory charged after the run ended: 192 MiB of a memfd stayed charged to
+ * the slot's cgroup, and the next runs of the slot (40 MiB) got memory_limit_exceeded. Every
+ * run starts from a clean accounting state. */
+static char seen_dirs[4096];
+static void look_at_slots(uv_timer_t *t)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 7 -type d -path "
+	         "'*/arbiter-sandbox-%d-*/slot-*' 2>/dev/null | sort", (int)getpid());
+	FILE *p = popen(cmd, "r");
+	size_t n = p ? fread(seen_dirs, 1, sizeof seen_dirs - 1, p) : 0;
+	seen_dirs[n] = 0;
+	if (p)
+		pclose(p);
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+/* The slot cgroups a run of `sleep` is in, seen from the host while it runs. */
+static char *slot_dirs_of_a_run(void)
+{
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, look_at_slots, 150, 0);
+	seen_dirs[0] = 0;
+	struct got g;
+	sh(&g, "sleep 0.5", NULL, small);
+	got_free(&g);
+	return xstrdup(seen_dirs);
+}
+
+static void test_inherited_charge(void)
+{
+	if (!strstr(sandbox_describe(sb), "memory")) {
+		ok(1, "# SKIP no memory cgroup here");
+		return;
+	}
+	char *a = slot_dirs_of_a_run(), *b = slot_dirs_of_a_run();
+	ok(a[0] && b[0] && strcmp(a, b), "fresh cgroups: two runs of a slot never share one "
+	   "(%s | %s)", a, b);
+	free(a);
+	free(b);
+	static const char park[] =
+		"import os, socket, array\n"
+		"fd = os.memfd_create('park')\n"
+		"chunk = b'x' * (1 << 20)\n"
+		"for i in range(192):\n"
+		"    os.write(fd, chunk)\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"b.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [a.fileno(), fd]))])\n"
+		"print('parked')\n";
+	struct sandbox_file f = { "park.py", park, sizeof park - 1, false };
+	const char *argv[] = { "python3", "park.py", NULL };
+	struct sandbox_limits big = small;
+	big.memory_bytes = 256u << 20;
+	big.file_bytes = 256u << 20;
+	struct got g;
+	/* both slots, so that whichever the next runs take has had a parking run */
+	for (int i = 0; i < 2; i++) {
+		run(&g, argv, &f, 1, NULL, big);
+		ok(!g.r.internal_error, "parked fds: ran (%s %s)", g.r.error, g.err);
+		got_free(&g);
+	}
+	struct sandbox_limits lim = small;
+	lim.memory_bytes = 40u << 20;
+	for (int i = 0; i < 2; i++) {
+		sh(&g, "x=$(head -c 8000000 /dev/zero | tr '\\0' a); echo ${#x}", NULL, lim);
+		ok(!g.r.internal_error && !g.r.memory_exceeded && g.r.exit_code == 0 &&
+		   !strcmp(g.out, "8000000\n"), "parked fds: a later 40 MiB run of the slot is not charged "
+		   "for them (mle %d, exit %d, %s)", g.r.memory_exceeded, g.r.exit_code, g.r.error);
+		got_free(&g);
+	}
+	lim.memory_bytes = 8u << 20;
+	sh(&g, "echo small", NULL, lim);
+	ok(!g.r.internal_error && g.r.exit_code == 0, "parked fds: a lower limit can be set (%s)",
+	   g.r.error);
+	got_free(&g);
+}
+
 /* The worker's loop can be busy (other jobs) when the wall timer is due: the next turn runs
  * timers before it polls, so a command that had ended in time was judged over the wall
  * limit, and its wall_ms was when the loop got round to it. */
@@ -734,6 +854,8 @@ int main(void)
 	test_stale_cleanup();
 	test_shared_uids();
 	test_unique_uids();
+	test_unwaited_cpu();
+	test_inherited_charge();
 	test_busy_loop();
 	sandbox_free(sb);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -87,7 +87,8 @@ struct sb_clone_args {
 #define SB_STATUS_PAGE 4096
 #define SB_MAX_STEPS 48
 #define SB_TERM_MS 300                /* init gets this long to clean up before SIGKILL */
-#define SB_RSS_SLACK_KB 256           /* what the command's vfork may add to init's RSS */
+#define SB_RSS_SLACK_KB 256
+#define SB_CPU_POLL_MS 100            /* how often a run's cgroup CPU time is checked */           /* what the command's vfork may add to init's RSS */
 
 /* ---- the page shared between the worker and a run's init ------------------------- */
 
@@ -151,6 +152,11 @@ struct sb_slot {
 	int v2_max, v2_swap, v2_events, v2_kill; /* v2 control files */
 	int v2_current, v2_peak;        /* v2 memory.current; memory.peak (-1: not resettable) */
 	int pids_max;
+	char *cpu_dir;                  /* v1 cpuacct */
+	int cpu_procs, cpu_usage;       /* v1 cpuacct cgroup.procs, cpuacct.usage */
+	int v2_cpustat;                 /* v2 cpu.stat (there even without the cpu controller) */
+	unsigned gen;                   /* generation of the slot's cgroups: slot-<index>-<gen> */
+	bool cg_open;                   /* the slot has fresh cgroups no run used yet */
 	uint64_t cur_mem, cur_pids;     /* values written last (0 = never) */
 };
 
@@ -168,7 +174,11 @@ struct sandbox {
 	enum sb_cg_mode cg;
 	bool cg_mem, cg_pids;           /* which controllers really work */
 	char *cg_base_mem, *cg_base_pids, *cg_base_v2;   /* per-process parent dirs to remove */
-	int cg_lock[3];                 /* flocks on those (ownership: see cg_clean_stale) */
+	char *cg_base_cpu;              /* v1 cpuacct */
+	int cg_lock[4];                 /* flocks on those (ownership: see cg_clean_stale) */
+	bool cg_cpu;                    /* CPU time of a run's whole tree from its cgroup */
+	char **grave;                   /* slot cgroups whose rmdir failed, retried later */
+	size_t ngrave;
 	int uid_locks[SB_UID_MAX_BLOCKS + 1]; /* flocks on the uid blocks this pool owns (-1 unused) */
 	struct sock_fprog seccomp;      /* .filter NULL: no filter */
 	struct sb_step steps[SB_MAX_STEPS];
@@ -193,6 +203,7 @@ struct sb_run {
 	int pidfd, out_fd, err_fd, collect_fd;
 	uv_poll_t pidfd_poll, out_poll, err_poll;
 	uv_timer_t timer;
+	uv_timer_t cpu_timer;           /* polls the cgroup's CPU time (the whole tree's) */
 	bool pidfd_polling, out_polling, err_polling;
 	int open_handles;
 	bool started, reaped, out_done, err_done, finished, killed;
@@ -626,12 +637,12 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	/* Keep only our fds, all above 2; 0..2 become /dev/null so that nothing created
 	 * later (the stdin memfd) lands on them. */
 	int netns_fd = sb->netns_fd;
-	int join0 = join[0], join1 = join[1];
+	int join0 = join[0], join1 = join[1], join2 = join[2];
 	{
-		int keep[] = { netns_fd, join0, join1, out_w, err_w, collect_fd };
-		close_all_but(keep, 6);
-		int *mv[] = { &netns_fd, &join0, &join1, &out_w, &err_w, &collect_fd };
-		for (int i = 0; i < 6; i++)
+		int keep[] = { netns_fd, join0, join1, join2, out_w, err_w, collect_fd };
+		close_all_but(keep, 7);
+		int *mv[] = { &netns_fd, &join0, &join1, &join2, &out_w, &err_w, &collect_fd };
+		for (int i = 0; i < 7; i++)
 			if (*mv[i] >= 0 && *mv[i] < 3) {
 				int nfd = fcntl(*mv[i], F_DUPFD_CLOEXEC, 3);
 				if (nfd < 0)
@@ -653,12 +664,15 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	/* Into the slot's cgroups first, so that everything from here on (the files in /work
 	 * included) is charged to the run: "0" is the writer itself, v1 and v2 alike. */
 	st->stage = ST_CGROUP;
-	if ((join0 >= 0 && pwrite(join0, "0", 1, 0) != 1) || (join1 >= 0 && pwrite(join1, "0", 1, 0) != 1))
+	if ((join0 >= 0 && pwrite(join0, "0", 1, 0) != 1) || (join1 >= 0 && pwrite(join1, "0", 1, 0) != 1) ||
+	    (join2 >= 0 && pwrite(join2, "0", 1, 0) != 1))
 		child_fail(st, ST_CGROUP, 0);
 	if (join0 >= 0)
 		close(join0);
 	if (join1 >= 0)
 		close(join1);
+	if (join2 >= 0)
+		close(join2);
 
 	if (sb->clone_flags & CLONE_NEWUTS)
 		(void)sethostname("sandbox", 7);   /* not the host's name */
@@ -1240,36 +1254,167 @@ static char *cg_make_base(const char *parent, int *lock_fd)
 	return b.buf;
 }
 
-static void slot_close_cg(struct sb_slot *s)
+/* Retries the removal of slot cgroups whose rmdir failed (a task still leaving). */
+static void cg_graves(struct sandbox *sb)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < sb->ngrave; i++) {
+		if (rmdir(sb->grave[i]) == 0 || errno == ENOENT)
+			free(sb->grave[i]);
+		else
+			sb->grave[k++] = sb->grave[i];
+	}
+	sb->ngrave = k;
+}
+
+static void cg_rmdir(struct sandbox *sb, char *dir)
+{
+	if (!dir)
+		return;
+	if (rmdir(dir) == 0 || errno == ENOENT) {
+		free(dir);
+		return;
+	}
+	sb->grave = xrealloc(sb->grave, (sb->ngrave + 1) * sizeof *sb->grave);
+	sb->grave[sb->ngrave++] = dir;
+}
+
+/* Closes the slot's control files and removes its cgroups: every run gets fresh ones, so
+ * that nothing a run leaves charged (memory pinned by fds in flight, page cache) and no
+ * counter it moved is seen by the next. */
+static void slot_close_cg(struct sandbox *sb, struct sb_slot *s)
 {
 	int *fds[] = { &s->dir_fd, &s->mem_procs, &s->pids_procs, &s->mem_limit, &s->memsw_limit,
 	               &s->mem_maxusage, &s->mem_failcnt, &s->mem_oom, &s->v2_max, &s->v2_swap,
 	               &s->v2_events, &s->v2_kill, &s->pids_max, &s->mem_usage, &s->v2_current,
-	               &s->v2_peak };
+	               &s->v2_peak, &s->cpu_procs, &s->cpu_usage, &s->v2_cpustat };
 	for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
 		*fds[i] = -1;
 	}
-	if (s->mem_dir)
-		(void)rmdir(s->mem_dir);
-	if (s->pids_dir)
-		(void)rmdir(s->pids_dir);
-	if (s->dir)
-		(void)rmdir(s->dir);
-	free(s->mem_dir);
-	free(s->pids_dir);
-	free(s->dir);
-	s->mem_dir = s->pids_dir = s->dir = NULL;
+	cg_rmdir(sb, s->mem_dir);
+	cg_rmdir(sb, s->pids_dir);
+	cg_rmdir(sb, s->cpu_dir);
+	cg_rmdir(sb, s->dir);
+	s->mem_dir = s->pids_dir = s->cpu_dir = s->dir = NULL;
 	s->cur_mem = s->cur_pids = 0;
+	s->cg_open = false;
+}
+
+static char *slot_dirname(const char *base, const struct sb_slot *s)
+{
+	struct strbuf d = { 0 };
+	strbuf_addf(&d, "%s/slot-%d-%u", base, s->index, s->gen);
+	return d.buf;
+}
+
+/* v2: a fresh slot-<i>-<gen> with its control files. -1 with errno. */
+static int v2_slot_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->dir = slot_dirname(sb->cg_base_v2, s);
+	if (mkdir(s->dir, 0755) < 0)
+		return -1;
+	s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	s->mem_procs = open_ctl(s->dir, "cgroup.procs", O_WRONLY);
+	s->v2_max = open_ctl(s->dir, "memory.max", O_WRONLY);
+	s->v2_swap = open_ctl(s->dir, "memory.swap.max", O_WRONLY);
+	s->v2_events = open_ctl(s->dir, "memory.events", O_RDONLY);
+	s->v2_kill = open_ctl(s->dir, "cgroup.kill", O_WRONLY);   /* 5.14+ */
+	/* a fresh cgroup's peak is this run's: no reset (which needs 6.12) */
+	s->v2_peak = open_ctl(s->dir, "memory.peak", O_RDONLY);   /* 5.19+ */
+	s->v2_cpustat = open_ctl(s->dir, "cpu.stat", O_RDONLY);
+	s->pids_max = open_ctl(s->dir, "pids.max", O_WRONLY);
+	if (s->dir_fd < 0 || s->mem_procs < 0 || s->v2_max < 0 || s->v2_events < 0 ||
+	    s->pids_max < 0 || s->v2_cpustat < 0)
+		return -1;
+	if (s->v2_swap >= 0)
+		(void)write_str_fd(s->v2_swap, "0");
+	return 0;
+}
+
+static int v1_mem_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->mem_dir = slot_dirname(sb->cg_base_mem, s);
+	if (mkdir(s->mem_dir, 0755) < 0)
+		return -1;
+	s->mem_procs = open_ctl(s->mem_dir, "cgroup.procs", O_WRONLY);
+	s->mem_limit = open_ctl(s->mem_dir, "memory.limit_in_bytes", O_RDWR);
+	s->memsw_limit = open_ctl(s->mem_dir, "memory.memsw.limit_in_bytes", O_RDWR);
+	s->mem_maxusage = open_ctl(s->mem_dir, "memory.max_usage_in_bytes", O_RDONLY);
+	s->mem_oom = open_ctl(s->mem_dir, "memory.oom_control", O_RDONLY);
+	if (s->mem_procs < 0 || s->mem_limit < 0 || s->mem_oom < 0)
+		return -1;
+	/* Older kernels have no oom_kill counter: then we cannot tell. */
+	char buf[512];
+	if (read_fd_at0(s->mem_oom, buf, sizeof buf) < 0 || !strstr(buf, "oom_kill ")) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return 0;
+}
+
+static int v1_pids_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->pids_dir = slot_dirname(sb->cg_base_pids, s);
+	if (mkdir(s->pids_dir, 0755) < 0)
+		return -1;
+	s->pids_procs = open_ctl(s->pids_dir, "cgroup.procs", O_WRONLY);
+	s->pids_max = open_ctl(s->pids_dir, "pids.max", O_WRONLY);
+	return s->pids_procs < 0 || s->pids_max < 0 ? -1 : 0;
+}
+
+static int v1_cpu_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->cpu_dir = slot_dirname(sb->cg_base_cpu, s);
+	if (mkdir(s->cpu_dir, 0755) < 0)
+		return -1;
+	s->cpu_procs = open_ctl(s->cpu_dir, "cgroup.procs", O_WRONLY);
+	s->cpu_usage = open_ctl(s->cpu_dir, "cpuacct.usage", O_RDONLY);
+	return s->cpu_procs < 0 || s->cpu_usage < 0 ? -1 : 0;
+}
+
+/* Fresh cgroups for the slot's next run. -1 with errno. */
+static int slot_cg_open(struct sandbox *sb, struct sb_slot *s)
+{
+	if (sb->ngrave)
+		cg_graves(sb);
+	s->gen++;
+	s->cg_open = true;
+	if (sb->cg == CG_V2)
+		return v2_slot_open(sb, s);
+	if (sb->cg == CG_V1) {
+		if ((sb->cg_mem && v1_mem_open(sb, s) < 0) || (sb->cg_pids && v1_pids_open(sb, s) < 0) ||
+		    (sb->cg_cpu && v1_cpu_open(sb, s) < 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* CPU time (µs) the slot's cgroup has accounted, everything it ever held. */
+static uint64_t slot_cpu_us(const struct sandbox *sb, const struct sb_slot *s)
+{
+	if (sb->cg == CG_V2)
+		return fd_kv_get(s->v2_cpustat, "usage_usec");
+	if (sb->cg_cpu)
+		return fd_u64(s->cpu_usage) / 1000;
+	return 0;
 }
 
 static void cg_teardown(struct sandbox *sb)
 {
 	for (int i = 0; sb->slots && i < sb->nslots; i++)
-		slot_close_cg(&sb->slots[i]);
-	char **bases[] = { &sb->cg_base_mem, &sb->cg_base_pids, &sb->cg_base_v2 };
-	for (size_t i = 0; i < 3; i++) {
+		slot_close_cg(sb, &sb->slots[i]);
+	cg_graves(sb);
+	for (size_t i = 0; i < sb->ngrave; i++) {
+		LOGW(NULL, NULL, "sandbox: cannot remove %s: %s", sb->grave[i], strerror(EBUSY));
+		free(sb->grave[i]);
+	}
+	free(sb->grave);
+	sb->grave = NULL;
+	sb->ngrave = 0;
+	char **bases[] = { &sb->cg_base_mem, &sb->cg_base_pids, &sb->cg_base_v2, &sb->cg_base_cpu };
+	for (size_t i = 0; i < 4; i++) {
 		if (*bases[i])
 			(void)rmdir(*bases[i]);
 		free(*bases[i]);
@@ -1279,7 +1424,7 @@ static void cg_teardown(struct sandbox *sb)
 		sb->cg_lock[i] = -1;
 	}
 	sb->cg = CG_NONE;
-	sb->cg_mem = sb->cg_pids = false;
+	sb->cg_mem = sb->cg_pids = sb->cg_cpu = false;
 }
 
 static bool file_has_word(const char *path, const char *word)
@@ -1368,30 +1513,12 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 	}
 	for (int i = 0; i < sb->nslots; i++) {
 		struct sb_slot *s = &sb->slots[i];
-		struct strbuf d = { 0 };
-		strbuf_addf(&d, "%s/slot-%d", sb->cg_base_v2, i);
-		s->dir = d.buf;
-		if (mkdir(s->dir, 0755) < 0 && errno != EEXIST) {
-			snprintf(why, n, "mkdir %.300s: %s", s->dir, strerror(errno));
+		s->gen++;
+		s->cg_open = true;
+		if (v2_slot_open(sb, s) < 0) {
+			snprintf(why, n, "cannot set up %.300s: %s", s->dir, strerror(errno));
 			goto out;
 		}
-		s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		s->mem_procs = open_ctl(s->dir, "cgroup.procs", O_WRONLY);
-		s->v2_max = open_ctl(s->dir, "memory.max", O_WRONLY);
-		s->v2_swap = open_ctl(s->dir, "memory.swap.max", O_WRONLY);
-		s->v2_events = open_ctl(s->dir, "memory.events", O_RDONLY);
-		s->v2_kill = open_ctl(s->dir, "cgroup.kill", O_WRONLY);   /* 5.14+ */
-		s->v2_current = open_ctl(s->dir, "memory.current", O_RDONLY);
-		/* resettable per open file since 6.12 (read-only before: then -1) */
-		s->v2_peak = open_ctl(s->dir, "memory.peak", O_RDWR);
-		s->pids_max = open_ctl(s->dir, "pids.max", O_WRONLY);
-		if (s->dir_fd < 0 || s->mem_procs < 0 || s->v2_max < 0 || s->v2_events < 0 ||
-		    s->pids_max < 0) {
-			snprintf(why, n, "cannot open the control files of %.300s: %s", s->dir, strerror(errno));
-			goto out;
-		}
-		if (s->v2_swap >= 0)
-			(void)write_str_fd(s->v2_swap, "0");
 		if (fd_write_u64(s->v2_max, 64u << 20) < 0) {
 			snprintf(why, n, "cannot write %.300s/memory.max: %s", s->dir, strerror(errno));
 			goto out;
@@ -1399,7 +1526,7 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 		s->cur_mem = 64u << 20;
 	}
 	sb->cg = CG_V2;
-	sb->cg_mem = sb->cg_pids = true;
+	sb->cg_mem = sb->cg_pids = sb->cg_cpu = true;
 	rc = 0;
 out:
 	free(mnt);
@@ -1420,22 +1547,11 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 		bool ok = sb->cg_base_mem != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
-			struct strbuf d = { 0 };
-			strbuf_addf(&d, "%s/slot-%d", sb->cg_base_mem, i);
-			s->mem_dir = d.buf;
-			if (mkdir(s->mem_dir, 0755) < 0 && errno != EEXIST) {
-				ok = false;
-				break;
+			if (!s->cg_open) {
+				s->gen++;
+				s->cg_open = true;
 			}
-			s->mem_procs = open_ctl(s->mem_dir, "cgroup.procs", O_WRONLY);
-			s->mem_limit = open_ctl(s->mem_dir, "memory.limit_in_bytes", O_RDWR);
-			s->memsw_limit = open_ctl(s->mem_dir, "memory.memsw.limit_in_bytes", O_RDWR);
-			s->mem_maxusage = open_ctl(s->mem_dir, "memory.max_usage_in_bytes", O_RDWR);
-			s->mem_usage = open_ctl(s->mem_dir, "memory.usage_in_bytes", O_RDONLY);
-			s->mem_failcnt = open_ctl(s->mem_dir, "memory.failcnt", O_RDWR);
-			s->mem_oom = open_ctl(s->mem_dir, "memory.oom_control", O_RDONLY);
-			if (s->mem_procs < 0 || s->mem_limit < 0 || s->mem_oom < 0 ||
-			    fd_write_u64(s->mem_limit, 64u << 20) < 0) {
+			if (v1_mem_open(sb, s) < 0 || fd_write_u64(s->mem_limit, 64u << 20) < 0) {
 				ok = false;
 				break;
 			}
@@ -1443,13 +1559,6 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 			if (s->memsw_limit >= 0 && fd_write_u64(s->memsw_limit, 64u << 20) < 0) {
 				close(s->memsw_limit);
 				s->memsw_limit = -1;
-			}
-			/* Older kernels have no oom_kill counter: then we cannot tell. */
-			char buf[512];
-			if (read_fd_at0(s->mem_oom, buf, sizeof buf) < 0 || !strstr(buf, "oom_kill ")) {
-				ok = false;
-				errno = ENOTSUP;
-				break;
 			}
 		}
 		sb->cg_mem = ok;
@@ -1466,16 +1575,11 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 		bool ok = sb->cg_base_pids != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
-			struct strbuf d = { 0 };
-			strbuf_addf(&d, "%s/slot-%d", sb->cg_base_pids, i);
-			s->pids_dir = d.buf;
-			if (mkdir(s->pids_dir, 0755) < 0 && errno != EEXIST) {
-				ok = false;
-				break;
+			if (!s->cg_open) {
+				s->gen++;
+				s->cg_open = true;
 			}
-			s->pids_procs = open_ctl(s->pids_dir, "cgroup.procs", O_WRONLY);
-			s->pids_max = open_ctl(s->pids_dir, "pids.max", O_WRONLY);
-			if (s->pids_procs < 0 || s->pids_max < 0) {
+			if (v1_pids_open(sb, s) < 0) {
 				ok = false;
 				break;
 			}
@@ -1488,6 +1592,22 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 		snprintf(why + strlen(why), n - strlen(why), "%sno pids cgroup v1 hierarchy",
 		         why[0] ? "; " : "");
 	}
+	/* CPU time of the whole tree, children that were never waited for included */
+	char *cmnt = cg_mount("cpuacct"), *cself = cg_self_path("cpuacct");
+	if (cmnt && cself && (sb->cg_mem || sb->cg_pids)) {
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof parent, "%s%s", cmnt, strcmp(cself, "/") ? cself : "");
+		sb->cg_base_cpu = cg_make_base(parent, &sb->cg_lock[3]);
+		bool ok = sb->cg_base_cpu != NULL;
+		for (int i = 0; ok && i < sb->nslots; i++) {
+			struct sb_slot *s = &sb->slots[i];
+			if (v1_cpu_open(sb, s) < 0)
+				ok = false;
+		}
+		sb->cg_cpu = ok;
+	}
+	free(cmnt);
+	free(cself);
 	free(mmnt);
 	free(mself);
 	free(pmnt);
@@ -1684,6 +1804,22 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
 	maybe_finish(r);
 }
 
+/* The CPU limit on the whole tree: RLIMIT_CPU is per process, and children nobody waits
+ * for never reach init's accounting, so the cgroup's figure is checked as the run goes. */
+static void on_cpu_timer(uv_timer_t *t)
+{
+	struct sb_run *r = t->data;
+	if (r->reaped || r->killed || r->finished) {
+		uv_timer_stop(t);
+		return;
+	}
+	if (slot_cpu_us(r->sb, r->slot) / 1000 > r->req.lim.cpu_ms) {
+		uv_timer_stop(t);
+		r->res.cpu_exceeded = true;
+		run_kill(r);
+	}
+}
+
 static void on_timer(uv_timer_t *t)
 {
 	struct sb_run *r = t->data;
@@ -1754,6 +1890,8 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 	struct sb_slot *s = r->slot;
 	uint64_t mem = r->req.lim.memory_bytes;
 	uint64_t pids = (uint64_t)r->req.lim.processes + 1;   /* + init */
+	if (sb->cg != CG_NONE && !s->cg_open && slot_cg_open(sb, s) < 0)
+		return -1;
 	if (sb->cg == CG_V2) {
 		if (mem != s->cur_mem) {
 			if (fd_write_u64(s->v2_max, mem) < 0)
@@ -1765,19 +1903,18 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 				return -1;
 			s->cur_pids = pids;
 		}
-		r->oom_base = fd_kv_get(s->v2_events, "oom_kill");
-		r->peak_ok = s->v2_peak >= 0 && s->v2_current >= 0 && write_str_fd(s->v2_peak, "reset") == 0;
-		r->mem_base = r->peak_ok ? fd_u64(s->v2_current) : 0;
+		/* fresh cgroups: the counters and the peak start from zero */
+		r->oom_base = 0;
+		r->peak_ok = s->v2_peak >= 0;
+		r->mem_base = 0;
 		return 0;
 	}
 	if (sb->cg_mem) {
 		if (v1_set_mem(s, mem) < 0)
 			return -1;
-		/* the peak restarts from the current usage (page cache earlier runs left) */
-		r->peak_ok = s->mem_maxusage >= 0 && s->mem_usage >= 0 &&
-		             write_str_fd(s->mem_maxusage, "0") == 0;
-		r->mem_base = r->peak_ok ? fd_u64(s->mem_usage) : 0;
-		r->oom_base = fd_kv_get(s->mem_oom, "oom_kill");
+		r->peak_ok = s->mem_maxusage >= 0;
+		r->mem_base = 0;
+		r->oom_base = 0;
 	}
 	if (sb->cg_pids && pids != s->cur_pids) {
 		if (fd_write_u64(s->pids_max, pids) < 0)
@@ -1789,9 +1926,9 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 
 /* The cgroup.procs files init writes itself into (-1: none). */
 static void slot_join_fds(const struct sandbox *sb, const struct sb_slot *s, bool in_cgroup,
-                          int join[2])
+                          int join[3])
 {
-	join[0] = join[1] = -1;
+	join[0] = join[1] = join[2] = -1;
 	if (sb->cg == CG_V2) {
 		if (!in_cgroup)
 			join[0] = s->mem_procs;
@@ -1800,6 +1937,8 @@ static void slot_join_fds(const struct sandbox *sb, const struct sb_slot *s, boo
 			join[0] = s->mem_procs;
 		if (sb->cg_pids)
 			join[1] = s->pids_procs;
+		if (sb->cg_cpu)
+			join[2] = s->cpu_procs;
 	}
 }
 
@@ -1945,7 +2084,7 @@ static void run_start(struct sb_run *r)
 	bool in_cgroup;
 	pid_t pid = do_clone(sb, r->slot, &pidfd, &in_cgroup);
 	if (pid == 0) {
-		int join[2];
+		int join[3];
 		slot_join_fds(sb, r->slot, in_cgroup, join);
 		init_main(sb, r, join, outp[1], errp[1], r->collect_fd, false);
 	}
@@ -1975,6 +2114,10 @@ static void run_start(struct sb_run *r)
 		r->tmode = TM_WALL;
 		uv_update_time(sb->loop);   /* the limit counts from now, not from the loop's tick */
 		uv_timer_start(&r->timer, on_timer, r->req.lim.wall_ms ? r->req.lim.wall_ms : 1, 0);
+		if (sb->cg_cpu) {
+			uint64_t first = r->req.lim.cpu_ms < SB_CPU_POLL_MS ? r->req.lim.cpu_ms : SB_CPU_POLL_MS;
+			uv_timer_start(&r->cpu_timer, on_cpu_timer, first ? first : 1, SB_CPU_POLL_MS);
+		}
 	}
 	return;
 fail:
@@ -2005,6 +2148,15 @@ static void run_finish(struct sb_run *r)
 		                r->ru.ru_utime.tv_usec + r->ru.ru_stime.tv_usec;
 		long cpu_us = total_us - (st->self_cpu_us > 0 ? st->self_cpu_us : 0);
 		res->cpu_ms = cpu_us > 0 ? (uint64_t)cpu_us / 1000 : 0;
+		/* The cgroup counts what waitid cannot see: children the command never waited
+		 * for (SIGCHLD ignored: the kernel reaps them, their time reaches nobody). */
+		if (sb->cg_cpu) {
+			uint64_t cg_us = slot_cpu_us(sb, s);
+			uint64_t self = st->self_cpu_us > 0 ? (uint64_t)st->self_cpu_us : 0;
+			uint64_t ms = cg_us > self ? (cg_us - self) / 1000 : 0;
+			if (ms > res->cpu_ms)
+				res->cpu_ms = ms;
+		}
 		/* memory_kb: the larger of the peak RSS of its processes (init's own excluded, see
 		 * init_main) and how far the cgroup's charge rose above where the run found it
 		 * (the files in /work and /tmp count there, shared libraries do not). */
@@ -2087,6 +2239,8 @@ static void run_finish(struct sb_run *r)
 	if (r->pidfd >= 0 && !r->reaped)
 		run_hardkill(r);  /* cannot happen: finish waits for the reap */
 
+	if (sb->cg != CG_NONE)
+		slot_close_cg(sb, s);   /* the next run gets fresh cgroups */
 	/* Free the slot before the callback, so a run it queues can take it. */
 	s->busy = false;
 	s->run = NULL;
@@ -2114,6 +2268,8 @@ static void run_finish(struct sb_run *r)
 		uv_close((uv_handle_t *)&r->err_poll, on_close);
 	}
 	uv_close((uv_handle_t *)&r->timer, on_close);
+	uv_timer_stop(&r->cpu_timer);
+	uv_close((uv_handle_t *)&r->cpu_timer, on_close);
 	queue_pump(sb);
 }
 
@@ -2176,7 +2332,9 @@ int sandbox_run(struct sandbox *sb, const struct sandbox_req *req, sandbox_cb *c
 	r->err_cap = l->output_bytes;
 	uv_timer_init(sb->loop, &r->timer);
 	r->timer.data = r;
-	r->open_handles = 1;
+	uv_timer_init(sb->loop, &r->cpu_timer);
+	r->cpu_timer.data = r;
+	r->open_handles = 2;
 	if (sb->qtail)
 		sb->qtail->next = r;
 	else
@@ -2248,7 +2406,7 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	bool in_cgroup;
 	pid_t pid = do_clone(sb, r.slot, &pidfd, &in_cgroup);
 	if (pid == 0) {
-		int join[2];
+		int join[3];
 		slot_join_fds(sb, r.slot, in_cgroup, join);
 		init_main(sb, &r, join, -1, -1, -1, true);
 	}
@@ -2263,6 +2421,8 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	while (syscall(SYS_waitid, P_PIDFD, pidfd, &si, WEXITED | __WALL, NULL) < 0 && errno == EINTR)
 		;
 	close(pidfd);
+	if (sb->cg != CG_NONE)
+		slot_close_cg(sb, r.slot);   /* the first run gets fresh ones */
 	struct sb_status *st = r.slot->st;
 	*seccomp_errno = st->seccomp_errno;
 	if (st->probe_ok)
@@ -2354,7 +2514,8 @@ static void describe(struct sandbox *sb)
 	snprintf(ns, sizeof ns, "pid,mnt%s%s,net", (sb->clone_flags & CLONE_NEWIPC) ? ",ipc" : "",
 	         (sb->clone_flags & CLONE_NEWUTS) ? ",uts" : "");
 	const char *cg = sb->cg == CG_V2 ? "cgroup v2 memory+pids" :
-	                 sb->cg == CG_V1 ? (sb->cg_mem && sb->cg_pids ? "cgroup v1 memory+pids" :
+	                 sb->cg == CG_V1 ? (sb->cg_mem && sb->cg_pids ? (sb->cg_cpu ? "cgroup v1 memory+pids+cpuacct"
+	                                                                         : "cgroup v1 memory+pids") :
 	                                    sb->cg_mem ? "cgroup v1 memory, NPROC rlimit" :
 	                                                 "cgroup v1 pids, DATA rlimit") :
 	                 "rlimits only (no cgroups)";
@@ -2373,7 +2534,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	struct sandbox *sb = xcalloc(1, sizeof *sb);
 	sb->loop = loop;
 	sb->netns_fd = -1;
-	sb->cg_lock[0] = sb->cg_lock[1] = sb->cg_lock[2] = -1;
+	sb->cg_lock[0] = sb->cg_lock[1] = sb->cg_lock[2] = sb->cg_lock[3] = -1;
 	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
 		sb->uid_locks[i] = -1;
 	int n = o && o->slots > 0 ? o->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -2403,7 +2564,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		s->dir_fd = s->mem_procs = s->pids_procs = s->mem_limit = s->memsw_limit = -1;
 		s->mem_maxusage = s->mem_failcnt = s->mem_oom = s->v2_max = s->v2_swap = -1;
 		s->v2_events = s->v2_kill = s->pids_max = s->mem_usage = s->v2_current = -1;
-		s->v2_peak = -1;
+		s->v2_peak = s->cpu_procs = s->cpu_usage = s->v2_cpustat = -1;
 	}
 	for (int i = 0; i < RLIM_NLIMITS; i++) {
 		struct rlimit rl;
