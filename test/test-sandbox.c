@@ -733,6 +733,81 @@ static void test_inherited_charge(void)
 	got_free(&g);
 }
 
+/* All slots shared one network namespace, hence one abstract AF_UNIX namespace, and seccomp
+ * allowed bind/connect/sendto on socketpair ends: two concurrent runs passed a directory fd
+ * to each other, and a later run saw what an earlier one left in flight (/proc/net/unix).
+ * Each run now has a network namespace of its own, and the address calls are refused. */
+static struct sandbox_req xreq_b;
+static void start_xb(uv_timer_t *t)
+{
+	if (sandbox_run(sb, &xreq_b, on_shared, &shared_b) < 0)
+		shared_done++;
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_cross_run(void)
+{
+	static const char pa[] =
+		"import socket, time\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"try:\n"
+		"    a.bind(b'\\0arbiter-cross-run')\n"
+		"    print('bound')\n"
+		"except OSError as e:\n"
+		"    print('bind-refused')\n"
+		"time.sleep(1.2)\n"
+		"try:\n"
+		"    print('got', a.recv(100, socket.MSG_DONTWAIT))\n"
+		"except OSError:\n"
+		"    print('nothing')\n";
+	static const char pb[] =
+		"import socket\n"
+		"print(len(open('/proc/net/unix').read().splitlines()) - 1, 'sockets')\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"try:\n"
+		"    a.sendto(b'hello', b'\\0arbiter-cross-run')\n"
+		"    print('sent')\n"
+		"except OSError:\n"
+		"    print('send-refused')\n"
+		"try:\n"
+		"    a.connect(b'\\0arbiter-cross-run')\n"
+		"    a.send(b'hello')\n"
+		"    print('connected')\n"
+		"except OSError:\n"
+		"    print('connect-refused')\n";
+	static struct sandbox_file fa = { "a.py", pa, sizeof pa - 1, false };
+	static struct sandbox_file fb = { "b.py", pb, sizeof pb - 1, false };
+	static const char *const aa[] = { "python3", "a.py", NULL };
+	static const char *const ab[] = { "python3", "b.py", NULL };
+	struct sandbox_req ra = { 0 };
+	ra.argv = aa;
+	ra.files = &fa;
+	ra.nfiles = 1;
+	ra.lim = small;
+	memset(&xreq_b, 0, sizeof xreq_b);
+	xreq_b.argv = ab;
+	xreq_b.files = &fb;
+	xreq_b.nfiles = 1;
+	xreq_b.lim = small;
+	memset(&shared_a, 0, sizeof shared_a);
+	memset(&shared_b, 0, sizeof shared_b);
+	shared_done = 0;
+	ok(sandbox_run(sb, &ra, on_shared, &shared_a) == 0, "cross-run: first run started");
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, start_xb, 500, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(shared_done, 2, "cross-run: both ran");
+	const char *oa = shared_a.out ? shared_a.out : "", *ob = shared_b.out ? shared_b.out : "";
+	ok(strstr(oa, "nothing") != NULL, "cross-run: nothing reached the first run (%s)", oa);
+	ok(!strncmp(ob, "0 sockets", 9), "cross-run: no other run's socket in /proc/net/unix (%s)", ob);
+	ok(strstr(ob, "send-refused") && strstr(ob, "connect-refused") && strstr(oa, "bind-refused"),
+	   "cross-run: bind, connect and sendto with an address are refused (%s | %s)", oa, ob);
+	got_free(&shared_a);
+	got_free(&shared_b);
+	is_int(strays(), 0, "cross-run: no stray process");
+}
+
 /* The worker's loop can be busy (other jobs) when the wall timer is due: the next turn runs
  * timers before it polls, so a command that had ended in time was judged over the wall
  * limit, and its wall_ms was when the loop got round to it. */
@@ -855,6 +930,7 @@ int main(void)
 	test_shared_uids();
 	test_unique_uids();
 	test_unwaited_cpu();
+	test_cross_run();
 	test_inherited_charge();
 	test_busy_loop();
 	sandbox_free(sb);

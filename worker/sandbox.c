@@ -161,6 +161,7 @@ struct sb_slot {
 };
 
 struct sb_run;
+struct sb_nswork;
 
 struct sandbox {
 	uv_loop_t *loop;
@@ -169,7 +170,10 @@ struct sandbox {
 	void *status_pages;
 	int busy, queued;
 	struct sb_run *qhead, *qtail;
-	int netns_fd;
+	int netns_fd;                   /* the probe's network namespace */
+	int *spare_ns;                  /* fresh network namespaces for the next runs */
+	int nspare, making;             /* how many are ready / being made in the thread pool */
+	struct sb_nswork *nswork;       /* the one being made */
 	uint64_t clone_flags;
 	enum sb_cg_mode cg;
 	bool cg_mem, cg_pids;           /* which controllers really work */
@@ -212,6 +216,7 @@ struct sb_run {
 	size_t out_cap, err_cap;
 	struct sandbox_result res;
 	uint64_t start_ns;
+	int netns_fd;                   /* the run's own network namespace */
 	uint64_t oom_base;
 	uint64_t mem_base;              /* cgroup memory usage when the run started */
 	bool peak_ok;                   /* the cgroup's peak was reset for this run */
@@ -636,7 +641,7 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 
 	/* Keep only our fds, all above 2; 0..2 become /dev/null so that nothing created
 	 * later (the stdin memfd) lands on them. */
-	int netns_fd = sb->netns_fd;
+	int netns_fd = r->netns_fd;
 	int join0 = join[0], join1 = join[1], join2 = join[2];
 	{
 		int keep[] = { netns_fd, join0, join1, join2, out_w, err_w, collect_fd };
@@ -940,6 +945,75 @@ static int make_netns(char *err, size_t errlen)
 	return fd;
 }
 
+/* -- per-run network namespaces ------------------------------------------------------
+ * Every run joins a network namespace of its own, never used before: its abstract
+ * AF_UNIX names, its sockets and whatever a run leaves in flight are unreachable from any
+ * other run. Making one costs about a millisecond of kernel time, so a few are made ahead
+ * in the thread pool, off the path of a run. */
+
+struct sb_nswork {
+	uv_work_t req;
+	struct sandbox *sb;
+	int fd;
+	char err[160];
+};
+
+static void ns_work(uv_work_t *w)
+{
+	struct sb_nswork *nw = w->data;
+	nw->fd = make_netns(nw->err, sizeof nw->err);
+}
+
+static void ns_refill(struct sandbox *sb);
+
+static void ns_after(uv_work_t *w, int status)
+{
+	struct sb_nswork *nw = w->data;
+	struct sandbox *sb = nw->sb;
+	if (!sb) {   /* the sandbox was freed meanwhile */
+		if (nw->fd >= 0)
+			close(nw->fd);
+		free(nw);
+		return;
+	}
+	sb->making--;
+	sb->nswork = NULL;
+	if (status == 0 && nw->fd >= 0 && sb->nspare < sb->nslots)
+		sb->spare_ns[sb->nspare++] = nw->fd;
+	else if (nw->fd >= 0)
+		close(nw->fd);
+	if (status == 0 && nw->fd < 0)
+		LOGW(NULL, NULL, "sandbox: making a network namespace ahead failed: %s", nw->err);
+	bool again = status == 0 && nw->fd >= 0;
+	free(nw);
+	if (again)
+		ns_refill(sb);
+}
+
+static void ns_refill(struct sandbox *sb)
+{
+	while (sb->nspare + sb->making < sb->nslots && sb->making < 1) {
+		struct sb_nswork *nw = xcalloc(1, sizeof *nw);
+		nw->sb = sb;
+		nw->fd = -1;
+		nw->req.data = nw;
+		if (uv_queue_work(sb->loop, &nw->req, ns_work, ns_after) < 0) {
+			free(nw);
+			return;
+		}
+		sb->making++;
+		sb->nswork = nw;
+	}
+}
+
+/* A fresh network namespace for a run: a spare one, else made now. -1 with err. */
+static int ns_take(struct sandbox *sb, char *err, size_t errlen)
+{
+	int fd = sb->nspare ? sb->spare_ns[--sb->nspare] : make_netns(err, errlen);
+	ns_refill(sb);
+	return fd;
+}
+
 static void plan_add(struct sandbox *sb, enum sb_step_kind k, const char *target, const char *source)
 {
 	if (sb->nsteps >= SB_MAX_STEPS)
@@ -1070,9 +1144,20 @@ static int build_seccomp(struct sandbox *sb, char *err, size_t errlen)
 		if (nr != __NR_SCMP_ERROR)
 			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
 	}
-	/* No sockets at all (socketpair stays: it reaches nobody). */
+	/* No sockets at all (socketpair stays: it reaches nobody), and none of the calls that
+	 * give a socket an address or reach one by address: a socketpair's end could otherwise
+	 * bind an abstract name or send to one (sendto with an address; sendmsg's is in memory,
+	 * which the run's own network namespace leaves without anybody to reach). */
+	static const char *const addr_calls[] = { "socket", "bind", "connect", "listen", "accept",
+	                                          "accept4" };
+	for (size_t i = 0; i < sizeof addr_calls / sizeof *addr_calls && rc == 0; i++) {
+		int nr = seccomp_syscall_resolve_name(addr_calls[i]);
+		if (nr != __NR_SCMP_ERROR)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), nr, 0);
+	}
 	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(sendto), 1,
+		                      SCMP_A4(SCMP_CMP_NE, 0));
 	if (rc < 0) {
 		snprintf(err, errlen, "seccomp_rule_add: %s", strerror(-rc));
 		seccomp_release(ctx);
@@ -2071,6 +2156,14 @@ static void run_start(struct sb_run *r)
 			goto fail;
 		}
 	}
+	{
+		char nerr[160];
+		r->netns_fd = ns_take(sb, nerr, sizeof nerr);
+		if (r->netns_fd < 0) {
+			set_err(r, "%s", nerr);
+			goto fail;
+		}
+	}
 	if (slot_cg_prepare(sb, r) < 0) {
 		set_err(r, "cannot set the cgroup limits of slot %d: %s", r->slot->index, strerror(errno));
 		s_cur_reset(r->slot);
@@ -2236,6 +2329,9 @@ static void run_finish(struct sb_run *r)
 	if (r->collect_fd >= 0)
 		close(r->collect_fd);
 	r->collect_fd = -1;
+	if (r->netns_fd >= 0)
+		close(r->netns_fd);   /* the namespace goes with its last process */
+	r->netns_fd = -1;
 	if (r->pidfd >= 0 && !r->reaped)
 		run_hardkill(r);  /* cannot happen: finish waits for the reap */
 
@@ -2309,7 +2405,7 @@ int sandbox_run(struct sandbox *sb, const struct sandbox_req *req, sandbox_cb *c
 	r->req = *req;
 	r->cb = cb;
 	r->data = data;
-	r->pidfd = r->out_fd = r->err_fd = r->collect_fd = -1;
+	r->pidfd = r->out_fd = r->err_fd = r->collect_fd = r->netns_fd = -1;
 	/* defaults for unset limits */
 	struct sandbox_limits *l = &r->req.lim;
 	if (!l->cpu_ms)
@@ -2398,6 +2494,7 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	r.req.lim.processes = 4;
 	r.req.lim.open_files = 16;
 	r.slot = &sb->slots[0];
+	r.netns_fd = sb->netns_fd;
 	memset(r.slot->st, 0, sizeof *r.slot->st);
 	*stage = 0;
 	prepare_child_args(sb, &r);
@@ -2627,6 +2724,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		     "which ignores RLIMIT_CORE: a crashing submission leaves a core dump there; set "
 		     "kernel.core_pattern=core to keep them out");
 	free(core);
+	sb->spare_ns = xcalloc((size_t)sb->nslots, sizeof *sb->spare_ns);   /* filled after a run */
 	describe(sb);
 	LOGI(NULL, NULL, "sandbox ready: %s", sb->describe);
 	*out = sb;
@@ -2653,6 +2751,11 @@ void sandbox_free(struct sandbox *sb)
 	cg_teardown(sb);
 	if (sb->netns_fd >= 0)
 		close(sb->netns_fd);
+	if (sb->nswork)
+		sb->nswork->sb = NULL;   /* its callback closes what it made */
+	for (int i = 0; i < sb->nspare; i++)
+		close(sb->spare_ns[i]);
+	free(sb->spare_ns);
 	for (int i = 0; i < sb->nsteps; i++) {
 		free(sb->steps[i].target);
 		free(sb->steps[i].source);
