@@ -58,6 +58,7 @@ struct outcome {
 	int rc;
 	char err[512];
 	json_t *extra;          /* copy */
+	json_t *warnings;       /* copy */
 	size_t n;
 	char keys[16][33];
 	int scores[16];
@@ -73,6 +74,7 @@ static void on_eval(int rc, const struct score_ext *ext, const char *err, void *
 		return;
 	}
 	o->extra = ext->extra ? json_deep_copy(ext->extra) : NULL;
+	o->warnings = ext->warnings ? json_deep_copy(ext->warnings) : NULL;
 	o->n = ext->n < 16 ? ext->n : 16;
 	for (size_t i = 0; i < o->n; i++) {
 		snprintf(o->keys[i], sizeof o->keys[i], "%s", ext->keys[i]);
@@ -114,6 +116,8 @@ static void outcome_free(struct outcome *o)
 {
 	json_decref(o->extra);
 	o->extra = NULL;
+	json_decref(o->warnings);
+	o->warnings = NULL;
 }
 
 static const json_t *test_n(const struct outcome *o, size_t i)
@@ -497,6 +501,13 @@ static void test_regressions(void)
 		ok(1, "# SKIP less than 6 GiB of memory: the kernel refuses a 3 GiB allocation itself");
 	}
 
+	/* a binary made unexecutable on purpose (ENOEXEC) ended as internal_error: retried, then
+	 * failed, no Elo change, a way to dodge a loss. It is the program's failure. */
+	one(&o, "c", "main.c", "test/sandbox/badinterp.c", "", "hi\n", NULL);
+	is_int(o.rc, 0, "unexecutable binary: a result, not internal_error (%s)", o.err);
+	is_str(verdict_n(&o, 0), "runtime_error", "unexecutable binary: runtime_error");
+	outcome_free(&o);
+
 	/* a tiny source with a huge program: refused, not held in the worker */
 	one(&o, "c", "main.c", "test/sandbox/bigartifact.c", "", "\n", NULL);
 	is_str(verdict_n(&o, 0), "compilation_error", "20 MiB program: compilation_error");
@@ -753,6 +764,38 @@ static void test_scripts(void)
 	outcome_free(&o);
 	close(l);
 	json_decref(gtp);
+
+	/* An answer nested 1,500 deep crashed the script's JSON parser: an internal error the
+	 * submission forced (retried, then failed: no loss recorded). Too deep answers are not
+	 * given to the script; its dimensions score 0 with a warning. */
+	{
+		json_t *deep = json_integer(1);
+		for (int i = 0; i < 1500; i++) {
+			json_t *a = json_array();
+			json_array_append_new(a, deep);
+			deep = a;
+		}
+		json_t *dans = json_pack("{s:o}", "answers", deep);
+		script(&o, "python3", "test/sandbox/script_ok.py", 5000, dans, gt);
+		is_int(o.rc, 0, "answer nested 1500 deep: a result, not internal_error (%s)", o.err);
+		is_int((int)o.n, 0, "answer nested 1500 deep: no script score");
+		const char *w = json_string_value(json_array_get(o.warnings, 0));
+		ok(w && strstr(w, "deeper than 64 levels"), "answer nested 1500 deep: says why (%s)",
+		   w ? w : "");
+		outcome_free(&o);
+		json_decref(dans);
+		json_t *d = json_integer(1);
+		for (int i = 0; i < 63; i++) {
+			json_t *a = json_array();
+			json_array_append_new(a, d);
+			d = a;
+		}
+		dans = json_pack("{s:o}", "answers", d);   /* 64 levels with the answer object */
+		ok(evaluator_depth_ok(dans, EVALUATOR_MAX_DEPTH) &&
+		   !evaluator_depth_ok(dans, EVALUATOR_MAX_DEPTH - 1), "depth: 64 levels are accepted");
+		json_decref(dans);
+		check_after("deep answer");
+	}
 
 	script(&o, "c", "test/sandbox/script_scores.c", 5000, ans, gt);
 	is_int(o.rc, 0, "compiled script (%s)", o.err);

@@ -321,8 +321,17 @@ static void test_stdin_and_exit(void)
 	got_free(&g);
 	const char *argv[] = { "/no/such/program", NULL };
 	run(&g, argv, NULL, 0, NULL, small);
-	ok(g.r.internal_error && strstr(g.r.error, "cannot execute"), "exec failure is internal (%s)",
+	ok(g.r.internal_error && strstr(g.r.error, "cannot execute"), "exec failure of a host program is internal (%s)",
 	   g.r.error);
+	got_free(&g);
+	/* a file of /work that the kernel will not execute is the submission's doing (a binary
+	 * made unexecutable on purpose): the command's failure, not the sandbox's */
+	struct sandbox_file bad = { "main", "\x7f" "ELF garbage", 12, true };
+	const char *argv2[] = { "./main", NULL };
+	run(&g, argv2, &bad, 1, NULL, small);
+	ok(!g.r.internal_error && g.r.end == SANDBOX_EXITED && g.r.exit_code == 127 &&
+	   g.r.exec_errno == ENOEXEC, "an unexecutable file of /work ends the command, exit 127 "
+	   "(internal %d: %s, exec_errno %d)", g.r.internal_error, g.r.error, g.r.exec_errno);
 	got_free(&g);
 	sh(&g, "ls /proc/self/fd | wc -l", NULL, small);
 	is_str(g.out, "4\n", "only fds 0, 1, 2 open (plus ls's own)");

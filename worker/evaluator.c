@@ -111,6 +111,7 @@ struct ev {
 	struct sandbox_limits lim;
 	char *dim_key;
 	/* custom-script */
+	bool too_deep;              /* the answer nests too deep: not given to the script */
 	char *stdin_doc;
 	size_t stdin_len;
 	/* outcome */
@@ -502,6 +503,30 @@ static bool outputs_match(const struct ev *e, const char *got, size_t ng, const 
  * The evaluation
  * ==================================================================================== */
 
+static bool depth_ok(const json_t *v, int left)
+{
+	if ((json_is_array(v) || json_is_object(v)) && left <= 0)
+		return false;
+	const json_t *x;
+	if (json_is_array(v)) {
+		size_t i;
+		json_array_foreach(v, i, x)
+			if (!depth_ok(x, left - 1))
+				return false;
+	} else if (json_is_object(v)) {
+		const char *k;
+		json_object_foreach((json_t *)v, k, x)
+			if (!depth_ok(x, left - 1))
+				return false;
+	}
+	return true;
+}
+
+bool evaluator_depth_ok(const json_t *v, int max)
+{
+	return !v || depth_ok(v, max);
+}
+
 /* A copy of n bytes that may contain NUL (JSON strings can), NUL-terminated. */
 static char *memdup(const char *p, size_t n)
 {
@@ -616,6 +641,17 @@ static void ev_complete(struct ev *e)
 	e->state = EV_DONE;
 	if (e->failed) {
 		e->cb(-1, NULL, e->err, e->data);
+		goto out;
+	}
+	if (e->kind == EV_CUSTOM && e->too_deep) {
+		/* The submission's doing: its external dimensions score 0, with a warning. */
+		json_t *w = json_array();
+		json_array_append_new(w, json_sprintf("the answer nests deeper than %d levels: it was "
+		                                      "not given to the scoring script, whose dimensions "
+		                                      "score 0", EVALUATOR_MAX_DEPTH));
+		struct score_ext ext = { 0, NULL, NULL, NULL, w };
+		e->cb(0, &ext, NULL, e->data);
+		json_decref(w);
 		goto out;
 	}
 	if (e->kind == EV_CUSTOM) {   /* the script's result is delivered by on_script */
@@ -1148,6 +1184,15 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 		.processes = 32 + (uint32_t)e->lang->extra_processes, .output_bytes = 1u << 20,
 		.file_bytes = 64u << 20, .open_files = 128, .stack_bytes = e->lang->stack_bytes,
 	};
+	/* Scripts in any language must be able to read every answer they get: JSON parsers
+	 * have recursion limits (Python's is about 1000), and a crash of the script would be an
+	 * internal error the submission forced. */
+	if (!evaluator_depth_ok(answer, EVALUATOR_MAX_DEPTH) ||
+	    !evaluator_depth_ok(metadata, EVALUATOR_MAX_DEPTH)) {
+		e->too_deep = true;
+		complete_soon(e);
+		return 0;
+	}
 	json_t *doc = json_object();
 	json_object_set_new(doc, "submission",
 	                    json_pack("{s:o, s:o}", "answer",

@@ -2280,8 +2280,13 @@ static void run_finish(struct sb_run *r)
 				res->end = SANDBOX_SIGNALED;
 				res->signal = WTERMSIG(ws);
 			}
-			if (st->exec_errno)
-				set_err(r, "cannot execute %s: %s", r->req.argv[0], strerror(st->exec_errno));
+			/* A file of /work (a compiled submission) that cannot be executed is the
+			 * command's failure (exit 127); a runtime of the host that cannot be is ours. */
+			res->exec_errno = st->exec_errno;
+			const char *a0 = r->req.argv[0];
+			bool in_work = !strncmp(a0, "/work/", 6) || (a0[0] != '/' && strchr(a0, '/'));
+			if (st->exec_errno && !in_work)
+				set_err(r, "cannot execute %s: %s", a0, strerror(st->exec_errno));
 		} else if (st->fail_stage) {
 			res->end = SANDBOX_NOT_RUN;
 			set_err(r, "sandbox set-up failed while %s (step %d): %s",
