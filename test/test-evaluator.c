@@ -240,6 +240,41 @@ static void test_languages(void)
 	is_int(strays(), 0, "languages: no stray process");
 }
 
+/* compare numeric:TOL went through doubles with a relative slack: 1000000001 matched
+ * 1000000000, 2^53+1 matched 2^53 and 0x10 matched 16 under numeric:0, while a 142-digit
+ * spelling of 0.1 was a wrong answer. Decimal tokens are now compared exactly. */
+static void test_numeric_exact(void)
+{
+	static const struct {
+		const char *got, *want, *tol;
+		bool match;
+	} c[] = {
+		{ "1000000001", "1000000000", "0", false },
+		{ "9007199254740993", "9007199254740992", "0", false },
+		{ "0x10", "16", "0", false },
+		{ "16", "16.000", "0", true },
+		{ "1e3", "1000", "0", true },
+		{ "-0", "0.0", "0", true },
+		{ "0.1000000000000000000000000000000000000000000000000000000000000000000000000000000"
+		  "000000000000000000000000000000000000000000000000000000000000", "0.1", "0", true },
+		{ "0.30000000000000004", "0.3", "0", false },
+		{ "1.001", "1", "0.001", true },      /* a difference equal to TOL is within */
+		{ "1.0010000000000000001", "1", "0.001", false },
+		{ "-0.0005", "0.0005", "0.001", true },
+		{ "-0.0005", "0.00051", "0.001", false },
+		{ "123456789012345678901234567890.5", "123456789012345678901234567890", "0.5", true },
+		{ "123456789012345678901234567891.5", "123456789012345678901234567890", "0.5", false },
+		{ "inf", "inf", "0", true },          /* not numbers: byte for byte */
+		{ "nan", "NaN", "0", false },
+		{ "1e999999", "1", "0.5", false },
+		{ "3 4", "3 4 5", "0", false },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+		ok(evaluator_numeric_match(c[i].got, strlen(c[i].got), c[i].want, strlen(c[i].want),
+		                           c[i].tol) == c[i].match, "numeric:%s: %.40s vs %s %s",
+		   c[i].tol, c[i].got, c[i].want, c[i].match ? "matches" : "does not match");
+}
+
 static void test_weights_and_compare(void)
 {
 	/* passes "small" (1) and "big" (1) but not "neg" (2): 2/4 = 500 */
@@ -265,6 +300,8 @@ static void test_weights_and_compare(void)
 		{ "\"exact\"", "printf '3'", "3\n", "wrong_answer" },
 		{ "\"numeric:0.001\"", "printf '3.0004  1e3\\nx\\n'", "3 1000.0 x\n", "accepted" },
 		{ "\"numeric:0.001\"", "printf '3.002\\n'", "3\n", "wrong_answer" },
+		{ "\"numeric:0\"", "printf '1000000001 0x10\\n'", "1000000000 16\n", "wrong_answer" },
+		{ "\"numeric:0\"", "printf '0.1%0140d\\n' 0", "0.1\n", "accepted" },
 		{ "\"numeric:0.01\"", "printf '1.01\\n'", "1.00\n", "accepted" },
 		{ "\"numeric:0.5\"", "printf '1 2\\n'", "1 2 3\n", "wrong_answer" },
 		{ "\"numeric:0.5\"", "printf 'abc\\n'", "abd\n", "wrong_answer" },
@@ -899,6 +936,7 @@ int main(void)
 		return tap_done();
 	}
 	test_languages();
+	test_numeric_exact();
 	test_weights_and_compare();
 	test_language_choice_and_files();
 	test_hostile();

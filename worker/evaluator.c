@@ -17,6 +17,7 @@
 #include "evaluator.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,7 +108,7 @@ struct ev {
 	size_t ncases, next;
 	struct case_result *results;
 	enum cmp_mode cmp;
-	double tol;
+	const char *tol;            /* numeric:TOL, the decimal text */
 	struct sandbox_limits lim;
 	char *dim_key;
 	/* custom-script */
@@ -445,44 +446,176 @@ static bool cmp_trim(const char *a, size_t na, const char *b, size_t nb)
 	}
 }
 
-/* numeric:TOL: whitespace-separated tokens; numbers within tol (absolute), others equal. */
-static bool cmp_numeric(const char *a, size_t na, const char *b, size_t nb, double tol)
+/* A decimal token: [+-] digits [. digits] [e|E [+-] digits], at least one digit in the
+ * mantissa, an exponent of at most 6 digits. Its value is 0.dig × 10^exp with dig its
+ * significant digits (no leading or trailing zeros; none for zero). No hex, no inf/nan. */
+struct dnum {
+	bool neg;
+	char *dig;       /* owned */
+	size_t nd;
+	long exp;
+};
+
+static bool dnum_parse(const char *s, size_t n, struct dnum *d)
 {
+	memset(d, 0, sizeof *d);
+	size_t i = 0;
+	if (i < n && (s[i] == '+' || s[i] == '-'))
+		d->neg = s[i++] == '-';
+	d->dig = xmalloc(n + 1);
+	size_t nint = 0, nfrac = 0;
+	while (i < n && s[i] >= '0' && s[i] <= '9')
+		d->dig[d->nd++] = s[i++], nint++;
+	if (i < n && s[i] == '.') {
+		i++;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			d->dig[d->nd++] = s[i++], nfrac++;
+	}
+	long e = 0;
+	if (i < n && (s[i] == 'e' || s[i] == 'E') && nint + nfrac) {
+		i++;
+		bool eneg = false;
+		if (i < n && (s[i] == '+' || s[i] == '-'))
+			eneg = s[i++] == '-';
+		size_t k = 0;
+		while (i < n && s[i] >= '0' && s[i] <= '9' && k < 7)
+			e = e * 10 + (s[i++] - '0'), k++;
+		if (k == 0 || k > 6)
+			goto bad;
+		if (eneg)
+			e = -e;
+	}
+	if (i != n || nint + nfrac == 0)
+		goto bad;
+	d->exp = (long)nint + e;
+	size_t lead = 0;
+	while (lead < d->nd && d->dig[lead] == '0')
+		lead++;
+	memmove(d->dig, d->dig + lead, d->nd - lead);
+	d->nd -= lead;
+	d->exp -= (long)lead;
+	while (d->nd && d->dig[d->nd - 1] == '0')
+		d->nd--;
+	if (!d->nd) {
+		d->neg = false;
+		d->exp = 0;
+	}
+	return true;
+bad:
+	free(d->dig);
+	d->dig = NULL;
+	return false;
+}
+
+/* Digit of |d| at the power of ten p. */
+static int dnum_at(const struct dnum *d, long p)
+{
+	long i = d->exp - 1 - p;
+	return d->nd && i >= 0 && (size_t)i < d->nd ? d->dig[i] - '0' : 0;
+}
+
+/* -1, 0, 1 as |a| <, =, > |b|, over the powers hi down to lo. */
+static int mag_cmp(const signed char *a, const signed char *b, size_t n)
+{
+	for (size_t i = n; i-- > 0;)
+		if (a[i] != b[i])
+			return a[i] < b[i] ? -1 : 1;
+	return 0;
+}
+
+/* |x - y| <= tol, exactly. -1 when the numbers are too far apart in scale to line up
+ * (more than a million decimal places between their digits). */
+static int dnum_within(const struct dnum *x, const struct dnum *y, const struct dnum *tol)
+{
+	if (!tol->nd)   /* tolerance 0: the same value */
+		return x->neg == y->neg && x->nd == y->nd && x->exp == y->exp &&
+		       !memcmp(x->dig, y->dig, x->nd);
+	const struct dnum *all[] = { x, y, tol };
+	long hi = LONG_MIN, lo = LONG_MAX;
+	for (int k = 0; k < 3; k++) {
+		if (!all[k]->nd)
+			continue;
+		if (all[k]->exp > hi)
+			hi = all[k]->exp;
+		if (all[k]->exp - (long)all[k]->nd < lo)
+			lo = all[k]->exp - (long)all[k]->nd;
+	}
+	if (hi - lo > (1L << 20))
+		return -1;
+	size_t n = (size_t)(hi - lo) + 2;   /* positions lo..hi, and a carry */
+	signed char *a = xcalloc(n, 1), *b = xcalloc(n, 1), *t = xcalloc(n, 1), *r = xcalloc(n, 1);
+	for (size_t i = 0; i < n; i++) {
+		a[i] = (signed char)dnum_at(x, lo + (long)i);
+		b[i] = (signed char)dnum_at(y, lo + (long)i);
+		t[i] = (signed char)dnum_at(tol, lo + (long)i);
+	}
+	if (x->neg != y->neg && x->nd && y->nd) {   /* |x - y| = |x| + |y| */
+		int c = 0;
+		for (size_t i = 0; i < n; i++) {
+			int v = a[i] + b[i] + c;
+			r[i] = (signed char)(v % 10);
+			c = v / 10;
+		}
+	} else {                                     /* ||x| - |y|| */
+		const signed char *big = mag_cmp(a, b, n) >= 0 ? a : b, *small = big == a ? b : a;
+		int br = 0;
+		for (size_t i = 0; i < n; i++) {
+			int v = big[i] - small[i] - br;
+			br = v < 0;
+			r[i] = (signed char)(v < 0 ? v + 10 : v);
+		}
+	}
+	int rc = mag_cmp(r, t, n) <= 0;
+	free(a);
+	free(b);
+	free(t);
+	free(r);
+	return rc;
+}
+
+bool evaluator_numeric_match(const char *a, size_t na, const char *b, size_t nb, const char *tol)
+{
+	struct dnum t;
+	if (!tol || !dnum_parse(tol, strlen(tol), &t) || t.neg) {
+		if (tol && t.dig)
+			free(t.dig);
+		t = (struct dnum){ 0 };
+	}
 	size_t i = 0, j = 0;
+	bool match = true;
 	for (;;) {
 		while (i < na && is_space(a[i]))
 			i++;
 		while (j < nb && is_space(b[j]))
 			j++;
-		if (i >= na || j >= nb)
-			return i >= na && j >= nb;
+		if (i >= na || j >= nb) {
+			match = i >= na && j >= nb;
+			break;
+		}
 		size_t ei = i, ej = j;
 		while (ei < na && !is_space(a[ei]))
 			ei++;
 		while (ej < nb && !is_space(b[ej]))
 			ej++;
-		char ta[128], tb[128];
-		bool numeric = false;
-		if (ei - i < sizeof ta && ej - j < sizeof tb) {
-			memcpy(ta, a + i, ei - i);
-			ta[ei - i] = 0;
-			memcpy(tb, b + j, ej - j);
-			tb[ej - j] = 0;
-			char *enda, *endb;
-			double x = strtod(ta, &enda), y = strtod(tb, &endb);
-			if (enda == ta + (ei - i) && endb == tb + (ej - j) && enda != ta && endb != tb &&
-			    isfinite(x) && isfinite(y)) {
-				numeric = true;
-				/* a tiny slack so that a decimal difference equal to TOL counts as within */
-				if (!(fabs(x - y) <= tol + 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)))))
-					return false;
+		struct dnum x, y;
+		int within = -1;
+		if (dnum_parse(a + i, ei - i, &x)) {
+			if (dnum_parse(b + j, ej - j, &y)) {
+				within = dnum_within(&x, &y, &t);
+				free(y.dig);
 			}
+			free(x.dig);
 		}
-		if (!numeric && (ei - i != ej - j || memcmp(a + i, b + j, ei - i)))
-			return false;
+		if (within == 0 ||
+		    (within < 0 && (ei - i != ej - j || memcmp(a + i, b + j, ei - i)))) {
+			match = false;
+			break;
+		}
 		i = ei;
 		j = ej;
 	}
+	free(t.dig);
+	return match;
 }
 
 static bool outputs_match(const struct ev *e, const char *got, size_t ng, const char *want,
@@ -492,7 +625,7 @@ static bool outputs_match(const struct ev *e, const char *got, size_t ng, const 
 	case CMP_EXACT:
 		return ng == nw && !memcmp(got, want, ng);
 	case CMP_NUMERIC:
-		return cmp_numeric(got, ng, want, nw, e->tol);
+		return evaluator_numeric_match(got, ng, want, nw, e->tol);
 	case CMP_TRIM:
 	default:
 		return cmp_trim(got, ng, want, nw);
@@ -1085,9 +1218,7 @@ static int setup_suite(struct ev *e, const json_t *ts, const json_t *answer)
 		e->cmp = CMP_EXACT;
 	} else if (!strncmp(cs, "numeric:", 8)) {
 		e->cmp = CMP_NUMERIC;
-		e->tol = strtod(cs + 8, NULL);
-		if (!(e->tol >= 0))
-			e->tol = 0;
+		e->tol = cs + 8;   /* borrowed from the spec, which outlives the evaluation */
 	} else {
 		e->cmp = CMP_TRIM;
 	}

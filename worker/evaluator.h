@@ -43,6 +43,13 @@ int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *a
  * Recursion is bounded by max. For the worker's intake as well as the evaluator. */
 bool evaluator_depth_ok(const json_t *v, int max);
 
+/* compare "numeric:TOL": whitespace-separated tokens, the same number on both sides; two
+ * decimal tokens ([+-] digits [. digits] [e[+-]digits]; no hex, inf or nan) match when
+ * their exact decimal difference is at most TOL (tol: its decimal text; NULL, negative or
+ * not a number: 0), any other tokens byte for byte. */
+bool evaluator_numeric_match(const char *got, size_t ng, const char *want, size_t nw,
+                             const char *tol);
+
 /* Creates a pool on loop: slots from cfg->sandbox_slots (0 = number of cores), the language
  * table from cfg->languages_file (NULL/"" or unreadable default path = the built-in copy of
  * deploy/languages.json). cfg may be NULL (all defaults; ARBITER_SANDBOX_SLOTS and
