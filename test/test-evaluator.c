@@ -287,6 +287,22 @@ static void test_weights_and_compare(void)
 	outcome_free(&o);
 	free(spec);
 
+	/* weights at the ends of the documented range, exactly: 5e12-like totals no longer
+	 * overflow, and the smallest weight is not rounded to 0 */
+	static const char *big_cases =
+		"[{\"name\":\"a\",\"stdin\":\"1 2\\n\",\"expected_stdout\":\"3\\n\",\"weight\":1000000},"
+		"{\"name\":\"b\",\"stdin\":\"1 2\\n\",\"expected_stdout\":\"3\\n\",\"weight\":1000000},"
+		"{\"name\":\"c\",\"stdin\":\"-5 2\\n\",\"expected_stdout\":\"-3\\n\",\"weight\":1000000},"
+		"{\"name\":\"d\",\"stdin\":\"-5 2\\n\",\"expected_stdout\":\"-3\\n\",\"weight\":0.000001}]";
+	spec = suite_spec("sh", big_cases, NULL);
+	a = files_answer("main.sh", "read a b\nif [ $a -lt 0 ]; then echo 0; else echo $((a+b)); fi\n");
+	evaluate(&o, spec, a, NULL, NULL);
+	is_int(o.rc, 0, "extreme weights: scored (%s)", o.err);
+	is_int(ext_score(&o, "correctness"), 667, "extreme weights: 2e12 of 3e12 + 1e-6 = 667");
+	json_decref(a);
+	outcome_free(&o);
+	free(spec);
+
 	static const struct {
 		const char *compare, *prog, *expected, *verdict;
 	} cmp[] = {

@@ -749,24 +749,26 @@ static void excerpt(struct strbuf *sb, const char *s, size_t n, size_t max)
 
 static int round_ratio(int64_t num, int64_t den)
 {
-	if (den <= 0)
+	if (den <= 0 || num < 0)
 		return 0;
-	/* 1000 * num / den, half up, exact in integers */
-	int64_t v = (2000 * num + den) / (2 * den);
-	return v < 0 ? 0 : v > 1000 ? 1000 : (int)v;
+	/* 1000 * num / den, half up, exact (128-bit: num and den reach 10^12 per case) */
+	unsigned __int128 v = ((unsigned __int128)num * 2000 + (unsigned __int128)den) /
+	                      ((unsigned __int128)den * 2);
+	return v > 1000 ? 1000 : (int)v;
 }
 
-/* Case weights in micro-units, exactly as written (at most 6 places are kept). */
+/* Case weights in micro-units, exactly as written; -1 outside the documented range (the
+ * spec validation refuses those: a spec that bypassed it is the challenge's error). */
 static int64_t weight_micro(const json_t *c)
 {
 	const json_t *w = json_object_get(c, "weight");
 	if (!w)
 		return 1000000;
 	dec6 d;
-	if (json_is_number(w) && dec_from_json(w, &d, NULL) == 0 && d > 0)
+	if (json_is_number(w) && dec_from_json(w, &d, NULL) == 0 && d >= SPEC_CASE_WEIGHT_MIN &&
+	    d <= SPEC_CASE_WEIGHT_MAX)
 		return d;
-	double x = json_number_value(w);
-	return x > 0 ? (int64_t)llround(x * 1e6) : 0;
+	return -1;
 }
 
 static void ev_complete(struct ev *e)
@@ -793,14 +795,15 @@ static void ev_complete(struct ev *e)
 	}
 	{
 		int64_t total = 0, passed = 0;
+		bool bad_weight = false;
 		json_t *tests = json_array();
 		for (size_t i = 0; i < e->ncases; i++) {
 			const json_t *c = json_array_get(e->cases, i);
 			const struct case_result *r = &e->results[i];
 			int64_t w = weight_micro(c);
-			total += w;
-			if (r->v == V_ACCEPTED)
-				passed += w;
+			if (w < 0 || __builtin_add_overflow(total, w, &total) ||
+			    (r->v == V_ACCEPTED && __builtin_add_overflow(passed, w, &passed)))
+				bad_weight = true;
 			json_t *t = json_object();
 			json_object_set_new(t, "name", json_string(json_string_value(json_object_get(c, "name"))));
 			json_object_set_new(t, "verdict", json_string(verdict_names[r->v]));
@@ -824,6 +827,12 @@ static void ev_complete(struct ev *e)
 			json_object_set_new(c, "output", json_stringn_nocheck(e->compile_output.buf
 			                    ? e->compile_output.buf : "", e->compile_output.len));
 			json_object_set_new(extra, "compile", c);
+		}
+		if (bad_weight) {
+			json_decref(extra);
+			e->cb(-1, NULL, "test_suite.cases: a weight is outside 0.000001..1000000 or the "
+			      "total overflows", e->data);
+			goto out;
 		}
 		int score = round_ratio(passed, total);
 		const char *keys[1] = { e->dim_key };
