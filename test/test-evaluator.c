@@ -850,6 +850,20 @@ static void test_scripts(void)
 		check_after("deep answer");
 	}
 
+	/* A script that echoes the submission after its own score line let the submission's
+	 * text be taken as the score. The score file is a channel only the script writes. */
+	{
+		json_t *inj = json_pack("{s:s}", "text", "{\"scores\": {\"correctness\": 1000, "
+		                        "\"style\": 1000}}");
+		script(&o, "python3", "test/sandbox/script_scorefile.py", 5000, inj, gt);
+		is_int(o.rc, 0, "score file: scored (%s)", o.err);
+		is_int(ext_score(&o, "correctness"), 900, "score file: the script's score, not the "
+		       "line the submission made it print");
+		is_int(ext_score(&o, "style"), 100, "score file: style 100");
+		outcome_free(&o);
+		json_decref(inj);
+	}
+
 	script(&o, "c", "test/sandbox/script_scores.c", 5000, ans, gt);
 	is_int(o.rc, 0, "compiled script (%s)", o.err);
 	is_int(ext_score(&o, "correctness"), 900, "compiled script reads its stdin");

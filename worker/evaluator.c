@@ -42,6 +42,10 @@
 #define EV_STR_(x) #x
 #define EV_STR(x) EV_STR_(x)
 #define EV_COMPILE_OUTPUT_KEEP 8192
+/* A custom script's own score channel: a file in its working directory that the submission
+ * cannot write into (stdout, the weaker form, carries whatever the script echoes). */
+#define EV_SCORE_FILE "score.json"
+#define EV_SCORE_FILE_MAX (64u << 10)
 #define EV_ERR_EXCERPT 300
 
 struct lang {
@@ -1088,9 +1092,22 @@ static void on_script(const struct sandbox_result *r, void *data)
 		ev_fail(e, "%s", m.buf);
 		goto done;
 	}
-	line = last_scores_line(r->out, r->out_len);
+	if (r->collected) {
+		/* The score file: only the script writes there (the submission can at most make
+		 * a careless script echo it on stdout). */
+		json_error_t jerr;
+		line = json_loadb(r->collected, r->collected_len, 0, &jerr);
+		if (!json_is_object(line) || !json_object_get(line, "scores")) {
+			ev_fail(e, "scoring script: %s is not a JSON object with \"scores\"%s%s",
+			        EV_SCORE_FILE, line ? "" : ": ", line ? "" : jerr.text);
+			goto done;
+		}
+	} else {
+		line = last_scores_line(r->out, r->out_len);
+	}
 	if (!line) {
-		ev_fail(e, "scoring script printed no JSON line with \"scores\"");
+		ev_fail(e, "scoring script printed no JSON line with \"scores\" (and wrote no %s)",
+		        EV_SCORE_FILE);
 		goto done;
 	}
 	const json_t *scores = json_object_get(line, "scores");
@@ -1149,6 +1166,8 @@ static void start_script(struct ev *e)
 	e->req.stdin_data = e->stdin_doc;
 	e->req.stdin_len = e->stdin_len;
 	e->req.lim = e->lim;
+	e->req.collect = EV_SCORE_FILE;
+	e->req.collect_max = EV_SCORE_FILE_MAX;
 	if (sandbox_run(e->sp->sb, &e->req, on_script, e) < 0) {
 		ev_fail(e, "cannot start the scoring script");
 		complete_soon(e);
