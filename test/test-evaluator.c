@@ -561,6 +561,40 @@ static void test_regressions(void)
 	is_str(verdict_n(&o, 0), "runtime_error", "unexecutable binary: runtime_error");
 	outcome_free(&o);
 
+	/* #include of a host file echoed it into compile.output (/proc/cmdline: the host's boot
+	 * command line): diagnostics are bounded to the files of the run */
+	{
+		char host[256] = "";
+		FILE *f = fopen("/proc/cmdline", "r");
+		if (f) {
+			if (!fgets(host, 40, f))
+				host[0] = 0;
+			fclose(f);
+		}
+		host[strcspn(host, " \n")] = 0;
+		static const char *const inc[] = { "/proc/cmdline", "/etc/ld.so.conf" };
+		for (size_t i = 0; i < 2; i++) {
+			char src[256];
+			snprintf(src, sizeof src, "#include \"%s\"\nint main(void) { return 0; }\n", inc[i]);
+			json_t *cs = json_pack("[{s:s,s:s,s:s}]", "name", "c", "stdin", "", "expected_stdout", "");
+			char *ct = json_dumps(cs, JSON_COMPACT);
+			char *sp = suite_spec("c", ct, NULL);
+			json_t *an = files_answer("main.c", src);
+			evaluate(&o, sp, an, NULL, NULL);
+			const char *co = json_string_value(json_object_get(json_object_get(o.extra, "compile"),
+			                                                   "output"));
+			is_str(verdict_n(&o, 0), "compilation_error", "#include %s: compilation_error", inc[i]);
+			ok(co && (!host[0] || !strstr(co, host)) && !strstr(co, "ld.so.conf.d"),
+			   "#include %s: nothing of the host file in compile.output (%s)",
+			   inc[i], co ? co : "");
+			outcome_free(&o);
+			json_decref(an);
+			json_decref(cs);
+			free(ct);
+			free(sp);
+		}
+	}
+
 	/* a tiny source with a huge program: refused, not held in the worker */
 	one(&o, "c", "main.c", "test/sandbox/bigartifact.c", "", "\n", NULL);
 	is_str(verdict_n(&o, 0), "compilation_error", "20 MiB program: compilation_error");

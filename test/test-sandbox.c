@@ -188,7 +188,7 @@ static void test_filesystem(void)
 static void test_network(void)
 {
 	struct got g;
-	sh(&g, "cat /proc/net/dev | tail -n +3 | wc -l; "
+	sh(&g, "cat /proc/self/net/dev | tail -n +3 | wc -l; "
 	       "python3 -c 'import socket; socket.socket()' 2>&1 | tail -1", NULL, small);
 	ok(g.out && !strncmp(g.out, "1\n", 2), "net: only one interface (lo) in the namespace");
 	ok(strstr(g.out, "Permission denied") != NULL, "net: socket() refused by seccomp");
@@ -243,6 +243,31 @@ static void test_proc(void)
 	ok(!strstr(g.out, " 1 ") && strncmp(g.out, "1 ", 2), "proc: PID 1 (root) is hidden");
 	ok(strstr(g.out, "\n2\n") != NULL, "proc: the command is PID 2 of its own namespace");
 	is_int(strays(), 0, "proc: no stray process");
+	got_free(&g);
+}
+
+/* Small leaks: /proc/self/cgroup showed the host's cgroup paths, /proc held the host's
+ * cmdline (echoed by a compiler into compile.output) and a writable /proc/pressure. */
+static void test_small_leaks(void)
+{
+	struct got g;
+	sh(&g, "cat /proc/self/cgroup; echo ---; ls /proc | grep -v '^[0-9]' | tr '\\n' ' '; echo; "
+	       "cat /proc/cmdline >/dev/null 2>&1 && echo CMDLINE; "
+	       "echo 'some 1 10' 2>/dev/null > /proc/pressure/memory && echo PRESSURE; "
+	       "ls /proc/pressure >/dev/null 2>&1 && echo SEE-PRESSURE; true", NULL, small);
+	ok(!g.r.internal_error && g.r.exit_code == 0, "leaks: ran (%s)", g.r.error);
+	char *sep = strstr(g.out, "---");
+	bool only_root = sep != NULL;
+	for (char *l = g.out; l && l < sep; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char *nl = strchr(l, '\n');
+		if (nl && (nl - l < 2 || nl[-1] != '/' || nl[-2] != ':'))
+			only_root = false;
+	}
+	ok(only_root, "leaks: /proc/self/cgroup shows no host path (%.300s)", g.out);
+	ok(!strstr(g.out, "CMDLINE") && !strstr(g.out, "cmdline"), "leaks: no /proc/cmdline");
+	ok(!strstr(g.out, "PRESSURE") && !strstr(g.out, "pressure"), "leaks: no /proc/pressure");
+	ok(sep && !strstr(sep, "kcore") && !strstr(sep, "sys "), "leaks: /proc holds the processes "
+	   "only (%.200s)", sep ? sep : "");
 	got_free(&g);
 }
 
@@ -771,7 +796,7 @@ static void test_cross_run(void)
 		"    print('nothing')\n";
 	static const char pb[] =
 		"import socket\n"
-		"print(len(open('/proc/net/unix').read().splitlines()) - 1, 'sockets')\n"
+		"print(len(open('/proc/self/net/unix').read().splitlines()) - 1, 'sockets')\n"
 		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
 		"try:\n"
 		"    a.sendto(b'hello', b'\\0arbiter-cross-run')\n"
@@ -931,6 +956,7 @@ int main(void)
 	test_stdin_and_exit();
 	test_collect();
 	test_limits();
+	test_small_leaks();
 	test_slots();
 	test_memory_figure();
 	test_many_inodes();

@@ -898,6 +898,59 @@ static void after_compile(struct ev *e)
 	}
 }
 
+/* Appends the compiler's output in[0..n) to o, bounded to the files of the run: a
+ * diagnostic located in any other file ("/proc/cmdline:1:1: error: ...", followed by the
+ * compiler's excerpt of that file) would echo host data, so it is replaced by one line
+ * naming the file. */
+static void compile_output_add(const struct ev *e, struct strbuf *o, const char *in, size_t n)
+{
+	bool suppress = false;
+	size_t i = 0;
+	while (i < n) {
+		size_t end = i;
+		while (end < n && in[end] != '\n')
+			end++;
+		size_t len = end - i + (end < n);
+		const char *l = in + i;
+		/* a location prefix: path:digits: */
+		size_t c = 0;
+		while (c < end - i && l[c] != ':' && l[c] != ' ' && l[c] != '\t')
+			c++;
+		size_t d = c + 1;
+		while (d < end - i && l[d] >= '0' && l[d] <= '9')
+			d++;
+		bool located = c > 0 && c < end - i && l[c] == ':' && d > c + 1 && d < end - i &&
+		               l[d] == ':';
+		if (located) {
+			const char *p = l;
+			size_t pl = c;
+			if (pl > 2 && !strncmp(p, "./", 2))
+				p += 2, pl -= 2;
+			else if (pl > 6 && !strncmp(p, "/work/", 6))
+				p += 6, pl -= 6;
+			bool ours = p[0] == '<';   /* <built-in>, <command-line> */
+			for (size_t k = 0; k < e->nfiles && !ours; k++)
+				ours = strlen(e->files[k].path) == pl && !memcmp(e->files[k].path, p, pl);
+			if (!ours) {
+				if (!suppress)
+					strbuf_addf(o, "%.*s: [a message about a file outside the submission, "
+					            "omitted]\n", (int)(c > 200 ? 200 : c), l);
+				suppress = true;
+				i += len;
+				continue;
+			}
+			suppress = false;
+		} else if (suppress && (l[0] == ' ' || l[0] == '\t')) {
+			i += len;   /* the compiler's excerpt of that file */
+			continue;
+		} else {
+			suppress = false;
+		}
+		strbuf_add(o, l, len);
+		i += len;
+	}
+}
+
 static void on_compiled(const struct sandbox_result *r, void *data)
 {
 	struct ev *e = data;
@@ -909,13 +962,13 @@ static void on_compiled(const struct sandbox_result *r, void *data)
 	/* keep the compiler's output (stderr, then stdout), truncated */
 	struct strbuf *o = &e->compile_output;
 	strbuf_add(o, "", 0);
-	size_t room = EV_COMPILE_OUTPUT_KEEP;
-	size_t a = r->err_len < room ? r->err_len : room;
-	strbuf_add(o, r->err, a);
-	room -= a;
-	size_t b = r->out_len < room ? r->out_len : room;
-	strbuf_add(o, r->out, b);
-	bool truncated = a + b < r->err_len + r->out_len;
+	compile_output_add(e, o, r->err, r->err_len);
+	compile_output_add(e, o, r->out, r->out_len);
+	bool truncated = o->len > EV_COMPILE_OUTPUT_KEEP;
+	if (truncated) {
+		o->len = EV_COMPILE_OUTPUT_KEEP;
+		o->buf[o->len] = 0;
+	}
 	const char *why = NULL;
 	if (r->wall_exceeded || r->cpu_exceeded)
 		why = "compilation time limit exceeded";

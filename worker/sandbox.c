@@ -678,6 +678,9 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 		close(join1);
 	if (join2 >= 0)
 		close(join2);
+	/* A cgroup namespace rooted at the run's own cgroups: /proc/self/cgroup shows "/", not
+	 * the host's paths (best effort: kernels before 4.6 have none). */
+	(void)unshare(CLONE_NEWCGROUP);
 
 	if (sb->clone_flags & CLONE_NEWUTS)
 		(void)sethostname("sandbox", 7);   /* not the host's name */
@@ -749,7 +752,11 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	}
 
 	st->stage = ST_PROC;
-	if (mount("proc", sb->stage_proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
+	/* subset=pid (5.8+): only the processes, none of the host's files (cmdline, kcore,
+	 * pressure, sys, ...); older kernels get the processes with hidepid alone. */
+	if (mount("proc", sb->stage_proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	          "hidepid=2,subset=pid") < 0 &&
+	    mount("proc", sb->stage_proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
 		child_fail(st, ST_PROC, 0);
 
 	st->stage = ST_TMP;
