@@ -45,6 +45,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/statfs.h>
 #include <sys/sysinfo.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
@@ -78,6 +79,9 @@ struct sb_clone_args {
 		set_tid, set_tid_size, cgroup;
 };
 
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
 #define SB_STAGE "/tmp"               /* where init mounts the new root before pivot_root */
 #define SB_DEFAULT_UID_BASE 2000000000u
 #define SB_UID_BLOCK 64u               /* uids are allocated to pools in blocks of this many */
@@ -190,8 +194,9 @@ struct sandbox {
 	char *stage_dev, *stage_proc, *stage_tmp, *stage_work;
 	rlim_t hard[RLIM_NLIMITS];      /* our own hard limits: a child cannot raise them */
 	uint64_t data_floor;            /* smallest RLIMIT_DATA backstop with a memory cgroup */
-	char cg_why[1024];              /* why there is no memory cgroup (for the start-up error) */
-	char describe[256];
+	char cg_why[1024];
+	char cg_where[256];             /* " below ..." for describe */              /* why there is no memory cgroup (for the start-up error) */
+	char describe[640];
 };
 
 /* ---- one run ------------------------------------------------------------------------ */
@@ -1608,19 +1613,21 @@ static bool cg_only_us(const char *dir)
 /* cgroup v2: the slots live below our own cgroup when it is delegated to us (we are its
  * only process: we move into a leaf so that the "no internal processes" rule lets us
  * enable memory+pids for children), else below the root of the hierarchy. */
-static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
+static int cg_setup_v2_at(struct sandbox *sb, const char *mnt, const char *self, char *why,
+                          size_t n)
 {
-	char *mnt = cg_mount(NULL), *self = cg_self_path(NULL);
 	int rc = -1;
 	char parent[PATH_MAX], path[PATH_MAX + 64];
-	if (!mnt || !self) {
-		snprintf(why, n, "no cgroup2 hierarchy");
-		goto out;
-	}
 	snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(self, "/") ? self : "");
 	snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
+	/* Ours when we are its only process: a delegated service (Delegate=yes), or the root of
+	 * a container's own cgroup namespace, which is not the hierarchy's real root (that one
+	 * has no cgroup.type). */
+	snprintf(path + strlen(path) - strlen("cgroup.controllers"), 32, "cgroup.type");
+	bool real_root = access(path, F_OK) != 0;
+	snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
 	bool own_ok = file_has_word(path, "memory") && file_has_word(path, "pids") &&
-	              strcmp(self, "/") && cg_only_us(parent);
+	              (strcmp(self, "/") || !real_root) && cg_only_us(parent);
 	if (own_ok) {
 		snprintf(path, sizeof path, "%s/cgroup.subtree_control", parent);
 		if (write_file(path, "+memory +pids") < 0 && errno == EBUSY) {
@@ -1674,8 +1681,67 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 	}
 	sb->cg = CG_V2;
 	sb->cg_mem = sb->cg_pids = sb->cg_cpu = true;
+	snprintf(sb->cg_where, sizeof sb->cg_where, " below %s%.200s", own_ok ? "our own cgroup " : "the root ",
+	         own_ok ? self : mnt);
 	rc = 0;
 out:
+	return rc;
+}
+
+/* The directory our own cgroup2 mount goes to when we make one (see cg_setup_v2). */
+static void cg_own_mount_dir(char *buf, size_t n)
+{
+	const char *dir = getenv("ARBITER_SANDBOX_LOCK_DIR");
+	snprintf(buf, n, "%s/cgroup2", dir && *dir ? dir : SB_DEFAULT_LOCK_DIR);
+}
+
+/* cgroup v2: below the cgroup2 mount we find; failing that (a container's cgroup mount is
+ * read-only, or its mountinfo root is not "/"), below a cgroup2 mount of our own, which
+ * needs CAP_SYS_ADMIN and is private to our mount namespace: in a container with its own
+ * cgroup namespace, its root is the container's cgroup, and as its only process we move to a
+ * leaf and delegate memory+pids to the slots ourselves. */
+static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
+{
+	char *mnt = cg_mount(NULL), *self = cg_self_path(NULL);
+	int rc = -1;
+	if (mnt && self)
+		rc = cg_setup_v2_at(sb, mnt, self, why, n);
+	else
+		snprintf(why, n, "no cgroup2 hierarchy mounted");
+	const char *off = getenv("ARBITER_SANDBOX_CGROUP_MOUNT");
+	if (rc < 0 && self && !(off && !strcmp(off, "no"))) {
+		char own[PATH_MAX], why2[512];
+		cg_own_mount_dir(own, sizeof own);
+		struct statfs fs;
+		bool mounted = statfs(own, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+		bool ours = false;
+		(void)mkdir(SB_DEFAULT_LOCK_DIR, 0700);
+		if (!mounted && (mkdir(own, 0700) == 0 || errno == EEXIST) &&
+		    mount("cgroup2", own, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
+			mounted = ours = true;
+		if (mounted) {
+			for (int i = 0; sb->slots && i < sb->nslots; i++)
+				slot_close_cg(sb, &sb->slots[i]);
+			char **b = &sb->cg_base_v2;
+			if (*b)
+				(void)rmdir(*b);
+			free(*b);
+			*b = NULL;
+			if (sb->cg_lock[2] >= 0)
+				close(sb->cg_lock[2]);
+			sb->cg_lock[2] = -1;
+			rc = cg_setup_v2_at(sb, own, self, why2, sizeof why2);
+			if (rc == 0)
+				LOGI(NULL, NULL, "sandbox: cgroup v2 through our own mount at %s", own);
+			else
+				snprintf(why + strlen(why), n - strlen(why), "; our own cgroup2 mount: %.200s", why2);
+			if (rc < 0 && ours)
+				(void)umount2(own, MNT_DETACH);   /* nothing to gain from it: leave no trace */
+		} else {
+			snprintf(why + strlen(why), n - strlen(why), "; cannot mount cgroup2 at %.200s: %s",
+			         own, strerror(errno));
+		}
+	}
 	free(mnt);
 	free(self);
 	return rc;
@@ -2675,7 +2741,7 @@ static uint32_t uid_allocate(struct sandbox *sb, uint32_t base, bool randomize, 
 static void describe(struct sandbox *sb)
 {
 	char ns[64];
-	snprintf(ns, sizeof ns, "pid,mnt%s%s,net", (sb->clone_flags & CLONE_NEWIPC) ? ",ipc" : "",
+	snprintf(ns, sizeof ns, "pid,mnt%s%s,net,cgroup", (sb->clone_flags & CLONE_NEWIPC) ? ",ipc" : "",
 	         (sb->clone_flags & CLONE_NEWUTS) ? ",uts" : "");
 	const char *cg = sb->cg == CG_V2 ? "cgroup v2 memory+pids" :
 	                 sb->cg == CG_V1 ? (sb->cg_mem && sb->cg_pids ? (sb->cg_cpu ? "cgroup v1 memory+pids+cpuacct"
@@ -2683,8 +2749,8 @@ static void describe(struct sandbox *sb)
 	                                    sb->cg_mem ? "cgroup v1 memory, NPROC rlimit" :
 	                                                 "cgroup v1 pids, DATA rlimit") :
 	                 "rlimits only (no cgroups)";
-	snprintf(sb->describe, sizeof sb->describe, "%d slots; %s namespaces; %s; %s", sb->nslots, ns,
-	         cg, sb->seccomp.filter ? "seccomp filter" : "NO seccomp filter");
+	snprintf(sb->describe, sizeof sb->describe, "%d slots; %s namespaces; %s%s; %s", sb->nslots, ns,
+	         cg, sb->cg == CG_V2 ? sb->cg_where : "", sb->seccomp.filter ? "seccomp filter" : "NO seccomp filter");
 }
 
 int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **out,
