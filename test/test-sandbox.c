@@ -90,7 +90,11 @@ static void sh(struct got *g, const char *script, const char *in, struct sandbox
 	run(g, argv, NULL, 0, in, lim);
 }
 
-static const struct sandbox_limits small = {
+/* ARBITER_TEST_SLOW (default 1): time limits and waits are this many times longer, for a
+ * slow machine (the emulated cgroup-v2 guest of test/guest/); never a weaker check. */
+static unsigned slow = 1;
+
+static struct sandbox_limits small = {
 	.cpu_ms = 2000, .wall_ms = 5000, .memory_bytes = 128u << 20, .processes = 16,
 	.output_bytes = 1u << 20, .file_bytes = 16u << 20, .open_files = 64,
 };
@@ -277,7 +281,7 @@ static void test_limits(void)
 	struct got g;
 	struct sandbox_limits lim = small;
 	lim.cpu_ms = 300;
-	lim.wall_ms = 3000;
+	lim.wall_ms = 3000 * slow;
 	sh(&g, "while :; do :; done", NULL, lim);
 	ok(g.r.cpu_exceeded || g.r.wall_exceeded, "cpu loop: time limit");
 	ok(g.r.cpu_ms >= 250, "cpu loop: cpu_ms %llu counted", (unsigned long long)g.r.cpu_ms);
@@ -287,7 +291,7 @@ static void test_limits(void)
 	lim.wall_ms = 500;
 	sh(&g, "sleep 5", NULL, lim);
 	ok(g.r.wall_exceeded, "sleep: wall limit");
-	ok(g.r.wall_ms >= 500 && g.r.wall_ms < 2500, "sleep: wall_ms %llu",
+	ok(g.r.wall_ms >= 500 && g.r.wall_ms < 2500 * slow, "sleep: wall_ms %llu",
 	   (unsigned long long)g.r.wall_ms);
 	ok(g.r.end == SANDBOX_SIGNALED && g.r.signal == SIGKILL, "sleep: killed");
 	is_int(strays(), 0, "sleep: no stray process");
@@ -849,7 +853,7 @@ static void test_cross_run(void)
 static uv_check_t busy_check;
 static void block_loop_now(uv_check_t *c)
 {
-	uint64_t until = uv_hrtime() + 600000000u;   /* 600 ms of "other work", after a poll */
+	uint64_t until = uv_hrtime() + 600000000u * slow;   /* 600 ms of "other work", after a poll */
 	while (uv_hrtime() < until)
 		;
 	uv_close((uv_handle_t *)c, NULL);
@@ -865,19 +869,21 @@ static void test_busy_loop(void)
 {
 	struct got g;
 	memset(&g, 0, sizeof g);
-	static const char *const argv[] = { "/bin/sh", "-c", "sleep 0.4; echo done", NULL };
+	char cmd[64];
+	snprintf(cmd, sizeof cmd, "sleep %u.%u; echo done", 4 * slow / 10, 4 * slow % 10);
+	const char *const argv[] = { "/bin/sh", "-c", cmd, NULL };
 	struct sandbox_req req = { 0 };
 	req.argv = argv;
 	req.lim = small;
-	req.lim.wall_ms = 700;
+	req.lim.wall_ms = 700 * slow;
 	ok(sandbox_run(sb, &req, on_run, &g) == 0, "busy loop: started");
 	uv_timer_t t;
 	uv_timer_init(&loop, &t);
-	uv_timer_start(&t, block_loop, 200, 0);   /* busy from 200 to 800 ms: past the limit */
+	uv_timer_start(&t, block_loop, 200 * slow, 0);   /* busy from 200 to 800 ms: past the limit */
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ok(!g.r.wall_exceeded && g.r.exit_code == 0, "busy loop: a command that ended in time is "
 	   "not over the wall limit (exit %d, signal %d)", g.r.exit_code, g.r.signal);
-	ok(g.r.wall_ms >= 400 && g.r.wall_ms < 700, "busy loop: wall_ms %llu is the command's",
+	ok(g.r.wall_ms >= 400 * slow && g.r.wall_ms < 700 * slow, "busy loop: wall_ms %llu is the command's",
 	   (unsigned long long)g.r.wall_ms);
 	is_str(g.out ? g.out : "", "done\n", "busy loop: output kept");
 	got_free(&g);
@@ -940,6 +946,11 @@ int main(void)
 	log_setup(LOG_WARN, "test-sandbox");
 	uv_loop_init(&loop);
 	char err[512];
+	const char *sl = getenv("ARBITER_TEST_SLOW");
+	if (sl && atoi(sl) > 1)
+		slow = (unsigned)atoi(sl);
+	small.cpu_ms *= slow;
+	small.wall_ms *= slow;
 	uid_base = 2000000000ul + (unsigned long)(getpid() % 65536) * 64;
 	struct sandbox_opts o = { .slots = 2, .uid_base = (uint32_t)uid_base };
 	if (sandbox_new(&loop, &o, &sb, err, sizeof err) < 0) {
