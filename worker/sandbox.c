@@ -1619,6 +1619,11 @@ static int cg_setup_v2_at(struct sandbox *sb, const char *mnt, const char *self,
 	int rc = -1;
 	char parent[PATH_MAX], path[PATH_MAX + 64];
 	snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(self, "/") ? self : "");
+	/* An earlier pool of this process moved us to our leaf: the delegated cgroup is its
+	 * parent (without this, every further pool would nest one level deeper). */
+	size_t pl = strlen(parent), ll = strlen("/arbiter-worker");
+	if (pl > ll && !strcmp(parent + pl - ll, "/arbiter-worker"))
+		parent[pl - ll] = 0;
 	snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
 	/* Ours when we are its only process: a delegated service (Delegate=yes), or the root of
 	 * a container's own cgroup namespace, which is not the hierarchy's real root (that one
@@ -2017,6 +2022,27 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
 	maybe_finish(r);
 }
 
+/* CPU time (µs) of process pid itself (not its children), from /proc; 0 if unknown. */
+static uint64_t proc_cpu_us(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');   /* the command name may hold spaces */
+	unsigned long long ut = 0, st = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	return hz > 0 ? (ut + st) * 1000000ull / (uint64_t)hz : 0;
+}
+
 /* The CPU limit on the whole tree: RLIMIT_CPU is per process, and children nobody waits
  * for never reach init's accounting, so the cgroup's figure is checked as the run goes. */
 static void on_cpu_timer(uv_timer_t *t)
@@ -2026,7 +2052,9 @@ static void on_cpu_timer(uv_timer_t *t)
 		uv_timer_stop(t);
 		return;
 	}
-	if (slot_cpu_us(r->sb, r->slot) / 1000 > r->req.lim.cpu_ms) {
+	/* the run's time, as run_finish counts it: the cgroup's minus init's own */
+	uint64_t used = slot_cpu_us(r->sb, r->slot), init = proc_cpu_us(r->pid);
+	if ((used > init ? used - init : 0) / 1000 > r->req.lim.cpu_ms) {
 		uv_timer_stop(t);
 		r->res.cpu_exceeded = true;
 		run_kill(r);
