@@ -527,9 +527,13 @@ static void test_unsafe_memory(void)
  * removed, and every later run failed. A pool whose directory lock is held is alive. */
 static void test_stale_cleanup(void)
 {
-	char cmd[256], parent[1024] = "";
+	char cmd[512], parent[1024] = "";
+	/* the memory hierarchy first: on a shared v1 host its parent is more likely ours alone
+	 * (another process's cleanup with the old rule would take the foreign pool for dead) */
 	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
-	         "'arbiter-sandbox-%d-*' 2>/dev/null | head -1", (int)getpid());
+	         "'arbiter-sandbox-%d-*' 2>/dev/null | sort -t/ -k5 | grep -m1 /memory/ || "
+	         "find /sys/fs/cgroup -maxdepth 6 -type d -name 'arbiter-sandbox-%d-*' | head -1",
+	         (int)getpid(), (int)getpid());
 	FILE *p = popen(cmd, "r");
 	if (p) {
 		if (!fgets(parent, sizeof parent, p))
