@@ -78,7 +78,7 @@ struct outcome {
 	int rc;
 	char err[512];
 	json_t *extra;          /* copy */
-	json_t *warnings;       /* copy */
+	json_t *warnings;       /* copy of ext->warnings, or NULL */
 	size_t n;
 	char keys[16][33];
 	int scores[16];
@@ -890,9 +890,22 @@ static void test_scripts(void)
 		{ "test/sandbox/script_crash.py", "crash", 5000 },
 		{ "test/sandbox/script_timeout.py", "timed out", 1000 },
 		{ "test/sandbox/script_nojson.py", "no JSON", 5000 },
-		{ "test/sandbox/script_range.py", "out of range", 5000 },
 		{ "test/sandbox/script_string.py", "0..1000", 5000 },
 	};
+	/* Out of range: clamped with a warning that quotes the number as written (spec v2). */
+	script(&o, "python3", "test/sandbox/script_range.py", 5000, ans, gt);
+	is_int(o.rc, 0, "out-of-range script: scored (%s)", o.err);
+	is_int(ext_score(&o, "correctness"), 1000, "out of range: 1001 clamped to 1000");
+	is_int(ext_score(&o, "style"), 0, "out of range: -0.4 clamped to 0");
+	{
+		char *w = o.warnings ? json_dumps(o.warnings, JSON_COMPACT) : NULL;
+		ok(w && strstr(w, "score 1001 is outside 0..1000 (clamped to 1000)") &&
+		   strstr(w, "score -0.4 is outside") && !strstr(w, "0.40000"),
+		   "out of range: warnings quote 1001 and -0.4 (%s)", w ? w : "none");
+		free(w);
+	}
+	outcome_free(&o);
+	check_after("test/sandbox/script_range.py");
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		script(&o, "python3", bad[i].path, bad[i].timeout, ans, gt);
 		is_int(o.rc, -1, "%s: internal_error", bad[i].path);
@@ -926,7 +939,7 @@ static void test_scripts(void)
 		script(&o, "python3", "test/sandbox/script_ok.py", 5000, dans, gt);
 		is_int(o.rc, 0, "answer nested 1500 deep: a result, not internal_error (%s)", o.err);
 		is_int((int)o.n, 0, "answer nested 1500 deep: no script score");
-		const char *w = json_string_value(json_array_get(o.warnings, 0));
+		const char *w = json_string_value(json_object_get(json_array_get(o.warnings, 0), "message"));
 		ok(w && strstr(w, "deeper than 64 levels"), "answer nested 1500 deep: says why (%s)",
 		   w ? w : "");
 		outcome_free(&o);
