@@ -527,13 +527,15 @@ static void test_unsafe_memory(void)
  * removed, and every later run failed. A pool whose directory lock is held is alive. */
 static void test_stale_cleanup(void)
 {
-	char cmd[512], parent[1024] = "";
+	char cmd[768], parent[1024] = "";
 	/* the memory hierarchy first: on a shared v1 host its parent is more likely ours alone
 	 * (another process's cleanup with the old rule would take the foreign pool for dead) */
-	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 6 -type d -name "
-	         "'arbiter-sandbox-%d-*' 2>/dev/null | sort -t/ -k5 | grep -m1 /memory/ || "
-	         "find /sys/fs/cgroup -maxdepth 6 -type d -name 'arbiter-sandbox-%d-*' | head -1",
-	         (int)getpid(), (int)getpid());
+	/* (the sandbox's own cgroup2 mount, in a container whose /sys/fs/cgroup is read-only) */
+	snprintf(cmd, sizeof cmd, "find /run/arbiter-sandbox/cgroup2 /sys/fs/cgroup -maxdepth 6 "
+	         "-type d -name 'arbiter-sandbox-%d-*' 2>/dev/null > /tmp/arbiter-pools-%d; "
+	         "grep -m1 ^/run/ /tmp/arbiter-pools-%d || grep -m1 /memory/ /tmp/arbiter-pools-%d || "
+	         "head -1 /tmp/arbiter-pools-%d; rm -f /tmp/arbiter-pools-%d", (int)getpid(),
+	         (int)getpid(), (int)getpid(), (int)getpid(), (int)getpid(), (int)getpid());
 	FILE *p = popen(cmd, "r");
 	if (p) {
 		if (!fgets(parent, sizeof parent, p))
