@@ -34,6 +34,7 @@
 #include "lanes.h"
 #include "pause.h"
 #include "rq.h"
+#include "rkeys.h"
 #include "util.h"
 
 #define STATUS_TIMEOUT_SECS 5
@@ -139,6 +140,14 @@ static redisContext *redis_open(const struct config *cfg, char *err, size_t errl
 
 	if (rq_url_parse(cfg->redis_url, &u, err, errlen) < 0)
 		return NULL;
+	if (u.tls || u.sentinel || u.cluster) {
+		/* This command uses a plain blocking hiredis connection. */
+		snprintf(err, errlen, "arbiter status does not speak %s yet: "
+		         "read the worker's /metrics (arbiter_stream_length, ...) instead",
+		         u.sentinel ? "Sentinel" : u.cluster ? "Cluster" : "TLS");
+		memset(&u, 0, sizeof(u));
+		return NULL;
+	}
 	c = u.path[0] ? redisConnectUnixWithTimeout(u.path, tv)
 	              : redisConnectWithTimeout(u.host, u.port, tv);
 	if (!c || c->err) {
@@ -196,12 +205,25 @@ static int redis_gather(const struct config *cfg, struct status *st)
 	if (!c)
 		goto out;
 
-	snprintf(jobs, sizeof(jobs), "%s:jobs", cfg->prefix);
-	snprintf(dead, sizeof(dead), "%s:dead", cfg->prefix);
-	snprintf(delayed, sizeof(delayed), "%s:delayed", cfg->prefix);
-	snprintf(group, sizeof(group), "%s-workers", cfg->prefix);
-	snprintf(paused, sizeof(paused), "%s" PAUSE_KEY_SUFFIX, cfg->prefix);
-	snprintf(bulk, sizeof(bulk), "%s" LANES_BULK_SUFFIX, cfg->prefix);
+	{
+		/* Key names: rkeys.h. */
+		struct rkeys k;
+		char kerr[256];
+		if (rkeys_init(&k, cfg->prefix, rkeys_style_for_url(cfg->redis_keys, cfg->redis_url), kerr, sizeof kerr) < 0) {
+			snprintf(st->redis_err, sizeof(st->redis_err), "%s", kerr);
+			goto out;
+		}
+		snprintf(jobs, sizeof(jobs), "%s", k.jobs);
+		snprintf(dead, sizeof(dead), "%s", k.dead);
+		snprintf(delayed, sizeof(delayed), "%s", k.delayed);
+		snprintf(group, sizeof(group), "%s", k.group);
+		/* The operator switches and the bulk lane (pause.h, lanes.h): the same base, the
+		 * bulk lane beside the jobs stream (one Cluster slot for the feeder's script). */
+		snprintf(paused, sizeof(paused), "%s" PAUSE_KEY_SUFFIX, k.base);
+		snprintf(pausedc, sizeof(pausedc), "%s" PAUSE_CHALLENGES_KEY_SUFFIX, k.base);
+		snprintf(bulk, sizeof(bulk), "%s" LANES_BULK_FROM_JOBS, k.jobs);
+		rkeys_free(&k);
+	}
 	{
 		const char *a[] = { "XLEN", bulk };
 		if (!(r = cmd(c, st, 2, a)))
@@ -209,7 +231,6 @@ static int redis_gather(const struct config *cfg, struct status *st)
 		st->bulk = r->integer;
 		freeReplyObject(r);
 	}
-	snprintf(pausedc, sizeof(pausedc), "%s" PAUSE_CHALLENGES_KEY_SUFFIX, cfg->prefix);
 
 	{
 		const char *a[] = { "GET", paused };
@@ -800,8 +821,17 @@ static int pause_resume(int argc, char **argv, bool resume)
 		return 1;
 	}
 	char key[512], ckey[512], now[32];
-	snprintf(key, sizeof key, "%s" PAUSE_KEY_SUFFIX, cfg.prefix);
-	snprintf(ckey, sizeof ckey, "%s" PAUSE_CHALLENGES_KEY_SUFFIX, cfg.prefix);
+	struct rkeys k;
+	if (rkeys_init(&k, cfg.prefix, rkeys_style_for_url(cfg.redis_keys, cfg.redis_url), err,
+	               sizeof err) < 0) {
+		config_report(cmdname, err);
+		redisFree(c);
+		config_free(&cfg);
+		return 2;
+	}
+	snprintf(key, sizeof key, "%s" PAUSE_KEY_SUFFIX, k.base);
+	snprintf(ckey, sizeof ckey, "%s" PAUSE_CHALLENGES_KEY_SUFFIX, k.base);
+	rkeys_free(&k);
 	snprintf(now, sizeof now, "%lld", now_ms());
 	redisReply *r;
 	if (!resume && !slug) {

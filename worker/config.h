@@ -39,6 +39,7 @@ struct config {
 	char *sandbox_cgroup;                         /* auto|none */
 	char *log_format;                             /* auto|json|text */
 	char *job_log_level;                          /* same|debug|info|warn|error */
+	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

@@ -27,6 +27,9 @@
 #include <uv.h>
 
 #define LANES_BULK_SUFFIX ":jobs:bulk"
+/* The bulk lane's name from the jobs stream's ("arbiter:jobs" → "arbiter:jobs:bulk"): the
+ * same hash tag, so the feeder's two keys share a Cluster slot. */
+#define LANES_BULK_FROM_JOBS ":bulk"
 #define LANES_FEED_MS 500
 
 struct rq;

@@ -206,9 +206,14 @@ struct opsctl *opsctl_new(struct worker *w)
 	uv_timer_init(w->loop, &o->trim);
 	o->trim.data = o;
 	uv_timer_start(&o->trim, trim_cb, 5000, DEAD_TRIM_MS);
-	o->pp = pause_poller_new(w->loop, w->rq_cmd, w->cfg->prefix, on_pause_changed, o);
+	/* The key base of rkeys.h ("arbiter" or "{arbiter}"): the jobs stream minus ":jobs". */
+	size_t n = strlen(w->k_jobs);
+	char *base = n > 5 && !strcmp(w->k_jobs + n - 5, ":jobs") ? xstrndup(w->k_jobs, n - 5)
+	                                                          : xstrdup(w->cfg->prefix);
+	o->pp = pause_poller_new(w->loop, w->rq_cmd, base, on_pause_changed, o);
+	free(base);
 	struct strbuf bulk = { 0 };
-	strbuf_addf(&bulk, "%s" LANES_BULK_SUFFIX, w->cfg->prefix);
+	strbuf_addf(&bulk, "%s" LANES_BULK_FROM_JOBS, w->k_jobs);
 	o->lanes = lanes_new(w->loop, w->rq_cmd, w->k_jobs, bulk.buf, w->k_group,
 	                     w->cfg->concurrency, w->cfg->bulk_share);
 	strbuf_free(&bulk);
