@@ -69,8 +69,10 @@ CREATE TABLE standings_agents (
 	w_losses   int NOT NULL DEFAULT 0,
 	w_best     int NULL,                     -- best score in the window
 	w_best_seq bigint NULL                   -- its earliest position
-);
-CREATE INDEX standings_agents_window_idx ON standings_agents (w_sum DESC, agent_id);
+) WITH (fillfactor = 50);
+-- No index on w_sum on purpose: every commit updates these rows, and without an
+-- index on the changing columns the updates stay HOT (no index writes, dead
+-- versions pruned on the page). The top-N leaderboard is a scan of this table.
 CREATE INDEX standings_agents_pending_idx ON standings_agents (agent_id) WHERE NOT ready;
 
 -- Window aggregates per agent x challenge, and the all-time best.
@@ -90,7 +92,7 @@ CREATE TABLE standings_agent_challenges (
 	best_submitted_at timestamptz NULL,         --   smallest (submitted_at, first_result_id)
 	best_first_id     bigint NULL,
 	PRIMARY KEY (agent_id, challenge_id)
-);
+) WITH (fillfactor = 50);
 CREATE INDEX standings_agent_challenges_best_idx ON standings_agent_challenges
 	(challenge_id, best_score DESC, best_submitted_at, best_first_id, agent_id);
 
@@ -116,7 +118,8 @@ $$;
 -- after the worker's own locks (agents, submissions), so concurrent commits
 -- cannot deadlock on them.
 CREATE FUNCTION standings_on_results() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+AS $$
 #variable_conflict use_column
 DECLARE
 	n      int;
@@ -127,31 +130,135 @@ DECLARE
 	f      standings_entries%ROWTYPE;
 	fb     record;
 	inwin  bool;
+	batch  standings_entries[];
+	added  standings_entries[];
+	all_first bool;
 BEGIN
 	SELECT window_size INTO n FROM standings_settings;
+	SELECT array_agg(ROW(x.submission_id, s.agent_id, m.challenge_id, 0, 0, x.id, x.id, x.eval_seq,
+	                     x.score, x.result, s.submitted_at)::standings_entries ORDER BY s.agent_id, x.id),
+	       bool_and(x.eval_seq = 1)
+	INTO batch, all_first
+	FROM new_results x JOIN submissions s ON s.id = x.submission_id JOIN matches m ON m.id = s.match_id;
+	IF batch IS NULL THEN
+		RETURN NULL;
+	END IF;
 
 	INSERT INTO standings_agents (agent_id)
-		SELECT DISTINCT s.agent_id FROM new_results x JOIN submissions s ON s.id = x.submission_id
-		ORDER BY 1 ON CONFLICT DO NOTHING;
+		SELECT DISTINCT u.agent_id FROM unnest(batch) u ORDER BY 1 ON CONFLICT DO NOTHING;
 	PERFORM 1 FROM standings_agents sa
-		WHERE sa.agent_id IN (SELECT s.agent_id FROM new_results x
-		                      JOIN submissions s ON s.id = x.submission_id)
+		WHERE sa.agent_id = ANY (ARRAY(SELECT u.agent_id FROM unnest(batch) u))
 		ORDER BY sa.agent_id FOR NO KEY UPDATE;
 	INSERT INTO standings_agent_challenges (agent_id, challenge_id)
-		SELECT DISTINCT s.agent_id, m.challenge_id FROM new_results x
-		JOIN submissions s ON s.id = x.submission_id JOIN matches m ON m.id = s.match_id
-		JOIN standings_agents sa ON sa.agent_id = s.agent_id AND sa.ready
+		SELECT DISTINCT u.agent_id, u.challenge_id FROM unnest(batch) u
+		JOIN standings_agents sa ON sa.agent_id = u.agent_id AND sa.ready
 		ORDER BY 1, 2 ON CONFLICT DO NOTHING;
 	PERFORM 1 FROM standings_agent_challenges sc
-		WHERE (sc.agent_id, sc.challenge_id) IN (SELECT s.agent_id, m.challenge_id FROM new_results x
-		      JOIN submissions s ON s.id = x.submission_id JOIN matches m ON m.id = s.match_id)
+		WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u)
 		ORDER BY sc.agent_id, sc.challenge_id FOR NO KEY UPDATE;
 
-	FOR r IN SELECT x.id, x.submission_id, x.eval_seq, x.score, x.result, s.agent_id,
-	                m.challenge_id, s.submitted_at
-	         FROM new_results x JOIN submissions s ON s.id = x.submission_id
-	         JOIN matches m ON m.id = s.match_id
-	         ORDER BY s.agent_id, x.id LOOP
+	IF all_first THEN
+		-- Only first evaluations (the worker's usual statement): the same arithmetic as the
+		-- loop below, set-based. The new tasks take the next positions; per agent (and per
+		-- agent x challenge) the positions (old tasks - N, new tasks - N] leave the window;
+		-- the window's best is kept unless it left, then re-read over the window.
+		WITH ins AS (
+			INSERT INTO standings_entries
+			SELECT u.submission_id, u.agent_id, u.challenge_id,
+			       a.tasks + row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id),
+			       c.tasks + row_number() OVER (PARTITION BY u.agent_id, u.challenge_id
+			                                    ORDER BY u.first_result_id),
+			       u.first_result_id, u.result_id, u.eval_seq, u.score, u.result, u.submitted_at
+			FROM unnest(batch) u
+			JOIN standings_agents a ON a.agent_id = u.agent_id AND a.ready
+			JOIN standings_agent_challenges c ON c.agent_id = u.agent_id AND c.challenge_id = u.challenge_id
+			RETURNING *)
+		SELECT array_agg(ROW(i.submission_id, i.agent_id, i.challenge_id, i.seq, i.cseq,
+		                     i.first_result_id, i.result_id, i.eval_seq, i.score, i.result,
+		                     i.submitted_at)::standings_entries)
+		INTO added FROM ins i;
+		IF added IS NULL THEN
+			RETURN NULL;
+		END IF;
+
+		UPDATE standings_agents t SET tasks = q.t_new, w_count = least(q.t_new, n),
+			w_sum = q.w_sum + q.add_s - coalesce(o.s, 0),
+			w_wins = q.w_wins + q.add_w - coalesce(o.w, 0),
+			w_draws = q.w_draws + q.add_d - coalesce(o.d, 0),
+			w_losses = q.w_losses + q.add_l - coalesce(o.l, 0),
+			w_best = CASE WHEN NOT q.keep THEN rb.score WHEN q.nb > q.ob THEN q.nb ELSE q.ob END,
+			w_best_seq = CASE WHEN NOT q.keep THEN rb.seq WHEN q.nb > q.ob THEN q.nbs ELSE q.obs END
+		FROM (SELECT d.*, a.w_sum, a.w_wins, a.w_draws, a.w_losses, a.w_best AS ob,
+		             a.w_best_seq AS obs, coalesce(a.w_best_seq > d.t_new - n AND d.m < n, false) AS keep
+		      FROM (SELECT u.agent_id, max(u.seq) AS t_new, count(*) AS m, sum(u.score) AS add_s,
+		                   count(*) FILTER (WHERE u.result = 'win') AS add_w,
+		                   count(*) FILTER (WHERE u.result = 'draw') AS add_d,
+		                   count(*) FILTER (WHERE u.result = 'loss') AS add_l,
+		                   (array_agg(u.score ORDER BY u.score DESC, u.seq))[1] AS nb,
+		                   (array_agg(u.seq ORDER BY u.score DESC, u.seq))[1] AS nbs
+		            FROM unnest(added) u GROUP BY u.agent_id) d
+		      JOIN standings_agents a ON a.agent_id = d.agent_id) q
+		LEFT JOIN LATERAL (SELECT sum(e.score) AS s, count(*) FILTER (WHERE e.result = 'win') AS w,
+		                          count(*) FILTER (WHERE e.result = 'draw') AS d,
+		                          count(*) FILTER (WHERE e.result = 'loss') AS l
+		                   FROM standings_entries e WHERE e.agent_id = q.agent_id
+		                   AND e.seq > q.t_new - q.m - n AND e.seq <= q.t_new - n) o ON true
+		LEFT JOIN LATERAL (SELECT e.score, e.seq FROM standings_entries e
+		                   WHERE NOT q.keep AND e.agent_id = q.agent_id AND e.seq > q.t_new - n
+		                   ORDER BY e.score DESC, e.seq LIMIT 1) rb ON true
+		WHERE t.agent_id = q.agent_id;
+
+		UPDATE standings_agent_challenges t SET tasks = q.t_new, w_count = least(q.t_new, n),
+			w_sum = q.w_sum + q.add_s - coalesce(o.s, 0),
+			w_wins = q.w_wins + q.add_w - coalesce(o.w, 0),
+			w_draws = q.w_draws + q.add_d - coalesce(o.d, 0),
+			w_losses = q.w_losses + q.add_l - coalesce(o.l, 0),
+			w_best = CASE WHEN NOT q.keep THEN rb.score WHEN q.nb > q.ob THEN q.nb ELSE q.ob END,
+			w_best_seq = CASE WHEN NOT q.keep THEN rb.cseq WHEN q.nb > q.ob THEN q.nbs ELSE q.obs END,
+			best_score = CASE WHEN q.better THEN q.bsc ELSE q.best_score END,
+			best_submission = CASE WHEN q.better THEN q.bsub ELSE q.best_submission END,
+			best_submitted_at = CASE WHEN q.better THEN q.bsat ELSE q.best_submitted_at END,
+			best_first_id = CASE WHEN q.better THEN q.bfid ELSE q.best_first_id END
+		FROM (SELECT d.*, c.w_sum, c.w_wins, c.w_draws, c.w_losses, c.w_best AS ob,
+		             c.w_best_seq AS obs, coalesce(c.w_best_seq > d.t_new - n AND d.m < n, false) AS keep,
+		             c.best_score, c.best_submission, c.best_submitted_at, c.best_first_id,
+		             coalesce(d.bsc > c.best_score OR (d.bsc = c.best_score
+		                      AND (d.bsat, d.bfid) < (c.best_submitted_at, c.best_first_id)), true) AS better
+		      FROM (SELECT u.agent_id, u.challenge_id, max(u.cseq) AS t_new, count(*) AS m,
+		                   sum(u.score) AS add_s,
+		                   count(*) FILTER (WHERE u.result = 'win') AS add_w,
+		                   count(*) FILTER (WHERE u.result = 'draw') AS add_d,
+		                   count(*) FILTER (WHERE u.result = 'loss') AS add_l,
+		                   (array_agg(u.score ORDER BY u.score DESC, u.cseq))[1] AS nb,
+		                   (array_agg(u.cseq ORDER BY u.score DESC, u.cseq))[1] AS nbs,
+		                   (array_agg(u.score ORDER BY u.score DESC, u.submitted_at, u.first_result_id))[1] AS bsc,
+		                   (array_agg(u.submission_id ORDER BY u.score DESC, u.submitted_at,
+		                              u.first_result_id))[1] AS bsub,
+		                   (array_agg(u.submitted_at ORDER BY u.score DESC, u.submitted_at,
+		                              u.first_result_id))[1] AS bsat,
+		                   (array_agg(u.first_result_id ORDER BY u.score DESC, u.submitted_at,
+		                              u.first_result_id))[1] AS bfid
+		            FROM unnest(added) u GROUP BY u.agent_id, u.challenge_id) d
+		      JOIN standings_agent_challenges c
+		           ON c.agent_id = d.agent_id AND c.challenge_id = d.challenge_id) q
+		LEFT JOIN LATERAL (SELECT sum(e.score) AS s, count(*) FILTER (WHERE e.result = 'win') AS w,
+		                          count(*) FILTER (WHERE e.result = 'draw') AS d,
+		                          count(*) FILTER (WHERE e.result = 'loss') AS l
+		                   FROM standings_entries e
+		                   WHERE e.agent_id = q.agent_id AND e.challenge_id = q.challenge_id
+		                   AND e.cseq > q.t_new - q.m - n AND e.cseq <= q.t_new - n) o ON true
+		LEFT JOIN LATERAL (SELECT e.score, e.cseq FROM standings_entries e
+		                   WHERE NOT q.keep AND e.agent_id = q.agent_id
+		                   AND e.challenge_id = q.challenge_id AND e.cseq > q.t_new - n
+		                   ORDER BY e.score DESC, e.cseq LIMIT 1) rb ON true
+		WHERE t.agent_id = q.agent_id AND t.challenge_id = q.challenge_id;
+		RETURN NULL;
+	END IF;
+
+	-- Re-evaluations (and mixed statements): row by row, in id order per agent.
+	FOR r IN SELECT u.first_result_id AS id, u.submission_id, u.eval_seq, u.score, u.result,
+	                u.agent_id, u.challenge_id, u.submitted_at
+	         FROM unnest(batch) u ORDER BY u.agent_id, u.first_result_id LOOP
 		SELECT * INTO a FROM standings_agents WHERE agent_id = r.agent_id;
 		CONTINUE WHEN NOT a.ready;
 		SELECT * INTO c FROM standings_agent_challenges
@@ -417,8 +524,9 @@ BEGIN
 END
 $$;
 
--- Starts a rebuild of every aggregate (after changing the window size): all
--- agents with results become not ready and their tasks are dropped; the
+-- Starts a rebuild of every aggregate (after changing the window size, or
+-- after results were written with the trigger disabled): every agent with a
+-- standings row or a result becomes not ready and the tasks are dropped; the
 -- backfill then rebuilds them. Runs in the caller's transaction.
 CREATE FUNCTION standings_reset(p_window int) RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -432,6 +540,11 @@ BEGIN
 	TRUNCATE standings_entries, standings_agent_challenges;
 	UPDATE standings_agents SET ready = false, tasks = 0, w_count = 0, w_sum = 0, w_wins = 0,
 		w_draws = 0, w_losses = 0, w_best = NULL, w_best_seq = NULL;
+	-- Agents with results but no row (results written while the trigger was disabled).
+	INSERT INTO standings_agents (agent_id, ready)
+		SELECT DISTINCT s.agent_id, false FROM evaluation_results r
+		JOIN submissions s ON s.id = r.submission_id ORDER BY 1
+		ON CONFLICT DO NOTHING;
 	SELECT count(*) INTO left_ FROM standings_agents;
 	RETURN left_;
 END
