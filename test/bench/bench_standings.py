@@ -83,6 +83,9 @@ def main():
         db.autocommit = True
         cur = db.cursor()
         cur.execute("ALTER TABLE evaluation_results DISABLE TRIGGER evaluation_results_standings")
+        # Bulk load: skip the foreign-key triggers (the generated rows reference each other
+        # correctly by construction); normal mode again before the standings are built.
+        cur.execute("SET session_replication_role = replica")
         cur.execute("INSERT INTO agents (name, elo) SELECT 'agent-' || g, 600 + (random() * 1200)::int "
                     "FROM generate_series(1, %s) g", (args.agents,))
         cur.execute("INSERT INTO challenges (slug, difficulty, scoring_spec, time_limit_secs) "
@@ -101,7 +104,7 @@ def main():
                 "WITH g AS (SELECT g, gen_random_uuid() AS mid, gen_random_uuid() AS sid, "
                 "  (g %% %(na)s) + 1 AS ai, ((g * 7919) %% %(nc)s) + 1 AS ci, "
                 "  ((g * 2654435761) %% 1001)::int AS sc "
-                "  FROM generate_series(%(lo)s, %(hi)s) g), "
+                "  FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g), "
                 "m AS (INSERT INTO matches (id, agent_id, challenge_id, status, started_at, expires_at, "
                 "  result, score, completed_at) "
                 "  SELECT g.mid, ag.id, ch.id, 'completed', timestamptz '2026-01-01' + g.g * interval '1 ms', "
@@ -132,6 +135,7 @@ def main():
                 "FROM evaluation_results WHERE eval_seq = 1 AND id %% %s = 0 ORDER BY id",
                 (max(1, args.results // args.reevals),))
             step("re-evaluations: %d" % cur.rowcount, t0)
+        cur.execute("SET session_replication_role = origin")
         cur.execute("ALTER TABLE evaluation_results ENABLE TRIGGER evaluation_results_standings")
         cur.execute("VACUUM ANALYZE")
         step("vacuum analyze", t0)
