@@ -40,12 +40,12 @@ INSERT INTO standings_settings DEFAULT VALUES;
 
 -- One row per task (derived data: rewritten by re-evaluations and rebuilds).
 CREATE TABLE standings_entries (
-	submission_id   uuid PRIMARY KEY,
+	submission_id   uuid NOT NULL,     -- found through first_result_id (no index of its own)
 	agent_id        uuid NOT NULL,
 	challenge_id    uuid NOT NULL,
 	seq             bigint NOT NULL,   -- position among the agent's tasks
 	cseq            bigint NOT NULL,   -- position among the agent's tasks on this challenge
-	first_result_id bigint NOT NULL,   -- the eval_seq 1 result
+	first_result_id bigint PRIMARY KEY, -- the eval_seq 1 result (ascending: cheap to index)
 	result_id       bigint NOT NULL,   -- the latest result (the one that counts)
 	eval_seq        int NOT NULL,
 	score           int NOT NULL,
@@ -54,8 +54,9 @@ CREATE TABLE standings_entries (
 );
 CREATE UNIQUE INDEX standings_entries_seq_idx ON standings_entries (agent_id, seq);
 CREATE UNIQUE INDEX standings_entries_cseq_idx ON standings_entries (agent_id, challenge_id, cseq);
-CREATE INDEX standings_entries_best_idx
-	ON standings_entries (agent_id, challenge_id, score DESC, submitted_at, first_result_id);
+-- Deliberately few indexes: each costs every commit a B-tree insertion. The
+-- best score of an agent on a challenge, when a re-evaluation lowers it, is
+-- re-read through the cseq index (that agent's tasks on that challenge).
 
 -- Window aggregates per agent.
 CREATE TABLE standings_agents (
@@ -131,6 +132,8 @@ DECLARE
 	fb     record;
 	inwin  bool;
 	batch  standings_entries[];
+	ag     standings_agents[];
+	pc     standings_agent_challenges[];
 	added  standings_entries[];
 	all_first bool;
 BEGIN
@@ -144,18 +147,39 @@ BEGIN
 		RETURN NULL;
 	END IF;
 
-	INSERT INTO standings_agents (agent_id)
-		SELECT DISTINCT u.agent_id FROM unnest(batch) u ORDER BY 1 ON CONFLICT DO NOTHING;
-	PERFORM 1 FROM standings_agents sa
+	-- Lock the standings rows in key order, creating the missing ones first; the
+	-- locking read returns their latest versions, used below.
+	SELECT array_agg(ROW(l.*)::standings_agents) INTO ag FROM (
+		SELECT sa.* FROM standings_agents sa
 		WHERE sa.agent_id = ANY (ARRAY(SELECT u.agent_id FROM unnest(batch) u))
-		ORDER BY sa.agent_id FOR NO KEY UPDATE;
-	INSERT INTO standings_agent_challenges (agent_id, challenge_id)
-		SELECT DISTINCT u.agent_id, u.challenge_id FROM unnest(batch) u
-		JOIN standings_agents sa ON sa.agent_id = u.agent_id AND sa.ready
-		ORDER BY 1, 2 ON CONFLICT DO NOTHING;
-	PERFORM 1 FROM standings_agent_challenges sc
+		ORDER BY sa.agent_id FOR NO KEY UPDATE) l;
+	IF coalesce(array_length(ag, 1), 0) < (SELECT count(DISTINCT u.agent_id) FROM unnest(batch) u) THEN
+		INSERT INTO standings_agents (agent_id)
+			SELECT DISTINCT u.agent_id FROM unnest(batch) u ORDER BY 1 ON CONFLICT DO NOTHING;
+		SELECT array_agg(ROW(l.*)::standings_agents) INTO ag FROM (
+			SELECT sa.* FROM standings_agents sa
+			WHERE sa.agent_id = ANY (ARRAY(SELECT u.agent_id FROM unnest(batch) u))
+			ORDER BY sa.agent_id FOR NO KEY UPDATE) l;
+	END IF;
+	SELECT array_agg(ROW(l.*)::standings_agent_challenges) INTO pc FROM (
+		SELECT sc.* FROM standings_agent_challenges sc
 		WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u)
-		ORDER BY sc.agent_id, sc.challenge_id FOR NO KEY UPDATE;
+		ORDER BY sc.agent_id, sc.challenge_id FOR NO KEY UPDATE) l;
+	IF coalesce(array_length(pc, 1), 0) < (SELECT count(*) FROM (SELECT DISTINCT u.agent_id, u.challenge_id
+	                                        FROM unnest(batch) u JOIN unnest(ag) a
+	                                        ON a.agent_id = u.agent_id AND a.ready) k) THEN
+		INSERT INTO standings_agent_challenges (agent_id, challenge_id)
+			SELECT DISTINCT u.agent_id, u.challenge_id FROM unnest(batch) u
+			JOIN unnest(ag) a ON a.agent_id = u.agent_id AND a.ready
+			ORDER BY 1, 2 ON CONFLICT DO NOTHING;
+		SELECT array_agg(ROW(l.*)::standings_agent_challenges) INTO pc FROM (
+			SELECT sc.* FROM standings_agent_challenges sc
+			WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u)
+			ORDER BY sc.agent_id, sc.challenge_id FOR NO KEY UPDATE) l;
+	END IF;
+	IF pc IS NULL THEN
+		RETURN NULL;   -- every agent here waits for the backfill
+	END IF;
 
 	IF all_first THEN
 		-- Only first evaluations (the worker's usual statement): the same arithmetic as the
@@ -170,8 +194,8 @@ BEGIN
 			                                    ORDER BY u.first_result_id),
 			       u.first_result_id, u.result_id, u.eval_seq, u.score, u.result, u.submitted_at
 			FROM unnest(batch) u
-			JOIN standings_agents a ON a.agent_id = u.agent_id AND a.ready
-			JOIN standings_agent_challenges c ON c.agent_id = u.agent_id AND c.challenge_id = u.challenge_id
+			JOIN unnest(ag) a ON a.agent_id = u.agent_id AND a.ready
+			JOIN unnest(pc) c ON c.agent_id = u.agent_id AND c.challenge_id = u.challenge_id
 			RETURNING *)
 		SELECT array_agg(ROW(i.submission_id, i.agent_id, i.challenge_id, i.seq, i.cseq,
 		                     i.first_result_id, i.result_id, i.eval_seq, i.score, i.result,
@@ -197,7 +221,7 @@ BEGIN
 		                   (array_agg(u.score ORDER BY u.score DESC, u.seq))[1] AS nb,
 		                   (array_agg(u.seq ORDER BY u.score DESC, u.seq))[1] AS nbs
 		            FROM unnest(added) u GROUP BY u.agent_id) d
-		      JOIN standings_agents a ON a.agent_id = d.agent_id) q
+		      JOIN unnest(ag) a ON a.agent_id = d.agent_id) q
 		LEFT JOIN LATERAL (SELECT sum(e.score) AS s, count(*) FILTER (WHERE e.result = 'win') AS w,
 		                          count(*) FILTER (WHERE e.result = 'draw') AS d,
 		                          count(*) FILTER (WHERE e.result = 'loss') AS l
@@ -239,8 +263,7 @@ BEGIN
 		                   (array_agg(u.first_result_id ORDER BY u.score DESC, u.submitted_at,
 		                              u.first_result_id))[1] AS bfid
 		            FROM unnest(added) u GROUP BY u.agent_id, u.challenge_id) d
-		      JOIN standings_agent_challenges c
-		           ON c.agent_id = d.agent_id AND c.challenge_id = d.challenge_id) q
+		      JOIN unnest(pc) c ON c.agent_id = d.agent_id AND c.challenge_id = d.challenge_id) q
 		LEFT JOIN LATERAL (SELECT sum(e.score) AS s, count(*) FILTER (WHERE e.result = 'win') AS w,
 		                          count(*) FILTER (WHERE e.result = 'draw') AS d,
 		                          count(*) FILTER (WHERE e.result = 'loss') AS l
@@ -263,7 +286,8 @@ BEGIN
 		CONTINUE WHEN NOT a.ready;
 		SELECT * INTO c FROM standings_agent_challenges
 			WHERE agent_id = r.agent_id AND challenge_id = r.challenge_id;
-		SELECT * INTO e FROM standings_entries WHERE submission_id = r.submission_id;
+		SELECT * INTO e FROM standings_entries WHERE first_result_id =
+			(SELECT f.id FROM evaluation_results f WHERE f.submission_id = r.submission_id AND f.eval_seq = 1);
 
 		IF NOT FOUND THEN
 			-- A new task: the next position of both windows.
@@ -332,7 +356,7 @@ BEGIN
 			-- A re-evaluation: the task's score is replaced, once.
 			UPDATE standings_entries SET result_id = r.id, eval_seq = r.eval_seq,
 				score = r.score, result = r.result
-				WHERE submission_id = r.submission_id;
+				WHERE first_result_id = e.first_result_id;
 
 			inwin := e.seq > a.tasks - n;
 			IF inwin THEN
@@ -574,7 +598,7 @@ BEGIN
 	            x.result_id, x.eval_seq, x.score, x.result, x.submitted_at)::text END
 	FROM (SELECT * FROM standings_entries se WHERE NOT EXISTS (SELECT 1 FROM standings_agents p
 	      WHERE p.agent_id = se.agent_id AND NOT p.ready)) s
-	FULL JOIN standings_check_entries x ON x.submission_id = s.submission_id
+	FULL JOIN standings_check_entries x ON x.first_result_id = s.first_result_id
 	WHERE s IS DISTINCT FROM x;
 
 	RETURN QUERY
