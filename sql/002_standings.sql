@@ -147,8 +147,10 @@ BEGIN
 		RETURN NULL;
 	END IF;
 
-	-- Lock the standings rows in key order, creating the missing ones first; the
-	-- locking read returns their latest versions, used below.
+	-- Lock the agents' standings rows in key order, creating the missing ones
+	-- first; the locking read returns their latest versions, used below. The
+	-- agent x challenge rows need no lock of their own: every writer of them
+	-- (this trigger, the backfill) holds their agent's row first.
 	SELECT array_agg(ROW(l.*)::standings_agents) INTO ag FROM (
 		SELECT sa.* FROM standings_agents sa
 		WHERE sa.agent_id = ANY (ARRAY(SELECT u.agent_id FROM unnest(batch) u))
@@ -161,10 +163,8 @@ BEGIN
 			WHERE sa.agent_id = ANY (ARRAY(SELECT u.agent_id FROM unnest(batch) u))
 			ORDER BY sa.agent_id FOR NO KEY UPDATE) l;
 	END IF;
-	SELECT array_agg(ROW(l.*)::standings_agent_challenges) INTO pc FROM (
-		SELECT sc.* FROM standings_agent_challenges sc
-		WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u)
-		ORDER BY sc.agent_id, sc.challenge_id FOR NO KEY UPDATE) l;
+	SELECT array_agg(ROW(sc.*)::standings_agent_challenges) INTO pc FROM standings_agent_challenges sc
+		WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u);
 	IF coalesce(array_length(pc, 1), 0) < (SELECT count(*) FROM (SELECT DISTINCT u.agent_id, u.challenge_id
 	                                        FROM unnest(batch) u JOIN unnest(ag) a
 	                                        ON a.agent_id = u.agent_id AND a.ready) k) THEN
@@ -172,10 +172,8 @@ BEGIN
 			SELECT DISTINCT u.agent_id, u.challenge_id FROM unnest(batch) u
 			JOIN unnest(ag) a ON a.agent_id = u.agent_id AND a.ready
 			ORDER BY 1, 2 ON CONFLICT DO NOTHING;
-		SELECT array_agg(ROW(l.*)::standings_agent_challenges) INTO pc FROM (
-			SELECT sc.* FROM standings_agent_challenges sc
-			WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u)
-			ORDER BY sc.agent_id, sc.challenge_id FOR NO KEY UPDATE) l;
+		SELECT array_agg(ROW(sc.*)::standings_agent_challenges) INTO pc FROM standings_agent_challenges sc
+			WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u);
 	END IF;
 	IF pc IS NULL THEN
 		RETURN NULL;   -- every agent here waits for the backfill
