@@ -120,6 +120,16 @@ $$;
 -- cannot deadlock on them.
 CREATE FUNCTION standings_on_results() RETURNS trigger
 LANGUAGE plpgsql
+-- Plan each statement once per session, not for every commit: planning these
+-- statements costs more than running them for a small batch. Every statement
+-- here touches a few rows by key, so keyed nested loops are always the right
+-- plan; a sequential scan or a hash over the (small, constantly updated)
+-- standings tables would read their dead row versions too.
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off   -- those settings inflate cost estimates past the JIT thresholds
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -136,13 +146,22 @@ DECLARE
 	pc     standings_agent_challenges[];
 	added  standings_entries[];
 	all_first bool;
+	nagents bigint;
+	npairs bigint;
 BEGIN
-	SELECT window_size INTO n FROM standings_settings;
-	SELECT array_agg(ROW(x.submission_id, s.agent_id, m.challenge_id, 0, 0, x.id, x.id, x.eval_seq,
-	                     x.score, x.result, s.submitted_at)::standings_entries ORDER BY s.agent_id, x.id),
-	       bool_and(x.eval_seq = 1)
-	INTO batch, all_first
-	FROM new_results x JOIN submissions s ON s.id = x.submission_id JOIN matches m ON m.id = s.match_id;
+	-- The transition table alone first: a statement that reads it is planned
+	-- anew on every call, so the joins are in the next (cached) statement.
+	SELECT array_agg(ROW(x.submission_id, NULL, NULL, 0, 0, x.id, x.id, x.eval_seq, x.score, x.result,
+	                     NULL)::standings_entries), bool_and(x.eval_seq = 1)
+	INTO batch, all_first FROM new_results x;
+	SELECT array_agg(ROW(u.submission_id, s.agent_id, m.challenge_id, 0, 0, u.first_result_id,
+	                     u.result_id, u.eval_seq, u.score, u.result, s.submitted_at)::standings_entries
+	                 ORDER BY s.agent_id, u.first_result_id)
+,
+	       count(DISTINCT s.agent_id), count(DISTINCT (s.agent_id, m.challenge_id)),
+	       (SELECT window_size FROM standings_settings)
+	INTO batch, nagents, npairs, n
+	FROM unnest(batch) u JOIN submissions s ON s.id = u.submission_id JOIN matches m ON m.id = s.match_id;
 	IF batch IS NULL THEN
 		RETURN NULL;
 	END IF;
@@ -155,7 +174,7 @@ BEGIN
 		SELECT sa.* FROM standings_agents sa
 		WHERE sa.agent_id = ANY (ARRAY(SELECT u.agent_id FROM unnest(batch) u))
 		ORDER BY sa.agent_id FOR NO KEY UPDATE) l;
-	IF coalesce(array_length(ag, 1), 0) < (SELECT count(DISTINCT u.agent_id) FROM unnest(batch) u) THEN
+	IF coalesce(array_length(ag, 1), 0) < nagents THEN
 		INSERT INTO standings_agents (agent_id)
 			SELECT DISTINCT u.agent_id FROM unnest(batch) u ORDER BY 1 ON CONFLICT DO NOTHING;
 		SELECT array_agg(ROW(l.*)::standings_agents) INTO ag FROM (
@@ -165,9 +184,7 @@ BEGIN
 	END IF;
 	SELECT array_agg(ROW(sc.*)::standings_agent_challenges) INTO pc FROM standings_agent_challenges sc
 		WHERE (sc.agent_id, sc.challenge_id) IN (SELECT u.agent_id, u.challenge_id FROM unnest(batch) u);
-	IF coalesce(array_length(pc, 1), 0) < (SELECT count(*) FROM (SELECT DISTINCT u.agent_id, u.challenge_id
-	                                        FROM unnest(batch) u JOIN unnest(ag) a
-	                                        ON a.agent_id = u.agent_id AND a.ready) k) THEN
+	IF coalesce(array_length(pc, 1), 0) < npairs THEN   -- (also when some agents are not ready)
 		INSERT INTO standings_agent_challenges (agent_id, challenge_id)
 			SELECT DISTINCT u.agent_id, u.challenge_id FROM unnest(batch) u
 			JOIN unnest(ag) a ON a.agent_id = u.agent_id AND a.ready
