@@ -575,7 +575,10 @@ BEGIN
 	IF p_window IS NOT NULL THEN
 		UPDATE standings_settings SET window_size = p_window;
 	END IF;
-	LOCK standings_agents IN SHARE ROW EXCLUSIVE MODE;
+	-- EXCLUSIVE conflicts with the row locks every writer takes first on these
+	-- rows: in-flight commits finish, new ones wait here, before any of them
+	-- touches the tables truncated next (so the two cannot deadlock).
+	LOCK standings_agents IN EXCLUSIVE MODE;
 	TRUNCATE standings_entries, standings_agent_challenges;
 	UPDATE standings_agents SET ready = false, tasks = 0, w_count = 0, w_sum = 0, w_wins = 0,
 		w_draws = 0, w_losses = 0, w_best = NULL, w_best_seq = NULL;
