@@ -220,7 +220,7 @@ BEGIN
 			RETURN NULL;
 		END IF;
 
-		UPDATE standings_agents t SET tasks = q.t_new, w_count = least(q.t_new, n),
+		WITH ua AS (UPDATE standings_agents t SET tasks = q.t_new, w_count = least(q.t_new, n),
 			w_sum = q.w_sum + q.add_s - coalesce(o.s, 0),
 			w_wins = q.w_wins + q.add_w - coalesce(o.w, 0),
 			w_draws = q.w_draws + q.add_d - coalesce(o.d, 0),
@@ -245,9 +245,8 @@ BEGIN
 		LEFT JOIN LATERAL (SELECT e.score, e.seq FROM standings_entries e
 		                   WHERE NOT q.keep AND e.agent_id = q.agent_id AND e.seq > q.t_new - n
 		                   ORDER BY e.score DESC, e.seq LIMIT 1) rb ON true
-		WHERE t.agent_id = q.agent_id;
-
-		UPDATE standings_agent_challenges t SET tasks = q.t_new, w_count = least(q.t_new, n),
+		WHERE t.agent_id = q.agent_id RETURNING 1),
+		up AS (UPDATE standings_agent_challenges t SET tasks = q.t_new, w_count = least(q.t_new, n),
 			w_sum = q.w_sum + q.add_s - coalesce(o.s, 0),
 			w_wins = q.w_wins + q.add_w - coalesce(o.w, 0),
 			w_draws = q.w_draws + q.add_d - coalesce(o.d, 0),
@@ -289,7 +288,8 @@ BEGIN
 		                   WHERE NOT q.keep AND e.agent_id = q.agent_id
 		                   AND e.challenge_id = q.challenge_id AND e.cseq > q.t_new - n
 		                   ORDER BY e.score DESC, e.cseq LIMIT 1) rb ON true
-		WHERE t.agent_id = q.agent_id AND t.challenge_id = q.challenge_id;
+		WHERE t.agent_id = q.agent_id AND t.challenge_id = q.challenge_id RETURNING 1)
+		SELECT (SELECT count(*) FROM ua) + (SELECT count(*) FROM up) INTO nagents;   -- one statement for both
 		RETURN NULL;
 	END IF;
 
