@@ -71,9 +71,11 @@ CREATE TABLE standings_agents (
 	w_best     int NULL,                     -- best score in the window
 	w_best_seq bigint NULL                   -- its earliest position
 ) WITH (fillfactor = 50);
--- No index on w_sum on purpose: every commit updates these rows, and without an
--- index on the changing columns the updates stay HOT (no index writes, dead
--- versions pruned on the page). The top-N leaderboard is a scan of this table.
+-- The top-N leaderboard by window score reads this index (a scan of every
+-- agent's row took 25-110 ms at 100,000 agents on the test machine). It costs
+-- each commit one B-tree insertion per agent row (the updates of w_sum are
+-- not HOT).
+CREATE INDEX standings_agents_window_idx ON standings_agents (w_sum DESC, agent_id);
 CREATE INDEX standings_agents_pending_idx ON standings_agents (agent_id) WHERE NOT ready;
 
 -- Window aggregates per agent x challenge, and the all-time best.

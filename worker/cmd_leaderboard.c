@@ -322,13 +322,22 @@ static int lb_own(int argc, char **argv, int i, void *p)
 	return 0;
 }
 
+/* Top n by window score / by Elo: the n rows are picked (a top-N sort of one table) before
+ * the join and the ranking, as sql/README.md recommends; rank() over them equals the
+ * view's, since a rank depends only on the rows before it. */
 static const char SQL_LB_WINDOW[] =
-	"SELECT rank, agent_id, name, window_score, window_sum, window_count, window_mean, "
-	"window_wins AS wins, window_draws AS draws, window_losses AS losses, window_best, tasks, elo "
-	"FROM leaderboard_window LIMIT $1";
+	"SELECT rank() OVER (ORDER BY t.w_sum DESC) AS rank, t.agent_id, a.name, "
+	"round(t.w_sum::numeric / st.window_size, 6) AS window_score, t.w_sum AS window_sum, "
+	"t.w_count AS window_count, CASE WHEN t.w_count > 0 THEN round(t.w_sum::numeric / t.w_count, 6) "
+	"END AS window_mean, t.w_wins AS wins, t.w_draws AS draws, t.w_losses AS losses, "
+	"t.w_best AS window_best, t.tasks, a.elo "
+	"FROM (SELECT * FROM standings_agents ORDER BY w_sum DESC, agent_id LIMIT $1) t "
+	"JOIN agents a ON a.id = t.agent_id CROSS JOIN standings_settings st "
+	"ORDER BY t.w_sum DESC, t.agent_id";
 static const char SQL_LB_ELO[] =
-	"SELECT rank, agent_id, name, elo, match_count, win_count AS wins, draw_count AS draws, "
-	"loss_count AS losses FROM leaderboard_elo LIMIT $1";
+	"SELECT rank() OVER (ORDER BY t.elo DESC) AS rank, t.id AS agent_id, t.name, t.elo, "
+	"t.match_count, t.win_count AS wins, t.draw_count AS draws, t.loss_count AS losses "
+	"FROM (SELECT * FROM agents ORDER BY elo DESC, id LIMIT $1) t ORDER BY t.elo DESC, t.id";
 static const char SQL_LB_BEST[] =
 	"SELECT rank, agent_id, name, best_score, best_submitted_at, best_submission, tasks, "
 	"window_score, elo FROM leaderboard_challenge WHERE challenge_id = $2 LIMIT $1";

@@ -108,7 +108,7 @@ def main():
             # challenges and scores pseudo-random; ids in order of g (commit order).
             cur.execute(
                 "WITH g AS (SELECT g, gen_random_uuid() AS mid, gen_random_uuid() AS sid, "
-                "  (g %% %(na)s) + 1 AS ai, ((g * 7919) %% %(nc)s) + 1 AS ci, "
+                "  (g %% %(na)s) + 1 AS ai, ((g * 7919 + g / %(na)s) %% %(nc)s) + 1 AS ci, "
                 "  ((g * 2654435761) %% 1001)::int AS sc "
                 "  FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g), "
                 "m AS (INSERT INTO matches (id, agent_id, challenge_id, status, started_at, expires_at, "
