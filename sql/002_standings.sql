@@ -23,8 +23,8 @@
 -- which changes a window only while the task is still inside it. Only when
 -- the best score of a window leaves it or is lowered is the best re-read over
 -- the window's N positions (one index range scan), and when an agent's best
--- score on a challenge is lowered by a re-evaluation it is re-read with one
--- index probe.
+-- score on a challenge is lowered by a re-evaluation it is re-read over that
+-- agent's tasks on that challenge (the only read beyond a window).
 --
 -- Existing results (a database migrated from 001) are NOT processed here:
 -- this migration marks the agents that have results as not ready, and
