@@ -13,6 +13,10 @@ int cmd_status(int argc, char **argv);
 /* The pause switches (worker/pause.h), in worker/cmd_status.c. */
 int cmd_pause(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
+/* Standings (worker/cmd_leaderboard.c). */
+int cmd_leaderboard(int argc, char **argv);
+int cmd_weights(int argc, char **argv);
+int cmd_standings(int argc, char **argv);
 /* Hidden: the metric family names the binary exports (worker/cmd_status.c). */
 int cmd_metrics_names(int argc, char **argv);
 

@@ -24,6 +24,9 @@ static const struct command commands[] = {
 	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
 	{ "pause", cmd_pause, "stop every replica reading jobs (--challenge SLUG: one challenge)" },
 	{ "resume", cmd_resume, "lift a pause (--challenge SLUG, --all)" },
+	{ "leaderboard", cmd_leaderboard, "top agents by Elo, window score or best score on a challenge" },
+	{ "weights", cmd_weights, "capped normalised weights from the window scores" },
+	{ "standings", cmd_standings, "window standings: summary, --check, --backfill, --rebuild" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
 	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
 	{ "version", cmd_version, "print the version (also --version)" },
