@@ -174,8 +174,10 @@ static struct res check1(struct rl *l, struct rq *r, const char *ip, bool reeval
 static struct rl *mk(const char *prefix, const char *limit, int burst, const char *policy,
                      const char *allow)
 {
-	struct rl_opts o = { .prefix = prefix, .rate_limit = limit, .rate_burst = burst,
-	                     .rate_policy = policy, .rate_allow = allow };
+	/* Tagged key names ({t1}:rl:...), as in Redis Cluster; the plain default
+	 * is covered by test-rkeys and the integration tests. */
+	struct rl_opts o = { .prefix = prefix, .redis_keys = "tagged", .rate_limit = limit,
+	                     .rate_burst = burst, .rate_policy = policy, .rate_allow = allow };
 	struct rl *l = NULL;
 	char err[512];
 	if (rl_new_opts(&o, &l, err, sizeof err) < 0)
