@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "evaluator.h"
+#include "judge.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -919,6 +920,123 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 	finish_eval(w, j);
 }
 
+/* ---- LLM judge (worker/judge.h): evaluator judge, or after the tests of a hybrid spec ---- */
+
+struct judge_job {
+	struct job *j;
+	size_t n;                           /* scores from the test suite (hybrid), then the judge's */
+	char *keys[2 * SPEC_MAX_DIMS];
+	int scores[2 * SPEC_MAX_DIMS];
+	json_t *extra, *warnings;           /* the test suite's, owned; NULL for evaluator judge */
+};
+
+static void judge_job_free(struct judge_job *jj)
+{
+	for (size_t i = 0; i < jj->n; i++)
+		free(jj->keys[i]);
+	json_decref(jj->extra);
+	json_decref(jj->warnings);
+	free(jj);
+}
+
+static void on_judge(int rc, const struct judge_result *res, const char *err, void *data)
+{
+	struct judge_job *jj = data;
+	struct job *j = jj->j;
+	struct worker *w = j->w;
+	const struct spec *s = j->spec->spec;
+	const struct rubric *r = spec_rubric(s);
+	char why[900];
+
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		judge_job_free(jj);
+		job_done(w, j);
+		return;
+	}
+	if (rc != JUDGE_OK) {
+		/* Provider trouble is not the submission's fault: retried without using up an
+		 * attempt. An invalid verdict or a spec that cannot be judged here is an
+		 * internal_error (counted), with the provider's raw answer kept. */
+		snprintf(why, sizeof why, "%s: %s%s%.300s", rc == JUDGE_UNAVAILABLE ?
+		         "judge unavailable" : "internal_error", err ? err : "judge failed",
+		         res && res->raw ? "; raw answer: " : "", res && res->raw ? res->raw : "");
+		judge_job_free(jj);
+		worker_retry(w, j, STAGE_EVAL, rc != JUDGE_UNAVAILABLE, why);
+		return;
+	}
+	json_t *extra = jj->extra ? json_deep_copy(jj->extra) : json_object();
+	json_t *jd = json_pack("{s:s, s:s, s:s, s:s, s:b, s:i, s:I, s:I, s:f}", "summary",
+	                       res->v.summary ? res->v.summary : "", "verdict_key", res->key,
+	                       "provider", rubric_provider_name(r->provider), "model", r->model,
+	                       "cached", res->cached, "calls", res->calls, "tokens_in",
+	                       (json_int_t)res->tokens_in, "tokens_out", (json_int_t)res->tokens_out,
+	                       "cost_usd", res->cost_usd);
+	json_object_set_new(extra, "judge", jd);
+	size_t n = jj->n;
+	const char *keys[2 * SPEC_MAX_DIMS];
+	int scores[2 * SPEC_MAX_DIMS];
+	for (size_t i = 0; i < n; i++) {
+		keys[i] = jj->keys[i];
+		scores[i] = jj->scores[i];
+	}
+	for (size_t i = 0; i < r->ncrit && n < 2 * SPEC_MAX_DIMS; i++, n++) {
+		keys[n] = r->crit[i].key;
+		scores[n] = rubric_scale(res->v.score[i]);
+	}
+	struct score_ext ext = { n, keys, scores, extra, jj->warnings };
+	struct score_match m;
+	struct score_limits lim = { w->cfg->max_string_bytes };
+	char e2[512];
+	fill_match(j, &m);
+	job_clear_result(j);
+	json_decref(j->extra);
+	j->extra = extra;
+	int src = score_eval(s, j->row.answer, j->row.metadata, j->spec->gt, &m, &ext, &lim, &j->res,
+	                     e2, sizeof e2);
+	judge_job_free(jj);
+	if (src < 0) {
+		snprintf(why, sizeof why, "internal_error: %s", e2);
+		worker_retry(w, j, STAGE_EVAL, true, why);
+		return;
+	}
+	/* Each judged dimension keeps its criterion, the judge's 0-100 score and reasoning. */
+	for (size_t i = 0; i < j->res.ndims; i++)
+		for (size_t c = 0; c < r->ncrit; c++) {
+			if (strcmp(j->res.dims[i].key, r->crit[c].key))
+				continue;
+			json_t *d = j->res.dims[i].detail ? j->res.dims[i].detail : json_object();
+			json_object_set_new(d, "criterion", json_string(r->crit[c].name));
+			json_object_set_new(d, "judge_score", json_integer(res->v.score[c]));
+			json_object_set_new(d, "reasoning", json_string(res->v.reasoning[c] ?
+			                                                res->v.reasoning[c] : ""));
+			j->res.dims[i].detail = d;
+		}
+	finish_eval(w, j);
+}
+
+/* Asks the judge; ext (may be NULL) holds the test suite's scores of a hybrid spec. */
+static void run_judge(struct worker *w, struct job *j, const struct score_ext *ext)
+{
+	struct judge_job *jj = xcalloc(1, sizeof *jj);
+	jj->j = j;
+	for (size_t i = 0; ext && i < ext->n && i < SPEC_MAX_DIMS; i++, jj->n++) {
+		jj->keys[i] = xstrdup(ext->keys[i]);
+		jj->scores[i] = ext->scores[i];
+	}
+	if (ext && ext->extra)
+		jj->extra = json_deep_copy(ext->extra);
+	if (ext && ext->warnings)
+		jj->warnings = json_deep_copy(ext->warnings);
+	const char *rj = job_field(j, "rejudge");
+	j->state = JOB_EVALUATING;
+	if (judge_run(w->judge, spec_rubric(j->spec->spec), j->row.answer,
+	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, rj && !strcmp(rj, "1"),
+	              on_judge, jj) < 0) {
+		judge_job_free(jj);
+		worker_retry(w, j, STAGE_EVAL, false, "judge unavailable: the judge client is closed");
+	}
+}
+
 static void on_sandbox(int rc, const struct score_ext *ext, const char *err, void *data)
 {
 	struct job *j = data;
@@ -938,6 +1056,10 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 	}
 	if (ext && ext->extra)
 		j->extra = json_deep_copy(ext->extra);
+	if (spec_rubric(j->spec->spec)) {
+		run_judge(w, j, ext);   /* hybrid: the judge also reads the test results */
+		return;
+	}
 	score_now(w, j, ext);
 }
 
@@ -991,6 +1113,11 @@ static void evaluate(struct worker *w, struct job *j)
 	j->eval_t0 = uv_hrtime();
 	if (j->spec->ev == SPEC_DETERMINISTIC) {
 		score_now(w, j, NULL);
+		return;
+	}
+	if (j->spec->ev == SPEC_JUDGE) {
+		j->eval_started_ms = job_now_ms();
+		run_judge(w, j, NULL);
 		return;
 	}
 	if (!w->sp) {
@@ -1990,6 +2117,8 @@ static void shutdown_all(struct worker *w)
 	rq_close(w->rq_read, part_closed, w);
 	rq_close(w->rq_cmd, rq_cmd_closed, w);
 	pgc_pool_close(w->pg, part_closed, w);
+	judge_close(w->judge);
+	w->judge = NULL;
 }
 
 /* ---- start --------------------------------------------------------------------------- */
@@ -2069,6 +2198,9 @@ int worker_run(const struct config *cfg)
 		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
 		goto out;
 	}
+	struct judge_opts jo = { .pg = w->pg };
+	if (judge_new(w->loop, &jo, &w->judge) < 0)
+		LOGW(NULL, NULL, "LLM judge unavailable (libcurl could not start): judge jobs wait");
 	if (http_start(w->loop, cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
 		LOGE(NULL, NULL, "metrics listener: %s", err);
 		fprintf(stderr, "arbiter worker: %s\n", err);
@@ -2116,6 +2248,7 @@ out:
 		rq_close(w->rq_cmd, NULL, NULL);
 	if (w->pg)
 		pgc_pool_close(w->pg, NULL, NULL);
+	judge_close(w->judge);
 	rl_free(w->rl);
 	uv_run(w->loop, UV_RUN_DEFAULT);
 	rc = 1;

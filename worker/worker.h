@@ -72,6 +72,7 @@ struct worker {
 	struct pgc_pool *pg;
 	struct rl *rl;
 	struct sandbox_pool *sp;     /* NULL when the sandbox cannot be used here */
+	struct judge *judge;         /* LLM judge client (worker/judge.h), NULL if it cannot start */
 	char sp_err[256];
 	struct http_server *http;
 
