@@ -92,6 +92,12 @@ static const struct cfg_key keys[] = {
 	  "longest wait to fill a commit batch while another commit runs (0 = none)" },
 	{ "ARBITER_PG_QUERY_TIMEOUT_MS", CFG_INT, OFF(pg_query_timeout_ms), "30000", 100, 3600000, NULL,
 	  "a PostgreSQL round trip (or wait for a connection) longer than this is abandoned and retried" },
+	{ "ARBITER_JUDGE_INFLIGHT", CFG_INT, OFF(judge_inflight), "512", 1, 100000, NULL,
+	  "LLM judge: provider requests in flight per process (more wait in FIFO order)" },
+	{ "ARBITER_JUDGE_BREAKER_FAILURES", CFG_INT, OFF(judge_breaker_failures), "5", 1, 1000, NULL,
+	  "LLM judge: consecutive failed verdicts that open a provider's circuit" },
+	{ "ARBITER_JUDGE_BREAKER_COOLDOWN_MS", CFG_INT, OFF(judge_breaker_cooldown_ms), "30000", 10,
+	  3600000, NULL, "LLM judge: an open circuit lets one probe through after this long" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -31,6 +31,9 @@ struct config {
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
+	int judge_inflight;                           /* LLM judge requests in flight, default 512 */
+	int judge_breaker_failures;                   /* failed verdicts opening a circuit, default 5 */
+	int judge_breaker_cooldown_ms;                /* before a probe, default 30000 */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

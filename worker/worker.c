@@ -2198,7 +2198,9 @@ int worker_run(const struct config *cfg)
 		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
 		goto out;
 	}
-	struct judge_opts jo = { .pg = w->pg };
+	struct judge_opts jo = { .pg = w->pg, .max_inflight = cfg->judge_inflight,
+	                         .breaker_failures = cfg->judge_breaker_failures,
+	                         .breaker_cooldown_ms = cfg->judge_breaker_cooldown_ms };
 	if (judge_new(w->loop, &jo, &w->judge) < 0)
 		LOGW(NULL, NULL, "LLM judge unavailable (libcurl could not start): judge jobs wait");
 	if (http_start(w->loop, cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
