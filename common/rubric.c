@@ -15,6 +15,7 @@
 
 #include "jcanon.h"
 #include "jpath.h"
+#include "score.h"
 #include "util.h"
 
 static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -1101,4 +1102,45 @@ char *rubric_verdict_dumps(const struct rubric *r, const struct rubric_verdict *
 	char *t = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	return t;
+}
+
+void rubric_ext_merge(const struct rubric *r, const struct rubric_verdict *v, size_t nbase,
+                      const char *const *base_keys, const int *base_scores, struct rubric_ext *out)
+{
+	out->n = 0;
+	for (size_t i = 0; i < nbase && out->n < RUBRIC_MAX_CRITERIA; i++, out->n++) {
+		out->keys[out->n] = base_keys[i];
+		out->scores[out->n] = base_scores[i];
+	}
+	for (size_t i = 0; i < r->ncrit && i < v->n; i++, out->n++) {
+		out->keys[out->n] = r->crit[i].key;
+		out->scores[out->n] = rubric_scale(v->score[i]);
+	}
+}
+
+json_t *rubric_result_json(const struct rubric *r, const struct rubric_verdict *v)
+{
+	char *vt = rubric_verdict_dumps(r, v);
+	json_t *vj = vt ? json_loads(vt, 0, NULL) : NULL;
+	free(vt);
+	return json_pack("{s:s, s:o, s:s, s:s, s:s}", "summary", v->summary ? v->summary : "",
+	                 "verdict", vj ? vj : json_null(), "provider",
+	                 rubric_provider_name(r->provider), "model", r->model, "prompt_version",
+	                 RUBRIC_PROMPT_VERSION);
+}
+
+void rubric_annotate(const struct rubric *r, const struct rubric_verdict *v,
+                     struct score_dim *dims, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t c = 0; c < r->ncrit && c < v->n; c++) {
+			if (strcmp(dims[i].key, r->crit[c].key))
+				continue;
+			json_t *d = dims[i].detail ? dims[i].detail : json_object();
+			json_object_set_new(d, "criterion", json_string(r->crit[c].name));
+			json_object_set_new(d, "judge_score", json_integer(v->score[c]));
+			json_object_set_new(d, "reasoning", json_string(v->reasoning[c] ? v->reasoning[c]
+			                                                                 : ""));
+			dims[i].detail = d;
+		}
 }

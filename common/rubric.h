@@ -143,4 +143,18 @@ char *rubric_verdict_dumps(const struct rubric *r, const struct rubric_verdict *
 /* A criterion's judge score (0..100) on arbiter's 0..1000 scale (× 10, exact). */
 int rubric_scale(int score100);
 
+/* External scores for score_eval: those of base (the test suite's, may be NULL) followed by
+ * the verdict's criteria on the 0..1000 scale. keys are borrowed from base and r. */
+struct rubric_ext { size_t n; const char *keys[2 * RUBRIC_MAX_CRITERIA]; int scores[2 * RUBRIC_MAX_CRITERIA]; };
+void rubric_ext_merge(const struct rubric *r, const struct rubric_verdict *v, size_t nbase,
+                      const char *const *base_keys, const int *base_scores, struct rubric_ext *out);
+/* The "judge" object of the result JSON / evaluation log: summary, the whole verdict (what
+ * `arbiter score --verdict` replays), provider, model, prompt version. New reference. */
+json_t *rubric_result_json(const struct rubric *r, const struct rubric_verdict *v);
+/* Adds {"criterion", "judge_score", "reasoning"} to the detail of each judged dimension of
+ * the score_result dims (array of n struct score_dim, common/score.h). */
+struct score_dim;
+void rubric_annotate(const struct rubric *r, const struct rubric_verdict *v,
+                     struct score_dim *dims, size_t n);
+
 #endif

@@ -924,9 +924,9 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 
 struct judge_job {
 	struct job *j;
-	size_t n;                           /* scores from the test suite (hybrid), then the judge's */
-	char *keys[2 * SPEC_MAX_DIMS];
-	int scores[2 * SPEC_MAX_DIMS];
+	size_t n;                           /* scores from the test suite (hybrid) */
+	char *keys[SPEC_MAX_DIMS];
+	int scores[SPEC_MAX_DIMS];
 	json_t *extra, *warnings;           /* the test suite's, owned; NULL for evaluator judge */
 };
 
@@ -965,25 +965,17 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 		return;
 	}
 	json_t *extra = jj->extra ? json_deep_copy(jj->extra) : json_object();
-	json_t *jd = json_pack("{s:s, s:s, s:s, s:s, s:b, s:i, s:I, s:I, s:f}", "summary",
-	                       res->v.summary ? res->v.summary : "", "verdict_key", res->key,
-	                       "provider", rubric_provider_name(r->provider), "model", r->model,
-	                       "cached", res->cached, "calls", res->calls, "tokens_in",
-	                       (json_int_t)res->tokens_in, "tokens_out", (json_int_t)res->tokens_out,
-	                       "cost_usd", res->cost_usd);
+	json_t *jd = rubric_result_json(r, &res->v);
+	json_object_set_new(jd, "verdict_key", json_string(res->key));
+	json_object_set_new(jd, "cached", json_boolean(res->cached));
+	json_object_set_new(jd, "calls", json_integer(res->calls));
+	json_object_set_new(jd, "tokens_in", json_integer(res->tokens_in));
+	json_object_set_new(jd, "tokens_out", json_integer(res->tokens_out));
+	json_object_set_new(jd, "cost_usd", json_real(res->cost_usd));
 	json_object_set_new(extra, "judge", jd);
-	size_t n = jj->n;
-	const char *keys[2 * SPEC_MAX_DIMS];
-	int scores[2 * SPEC_MAX_DIMS];
-	for (size_t i = 0; i < n; i++) {
-		keys[i] = jj->keys[i];
-		scores[i] = jj->scores[i];
-	}
-	for (size_t i = 0; i < r->ncrit && n < 2 * SPEC_MAX_DIMS; i++, n++) {
-		keys[n] = r->crit[i].key;
-		scores[n] = rubric_scale(res->v.score[i]);
-	}
-	struct score_ext ext = { n, keys, scores, extra, jj->warnings };
+	struct rubric_ext re;
+	rubric_ext_merge(r, &res->v, jj->n, (const char *const *)jj->keys, jj->scores, &re);
+	struct score_ext ext = { re.n, re.keys, re.scores, extra, jj->warnings };
 	struct score_match m;
 	struct score_limits lim = { w->cfg->max_string_bytes };
 	char e2[512];
@@ -993,24 +985,15 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	j->extra = extra;
 	int src = score_eval(s, j->row.answer, j->row.metadata, j->spec->gt, &m, &ext, &lim, &j->res,
 	                     e2, sizeof e2);
-	judge_job_free(jj);
 	if (src < 0) {
+		judge_job_free(jj);
 		snprintf(why, sizeof why, "internal_error: %s", e2);
 		worker_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
+	judge_job_free(jj);
 	/* Each judged dimension keeps its criterion, the judge's 0-100 score and reasoning. */
-	for (size_t i = 0; i < j->res.ndims; i++)
-		for (size_t c = 0; c < r->ncrit; c++) {
-			if (strcmp(j->res.dims[i].key, r->crit[c].key))
-				continue;
-			json_t *d = j->res.dims[i].detail ? j->res.dims[i].detail : json_object();
-			json_object_set_new(d, "criterion", json_string(r->crit[c].name));
-			json_object_set_new(d, "judge_score", json_integer(res->v.score[c]));
-			json_object_set_new(d, "reasoning", json_string(res->v.reasoning[c] ?
-			                                                res->v.reasoning[c] : ""));
-			j->res.dims[i].detail = d;
-		}
+	rubric_annotate(r, &res->v, j->res.dims, j->res.ndims);
 	finish_eval(w, j);
 }
 
