@@ -40,6 +40,14 @@ void metrics_e2e_seconds(double secs);
 void metrics_inflight(int n);
 /* Gauge: sandbox slots in use. */
 void metrics_sandbox_busy(int n);
+/* LLM judge counters and gauges (worker/judge.h judge_stats), set as a whole. */
+#include <stdint.h>
+struct metrics_judge {
+	uint64_t cached, fresh, invalid, unavailable, requests, tokens_in, tokens_out;
+	double cost_usd;
+	int circuits_open, in_flight;
+};
+void metrics_judge(const struct metrics_judge *j);
 /* Queue gauges: XLEN of {prefix}:jobs, the group's lag and pending count,
  * ZCARD of {prefix}:delayed, XLEN of {prefix}:dead. A negative value means
  * "unknown this time" and leaves that gauge unchanged. */

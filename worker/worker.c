@@ -1787,6 +1787,14 @@ static void gauges_cb(uv_timer_t *t)
 	metrics_inflight(w->njobs);
 	if (w->sp)
 		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
+	if (w->judge) {
+		struct judge_stats js;
+		judge_stats(w->judge, &js);
+		struct metrics_judge mj = { js.cached, js.fresh, js.invalid, js.unavailable, js.requests,
+		                            js.tokens_in, js.tokens_out, js.cost_usd, js.breakers_open,
+		                            judge_inflight(w->judge) };
+		metrics_judge(&mj);
+	}
 	if (!w->migcheck_busy && (!w->migrations_ok ||
 	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))
 		check_migrations(w);
