@@ -23,6 +23,22 @@ int elo_opponent(const char *difficulty, bool has_rating, int rating)
 	return -1;
 }
 
+int elo_opponent_or_default(const char *difficulty, bool has_rating, int rating)
+{
+	int o = elo_opponent(difficulty, has_rating, rating);
+	return o < 0 ? ELO_DEFAULT_OPPONENT : o;
+}
+
+int elo_k(int match_count)
+{
+	return match_count < ELO_K_MATCHES ? ELO_K_NEW : ELO_K_ESTABLISHED;
+}
+
+int elo_floor(long rating)
+{
+	return rating < ELO_FLOOR ? ELO_FLOOR : (int)rating;
+}
+
 long elo_round(double x)
 {
 	return (long)round(x);    /* C's round() is half away from zero, and exact */
@@ -37,22 +53,26 @@ static long div10_round(long v)
 void elo_compute(int rating, int match_count, int opponent, enum elo_outcome o,
                  bool verified, bool memoryless, int attempt_number, struct elo_update *out)
 {
+	elo_compute_k(rating, elo_k(match_count), opponent, o, verified, memoryless, attempt_number,
+	              out);
+}
+
+void elo_compute_k(int rating, int k, int opponent, enum elo_outcome o, bool verified,
+                   bool memoryless, int attempt_number, struct elo_update *out)
+{
 	double s = o == ELO_WIN ? 1.0 : o == ELO_DRAW ? 0.5 : 0.0;
 	double e = 1.0 / (1.0 + pow(10.0, (double)(opponent - rating) / 400.0));
-	int k = match_count < 30 ? 32 : 16;
-	long after = elo_round((double)rating + k * (s - e));
-	long change;
+	long after, change;
 
-	if (after < 100)
-		after = 100;
+	if (k != ELO_K_NEW && k != ELO_K_ESTABLISHED)
+		k = ELO_K_NEW;
+	after = elo_floor(elo_round((double)rating + k * (s - e)));
 	change = after - rating;
 	out->bonus_tenths = 10;
 	if (verified && change > 0) {
 		out->bonus_tenths = (memoryless && attempt_number == 1) ? 12 : 11;
 		change = div10_round(change * out->bonus_tenths);
-		after = rating + change;
-		if (after < 100)
-			after = 100;
+		after = elo_floor(rating + change);
 	}
 	out->before = rating;
 	out->after = (int)after;

@@ -1,6 +1,6 @@
 /*
  * Elo rating maths of CONTRACT §5: opponent rating from the challenge
- * difficulty, expected score, K by match count, floor 100, and the verified /
+ * difficulty, expected score, K by match count, the rating floor, and the verified /
  * benchmark-grade bonus (rounded in integer arithmetic). Pure: no I/O.
  */
 #ifndef ARBITER_ELO_H
@@ -10,9 +10,27 @@
 
 enum elo_outcome { ELO_WIN, ELO_DRAW, ELO_LOSS };
 
+/* No rating goes below this, whatever the losses or adjustments. */
+#define ELO_FLOOR 100
+/* Opponent rating used when the challenge has neither a rating nor a known difficulty. */
+#define ELO_DEFAULT_OPPONENT 1000
+/* K factors: a newcomer's (fewer than ELO_K_MATCHES matches played) and an established agent's. */
+#define ELO_K_NEW 32
+#define ELO_K_ESTABLISHED 16
+#define ELO_K_MATCHES 30
+
+/* K for an agent that has played match_count matches before this one. */
+int elo_k(int match_count);
+
+/* rating clamped to ELO_FLOOR. */
+int elo_floor(long rating);
+
 /* Opponent rating: `rating` when has_rating, else newcomer 800, contender 1000, veteran 1200,
  * legendary 1400. Returns -1 for an unknown (or NULL) difficulty without a rating. */
 int elo_opponent(const char *difficulty, bool has_rating, int rating);
+
+/* elo_opponent, with ELO_DEFAULT_OPPONENT instead of -1. */
+int elo_opponent_or_default(const char *difficulty, bool has_rating, int rating);
 
 struct elo_update { int before, after, change, k, opponent; int bonus_tenths; /* 10, 11 or 12 */ };
 
@@ -21,6 +39,12 @@ struct elo_update { int before, after, change, k, opponent; int bonus_tenths; /*
  * 12 for benchmark-grade (verified, memoryless, attempt_number == 1), else 11. */
 void elo_compute(int rating, int match_count, int opponent, enum elo_outcome o,
                  bool verified, bool memoryless, int attempt_number, struct elo_update *out);
+
+/* elo_compute with the K factor given instead of derived from a match count (a
+ * re-evaluation recomputes a match with the K recorded when it was first played). k must
+ * be ELO_K_NEW or ELO_K_ESTABLISHED; any other value is taken as ELO_K_NEW. */
+void elo_compute_k(int rating, int k, int opponent, enum elo_outcome o, bool verified,
+                   bool memoryless, int attempt_number, struct elo_update *out);
 
 /* Rounds half away from zero. */
 long elo_round(double x);

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "job.h"
+
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Label tables. The last entry of each is the catch-all; entries before
@@ -478,6 +480,9 @@ int metrics_render(struct strbuf *out)
 	      (double)M.judge.circuits_open);
 	gauge(out, "arbiter_judge_in_flight", "LLM judge verdicts in progress in this process.",
 	      (double)M.judge.in_flight);
+	header(out, "arbiter_job_bad_transitions_total", "counter",
+	       "Job state changes outside the allowed-transition table (a bug; release builds).");
+	sample(out, "arbiter_job_bad_transitions_total", NULL, (double)job_bad_transitions());
 
 	process_metrics(out);
 	return 0;
