@@ -669,12 +669,12 @@ static void fit(json_t *doc, size_t cap)
 			continue;
 		}
 		size_t keep = fit_prefix(t, len, budget);
+		budget -= esc_len(t, keep);   /* before setn below frees t */
 		struct strbuf sb = { 0 };
 		strbuf_add(&sb, t, keep);
 		strbuf_add(&sb, TRUNC, sizeof TRUNC - 1);
 		json_string_setn(s[i], sb.buf, sb.len);
 		strbuf_free(&sb);
-		budget -= esc_len(t, keep);
 	}
 	free(s);
 }
