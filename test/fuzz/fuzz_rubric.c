@@ -20,7 +20,9 @@ static const char SPEC[] =
 	"{\"evaluator\": \"judge\", \"dimensions\": ["
 	"{\"key\": \"code_quality\", \"weight\": 0.5, \"judge\": {\"name\": \"Code quality\"}},"
 	"{\"key\": \"design\", \"weight\": 0.5, \"judge\": {\"name\": \"Design\"}}],"
-	"\"judge\": {\"provider\": \"openai\", \"model\": \"m\", \"base_url\": \"http://127.0.0.1/v1\"}}";
+	"\"judge\": {\"provider\": \"openai\", \"model\": \"m\", \"base_url\": \"http://127.0.0.1/v1\", "
+	"\"max_input_bytes\": 1024, \"reads\": {\"fields\": [\"a\", \"b[0]\", \"c.d\"], "
+	"\"files\": [\"x.py\"], \"self_description\": \"S.md\"}}}";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -36,6 +38,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			rubric_reply_clear(&rep);
 		else if (!err[0])
 			abort();   /* a failure always says why */
+	}
+	json_t *answer = json_loadb(text, size, 0, NULL);
+	if (answer) {
+		json_t *tests = json_is_object(answer) ? json_object_get(answer, "tests") : NULL;
+		json_t *m = rubric_materials(r, answer, tests);
+		char *d = json_dumps(m, JSON_COMPACT | JSON_ENSURE_ASCII);
+		if (!d || strlen(d) > 4096)   /* the cap, plus fixed overhead of keys and markers */
+			abort();
+		char *sys = NULL, *user = NULL;
+		if (rubric_prompt(r, m, "0123456789abcdef0123456789abcdef", &sys, &user) == 0) {
+			int lines = 0;
+			for (const char *p = user; *p; p++)
+				lines += *p == '\n';
+			if (lines != 3)
+				abort();   /* the data stays one line between the delimiters */
+		}
+		free(sys);
+		free(user);
+		free(d);
+		json_decref(m);
+		json_decref(answer);
 	}
 	struct rubric_verdict v;
 	err[0] = 0;
