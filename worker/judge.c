@@ -541,6 +541,26 @@ int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
 	return 0;
 }
 
+int judge_budget_parse(const char *s, double *usd, int *period_s)
+{
+	*usd = 0;
+	*period_s = 0;
+	if (!s || !*s)
+		return 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || !(v > 0) || v > 1e9 || *end != '/')
+		return -1;
+	if (!strcmp(end + 1, "hour"))
+		*period_s = 3600;
+	else if (!strcmp(end + 1, "day"))
+		*period_s = 86400;
+	else
+		return -1;
+	*usd = v;
+	return 0;
+}
+
 int judge_inflight(const struct judge *jg)
 {
 	return jg ? jg->nruns : 0;

@@ -76,6 +76,10 @@ void judge_close(struct judge *jg);
 /* The verdict key of r on answer and tests (hex SHA-256 of rubric_cache_material). */
 void judge_key(const struct rubric *r, const json_t *answer, const json_t *tests, char out[65]);
 
+/* Parses a spend budget "USD/hour" or "USD/day" (USD a decimal > 0). "" = none: *usd 0.
+ * Returns 0, or -1 for anything else. */
+int judge_budget_parse(const char *s, double *usd, int *period_s);
+
 /* Counters since start (for /metrics): verdicts by source, tokens, cost, breaker. */
 struct judge_stats {
 	uint64_t cached, fresh, invalid, unavailable, config, requests, retries, repairs;

@@ -434,6 +434,8 @@ static void judge_job_free(struct judge_job *jj)
 	free(jj);
 }
 
+static void budget_spend(struct worker *w, double usd);
+
 static void on_judge(int rc, const struct judge_result *res, const char *err, void *data)
 {
 	struct judge_job *jj = data;
@@ -489,7 +491,64 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	judge_job_free(jj);
 	/* Each judged dimension keeps its criterion, the judge's 0-100 score and reasoning. */
 	rubric_annotate(r, &res->v, j->res.dims, j->res.ndims);
+	if (!res->cached)
+		budget_spend(w, res->cost_usd);
 	finish_eval(w, j);
+}
+
+/* The spend key of the current budget period: {prefix}:judge:spend:<period start, Unix s>. */
+static void budget_key(const struct worker *w, char *buf, size_t n)
+{
+	int64_t now = job_now_ms() / 1000;
+	snprintf(buf, n, "%s:judge:spend:%lld", w->cfg->prefix,
+	         (long long)(now - now % w->judge_budget_period_s));
+}
+
+/* Adds a fresh verdict's cost to the shared spend (fire and forget). */
+static void budget_spend(struct worker *w, double usd)
+{
+	if (w->judge_budget_usd <= 0 || usd <= 0 || !w->rq_cmd)
+		return;
+	char k[300], v[40], ttl[24];
+	budget_key(w, k, sizeof k);
+	snprintf(v, sizeof v, "%.9f", usd);
+	snprintf(ttl, sizeof ttl, "%d", 2 * w->judge_budget_period_s);
+	const char *a1[] = { "INCRBYFLOAT", k, v }, *a2[] = { "EXPIRE", k, ttl };
+	rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, a1, NULL);
+	rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, a2, NULL);
+}
+
+static void judge_go(struct worker *w, struct job *j, struct judge_job *jj);
+
+static void on_budget(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	(void)r;
+	struct judge_job *jj = data;
+	struct job *j = jj->j;
+	struct worker *w = j->w;
+	char why[300];
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		judge_job_free(jj);
+		pipeline_drop(w, j);
+		return;
+	}
+	if (!reply || reply->type == REDIS_REPLY_ERROR) {
+		snprintf(why, sizeof why, "judge budget: redis: %s", err ? err : reply->str);
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
+		return;
+	}
+	double spent = reply->type == REDIS_REPLY_STRING ? strtod(reply->str, NULL) : 0;
+	if (spent >= w->judge_budget_usd) {
+		/* Deferred, not failed: the job waits (not counted) until the next period. */
+		snprintf(why, sizeof why, "judge budget exhausted: %.4f of %.4f USD this %s", spent,
+		         w->judge_budget_usd, w->judge_budget_period_s == 3600 ? "hour" : "day");
+		metrics_job(pipeline_evaluator(j), "deferred");
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
+		return;
+	}
+	judge_go(w, j, jj);
 }
 
 /* Asks the judge; ext (may be NULL) holds the test suite's scores of a hybrid spec. */
@@ -505,8 +564,23 @@ static void run_judge(struct worker *w, struct job *j, const struct score_ext *e
 		jj->extra = json_deep_copy(ext->extra);
 	if (ext && ext->warnings)
 		jj->warnings = json_deep_copy(ext->warnings);
-	const char *rj = job_field(j, "rejudge");
 	job_set_state(j, JOB_EVALUATING);
+	if (w->judge_budget_usd > 0) {
+		char k[300];
+		budget_key(w, k, sizeof k);
+		const char *argv[] = { "GET", k };
+		if (rq_cmdv(w->rq_cmd, 0, on_budget, jj, 2, argv, NULL) == 0)
+			return;
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, false, "judge budget: redis unavailable");
+		return;
+	}
+	judge_go(w, j, jj);
+}
+
+static void judge_go(struct worker *w, struct job *j, struct judge_job *jj)
+{
+	const char *rj = job_field(j, "rejudge");
 	if (judge_run(w->judge, spec_rubric(j->spec->spec), j->row.answer,
 	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, rj && !strcmp(rj, "1"),
 	              on_judge, jj) < 0) {
@@ -1414,6 +1488,12 @@ static int open_parts(struct worker *w)
 	po.query_timeout_ms = (uint32_t)w->cfg->pg_query_timeout_ms;
 	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
 		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
+		return -1;
+	}
+	if (judge_budget_parse(w->cfg->judge_budget, &w->judge_budget_usd,
+	                       &w->judge_budget_period_s) < 0) {
+		fprintf(stderr, "arbiter worker: ARBITER_JUDGE_BUDGET '%s' is not USD/hour or USD/day "
+		        "(e.g. 20/day)\n", w->cfg->judge_budget);
 		return -1;
 	}
 	struct judge_opts jo = { .pg = w->pg, .max_inflight = w->cfg->judge_inflight,

@@ -14,7 +14,9 @@ internal_error with the raw answer when it stays malformed; a hanging
 provider: the circuit breaker opens (jobs wait, not failed) while
 deterministic jobs keep flowing, and closes when the provider answers again;
 a hybrid blend (tests + judge, when the sandbox is usable); exactly once when
-the worker is SIGKILLed between paying for a verdict and committing.
+the worker is SIGKILLed between paying for a verdict and committing; `arbiter
+score` against the provider and replaying a verdict; the spend budget shared
+through Redis (exhausted: judge jobs wait while deterministic jobs flow).
 """
 import json
 import os
@@ -303,6 +305,26 @@ def main():
             out = w.output() + w2.output()
             ok(KEY not in out, "the API key never appears in the worker's log")
             eq(w2.term(), 0, "worker exits 0 on SIGTERM")
+
+            # -- spend budget shared through Redis: exhausted -> judge jobs wait -----------
+            w3 = Worker(s, "judge-3", env=dict(env, ARBITER_JUDGE_BUDGET="0.0005/hour"))
+            n = p.count()
+            sa = run_one(a2, ch, {"work": {"quality": 61, "docs": 61}})
+            eq(a2.status(sa), "completed", "within budget: judged (0.00055 USD spent)", w3.tail())
+            spent = [k for k in a2.r.keys("arbiter:judge:spend:*")]
+            ok(len(spent) == 1 and abs(float(a2.r.get(spent[0])) - 0.00055) < 1e-9,
+               "spend recorded in Redis", spent)
+            _, sb = a2.submit(a2.agent(), ch, {"work": {"quality": 62, "docs": 62}})
+            deferred = wait_for(lambda: "judge budget exhausted" in w3.output(), 15)
+            ok(deferred, "over budget: the judge job is deferred", w3.tail())
+            sd2 = run_one(a2, det, {"a": 1}, timeout=20)
+            eq(a2.status(sd2), "completed", "deterministic jobs keep flowing")
+            ok(a2.status(sb) in ("queued", "evaluating") and p.count() - n == 1,
+               "the deferred job waits, no provider call", (a2.status(sb), p.count() - n))
+            a2.r.delete(spent[0])     # a new period (or an operator reset)
+            ok(a2.wait_final([sb], 30), "budget available again: judged", w3.tail())
+            eq(a2.status(sb), "completed", "completed, not failed")
+            eq(w3.term(), 0, "budget worker exits 0")
             a2.close()
             a.close()
     finally:
