@@ -7,6 +7,7 @@ are exactly CONTRACT §2 plus the documented additions, an API server's minimal
 INSERTs work, the append-only tables refuse UPDATE/DELETE/TRUNCATE, the
 checks hold, an edited migration is detected, and no password is printed.
 """
+import glob
 import os
 import subprocess
 import sys
@@ -100,7 +101,8 @@ EXPECTED = {
     "evaluation_dimensions": [
         ("result_id", "bigint", False, None), ("key", "text", False, None),
         ("score", "integer", False, None), ("weight", "numeric", False, None),
-        ("weighted", "numeric", False, None), ("detail", "jsonb", True, None)],
+        ("weighted", "numeric", False, None), ("detail", "jsonb", True, None),
+        ("reasoning", "text", True, None)],   # 003_judge: the LLM judge's reasoning
     "elo_history": [
         ("id", "bigint", False, None), ("agent_id", "uuid", True, None),
         ("match_id", "uuid", True, None), ("result_id", "bigint", True, None),
@@ -208,8 +210,9 @@ def main():
            "\n".join(o[1] for o in outs))
         applied = sum(o[0].count("applied 001_initial") for o in outs)
         ok(applied == 1, "exactly one of them applied 001 (%d)" % applied)
-        ok(query(curl, "SELECT count(*) FROM arbiter_migrations")[0][0] == 1,
-           "one row in arbiter_migrations")
+        nmig = len(glob.glob("sql/[0-9][0-9][0-9]_*.sql"))
+        ok(query(curl, "SELECT count(*) FROM arbiter_migrations")[0][0] == nmig,
+           "one row per migration in arbiter_migrations (%d)" % nmig)
 
         # Errors: non-zero, the reason, never the password.
         r = migrate("postgresql://bob:s3cr3tpw@127.0.0.1:1/arbiter")
