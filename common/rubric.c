@@ -358,6 +358,9 @@ static int parse_block(struct rubric *r, const json_t *jb, char *err, size_t err
 	if ((strncmp(u, "https://", 8) && strncmp(u, "http://", 7)) || strlen(u) > 500 ||
 	    strlen(u) < 9 || !printable(u, false))
 		return fail(err, errlen, "judge.base_url must be an http:// or https:// URL");
+	/* No user info ("http://127.0.0.1:80@evil.example/" is evil.example), query or fragment. */
+	if (strpbrk(u, "@?#\\"))
+		return fail(err, errlen, "judge.base_url must not contain '@', '?', '#' or '\\'");
 	v = json_object_get(jb, "plain_http");
 	if (v && !json_is_boolean(v))
 		return fail(err, errlen, "judge.plain_http must be true or false");

@@ -96,6 +96,10 @@ static void test_spec_rules(void)
 		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"ftp://h\"}", "judge.base_url" },
 		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"http://example.com\"}",
 		  "plain http:// only to a loopback host" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": "
+		  "\"http://127.0.0.1:80@evil.example/v1\"}", "must not contain '@'" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": "
+		  "\"http://127.0.0.1.evil.example/v1\"}", "plain http:// only to a loopback host" },
 		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
 		  "\"api_key_env\": \"ARBITER_DATABASE_URL\"}", "judge.api_key_env" },
 		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
