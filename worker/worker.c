@@ -389,7 +389,8 @@ static void score_after_cb(uv_work_t *req, int status)
 static void score_now(struct worker *w, struct job *j, const struct score_ext *ext)
 {
 	struct score_match m;
-	struct score_limits lim = { w->cfg->max_string_bytes };
+	struct score_limits lim = { w->cfg->max_string_bytes, false,
+	                            j->row.input_bytes + j->spec->gt_bytes };
 	char err[512];
 
 	fill_match(j, &m);
@@ -474,7 +475,7 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	rubric_ext_merge(r, &res->v, jj->n, (const char *const *)jj->keys, jj->scores, &re);
 	struct score_ext ext = { re.n, re.keys, re.scores, extra, jj->warnings };
 	struct score_match m;
-	struct score_limits lim = { w->cfg->max_string_bytes };
+	struct score_limits lim = { w->cfg->max_string_bytes, false, 0 };
 	char e2[512];
 	fill_match(j, &m);
 	job_clear_result(j);
