@@ -35,6 +35,7 @@ struct config {
 	int judge_breaker_failures;                   /* failed verdicts opening a circuit, default 5 */
 	int judge_breaker_cooldown_ms;                /* before a probe, default 30000 */
 	char *judge_budget;                           /* "USD/hour" | "USD/day" | "" (none) */
+	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the
