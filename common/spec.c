@@ -14,6 +14,7 @@
 #include "expr.h"
 #include "jcanon.h"
 #include "jpath.h"
+#include "rubric.h"
 #include "norm.h"
 #include "rx.h"
 #include "util.h"
@@ -28,6 +29,7 @@ struct spec {
 	double win, draw;
 	bool has_budget, has_llm, has_tool;
 	int64_t budget, llm, tool;
+	struct rubric *rubric;   /* judge criteria and settings, NULL without (rubric.h) */
 };
 
 static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -129,6 +131,7 @@ void spec_free(struct spec *s)
 		return;
 	for (size_t i = 0; i < s->ndims; i++)
 		dim_free(&s->dims[i]);
+	rubric_free(s->rubric);
 	json_decref(s->json);
 	free(s);
 }
@@ -749,9 +752,11 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 			            json_string_value(p));
 		if (parse_params(s, dim, d, 0, err, errlen) < 0)
 			return -1;
-	} else if (s->ev == SPEC_DETERMINISTIC) {
-		return fail(err, errlen, "dimension '%s': primitive is required (evaluator deterministic)",
-		            d->key);
+	} else if (rubric_dim_is_judge(dim)) {
+		d->external = true;   /* scored by the LLM judge (rubric.h) */
+	} else if (s->ev == SPEC_DETERMINISTIC || s->ev == SPEC_JUDGE) {
+		return fail(err, errlen, "dimension '%s': primitive is required (evaluator %s)",
+		            d->key, spec_evaluator_name(s->ev));
 	}
 
 gate:;
@@ -1016,10 +1021,19 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	struct spec *s = xcalloc(1, sizeof *s);
 	s->json = json_incref((json_t *)root);
 	json_t *gate_targets[SPEC_MAX_DIMS] = { 0 };
+	json_t *expanded = NULL;   /* the seed's rubric form, as ordinary dimensions (rubric.h) */
+	if (rubric_expand(root, &expanded, err, errlen) < 0)
+		goto bad;
+	if (expanded) {
+		spec_free(s);
+		int rc = spec_from_json(expanded, out, err, errlen);
+		json_decref(expanded);
+		return rc;
+	}
 
 	const json_t *ev = json_object_get(root, "evaluator");
 	if (!ev) {
-		fail(err, errlen, "evaluator is required (deterministic, test-suite or custom-script)");
+		fail(err, errlen, "evaluator is required (deterministic, test-suite, custom-script or judge)");
 		goto bad;
 	}
 	const char *evs = json_is_string(ev) ? json_string_value(ev) : "";
@@ -1029,10 +1043,12 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 		s->ev = SPEC_TEST_SUITE;
 	} else if (!strcmp(evs, "custom-script")) {
 		s->ev = SPEC_CUSTOM_SCRIPT;
+	} else if (!strcmp(evs, "judge")) {
+		s->ev = SPEC_JUDGE;
 	} else {
 		if (json_is_string(ev))
 			fail(err, errlen, "evaluator '%.64s' is not one of deterministic, test-suite, "
-			     "custom-script", evs);
+			     "custom-script, judge", evs);
 		else
 			fail(err, errlen, "evaluator must be a string, not %s", jcanon_type_name(ev));
 		goto bad;
@@ -1109,6 +1125,8 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	if (s->ev == SPEC_CUSTOM_SCRIPT &&
 	    parse_script(s, json_object_get(root, "script"), err, errlen) < 0)
 		goto bad;
+	if (rubric_from_spec(root, spec_evaluator_name(s->ev), &s->rubric, err, errlen) < 0)
+		goto bad;
 	*out = s;
 	return 0;
 bad:
@@ -1138,8 +1156,14 @@ const char *spec_evaluator_name(enum spec_evaluator e)
 	switch (e) {
 	case SPEC_TEST_SUITE: return "test-suite";
 	case SPEC_CUSTOM_SCRIPT: return "custom-script";
+	case SPEC_JUDGE: return "judge";
 	default: return "deterministic";
 	}
+}
+
+const struct rubric *spec_rubric(const struct spec *s)
+{
+	return s->rubric;
 }
 
 const json_t *spec_json(const struct spec *s)

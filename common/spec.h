@@ -26,7 +26,7 @@ struct expr;
 
 #define SPEC_MAX_DIMS 16
 
-enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT };
+enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT, SPEC_JUDGE };
 struct spec;   /* immutable after spec_parse; safe to share and cache */
 
 /* Parses and validates (every rule of README "Scoring spec"). On failure returns -1 and writes a message
@@ -37,9 +37,12 @@ int spec_parse(const char *text, size_t len, struct spec **out, char *err, size_
 int spec_from_json(const json_t *spec, struct spec **out, char *err, size_t errlen);
 void spec_free(struct spec *s);                       /* NULL ok */
 enum spec_evaluator spec_evaluator(const struct spec *s);
-/* "deterministic", "test-suite" or "custom-script". */
+/* "deterministic", "test-suite", "custom-script" or "judge". */
 const char *spec_evaluator_name(enum spec_evaluator e);
-const json_t *spec_json(const struct spec *s);       /* the whole spec (borrowed): test_suite, script */
+const json_t *spec_json(const struct spec *s);
+/* The LLM-judge criteria and settings (common/rubric.h), or NULL when no dimension is judged:
+ * evaluator judge, or test-suite with judge dimensions (hybrid). Borrowed. */
+const struct rubric *spec_rubric(const struct spec *s);       /* the whole spec (borrowed): test_suite, script */
 size_t spec_ndims(const struct spec *s);
 const char *spec_dim_key(const struct spec *s, size_t i);
 bool spec_dim_external(const struct spec *s, size_t i); /* scored by test-suite/script, not a primitive */

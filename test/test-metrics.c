@@ -310,5 +310,21 @@ int main(void)
 	       "large counts exact");
 	is_int(value_of(t, "arbiter_jobs_in_flight"), 0, "reset zeroes gauges");
 	free(t);
+
+	/* The LLM judge's counters. */
+	struct metrics_judge mj = { 3, 2, 1, 4, 9, 12000, 800, 0.5, 1, 7 };
+	metrics_judge(&mj);
+	metrics_job("judge", "completed");
+	t = render();
+	is_str(check_format(t, why, sizeof(why)), NULL, "judge exposition is well-formed");
+	is_int(value_of(t, "arbiter_judge_verdicts_total{outcome=\"cached\"}"), 3, "cached verdicts");
+	is_int(value_of(t, "arbiter_judge_verdicts_total{outcome=\"unavailable\"}"), 4,
+	       "unavailable verdicts");
+	is_int(value_of(t, "arbiter_judge_tokens_total{direction=\"in\"}"), 12000, "tokens in");
+	is_int(value_of(t, "arbiter_judge_requests_total"), 9, "requests");
+	is_int(value_of(t, "arbiter_judge_in_flight"), 7, "in flight");
+	is_int(value_of(t, "arbiter_jobs_total{evaluator=\"judge\",outcome=\"completed\"}"), 1,
+	       "evaluator label judge");
+	free(t);
 	return tap_done();
 }

@@ -3,12 +3,14 @@
  * submission with no server, or check a scoring spec.
  *
  *   arbiter score --spec F --submission F [--ground-truth F] [--match F]
- *                 [--max-string-bytes N]
+ *                 [--max-string-bytes N] [--verdict F] [--judge-url URL]
  *   arbiter validate-spec F
  *
  * Exit codes: 0 success (result JSON / "ok" on stdout); 2 bad spec, bad input
  * or bad usage (reason on stderr); 3 the test-suite / custom-script evaluator
- * failed (internal_error, reason on stderr). A file name "-" reads stdin.
+ * or the LLM judge failed (internal_error, reason on stderr). A file name "-"
+ * reads stdin. A judge spec asks its provider (no verdict cache), or replays
+ * a verdict from --verdict F without any network.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -21,6 +23,8 @@
 #include "evaluator.h"
 #include "log.h"
 #include "isotime.h"
+#include "judge.h"
+#include "rubric.h"
 #include "score.h"
 #include "spec.h"
 #include "util.h"
@@ -40,6 +44,11 @@ static void score_usage(FILE *out)
 	        "                         \"memoryless\", \"attempt_number\"}\n"
 	        "  --max-string-bytes N  longest string a primitive reads (default 1048576;\n"
 	        "                         env ARBITER_MAX_STRING_BYTES)\n"
+	        "  --verdict F           LLM judge: replay this verdict ({\"scores\", \"summary\"},\n"
+	        "                         e.g. .judge.verdict of an earlier result) instead of\n"
+	        "                         asking the provider\n"
+	        "  --judge-url URL       LLM judge: use this provider base URL instead of the\n"
+	        "                         spec's judge.base_url\n"
 	        "  --explain             add \"explain\": per dimension, the values read (after\n"
 	        "                         normalisation), what matched, the fractions, gates and\n"
 	        "                         the rounding\n"
@@ -168,7 +177,75 @@ struct ext_run {
 	const struct score_match *m;
 	const struct score_limits *lim;
 	int rc;
+	const struct rubric_verdict *replay;   /* --verdict, or NULL: ask the provider */
+	struct judge *judge;                   /* live judge client, or NULL */
+	/* The test suite's outcome, kept for the judge of a hybrid spec. */
+	size_t n;
+	char *keys[SPEC_MAX_DIMS];
+	int scores[SPEC_MAX_DIMS];
+	json_t *extra, *warnings;
 };
+
+/* Scores with the test suite's scores kept in x (if any) and the verdict v. */
+static void judged(struct ext_run *x, const struct rubric_verdict *v, const struct judge_result *res)
+{
+	const struct rubric *r = spec_rubric(x->s);
+	struct rubric_ext re;
+	rubric_ext_merge(r, v, x->n, (const char *const *)x->keys, x->scores, &re);
+	json_t *extra = x->extra ? json_deep_copy(x->extra) : json_object();
+	json_t *jd = rubric_result_json(r, v);
+	if (res) {
+		json_object_set_new(jd, "verdict_key", json_string(res->key));
+		json_object_set_new(jd, "calls", json_integer(res->calls));
+		json_object_set_new(jd, "tokens_in", json_integer(res->tokens_in));
+		json_object_set_new(jd, "tokens_out", json_integer(res->tokens_out));
+		json_object_set_new(jd, "cost_usd", json_real(res->cost_usd));
+	} else {
+		json_object_set_new(jd, "replayed", json_true());
+	}
+	json_object_set_new(extra, "judge", jd);
+	struct score_ext ext = { re.n, re.keys, re.scores, extra, x->warnings };
+	x->rc = score_external_done(x->s, x->answer, x->metadata, x->ground_truth, x->m, &ext, x->lim);
+	json_decref(extra);
+}
+
+static void on_judge(int rc, const struct judge_result *res, const char *err, void *data)
+{
+	struct ext_run *x = data;
+	if (rc != JUDGE_OK) {
+		fprintf(stderr, "arbiter score: the LLM judge failed (internal_error): %s\n",
+		        err ? err : "unknown error");
+		if (res && res->raw)
+			fprintf(stderr, "arbiter score: the provider's last answer: %.2000s\n", res->raw);
+		x->rc = EXIT_INTERNAL;
+	} else {
+		judged(x, &res->v, res);
+	}
+	judge_close(x->judge);
+	x->judge = NULL;
+}
+
+/* Runs the judge on loop (or replays --verdict) with the tests' outcome kept in x. */
+static void start_judge(struct ext_run *x, uv_loop_t *loop)
+{
+	if (x->replay) {
+		judged(x, x->replay, NULL);
+		return;
+	}
+	if (judge_new(loop, NULL, &x->judge) < 0) {
+		fprintf(stderr, "arbiter score: the LLM judge cannot start (libcurl)\n");
+		x->rc = EXIT_INTERNAL;
+		return;
+	}
+	if (judge_run(x->judge, spec_rubric(x->s), x->answer,
+	              x->extra ? json_object_get(x->extra, "tests") : NULL, true, on_judge, x) < 0) {
+		judge_close(x->judge);
+		x->judge = NULL;
+		x->rc = EXIT_INTERNAL;
+	}
+}
+
+static uv_loop_t *ext_loop;   /* the private loop of run_external_evaluator */
 
 static void on_external(int rc, const struct score_ext *ext, const char *err, void *data)
 {
@@ -177,6 +254,16 @@ static void on_external(int rc, const struct score_ext *ext, const char *err, vo
 		fprintf(stderr, "arbiter score: %s evaluation failed (internal_error): %s\n",
 		        spec_evaluator_name(spec_evaluator(x->s)), err ? err : "unknown error");
 		x->rc = EXIT_INTERNAL;
+		return;
+	}
+	if (spec_rubric(x->s)) {   /* hybrid: the judge reads the test results too */
+		for (size_t i = 0; i < ext->n && i < SPEC_MAX_DIMS; i++, x->n++) {
+			x->keys[i] = xstrdup(ext->keys[i]);
+			x->scores[i] = ext->scores[i];
+		}
+		x->extra = ext->extra ? json_deep_copy(ext->extra) : NULL;
+		x->warnings = ext->warnings ? json_deep_copy(ext->warnings) : NULL;
+		start_judge(x, ext_loop);
 		return;
 	}
 	x->rc = score_external_done(x->s, x->answer, x->metadata, x->ground_truth, x->m, ext, x->lim);
@@ -192,7 +279,8 @@ static void on_external(int rc, const struct score_ext *ext, const char *err, vo
 static int run_external_evaluator(const struct spec *s, const json_t *answer,
                                   const json_t *metadata, const json_t *ground_truth,
                                   const json_t *match_json, const struct score_match *m,
-                                  const struct score_limits *lim)
+                                  const struct score_limits *lim,
+                                  const struct rubric_verdict *replay)
 {
 	enum log_level lvl = LOG_WARN;
 	const char *ll = getenv("ARBITER_LOG_LEVEL");
@@ -206,8 +294,13 @@ static int run_external_evaluator(const struct spec *s, const json_t *answer,
 	}
 	struct sandbox_pool *sp = NULL;
 	char err[512];
-	struct ext_run x = { s, answer, metadata, ground_truth, m, lim, EXIT_INTERNAL };
-	if (sandbox_pool_new(&loop, NULL, &sp, err, sizeof err) < 0) {
+	struct ext_run x = { s, answer, metadata, ground_truth, m, lim, EXIT_INTERNAL, replay, NULL,
+	                     0, { 0 }, { 0 }, NULL, NULL };
+	ext_loop = &loop;
+	if (spec_evaluator(s) == SPEC_JUDGE) {
+		start_judge(&x, &loop);
+		uv_run(&loop, UV_RUN_DEFAULT);
+	} else if (sandbox_pool_new(&loop, NULL, &sp, err, sizeof err) < 0) {
 		fprintf(stderr, "arbiter score: the sandbox is not available (internal_error): %s\n", err);
 	} else if (evaluator_run(sp, s, answer, metadata, ground_truth, match_json, on_external,
 	                         &x) < 0) {
@@ -218,6 +311,10 @@ static int run_external_evaluator(const struct spec *s, const json_t *answer,
 	}
 	sandbox_pool_free(sp);
 	uv_run(&loop, UV_RUN_DEFAULT);   /* the pool's handles are closed by now */
+	for (size_t i = 0; i < x.n; i++)
+		free(x.keys[i]);
+	json_decref(x.extra);
+	json_decref(x.warnings);
 	if (uv_loop_close(&loop) < 0)
 		fprintf(stderr, "arbiter score: event loop still busy at exit\n");
 	return x.rc;
@@ -275,13 +372,15 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
 int cmd_score(int argc, char **argv)
 {
 	const char *spec_f = NULL, *sub_f = NULL, *gt_f = NULL, *match_f = NULL, *max_s = NULL;
+	const char *verdict_f = NULL, *judge_url = NULL;
 	bool explain = false;
 	struct {
 		const char *name;
 		const char **dst;
 	} opts[] = {
 		{ "--spec", &spec_f }, { "--submission", &sub_f }, { "--ground-truth", &gt_f },
-		{ "--match", &match_f }, { "--max-string-bytes", &max_s },
+		{ "--match", &match_f }, { "--max-string-bytes", &max_s }, { "--verdict", &verdict_f },
+		{ "--judge-url", &judge_url },
 	};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -323,9 +422,19 @@ int cmd_score(int argc, char **argv)
 	json_t *spec_j = NULL, *sub = NULL, *gt = NULL, *match = NULL;
 	struct score_match m = { .attempt_number = 1 };
 	char err[512];
+	struct rubric_verdict replay = { 0 };
+	bool have_replay = false;
 
 	if (!(spec_j = load_json("spec", spec_f)))
 		goto out;
+	if (judge_url) {
+		json_t *jb = json_object_get(spec_j, "judge");
+		if (!json_is_object(jb)) {
+			fprintf(stderr, "arbiter score: --judge-url: the spec has no judge block\n");
+			goto out;
+		}
+		json_object_set_new(jb, "base_url", json_string(judge_url));
+	}
 	if (spec_from_json(spec_j, &spec, err, sizeof err) < 0) {
 		fprintf(stderr, "arbiter score: invalid spec: %s\n", err);
 		goto out;
@@ -353,11 +462,32 @@ int cmd_score(int argc, char **argv)
 		if (parse_match(match, &m) < 0)
 			goto out;
 	}
+	if (verdict_f && !spec_rubric(spec)) {
+		fprintf(stderr, "arbiter score: --verdict: the spec has no judge criteria\n");
+		goto out;
+	}
+	if (verdict_f) {
+		char *vt;
+		size_t vl;
+		if (read_file(verdict_f, &vt, &vl) < 0) {
+			fprintf(stderr, "arbiter score: verdict %s: %s\n", verdict_f, strerror(errno));
+			goto out;
+		}
+		int vr = rubric_verdict_parse(spec_rubric(spec), vt, vl, &replay, err, sizeof err);
+		free(vt);
+		if (vr < 0) {
+			fprintf(stderr, "arbiter score: verdict %s: %s\n", verdict_f, err);
+			goto out;
+		}
+		have_replay = true;
+	}
 	if (spec_evaluator(spec) != SPEC_DETERMINISTIC)
-		rc = run_external_evaluator(spec, answer, metadata, gt, match, &m, &lim);
+		rc = run_external_evaluator(spec, answer, metadata, gt, match, &m, &lim,
+		                            have_replay ? &replay : NULL);
 	else
 		rc = score_external_done(spec, answer, metadata, gt, &m, NULL, &lim);
 out:
+	rubric_verdict_clear(&replay);
 	spec_free(spec);
 	json_decref(spec_j);
 	json_decref(sub);

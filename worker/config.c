@@ -116,6 +116,15 @@ static const struct cfg_key keys[] = {
 	  "minimum level of per-job lines (e.g. warn on a large backlog); same = ARBITER_LOG_LEVEL" },
 	{ "ARBITER_LOG_FORMAT", CFG_ENUM, OFF(log_format), "auto", 0, 0, "auto|json|text",
 	  "auto: human-readable text when stderr is a terminal, JSON lines otherwise" },
+	{ "ARBITER_JUDGE_INFLIGHT", CFG_INT, OFF(judge_inflight), "512", 1, 100000, NULL,
+	  "LLM judge: provider requests in flight per process (more wait in FIFO order)" },
+	{ "ARBITER_JUDGE_BREAKER_FAILURES", CFG_INT, OFF(judge_breaker_failures), "5", 1, 1000, NULL,
+	  "LLM judge: consecutive failed verdicts that open a provider's circuit" },
+	{ "ARBITER_JUDGE_BUDGET", CFG_STR, OFF(judge_budget), "", 0, 0, NULL,
+	  "LLM judge spend budget shared by all replicas: USD/hour or USD/day (e.g. 20/day); "
+	  "empty = none. Exhausted: judge jobs wait" },
+	{ "ARBITER_JUDGE_BREAKER_COOLDOWN_MS", CFG_INT, OFF(judge_breaker_cooldown_ms), "30000", 10,
+	  3600000, NULL, "LLM judge: an open circuit lets one probe through after this long" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -39,6 +39,10 @@ struct config {
 	char *sandbox_cgroup;                         /* auto|none */
 	char *log_format;                             /* auto|json|text */
 	char *job_log_level;                          /* same|debug|info|warn|error */
+	int judge_inflight;                           /* LLM judge requests in flight, default 512 */
+	int judge_breaker_failures;                   /* failed verdicts opening a circuit, default 5 */
+	int judge_breaker_cooldown_ms;                /* before a probe, default 30000 */
+	char *judge_budget;                           /* "USD/hour" | "USD/day" | "" (none) */
 	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 };
 

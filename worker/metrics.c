@@ -25,10 +25,10 @@
 /* Label tables. The last entry of each is the catch-all; entries before
  * `*_KNOWN` are always rendered. */
 static const char *const evaluators[] = {
-	"deterministic", "test-suite", "custom-script", "unknown", "other",
+	"deterministic", "test-suite", "custom-script", "judge", "unknown", "other",
 };
-#define EVAL_KNOWN 3
-#define EVAL_UNKNOWN 3
+#define EVAL_KNOWN 4
+#define EVAL_UNKNOWN 4
 static const char *const outcomes[] = {
 	"completed", "rejected", "failed", "dead_lettered", "deferred", "duplicate", "other",
 };
@@ -80,6 +80,7 @@ static struct {
 	struct histogram eval[NEVAL];
 	struct histogram e2e;
 	struct histogram batch;
+	struct metrics_judge judge;
 } M;
 
 static size_t lookup(const char *const *table, size_t n, const char *v)
@@ -151,6 +152,11 @@ void metrics_bulk(long long moved, long long length)
 	if (moved > 0)
 		M.bulk_moved += (uint64_t)moved;
 	M.bulk_len = length < 0 ? 0 : (long)length;
+}
+
+void metrics_judge(const struct metrics_judge *j)
+{
+	M.judge = *j;
 }
 
 void metrics_sandbox_busy(int n)
@@ -482,6 +488,30 @@ int metrics_render(struct strbuf *out)
 		const char *labels[] = { "version", ARBITER_VERSION, NULL };
 		sample(out, "arbiter_build_info", labels, 1);
 	}
+	header(out, "arbiter_judge_verdicts_total", "counter",
+	       "LLM judge verdicts, by outcome: cached (no provider call), fresh, invalid "
+	       "(no valid verdict after the repair), unavailable (provider trouble, retried later).");
+	static const char *const vsrc[] = { "cached", "fresh", "invalid", "unavailable" };
+	const uint64_t vval[] = { M.judge.cached, M.judge.fresh, M.judge.invalid, M.judge.unavailable };
+	for (size_t i = 0; i < 4; i++) {
+		const char *l[] = { "outcome", vsrc[i], NULL };
+		sample(out, "arbiter_judge_verdicts_total", l, (double)vval[i]);
+	}
+	header(out, "arbiter_judge_requests_total", "counter",
+	       "HTTP requests sent to LLM judge providers (retries and repairs included).");
+	sample(out, "arbiter_judge_requests_total", NULL, (double)M.judge.requests);
+	header(out, "arbiter_judge_tokens_total", "counter",
+	       "Tokens the LLM judge providers reported, by direction.");
+	const char *tin[] = { "direction", "in", NULL }, *tout[] = { "direction", "out", NULL };
+	sample(out, "arbiter_judge_tokens_total", tin, (double)M.judge.tokens_in);
+	sample(out, "arbiter_judge_tokens_total", tout, (double)M.judge.tokens_out);
+	header(out, "arbiter_judge_cost_usd_total", "counter",
+	       "Spend on LLM judge providers in USD, from the specs' judge.price.");
+	sample(out, "arbiter_judge_cost_usd_total", NULL, M.judge.cost_usd);
+	gauge(out, "arbiter_judge_circuits_open", "LLM judge providers whose circuit is open.",
+	      (double)M.judge.circuits_open);
+	gauge(out, "arbiter_judge_in_flight", "LLM judge verdicts in progress in this process.",
+	      (double)M.judge.in_flight);
 	header(out, "arbiter_job_bad_transitions_total", "counter",
 	       "Job state changes outside the allowed-transition table (a bug; release builds).");
 	sample(out, "arbiter_job_bad_transitions_total", NULL, (double)job_bad_transitions());

@@ -44,6 +44,14 @@ void metrics_sandbox_busy(int n);
 void metrics_paused(int all, int challenges);
 /* The bulk lane: jobs moved to the live stream (added up), its current length. */
 void metrics_bulk(long long moved, long long length);
+/* LLM judge counters and gauges (worker/judge.h judge_stats), set as a whole. */
+#include <stdint.h>
+struct metrics_judge {
+	uint64_t cached, fresh, invalid, unavailable, requests, tokens_in, tokens_out;
+	double cost_usd;
+	int circuits_open, in_flight;
+};
+void metrics_judge(const struct metrics_judge *j);
 /* Queue gauges: XLEN of {prefix}:jobs, the group's lag and pending count,
  * ZCARD of {prefix}:delayed, XLEN of {prefix}:dead. A negative value means
  * "unknown this time" and leaves that gauge unchanged. */

@@ -61,6 +61,9 @@ struct worker {
 	struct pgc_pool *pg;
 	struct rl *rl;
 	struct sandbox_pool *sp;     /* NULL when the sandbox cannot be used here */
+	struct judge *judge;         /* LLM judge client (worker/judge.h), NULL if it cannot start */
+	double judge_budget_usd;     /* ARBITER_JUDGE_BUDGET per period, 0 = none */
+	int judge_budget_period_s;   /* 3600 or 86400 */
 	char sp_err[256];
 	struct http_server *http;
 

@@ -34,6 +34,7 @@
 #include "claim.h"
 #include "commit.h"
 #include "evaluator.h"
+#include "judge.h"
 #include "http.h"
 #include "isotime.h"
 #include "log.h"
@@ -417,6 +418,180 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 	finish_eval(w, j);
 }
 
+/* ---- LLM judge (worker/judge.h): evaluator judge, or after the tests of a hybrid spec ---- */
+
+struct judge_job {
+	struct job *j;
+	size_t n;                           /* scores from the test suite (hybrid) */
+	char *keys[SPEC_MAX_DIMS];
+	int scores[SPEC_MAX_DIMS];
+	json_t *extra, *warnings;           /* the test suite's, owned; NULL for evaluator judge */
+};
+
+static void judge_job_free(struct judge_job *jj)
+{
+	for (size_t i = 0; i < jj->n; i++)
+		free(jj->keys[i]);
+	json_decref(jj->extra);
+	json_decref(jj->warnings);
+	free(jj);
+}
+
+static void budget_spend(struct worker *w, double usd);
+
+static void on_judge(int rc, const struct judge_result *res, const char *err, void *data)
+{
+	struct judge_job *jj = data;
+	struct job *j = jj->j;
+	struct worker *w = j->w;
+	const struct spec *s = j->spec->spec;
+	const struct rubric *r = spec_rubric(s);
+	char why[900];
+
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		judge_job_free(jj);
+		pipeline_drop(w, j);
+		return;
+	}
+	if (rc != JUDGE_OK) {
+		/* Provider trouble is not the submission's fault: retried without using up an
+		 * attempt. An invalid verdict or a spec that cannot be judged here is an
+		 * internal_error (counted), with the provider's raw answer kept. */
+		snprintf(why, sizeof why, "%s: %s%s%.300s", rc == JUDGE_UNAVAILABLE ?
+		         "judge unavailable" : "internal_error", err ? err : "judge failed",
+		         res && res->raw ? "; raw answer: " : "", res && res->raw ? res->raw : "");
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, rc != JUDGE_UNAVAILABLE, why);
+		return;
+	}
+	json_t *extra = jj->extra ? json_deep_copy(jj->extra) : json_object();
+	json_t *jd = rubric_result_json(r, &res->v);
+	json_object_set_new(jd, "verdict_key", json_string(res->key));
+	json_object_set_new(jd, "cached", json_boolean(res->cached));
+	json_object_set_new(jd, "calls", json_integer(res->calls));
+	json_object_set_new(jd, "tokens_in", json_integer(res->tokens_in));
+	json_object_set_new(jd, "tokens_out", json_integer(res->tokens_out));
+	json_object_set_new(jd, "cost_usd", json_real(res->cost_usd));
+	json_object_set_new(extra, "judge", jd);
+	struct rubric_ext re;
+	rubric_ext_merge(r, &res->v, jj->n, (const char *const *)jj->keys, jj->scores, &re);
+	struct score_ext ext = { re.n, re.keys, re.scores, extra, jj->warnings };
+	struct score_match m;
+	struct score_limits lim = { w->cfg->max_string_bytes, false, 0 };
+	char e2[512];
+	fill_match(j, &m);
+	job_clear_result(j);
+	json_decref(j->extra);
+	j->extra = extra;
+	int src = score_eval(s, j->row.answer, j->row.metadata, j->spec->gt, &m, &ext, &lim, &j->res,
+	                     e2, sizeof e2);
+	if (src < 0) {
+		judge_job_free(jj);
+		snprintf(why, sizeof why, "internal_error: %s", e2);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
+		return;
+	}
+	judge_job_free(jj);
+	/* Each judged dimension keeps its criterion, the judge's 0-100 score and reasoning. */
+	rubric_annotate(r, &res->v, j->res.dims, j->res.ndims);
+	if (!res->cached)
+		budget_spend(w, res->cost_usd);
+	finish_eval(w, j);
+}
+
+/* The spend key of the current budget period: {prefix}:judge:spend:<period start, Unix s>. */
+static void budget_key(const struct worker *w, char *buf, size_t n)
+{
+	int64_t now = job_now_ms() / 1000;
+	snprintf(buf, n, "%s:judge:spend:%lld", w->cfg->prefix,
+	         (long long)(now - now % w->judge_budget_period_s));
+}
+
+/* Adds a fresh verdict's cost to the shared spend (fire and forget). */
+static void budget_spend(struct worker *w, double usd)
+{
+	if (w->judge_budget_usd <= 0 || usd <= 0 || !w->rq_cmd)
+		return;
+	char k[300], v[40], ttl[24];
+	budget_key(w, k, sizeof k);
+	snprintf(v, sizeof v, "%.9f", usd);
+	snprintf(ttl, sizeof ttl, "%d", 2 * w->judge_budget_period_s);
+	const char *a1[] = { "INCRBYFLOAT", k, v }, *a2[] = { "EXPIRE", k, ttl };
+	rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, a1, NULL);
+	rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, a2, NULL);
+}
+
+static void judge_go(struct worker *w, struct job *j, struct judge_job *jj);
+
+static void on_budget(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	(void)r;
+	struct judge_job *jj = data;
+	struct job *j = jj->j;
+	struct worker *w = j->w;
+	char why[300];
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		judge_job_free(jj);
+		pipeline_drop(w, j);
+		return;
+	}
+	if (!reply || reply->type == REDIS_REPLY_ERROR) {
+		snprintf(why, sizeof why, "judge budget: redis: %s", err ? err : reply->str);
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
+		return;
+	}
+	double spent = reply->type == REDIS_REPLY_STRING ? strtod(reply->str, NULL) : 0;
+	if (spent >= w->judge_budget_usd) {
+		/* Deferred, not failed: the job waits (not counted) until the next period. */
+		snprintf(why, sizeof why, "judge budget exhausted: %.4f of %.4f USD this %s", spent,
+		         w->judge_budget_usd, w->judge_budget_period_s == 3600 ? "hour" : "day");
+		metrics_job(pipeline_evaluator(j), "deferred");
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
+		return;
+	}
+	judge_go(w, j, jj);
+}
+
+/* Asks the judge; ext (may be NULL) holds the test suite's scores of a hybrid spec. */
+static void run_judge(struct worker *w, struct job *j, const struct score_ext *ext)
+{
+	struct judge_job *jj = xcalloc(1, sizeof *jj);
+	jj->j = j;
+	for (size_t i = 0; ext && i < ext->n && i < SPEC_MAX_DIMS; i++, jj->n++) {
+		jj->keys[i] = xstrdup(ext->keys[i]);
+		jj->scores[i] = ext->scores[i];
+	}
+	if (ext && ext->extra)
+		jj->extra = json_deep_copy(ext->extra);
+	if (ext && ext->warnings)
+		jj->warnings = json_deep_copy(ext->warnings);
+	job_set_state(j, JOB_EVALUATING);
+	if (w->judge_budget_usd > 0) {
+		char k[300];
+		budget_key(w, k, sizeof k);
+		const char *argv[] = { "GET", k };
+		if (rq_cmdv(w->rq_cmd, 0, on_budget, jj, 2, argv, NULL) == 0)
+			return;
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, false, "judge budget: redis unavailable");
+		return;
+	}
+	judge_go(w, j, jj);
+}
+
+static void judge_go(struct worker *w, struct job *j, struct judge_job *jj)
+{
+	const char *rj = job_field(j, "rejudge");
+	if (judge_run(w->judge, spec_rubric(j->spec->spec), j->row.answer,
+	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, rj && !strcmp(rj, "1"),
+	              on_judge, jj) < 0) {
+		judge_job_free(jj);
+		pipeline_retry(w, j, STAGE_EVAL, false, "judge unavailable: the judge client is closed");
+	}
+}
+
 static void on_sandbox(int rc, const struct score_ext *ext, const char *err, void *data)
 {
 	struct job *j = data;
@@ -436,6 +611,10 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 	}
 	if (ext && ext->extra)
 		j->extra = json_deep_copy(ext->extra);
+	if (spec_rubric(j->spec->spec)) {
+		run_judge(w, j, ext);   /* hybrid: the judge also reads the test results */
+		return;
+	}
 	score_now(w, j, ext);
 }
 
@@ -489,6 +668,10 @@ static void evaluate(struct worker *w, struct job *j)
 	j->eval_t0 = uv_hrtime();
 	if (j->spec->ev == SPEC_DETERMINISTIC) {
 		score_now(w, j, NULL);
+		return;
+	}
+	if (j->spec->ev == SPEC_JUDGE) {
+		run_judge(w, j, NULL);
 		return;
 	}
 	if (!w->sp) {
@@ -971,6 +1154,14 @@ static void gauges_cb(uv_timer_t *t)
 	metrics_inflight(w->njobs);
 	if (w->sp)
 		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
+	if (w->judge) {
+		struct judge_stats js;
+		judge_stats(w->judge, &js);
+		struct metrics_judge mj = { js.cached, js.fresh, js.invalid, js.unavailable, js.requests,
+		                            js.tokens_in, js.tokens_out, js.cost_usd, js.breakers_open,
+		                            judge_inflight(w->judge) };
+		metrics_judge(&mj);
+	}
 	if (!w->migcheck_busy && (!w->migrations_ok ||
 	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))
 		check_migrations(w);
@@ -1289,6 +1480,8 @@ static void shutdown_all(struct worker *w)
 	rq_close(w->rq_read, part_closed, w);
 	rq_close(w->rq_cmd, rq_cmd_closed, w);
 	pgc_pool_close(w->pg, part_closed, w);
+	judge_close(w->judge);
+	w->judge = NULL;
 }
 
 /* ---- start --------------------------------------------------------------------------- */
@@ -1352,6 +1545,17 @@ static int open_parts(struct worker *w)
 		return -1;
 	}
 	w->ops = opsctl_new(w);
+	if (judge_budget_parse(w->cfg->judge_budget, &w->judge_budget_usd,
+	                       &w->judge_budget_period_s) < 0) {
+		fprintf(stderr, "arbiter worker: ARBITER_JUDGE_BUDGET '%s' is not USD/hour or USD/day "
+		        "(e.g. 20/day)\n", w->cfg->judge_budget);
+		return -1;
+	}
+	struct judge_opts jo = { .pg = w->pg, .max_inflight = w->cfg->judge_inflight,
+	                         .breaker_failures = w->cfg->judge_breaker_failures,
+	                         .breaker_cooldown_ms = w->cfg->judge_breaker_cooldown_ms };
+	if (judge_new(w->loop, &jo, &w->judge) < 0)
+		LOGW(NULL, NULL, "LLM judge unavailable (libcurl could not start): judge jobs wait");
 	if (http_start(w->loop, w->cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
 		LOGE(NULL, NULL, "%s", err);   /* err names the listener already */
 		fprintf(stderr, "arbiter worker: %s\n", err);
@@ -1458,6 +1662,7 @@ out:
 	w->ops = NULL;
 	if (w->pg)
 		pgc_pool_close(w->pg, NULL, NULL);
+	judge_close(w->judge);
 	rl_free(w->rl);
 	uv_run(w->loop, UV_RUN_DEFAULT);
 	rc = 1;

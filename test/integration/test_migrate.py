@@ -7,6 +7,7 @@ are exactly those of sql/README.md, an API server's minimal
 INSERTs work, the append-only tables refuse UPDATE/DELETE/TRUNCATE, the
 checks hold, an edited migration is detected, and no password is printed.
 """
+import glob
 import os
 import subprocess
 import sys
@@ -100,7 +101,8 @@ EXPECTED = {
     "evaluation_dimensions": [
         ("result_id", "bigint", False, None), ("key", "text", False, None),
         ("score", "integer", False, None), ("weight", "numeric", False, None),
-        ("weighted", "numeric", False, None), ("detail", "jsonb", True, None)],
+        ("weighted", "numeric", False, None), ("detail", "jsonb", True, None),
+        ("reasoning", "text", True, None)],   # 003_judge: the LLM judge's reasoning
     "elo_history": [
         ("id", "bigint", False, None), ("agent_id", "uuid", True, None),
         ("match_id", "uuid", True, None), ("result_id", "bigint", True, None),

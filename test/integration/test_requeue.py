@@ -123,6 +123,13 @@ def main():
         ok("enqueued 3 jobs" in res.stdout, "summary", res.stdout)
         r.delete("arbiter:jobs:bulk")
 
+        # --rejudge: the LLM judge is asked again (field rejudge=1 on every job).
+        res = requeue(s, "--ids", ids["s1"], "--rejudge")
+        e = entries(r)
+        ok(res.returncode == 0 and len(e) == 1 and e[0].get("rejudge") == "1" and
+           e[0]["kind"] == "reevaluate", "--rejudge adds rejudge=1", (res.stderr, e))
+        r.delete("arbiter:jobs")
+
         # By challenge id, and a slug that looks like SQL injection is just a slug.
         res = requeue(s, "--challenge", str(ids[EVIL]))
         e = entries(r)

@@ -1,0 +1,596 @@
+/*
+ * The LLM judge's verdict flow (see judge.h): cache lookup in PostgreSQL,
+ * provider calls with retries, repair and a circuit breaker, and storing the
+ * verdict. One `struct jrun` per verdict; it lives until its callback ran and
+ * its retry timer (if any) closed.
+ */
+#include "judge.h"
+
+#include <libpq-fe.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "judge_http.h"
+#include "log.h"
+#include "pgc.h"
+#include "util.h"
+
+#define MAX_BREAKERS 32
+#define RETRY_AFTER_CAP_MS 60000
+
+struct breaker {
+	char url[512];
+	int fails;              /* consecutive verdicts that failed on provider trouble */
+	bool open;
+	bool probing;           /* one request is testing the provider */
+	uint64_t until;         /* loop time when the next probe may go */
+};
+
+struct jrun;
+
+struct judge {
+	uv_loop_t *loop;
+	struct pgc_pool *pg;
+	struct jhttp *http;
+	struct judge_opts o;
+	struct breaker br[MAX_BREAKERS];
+	int nbr;
+	struct jrun *runs;      /* doubly linked: every verdict in progress */
+	int nruns;
+	bool closing;
+	struct judge_stats st;
+};
+
+struct jrun {
+	struct jrun *next, *prev;
+	struct judge *jg;
+	const struct rubric *r;
+	judge_cb *cb;
+	void *data;
+	bool rejudge;
+	json_t *materials;
+	char *system, *user;
+	char *key_header;       /* "<header>: <key>"; wiped and freed at the end */
+	struct breaker *br;
+	bool probe;
+	int attempt;            /* retries of transport/5xx/429 failures so far */
+	bool repaired;
+	char *repair_text, *repair_err;
+	char *verdict_text;
+	uv_timer_t timer;
+	bool timer_on;          /* timer initialised: close it before freeing */
+	struct judge_result res;
+	uint32_t rnd;
+};
+
+static const char SQL_LOOKUP[] =
+	"SELECT verdict::text, tokens_in, tokens_out, cost_usd::float8, calls FROM judge_verdicts "
+	"WHERE key = $1";
+/* Stores a paid-for verdict; if another worker stored one first, that one wins (returned). */
+static const char SQL_STORE[] =
+	"WITH ins AS (INSERT INTO judge_verdicts (key, provider, model, prompt_version, verdict, "
+	"tokens_in, tokens_out, cost_usd, calls) VALUES ($1, $2, $3, $4, $5::jsonb, $6::bigint, "
+	"$7::bigint, $8::numeric, $9::int) ON CONFLICT (key) DO NOTHING RETURNING verdict) "
+	"SELECT verdict::text FROM ins UNION ALL SELECT verdict::text FROM judge_verdicts "
+	"WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)";
+static const char SQL_REPLACE[] =
+	"INSERT INTO judge_verdicts (key, provider, model, prompt_version, verdict, tokens_in, "
+	"tokens_out, cost_usd, calls) VALUES ($1, $2, $3, $4, $5::jsonb, $6::bigint, $7::bigint, "
+	"$8::numeric, $9::int) ON CONFLICT (key) DO UPDATE SET verdict = EXCLUDED.verdict, "
+	"tokens_in = judge_verdicts.tokens_in + EXCLUDED.tokens_in, "
+	"tokens_out = judge_verdicts.tokens_out + EXCLUDED.tokens_out, "
+	"cost_usd = judge_verdicts.cost_usd + EXCLUDED.cost_usd, "
+	"calls = judge_verdicts.calls + EXCLUDED.calls, rejudged_at = now() RETURNING verdict::text";
+
+static uint32_t rnd32(struct jrun *x)
+{
+	/* xorshift, seeded from getrandom per run: jitter only, not security */
+	uint32_t v = x->rnd ? x->rnd : 2463534242u;
+	v ^= v << 13;
+	v ^= v >> 17;
+	v ^= v << 5;
+	x->rnd = v;
+	return v;
+}
+
+void judge_key(const struct rubric *r, const json_t *answer, const json_t *tests, char out[65])
+{
+	json_t *m = rubric_materials(r, answer, tests);
+	char *mat = rubric_cache_material(r, m);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	if (EVP_Digest(mat, strlen(mat), md, &n, EVP_sha256(), NULL) != 1)
+		n = 0;
+	for (unsigned int i = 0; i < n && i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	out[n ? 64 : 0] = 0;
+	free(mat);
+	json_decref(m);
+}
+
+static struct breaker *breaker_for(struct judge *jg, const char *url)
+{
+	for (int i = 0; i < jg->nbr; i++)
+		if (!strcmp(jg->br[i].url, url))
+			return &jg->br[i];
+	int i = jg->nbr < MAX_BREAKERS ? jg->nbr++ : (int)(strlen(url) % MAX_BREAKERS);
+	memset(&jg->br[i], 0, sizeof jg->br[i]);
+	snprintf(jg->br[i].url, sizeof jg->br[i].url, "%s", url);
+	return &jg->br[i];
+}
+
+static int breakers_open(const struct judge *jg)
+{
+	int n = 0;
+	for (int i = 0; i < jg->nbr; i++)
+		n += jg->br[i].open;
+	return n;
+}
+
+static void run_free(struct jrun *x)
+{
+	struct judge *jg = x->jg;
+	if (x->key_header) {
+		memset(x->key_header, 0, strlen(x->key_header));
+		free(x->key_header);
+	}
+	json_decref(x->materials);
+	free(x->system);
+	free(x->user);
+	free(x->repair_text);
+	free(x->repair_err);
+	free(x->verdict_text);
+	rubric_verdict_clear(&x->res.v);
+	free(x);
+	jg->nruns--;
+	if (jg->closing && jg->nruns == 0)
+		free(jg);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+	run_free(h->data);
+}
+
+static void finish(struct jrun *x, int rc, const char *err)
+{
+	struct judge *jg = x->jg;
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		jg->runs = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	if (x->probe) {
+		x->br->probing = false;
+		x->probe = false;
+	}
+	switch (rc) {
+	case JUDGE_OK:
+		if (x->res.cached)
+			jg->st.cached++;
+		else
+			jg->st.fresh++;
+		break;
+	case JUDGE_INVALID: jg->st.invalid++; break;
+	case JUDGE_UNAVAILABLE: jg->st.unavailable++; break;
+	default: jg->st.config++; break;
+	}
+	x->res.raw = rc == JUDGE_INVALID ? x->repair_text : NULL;
+	x->cb(rc, &x->res, err, x->data);
+	if (x->timer_on) {
+		uv_timer_stop(&x->timer);
+		uv_close((uv_handle_t *)&x->timer, timer_closed);
+	} else {
+		run_free(x);
+	}
+}
+
+static void provider_failed(struct jrun *x, const char *why)
+{
+	struct judge *jg = x->jg;
+	struct breaker *b = x->br;
+	b->fails++;
+	if (x->probe || b->fails >= jg->o.breaker_failures) {
+		if (!b->open)
+			LOGW(NULL, NULL, "judge: circuit open for %s after %d failed verdicts: %s", b->url,
+			     b->fails, why);
+		b->open = true;
+		b->until = uv_now(jg->loop) + (uint64_t)jg->o.breaker_cooldown_ms;
+	}
+	jg->st.breakers_open = breakers_open(jg);
+	finish(x, JUDGE_UNAVAILABLE, why);
+}
+
+static void provider_ok(struct jrun *x)
+{
+	struct breaker *b = x->br;
+	if (b->open)
+		LOGI(NULL, NULL, "judge: circuit closed for %s (the provider answers again)", b->url);
+	b->fails = 0;
+	b->open = false;
+	x->jg->st.breakers_open = breakers_open(x->jg);
+}
+
+static void send_request(struct jrun *x);
+
+static void on_stored(const struct pgc_result *pr, void *data)
+{
+	struct jrun *x = data;
+	if (pr->err) {
+		/* Paid for and valid: use it even though it could not be stored. */
+		LOGW(NULL, NULL, "judge: storing verdict %.12s failed: %s", x->res.key, pr->err);
+	} else if (pr->nres > 0 && PQntuples(pr->res[pr->nres - 1]) > 0) {
+		PGresult *res = pr->res[pr->nres - 1];
+		const char *t = PQgetvalue(res, 0, 0);
+		struct rubric_verdict v;
+		char err[256];
+		if (rubric_verdict_parse(x->r, t, strlen(t), &v, err, sizeof err) == 0) {
+			rubric_verdict_clear(&x->res.v);
+			x->res.v = v;   /* another worker's verdict stored first: everyone uses that one */
+		}
+	}
+	finish(x, JUDGE_OK, NULL);
+}
+
+static void store(struct jrun *x)
+{
+	struct judge *jg = x->jg;
+	if (!jg->pg || jg->closing) {
+		finish(x, JUDGE_OK, NULL);
+		return;
+	}
+	char ti[24], to[24], cost[40], calls[16];
+	snprintf(ti, sizeof ti, "%lld", (long long)x->res.tokens_in);
+	snprintf(to, sizeof to, "%lld", (long long)x->res.tokens_out);
+	snprintf(cost, sizeof cost, "%.9f", x->res.cost_usd);
+	snprintf(calls, sizeof calls, "%d", x->res.calls);
+	const char *params[] = { x->res.key, rubric_provider_name(x->r->provider), x->r->model,
+	                         RUBRIC_PROMPT_VERSION, x->verdict_text, ti, to, cost, calls };
+	struct pgc_stmt st = { x->rejudge ? SQL_REPLACE : SQL_STORE, 9, params };
+	if (pgc_run(jg->pg, &st, 1, on_stored, x) < 0)
+		finish(x, JUDGE_OK, NULL);
+}
+
+/* The answer is no valid verdict: one repair attempt, then JUDGE_INVALID. */
+static void invalid(struct jrun *x, const char *why, const char *raw)
+{
+	free(x->repair_text);
+	free(x->repair_err);
+	x->repair_text = xstrdup(raw ? raw : "");
+	x->repair_err = xstrdup(why);
+	if (!x->repaired) {
+		x->repaired = true;
+		x->jg->st.repairs++;
+		send_request(x);
+		return;
+	}
+	char msg[400];
+	snprintf(msg, sizeof msg, "the judge's answer is not a valid verdict (after one repair "
+	         "attempt): %s", why);
+	finish(x, JUDGE_INVALID, msg);
+}
+
+static void on_retry_timer(uv_timer_t *t)
+{
+	struct jrun *x = t->data;
+	if (x->jg->closing) {
+		finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	send_request(x);
+}
+
+static void on_http(const struct jhttp_resp *resp, void *data)
+{
+	struct jrun *x = data;
+	struct judge *jg = x->jg;
+	const struct rubric *r = x->r;
+	char why[400];
+	if (jg->closing) {
+		finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	long st = resp->status;
+	if (resp->err || st == 408 || st == 429 || st >= 500) {
+		if (resp->err)
+			snprintf(why, sizeof why, "provider %s: %s", r->base_url, resp->err);
+		else
+			snprintf(why, sizeof why, "provider %s answered HTTP %ld", r->base_url, st);
+		int64_t ra = st == 429 ? resp->retry_after_ms : -1;
+		if (x->attempt < r->max_retries && ra <= RETRY_AFTER_CAP_MS) {
+			x->attempt++;
+			jg->st.retries++;
+			uint64_t d;
+			if (ra >= 0) {
+				d = (uint64_t)ra;
+			} else {
+				uint64_t base = (uint64_t)jg->o.backoff_base_ms << (x->attempt - 1);
+				d = base / 2 + rnd32(x) % (base / 2 + 1);   /* jitter in [base/2, base] */
+			}
+			if (!x->timer_on) {
+				uv_timer_init(jg->loop, &x->timer);
+				x->timer.data = x;
+				x->timer_on = true;
+			}
+			uv_timer_start(&x->timer, on_retry_timer, d, 0);
+			return;
+		}
+		provider_failed(x, why);
+		return;
+	}
+	if (st < 200 || st > 299) {
+		snprintf(why, sizeof why, "provider %s answered HTTP %ld: %.200s", r->base_url, st,
+		         resp->body);
+		provider_ok(x);   /* it answers: the request is wrong, not the provider down */
+		finish(x, JUDGE_CONFIG, why);
+		return;
+	}
+	provider_ok(x);
+	struct rubric_reply rep;
+	char err[300];
+	if (rubric_reply_parse(r->provider, resp->body, resp->len, &rep, err, sizeof err) < 0) {
+		invalid(x, err, resp->body);
+		return;
+	}
+	x->res.tokens_in += rep.tokens_in;
+	x->res.tokens_out += rep.tokens_out;
+	double c = ((double)rep.tokens_in * r->price_in + (double)rep.tokens_out * r->price_out) / 1e6;
+	x->res.cost_usd += c;
+	jg->st.tokens_in += (uint64_t)rep.tokens_in;
+	jg->st.tokens_out += (uint64_t)rep.tokens_out;
+	jg->st.cost_usd += c;
+	struct rubric_verdict v;
+	if (rubric_verdict_parse(r, rep.text, strlen(rep.text), &v, err, sizeof err) < 0) {
+		invalid(x, err, rep.text);
+		rubric_reply_clear(&rep);
+		return;
+	}
+	rubric_reply_clear(&rep);
+	rubric_verdict_clear(&x->res.v);
+	x->res.v = v;
+	free(x->verdict_text);
+	x->verdict_text = rubric_verdict_dumps(r, &v);
+	store(x);
+}
+
+static void send_request(struct jrun *x)
+{
+	const struct rubric *r = x->r;
+	char *path = NULL, *body = NULL;
+	rubric_request(r, x->system, x->user, x->repaired ? x->repair_text : NULL,
+	               x->repaired ? x->repair_err : NULL, &path, &body);
+	struct strbuf url = { 0 };
+	strbuf_addf(&url, "%s%s", r->base_url, path);
+	const char *hdrs[2];
+	size_t nh = 0;
+	if (x->key_header)
+		hdrs[nh++] = x->key_header;
+	if (r->provider == RUBRIC_ANTHROPIC)
+		hdrs[nh++] = "anthropic-version: 2023-06-01";
+	x->res.calls++;
+	x->jg->st.requests++;
+	int rc = jhttp_post(x->jg->http, url.buf, hdrs, nh, body, r->timeout_ms, on_http, x);
+	strbuf_free(&url);
+	free(path);
+	free(body);
+	if (rc < 0)
+		finish(x, JUDGE_UNAVAILABLE, "the HTTP client refused the request (shutting down?)");
+}
+
+static void ask(struct jrun *x)
+{
+	struct judge *jg = x->jg;
+	const struct rubric *r = x->r;
+	char why[300];
+	x->br = breaker_for(jg, r->base_url);
+	if (x->br->open) {
+		uint64_t now = uv_now(jg->loop);
+		if (now < x->br->until || x->br->probing) {
+			snprintf(why, sizeof why, "provider %s: circuit open after %d failed verdicts; next "
+			         "probe in %llu ms", r->base_url, x->br->fails,
+			         (unsigned long long)(x->br->until > now ? x->br->until - now : 0));
+			finish(x, JUDGE_UNAVAILABLE, why);
+			return;
+		}
+		x->br->probing = true;
+		x->probe = true;
+	}
+	if (r->api_key_env) {
+		const char *k = getenv(r->api_key_env);
+		if (!k || !*k) {
+			snprintf(why, sizeof why, "the environment variable %s (judge.api_key_env) is not "
+			         "set in the worker", r->api_key_env);
+			finish(x, JUDGE_CONFIG, why);
+			return;
+		}
+		struct strbuf h = { 0 };
+		strbuf_addf(&h, "%s%s", rubric_key_header(r->provider), k);
+		x->key_header = h.buf;
+	}
+	for (int i = 0; i < 8; i++) {
+		unsigned char b[RUBRIC_NONCE_LEN / 2];
+		char nonce[RUBRIC_NONCE_LEN + 1];
+		if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+			finish(x, JUDGE_UNAVAILABLE, "getrandom failed");
+			return;
+		}
+		for (size_t k = 0; k < sizeof b; k++)
+			snprintf(nonce + 2 * k, 3, "%02x", b[k]);
+		memcpy(&x->rnd, b, sizeof x->rnd);
+		if (rubric_prompt(r, x->materials, nonce, &x->system, &x->user) == 0)
+			break;
+	}
+	if (!x->system) {
+		finish(x, JUDGE_CONFIG, "could not draw a delimiter absent from the submission");
+		return;
+	}
+	if (r->max_cost_usd > 0) {
+		/* At most two billed answers (the repair); a token is at least ~3 bytes of prompt. */
+		double in = (double)(strlen(x->system) + strlen(x->user)) / 3.0 + 1;
+		double est = 2 * (in * r->price_in + (double)r->max_output_tokens * r->price_out) / 1e6;
+		if (est > r->max_cost_usd) {
+			snprintf(why, sizeof why, "a verdict could cost up to %.4f USD, over judge."
+			         "max_cost_usd %.4f", est, r->max_cost_usd);
+			finish(x, JUDGE_CONFIG, why);
+			return;
+		}
+	}
+	send_request(x);
+}
+
+static void on_lookup(const struct pgc_result *pr, void *data)
+{
+	struct jrun *x = data;
+	char why[400];
+	if (x->jg->closing) {
+		finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	if (pr->err) {
+		snprintf(why, sizeof why, "verdict cache: %s", pr->err);
+		finish(x, JUDGE_UNAVAILABLE, why);
+		return;
+	}
+	PGresult *res = pr->nres > 0 ? pr->res[0] : NULL;
+	if (res && PQntuples(res) > 0) {
+		const char *t = PQgetvalue(res, 0, 0);
+		char err[256];
+		if (rubric_verdict_parse(x->r, t, strlen(t), &x->res.v, err, sizeof err) == 0) {
+			x->res.cached = true;
+			x->res.tokens_in = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+			x->res.tokens_out = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+			x->res.cost_usd = strtod(PQgetvalue(res, 0, 3), NULL);
+			x->res.calls = 0;   /* none now */
+			finish(x, JUDGE_OK, NULL);
+			return;
+		}
+		LOGW(NULL, NULL, "judge: stored verdict %.12s is unusable (%s): asking again", x->res.key,
+		     err);
+		x->rejudge = true;   /* replace it */
+	}
+	ask(x);
+}
+
+static void on_start_timer(uv_timer_t *t)
+{
+	struct jrun *x = t->data;
+	if (x->jg->closing) {
+		finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	ask(x);
+}
+
+int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out)
+{
+	struct judge *jg = xcalloc(1, sizeof *jg);
+	jg->loop = loop;
+	if (o)
+		jg->o = *o;
+	jg->pg = jg->o.pg;
+	if (jg->o.max_inflight <= 0)
+		jg->o.max_inflight = 512;
+	if (jg->o.breaker_failures <= 0)
+		jg->o.breaker_failures = 5;
+	if (jg->o.breaker_cooldown_ms <= 0)
+		jg->o.breaker_cooldown_ms = 30000;
+	if (jg->o.backoff_base_ms <= 0)
+		jg->o.backoff_base_ms = 500;
+	if (jhttp_new(loop, jg->o.max_inflight, &jg->http) < 0) {
+		free(jg);
+		*out = NULL;
+		return -1;
+	}
+	*out = jg;
+	return 0;
+}
+
+int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
+              const json_t *tests, bool rejudge, judge_cb *cb, void *data)
+{
+	if (!jg || jg->closing || !r || !cb)
+		return -1;
+	struct jrun *x = xcalloc(1, sizeof *x);
+	x->jg = jg;
+	x->r = r;
+	x->cb = cb;
+	x->data = data;
+	x->rejudge = rejudge;
+	x->materials = rubric_materials(r, answer, tests);
+	judge_key(r, answer, tests, x->res.key);
+	x->next = jg->runs;
+	if (jg->runs)
+		jg->runs->prev = x;
+	jg->runs = x;
+	jg->nruns++;
+	if (jg->pg && !rejudge) {
+		const char *params[] = { x->res.key };
+		struct pgc_stmt st = { SQL_LOOKUP, 1, params };
+		if (pgc_run(jg->pg, &st, 1, on_lookup, x) == 0)
+			return 0;
+	}
+	/* No cache (or it refused): ask on the next loop turn, never inside this call. */
+	uv_timer_init(jg->loop, &x->timer);
+	x->timer.data = x;
+	x->timer_on = true;
+	uv_timer_start(&x->timer, on_start_timer, 0, 0);
+	return 0;
+}
+
+int judge_budget_parse(const char *s, double *usd, int *period_s)
+{
+	*usd = 0;
+	*period_s = 0;
+	if (!s || !*s)
+		return 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || !(v > 0) || v > 1e9 || *end != '/')
+		return -1;
+	if (!strcmp(end + 1, "hour"))
+		*period_s = 3600;
+	else if (!strcmp(end + 1, "day"))
+		*period_s = 86400;
+	else
+		return -1;
+	*usd = v;
+	return 0;
+}
+
+int judge_inflight(const struct judge *jg)
+{
+	return jg ? jg->nruns : 0;
+}
+
+void judge_stats(const struct judge *jg, struct judge_stats *out)
+{
+	if (jg)
+		*out = jg->st;
+	else
+		memset(out, 0, sizeof *out);
+}
+
+void judge_close(struct judge *jg)
+{
+	if (!jg || jg->closing)
+		return;
+	jg->closing = true;
+	jg->nruns++;   /* keeps jg alive while callbacks run below */
+	/* Runs waiting on a timer end now; those in an HTTP transfer end from jhttp_close; those
+	 * waiting on PostgreSQL end when the pool answers or closes. */
+	struct jrun *x = jg->runs;
+	while (x) {
+		struct jrun *n = x->next;
+		if (x->timer_on && uv_is_active((uv_handle_t *)&x->timer))
+			finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		x = n;
+	}
+	jhttp_close(jg->http);
+	jg->http = NULL;
+	if (--jg->nruns == 0)
+		free(jg);
+}
