@@ -107,6 +107,8 @@ def main():
     exceptions = {"ARBITER_CONFIG", "ARBITER_KEY", "ARBITER_X", "ARBITER_REDIS_KEYS",
                   # the guest-VM test's switch, not a worker setting
                   "ARBITER_GUEST",
+                  # a name prefix (judge API-key variables), not a setting
+                  "ARBITER_JUDGE",
                   # the sandbox's own environment knobs (sandbox.c, issue 9), not yet rows
                   # of the settings table: a known gap, see the notes of issue 13
                   "ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "ARBITER_SANDBOX_CGROUP_MOUNT",
