@@ -7,6 +7,7 @@
  * migration once; the others wait, then find everything recorded.
  */
 #include "migrate.h"
+#include "redact.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -234,6 +235,8 @@ int migrate_apply_report(const char *conninfo,
 		err[0] = '\0';
 	if (!conninfo)
 		return fail(&m, "no database URL");
+	if (redact_check_conn(conninfo, msg, sizeof msg) < 0)
+		return fail(&m, "invalid database URL: %s", msg);
 	if (conninfo_password(conninfo, &m.password, msg, sizeof msg) < 0) {
 		m.password = guess_password(conninfo);
 		fail(&m, "invalid database URL: %s", msg);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "redact.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -992,6 +993,11 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 {
 	if (!loop || !o || !o->conninfo || !out)
 		return -1;
+	char why[160];
+	if (redact_check_conn(o->conninfo, why, sizeof why) < 0) {
+		LOGE(NULL, NULL, "invalid database URL (not shown): %s", why);
+		return -1;
+	}
 	char *errmsg = NULL;
 	PQconninfoOption *opts = PQconninfoParse(o->conninfo, &errmsg);
 	if (!opts) {
