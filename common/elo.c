@@ -1,7 +1,8 @@
 /*
  * Elo rating maths (CONTRACT §5). The expected score uses pow() in double;
  * the verified bonus is applied in integer tenths so 23 × 1.1 is exactly 25.3
- * and rounds the same on every machine.
+ * and rounds the same on every machine. Inputs are clamped to the ranges of
+ * elo.h and the arithmetic is 64-bit, so no stored value can overflow it.
  */
 #include "elo.h"
 
@@ -23,40 +24,83 @@ int elo_opponent(const char *difficulty, bool has_rating, int rating)
 	return -1;
 }
 
+int elo_clamp_rating(long long v, bool *clamped)
+{
+	long long c = v < ELO_RATING_MIN ? ELO_RATING_MIN : v > ELO_RATING_MAX ? ELO_RATING_MAX : v;
+	if (clamped && c != v)
+		*clamped = true;
+	return (int)c;
+}
+
+int elo_clamp_count(long long v, bool *clamped)
+{
+	long long c = v < 0 ? 0 : v > ELO_COUNT_MAX ? ELO_COUNT_MAX : v;
+	if (clamped && c != v)
+		*clamped = true;
+	return (int)c;
+}
+
+int elo_count_inc(int v)
+{
+	if (v < 0)
+		return 1;
+	return v < ELO_COUNT_MAX ? v + 1 : ELO_COUNT_MAX;
+}
+
+int elo_add(int rating, long long delta)
+{
+	if (delta > 4LL * ELO_RATING_MAX)
+		delta = 4LL * ELO_RATING_MAX;
+	if (delta < -4LL * ELO_RATING_MAX)
+		delta = -4LL * ELO_RATING_MAX;
+	long long r = (long long)rating + delta;
+	if (r < ELO_FLOOR)
+		r = ELO_FLOOR;
+	if (r > ELO_RATING_MAX)
+		r = ELO_RATING_MAX;
+	return (int)r;
+}
+
 long elo_round(double x)
 {
 	return (long)round(x);    /* C's round() is half away from zero, and exact */
 }
 
 /* round(v / 10) half away from zero, for integer v. */
-static long div10_round(long v)
+static long long div10_round(long long v)
 {
 	return v >= 0 ? (v + 5) / 10 : -((-v + 5) / 10);
 }
 
-void elo_compute(int rating, int match_count, int opponent, enum elo_outcome o,
+void elo_compute(int rating_in, int match_count, int opponent_in, enum elo_outcome o,
                  bool verified, bool memoryless, int attempt_number, struct elo_update *out)
 {
+	bool clamped = false;
+	long long rating = elo_clamp_rating(rating_in, &clamped);
+	long long opponent = elo_clamp_rating(opponent_in, &clamped);
 	double s = o == ELO_WIN ? 1.0 : o == ELO_DRAW ? 0.5 : 0.0;
 	double e = 1.0 / (1.0 + pow(10.0, (double)(opponent - rating) / 400.0));
 	int k = match_count < 30 ? 32 : 16;
-	long after = elo_round((double)rating + k * (s - e));
-	long change;
+	long long after = (long long)elo_round((double)rating + k * (s - e));
+	long long change;
 
-	if (after < 100)
-		after = 100;
+	if (after < ELO_FLOOR)
+		after = ELO_FLOOR;
 	change = after - rating;
 	out->bonus_tenths = 10;
 	if (verified && change > 0) {
 		out->bonus_tenths = (memoryless && attempt_number == 1) ? 12 : 11;
 		change = div10_round(change * out->bonus_tenths);
 		after = rating + change;
-		if (after < 100)
-			after = 100;
+		if (after < ELO_FLOOR)
+			after = ELO_FLOOR;
 	}
-	out->before = rating;
+	if (after > ELO_RATING_MAX)
+		after = ELO_RATING_MAX;
+	out->before = (int)rating;
 	out->after = (int)after;
 	out->change = (int)(after - rating);
 	out->k = k;
-	out->opponent = opponent;
+	out->opponent = (int)opponent;
+	out->clamped = clamped;
 }
