@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "redact.h"
+#include "sqlstate.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -147,27 +148,6 @@ static void conn_lost(struct pgc_conn *c, const char *why, const char *sqlstate)
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static bool sqlstate_transient(const char *s)
-{
-	static const char *const codes[] = {
-		"40001",  /* serialization_failure */
-		"40P01",  /* deadlock_detected */
-		"57P01",  /* admin_shutdown */
-		"57P02",  /* crash_shutdown */
-		"57P03",  /* cannot_connect_now */
-		"53300",  /* too_many_connections */
-		"55P03",  /* lock_not_available */
-		"57014",  /* query_canceled (a server-side statement_timeout) */
-	};
-	if (!s || strlen(s) != 5)
-		return false;
-	if (!strncmp(s, "08", 2))   /* connection_exception class */
-		return true;
-	for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-		if (!strcmp(s, codes[i]))
-			return true;
-	return false;
-}
 
 /* A copy of a libpq message as one line without the trailing newline. */
 static char *one_line(const char *msg)

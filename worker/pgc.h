@@ -54,7 +54,7 @@ struct pgc_result {
 	int nres; PGresult **res;      /* one per statement, in order; borrowed during the callback */
 	const char *err;               /* NULL on success; else message (first failing statement) */
 	char sqlstate[6];              /* "" when the connection failed */
-	bool transient;                /* connection loss, timeout, 40001, 40P01, 57P01.., 08xxx */
+	bool transient;                /* connection loss, timeout, or sqlstate_transient (sqlstate.h) */
 };
 typedef void pgc_cb(const struct pgc_result *r, void *data);
 typedef void pgc_conn_cb(struct pgc_conn *c, void *data);  /* c NULL if the pool is closing */
