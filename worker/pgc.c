@@ -1010,8 +1010,8 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 		{ "keepalives_count", "3" },
 	};
 	const size_t ndefaults = sizeof defaults / sizeof defaults[0];
-	p->keys = xcalloc((size_t)n + ndefaults + 1, sizeof *p->keys);
-	p->vals = xcalloc((size_t)n + ndefaults + 1, sizeof *p->vals);
+	p->keys = xcalloc((size_t)n + ndefaults + 2, sizeof *p->keys);
+	p->vals = xcalloc((size_t)n + ndefaults + 2, sizeof *p->vals);
 	const char *host = NULL;
 	bool has_hostaddr = false;
 	for (PQconninfoOption *x = opts; x->keyword; x++) {
@@ -1032,6 +1032,30 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 		p->nkv++;
 	}
 	PQconninfoFree(opts);
+	/* Session settings in the startup packet, after the conninfo's own options. */
+	{
+		uint32_t st = o->statement_timeout_ms ? o->statement_timeout_ms
+		                                      : p->query_timeout_ms / 10 * 9;
+		if (st == 0)
+			st = 1;
+		struct strbuf ob = { 0 };
+		int at = -1;
+		for (int i = 0; i < p->nkv; i++)
+			if (!strcmp(p->keys[i], "options"))
+				at = i;
+		if (at >= 0 && p->vals[at][0])
+			strbuf_addf(&ob, "%s ", p->vals[at]);
+		strbuf_addf(&ob, "-c statement_timeout=%u", st);
+		if (o->lock_timeout_ms)
+			strbuf_addf(&ob, " -c lock_timeout=%u", o->lock_timeout_ms);
+		if (at >= 0) {
+			free(p->vals[at]);
+			p->vals[at] = ob.buf;
+		} else {
+			p->keys[p->nkv] = xstrdup("options");
+			p->vals[p->nkv++] = ob.buf;
+		}
+	}
 	/* A single host name: resolve it on the loop (libpq's own lookup would block it). */
 	if (host && host[0] && host[0] != '/' && host[0] != '@' && !strchr(host, ',') &&
 	    !has_hostaddr && !is_numeric_addr(host))
