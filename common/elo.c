@@ -24,6 +24,22 @@ int elo_opponent(const char *difficulty, bool has_rating, int rating)
 	return -1;
 }
 
+int elo_opponent_or_default(const char *difficulty, bool has_rating, int rating)
+{
+	int o = elo_opponent(difficulty, has_rating, rating);
+	return o < 0 ? ELO_DEFAULT_OPPONENT : o;
+}
+
+int elo_k(int match_count)
+{
+	return match_count < ELO_K_MATCHES ? ELO_K_NEW : ELO_K_ESTABLISHED;
+}
+
+int elo_floor(long long rating)
+{
+	return rating < ELO_FLOOR ? ELO_FLOOR : rating > ELO_RATING_MAX ? ELO_RATING_MAX : (int)rating;
+}
+
 int elo_clamp_rating(long long v, bool *clamped)
 {
 	long long c = v < ELO_RATING_MIN ? ELO_RATING_MIN : v > ELO_RATING_MAX ? ELO_RATING_MAX : v;
@@ -53,12 +69,7 @@ int elo_add(int rating, long long delta)
 		delta = 4LL * ELO_RATING_MAX;
 	if (delta < -4LL * ELO_RATING_MAX)
 		delta = -4LL * ELO_RATING_MAX;
-	long long r = (long long)rating + delta;
-	if (r < ELO_FLOOR)
-		r = ELO_FLOOR;
-	if (r > ELO_RATING_MAX)
-		r = ELO_RATING_MAX;
-	return (int)r;
+	return elo_floor((long long)rating + delta);
 }
 
 long elo_round(double x)
@@ -72,31 +83,33 @@ static long long div10_round(long long v)
 	return v >= 0 ? (v + 5) / 10 : -((-v + 5) / 10);
 }
 
-void elo_compute(int rating_in, int match_count, int opponent_in, enum elo_outcome o,
+void elo_compute(int rating, int match_count, int opponent, enum elo_outcome o,
                  bool verified, bool memoryless, int attempt_number, struct elo_update *out)
+{
+	elo_compute_k(rating, elo_k(match_count), opponent, o, verified, memoryless, attempt_number,
+	              out);
+}
+
+void elo_compute_k(int rating_in, int k, int opponent_in, enum elo_outcome o, bool verified,
+                   bool memoryless, int attempt_number, struct elo_update *out)
 {
 	bool clamped = false;
 	long long rating = elo_clamp_rating(rating_in, &clamped);
 	long long opponent = elo_clamp_rating(opponent_in, &clamped);
 	double s = o == ELO_WIN ? 1.0 : o == ELO_DRAW ? 0.5 : 0.0;
 	double e = 1.0 / (1.0 + pow(10.0, (double)(opponent - rating) / 400.0));
-	int k = match_count < 30 ? 32 : 16;
-	long long after = (long long)elo_round((double)rating + k * (s - e));
-	long long change;
+	long long after, change;
 
-	if (after < ELO_FLOOR)
-		after = ELO_FLOOR;
+	if (k != ELO_K_NEW && k != ELO_K_ESTABLISHED)
+		k = ELO_K_NEW;
+	after = elo_floor(elo_round((double)rating + k * (s - e)));
 	change = after - rating;
 	out->bonus_tenths = 10;
 	if (verified && change > 0) {
 		out->bonus_tenths = (memoryless && attempt_number == 1) ? 12 : 11;
 		change = div10_round(change * out->bonus_tenths);
-		after = rating + change;
-		if (after < ELO_FLOOR)
-			after = ELO_FLOOR;
+		after = elo_floor(rating + change);
 	}
-	if (after > ELO_RATING_MAX)
-		after = ELO_RATING_MAX;
 	out->before = (int)rating;
 	out->after = (int)after;
 	out->change = (int)(after - rating);

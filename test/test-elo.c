@@ -351,5 +351,32 @@ int main(void)
 	is_int(elo_round(0.49999999999999994), 0, "round just below 0.5 -> 0");
 	is_int(elo_round(-0.5), -1, "round -0.5 -> -1");
 	is_int(elo_round(1072.508), 1073, "round 1072.508");
+
+	/* The rules in one place: K by match count, the floor, the default opponent. */
+	is_int(elo_k(0), ELO_K_NEW, "K 32 for a newcomer");
+	is_int(elo_k(ELO_K_MATCHES - 1), 32, "K 32 at 29 matches");
+	is_int(elo_k(ELO_K_MATCHES), 16, "K 16 at 30 matches");
+	is_int(elo_floor(99), ELO_FLOOR, "floor lifts 99 to 100");
+	is_int(elo_floor(-5000), 100, "floor lifts a negative rating");
+	is_int(elo_floor(101), 101, "floor leaves 101");
+	is_int(elo_opponent_or_default("expert", false, 0), ELO_DEFAULT_OPPONENT,
+	       "unknown difficulty: default opponent 1000");
+	is_int(elo_opponent_or_default("veteran", false, 0), 1200, "known difficulty kept");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const struct elo_case *c = &cases[i];
+		struct elo_update u;
+		elo_compute_k(c->rating, c->k, c->opponent, c->o, c->verified, c->memoryless,
+		              c->attempt, &u);
+		if (u.after != c->after || u.change != c->change || u.k != c->k) {
+			ok(0, "elo_compute_k with the case's K reproduces %s", c->name);
+			break;
+		}
+		if (i + 1 == sizeof cases / sizeof cases[0])
+			ok(1, "elo_compute_k with each case's K reproduces every case");
+	}
+	struct elo_update u1, u2;
+	elo_compute_k(1050, 7, 1200, ELO_WIN, false, false, 1, &u1);
+	elo_compute(1050, 0, 1200, ELO_WIN, false, false, 1, &u2);
+	ok(u1.k == ELO_K_NEW && u1.after == u2.after, "an unknown K is taken as K 32");
 	return tap_done();
 }

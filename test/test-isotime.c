@@ -66,6 +66,11 @@ int main(void)
 	is_str(buf, "2024-05-01T10:01:06.123Z", "format");
 	isotime_format(-1, buf, sizeof buf);
 	is_str(buf, "1969-12-31T23:59:59.999Z", "format before the epoch");
+	/* (Moved from test-job: the worker's former job_iso_ms copy.) */
+	isotime_format(1700000000250LL, buf, sizeof buf);
+	is_str(buf, "2023-11-14T22:13:20.250Z", "iso ms");
+	isotime_format(0, buf, sizeof buf);
+	is_str(buf, "1970-01-01T00:00:00.000Z", "epoch");
 	/* Round trip over a range of days. */
 	int bad = 0;
 	for (int64_t ms = -5000000000000LL; ms < 5000000000000LL; ms += 86399999LL * 37) {

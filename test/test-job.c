@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "job.h"
 #include "tap.h"
 
@@ -17,8 +21,63 @@ static struct job *mk(int nf, const char *const *f)
 	return job_new("1700000000000-0", f, NULL, nf, 1);
 }
 
+/* The transition table: the pipeline's paths are allowed, others are refused
+ * (abort without NDEBUG, counted in release builds; checked in a child). */
+static void transitions(void)
+{
+	static const enum job_state path[] = {
+		JOB_LOAD_WAIT, JOB_LOADING, JOB_RATELIMIT, JOB_MARKING, JOB_EVALUATING,
+		JOB_EVALUATING, JOB_COMMIT_WAIT, JOB_COMMIT_CONN, JOB_COMMITTING, JOB_ACK_WAIT,
+		JOB_ACKING, JOB_BACKOFF, JOB_ACK_WAIT,
+	};
+	const char *f[] = { "submission_id", SUB };
+	struct job *j = mk(1, f);
+	unsigned long before = job_bad_transitions();
+	is_str(job_state_name(j->state), "new", "a new job is JOB_NEW");
+	for (size_t i = 0; i < sizeof path / sizeof path[0]; i++)
+		job_set_state(j, path[i]);
+	ok(j->state == JOB_ACK_WAIT, "the whole pipeline path is allowed");
+	is_int(job_bad_transitions(), (long)before, "and counts nothing");
+	is_str(job_state_name(JOB_COMMIT_CONN), "commit_conn", "state names");
+	is_str(job_state_name((enum job_state)99), "invalid", "unknown state named invalid");
+
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		job_set_state(j, JOB_COMMITTING);      /* ACK_WAIT -> COMMITTING: not allowed */
+		_exit(job_bad_transitions() == before + 1 && j->state == JOB_COMMITTING ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	ok((WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) || (WIFEXITED(st) && WEXITSTATUS(st) == 0),
+	   "a transition outside the table aborts (debug) or is counted (release)");
+	job_free(j);
+}
+
+/* Names at the edges, and the status column parsed once. */
+static void names(void)
+{
+	is_str(job_outcome_name(OUTCOME_DEAD_LETTERED), "dead_lettered", "outcome name");
+	ok(job_outcome_name(OUTCOME_NONE) == NULL, "no outcome: no name");
+	is_str(job_reason_name(REASON_MATCH_NOT_ACTIVE), "match_not_active", "reason name");
+	is_str(job_reason_name(REASON_REEVALUATE_WITHOUT_RESULT), "reevaluate_without_result",
+	       "dead-letter reason name");
+	ok(job_reason_name(REASON_NONE) == NULL, "no reason: no name");
+	ok(job_status_parse("completed") == ST_COMPLETED, "status parsed");
+	ok(job_status_parse("active") == ST_ACTIVE, "match status parsed");
+	ok(job_status_parse("Completed") == ST_UNKNOWN, "status is case-sensitive");
+	ok(job_status_parse(NULL) == ST_UNKNOWN, "NULL status unknown");
+	is_str(job_status_name(ST_EVALUATING), "evaluating", "status name");
+	ok(job_status_final(ST_FAILED) && job_status_final(ST_REJECTED) &&
+	   job_status_final(ST_COMPLETED), "final statuses");
+	ok(!job_status_final(ST_QUEUED) && !job_status_final(ST_EVALUATING) &&
+	   !job_status_final(ST_UNKNOWN), "unfinished statuses");
+}
+
 int main(void)
 {
+	transitions();
+	names();
 	char out[37];
 
 	ok(job_uuid_ok(SUB, out), "canonical uuid");
@@ -202,11 +261,6 @@ int main(void)
 		ok(lo >= d / 2 && hi <= d && lo <= hi, "backoff %d in [%u, %u]: %u..%u", n, d / 2, d, lo, hi);
 	}
 
-	char buf[32];
-	job_iso_ms(1700000000250LL, buf, sizeof buf);
-	is_str(buf, "2023-11-14T22:13:20.250Z", "iso ms");
-	job_iso_ms(0, buf, sizeof buf);
-	is_str(buf, "1970-01-01T00:00:00.000Z", "epoch");
 	ok(job_now_ms() > 1600000000000LL, "wall clock");
 	return tap_done();
 }

@@ -7,15 +7,17 @@
  *      its submissions (same, ascending id) and read, under those locks, each
  *      submission's status and match status and, for reevaluations, the
  *      original result and what the match's Elo change is now.
- *   2. Elo is computed here, sequentially in batch order (an agent seen twice
- *      is updated twice, in order), then one statement per kind of write
- *      (data-modifying CTEs over jsonb_to_recordset: results, dimensions,
- *      matches, elo_history, submissions), the agents' final rows, COMMIT.
+ *   2. cplan.c decides from those rows (duplicates, Elo in batch order: an
+ *      agent seen twice is updated twice, in order; see cplan.h for the
+ *      ordering rules); this file turns the plan into one statement per kind
+ *      of write (data-modifying CTEs over jsonb_to_recordset: results,
+ *      dimensions, matches, elo_history, submissions), the agents' final
+ *      rows, COMMIT.
  * Every writer locks agents before submissions, and always in ascending id
  * order, so batches from any number of replicas never deadlock; if
  * PostgreSQL reports one anyway the batch is retried. A submission found
  * final under the lock is a duplicate: nothing is written for it.
- * Only after COMMIT are the entries acknowledged (worker.c, one MULTI).
+ * Only after COMMIT are the entries acknowledged (ack.c, one MULTI).
  * A batch that fails with a non-transient error is retried one job per
  * transaction, so one bad evaluation cannot sink the others.
  *
@@ -30,30 +32,9 @@
 #include "elo.h"
 #include "log.h"
 #include "metrics.h"
+#include "cplan.h"
 #include "pgc.h"
-#include "worker.h"
-
-struct agent_state {
-	char id[37];
-	int elo, mc, win, draw, loss, cs, bs;
-	bool touched;
-};
-
-struct sub_state {
-	char id[37];
-	char status[16], match_status[16];
-};
-
-struct reeval_info {
-	bool found, has_result, job_exists, has_before;
-	int elo_before, k, eff_change, max_seq, opponent, match_elo_before;
-};
-
-struct match_adj {
-	char id[37];
-	int eff, elo_before;
-	struct job *last;          /* the reevaluation whose outcome the match shows */
-};
+#include "commit.h"
 
 struct cbatch {
 	struct worker *w;
@@ -195,28 +176,6 @@ static void id_array(const char **ids, int n, struct strbuf *out)
 	strbuf_add(out, "}", 1);
 }
 
-static bool touches_agent(const struct job *j)
-{
-	return j->op == OP_COMPLETE || (j->op == OP_REEVAL && j->elo == JOB_ELO_ADJUST);
-}
-
-/* Does the submission row need a lock / a status check? */
-static bool touches_sub(const struct job *j)
-{
-	return j->op == OP_COMPLETE || j->op == OP_REEVAL || j->op == OP_REJECT ||
-	       (j->op == OP_FAIL && j->kind == JOB_EVALUATE);
-}
-
-static bool final_status(const char *s)
-{
-	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
-}
-
-static enum elo_outcome elo_of(enum score_outcome o)
-{
-	return o == SCORE_WIN ? ELO_WIN : o == SCORE_DRAW ? ELO_DRAW : ELO_LOSS;
-}
-
 static const char *bonus_text(int tenths)
 {
 	return tenths == 12 ? "1.2" : tenths == 11 ? "1.1" : "1.0";
@@ -245,7 +204,7 @@ static void add_json(struct strbuf *sb, const json_t *v)
 static void add_log(struct strbuf *sb, struct worker *w, const struct job *j)
 {
 	strbuf_add(sb, "{\"evaluator\":", 13);
-	job_json_str(sb, worker_evaluator(j) ? worker_evaluator(j) : "unknown");
+	job_json_str(sb, pipeline_evaluator(j) ? pipeline_evaluator(j) : "unknown");
 	strbuf_add(sb, ",\"kind\":", 8);
 	job_json_str(sb, j->kind == JOB_EVALUATE ? "evaluate" : "reevaluate");
 	if (j->kind == JOB_REEVALUATE) {
@@ -301,7 +260,7 @@ static void add_eval_fields(struct strbuf *sb, struct worker *w, const struct jo
 	strbuf_add(sb, ",\"job\":", 7);
 	job_json_str(sb, j->id);
 	strbuf_add(sb, ",\"ev\":", 6);
-	job_json_str(sb, worker_evaluator(j) ? worker_evaluator(j) : "unknown");
+	job_json_str(sb, pipeline_evaluator(j) ? pipeline_evaluator(j) : "unknown");
 	strbuf_addf(sb, ",\"sc\":%d,\"rs\":\"%s\",\"vf\":%s,\"res\":", j->res.score,
 	            score_outcome_name(j->res.result), j->res.verified ? "true" : "false");
 	if (j->res_json)
@@ -343,13 +302,13 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 	         r->sqlstate[0] ? " SQLSTATE " : "", r->sqlstate);
 	if (w->state == W_STOPPING) {
 		for (int i = 0; i < b->n; i++)
-			worker_retry(w, b->jobs[i], STAGE_COMMIT, false, why);
+			pipeline_retry(w, b->jobs[i], STAGE_COMMIT, false, why);
 	} else if (r->transient) {
 		/* Connection loss, timeout, deadlock: the whole batch again. A deadlock
 		 * counts against a job only when it was alone in its transaction. */
 		for (int i = 0; i < b->n; i++) {
 			reset_job(b->jobs[i]);
-			worker_retry(w, b->jobs[i], STAGE_COMMIT, deadlock && b->n == 1, why);
+			pipeline_retry(w, b->jobs[i], STAGE_COMMIT, deadlock && b->n == 1, why);
 		}
 	} else if (b->n > 1) {
 		LOGW(NULL, NULL, "%s: retrying the %d jobs of the batch one by one", why, b->n);
@@ -357,7 +316,7 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 			struct job *j = b->jobs[i];
 			reset_job(j);
 			j->solo = true;
-			j->state = JOB_COMMIT_WAIT;
+			job_set_state(j, JOB_COMMIT_WAIT);
 			jobq_push_front(&w->commit_q, j);
 		}
 	} else {
@@ -366,13 +325,13 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 		if (j->op == OP_FAIL) {
 			LOGE(j->sub, j->id, "%s: cannot record the failure; dead-lettering it anyway", why);
 			j->op_eff = OP_FAIL;
-			worker_to_ack(w, j, ACK_DEAD, NULL, "failed");
+			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
 		} else {
-			worker_retry(w, j, STAGE_COMMIT, true, why);
+			pipeline_retry(w, j, STAGE_COMMIT, true, why);
 		}
 	}
 	batch_free(b);
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void on_phase2(const struct pgc_result *r, void *data)
@@ -396,11 +355,10 @@ static void on_phase2(const struct pgc_result *r, void *data)
 	w->commits_inflight--;
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
-		j->committed = true;
 		j->solo = false;
 		if (j->duplicate) {
 			LOGD(j->sub, j->id, "duplicate: the submission was already final");
-			worker_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
 			continue;
 		}
 		switch (j->op_eff) {
@@ -418,54 +376,25 @@ static void on_phase2(const struct pgc_result *r, void *data)
 				     j->eval_seq, j->elo == JOB_ELO_ADJUST ? "adjust" : "keep", j->res.score,
 				     score_outcome_name(j->res.result),
 				     j->elo == JOB_ELO_ADJUST ? "" : ", rating unchanged");
-			worker_to_ack(w, j, ACK_PLAIN, NULL, "completed");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_COMPLETED);
 			break;
 		case OP_REJECT:
-			worker_to_ack(w, j, ACK_PLAIN, NULL, "rejected");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_REJECTED);
 			break;
 		case OP_FAIL:
-			worker_to_ack(w, j, ACK_DEAD, NULL, "failed");
+			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
 			break;
+		case OP_NO_RESULT:
 		default:
 			/* Decided under the lock: a reevaluation with nothing to reevaluate. */
-			worker_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", OUTCOME_DEAD_LETTERED);
 			break;
 		}
 	}
 	if (nev)
 		metrics_commit_batch(nev);
 	batch_free(b);
-	worker_kick(w);
-}
-
-static struct agent_state *find_agent(struct agent_state *a, int n, const char *id)
-{
-	int lo = 0, hi = n - 1;
-	while (lo <= hi) {
-		int mid = (lo + hi) / 2, c = strcmp(a[mid].id, id);
-		if (!c)
-			return &a[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return NULL;
-}
-
-static struct sub_state *find_sub(struct sub_state *s, int n, const char *id)
-{
-	int lo = 0, hi = n - 1;
-	while (lo <= hi) {
-		int mid = (lo + hi) / 2, c = strcmp(s[mid].id, id);
-		if (!c)
-			return &s[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return NULL;
+	pipeline_kick(w);
 }
 
 static int geti(PGresult *res, int row, int col)
@@ -473,45 +402,39 @@ static int geti(PGresult *res, int row, int col)
 	return PQgetisnull(res, row, col) ? 0 : atoi(PQgetvalue(res, row, col));
 }
 
-static void on_phase1(const struct pgc_result *r, void *data)
+/* What the locks returned (phase 1's result sets, by column number as the
+ * statements above list them), into the plan's inputs. */
+static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cplan_agent **ag,
+                        int *na, struct cplan_sub **ss, int *ns, struct cplan_orig *ri)
 {
-	struct cbatch *b = data;
-	struct worker *w = b->w;
-
-	if (r->err) {
-		commit_failed(b, r);
-		return;
-	}
-
-	/* What the locks returned. */
-	int na = 0, ns = 0;
-	struct agent_state *ag = NULL;
-	struct sub_state *ss = NULL;
-	struct reeval_info *ri = xcalloc((size_t)b->n, sizeof *ri);
+	*na = *ns = 0;
+	*ag = NULL;
+	*ss = NULL;
 	if (b->idx_agents >= 0) {
 		PGresult *res = r->res[b->idx_agents];
-		na = PQntuples(res);
-		ag = xcalloc((size_t)na + 1, sizeof *ag);
-		for (int i = 0; i < na; i++) {
-			snprintf(ag[i].id, sizeof ag[i].id, "%s", PQgetvalue(res, i, 0));
-			ag[i].elo = geti(res, i, 1);
-			ag[i].mc = geti(res, i, 2);
-			ag[i].win = geti(res, i, 3);
-			ag[i].draw = geti(res, i, 4);
-			ag[i].loss = geti(res, i, 5);
-			ag[i].cs = geti(res, i, 6);
-			ag[i].bs = geti(res, i, 7);
+		*na = PQntuples(res);
+		*ag = xcalloc((size_t)*na + 1, sizeof **ag);
+		for (int i = 0; i < *na; i++) {
+			struct cplan_agent *a = &(*ag)[i];
+			snprintf(a->id, sizeof a->id, "%s", PQgetvalue(res, i, 0));
+			a->elo = geti(res, i, 1);
+			a->mc = geti(res, i, 2);
+			a->win = geti(res, i, 3);
+			a->draw = geti(res, i, 4);
+			a->loss = geti(res, i, 5);
+			a->cs = geti(res, i, 6);
+			a->bs = geti(res, i, 7);
 		}
 	}
 	if (b->idx_subs >= 0) {
 		PGresult *res = r->res[b->idx_subs];
-		ns = PQntuples(res);
-		ss = xcalloc((size_t)ns + 1, sizeof *ss);
-		for (int i = 0; i < ns; i++) {
-			snprintf(ss[i].id, sizeof ss[i].id, "%s", PQgetvalue(res, i, 0));
-			snprintf(ss[i].status, sizeof ss[i].status, "%s", PQgetvalue(res, i, 1));
-			snprintf(ss[i].match_status, sizeof ss[i].match_status, "%s",
-			         PQgetvalue(res, i, 2));
+		*ns = PQntuples(res);
+		*ss = xcalloc((size_t)*ns + 1, sizeof **ss);
+		for (int i = 0; i < *ns; i++) {
+			struct cplan_sub *x = &(*ss)[i];
+			snprintf(x->id, sizeof x->id, "%s", PQgetvalue(res, i, 0));
+			x->status = job_status_parse(PQgetvalue(res, i, 1));
+			x->match_status = job_status_parse(PQgetvalue(res, i, 2));
 		}
 	}
 	if (b->idx_reeval >= 0) {
@@ -520,7 +443,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 			int ord = geti(res, i, 0);
 			if (ord < 0 || ord >= b->n)
 				continue;
-			struct reeval_info *x = &ri[ord];
+			struct cplan_orig *x = &ri[ord];
 			x->found = true;
 			x->has_result = PQgetvalue(res, i, 1)[0] == 't';
 			x->has_before = !PQgetisnull(res, i, 2);
@@ -533,291 +456,185 @@ static void on_phase1(const struct pgc_result *r, void *data)
 			x->match_elo_before = PQgetisnull(res, i, 8) ? x->elo_before : geti(res, i, 8);
 		}
 	}
+}
 
-	/* Decide each job, in batch order within each pass (below). */
-	const char **done_matches = xcalloc((size_t)b->n + 1, sizeof *done_matches);
-	int ndone = 0;
-	const char **decided = xcalloc((size_t)b->n + 1, sizeof *decided);
-	int ndecided = 0;
-	struct match_adj *madj = xcalloc((size_t)b->n + 1, sizeof *madj);
-	int nmadj = 0;
-	struct { const char *sub; int seq; } *seqs = xcalloc((size_t)b->n + 1, sizeof *seqs);
-	int nseqs = 0;
-	struct strbuf complete = { 0 }, reeval = { 0 }, reject = { 0 }, fail = { 0 };
-	struct strbuf complete_ids = { 0 }, reject_ids = { 0 }, fail_ids = { 0 };
-	int ncomplete = 0, nreeval = 0, nreject = 0, nfail = 0;
+/* The jsonb_to_recordset rows of phase 2, one array per statement. */
+struct rows {
+	struct strbuf complete, complete_ids, reeval, reject, reject_ids, fail, fail_ids;
+	struct strbuf agents, matches;
+};
 
-	/* Two passes: first evaluations (and rejections, failures), then
-	 * re-evaluations. The rows are written in that order too (SQL_COMPLETE's
-	 * elo_history rows before SQL_REEVAL's), so an agent's elo_history in id
-	 * order is exactly the order its ratings were computed in: a sequential
-	 * replay of it gives the agent's rating even when one batch holds both an
-	 * evaluation and an elo=adjust re-evaluation of the same agent. */
-	for (int pass = 0; pass < 2; pass++)
-	for (int i = 0; i < b->n; i++) {
-		struct job *j = b->jobs[i];
-		if ((j->op == OP_REEVAL) != (pass == 1))
-			continue;
-		struct sub_state *st = touches_sub(j) ? find_sub(ss, ns, j->sub) : NULL;
-		reset_job(j);
-		j->op_eff = j->op;
+static void rows_free(struct rows *x)
+{
+	struct strbuf *all[] = { &x->complete, &x->complete_ids, &x->reeval, &x->reject,
+	                         &x->reject_ids, &x->fail, &x->fail_ids, &x->agents, &x->matches };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		strbuf_free(all[i]);
+}
 
-		if (touches_sub(j) && !st) {
-			/* The row vanished (deleted by hand): nothing to write. */
-			j->duplicate = true;
-			continue;
-		}
-		if ((j->op == OP_COMPLETE || j->op == OP_REJECT ||
-		     (j->op == OP_FAIL && j->kind == JOB_EVALUATE)) && st && final_status(st->status)) {
-			j->duplicate = true;
-			continue;
-		}
-		if (j->op != OP_REEVAL && touches_sub(j)) {
-			/* The same submission twice in one batch: the first decides. */
-			bool seen = false;
-			for (int k = 0; k < ndecided && !seen; k++)
-				seen = !strcmp(decided[k], j->sub);
-			if (seen) {
-				j->duplicate = true;
-				continue;
-			}
-			decided[ndecided++] = j->sub;
-		}
-		if (j->op == OP_COMPLETE) {
-			bool taken = strcmp(st->match_status, "active") != 0;
-			for (int k = 0; k < ndone && !taken; k++)
-				taken = !strcmp(done_matches[k], j->row.match_id);
-			if (taken) {
-				j->op_eff = OP_REJECT;
-				j->reason = "match_not_active";
-				LOGI(j->sub, j->id, "rejected: match_not_active (another submission of the "
-				     "match completed first)");
-			}
-		}
-		switch (j->op_eff) {
-		case OP_COMPLETE: {
-			struct agent_state *a = find_agent(ag, na, j->row.agent_id);
-			if (!a) {
-				j->duplicate = true;   /* agent row gone: cannot happen with the FKs */
-				continue;
-			}
-			int opp = elo_opponent(j->row.difficulty, j->row.has_rating, j->row.rating);
-			if (opp < 0)
-				opp = 1000;
-			elo_compute(a->elo, a->mc, opp, elo_of(j->res.result), j->res.verified,
-			            j->row.memoryless, j->row.attempt_number, &j->eu);
-			a->elo = j->eu.after;
-			a->mc++;
-			if (j->res.result == SCORE_WIN) {
-				a->win++;
-				a->cs++;
-			} else {
-				if (j->res.result == SCORE_DRAW)
-					a->draw++;
-				else
-					a->loss++;
-				a->cs = 0;
-			}
-			if (a->cs > a->bs)
-				a->bs = a->cs;
-			a->touched = true;
-			done_matches[ndone++] = j->row.match_id;
+/* Appends one element to a JSON array or a PostgreSQL array literal being built. */
+static void open_elem(struct strbuf *sb, const char *first, const char *next)
+{
+	strbuf_add(sb, sb->len ? next : first, strlen(sb->len ? next : first));
+}
 
-			strbuf_add(&complete_ids, ncomplete ? "," : "{", 1);
-			strbuf_add(&complete_ids, j->sub, strlen(j->sub));
-			strbuf_add(&complete, ncomplete++ ? ",{" : "[{", 2);
-			add_eval_fields(&complete, w, j, i);
-			strbuf_add(&complete, ",\"mat\":", 7);
-			job_json_str(&complete, j->row.match_id);
-			strbuf_add(&complete, ",\"agent\":", 9);
-			job_json_str(&complete, j->row.agent_id);
-			strbuf_addf(&complete, ",\"att\":%d,\"eb\":%d,\"ea\":%d,\"ec\":%d,\"k\":%d,"
-			            "\"opp\":%d,\"bonus\":%s}", j->attempts, j->eu.before, j->eu.after,
-			            j->eu.change, j->eu.k, j->eu.opponent, bonus_text(j->eu.bonus_tenths));
-			break;
-		}
-		case OP_REEVAL: {
-			struct reeval_info *x = &ri[i];
-			if (!x->found || !x->has_result) {
-				j->op_eff = OP_NONE;    /* dead-lettered: nothing to reevaluate */
-				continue;
-			}
-			if (x->job_exists) {
-				j->duplicate = true;
-				continue;
-			}
-			int seq = x->max_seq;
-			for (int k = 0; k < nseqs; k++)
-				if (!strcmp(seqs[k].sub, j->sub) && seqs[k].seq > seq)
-					seq = seqs[k].seq;
-			j->eval_seq = seq + 1;
-			seqs[nseqs].sub = j->sub;
-			seqs[nseqs++].seq = j->eval_seq;
+static void close_list(struct strbuf *sb, const char *end)
+{
+	if (sb->len)
+		strbuf_add(sb, end, strlen(end));
+}
 
-			/* The change this evaluation implies, from the original rating and K. */
-			int opp = x->opponent >= 0 ? x->opponent
-			          : elo_opponent(j->row.difficulty, j->row.has_rating, j->row.rating);
-			if (opp < 0)
-				opp = 1000;
-			int k = x->k == 32 || x->k == 16 ? x->k : 32;
-			bool adjust = j->elo == JOB_ELO_ADJUST && x->has_before;
-			if (x->has_before)
-				elo_compute(x->elo_before, k == 32 ? 0 : 30, opp, elo_of(j->res.result),
-				            j->res.verified, j->row.memoryless, j->row.attempt_number, &j->eu);
-			else
-				memset(&j->eu, 0, sizeof j->eu);
-			j->hist_before = j->hist_after = j->hist_change = 0;
-			if (adjust) {
-				struct agent_state *a = find_agent(ag, na, j->row.agent_id);
-				struct match_adj *m = NULL;
-				for (int q = 0; q < nmadj; q++)
-					if (!strcmp(madj[q].id, j->row.match_id))
-						m = &madj[q];
-				if (!m) {
-					m = &madj[nmadj++];
-					snprintf(m->id, sizeof m->id, "%s", j->row.match_id);
-					m->eff = x->eff_change;
-					m->elo_before = x->match_elo_before;
-				}
-				if (!a) {
-					adjust = false;
-				} else {
-					int delta = j->eu.change - m->eff;
-					int nr = a->elo + delta;
-					if (nr < 100)
-						nr = 100;
-					j->hist_before = a->elo;
-					j->hist_after = nr;
-					j->hist_change = nr - a->elo;
-					a->elo = nr;
-					a->touched = true;
-					m->eff += j->hist_change;
-					m->last = j;
-				}
-			}
-			strbuf_add(&reeval, nreeval++ ? ",{" : "[{", 2);
-			add_eval_fields(&reeval, w, j, i);
-			strbuf_addf(&reeval, ",\"seq\":%d", j->eval_seq);
-			if (x->has_before)
-				strbuf_addf(&reeval, ",\"eb\":%d,\"ec\":%d,\"k\":%d", j->eu.before,
-				            j->eu.change, j->eu.k);
-			strbuf_addf(&reeval, ",\"adj\":%s,\"agent\":", adjust ? "true" : "false");
-			job_json_str(&reeval, j->row.agent_id);
-			strbuf_add(&reeval, ",\"mat\":", 7);
-			job_json_str(&reeval, j->row.match_id);
-			strbuf_addf(&reeval, ",\"hb\":%d,\"ha\":%d,\"hc\":%d,\"opp\":%d,\"bonus\":%s}",
-			            j->hist_before, j->hist_after, j->hist_change, opp,
-			            bonus_text(j->eu.bonus_tenths ? j->eu.bonus_tenths : 10));
-			break;
-		}
-		case OP_REJECT:
-			strbuf_add(&reject_ids, nreject ? "," : "{", 1);
-			strbuf_add(&reject_ids, j->sub, strlen(j->sub));
-			strbuf_add(&reject, nreject++ ? ",{" : "[{", 2);
-			strbuf_add(&reject, "\"sub\":", 6);
-			job_json_str(&reject, j->sub);
-			strbuf_add(&reject, ",\"reason\":", 10);
-			job_json_str(&reject, j->reason);
-			strbuf_add(&reject, ",\"err\":", 7);
-			if (j->last_error && !strcmp(j->reason, "invalid_spec"))
-				job_json_str(&reject, j->last_error);
-			else
-				strbuf_add(&reject, "null", 4);
-			strbuf_add(&reject, "}", 1);
-			break;
-		case OP_FAIL:
-			if (j->kind != JOB_EVALUATE)
-				break;      /* a reevaluation leaves the submission as it is */
-			strbuf_add(&fail_ids, nfail ? "," : "{", 1);
-			strbuf_add(&fail_ids, j->sub, strlen(j->sub));
-			strbuf_add(&fail, nfail++ ? ",{" : "[{", 2);
-			strbuf_add(&fail, "\"sub\":", 6);
-			job_json_str(&fail, j->sub);
-			strbuf_add(&fail, ",\"err\":", 7);
-			job_json_str(&fail, j->last_error ? j->last_error : "unknown error");
-			strbuf_addf(&fail, ",\"att\":%d}", j->attempts);
-			break;
-		default:
-			break;
-		}
+static void add_step_row(struct rows *x, struct worker *w, const struct cplan_step *st,
+                         const struct job *j)
+{
+	switch (st->op) {
+	case OP_COMPLETE:
+		open_elem(&x->complete_ids, "{", ",");
+		strbuf_add(&x->complete_ids, j->sub, strlen(j->sub));
+		open_elem(&x->complete, "[{", ",{");
+		add_eval_fields(&x->complete, w, j, st->pos);
+		strbuf_add(&x->complete, ",\"mat\":", 7);
+		job_json_str(&x->complete, j->row.match_id);
+		strbuf_add(&x->complete, ",\"agent\":", 9);
+		job_json_str(&x->complete, j->row.agent_id);
+		strbuf_addf(&x->complete, ",\"att\":%d,\"eb\":%d,\"ea\":%d,\"ec\":%d,\"k\":%d,"
+		            "\"opp\":%d,\"bonus\":%s}", j->attempts, j->eu.before, j->eu.after,
+		            j->eu.change, j->eu.k, j->eu.opponent, bonus_text(j->eu.bonus_tenths));
+		break;
+	case OP_REEVAL:
+		open_elem(&x->reeval, "[{", ",{");
+		add_eval_fields(&x->reeval, w, j, st->pos);
+		strbuf_addf(&x->reeval, ",\"seq\":%d", j->eval_seq);
+		if (st->has_before)
+			strbuf_addf(&x->reeval, ",\"eb\":%d,\"ec\":%d,\"k\":%d", j->eu.before,
+			            j->eu.change, j->eu.k);
+		strbuf_addf(&x->reeval, ",\"adj\":%s,\"agent\":", st->adjust ? "true" : "false");
+		job_json_str(&x->reeval, j->row.agent_id);
+		strbuf_add(&x->reeval, ",\"mat\":", 7);
+		job_json_str(&x->reeval, j->row.match_id);
+		strbuf_addf(&x->reeval, ",\"hb\":%d,\"ha\":%d,\"hc\":%d,\"opp\":%d,\"bonus\":%s}",
+		            j->hist_before, j->hist_after, j->hist_change, st->opp,
+		            bonus_text(j->eu.bonus_tenths ? j->eu.bonus_tenths : 10));
+		break;
+	case OP_REJECT:
+		open_elem(&x->reject_ids, "{", ",");
+		strbuf_add(&x->reject_ids, j->sub, strlen(j->sub));
+		open_elem(&x->reject, "[{", ",{");
+		strbuf_add(&x->reject, "\"sub\":", 6);
+		job_json_str(&x->reject, j->sub);
+		strbuf_add(&x->reject, ",\"reason\":", 10);
+		job_json_str(&x->reject, job_reason_name(j->reason));
+		strbuf_add(&x->reject, ",\"err\":", 7);
+		if (j->last_error && j->reason == REASON_INVALID_SPEC)
+			job_json_str(&x->reject, j->last_error);
+		else
+			strbuf_add(&x->reject, "null", 4);
+		strbuf_add(&x->reject, "}", 1);
+		break;
+	case OP_FAIL:
+		open_elem(&x->fail_ids, "{", ",");
+		strbuf_add(&x->fail_ids, j->sub, strlen(j->sub));
+		open_elem(&x->fail, "[{", ",{");
+		strbuf_add(&x->fail, "\"sub\":", 6);
+		job_json_str(&x->fail, j->sub);
+		strbuf_add(&x->fail, ",\"err\":", 7);
+		job_json_str(&x->fail, j->last_error ? j->last_error : "unknown error");
+		strbuf_addf(&x->fail, ",\"att\":%d}", j->attempts);
+		break;
+	default:
+		break;
 	}
+}
 
-	struct strbuf agents = { 0 }, matches = { 0 };
-	int nagents = 0, nmatches = 0;
+/* Serialises the plan: every step's row, then the agents' final rows and the
+ * adjusted matches; each list closed. */
+static void plan_rows(struct rows *x, struct worker *w, struct cbatch *b,
+                      const struct cplan *plan, const struct cplan_agent *ag, int na)
+{
+	for (int i = 0; i < plan->nsteps; i++) {
+		struct job *j = b->jobs[plan->steps[i].pos];
+		if (j->op == OP_COMPLETE && j->op_eff == OP_REJECT)
+			LOGI(j->sub, j->id, "rejected: match_not_active (another submission of the "
+			     "match completed first)");
+		add_step_row(x, w, &plan->steps[i], j);
+	}
 	for (int i = 0; i < na; i++) {
 		if (!ag[i].touched)
 			continue;
-		strbuf_add(&agents, nagents++ ? ",{" : "[{", 2);
-		strbuf_addf(&agents, "\"id\":\"%s\",\"elo\":%d,\"mc\":%d,\"w\":%d,\"d\":%d,\"l\":%d,"
+		open_elem(&x->agents, "[{", ",{");
+		strbuf_addf(&x->agents, "\"id\":\"%s\",\"elo\":%d,\"mc\":%d,\"w\":%d,\"d\":%d,\"l\":%d,"
 		            "\"cs\":%d,\"bs\":%d}", ag[i].id, ag[i].elo, ag[i].mc, ag[i].win,
 		            ag[i].draw, ag[i].loss, ag[i].cs, ag[i].bs);
 	}
-	for (int i = 0; i < nmadj; i++) {
-		struct job *j = madj[i].last;
+	for (int i = 0; i < plan->nmatches; i++) {
+		const struct cplan_match *m = &plan->matches[i];
+		const struct job *j = m->last;
 		if (!j)
 			continue;
-		strbuf_add(&matches, nmatches++ ? ",{" : "[{", 2);
-		strbuf_addf(&matches, "\"id\":\"%s\",\"rs\":\"%s\",\"sc\":%d,\"vf\":%s,\"ec\":%d,"
-		            "\"ea\":%d}", madj[i].id, score_outcome_name(j->res.result), j->res.score,
-		            j->res.verified ? "true" : "false", madj[i].eff,
-		            madj[i].elo_before + madj[i].eff);
+		open_elem(&x->matches, "[{", ",{");
+		strbuf_addf(&x->matches, "\"id\":\"%s\",\"rs\":\"%s\",\"sc\":%d,\"vf\":%s,\"ec\":%d,"
+		            "\"ea\":%d}", m->id, score_outcome_name(j->res.result), j->res.score,
+		            j->res.verified ? "true" : "false", m->eff, m->elo_before + m->eff);
 	}
-	if (ncomplete) {
-		strbuf_add(&complete, "]", 1);
-		strbuf_add(&complete_ids, "}", 1);
+	close_list(&x->complete, "]");
+	close_list(&x->complete_ids, "}");
+	close_list(&x->reeval, "]");
+	close_list(&x->reject, "]");
+	close_list(&x->reject_ids, "}");
+	close_list(&x->fail, "]");
+	close_list(&x->fail_ids, "}");
+	close_list(&x->agents, "]");
+	close_list(&x->matches, "]");
+}
+
+/* Phase 1 is back: decide (cplan), then send the writes and COMMIT. */
+static void on_phase1(const struct pgc_result *r, void *data)
+{
+	struct cbatch *b = data;
+	struct worker *w = b->w;
+
+	if (r->err) {
+		commit_failed(b, r);
+		return;
 	}
-	if (nreeval)
-		strbuf_add(&reeval, "]", 1);
-	if (nreject) {
-		strbuf_add(&reject, "]", 1);
-		strbuf_add(&reject_ids, "}", 1);
-	}
-	if (nfail) {
-		strbuf_add(&fail, "]", 1);
-		strbuf_add(&fail_ids, "}", 1);
-	}
-	if (nagents)
-		strbuf_add(&agents, "]", 1);
-	if (nmatches)
-		strbuf_add(&matches, "]", 1);
+
+	int na, ns;
+	struct cplan_agent *ag;
+	struct cplan_sub *ss;
+	struct cplan_orig *ri = xcalloc((size_t)b->n, sizeof *ri);
+	struct cplan plan;
+	read_locked(b, r, &ag, &na, &ss, &ns, ri);
+	cplan_make(b->jobs, b->n, ag, na, ss, ns, ri, &plan);
+
+	struct rows x = { 0 };
+	plan_rows(&x, w, b, &plan, ag, na);
 
 	struct pgc_stmt st[8];
-	const char *p_complete[] = { complete.buf, w->cfg->worker_id, complete_ids.buf };
-	const char *p_reeval[] = { reeval.buf, w->cfg->worker_id };
-	const char *p_matches[] = { matches.buf };
-	const char *p_agents[] = { agents.buf };
-	const char *p_reject[] = { reject.buf, reject_ids.buf };
-	const char *p_fail[] = { fail.buf, fail_ids.buf };
+	const char *p_complete[] = { x.complete.buf, w->cfg->worker_id, x.complete_ids.buf };
+	const char *p_reeval[] = { x.reeval.buf, w->cfg->worker_id };
+	const char *p_matches[] = { x.matches.buf };
+	const char *p_agents[] = { x.agents.buf };
+	const char *p_reject[] = { x.reject.buf, x.reject_ids.buf };
+	const char *p_fail[] = { x.fail.buf, x.fail_ids.buf };
 	int k = 0;
-	if (ncomplete)
+	if (x.complete.len)
 		st[k++] = (struct pgc_stmt){ SQL_COMPLETE, 3, p_complete };
-	if (nreeval)
+	if (x.reeval.len)
 		st[k++] = (struct pgc_stmt){ SQL_REEVAL, 2, p_reeval };
-	if (nmatches)
+	if (x.matches.len)
 		st[k++] = (struct pgc_stmt){ SQL_REEVAL_MATCHES, 1, p_matches };
-	if (nagents)
+	if (x.agents.len)
 		st[k++] = (struct pgc_stmt){ SQL_AGENTS, 1, p_agents };
-	if (nreject)
+	if (x.reject.len)
 		st[k++] = (struct pgc_stmt){ SQL_REJECT, 2, p_reject };
-	if (nfail)
+	if (x.fail.len)
 		st[k++] = (struct pgc_stmt){ SQL_FAIL, 2, p_fail };
 	st[k++] = (struct pgc_stmt){ SQL_COMMIT, 0, NULL };
 
 	int rc = pgc_send(b->conn, st, k, on_phase2, b);
 
-	strbuf_free(&complete);
-	strbuf_free(&complete_ids);
-	strbuf_free(&reject_ids);
-	strbuf_free(&fail_ids);
-	strbuf_free(&reeval);
-	strbuf_free(&reject);
-	strbuf_free(&fail);
-	strbuf_free(&agents);
-	strbuf_free(&matches);
-	free(done_matches);
-	free(decided);
-	free(madj);
-	free(seqs);
+	rows_free(&x);
+	cplan_free(&plan);
 	free(ri);
 	free(ag);
 	free(ss);
@@ -839,9 +656,9 @@ static void phase1(struct cbatch *b)
 
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
-		if (touches_agent(j) && j->row.agent_id[0])
+		if (cplan_touches_agent(j) && j->row.agent_id[0])
 			aids[na++] = j->row.agent_id;
-		if (touches_sub(j))
+		if (cplan_touches_sub(j))
 			sids[ns++] = j->sub;
 		if (j->op == OP_REEVAL) {
 			strbuf_add(&re, nre++ ? ",{" : "[{", 2);
@@ -891,8 +708,6 @@ static void on_conn(struct pgc_conn *c, void *data)
 {
 	struct cbatch *b = data;
 	struct worker *w = b->w;
-	for (int i = 0; i < b->n; i++)
-		b->jobs[i]->commit_waiting_conn = false;
 	if (b->jobs[0]->state == JOB_ABANDONED) {
 		/* Released at the drain deadline while it waited (every job of the
 		 * batch was): nothing was sent, nothing is. */
@@ -900,9 +715,9 @@ static void on_conn(struct pgc_conn *c, void *data)
 			pgc_release(c);
 		w->commits_inflight--;
 		for (int i = 0; i < b->n; i++)
-			worker_drop(w, b->jobs[i]);
+			pipeline_drop(w, b->jobs[i]);
 		batch_free(b);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
 	if (!c) {
@@ -912,6 +727,8 @@ static void on_conn(struct pgc_conn *c, void *data)
 		commit_failed(b, &fake);
 		return;
 	}
+	for (int i = 0; i < b->n; i++)
+		job_set_state(b->jobs[i], JOB_COMMITTING);
 	b->conn = c;
 	phase1(b);
 }
@@ -948,15 +765,11 @@ void commit_flush(struct worker *w)
 		b->n = n;
 		for (int i = 0; i < n; i++) {
 			struct job *j = jobq_pop(&w->commit_q);
-			j->state = JOB_COMMITTING;
+			job_set_state(j, JOB_COMMIT_CONN);
 			b->jobs[i] = j;
 		}
 		w->commits_inflight++;
-		for (int i = 0; i < n; i++)
-			b->jobs[i]->commit_waiting_conn = true;
 		if (pgc_acquire(w->pg, on_conn, b) < 0) {
-			for (int i = 0; i < n; i++)
-				b->jobs[i]->commit_waiting_conn = false;
 			struct pgc_result fake = { 0 };
 			fake.err = "database pool closed";
 			fake.transient = true;

@@ -27,7 +27,7 @@ struct config {
 	int drain_ms;                                 /* SIGTERM deadline, default 30000 */
 	int batch_max;                                /* evaluations per commit transaction */
 	size_t max_string_bytes;                      /* default 1 MiB */
-	/* Additions (beyond the design table). */
+	/* Database pool and commit tuning. */
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */

@@ -31,7 +31,7 @@ int http_port(const struct http_server *h);
  * NULL (listener disabled) done runs synchronously. done may be NULL. */
 void http_close(struct http_server *h, void (*done)(void *), void *data);
 
-/* Additions (not in the shared API list). */
+/* Settings and helpers for tests and tools. */
 
 /* Changes the request-head deadline (default 5000 ms; tests use less). */
 void http_set_read_timeout(struct http_server *h, unsigned ms);

@@ -162,7 +162,6 @@ void job_clear_row(struct job *j)
 	json_decref(j->row.answer);
 	json_decref(j->row.metadata);
 	memset(&j->row, 0, sizeof j->row);
-	j->loaded = false;
 }
 
 void job_free(struct job *j)
@@ -314,12 +313,135 @@ int64_t job_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void job_iso_ms(int64_t ms, char *buf, size_t n)
+/* Parses JSON text from PostgreSQL. jsonb keeps numbers exactly, so valid
+ * JSON may hold integers beyond 64 bits (18446744073709551616, or 1e30 which
+ * PostgreSQL prints with all its digits) that jansson refuses: those documents
+ * are read again with every integer as a double, so that they can be scored
+ * (a value beyond a double's range still fails). */
+json_t *job_json_load(const char *text, size_t len, json_error_t *jerr)
 {
-	time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-	int frac = (int)(ms - (int64_t)secs * 1000);
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, jerr);
+	if (!v && strstr(jerr->text, "too big integer")) {
+		json_error_t e2;
+		v = json_loadb(text, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e2);
+		if (!v)
+			*jerr = e2;
+	}
+	return v;
+}
+
+/* ---- states ---------------------------------------------------------------------------- */
+
+#define S(x) (1u << (x))
+
+/* allowed[from]: the states a job may move to from `from`. */
+static const unsigned allowed[JOB_NSTATES] = {
+	[JOB_NEW] = S(JOB_LOAD_WAIT) | S(JOB_ACK_WAIT) | S(JOB_COMMIT_WAIT),
+	[JOB_LOAD_WAIT] = S(JOB_LOADING) | S(JOB_ACK_WAIT),
+	[JOB_LOADING] = S(JOB_LOAD_WAIT) | S(JOB_RATELIMIT) | S(JOB_MARKING) |
+	                S(JOB_EVALUATING) | S(JOB_COMMIT_WAIT) | S(JOB_BACKOFF) |
+	                S(JOB_ACK_WAIT) | S(JOB_ABANDONED),
+	[JOB_RATELIMIT] = S(JOB_MARKING) | S(JOB_EVALUATING) | S(JOB_COMMIT_WAIT) |
+	                  S(JOB_BACKOFF) | S(JOB_ACK_WAIT) | S(JOB_ABANDONED),
+	[JOB_MARKING] = S(JOB_EVALUATING) | S(JOB_COMMIT_WAIT) | S(JOB_BACKOFF) |
+	                S(JOB_ACK_WAIT) | S(JOB_ABANDONED),
+	/* (EVALUATING → EVALUATING: a sandbox result scored on the thread pool.) */
+	[JOB_EVALUATING] = S(JOB_EVALUATING) | S(JOB_COMMIT_WAIT) | S(JOB_BACKOFF) |
+	                   S(JOB_ACK_WAIT) | S(JOB_ABANDONED),
+	[JOB_COMMIT_WAIT] = S(JOB_COMMIT_CONN) | S(JOB_ACK_WAIT),
+	/* (A batch that gets no connection fails like a sent one, minus the unknown outcome.) */
+	[JOB_COMMIT_CONN] = S(JOB_COMMITTING) | S(JOB_ABANDONED) | S(JOB_COMMIT_WAIT) |
+	                    S(JOB_BACKOFF) | S(JOB_ACK_WAIT),
+	[JOB_COMMITTING] = S(JOB_ACK_WAIT) | S(JOB_COMMIT_WAIT) | S(JOB_BACKOFF),
+	/* (BACKOFF → BACKOFF: a restarted step that fails again at once.) */
+	[JOB_BACKOFF] = S(JOB_LOAD_WAIT) | S(JOB_RATELIMIT) | S(JOB_MARKING) |
+	                S(JOB_EVALUATING) | S(JOB_COMMIT_WAIT) | S(JOB_BACKOFF) | S(JOB_ACK_WAIT),
+	[JOB_ACK_WAIT] = S(JOB_ACKING),
+	[JOB_ACKING] = S(JOB_BACKOFF),
+	[JOB_ABANDONED] = 0,
+};
+
+static unsigned long bad_transitions;
+
+void job_set_state(struct job *j, enum job_state to)
+{
+	bool ok = (unsigned)j->state < JOB_NSTATES && (unsigned)to < JOB_NSTATES &&
+	          (allowed[j->state] & S(to));
+	if (!ok) {
+		bad_transitions++;
+#ifndef NDEBUG
+		fprintf(stderr, "job %s: transition %s -> %s is not in the table\n", j->id,
+		        job_state_name(j->state), job_state_name(to));
+		abort();
+#endif
+	}
+	j->state = to;
+}
+
+unsigned long job_bad_transitions(void)
+{
+	return bad_transitions;
+}
+
+const char *job_state_name(enum job_state s)
+{
+	static const char *const names[JOB_NSTATES] = {
+		[JOB_NEW] = "new", [JOB_LOAD_WAIT] = "load_wait", [JOB_LOADING] = "loading",
+		[JOB_MARKING] = "marking", [JOB_RATELIMIT] = "ratelimit",
+		[JOB_EVALUATING] = "evaluating", [JOB_COMMIT_WAIT] = "commit_wait",
+		[JOB_COMMIT_CONN] = "commit_conn", [JOB_COMMITTING] = "committing",
+		[JOB_BACKOFF] = "backoff", [JOB_ACK_WAIT] = "ack_wait", [JOB_ACKING] = "acking",
+		[JOB_ABANDONED] = "abandoned",
+	};
+	return (unsigned)s < JOB_NSTATES ? names[s] : "invalid";
+}
+
+/* ---- names at the edges ---------------------------------------------------------------- */
+
+const char *job_outcome_name(enum job_outcome o)
+{
+	static const char *const names[] = {
+		[OUTCOME_NONE] = NULL, [OUTCOME_COMPLETED] = "completed",
+		[OUTCOME_REJECTED] = "rejected", [OUTCOME_FAILED] = "failed",
+		[OUTCOME_DEAD_LETTERED] = "dead_lettered", [OUTCOME_DEFERRED] = "deferred",
+		[OUTCOME_DUPLICATE] = "duplicate",
+	};
+	return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : NULL;
+}
+
+const char *job_reason_name(enum job_reason r)
+{
+	static const char *const names[] = {
+		[REASON_NONE] = NULL, [REASON_SUBMISSION_NOT_FOUND] = "submission_not_found",
+		[REASON_NOT_MATCH_OWNER] = "not_match_owner", [REASON_MATCH_EXPIRED] = "match_expired",
+		[REASON_MATCH_NOT_ACTIVE] = "match_not_active", [REASON_INVALID_SPEC] = "invalid_spec",
+		[REASON_RATE_LIMITED] = "rate_limited",
+		[REASON_REEVALUATE_WITHOUT_RESULT] = "reevaluate_without_result",
+	};
+	return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : NULL;
+}
+
+static const char *const status_names[] = {
+	[ST_UNKNOWN] = "unknown", [ST_QUEUED] = "queued", [ST_EVALUATING] = "evaluating",
+	[ST_ACTIVE] = "active", [ST_COMPLETED] = "completed", [ST_REJECTED] = "rejected",
+	[ST_FAILED] = "failed", [ST_EXPIRED] = "expired",
+};
+
+enum row_status job_status_parse(const char *s)
+{
+	for (size_t i = 1; s && i < sizeof status_names / sizeof status_names[0]; i++)
+		if (!strcmp(s, status_names[i]))
+			return (enum row_status)i;
+	return ST_UNKNOWN;
+}
+
+const char *job_status_name(enum row_status s)
+{
+	return (unsigned)s < sizeof status_names / sizeof status_names[0] ? status_names[s]
+	                                                                   : "unknown";
+}
+
+bool job_status_final(enum row_status s)
+{
+	return s == ST_COMPLETED || s == ST_REJECTED || s == ST_FAILED;
 }

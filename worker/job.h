@@ -6,8 +6,8 @@
  *
  * Ownership: a job belongs to the worker's list of live jobs from the moment
  * it is read until job_free. At any time it is in exactly one state (below);
- * the state names who holds it. Only the worker (worker.c, commit.c) changes
- * states; this module has no I/O.
+ * the state names who holds it. States change only through job_set_state,
+ * whose table lists the allowed transitions; this module has no I/O.
  */
 #ifndef ARBITER_JOB_H
 #define ARBITER_JOB_H
@@ -35,23 +35,69 @@ enum job_state {
 	JOB_LOADING,      /* part of a load batch in flight (held by the batch) */
 	JOB_MARKING,      /* sandbox job: status=evaluating/attempts write in flight */
 	JOB_RATELIMIT,    /* rl_check in flight (held by its callback) */
-	JOB_EVALUATING,   /* sandbox evaluator running (held by its callback) */
+	JOB_EVALUATING,   /* evaluator running: sandbox or thread pool (held by its callback) */
 	JOB_COMMIT_WAIT,  /* queued in w->commit_q */
-	JOB_COMMITTING,   /* part of a commit batch in flight (held by the batch) */
+	JOB_COMMIT_CONN,  /* part of a commit batch waiting for a database connection: nothing
+	                   * sent yet (held by the batch) */
+	JOB_COMMITTING,   /* part of a commit batch whose statements are in flight */
 	JOB_BACKOFF,      /* waiting in w->retry_q until retry_at */
 	JOB_ACK_WAIT,     /* queued in w->ack_q (XACK+XDEL, maybe dead-letter/release) */
 	JOB_ACKING,       /* part of an ack MULTI in flight (held by its callback) */
 	JOB_ABANDONED,    /* released at the drain deadline while an async step ran: freed
 	                   * when that step's callback comes back, nothing else done */
 };
+#define JOB_NSTATES (JOB_ABANDONED + 1)
+
+/*
+ * Which fields are valid when (the rest of struct job is valid in every state):
+ *  - row, spec, source_ip of row: from the end of JOB_LOADING (the load's
+ *    callback) on; cleared when a retry restarts at STAGE_LOAD.
+ *  - res, res_json, extra, eval_*: while has_res (set at the end of
+ *    JOB_EVALUATING, or inline for deterministic scoring) until the result is
+ *    dropped (a retry at STAGE_EVAL re-evaluates).
+ *  - op, reason, last_error: from JOB_COMMIT_WAIT on (op is set by whoever
+ *    queues the commit: evaluation done, rejection, failure).
+ *  - op_eff, duplicate, eu, eval_seq, hist_*: decided under the locks during
+ *    JOB_COMMITTING (cplan), valid from then on; reset when a commit fails.
+ *  - ack, ack_reason, outcome: from JOB_ACK_WAIT on.
+ *  - retry_at, retry_stage: in JOB_BACKOFF.
+ *  - commit_queued_at: in JOB_COMMIT_WAIT.
+ *  Progress flags that survive retries (not states): rl_done (the rate limit
+ *  passed once), marked (sandbox attempt recorded), solo / load_solo (the job's
+ *  batch failed: go alone), commit_unknown (a COMMIT was lost in flight).
+ */
 
 /* What the commit transaction does for the job. */
 enum job_op {
-	OP_NONE,
+	OP_NONE,          /* not decided yet */
 	OP_COMPLETE,      /* first evaluation: result, dimensions, match, agent, elo_history */
 	OP_REEVAL,        /* appended result (eval_seq max+1), Elo keep/adjust */
 	OP_REJECT,        /* submission rejected with reason */
 	OP_FAIL,          /* submission failed with last_error, copy dead-lettered */
+	OP_NO_RESULT,     /* op_eff only: a reevaluation of a submission without a first
+	                   * result, found under the lock; nothing written, dead-lettered */
+};
+
+/* How a job ended: the outcome label of arbiter_jobs_total. */
+enum job_outcome {
+	OUTCOME_NONE,             /* not counted (released, deleted entry) */
+	OUTCOME_COMPLETED, OUTCOME_REJECTED, OUTCOME_FAILED, OUTCOME_DEAD_LETTERED,
+	OUTCOME_DEFERRED, OUTCOME_DUPLICATE,
+};
+
+/* Why a submission is rejected or an entry dead-lettered (the reject_reason
+ * column, the dead letter's reason field, the metrics label). */
+enum job_reason {
+	REASON_NONE,
+	REASON_SUBMISSION_NOT_FOUND, REASON_NOT_MATCH_OWNER, REASON_MATCH_EXPIRED,
+	REASON_MATCH_NOT_ACTIVE, REASON_INVALID_SPEC, REASON_RATE_LIMITED,
+	REASON_REEVALUATE_WITHOUT_RESULT,
+};
+
+/* A submission's or a match's status column, parsed once where it is read. */
+enum row_status {
+	ST_UNKNOWN,                       /* anything else (never written by this project) */
+	ST_QUEUED, ST_EVALUATING, ST_ACTIVE, ST_COMPLETED, ST_REJECTED, ST_FAILED, ST_EXPIRED,
 };
 
 /* How the entry leaves the stream once the job is done. */
@@ -62,14 +108,14 @@ enum job_stage { STAGE_LOAD, STAGE_EVAL, STAGE_COMMIT, STAGE_ACK };
 
 /* The submission row with its match and challenge (from the load query). */
 struct job_row {
-	char status[16];
+	enum row_status status;            /* submissions.status */
 	char agent_id[37], match_id[37], challenge_id[37], match_agent_id[37];
 	char *source_ip;                   /* host(submissions.source_ip); owned */
 	json_t *answer, *metadata;         /* owned */
 	int64_t submitted_ms, started_ms, expires_ms;
 	bool expired;                      /* submitted_at > expires_at (exact, from SQL) */
 	int attempts;
-	char match_status[16];
+	enum row_status match_status;      /* matches.status */
 	int attempt_number;
 	bool memoryless;
 	char difficulty[16];
@@ -114,7 +160,6 @@ struct job {
 	bool marked;                       /* sandbox: evaluating/attempts written */
 
 	/* Loaded data. */
-	bool loaded;
 	struct job_row row;
 	struct spec_entry *spec;           /* cache reference, or NULL */
 
@@ -128,17 +173,15 @@ struct job {
 
 	/* Outcome. */
 	enum job_op op;
-	const char *reason;                /* OP_REJECT reason / dead-letter reason (static) */
+	enum job_reason reason;            /* OP_REJECT reason */
 	char *last_error;                  /* owned; last failure or invalid_spec message */
 	enum job_op op_eff;                /* op as decided under the locks (commit.c) */
 	enum job_ack ack;
-	const char *ack_reason;            /* dead-letter reason (static), NULL = from op */
+	const char *ack_reason;            /* dead-letter reason text (static), NULL = from op */
 	int ack_tries;
-	const char *outcome;               /* metrics outcome once acked (static) */
+	enum job_outcome outcome;          /* counted in the metrics once acked */
 	bool duplicate;                    /* commit found the submission final already */
-	bool committed;                    /* the commit transaction succeeded */
 	bool commit_unknown;               /* a COMMIT of it was lost in flight: it may have happened */
-	bool commit_waiting_conn;          /* JOB_COMMITTING, its batch still waits for a connection */
 
 	/* Filled by commit.c under the locks (per attempt). */
 	struct elo_update eu;
@@ -153,6 +196,29 @@ struct job {
  * aborts). Free with job_free. */
 struct job *job_new(const char *id, const char *const *fields, const size_t *lens, int nf,
                     int deliveries);
+
+/* Moves j to state `to`. The allowed transitions are one table in job.c; a
+ * transition not in it is a bug: it asserts in builds without NDEBUG, and in
+ * release builds it is counted (job_bad_transitions) and done anyway. */
+void job_set_state(struct job *j, enum job_state to);
+
+/* Transitions not in the table so far (release builds), for the metrics. */
+unsigned long job_bad_transitions(void);
+
+/* Name of a state ("load_wait", ...), for logs. */
+const char *job_state_name(enum job_state s);
+
+/* Names at the edges (SQL, metrics, dead letters, logs): "completed", ...;
+ * NULL for OUTCOME_NONE / REASON_NONE. */
+const char *job_outcome_name(enum job_outcome o);
+const char *job_reason_name(enum job_reason r);
+
+/* The status column's text ("queued", ...) as an enum, and back. */
+enum row_status job_status_parse(const char *s);
+const char *job_status_name(enum row_status s);
+
+/* True for a submission status that no job changes any more. */
+bool job_status_final(enum row_status s);
 
 /* Frees everything the job owns (not the spec reference: the caller drops it
  * first). NULL ok. */
@@ -192,10 +258,13 @@ void job_json_str(struct strbuf *sb, const char *s);
  * to cap_ms, with jitter in [d/2, d]. rnd is a uniform random 32-bit value. */
 uint32_t job_backoff_ms(int n, uint32_t base_ms, uint32_t cap_ms, uint32_t rnd);
 
+/* Parses JSON text from PostgreSQL (jsonb as text: answer, metadata, ground
+ * truth). A document whose integers do not fit 64 bits is read again with
+ * every integer as a double. Returns a new reference, or NULL with *jerr set. */
+json_t *job_json_load(const char *text, size_t len, json_error_t *jerr);
+
 /* Unix time in ms (wall clock). */
 int64_t job_now_ms(void);
 
-/* ISO 8601 UTC text with milliseconds ("2024-05-01T12:00:00.250Z"); buf ≥ 32. */
-void job_iso_ms(int64_t ms, char *buf, size_t n);
 
 #endif

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "job.h"
+
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Label tables. The last entry of each is the catch-all; entries before
@@ -451,6 +453,10 @@ int metrics_render(struct strbuf *out)
 	labelled_counter(out, "arbiter_ratelimit_decisions_total",
 	                 "Rate-limit decisions, by decision.",
 	                 "decision", decisions, NDECISION, DECISION_KNOWN, M.ratelimit);
+
+	header(out, "arbiter_job_bad_transitions_total", "counter",
+	       "Job state changes outside the allowed-transition table (a bug; release builds).");
+	sample(out, "arbiter_job_bad_transitions_total", NULL, (double)job_bad_transitions());
 
 	process_metrics(out);
 	return 0;

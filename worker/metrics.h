@@ -61,7 +61,7 @@ void metrics_ratelimit(const char *decision);
 /* Appends the whole exposition (# HELP, # TYPE, samples) to out. Returns 0. */
 int  metrics_render(struct strbuf *out);
 
-/* Additions (not in the shared API list). */
+/* Settings and helpers for tests and tools. */
 
 /* Appends the metric family names that metrics_render exports, one per line
  * (histograms as their base name). Used by `arbiter metrics-names` and the

@@ -80,7 +80,7 @@ int rl_check(struct rl *l, struct rq *r, const char *ip, bool reevaluate, const 
  * be queued (e.g. rq closed). Errors are logged; retry on the next tick. */
 int rl_promote_due(struct rl *l, struct rq *r);
 
-/* Additions (beyond the design table). */
+/* Tuning and set-up for tests and tools. */
 
 #define RL_PROMOTE_BATCH 100
 

@@ -29,7 +29,7 @@
 #include "metrics.h"
 #include "pgc.h"
 #include "rq.h"
-#include "worker.h"
+#include "reconcile.h"
 
 #define RECONCILE_PAGE 5000      /* candidates per query (the LIMIT above) */
 #define RECONCILE_PAGES 20        /* pages per run: at most 100,000 submissions */

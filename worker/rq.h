@@ -76,7 +76,7 @@ bool rq_connected(const struct rq *r);
  * callback; a second call is ignored. done may be NULL. */
 void rq_close(struct rq *r, void (*done)(void *data), void *data);
 
-/* Additions (not in the original design table). */
+/* Counters for the metrics and the tests. */
 
 /* Number of successful reconnects (connections after the first). */
 uint64_t rq_reconnects(const struct rq *r);

@@ -1,5 +1,6 @@
 /*
- * worker: the daemon's event loop and job pipeline (see worker.h).
+ * worker: the daemon's event loop and the stages of the job pipeline that
+ * are not modules of their own (see worker.h; the plumbing is pipeline.c).
  *
  * Flow of one entry:
  *   XREADGROUP (own connection, BLOCK 1000, COUNT = free slots)
@@ -9,17 +10,19 @@
  *   → rl_check (rate limit; deferred jobs leave the stream inside the script)
  *   → evaluate (deterministic inline, sandbox evaluators asynchronously)
  *   → commit_q → commit.c: one transaction for many jobs
- *   → ack_q → MULTI [XADD dead/release] XACK XDEL EXEC for many jobs.
+ *   → ack_q → ack.c: MULTI [XADD dead/release] XACK XDEL EXEC for many jobs.
  * Everything produced during one loop iteration is batched: producers put
- * jobs in queues and call worker_kick, which flushes on the next iteration.
+ * jobs in queues and call pipeline_kick, which flushes on the next iteration.
  *
- * Failures: worker_retry puts a job in retry_q (sorted by due time) with
+ * Failures: pipeline_retry puts a job in retry_q (sorted by due time) with
  * exponential backoff and jitter; counted failures use up attempts and end in
- * worker_fail (status failed + dead letter). Entries of dead consumers are
+ * pipeline_fail (status failed + dead letter). Entries of dead consumers are
  * taken over with XAUTOCLAIM; our own in-flight entries are re-claimed
- * (XCLAIM JUSTID) before they look idle. SIGTERM drains (see start_drain).
+ * (XCLAIM JUSTID) before they look idle (claim.c). SIGTERM drains (see
+ * start_drain).
  */
 #include "worker.h"
+#include "pipeline.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -27,581 +30,74 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ack.h"
+#include "claim.h"
+#include "commit.h"
 #include "evaluator.h"
 #include "http.h"
+#include "isotime.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
 #include "pgc.h"
 #include "ratelimit.h"
+#include "reconcile.h"
 #include "rq.h"
 #include "score.h"
 #include "util.h"
 
 #define LOAD_BATCH_MAX 256
-#define ACK_BATCH_MAX 512
-#define MAX_ACKS_INFLIGHT 4
 #define READ_BLOCK_MS 1000
-#define BACKOFF_BASE_MS 100
-#define BACKOFF_CAP_MS 5000          /* Redis / PostgreSQL unreachable */
-#define BACKOFF_COUNTED_CAP_MS 10000 /* failures that use up attempts */
-#define ACK_MAX_TRIES 40
-#define CLAIM_BATCH_MAX 100
 #define GAUGES_MS 2000
 #define PROMOTE_MS 250
 #define HARD_STOP_MS 10000
 #define ABANDON_GRACE_MS 1000        /* after the drain: wait this long for abandoned jobs */
 #define MIGCHECK_MS 30000
-#define SPEC_CACHE_MAX 1024
 #define DB_WAIT_POLL_MS 50           /* no database connection: check again this often */
 
-/* ---- small helpers ------------------------------------------------------------------- */
-
-uint32_t worker_rand(struct worker *w)
-{
-	uint32_t x = w->rnd;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	w->rnd = x ? x : 0x9e3779b9u;
-	return w->rnd;
-}
-
-void jobq_push(struct jobq *q, struct job *j)
-{
-	j->qnext = NULL;
-	if (q->tail)
-		q->tail->qnext = j;
-	else
-		q->head = j;
-	q->tail = j;
-	q->n++;
-}
-
-void jobq_push_front(struct jobq *q, struct job *j)
-{
-	j->qnext = q->head;
-	q->head = j;
-	if (!q->tail)
-		q->tail = j;
-	q->n++;
-}
-
-struct job *jobq_pop(struct jobq *q)
-{
-	struct job *j = q->head;
-	if (!j)
-		return NULL;
-	q->head = j->qnext;
-	if (!q->head)
-		q->tail = NULL;
-	j->qnext = NULL;
-	q->n--;
-	return j;
-}
-
-bool jobq_remove(struct jobq *q, struct job *j)
-{
-	struct job *prev = NULL;
-	for (struct job *x = q->head; x; prev = x, x = x->qnext) {
-		if (x != j)
-			continue;
-		if (prev)
-			prev->qnext = x->qnext;
-		else
-			q->head = x->qnext;
-		if (q->tail == x)
-			q->tail = prev;
-		x->qnext = NULL;
-		q->n--;
-		return true;
-	}
-	return false;
-}
-
-const char *worker_evaluator(const struct job *j)
-{
-	return j->spec ? spec_evaluator_name(j->spec->ev) : NULL;
-}
-
-static bool status_final(const char *s)
-{
-	return !strcmp(s, "completed") || !strcmp(s, "rejected") || !strcmp(s, "failed");
-}
-
-/* Parses JSON text from PostgreSQL. jsonb keeps numbers exactly, so valid
- * JSON may hold integers beyond 64 bits (18446744073709551616, or 1e30 which
- * PostgreSQL prints with all its digits) that jansson refuses: those documents
- * are read again with every integer as a double, so that they can be scored
- * (a value beyond a double's range still fails). */
-static json_t *load_pg_json(const char *text, size_t len, json_error_t *jerr)
-{
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, jerr);
-	if (!v && strstr(jerr->text, "too big integer")) {
-		json_error_t e2;
-		v = json_loadb(text, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e2);
-		if (!v)
-			*jerr = e2;
-	}
-	return v;
-}
-
-/* ---- spec cache ---------------------------------------------------------------------- */
-
-static uint64_t fnv64(const char *s, size_t n, uint64_t h)
-{
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-static unsigned spec_bucket(const char *id)
-{
-	return (unsigned)(fnv64(id, strlen(id), 0xcbf29ce484222325ULL) % SPEC_BUCKETS);
-}
-
-static void spec_entry_free(struct spec_entry *e)
-{
-	spec_free(e->spec);
-	json_decref(e->gt);
-	free(e->err);
-	free(e);
-}
-
-static void spec_unref(struct spec_entry *e)
-{
-	if (e && --e->refs == 0)
-		spec_entry_free(e);
-}
-
-static void spec_cache_clear(struct worker *w)
-{
-	for (int b = 0; b < SPEC_BUCKETS; b++) {
-		struct spec_entry *e = w->specs[b];
-		while (e) {
-			struct spec_entry *next = e->next;
-			e->in_table = false;
-			e->next = NULL;
-			spec_unref(e);
-			e = next;
-		}
-		w->specs[b] = NULL;
-	}
-	w->nspecs = 0;
-}
-
-/* Returns a new reference to the cache entry for this challenge and texts,
- * parsing them when they are new or changed. */
-static struct spec_entry *spec_get(struct worker *w, const char *id, const char *spec_text,
-                                   size_t slen, const char *gt_text, size_t glen)
-{
-	uint64_t h = fnv64(gt_text, glen, fnv64("\x01", 1, fnv64(spec_text, slen,
-	                   0xcbf29ce484222325ULL)));
-	unsigned b = spec_bucket(id);
-	struct spec_entry **pp = &w->specs[b];
-	for (; *pp; pp = &(*pp)->next) {
-		struct spec_entry *e = *pp;
-		if (strcmp(e->challenge_id, id))
-			continue;
-		if (e->hash == h) {
-			e->refs++;
-			return e;
-		}
-		/* The challenge changed: drop the old entry from the table. */
-		*pp = e->next;
-		e->in_table = false;
-		e->next = NULL;
-		w->nspecs--;
-		spec_unref(e);
-		break;
-	}
-	if (w->nspecs >= SPEC_CACHE_MAX)
-		spec_cache_clear(w);
-
-	struct spec_entry *e = xcalloc(1, sizeof *e);
-	char err[512];
-	json_error_t jerr;
-	snprintf(e->challenge_id, sizeof e->challenge_id, "%s", id);
-	e->hash = h;
-	e->gt_bytes = glen;
-	if (spec_parse(spec_text, slen, &e->spec, err, sizeof err) < 0) {
-		e->spec = NULL;
-		e->err = xstrdup(err);
-	} else {
-		e->ev = spec_evaluator(e->spec);
-		e->gt = load_pg_json(gt_text, glen, &jerr);
-		if (!e->gt) {
-			snprintf(err, sizeof err, "ground_truth: line %d, column %d: %s", jerr.line,
-			         jerr.column, jerr.text);
-			spec_free(e->spec);
-			e->spec = NULL;
-			e->err = xstrdup(err);
-		}
-	}
-	e->refs = 2;   /* the table's and the caller's */
-	e->in_table = true;
-	e->next = w->specs[b];
-	w->specs[b] = e;
-	w->nspecs++;
-	return e;
-}
-
-/* ---- job list ------------------------------------------------------------------------ */
-
-static void maybe_finish_drain(struct worker *w);
-static void shutdown_all(struct worker *w);
-
-static void job_adopt(struct worker *w, struct job *j)
-{
-	j->w = w;
-	j->read_at = j->claimed_at = uv_now(w->loop);
-	j->lprev = NULL;
-	j->lnext = w->jobs;
-	if (w->jobs)
-		w->jobs->lprev = j;
-	w->jobs = j;
-	w->njobs++;
-	metrics_inflight(w->njobs);
-}
-
-static void job_done(struct worker *w, struct job *j);
-
-void worker_drop(struct worker *w, struct job *j)
-{
-	job_done(w, j);
-}
-
-/* The job is finished (acked, dropped or abandoned): free it. */
-static void job_done(struct worker *w, struct job *j)
-{
-	if (j->lprev)
-		j->lprev->lnext = j->lnext;
-	else
-		w->jobs = j->lnext;
-	if (j->lnext)
-		j->lnext->lprev = j->lprev;
-	w->njobs--;
-	if (j->state == JOB_ABANDONED)
-		w->nabandoned--;
-	metrics_inflight(w->njobs);
-	spec_unref(j->spec);
-	j->spec = NULL;
-	job_free(j);
-	if (w->state == W_DRAINING)
-		maybe_finish_drain(w);
-	else
-		worker_kick(w);
-}
-
-static struct job *find_job(struct worker *w, const char *id)
-{
-	for (struct job *j = w->jobs; j; j = j->lnext)
-		if (j->state != JOB_ABANDONED && !strcmp(j->id, id))
-			return j;
-	return NULL;
-}
-
-/* ---- outcomes ------------------------------------------------------------------------ */
-
-void worker_to_commit(struct worker *w, struct job *j)
-{
-	j->state = JOB_COMMIT_WAIT;
-	j->commit_queued_at = uv_now(w->loop);
-	jobq_push(&w->commit_q, j);
-	worker_kick(w);
-}
-
-void worker_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
-                   const char *outcome)
-{
-	j->ack = ack;
-	if (reason)
-		j->ack_reason = reason;
-	j->outcome = outcome;
-	j->state = JOB_ACK_WAIT;
-	jobq_push(&w->ack_q, j);
-	worker_kick(w);
-}
-
-/* Puts the entry back on the stream for another worker (drain). May free j
- * (callers iterating w->jobs must have saved j->lnext). */
-static void job_release(struct worker *w, struct job *j)
-{
-	if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
-		/* Its COMMIT may have gone through (the connection was lost while
-		 * it ran). A re-evaluation is recognised by its entry id, and a
-		 * released copy gets a new one: it would append a second result.
-		 * Leave the entry pending instead; another worker reclaims it with
-		 * the same id after ARBITER_CLAIM_IDLE_MS and finds it done. */
-		LOGW(j->sub, j->id, "reevaluation with an unknown commit outcome: left pending for "
-		     "another worker to reclaim, not released");
-		job_done(w, j);
-		return;
-	}
-	LOGD(j->sub[0] ? j->sub : NULL, j->id, "released back to the stream");
-	worker_to_ack(w, j, ACK_RELEASE, NULL, NULL);
-}
-
-void worker_fail(struct worker *w, struct job *j, const char *why)
-{
-	if (why != j->last_error) {
-		char *copy = xstrdup(why ? why : "unknown error");
-		free(j->last_error);
-		j->last_error = copy;
-	}
-	LOGE(j->sub, j->id, "failed after %d attempt(s): %s", j->attempts, j->last_error);
-	j->op = OP_FAIL;
-	worker_to_commit(w, j);
-}
-
-static void reject(struct worker *w, struct job *j, const char *reason, const char *msg)
+static void reject(struct worker *w, struct job *j, enum job_reason reason, const char *msg)
 {
 	j->op = OP_REJECT;
 	j->reason = reason;
 	free(j->last_error);
 	j->last_error = msg ? xstrdup(msg) : NULL;
-	LOGI(j->sub, j->id, "rejected: %s%s%s", reason, msg ? ": " : "", msg ? msg : "");
-	worker_to_commit(w, j);
+	LOGI(j->sub, j->id, "rejected: %s%s%s", job_reason_name(reason), msg ? ": " : "",
+	     msg ? msg : "");
+	pipeline_to_commit(w, j);
 }
 
-/* ---- retries ------------------------------------------------------------------------- */
-
-static void retry_cb(uv_timer_t *t);
-
-static void arm_retry(struct worker *w)
-{
-	if (w->state == W_STOPPING)
-		return;
-	if (!w->retry_q.head) {
-		uv_timer_stop(&w->t_retry);
-		return;
-	}
-	uint64_t now = uv_now(w->loop), due = w->retry_q.head->retry_at;
-	uv_timer_start(&w->t_retry, retry_cb, due > now ? due - now : 0, 0);
-}
-
-static void retry_insert(struct worker *w, struct job *j)
-{
-	struct jobq *q = &w->retry_q;
-	struct job *prev = NULL, *x = q->head;
-	while (x && x->retry_at <= j->retry_at) {
-		prev = x;
-		x = x->qnext;
-	}
-	j->qnext = x;
-	if (prev)
-		prev->qnext = j;
-	else
-		q->head = j;
-	if (!x)
-		q->tail = j;
-	q->n++;
-}
-
-void worker_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
-                  const char *why)
-{
-	char *copy = xstrdup(why ? why : "unknown error");
-	free(j->last_error);
-	j->last_error = copy;
-	if (counted) {
-		if (j->attempts >= w->cfg->max_deliveries) {
-			worker_fail(w, j, j->last_error);
-			return;
-		}
-		j->attempts++;
-		j->marked = false;   /* a sandbox job records the new attempt again */
-	}
-	/* Draining: work not started yet goes back to the stream; after the
-	 * deadline everything not committed does. */
-	if ((w->state != W_RUNNING && stage == STAGE_LOAD) ||
-	    (w->drain_expired && stage != STAGE_ACK)) {
-		job_release(w, j);
-		return;
-	}
-	j->retries++;
-	uint32_t d = job_backoff_ms(j->retries, BACKOFF_BASE_MS,
-	                            counted ? BACKOFF_COUNTED_CAP_MS : BACKOFF_CAP_MS, worker_rand(w));
-	if (counted)
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; attempt %d of %d in %u ms", j->last_error,
-		     j->attempts, w->cfg->max_deliveries, d);
-	else
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; retrying in %u ms", j->last_error, d);
-	j->retry_stage = stage;
-	j->retry_at = uv_now(w->loop) + d;
-	j->state = JOB_BACKOFF;
-	retry_insert(w, j);
-	arm_retry(w);
-}
-
+static void maybe_finish_drain(struct worker *w);
+static void shutdown_all(struct worker *w);
 static void start_eval_stage(struct worker *w, struct job *j);
 
+/* A job's backoff is over (pipeline.c): it starts again at its retry stage. */
 static void restart(struct worker *w, struct job *j)
 {
 	switch (j->retry_stage) {
 	case STAGE_LOAD:
 		if (w->state != W_RUNNING) {
-			job_release(w, j);
+			pipeline_release(w, j);
 			return;
 		}
 		job_clear_result(j);
 		job_clear_row(j);
-		spec_unref(j->spec);
+		speccache_unref(j->spec);
 		j->spec = NULL;
-		j->state = JOB_LOAD_WAIT;
+		job_set_state(j, JOB_LOAD_WAIT);
 		jobq_push(&w->load_q, j);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	case STAGE_EVAL:
 		start_eval_stage(w, j);
 		return;
 	case STAGE_COMMIT:
-		worker_to_commit(w, j);
+		pipeline_to_commit(w, j);
 		return;
 	case STAGE_ACK:
-		j->state = JOB_ACK_WAIT;
+		job_set_state(j, JOB_ACK_WAIT);
 		jobq_push(&w->ack_q, j);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
-	}
-}
-
-static void retry_cb(uv_timer_t *t)
-{
-	struct worker *w = t->data;
-	uint64_t now = uv_now(w->loop);
-	while (w->retry_q.head && w->retry_q.head->retry_at <= now) {
-		struct job *j = jobq_pop(&w->retry_q);
-		restart(w, j);
-	}
-	arm_retry(w);
-}
-
-/* ---- acknowledgements ---------------------------------------------------------------- */
-
-struct abatch {
-	struct worker *w;
-	int n;
-	struct job *jobs[];
-};
-
-static void finish_job(struct worker *w, struct job *j)
-{
-	if (j->outcome) {
-		metrics_job(worker_evaluator(j), j->outcome);
-		if (!strcmp(j->outcome, "rejected") && j->reason)
-			metrics_rejected(j->reason);
-	}
-	job_done(w, j);
-}
-
-static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct abatch *b = data;
-	struct worker *w = b->w;
-	char why[256];
-	(void)r;
-
-	w->acks_inflight--;
-	if (!err && reply && reply->type == REDIS_REPLY_ARRAY) {
-		for (int i = 0; i < b->n; i++)
-			finish_job(w, b->jobs[i]);
-		free(b);
-		worker_kick(w);
-		return;
-	}
-	if (err)
-		snprintf(why, sizeof why, "redis acknowledgement failed: %s", err);
-	else if (reply && reply->type == REDIS_REPLY_ERROR)
-		snprintf(why, sizeof why, "redis acknowledgement failed: %s", reply->str);
-	else
-		snprintf(why, sizeof why, "redis acknowledgement failed: transaction aborted");
-	for (int i = 0; i < b->n; i++) {
-		struct job *j = b->jobs[i];
-		if (w->state == W_STOPPING || ++j->ack_tries > ACK_MAX_TRIES) {
-			LOGE(j->sub[0] ? j->sub : NULL, j->id, "%s; giving up (the entry stays pending "
-			     "and is reclaimed later)", why);
-			job_done(w, j);
-			continue;
-		}
-		worker_retry(w, j, STAGE_ACK, false, why);
-	}
-	free(b);
-}
-
-static const char *dead_reason(const struct job *j, char *buf, size_t n)
-{
-	if (j->ack_reason)
-		return j->ack_reason;
-	if (j->op_eff == OP_FAIL || j->op == OP_FAIL) {
-		snprintf(buf, n, "failed: %.400s", j->last_error ? j->last_error : "unknown error");
-		return buf;
-	}
-	return "unknown";
-}
-
-static void flush_acks(struct worker *w)
-{
-	while (w->acks_inflight < MAX_ACKS_INFLIGHT && w->ack_q.n > 0 &&
-	       w->state != W_STOPPING) {
-		int n = w->ack_q.n < ACK_BATCH_MAX ? w->ack_q.n : ACK_BATCH_MAX;
-		struct abatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
-		const char **ack = xcalloc((size_t)n + 3, sizeof *ack);
-		const char **del = xcalloc((size_t)n + 2, sizeof *del);
-		int64_t now = job_now_ms();
-		bool ok = true;
-
-		b->w = w;
-		b->n = n;
-		ack[0] = "XACK";
-		ack[1] = w->k_jobs;
-		ack[2] = w->k_group;
-		del[0] = "XDEL";
-		del[1] = w->k_jobs;
-		for (int i = 0; i < n; i++) {
-			struct job *j = jobq_pop(&w->ack_q);
-			j->state = JOB_ACKING;
-			b->jobs[i] = j;
-			ack[3 + i] = j->id;
-			del[2 + i] = j->id;
-		}
-		static const char *multi[] = { "MULTI" };
-		static const char *exec[] = { "EXEC" };
-		if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, 1, multi, NULL) < 0)
-			ok = false;
-		for (int i = 0; ok && i < n; i++) {
-			struct job *j = b->jobs[i];
-			if (j->ack == ACK_PLAIN)
-				continue;
-			const char **argv;
-			size_t *lens;
-			struct job_argv_bufs bufs;
-			char rbuf[480];
-			int argc = job_xadd_argv(j, j->ack == ACK_DEAD ? w->k_dead : w->k_jobs,
-			                         j->ack == ACK_DEAD, dead_reason(j, rbuf, sizeof rbuf),
-			                         w->cfg->worker_id, now, &bufs, &argv, &lens);
-			if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, lens) < 0)
-				ok = false;
-			free(argv);
-			free(lens);
-		}
-		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3 + n, ack, NULL) < 0)
-			ok = false;
-		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 2 + n, del, NULL) < 0)
-			ok = false;
-		free(ack);
-		free(del);
-		w->acks_inflight++;
-		if (!ok || rq_cmdv(w->rq_cmd, 0, on_ack, b, 1, exec, NULL) < 0) {
-			/* Only when the connection object is closing: fail the batch now. */
-			w->acks_inflight--;
-			for (int i = 0; i < n; i++)
-				job_done(w, b->jobs[i]);
-			free(b);
-			return;
-		}
 	}
 }
 
@@ -655,14 +151,14 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	struct job_row *r = &j->row;
 	json_error_t jerr;
 
-	copy_text(r->status, sizeof r->status, res, i, 1);
+	r->status = job_status_parse(PQgetisnull(res, i, 1) ? "" : PQgetvalue(res, i, 1));
 	copy_text(r->agent_id, sizeof r->agent_id, res, i, 2);
 	copy_text(r->match_id, sizeof r->match_id, res, i, 3);
 	r->source_ip = PQgetisnull(res, i, 4) ? NULL : xstrdup(PQgetvalue(res, i, 4));
 	r->submitted_ms = get_i64(res, i, 7);
 	r->attempts = (int)get_i64(res, i, 8);
 	copy_text(r->match_agent_id, sizeof r->match_agent_id, res, i, 9);
-	copy_text(r->match_status, sizeof r->match_status, res, i, 10);
+	r->match_status = job_status_parse(PQgetisnull(res, i, 10) ? "" : PQgetvalue(res, i, 10));
 	r->started_ms = get_i64(res, i, 11);
 	r->expires_ms = get_i64(res, i, 12);
 	r->expired = get_bool(res, i, 13);
@@ -673,18 +169,17 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	r->has_rating = !PQgetisnull(res, i, 18);
 	r->rating = (int)get_i64(res, i, 18);
 	r->time_limit_secs = (int)get_i64(res, i, 19);
-	j->loaded = true;
 	/* The answer and metadata are only needed to evaluate: final submissions
 	 * (duplicates) skip the parse. */
-	if (j->kind == JOB_EVALUATE && status_final(r->status))
+	if (j->kind == JOB_EVALUATE && job_status_final(r->status))
 		return 0;
 	r->input_bytes = (size_t)PQgetlength(res, i, 5) + (size_t)PQgetlength(res, i, 6);
-	r->answer = load_pg_json(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5), &jerr);
+	r->answer = job_json_load(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5), &jerr);
 	if (!r->answer) {
 		snprintf(err, errlen, "answer cannot be parsed: %s", jerr.text);
 		return -1;
 	}
-	r->metadata = load_pg_json(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6), &jerr);
+	r->metadata = job_json_load(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6), &jerr);
 	if (!r->metadata) {
 		snprintf(err, errlen, "metadata cannot be parsed: %s", jerr.text);
 		return -1;
@@ -708,21 +203,21 @@ static void on_load(const struct pgc_result *r, void *data)
 		for (int i = 0; i < b->n; i++) {
 			struct job *j = b->jobs[i];
 			if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-				job_done(w, j);
+				pipeline_drop(w, j);
 			} else if (!r->transient && b->n > 1) {
 				/* Something in one row breaks the query: find which, without
 				 * holding up the others (nor using up their attempts). */
 				j->load_solo = true;
-				j->state = JOB_LOAD_WAIT;
+				job_set_state(j, JOB_LOAD_WAIT);
 				jobq_push(&w->load_q, j);
 			} else {
 				/* Alone, a non-transient error is this job's: it uses up
 				 * attempts and ends failed instead of looping forever. */
-				worker_retry(w, j, STAGE_LOAD, !r->transient, err);
+				pipeline_retry(w, j, STAGE_LOAD, !r->transient, err);
 			}
 		}
 		free(b);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
 
@@ -730,7 +225,7 @@ static void on_load(const struct pgc_result *r, void *data)
 	int nrows = PQntuples(rows), nch = PQntuples(chs);
 	struct spec_entry **ents = xcalloc((size_t)nch + 1, sizeof *ents);
 	for (int c = 0; c < nch; c++)
-		ents[c] = spec_get(w, PQgetvalue(chs, c, 0), PQgetvalue(chs, c, 1),
+		ents[c] = speccache_get(&w->specs, PQgetvalue(chs, c, 0), PQgetvalue(chs, c, 1),
 		                   (size_t)PQgetlength(chs, c, 1), PQgetvalue(chs, c, 2),
 		                   (size_t)PQgetlength(chs, c, 2));
 
@@ -738,7 +233,7 @@ static void on_load(const struct pgc_result *r, void *data)
 		struct job *j = b->jobs[i];
 		int row = -1;
 		if (j->state == JOB_ABANDONED) {
-			job_done(w, j);
+			pipeline_drop(w, j);
 			continue;
 		}
 		j->load_solo = false;
@@ -750,11 +245,11 @@ static void on_load(const struct pgc_result *r, void *data)
 		if (row < 0) {
 			LOGW(j->sub, j->id, "submission not found: dead-lettered");
 			metrics_rejected("submission_not_found");
-			worker_to_ack(w, j, ACK_DEAD, "submission_not_found", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", OUTCOME_DEAD_LETTERED);
 			continue;
 		}
 		if (fill_row(j, rows, row, err, sizeof err) < 0) {
-			worker_fail(w, j, err);
+			pipeline_fail(w, j, err);
 			continue;
 		}
 		for (int c = 0; c < nch; c++)
@@ -766,10 +261,10 @@ static void on_load(const struct pgc_result *r, void *data)
 		after_load(w, j);
 	}
 	for (int c = 0; c < nch; c++)
-		spec_unref(ents[c]);
+		speccache_unref(ents[c]);
 	free(ents);
 	free(b);
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void flush_loads(struct worker *w)
@@ -790,7 +285,7 @@ static void flush_loads(struct worker *w)
 		strbuf_add(&arr, "{", 1);
 		for (int i = 0; i < n; i++) {
 			struct job *j = jobq_pop(&w->load_q);
-			j->state = JOB_LOADING;
+			job_set_state(j, JOB_LOADING);
 			b->jobs[i] = j;
 			if (i)
 				strbuf_add(&arr, ",", 1);
@@ -808,7 +303,7 @@ static void flush_loads(struct worker *w)
 		if (rc < 0) {
 			w->loads_inflight--;
 			for (int i = 0; i < n; i++)
-				worker_retry(w, b->jobs[i], STAGE_LOAD, false, "database pool closed");
+				pipeline_retry(w, b->jobs[i], STAGE_LOAD, false, "database pool closed");
 			free(b);
 			return;
 		}
@@ -832,12 +327,12 @@ static void finish_eval(struct worker *w, struct job *j)
 {
 	j->has_res = true;
 	j->eval_done_ms = job_now_ms();
-	metrics_eval_seconds(worker_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
+	metrics_eval_seconds(pipeline_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
 	j->res_json = score_result_dumps(&j->res);
 	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;
 	LOGD(j->sub, j->id, "evaluated: score %d %s", j->res.score,
 	     score_outcome_name(j->res.result));
-	worker_to_commit(w, j);
+	pipeline_to_commit(w, j);
 }
 
 /* Deterministic scoring of large inputs runs on libuv's thread pool: a
@@ -879,11 +374,11 @@ static void score_after_cb(uv_work_t *req, int status)
 	if (rc == 0)
 		j->has_res = true;     /* so that job_free / job_clear_result release it */
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	if (rc < 0) {
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	finish_eval(w, j);
@@ -904,7 +399,7 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 		sw->j = j;
 		sw->m = m;
 		sw->lim = lim;
-		j->state = JOB_EVALUATING;
+		job_set_state(j, JOB_EVALUATING);
 		if (uv_queue_work(w->loop, &sw->req, score_work_cb, score_after_cb) == 0)
 			return;
 		free(sw);      /* cannot queue: score here */
@@ -913,7 +408,7 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 	               &j->res, err, sizeof err) < 0) {
 		char why[600];
 		snprintf(why, sizeof why, "internal_error: %s", err);
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	finish_eval(w, j);
@@ -927,13 +422,13 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 	if (w->sp)
 		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	if (rc < 0) {
 		char why[600];
 		snprintf(why, sizeof why, "internal_error: %s", err ? err : "evaluator failed");
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	if (ext && ext->extra)
@@ -944,20 +439,20 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 static void run_sandbox(struct worker *w, struct job *j)
 {
 	char started[32], submitted[32];
-	job_iso_ms(j->row.started_ms, started, sizeof started);
-	job_iso_ms(j->row.submitted_ms, submitted, sizeof submitted);
+	isotime_format(j->row.started_ms, started, sizeof started);
+	isotime_format(j->row.submitted_ms, submitted, sizeof submitted);
 	json_t *match = json_pack("{s:s, s:s, s:i, s:b, s:i}", "started_at", started,
 	                          "submitted_at", submitted, "time_limit_secs",
 	                          j->row.time_limit_secs, "memoryless", j->row.memoryless,
 	                          "attempt_number", j->row.attempt_number);
-	j->state = JOB_EVALUATING;
+	job_set_state(j, JOB_EVALUATING);
 	j->eval_started_ms = job_now_ms();
 	j->eval_t0 = uv_hrtime();
 	int rc = evaluator_run(w->sp, j->spec->spec, j->row.answer, j->row.metadata,
 	                       j->spec->gt, match, on_sandbox, j);
 	json_decref(match);
 	if (rc < 0) {
-		worker_retry(w, j, STAGE_EVAL, true, "internal_error: the evaluator refused the spec");
+		pipeline_retry(w, j, STAGE_EVAL, true, "internal_error: the evaluator refused the spec");
 		return;
 	}
 	metrics_sandbox_busy(sandbox_pool_busy(w->sp));
@@ -972,13 +467,13 @@ static void on_mark(const struct pgc_result *r, void *data)
 	struct job *j = data;
 	struct worker *w = j->w;
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	if (r->err) {
 		char why[512];
 		snprintf(why, sizeof why, "marking the submission evaluating failed: %s", r->err);
-		worker_retry(w, j, STAGE_EVAL, false, why);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
 		return;
 	}
 	j->marked = true;
@@ -996,7 +491,7 @@ static void evaluate(struct worker *w, struct job *j)
 	if (!w->sp) {
 		char why[320];
 		snprintf(why, sizeof why, "internal_error: sandbox unavailable: %s", w->sp_err);
-		worker_retry(w, j, STAGE_EVAL, true, why);
+		pipeline_retry(w, j, STAGE_EVAL, true, why);
 		return;
 	}
 	if (j->kind == JOB_EVALUATE && !j->marked) {
@@ -1006,9 +501,9 @@ static void evaluate(struct worker *w, struct job *j)
 		snprintf(att, sizeof att, "%d", j->attempts);
 		const char *params[] = { j->sub, att };
 		struct pgc_stmt st = { SQL_MARK, 2, params };
-		j->state = JOB_MARKING;
+		job_set_state(j, JOB_MARKING);
 		if (pgc_run(w->pg, &st, 1, on_mark, j) < 0)
-			worker_retry(w, j, STAGE_EVAL, false, "database pool closed");
+			pipeline_retry(w, j, STAGE_EVAL, false, "database pool closed");
 		return;
 	}
 	run_sandbox(w, j);
@@ -1020,7 +515,7 @@ static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void
 	struct worker *w = j->w;
 
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		job_done(w, j);
+		pipeline_drop(w, j);
 		return;
 	}
 	switch (d) {
@@ -1030,17 +525,17 @@ static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void
 		return;
 	case RL_DEFERRED:
 		LOGI(j->sub, j->id, "rate limited: deferred until %lld", (long long)retry_at_ms);
-		metrics_job(worker_evaluator(j), "deferred");
-		job_done(w, j);
+		metrics_job(pipeline_evaluator(j), job_outcome_name(OUTCOME_DEFERRED));
+		pipeline_drop(w, j);
 		return;
 	case RL_REJECT:
-		reject(w, j, "rate_limited", NULL);
+		reject(w, j, REASON_RATE_LIMITED, NULL);
 		return;
 	case RL_ERROR:
 	default: {
 		char why[300];
 		snprintf(why, sizeof why, "rate limiter: %s", err ? err : "error");
-		worker_retry(w, j, STAGE_EVAL, false, why);
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
 		return;
 	}
 	}
@@ -1050,10 +545,10 @@ static void start_eval_stage(struct worker *w, struct job *j)
 {
 	if (j->kind == JOB_EVALUATE && !j->rl_done) {
 		const char *ip = j->source_ip ? j->source_ip : j->row.source_ip;
-		j->state = JOB_RATELIMIT;
+		job_set_state(j, JOB_RATELIMIT);
 		if (rl_check(w->rl, w->rq_cmd, ip, false, j->id, (const char *const *)j->fields, j->nf,
 		             on_rl, j) < 0)
-			worker_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
+			pipeline_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
 		return;
 	}
 	evaluate(w, j);
@@ -1064,15 +559,16 @@ static void after_load(struct worker *w, struct job *j)
 {
 	struct job_row *r = &j->row;
 
-	if (j->kind == JOB_EVALUATE && status_final(r->status)) {
-		LOGD(j->sub, j->id, "duplicate delivery: submission already %s", r->status);
-		worker_to_ack(w, j, ACK_PLAIN, NULL, "duplicate");
+	if (j->kind == JOB_EVALUATE && job_status_final(r->status)) {
+		LOGD(j->sub, j->id, "duplicate delivery: submission already %s",
+		     job_status_name(r->status));
+		pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
 		return;
 	}
-	if (j->kind == JOB_REEVALUATE && strcmp(r->status, "completed")) {
+	if (j->kind == JOB_REEVALUATE && r->status != ST_COMPLETED) {
 		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettered",
-		     r->status);
-		worker_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", "dead_lettered");
+		     job_status_name(r->status));
+		pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", OUTCOME_DEAD_LETTERED);
 		return;
 	}
 	/* submissions.attempts counts the attempts at evaluating the submission
@@ -1085,174 +581,36 @@ static void after_load(struct worker *w, struct job *j)
 		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
 		         j->attempts - 1, w->cfg->max_deliveries);
 		j->attempts--;
-		worker_fail(w, j, j->last_error ? j->last_error : why);
+		pipeline_fail(w, j, j->last_error ? j->last_error : why);
 		return;
 	}
 	if (j->kind == JOB_EVALUATE) {
 		if (strcmp(r->agent_id, r->match_agent_id)) {
-			reject(w, j, "not_match_owner", NULL);
+			reject(w, j, REASON_NOT_MATCH_OWNER, NULL);
 			return;
 		}
 		if (r->expired) {
-			reject(w, j, "match_expired", NULL);
+			reject(w, j, REASON_MATCH_EXPIRED, NULL);
 			return;
 		}
-		if (strcmp(r->match_status, "active")) {
-			reject(w, j, "match_not_active", NULL);
+		if (r->match_status != ST_ACTIVE) {
+			reject(w, j, REASON_MATCH_NOT_ACTIVE, NULL);
 			return;
 		}
 	}
 	if (!j->spec || !j->spec->spec) {
 		const char *msg = j->spec ? j->spec->err : "challenge not found";
 		if (j->kind == JOB_EVALUATE) {
-			reject(w, j, "invalid_spec", msg);
+			reject(w, j, REASON_INVALID_SPEC, msg);
 		} else {
 			free(j->last_error);
 			j->last_error = xstrdup(msg);
 			LOGW(j->sub, j->id, "reevaluate: invalid spec: %s", msg);
-			worker_to_ack(w, j, ACK_DEAD, "invalid_spec", "dead_lettered");
+			pipeline_to_ack(w, j, ACK_DEAD, "invalid_spec", OUTCOME_DEAD_LETTERED);
 		}
 		return;
 	}
 	start_eval_stage(w, j);
-}
-
-/* ---- dispatch of new entries --------------------------------------------------------- */
-
-static void dispatch(struct worker *w, struct job *j)
-{
-	if (w->state != W_RUNNING) {
-		job_release(w, j);
-		return;
-	}
-	if (j->poison) {
-		if (!strcmp(j->poison, "deleted_entry")) {
-			worker_to_ack(w, j, ACK_PLAIN, NULL, NULL);
-			return;
-		}
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettered", j->poison);
-		worker_to_ack(w, j, ACK_DEAD, j->poison, "dead_lettered");
-		return;
-	}
-	if (j->attempts > w->cfg->max_deliveries) {
-		char why[128];
-		snprintf(why, sizeof why, "delivered %d times (ARBITER_MAX_DELIVERIES %d)",
-		         j->attempts, w->cfg->max_deliveries);
-		j->attempts = w->cfg->max_deliveries;
-		worker_fail(w, j, why);
-		return;
-	}
-	j->state = JOB_LOAD_WAIT;
-	jobq_push(&w->load_q, j);
-	worker_kick(w);
-}
-
-/* A job from one stream entry reply ([id, [f, v, ...]] or [id, nil]). */
-static struct job *entry_job(redisReply *e, int deliveries)
-{
-	if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-	    e->element[0]->type != REDIS_REPLY_STRING)
-		return NULL;
-	redisReply *f = e->element[1];
-	if (f->type != REDIS_REPLY_ARRAY) {
-		struct job *j = job_new(e->element[0]->str, NULL, NULL, 0, deliveries);
-		j->poison = "deleted_entry";
-		return j;
-	}
-	int nf = (int)(f->elements / 2);
-	const char **fs = xcalloc((size_t)(2 * nf + 1), sizeof *fs);
-	size_t *ls = xcalloc((size_t)(2 * nf + 1), sizeof *ls);
-	for (int i = 0; i < 2 * nf; i++) {
-		redisReply *x = f->element[i];
-		if (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS) {
-			fs[i] = x->str;
-			ls[i] = x->len;
-		} else {
-			fs[i] = "";
-			ls[i] = 0;
-		}
-	}
-	struct job *j = job_new(e->element[0]->str, fs, ls, nf, deliveries);
-	free(fs);
-	free(ls);
-	return j;
-}
-
-/* Claimed entries (XAUTOCLAIM, or our own pending at start): their delivery
- * counts come from XPENDING before they are dispatched. */
-struct claim_ctx {
-	struct worker *w;
-	int n, left;
-	struct job *jobs[];
-};
-
-static void on_pending_count(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct job *j = data;
-	struct worker *w = j->w;
-	struct claim_ctx *c = (struct claim_ctx *)j->qnext;
-	(void)r;
-	(void)err;
-	j->qnext = NULL;
-	if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
-	    reply->element[0]->type == REDIS_REPLY_ARRAY && reply->element[0]->elements >= 4 &&
-	    reply->element[0]->element[3]->type == REDIS_REPLY_INTEGER) {
-		long long d = reply->element[0]->element[3]->integer;
-		if (d > j->attempts)
-			j->attempts = (int)(d > 1000000 ? 1000000 : d);
-	}
-	if (--c->left > 0)
-		return;
-	for (int i = 0; i < c->n; i++) {
-		struct job *x = c->jobs[i];
-		if (w->state == W_STOPPING)
-			job_done(w, x);
-		else
-			dispatch(w, x);
-	}
-	free(c);
-}
-
-/* Adopts the entries of a stream reply array that came from a claim. */
-static void adopt_claimed(struct worker *w, redisReply *entries)
-{
-	if (!entries || entries->type != REDIS_REPLY_ARRAY || entries->elements == 0)
-		return;
-	struct claim_ctx *c = xcalloc(1, sizeof *c + entries->elements * sizeof c->jobs[0]);
-	c->w = w;
-	for (size_t i = 0; i < entries->elements; i++) {
-		redisReply *e = entries->element[i];
-		if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
-		    e->element[0]->type == REDIS_REPLY_STRING && find_job(w, e->element[0]->str)) {
-			struct job *x = find_job(w, e->element[0]->str);
-			x->claimed_at = uv_now(w->loop);
-			continue;   /* ours and already in flight */
-		}
-		struct job *j = entry_job(e, 2);
-		if (!j)
-			continue;
-		job_adopt(w, j);
-		c->jobs[c->n++] = j;
-	}
-	if (!c->n) {
-		free(c);
-		return;
-	}
-	c->left = c->n;
-	for (int i = 0; i < c->n; i++) {
-		struct job *j = c->jobs[i];
-		j->qnext = (struct job *)(void *)c;   /* the context, while XPENDING runs */
-		const char *argv[] = { "XPENDING", w->k_jobs, w->k_group, j->id, j->id, "1" };
-		if (rq_cmdv(w->rq_cmd, 0, on_pending_count, j, 6, argv, NULL) < 0) {
-			j->qnext = NULL;
-			if (--c->left == 0) {
-				for (int k = 0; k < c->n; k++)
-					job_done(w, c->jobs[k]);
-				free(c);
-				return;
-			}
-		}
-	}
 }
 
 /* ---- reading ------------------------------------------------------------------------- */
@@ -1271,17 +629,17 @@ static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 			continue;
 		redisReply *entries = st->element[1];
 		if (claimed) {
-			adopt_claimed(w, entries);
+			claim_adopt(w, entries);
 			continue;
 		}
 		if (entries->type != REDIS_REPLY_ARRAY)
 			continue;
 		for (size_t i = 0; i < entries->elements; i++) {
-			struct job *j = entry_job(entries->element[i], 1);
+			struct job *j = pipeline_entry_job(entries->element[i], 1);
 			if (!j)
 				continue;
-			job_adopt(w, j);
-			dispatch(w, j);
+			pipeline_adopt(w, j);
+			pipeline_dispatch(w, j);
 		}
 	}
 }
@@ -1300,7 +658,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 		 * connection survived (a late reply), the kick reads again. */
 		if (w->state == W_DRAINING)
 			maybe_finish_drain(w);
-		worker_kick(w);
+		pipeline_kick(w);
 		return;
 	}
 	if (reply->type == REDIS_REPLY_ERROR) {
@@ -1323,7 +681,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 	adopt_entries(w, reply, false);
 	if (w->state == W_DRAINING)
 		maybe_finish_drain(w);
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void do_read(struct worker *w, int free_slots)
@@ -1398,7 +756,7 @@ static void on_own_pending(struct rq *r, redisReply *reply, const char *err, voi
 		adopt_entries(w, reply, true);
 	}
 	w->own_pending_done = true;
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void on_group(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -1424,7 +782,7 @@ static void on_group(struct rq *r, redisReply *reply, const char *err, void *dat
 			return;
 		w->own_pending_done = true;
 	}
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void create_group(struct worker *w)
@@ -1468,7 +826,7 @@ static void on_cmd_connect(struct rq *r, void *data)
 {
 	struct worker *w = data;
 	(void)r;
-	worker_kick(w);
+	pipeline_kick(w);
 }
 
 static void on_cmd_disconnect(struct rq *r, const char *why, void *data)
@@ -1478,128 +836,19 @@ static void on_cmd_disconnect(struct rq *r, const char *why, void *data)
 	(void)data;
 }
 
-/* ---- kick ---------------------------------------------------------------------------- */
-
-static void kick_cb(uv_timer_t *t)
+/* The kick (pipeline.c): everything queued during one loop iteration goes out
+ * in batches. */
+static void flush_stages(struct worker *w)
 {
-	struct worker *w = t->data;
-	if (w->state == W_STOPPING)
-		return;
 	flush_loads(w);
 	commit_flush(w);
-	flush_acks(w);
+	ack_flush(w);
 	maybe_read(w);
-}
-
-void worker_kick(struct worker *w)
-{
-	if (w->state == W_STOPPING)
-		return;
-	if (!uv_is_active((uv_handle_t *)&w->t_kick))
-		uv_timer_start(&w->t_kick, kick_cb, 0, 0);
-}
-
-/* ---- claims -------------------------------------------------------------------------- */
-
-static void on_autoclaim(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct worker *w = data;
-	(void)r;
-	w->reclaim_busy = false;
-	if (w->state != W_RUNNING)
-		return;
-	if (err || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) {
-		if (!err && reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "NOGROUP"))
-			LOGW(NULL, NULL, "XAUTOCLAIM: %s", reply->str);
-		return;
-	}
-	redisReply *entries = reply->element[1];
-	if (entries->type == REDIS_REPLY_ARRAY && entries->elements > 0) {
-		LOGI(NULL, NULL, "reclaimed %zu entries idle for %d ms", entries->elements,
-		     w->cfg->claim_idle_ms);
-		adopt_claimed(w, entries);
-	}
-	worker_kick(w);
-}
-
-/* Keeps our own in-flight entries from looking idle to other consumers. */
-static void refresh_claims(struct worker *w)
-{
-	uint64_t now = uv_now(w->loop);
-	/* Without a database connection for a while, stop keeping our entries:
-	 * after ARBITER_CLAIM_IDLE_MS a replica that has one takes them over (a
-	 * worker cut off from PostgreSQL, e.g. by its connection limit, must not
-	 * hold jobs forever). If we get them done first, theirs is a duplicate. */
-	if (w->db_down_since && now - w->db_down_since >= (uint64_t)w->cfg->claim_idle_ms / 2)
-		return;
-	uint64_t every = (uint64_t)w->cfg->claim_idle_ms / 3;
-	char minidle[24];
-	const char **argv = NULL;
-	int argc = 0, cap = 0;
-
-	snprintf(minidle, sizeof minidle, "%d", w->cfg->claim_idle_ms / 4);
-	for (struct job *j = w->jobs; j; j = j->lnext) {
-		if (j->state == JOB_ABANDONED || now - j->claimed_at < every)
-			continue;
-		if (argc == 0) {
-			cap = 6 + 256 + 1;
-			argv = xcalloc((size_t)cap, sizeof *argv);
-			argv[argc++] = "XCLAIM";
-			argv[argc++] = w->k_jobs;
-			argv[argc++] = w->k_group;
-			argv[argc++] = w->cfg->worker_id;
-			argv[argc++] = minidle;
-		}
-		argv[argc++] = j->id;
-		j->claimed_at = now;
-		if (argc == cap - 1) {
-			argv[argc++] = "JUSTID";
-			rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, NULL);
-			free(argv);
-			argv = NULL;
-			argc = 0;
-		}
-	}
-	if (argc > 0) {
-		argv[argc++] = "JUSTID";
-		rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, NULL);
-		free(argv);
-	}
 }
 
 static void reclaim_cb(uv_timer_t *t)
 {
-	struct worker *w = t->data;
-	if (w->state == W_STOPPING)
-		return;
-	if (pgc_pool_ready(w->pg))
-		w->db_down_since = 0;
-	else if (!w->db_down_since)
-		w->db_down_since = uv_now(w->loop) ? uv_now(w->loop) : 1;
-	if (!rq_connected(w->rq_cmd))
-		return;
-	refresh_claims(w);
-	/* Take over dead consumers' entries only when we can work on them. */
-	if (w->state != W_RUNNING || w->reclaim_busy || !w->group_ready || w->db_down_since)
-		return;
-	uint64_t now = uv_now(w->loop);
-	uint64_t claim_every = (uint64_t)(w->cfg->claim_idle_ms / 4 > 200 ? w->cfg->claim_idle_ms / 4 : 200);
-	if (w->autoclaim_at && now - w->autoclaim_at + 5 < claim_every)
-		return;
-	w->autoclaim_at = now;
-	int free_slots = w->cfg->concurrency - w->njobs;
-	if (free_slots <= 0)
-		return;
-	if (free_slots > CLAIM_BATCH_MAX)
-		free_slots = CLAIM_BATCH_MAX;
-	char idle[24], count[16];
-	snprintf(idle, sizeof idle, "%d", w->cfg->claim_idle_ms);
-	snprintf(count, sizeof count, "%d", free_slots);
-	const char *argv[] = { "XAUTOCLAIM", w->k_jobs, w->k_group, w->cfg->worker_id, idle, "0-0",
-	                       "COUNT", count };
-	w->reclaim_busy = true;
-	if (rq_cmdv(w->rq_cmd, 0, on_autoclaim, w, 8, argv, NULL) < 0)
-		w->reclaim_busy = false;
+	claim_tick(t->data);
 }
 
 /* ---- gauges, readiness, promotion, reconciler timers ---------------------------------- */
@@ -1804,51 +1053,48 @@ static void drain_deadline_cb(uv_timer_t *t)
 
 	w->drain_expired = true;
 	for (struct job *j = w->jobs, *next; j; j = next) {
-		next = j->lnext;     /* job_release may free j (copies are added at the head) */
+		next = j->lnext;     /* pipeline_release may free j (copies are added at the head) */
 		switch (j->state) {
 		case JOB_LOAD_WAIT:
 			jobq_remove(&w->load_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 			break;
 		case JOB_COMMIT_WAIT:
 			jobq_remove(&w->commit_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 			break;
 		case JOB_BACKOFF:
 			if (j->retry_stage == STAGE_ACK)
 				break;
 			jobq_remove(&w->retry_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 			break;
-		case JOB_COMMITTING:
+		case JOB_COMMIT_CONN:
 			/* A commit batch still waiting for a database connection (none
 			 * may come while PostgreSQL is down) has sent nothing: release
 			 * it like the steps below. One whose statements are in flight
-			 * is waited for (its outcome decides). */
-			if (!j->commit_waiting_conn)
-				break;
-			/* fallthrough */
+			 * (JOB_COMMITTING) is waited for (its outcome decides). */
 		case JOB_LOADING:
 		case JOB_MARKING:
 		case JOB_RATELIMIT:
 		case JOB_EVALUATING: {
 			/* Its callback is still to come: release a copy now and free the
 			 * original when the callback arrives. */
-			j->state = JOB_ABANDONED;
+			job_set_state(j, JOB_ABANDONED);
 			w->nabandoned++;
 			if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
-				/* See job_release: a copy would get a new entry id. */
+				/* See pipeline_release: a copy would get a new entry id. */
 				LOGW(j->sub, j->id, "reevaluation with an unknown commit outcome: left "
 				     "pending for another worker to reclaim, not released");
 				break;
 			}
 			struct job *c = job_new(j->id, (const char *const *)j->fields, j->flens, j->nf,
 			                        j->attempts);
-			job_adopt(w, c);
-			job_release(w, c);
+			pipeline_adopt(w, c);
+			pipeline_release(w, c);
 			released++;
 			break;
 		}
@@ -1856,7 +1102,7 @@ static void drain_deadline_cb(uv_timer_t *t)
 			break;
 		}
 	}
-	arm_retry(w);
+	pipeline_arm_retry(w);
 	LOGW(NULL, NULL, "drain deadline (%d ms) reached: released %d job(s)", w->cfg->drain_ms,
 	     released);
 	if (w->state == W_DRAINING)      /* (freeing the last job may have stopped us already) */
@@ -1889,18 +1135,18 @@ static void start_drain(struct worker *w)
 	uv_timer_stop(&w->t_reconcile);
 	uv_timer_stop(&w->t_promote);
 	for (struct job *j = w->jobs, *next; j; j = next) {
-		next = j->lnext;     /* job_release may free j */
+		next = j->lnext;     /* pipeline_release may free j */
 		if (j->state == JOB_LOAD_WAIT) {
 			jobq_remove(&w->load_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 		} else if (j->state == JOB_BACKOFF && j->retry_stage == STAGE_LOAD) {
 			jobq_remove(&w->retry_q, j);
-			job_release(w, j);
+			pipeline_release(w, j);
 			released++;
 		}
 	}
-	arm_retry(w);
+	pipeline_arm_retry(w);
 	LOGI(NULL, NULL, "draining: %d job(s) in flight, %d released, deadline %d ms", w->njobs,
 	     released, w->cfg->drain_ms);
 	if (w->state == W_DRAINING)
@@ -2007,10 +1253,82 @@ static void init_timer(struct worker *w, uv_timer_t *t)
 	t->data = w;
 }
 
+/* Creates the rate limiter, the sandbox pool (optional), the two Redis
+ * clients, the PostgreSQL pool and the HTTP listener. Returns 0, or -1 after
+ * saying why (the caller closes what was opened). */
+static int open_parts(struct worker *w)
+{
+	char err[512];
+
+	if (rl_new(w->cfg, &w->rl, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		return -1;
+	}
+	rl_set_loop(w->rl, w->loop);
+	if (sandbox_pool_new(w->loop, w->cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
+		w->sp = NULL;
+		LOGW(NULL, NULL, "sandbox unavailable (test-suite and custom-script jobs will fail): %s",
+		     w->sp_err);
+	}
+
+	struct rq_opts ro = { 0 };
+	ro.url = w->cfg->redis_url;
+	ro.on_connect = on_read_connect;
+	ro.on_disconnect = on_read_disconnect;
+	ro.data = w;
+	ro.name = "reader";
+	if (rq_new(w->loop, &ro, &w->rq_read) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
+		return -1;
+	}
+	ro.on_connect = on_cmd_connect;
+	ro.on_disconnect = on_cmd_disconnect;
+	ro.name = "commands";
+	if (rq_new(w->loop, &ro, &w->rq_cmd) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
+		return -1;
+	}
+	struct pgc_opts po = { 0 };
+	po.conninfo = w->cfg->database_url;
+	po.size = w->cfg->pg_pool_size;
+	po.query_timeout_ms = (uint32_t)w->cfg->pg_query_timeout_ms;
+	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
+		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
+		return -1;
+	}
+	if (http_start(w->loop, w->cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "metrics listener: %s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The loop's timers and signal handlers. */
+static void start_timers(struct worker *w)
+{
+	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
+	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
+		init_timer(w, timers[i]);
+	/* Claims: see claim.c for the timing. */
+	uv_timer_start(&w->t_reclaim, reclaim_cb, claim_tick_ms(w->cfg), claim_tick_ms(w->cfg));
+	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)w->cfg->reconcile_ms,
+	               (uint64_t)w->cfg->reconcile_ms);
+	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
+	uv_timer_start(&w->t_gauges, gauges_cb, 200, GAUGES_MS);
+	uv_signal_init(w->loop, &w->sig_term);
+	uv_signal_init(w->loop, &w->sig_int);
+	w->sig_term.data = w->sig_int.data = w;
+	uv_signal_start(&w->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&w->sig_int, on_signal, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 int worker_run(const struct config *cfg)
 {
 	struct worker *w = xcalloc(1, sizeof *w);
-	char err[512];
 	int rc = 1;
 
 	w->loop = uv_default_loop();
@@ -2025,6 +1343,9 @@ int worker_run(const struct config *cfg)
 	w->k_lock = key(cfg->prefix, ":reconcile:lock");
 	w->max_loads = cfg->pg_pool_size / 4 > 0 ? cfg->pg_pool_size / 4 : 1;
 	w->max_commits = cfg->pg_pool_size / 2 > 0 ? cfg->pg_pool_size / 2 : 1;
+	w->hooks.flush = flush_stages;
+	w->hooks.restart = restart;
+	w->hooks.job_gone = maybe_finish_drain;
 
 	char *rurl = log_redact_url(cfg->redis_url), *durl = log_redact_url(cfg->database_url);
 	LOGI(NULL, NULL, "starting: redis %s, database %s, prefix %s, concurrency %d, batch %d",
@@ -2032,68 +1353,9 @@ int worker_run(const struct config *cfg)
 	free(rurl);
 	free(durl);
 
-	if (rl_new(cfg, &w->rl, err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "%s", err);
-		fprintf(stderr, "arbiter worker: %s\n", err);
+	if (open_parts(w) < 0)
 		goto out;
-	}
-	rl_set_loop(w->rl, w->loop);
-	if (sandbox_pool_new(w->loop, cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
-		w->sp = NULL;
-		LOGW(NULL, NULL, "sandbox unavailable (test-suite and custom-script jobs will fail): %s",
-		     w->sp_err);
-	}
-
-	struct rq_opts ro = { 0 };
-	ro.url = cfg->redis_url;
-	ro.on_connect = on_read_connect;
-	ro.on_disconnect = on_read_disconnect;
-	ro.data = w;
-	ro.name = "reader";
-	if (rq_new(w->loop, &ro, &w->rq_read) < 0) {
-		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
-		goto out;
-	}
-	ro.on_connect = on_cmd_connect;
-	ro.on_disconnect = on_cmd_disconnect;
-	ro.name = "commands";
-	if (rq_new(w->loop, &ro, &w->rq_cmd) < 0) {
-		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
-		goto out;
-	}
-	struct pgc_opts po = { 0 };
-	po.conninfo = cfg->database_url;
-	po.size = cfg->pg_pool_size;
-	po.query_timeout_ms = (uint32_t)cfg->pg_query_timeout_ms;
-	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
-		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
-		goto out;
-	}
-	if (http_start(w->loop, cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "metrics listener: %s", err);
-		fprintf(stderr, "arbiter worker: %s\n", err);
-		goto out;
-	}
-
-	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
-	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
-	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
-		init_timer(w, timers[i]);
-	/* The timer keeps our own claims fresh every ARBITER_CLAIM_IDLE_MS / 4
-	 * (so an entry we work on never looks idle, even with a tiny setting);
-	 * XAUTOCLAIM runs at most every max(ARBITER_CLAIM_IDLE_MS / 4, 200 ms). */
-	uint64_t refresh_every = (uint64_t)(cfg->claim_idle_ms / 4 > 20 ? cfg->claim_idle_ms / 4 : 20);
-	uv_timer_start(&w->t_reclaim, reclaim_cb, refresh_every, refresh_every);
-	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)cfg->reconcile_ms,
-	               (uint64_t)cfg->reconcile_ms);
-	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
-	uv_timer_start(&w->t_gauges, gauges_cb, 200, GAUGES_MS);
-	uv_signal_init(w->loop, &w->sig_term);
-	uv_signal_init(w->loop, &w->sig_int);
-	w->sig_term.data = w->sig_int.data = w;
-	uv_signal_start(&w->sig_term, on_signal, SIGTERM);
-	uv_signal_start(&w->sig_int, on_signal, SIGINT);
-	signal(SIGPIPE, SIG_IGN);
+	start_timers(w);
 
 	uv_run(w->loop, UV_RUN_DEFAULT);
 	if (!uv_is_closing((uv_handle_t *)&w->t_drain)) {
@@ -2121,9 +1383,9 @@ out:
 	rc = 1;
 cleanup:
 	sandbox_pool_free(w->sp);
-	spec_cache_clear(w);
+	speccache_clear(&w->specs);
 	while (w->jobs)
-		job_done(w, w->jobs);
+		pipeline_drop(w, w->jobs);
 	free(w->k_jobs);
 	free(w->k_group);
 	free(w->k_dead);

@@ -337,7 +337,12 @@ def check_redis_conf():
         def get(key):
             s = socket.socket(socket.AF_UNIX)
             s.settimeout(5)
-            s.connect(sock)
+            for _ in range(100):   # the socket file appears a moment before it accepts
+                try:
+                    s.connect(sock)
+                    break
+                except ConnectionRefusedError:
+                    time.sleep(0.05)
             s.sendall(("CONFIG GET %s\r\n" % key).encode())
             data = b""
             while data.count(b"\r\n") < 5:

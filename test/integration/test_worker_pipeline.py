@@ -12,7 +12,6 @@ nothing pending) and the readiness endpoint.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import time
 import urllib.request
 from decimal import Decimal
 
-from services import Services
+from services import Services, free_port
 from workerkit import Arena, Worker, BIN, diag, done, eq, migrate, ok, wait_for
 
 SPEC_823 = {
@@ -106,12 +105,6 @@ def score_cli(spec, answer, metadata, gt, match):
     if r.returncode != 0:
         return None, r.stderr
     return json.loads(r.stdout), None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(port, path):

@@ -14,19 +14,12 @@
    left alone.
 """
 import re
-import socket
 import sys
 import time
 import urllib.request
 
-from services import Services
+from services import Services, free_port
 from workerkit import SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def requeued(port):

@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""The developer scripts' own promises (no servers needed):
+
+- scripts/test counts a skipped test separately: its last line is
+  `N passed, N failed, N skipped`, a skip is neither passed nor failed, and
+  the exit status says whether anything failed.
+- scripts/demo shows the compiler's messages when the build fails (it used
+  to discard the build's output) and stops.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tap import done, ok  # noqa: E402
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def eq(got, want, name):
+    return ok(got == want, name, "got %r, want %r" % (got, want))
+
+
+def count(results):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        for i, r in enumerate(results):
+            f.write(json.dumps({"name": "t%d" % i, "result": r}) + "\n")
+    try:
+        p = subprocess.run([os.path.join(TOP, "scripts", "test"), "--count-log", f.name],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(f.name)
+    return p.returncode, p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+
+
+def main():
+    rc, line = count(["OK", "SKIP", "OK", "EXPECTEDFAIL", "SKIP"])
+    eq(line, "3 passed, 0 failed, 2 skipped", "skips are counted apart from passes")
+    eq(rc, 0, "nothing failed: exit 0")
+    rc, line = count(["OK", "FAIL", "TIMEOUT", "SKIP", "ERROR"])
+    eq(line, "1 passed, 3 failed, 1 skipped", "failures, timeouts and errors count as failed")
+    ok(rc != 0, "something failed: non-zero exit")
+    ok(line.startswith("1 passed, 3 failed"), "the line still starts with `N passed, N failed`")
+
+    # scripts/demo with a build that fails: a stand-in meson prints a compiler error.
+    with tempfile.TemporaryDirectory() as d:
+        fake = os.path.join(d, "meson")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\n[ \"$1\" = compile ] || exit 0\n"
+                    "echo '../worker/x.c:1:1: error: expected something'\nexit 1\n")
+        os.chmod(fake, 0o755)
+        env = dict(os.environ, PATH=d + ":" + os.environ.get("PATH", ""))
+        p = subprocess.run([os.path.join(TOP, "scripts", "demo")], env=env, cwd=TOP,
+                           capture_output=True, text=True, timeout=120)
+        ok(p.returncode != 0, "demo: a failed build stops it", p.returncode)
+        ok("error: expected something" in p.stdout + p.stderr,
+           "demo: the compiler's message is shown", (p.stdout + p.stderr)[-400:])
+    return done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

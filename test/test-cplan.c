@@ -1,0 +1,235 @@
+/* Unit tests for worker/cplan: the commit transaction's decisions, without Redis or
+ * PostgreSQL. Each ordering rule of cplan.h has a case, including an evaluation and
+ * elo=adjust re-evaluations of the same agent mixed in one batch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cplan.h"
+#include "tap.h"
+
+#define AG1 "00000000-0000-0000-0000-0000000000a1"
+#define AG2 "00000000-0000-0000-0000-0000000000a2"
+#define S1 "00000000-0000-0000-0000-000000000001"
+#define S2 "00000000-0000-0000-0000-000000000002"
+#define S3 "00000000-0000-0000-0000-000000000003"
+#define M1 "00000000-0000-0000-0000-0000000000f1"
+#define M2 "00000000-0000-0000-0000-0000000000f2"
+
+static struct job jobs_store[16];
+static int njobs;
+
+static struct job *mk(enum job_op op, const char *sub, const char *agent, const char *match,
+                      enum score_outcome o)
+{
+	struct job *j = &jobs_store[njobs++];
+	memset(j, 0, sizeof *j);
+	snprintf(j->id, sizeof j->id, "1-%d", njobs);
+	snprintf(j->sub, sizeof j->sub, "%s", sub);
+	snprintf(j->row.agent_id, sizeof j->row.agent_id, "%s", agent);
+	snprintf(j->row.match_id, sizeof j->row.match_id, "%s", match);
+	snprintf(j->row.difficulty, sizeof j->row.difficulty, "contender");
+	j->row.attempt_number = 1;
+	j->op = op;
+	j->kind = op == OP_REEVAL ? JOB_REEVALUATE : JOB_EVALUATE;
+	j->res.result = o;
+	j->res.score = o == SCORE_WIN ? 90 : o == SCORE_DRAW ? 50 : 10;
+	return j;
+}
+
+static struct cplan_agent agent(const char *id, int elo, int mc)
+{
+	struct cplan_agent a = { .elo = elo, .mc = mc };
+	snprintf(a.id, sizeof a.id, "%s", id);
+	return a;
+}
+
+static struct cplan_sub sub(const char *id, const char *status, const char *mstatus)
+{
+	struct cplan_sub s;
+	memset(&s, 0, sizeof s);
+	snprintf(s.id, sizeof s.id, "%s", id);
+	s.status = job_status_parse(status);
+	s.match_status = job_status_parse(mstatus);
+	return s;
+}
+
+/* A re-evaluation's original: first evaluated from `before` with K 32 against 1000,
+ * the match's effective change `eff`. */
+static struct cplan_orig orig(int before, int eff, int max_seq)
+{
+	struct cplan_orig o = { .found = true, .has_result = true, .has_before = true,
+	                        .elo_before = before, .k = 32, .eff_change = eff,
+	                        .max_seq = max_seq, .opponent = 1000,
+	                        .match_elo_before = before };
+	return o;
+}
+
+static int expect_change(int rating, int mc, enum elo_outcome o)
+{
+	struct elo_update u;
+	elo_compute(rating, mc, 1000, o, false, false, 1, &u);
+	return u.change;
+}
+
+static void evaluation_then_adjust_of_same_agent(void)
+{
+	njobs = 0;
+	/* The re-evaluation comes first in the batch; the evaluation is still computed first. */
+	struct job *re = mk(OP_REEVAL, S1, AG1, M1, SCORE_LOSS);
+	re->elo = JOB_ELO_ADJUST;
+	struct job *ev = mk(OP_COMPLETE, S2, AG1, M2, SCORE_WIN);
+	struct job *jobs[] = { re, ev };
+	struct cplan_agent ag[] = { agent(AG1, 1000, 3) };
+	struct cplan_sub ss[] = { sub(S2, "queued", "active"), sub(S1, "completed", "completed") };
+	/* The match of S1 was a win from 1000: +16. */
+	struct cplan_orig ori[2] = { orig(1000, 16, 1), { 0 } };
+	struct cplan p;
+
+	cplan_make(jobs, 2, ag, 1, ss, 2, ori, &p);
+	is_int(p.nsteps, 2, "mixed batch: two writes");
+	is_int(p.steps[0].pos, 1, "mixed batch: the evaluation is written first");
+	is_int(p.steps[0].op, OP_COMPLETE, "mixed batch: first write completes");
+	is_int(p.steps[1].pos, 0, "mixed batch: the re-evaluation second");
+	is_int(ev->eu.before, 1000, "evaluation computed from the locked rating");
+	is_int(ev->eu.after, 1016, "evaluation: 1000 beats 1000 with K 32 -> 1016");
+	is_int(re->eval_seq, 2, "re-evaluation gets eval_seq max+1");
+	/* The loss from 1000 would have been -16: move the agent by -16 - 16 = -32 from the
+	 * rating after the evaluation (not from the locked rating). */
+	is_int(re->hist_before, 1016, "adjust starts from the rating after the evaluation");
+	is_int(re->hist_change, -32, "adjust moves by new change minus effective change");
+	is_int(re->hist_after, 984, "adjust: 1016 - 32");
+	ok(p.steps[1].adjust, "re-evaluation step adjusts");
+	is_int(ag[0].elo, 984, "agent's final rating");
+	is_int(ag[0].mc, 4, "agent's match count: only the evaluation counts");
+	is_int(ag[0].win, 1, "agent's wins");
+	ok(ag[0].touched, "agent row written");
+	is_int(p.nmatches, 1, "one match adjusted");
+	is_str(p.matches[0].id, M1, "the re-evaluated match");
+	is_int(p.matches[0].eff, -16, "match's effective change is the re-evaluation's");
+	ok(p.matches[0].last == re, "match shows the re-evaluation");
+	cplan_free(&p);
+}
+
+static void two_adjusts_of_one_match(void)
+{
+	njobs = 0;
+	struct job *a = mk(OP_REEVAL, S1, AG1, M1, SCORE_LOSS);
+	struct job *b = mk(OP_REEVAL, S1, AG1, M1, SCORE_DRAW);
+	a->elo = b->elo = JOB_ELO_ADJUST;
+	struct job *jobs[] = { a, b };
+	struct cplan_agent ag[] = { agent(AG1, 1100, 10) };
+	struct cplan_sub ss[] = { sub(S1, "completed", "completed") };
+	struct cplan_orig ori[2] = { orig(1000, 16, 3), orig(1000, 16, 3) };
+	struct cplan p;
+
+	cplan_make(jobs, 2, ag, 1, ss, 1, ori, &p);
+	is_int(a->eval_seq, 4, "first re-evaluation of a submission: max+1");
+	is_int(b->eval_seq, 5, "second re-evaluation of the same submission: max+2");
+	int loss = expect_change(1000, 0, ELO_LOSS), draw = expect_change(1000, 0, ELO_DRAW);
+	is_int(a->hist_change, loss - 16, "first adjust: against the stored effective change");
+	is_int(b->hist_change, draw - loss, "second adjust: against the first's change");
+	is_int(ag[0].elo, 1100 - 16 + draw, "agent ends as if the match had been a draw");
+	is_int(p.nmatches, 1, "one match entry for both");
+	ok(p.matches[0].last == b, "the match shows the last re-evaluation");
+	is_int(p.matches[0].eff, draw, "the match's change is the draw's");
+	cplan_free(&p);
+}
+
+static void duplicates_and_matches(void)
+{
+	njobs = 0;
+	struct job *a = mk(OP_COMPLETE, S1, AG1, M1, SCORE_WIN);
+	struct job *a2 = mk(OP_COMPLETE, S1, AG1, M1, SCORE_WIN);      /* same submission */
+	struct job *c = mk(OP_COMPLETE, S2, AG2, M1, SCORE_WIN);       /* same match */
+	struct job *d = mk(OP_COMPLETE, S3, AG2, M2, SCORE_DRAW);      /* final already */
+	struct job *e = mk(OP_REJECT, "00000000-0000-0000-0000-00000000dead", AG2, M2, SCORE_LOSS);
+	e->reason = REASON_RATE_LIMITED;
+	struct job *jobs[] = { a, a2, c, d, e };
+	/* Agents given out of order: the plan sorts them. */
+	struct cplan_agent ag[] = { agent(AG2, 1200, 40), agent(AG1, 1000, 0) };
+	struct cplan_sub ss[] = { sub(S3, "completed", "completed"), sub(S1, "queued", "active"),
+	                          sub(S2, "queued", "active") };
+	struct cplan p;
+
+	cplan_make(jobs, 5, ag, 2, ss, 3, NULL, &p);
+	ok(!a->duplicate && a->op_eff == OP_COMPLETE, "first submission completes");
+	ok(a2->duplicate, "the same submission twice: the second is a duplicate");
+	ok(!c->duplicate && c->op_eff == OP_REJECT, "second submission of the match is rejected");
+	is_str(job_reason_name(c->reason), "match_not_active", "with match_not_active");
+	ok(d->duplicate, "a submission final under the lock is a duplicate");
+	ok(e->duplicate, "a submission whose row is gone is a duplicate");
+	is_int(p.ncomplete, 1, "one completion");
+	is_int(p.nreject, 1, "one rejection");
+	is_int(p.nsteps, 2, "two writes");
+	struct cplan_agent *a1 = !strcmp(ag[0].id, AG1) ? &ag[0] : &ag[1];
+	struct cplan_agent *a2r = a1 == &ag[0] ? &ag[1] : &ag[0];
+	ok(a1->touched && !a2r->touched, "only the completing agent is written");
+	is_int(a1->elo, 1016, "its rating");
+	cplan_free(&p);
+}
+
+static void agent_twice_in_order(void)
+{
+	njobs = 0;
+	struct job *a = mk(OP_COMPLETE, S1, AG1, M1, SCORE_WIN);
+	struct job *b = mk(OP_COMPLETE, S2, AG1, M2, SCORE_WIN);
+	struct job *jobs[] = { a, b };
+	struct cplan_agent ag[] = { agent(AG1, 1000, 29) };
+	struct cplan_sub ss[] = { sub(S1, "queued", "active"), sub(S2, "evaluating", "active") };
+	struct cplan p;
+
+	cplan_make(jobs, 2, ag, 1, ss, 2, NULL, &p);
+	is_int(a->eu.k, 32, "29 matches played: K 32");
+	is_int(b->eu.before, a->eu.after, "second match starts from the first's rating");
+	is_int(b->eu.k, 16, "second match sees match count 30: K 16");
+	is_int(ag[0].mc, 31, "match count +2");
+	is_int(ag[0].cs, 2, "streak 2");
+	is_int(ag[0].bs, 2, "best streak 2");
+	cplan_free(&p);
+}
+
+static void reeval_edges(void)
+{
+	njobs = 0;
+	struct job *none = mk(OP_REEVAL, S1, AG1, M1, SCORE_WIN);
+	struct job *again = mk(OP_REEVAL, S2, AG1, M2, SCORE_WIN);
+	struct job *keep = mk(OP_REEVAL, S3, AG1, M2, SCORE_LOSS);
+	struct job *floor = mk(OP_REEVAL, S3, AG2, M1, SCORE_LOSS);
+	struct job *failre = mk(OP_FAIL, S3, AG1, M2, SCORE_LOSS);
+	failre->kind = JOB_REEVALUATE;
+	floor->elo = JOB_ELO_ADJUST;
+	struct job *jobs[] = { none, again, keep, floor, failre };
+	struct cplan_agent ag[] = { agent(AG1, 1000, 5), agent(AG2, 110, 5) };
+	struct cplan_sub ss[] = { sub(S1, "completed", "completed"),
+	                          sub(S2, "completed", "completed"),
+	                          sub(S3, "completed", "completed") };
+	struct cplan_orig ori[5] = { { .found = true }, orig(1000, 0, 1), orig(1000, 16, 1),
+	                             orig(1000, 16, 1), { 0 } };
+	ori[1].job_exists = true;
+	struct cplan p;
+
+	cplan_make(jobs, 5, ag, 2, ss, 3, ori, &p);
+	is_int(none->op_eff, OP_NO_RESULT, "re-evaluation without a first result: OP_NO_RESULT");
+	ok(again->duplicate, "a re-evaluation already recorded is a duplicate");
+	ok(!keep->duplicate && !p.steps[0].adjust, "elo=keep writes a result, no adjustment");
+	is_int(keep->hist_change, 0, "elo=keep: the rating does not move");
+	is_int(floor->hist_after, ELO_FLOOR, "an adjustment stops at the floor");
+	is_int(floor->hist_change, ELO_FLOOR - 110, "and records the clipped change");
+	is_int(keep->eval_seq, 2, "first re-evaluation of S3: seq 2");
+	is_int(floor->eval_seq, 3, "second re-evaluation of S3 in the batch: seq 3");
+	ok(failre->op_eff == OP_FAIL && !failre->duplicate, "a failed re-evaluation: OP_FAIL");
+	is_int(p.nfail, 0, "but it writes nothing (the submission stays as it is)");
+	is_int(p.nreeval, 2, "two re-evaluation writes");
+	cplan_free(&p);
+}
+
+int main(void)
+{
+	evaluation_then_adjust_of_same_agent();
+	two_adjusts_of_one_match();
+	duplicates_and_matches();
+	agent_twice_in_order();
+	reeval_edges();
+	cplan_free(NULL);
+	return tap_done();
+}

@@ -1,0 +1,17 @@
+/*
+ * commit: the commit transaction for many jobs (the executor of cplan's
+ * decisions). See commit.c for the protocol (two pipelined round trips per
+ * batch, lock order, retries).
+ */
+#ifndef ARBITER_COMMIT_H
+#define ARBITER_COMMIT_H
+
+#include "pipeline.h"
+
+/* Starts commit transactions for the jobs in w->commit_q (state
+ * JOB_COMMIT_WAIT) while fewer than w->max_commits are in flight. Each job
+ * ends queued for acknowledgement, back in the commit queue alone (its batch
+ * failed), or in the retry queue. */
+void commit_flush(struct worker *w);
+
+#endif

@@ -1,0 +1,341 @@
+/*
+ * pipeline: the plumbing of the job pipeline (see pipeline.h): the live jobs,
+ * the queues between the stages, retries with backoff, and the kick that
+ * flushes the stages once per loop iteration.
+ */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_CAP_MS 5000          /* Redis / PostgreSQL unreachable */
+#define BACKOFF_COUNTED_CAP_MS 10000 /* failures that use up attempts */
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+uint32_t pipeline_rand(struct worker *w)
+{
+	uint32_t x = w->rnd;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	w->rnd = x ? x : 0x9e3779b9u;
+	return w->rnd;
+}
+
+void jobq_push(struct jobq *q, struct job *j)
+{
+	j->qnext = NULL;
+	if (q->tail)
+		q->tail->qnext = j;
+	else
+		q->head = j;
+	q->tail = j;
+	q->n++;
+}
+
+void jobq_push_front(struct jobq *q, struct job *j)
+{
+	j->qnext = q->head;
+	q->head = j;
+	if (!q->tail)
+		q->tail = j;
+	q->n++;
+}
+
+struct job *jobq_pop(struct jobq *q)
+{
+	struct job *j = q->head;
+	if (!j)
+		return NULL;
+	q->head = j->qnext;
+	if (!q->head)
+		q->tail = NULL;
+	j->qnext = NULL;
+	q->n--;
+	return j;
+}
+
+bool jobq_remove(struct jobq *q, struct job *j)
+{
+	struct job *prev = NULL;
+	for (struct job *x = q->head; x; prev = x, x = x->qnext) {
+		if (x != j)
+			continue;
+		if (prev)
+			prev->qnext = x->qnext;
+		else
+			q->head = x->qnext;
+		if (q->tail == x)
+			q->tail = prev;
+		x->qnext = NULL;
+		q->n--;
+		return true;
+	}
+	return false;
+}
+
+const char *pipeline_evaluator(const struct job *j)
+{
+	return j->spec ? spec_evaluator_name(j->spec->ev) : NULL;
+}
+
+/* ---- job list ------------------------------------------------------------------------ */
+
+void pipeline_adopt(struct worker *w, struct job *j)
+{
+	j->w = w;
+	j->read_at = j->claimed_at = uv_now(w->loop);
+	j->lprev = NULL;
+	j->lnext = w->jobs;
+	if (w->jobs)
+		w->jobs->lprev = j;
+	w->jobs = j;
+	w->njobs++;
+	metrics_inflight(w->njobs);
+}
+
+void pipeline_drop(struct worker *w, struct job *j)
+{
+	if (j->lprev)
+		j->lprev->lnext = j->lnext;
+	else
+		w->jobs = j->lnext;
+	if (j->lnext)
+		j->lnext->lprev = j->lprev;
+	w->njobs--;
+	if (j->state == JOB_ABANDONED)
+		w->nabandoned--;
+	metrics_inflight(w->njobs);
+	speccache_unref(j->spec);
+	j->spec = NULL;
+	job_free(j);
+	if (w->state == W_DRAINING)
+		w->hooks.job_gone(w);
+	else
+		pipeline_kick(w);
+}
+
+struct job *pipeline_find(struct worker *w, const char *id)
+{
+	for (struct job *j = w->jobs; j; j = j->lnext)
+		if (j->state != JOB_ABANDONED && !strcmp(j->id, id))
+			return j;
+	return NULL;
+}
+
+/* ---- outcomes ------------------------------------------------------------------------ */
+
+void pipeline_to_commit(struct worker *w, struct job *j)
+{
+	job_set_state(j, JOB_COMMIT_WAIT);
+	j->commit_queued_at = uv_now(w->loop);
+	jobq_push(&w->commit_q, j);
+	pipeline_kick(w);
+}
+
+void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
+                   enum job_outcome outcome)
+{
+	j->ack = ack;
+	if (reason)
+		j->ack_reason = reason;
+	j->outcome = outcome;
+	job_set_state(j, JOB_ACK_WAIT);
+	jobq_push(&w->ack_q, j);
+	pipeline_kick(w);
+}
+
+void pipeline_release(struct worker *w, struct job *j)
+{
+	if (j->kind == JOB_REEVALUATE && j->commit_unknown) {
+		/* Its COMMIT may have gone through (the connection was lost while
+		 * it ran). A re-evaluation is recognised by its entry id, and a
+		 * released copy gets a new one: it would append a second result.
+		 * Leave the entry pending instead; another worker reclaims it with
+		 * the same id after ARBITER_CLAIM_IDLE_MS and finds it done. */
+		LOGW(j->sub, j->id, "reevaluation with an unknown commit outcome: left pending for "
+		     "another worker to reclaim, not released");
+		pipeline_drop(w, j);
+		return;
+	}
+	LOGD(j->sub[0] ? j->sub : NULL, j->id, "released back to the stream");
+	pipeline_to_ack(w, j, ACK_RELEASE, NULL, OUTCOME_NONE);
+}
+
+void pipeline_fail(struct worker *w, struct job *j, const char *why)
+{
+	if (why != j->last_error) {
+		char *copy = xstrdup(why ? why : "unknown error");
+		free(j->last_error);
+		j->last_error = copy;
+	}
+	LOGE(j->sub, j->id, "failed after %d attempt(s): %s", j->attempts, j->last_error);
+	j->op = OP_FAIL;
+	pipeline_to_commit(w, j);
+}
+
+/* ---- retries ------------------------------------------------------------------------- */
+
+static void retry_cb(uv_timer_t *t);
+
+void pipeline_arm_retry(struct worker *w)
+{
+	if (w->state == W_STOPPING)
+		return;
+	if (!w->retry_q.head) {
+		uv_timer_stop(&w->t_retry);
+		return;
+	}
+	uint64_t now = uv_now(w->loop), due = w->retry_q.head->retry_at;
+	uv_timer_start(&w->t_retry, retry_cb, due > now ? due - now : 0, 0);
+}
+
+static void retry_insert(struct worker *w, struct job *j)
+{
+	struct jobq *q = &w->retry_q;
+	struct job *prev = NULL, *x = q->head;
+	while (x && x->retry_at <= j->retry_at) {
+		prev = x;
+		x = x->qnext;
+	}
+	j->qnext = x;
+	if (prev)
+		prev->qnext = j;
+	else
+		q->head = j;
+	if (!x)
+		q->tail = j;
+	q->n++;
+}
+
+void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
+                  const char *why)
+{
+	char *copy = xstrdup(why ? why : "unknown error");
+	free(j->last_error);
+	j->last_error = copy;
+	if (counted) {
+		if (j->attempts >= w->cfg->max_deliveries) {
+			pipeline_fail(w, j, j->last_error);
+			return;
+		}
+		j->attempts++;
+		j->marked = false;   /* a sandbox job records the new attempt again */
+	}
+	/* Draining: work not started yet goes back to the stream; after the
+	 * deadline everything not committed does. */
+	if ((w->state != W_RUNNING && stage == STAGE_LOAD) ||
+	    (w->drain_expired && stage != STAGE_ACK)) {
+		pipeline_release(w, j);
+		return;
+	}
+	j->retries++;
+	uint32_t d = job_backoff_ms(j->retries, BACKOFF_BASE_MS,
+	                            counted ? BACKOFF_COUNTED_CAP_MS : BACKOFF_CAP_MS, pipeline_rand(w));
+	if (counted)
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; attempt %d of %d in %u ms", j->last_error,
+		     j->attempts, w->cfg->max_deliveries, d);
+	else
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; retrying in %u ms", j->last_error, d);
+	j->retry_stage = stage;
+	j->retry_at = uv_now(w->loop) + d;
+	job_set_state(j, JOB_BACKOFF);
+	retry_insert(w, j);
+	pipeline_arm_retry(w);
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	uint64_t now = uv_now(w->loop);
+	while (w->retry_q.head && w->retry_q.head->retry_at <= now) {
+		struct job *j = jobq_pop(&w->retry_q);
+		w->hooks.restart(w, j);
+	}
+	pipeline_arm_retry(w);
+}
+
+/* ---- dispatch of new entries --------------------------------------------------------- */
+
+void pipeline_dispatch(struct worker *w, struct job *j)
+{
+	if (w->state != W_RUNNING) {
+		pipeline_release(w, j);
+		return;
+	}
+	if (j->poison) {
+		if (!strcmp(j->poison, "deleted_entry")) {
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_NONE);
+			return;
+		}
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettered", j->poison);
+		pipeline_to_ack(w, j, ACK_DEAD, j->poison, OUTCOME_DEAD_LETTERED);
+		return;
+	}
+	if (j->attempts > w->cfg->max_deliveries) {
+		char why[128];
+		snprintf(why, sizeof why, "delivered %d times (ARBITER_MAX_DELIVERIES %d)",
+		         j->attempts, w->cfg->max_deliveries);
+		j->attempts = w->cfg->max_deliveries;
+		pipeline_fail(w, j, why);
+		return;
+	}
+	job_set_state(j, JOB_LOAD_WAIT);
+	jobq_push(&w->load_q, j);
+	pipeline_kick(w);
+}
+
+struct job *pipeline_entry_job(redisReply *e, int deliveries)
+{
+	if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING)
+		return NULL;
+	redisReply *f = e->element[1];
+	if (f->type != REDIS_REPLY_ARRAY) {
+		struct job *j = job_new(e->element[0]->str, NULL, NULL, 0, deliveries);
+		j->poison = "deleted_entry";
+		return j;
+	}
+	int nf = (int)(f->elements / 2);
+	const char **fs = xcalloc((size_t)(2 * nf + 1), sizeof *fs);
+	size_t *ls = xcalloc((size_t)(2 * nf + 1), sizeof *ls);
+	for (int i = 0; i < 2 * nf; i++) {
+		redisReply *x = f->element[i];
+		if (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS) {
+			fs[i] = x->str;
+			ls[i] = x->len;
+		} else {
+			fs[i] = "";
+			ls[i] = 0;
+		}
+	}
+	struct job *j = job_new(e->element[0]->str, fs, ls, nf, deliveries);
+	free(fs);
+	free(ls);
+	return j;
+}
+
+/* ---- kick ---------------------------------------------------------------------------- */
+
+static void kick_cb(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	if (w->state == W_STOPPING)
+		return;
+	w->hooks.flush(w);
+}
+
+void pipeline_kick(struct worker *w)
+{
+	if (w->state == W_STOPPING)
+		return;
+	if (!uv_is_active((uv_handle_t *)&w->t_kick))
+		uv_timer_start(&w->t_kick, kick_cb, 0, 0);
+}

@@ -1,0 +1,166 @@
+/*
+ * pipeline: the worker's shared state (struct worker) and the plumbing of the
+ * job pipeline, below the stages that use it:
+ *
+ *   worker.c   event loop, reading (XREADGROUP), loading, the checks, rate
+ *              limit and evaluation, drain and shutdown
+ *   commit.c   the commit transaction (cplan.c decides, commit.c executes)
+ *   ack.c      XACK + XDEL (and dead-letter / release copies) in batches
+ *   claim.c    keeping our entries claimed, taking over dead consumers'
+ *   reconcile.c  re-enqueueing what Redis lost
+ *
+ * pipeline.c holds the live jobs, the queues between the stages, retries with
+ * backoff and the kick. It calls back up only through w->hooks, which
+ * worker.c sets at start, so the stages depend on the plumbing and never the
+ * other way round. A job moves through the states of job.h; producers put
+ * jobs in queues and call pipeline_kick, which flushes every stage on the
+ * next loop iteration (everything produced in one iteration is batched).
+ * Event-loop thread only.
+ */
+#ifndef ARBITER_PIPELINE_H
+#define ARBITER_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include "config.h"
+#include "job.h"
+#include "speccache.h"
+
+struct rq;
+struct pgc_pool;
+struct rl;
+struct sandbox_pool;
+struct http_server;
+
+struct jobq { struct job *head, *tail; int n; };
+
+enum worker_state {
+	W_RUNNING,     /* reading and working */
+	W_DRAINING,    /* SIGTERM: no new reads; finishing or releasing in-flight jobs */
+	W_STOPPING,    /* closing handles; the loop ends when the last one is closed */
+};
+
+/* Where the plumbing hands back to the stages (set by worker.c at start). */
+struct pipeline_hooks {
+	void (*flush)(struct worker *w);                   /* the kick: flush every stage, read */
+	void (*restart)(struct worker *w, struct job *j);  /* a backoff is over: run its stage */
+	void (*job_gone)(struct worker *w);                /* a job was freed while draining */
+};
+
+struct worker {
+	uv_loop_t *loop;
+	struct pipeline_hooks hooks;
+	const struct config *cfg;
+	enum worker_state state;
+
+	struct rq *rq_read, *rq_cmd;
+	struct pgc_pool *pg;
+	struct rl *rl;
+	struct sandbox_pool *sp;     /* NULL when the sandbox cannot be used here */
+	char sp_err[256];
+	struct http_server *http;
+
+	uv_signal_t sig_term, sig_int;
+	uv_timer_t t_kick, t_read, t_retry, t_reclaim, t_reconcile, t_promote, t_gauges,
+	           t_drain, t_commit;
+	int open_handles;            /* our own uv handles still open */
+	int closing_parts;           /* rq/pg/http/rl closes still pending */
+
+	char *k_jobs, *k_group, *k_dead, *k_delayed, *k_lock;
+
+	struct job *jobs;            /* every live job (doubly linked) */
+	int njobs;
+	int nabandoned;              /* of which released at the drain deadline, awaiting a callback */
+	long long read_client_id;    /* CLIENT ID of the reader connection (to unblock it), 0 = unknown */
+	struct jobq load_q, commit_q, ack_q, retry_q;
+	int loads_inflight, commits_inflight, acks_inflight;
+	int max_loads, max_commits;
+
+	bool reading;                /* an XREADGROUP is outstanding */
+	bool group_ready;            /* XGROUP CREATE done on the current read connection */
+	bool group_creating;
+	bool own_pending_done;       /* our own pending entries were picked up at start */
+	bool reclaim_busy, reconcile_busy, gauges_busy, migcheck_busy;
+	bool migrations_ok;
+	int db_version;
+	uint64_t migcheck_at;
+	uint64_t autoclaim_at;       /* loop time of the last XAUTOCLAIM (0 = never) */
+	uint64_t db_down_since;      /* loop time since when no database connection is up (0 = up) */
+
+	struct speccache specs;      /* parsed specs by challenge id */
+
+	uint64_t drain_deadline;
+	bool drain_expired;
+	uint32_t rnd;
+};
+
+/* Queue helpers (a job is in at most one queue, through qnext). */
+void jobq_push(struct jobq *q, struct job *j);
+void jobq_push_front(struct jobq *q, struct job *j);
+struct job *jobq_pop(struct jobq *q);
+bool jobq_remove(struct jobq *q, struct job *j);
+
+/* Schedules a flush of the queues (load, commit, ack) and a read on the next
+ * loop iteration, so that everything produced in one iteration is batched. */
+void pipeline_kick(struct worker *w);
+
+/* The job's evaluator name for metrics ("deterministic", ...) or NULL. */
+const char *pipeline_evaluator(const struct job *j);
+
+/* Queues the job for the commit transaction (state JOB_COMMIT_WAIT). */
+void pipeline_to_commit(struct worker *w, struct job *j);
+
+/* Queues the entry's XACK+XDEL (ack kind, dead-letter reason) and the metrics
+ * outcome counted once it is done (NULL = none). */
+void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
+                   enum job_outcome outcome);
+
+/* A step failed. counted: the failure is the job's (evaluation error, deadlock,
+ * a bad statement), it uses up one of ARBITER_MAX_DELIVERIES attempts and the
+ * job fails once they are used; otherwise (Redis or PostgreSQL unreachable)
+ * it retries with backoff as long as it takes. why is copied (last_error). */
+void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
+                  const char *why);
+
+/* Ends the job as failed: submissions.status = failed with why as last_error
+ * (evaluate jobs), a copy in {prefix}:dead, then XACK. */
+void pipeline_fail(struct worker *w, struct job *j, const char *why);
+
+/* Frees a job without acknowledging its entry (an abandoned job whose
+ * callback came back, an acknowledgement given up; the entry, if any, stays
+ * pending). */
+void pipeline_drop(struct worker *w, struct job *j);
+
+/* Puts the entry back on the stream for another worker (drain): queued for
+ * acknowledgement as ACK_RELEASE; a reevaluation whose commit outcome is
+ * unknown is dropped instead (left pending, see pipeline.c). May free j
+ * (callers iterating w->jobs must have saved j->lnext). */
+void pipeline_release(struct worker *w, struct job *j);
+
+/* (Re)arms the retry timer for the earliest job in w->retry_q (after jobs
+ * were removed from it). */
+void pipeline_arm_retry(struct worker *w);
+
+/* A job from one stream entry reply ([id, [f, v, ...]] or [id, nil]: a
+ * deleted entry, poisoned "deleted_entry"), or NULL when the reply is not an
+ * entry. deliveries: the delivery count known so far. */
+struct job *pipeline_entry_job(redisReply *e, int deliveries);
+
+/* Adds a new job to the live list (w->jobs) and stamps its read/claim time. */
+void pipeline_adopt(struct worker *w, struct job *j);
+
+/* The live (not abandoned) job of stream entry id, or NULL. */
+struct job *pipeline_find(struct worker *w, const char *id);
+
+/* Starts an adopted job: poison entries are dead-lettered, over-delivered
+ * ones failed, the rest queued for loading; while draining it is released. */
+void pipeline_dispatch(struct worker *w, struct job *j);
+
+/* Random 32-bit value (xorshift, seeded at start). */
+uint32_t pipeline_rand(struct worker *w);
+
+#endif
