@@ -77,8 +77,8 @@ static const char SQL_COMPLETE[] =
 	"agent uuid, job text, ev text, sc int, rs text, vf bool, res jsonb, log jsonb, "
 	"dims jsonb, st bigint, ct bigint, att int, eb int, ea int, ec int, k int, opp int, "
 	"bonus numeric, ord int)), "
-	"s AS (UPDATE submissions t SET status = 'completed', "
-	"attempts = GREATEST(t.attempts, j.att) FROM j "
+	"s AS (UPDATE submissions t SET status = 'completed', reject_reason = NULL, "
+	"last_error = NULL, attempts = GREATEST(t.attempts, j.att) FROM j "
 	"WHERE t.id = ANY($3::uuid[]) AND t.id = j.sub RETURNING t.id), "
 	"r AS (INSERT INTO evaluation_results (submission_id, eval_seq, job_id, evaluator, score, "
 	"result, score_breakdown, submission_warnings, constraint_violations, verified, "
@@ -146,7 +146,7 @@ static const char SQL_REJECT[] =
 	"WHERE t.id = ANY($2::uuid[]) AND t.id = x.sub";
 
 static const char SQL_FAIL[] =
-	"UPDATE submissions t SET status = 'failed', last_error = x.err, "
+	"UPDATE submissions t SET status = 'failed', last_error = x.err, reject_reason = NULL, "
 	"attempts = GREATEST(t.attempts, x.att) "
 	"FROM jsonb_to_recordset($1::jsonb) AS x(sub uuid, err text, att int) "
 	"WHERE t.id = ANY($2::uuid[]) AND t.id = x.sub";
@@ -367,6 +367,10 @@ static void on_phase2(const struct pgc_result *r, void *data)
 			nev++;
 			if (j->enqueued_at_ms > 0 && now >= j->enqueued_at_ms)
 				metrics_e2e_seconds((double)(now - j->enqueued_at_ms) / 1000.0);
+			if (j->op_eff == OP_COMPLETE && j->eu.clamped)
+				LOGW(j->sub, j->id, "rating outside %d..%d (agent or challenge %s): clamped "
+				     "to %d vs opponent %d", ELO_RATING_MIN, ELO_RATING_MAX,
+				     j->row.challenge_id, j->eu.before, j->eu.opponent);
 			if (j->op_eff == OP_COMPLETE)
 				LOGI(j->sub, j->id, "completed: score %d %s, elo %d -> %d (%+d)", j->res.score,
 				     score_outcome_name(j->res.result), j->eu.before, j->eu.after,
@@ -417,13 +421,21 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 		for (int i = 0; i < *na; i++) {
 			struct cplan_agent *a = &(*ag)[i];
 			snprintf(a->id, sizeof a->id, "%s", PQgetvalue(res, i, 0));
-			a->elo = geti(res, i, 1);
-			a->mc = geti(res, i, 2);
-			a->win = geti(res, i, 3);
-			a->draw = geti(res, i, 4);
-			a->loss = geti(res, i, 5);
-			a->cs = geti(res, i, 6);
-			a->bs = geti(res, i, 7);
+			/* Stored values outside the documented ranges (common/elo.h) are
+			 * clamped, with a warning; the row is written back clamped when
+			 * the batch touches it. */
+			bool clamped = false;
+			a->elo = elo_clamp_rating(geti(res, i, 1), &clamped);
+			a->mc = elo_clamp_count(geti(res, i, 2), &clamped);
+			a->win = elo_clamp_count(geti(res, i, 3), &clamped);
+			a->draw = elo_clamp_count(geti(res, i, 4), &clamped);
+			a->loss = elo_clamp_count(geti(res, i, 5), &clamped);
+			a->cs = elo_clamp_count(geti(res, i, 6), &clamped);
+			a->bs = elo_clamp_count(geti(res, i, 7), &clamped);
+			if (clamped)
+				LOGW(NULL, NULL, "agent %s: stored elo %s or counts outside the documented "
+				     "ranges (elo %d..%d, counts >= 0): clamped", a->id,
+				     PQgetvalue(res, i, 1), ELO_RATING_MIN, ELO_RATING_MAX);
 		}
 	}
 	if (b->idx_subs >= 0) {

@@ -113,15 +113,15 @@ static enum elo_outcome elo_of(enum score_outcome o)
 static void agent_play(struct cplan_agent *a, const struct job *j)
 {
 	a->elo = j->eu.after;
-	a->mc++;
+	a->mc = elo_count_inc(a->mc);       /* counts saturate (common/elo.h) */
 	if (j->res.result == SCORE_WIN) {
-		a->win++;
-		a->cs++;
+		a->win = elo_count_inc(a->win);
+		a->cs = elo_count_inc(a->cs);
 	} else {
 		if (j->res.result == SCORE_DRAW)
-			a->draw++;
+			a->draw = elo_count_inc(a->draw);
 		else
-			a->loss++;
+			a->loss = elo_count_inc(a->loss);
 		a->cs = 0;
 	}
 	if (a->cs > a->bs)
@@ -223,7 +223,8 @@ static bool adjust_agent(struct state *s, struct job *j, const struct cplan_orig
 	struct cplan_agent *a = find_agent(s->agents, s->nagents, j->row.agent_id);
 	if (!a)
 		return false;
-	int nr = elo_floor((long)a->elo + (j->eu.change - m->eff));
+	a->elo = elo_clamp_rating(a->elo, NULL);
+	int nr = elo_add(a->elo, (long long)j->eu.change - m->eff);
 	j->hist_before = a->elo;
 	j->hist_after = nr;
 	j->hist_change = nr - a->elo;
