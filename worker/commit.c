@@ -21,6 +21,13 @@
  * A batch that fails with a non-transient error is retried one job per
  * transaction, so one bad evaluation cannot sink the others.
  *
+ * Agents are locked with SKIP LOCKED: a job whose agent row another
+ * transaction holds (an API server, another replica's commit) leaves the
+ * batch and backs off alone, so one held row never stalls the others. Other
+ * locks are bounded by the session's lock_timeout (ARBITER_PG_LOCK_TIMEOUT_MS):
+ * on 55P03 the batch is committed one job per transaction, and only the job
+ * whose row is held keeps waiting; neither spends attempts.
+ *
  * FOR NO KEY UPDATE (not FOR UPDATE): it serializes us on the row exactly as
  * FOR UPDATE would, but does not block the foreign-key checks (FOR KEY SHARE)
  * of API servers inserting matches and submissions for the same agent.
@@ -46,7 +53,7 @@ struct cbatch {
 
 static const char SQL_LOCK_AGENTS[] =
 	"SELECT id, elo, match_count, win_count, draw_count, loss_count, current_streak, "
-	"best_streak FROM agents WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE";
+	"best_streak FROM agents WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED";
 
 static const char SQL_LOCK_SUBS[] =
 	"SELECT s.id, s.status, m.status FROM submissions s JOIN matches m ON m.id = s.match_id "
@@ -303,6 +310,18 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 	if (w->state == W_STOPPING) {
 		for (int i = 0; i < b->n; i++)
 			pipeline_retry(w, b->jobs[i], STAGE_COMMIT, false, why);
+	} else if (!strcmp(r->sqlstate, "55P03") && b->n > 1) {
+		/* lock_timeout: a row of the batch (a submission or match an API
+		 * transaction holds) stayed locked. Commit the jobs one by one, so
+		 * only the job whose row is held waits (and backs off alone). */
+		LOGW(NULL, NULL, "%s: committing the %d jobs of the batch one by one", why, b->n);
+		for (int i = b->n - 1; i >= 0; i--) {
+			struct job *j = b->jobs[i];
+			reset_job(j);
+			j->solo = true;
+			job_set_state(j, JOB_COMMIT_WAIT);
+			jobq_push_front(&w->commit_q, j);
+		}
 	} else if (r->transient) {
 		/* Connection loss, timeout, deadlock: the whole batch again. A deadlock
 		 * counts against a job only when it was alone in its transaction. */
@@ -599,6 +618,35 @@ static void plan_rows(struct rows *x, struct worker *w, struct cbatch *b,
 	close_list(&x->matches, "]");
 }
 
+/* Jobs whose agent row another transaction holds (SKIP LOCKED left it out of
+ * the locked rows) leave the batch and back off alone, not counted as
+ * attempts; the rest commit now. ri (by batch position) is compacted along. */
+static void drop_locked_agents(struct cbatch *b, const struct cplan_agent *ag, int na,
+                               struct cplan_orig *ri)
+{
+	int k = 0;
+	for (int i = 0; i < b->n; i++) {
+		struct job *j = b->jobs[i];
+		bool locked = false;
+		if (cplan_touches_agent(j) && j->row.agent_id[0]) {
+			locked = true;
+			for (int a = 0; a < na && locked; a++)
+				if (!strcmp(ag[a].id, j->row.agent_id))
+					locked = false;
+		}
+		if (locked) {
+			reset_job(j);
+			pipeline_retry(b->w, j, STAGE_COMMIT, false,
+			               "the agent's row is locked by another transaction");
+			continue;
+		}
+		b->jobs[k] = j;
+		ri[k] = ri[i];
+		k++;
+	}
+	b->n = k;
+}
+
 /* Phase 1 is back: decide (cplan), then send the writes and COMMIT. */
 static void on_phase1(const struct pgc_result *r, void *data)
 {
@@ -616,6 +664,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	struct cplan_orig *ri = xcalloc((size_t)b->n, sizeof *ri);
 	struct cplan plan;
 	read_locked(b, r, &ag, &na, &ss, &ns, ri);
+	drop_locked_agents(b, ag, na, ri);
 	cplan_make(b->jobs, b->n, ag, na, ss, ns, ri, &plan);
 
 	struct rows x = { 0 };

@@ -92,6 +92,12 @@ static const struct cfg_key keys[] = {
 	  "longest wait to fill a commit batch while another commit runs (0 = none)" },
 	{ "ARBITER_PG_QUERY_TIMEOUT_MS", CFG_INT, OFF(pg_query_timeout_ms), "30000", 100, 3600000, NULL,
 	  "a PostgreSQL round trip (or wait for a connection) longer than this is abandoned and retried" },
+	{ "ARBITER_PG_LOCK_TIMEOUT_MS", CFG_INT, OFF(pg_lock_timeout_ms), "2000", 10, 3600000, NULL,
+	  "longest wait for a row lock held by another transaction (lock_timeout) before the jobs "
+	  "concerned back off" },
+	{ "ARBITER_SPEC_CACHE_BYTES", CFG_SIZE, OFF(spec_cache_bytes), "67108864", 1048576,
+	  17179869184, NULL, "memory for parsed challenge specs and ground truths (least recently "
+	  "used evicted)" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -31,6 +31,8 @@ struct config {
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
+	int pg_lock_timeout_ms;                       /* lock_timeout of worker sessions, default 2000 */
+	size_t spec_cache_bytes;                      /* spec cache bound, default 64 MiB */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

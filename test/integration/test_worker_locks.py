@@ -9,6 +9,9 @@ Meanwhile 200 other agents' submissions arrive, plus 5 of the locked agent.
   batch, up to 64 jobs, waited and retried together: only a handful finished).
 - The locked agent's jobs wait, are not failed, spend no attempts, and finish
   once the lock is released; Elo equals the sequential replay.
+- A held submission row (an API transaction updating it): the commit's
+  lock_timeout fires, the batch is committed one job per transaction, and only
+  that submission waits.
 """
 import sys
 import threading
@@ -93,6 +96,35 @@ def main():
         problems = exactly_once(a, base + subs + hot_subs, others + [hot])
         ok(not problems, "exactly once; Elo equals the sequential replay", "\n".join(problems[:5]))
         eq(len(a.dead_entries()), 0, "nothing dead-lettered")
+
+        # A held submission row (not the agent's): lock_timeout, then one by one.
+        subs2 = bulk(a, others, ch, 100, enqueue=False)
+        victim = subs2[50]
+        release2 = threading.Event()
+        held2 = threading.Event()
+
+        def holder2():
+            c = psycopg2.connect(s.database_url)
+            with c.cursor() as cur:
+                cur.execute("SELECT 1 FROM submissions WHERE id = %s FOR UPDATE", (victim,))
+                held2.set()
+                release2.wait(12)
+            c.rollback()
+            c.close()
+        t2 = threading.Thread(target=holder2, daemon=True)
+        t2.start()
+        held2.wait(10)
+        t0 = time.time()
+        enqueue_all(a, subs2)
+        rest = [x for x in subs2 if x != victim]
+        ok(wait_for(lambda: a.count_status(rest) == len(rest), 10, 0.1),
+           "submission row held: the other 99 finish meanwhile (%.1f s)" % (time.time() - t0),
+           "%d of 99; %s" % (a.count_status(rest), w.tail()))
+        eq(a.status(victim), "queued", "the held one waits")
+        release2.set()
+        t2.join(10)
+        ok(a.wait_final([victim], 30), "and finishes once released", w.tail())
+        eq(a.status(victim), "completed", "completed")
         eq(w.term(30), 0, "worker exits 0", w.tail())
         a.close()
     return done()
