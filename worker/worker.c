@@ -197,14 +197,26 @@ static void on_load(const struct pgc_result *r, void *data)
 
 	w->loads_inflight--;
 	if (r->err) {
+		/* A load that timed out (the server's statement_timeout, 57014, or our
+		 * own query timeout): one row may be too large or too slow to read. In
+		 * a batch, load each job alone (not counted); alone, the timeout is
+		 * the job's: counted, and after ARBITER_MAX_DELIVERIES it fails with
+		 * the reason, instead of looping forever. */
+		bool timed_out = !strcmp(r->sqlstate, "57014") || strstr(r->err, "query timeout");
 		snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
-		if (!r->transient && b->n > 1)
+		if (timed_out && b->n == 1)
+			snprintf(err, sizeof err, "loading the submission timed out (more than %d ms): "
+			         "its row is too large or too slow to read (%s)",
+			         w->cfg->pg_query_timeout_ms / 10 * 9, r->err);
+		if ((!r->transient || timed_out) && b->n > 1)
 			LOGW(NULL, NULL, "%s: loading the %d jobs of the batch one by one", err, b->n);
 		for (int i = 0; i < b->n; i++) {
 			struct job *j = b->jobs[i];
 			if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 				pipeline_drop(w, j);
-			} else if (!r->transient && b->n > 1) {
+			} else if (timed_out && b->n == 1) {
+				pipeline_retry(w, j, STAGE_LOAD, true, err);
+			} else if ((!r->transient || timed_out) && b->n > 1) {
 				/* Something in one row breaks the query: find which, without
 				 * holding up the others (nor using up their attempts). */
 				j->load_solo = true;

@@ -35,7 +35,7 @@ GRANT SELECT ON test_slow_rows TO arbiter_w;
 CREATE FUNCTION test_row_visible(sid uuid) RETURNS bool LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
   -- Only the worker's load statement is slowed down, and only for the listed rows.
-  IF current_query() LIKE 'SELECT s.id, s.status,%'
+  IF current_query() LIKE 'SELECT s.id, s.status, s.agent_id,%'
      AND EXISTS (SELECT 1 FROM test_slow_rows WHERE id = sid) THEN
     PERFORM pg_sleep(10);
   END IF;
