@@ -305,6 +305,7 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 		pgc_release(b->conn);
 	b->conn = NULL;
 	w->commits_inflight--;
+	pipeline_note_db_error(w, r);
 	snprintf(why, sizeof why, "commit failed: %s%s%s", r->err ? r->err : "unknown error",
 	         r->sqlstate[0] ? " SQLSTATE " : "", r->sqlstate);
 	if (w->state == W_STOPPING) {
@@ -372,6 +373,7 @@ static void on_phase2(const struct pgc_result *r, void *data)
 	pgc_release(b->conn);
 	b->conn = NULL;
 	w->commits_inflight--;
+	pipeline_note_db_ok(w);
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
 		j->solo = false;

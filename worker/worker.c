@@ -485,6 +485,7 @@ static void on_mark(const struct pgc_result *r, void *data)
 	if (r->err) {
 		char why[512];
 		snprintf(why, sizeof why, "marking the submission evaluating failed: %s", r->err);
+		pipeline_note_db_error(w, r);
 		pipeline_retry(w, j, STAGE_EVAL, false, why);
 		return;
 	}
@@ -716,7 +717,7 @@ static void read_timer_cb(uv_timer_t *t)
 		create_group(w);
 		return;
 	}
-	if (!pgc_pool_ready(w->pg)) {
+	if (!pgc_pool_ready(w->pg) || pipeline_intake_paused_ms(w)) {
 		maybe_read(w);      /* re-arms the timer until the database is back */
 		return;
 	}
@@ -736,6 +737,15 @@ static void maybe_read(struct worker *w)
 		 * hostage while replicas that have a connection could do them. */
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, DB_WAIT_POLL_MS, 0);
+		return;
+	}
+	uint64_t paused = pipeline_intake_paused_ms(w);
+	if (paused) {
+		/* The database refuses writes (read-only, disk full, shutting down):
+		 * new jobs could only wait; the jobs in hand keep retrying, and the
+		 * first write that commits resumes intake. */
+		if (!uv_is_active((uv_handle_t *)&w->t_read))
+			uv_timer_start(&w->t_read, read_timer_cb, paused, 0);
 		return;
 	}
 	int free_slots = w->cfg->concurrency - w->njobs;

@@ -7,6 +7,9 @@
    `attempts` stay at their first delivery, and all complete exactly once.
 2. Read-only database (SQLSTATE 25006: default_transaction_read_only = on
    for the whole server, as during a failover): the same.
+3. While the database refuses writes the worker pauses intake: entries
+   enqueued meanwhile stay unread in the stream instead of piling up in its
+   hands, and reading resumes with the first write that commits.
 Before #16 both conditions were classified as the job's own failure: in the
 disk-full period submissions used up their attempts and ended `failed`, and
 the read-only period dead-lettered submissions that later completed.
@@ -61,11 +64,16 @@ def main():
         s.psql(s.dbname, "ALTER SYSTEM SET default_transaction_read_only = on")
         s.psql(s.dbname, "SELECT pg_reload_conf()")
         time.sleep(0.5)
-        enqueue_all(a, subs2)
-        settle(a, subs2, w, "read-only (25006)", 8)
-        unread = a.r.xinfo_groups(a.stream)[0].get("lag")
+        enqueue_all(a, subs2[:10])
+        time.sleep(3)
+        enqueue_all(a, subs2[10:])
+        settle(a, subs2, w, "read-only (25006)", 6)
+        # 3. Intake paused: the later 50 stay unread in the stream.
+        lag = a.r.xinfo_groups(a.stream)[0].get("lag")
         pending = a.pending()
-        diag("while read-only: %s unread, %d pending" % (unread, pending))
+        diag("while read-only: %s unread, %d pending" % (lag, pending))
+        ok(pending <= 16 and (lag or 0) >= 40,
+           "intake paused while the database refuses writes (%d pending, %s unread)" % (pending, lag))
         s.psql(s.dbname, "ALTER SYSTEM RESET default_transaction_read_only")
         s.psql(s.dbname, "SELECT pg_reload_conf()")
         ok(a.wait_final(subs2, 60), "writable again: all 60 reach a final state", w.tail())
