@@ -278,7 +278,7 @@ void pipeline_dispatch(struct worker *w, struct job *j)
 			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_NONE);
 			return;
 		}
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettered", j->poison);
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettering", j->poison);
 		pipeline_to_ack(w, j, ACK_DEAD, j->poison, OUTCOME_DEAD_LETTERED);
 		return;
 	}

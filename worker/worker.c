@@ -255,7 +255,7 @@ static void on_load(const struct pgc_result *r, void *data)
 				break;
 			}
 		if (row < 0) {
-			LOGW(j->sub, j->id, "submission not found: dead-lettered");
+			LOGW(j->sub, j->id, "submission not found: dead-lettering");
 			metrics_rejected("submission_not_found");
 			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", OUTCOME_DEAD_LETTERED);
 			continue;
@@ -579,7 +579,7 @@ static void after_load(struct worker *w, struct job *j)
 		return;
 	}
 	if (j->kind == JOB_REEVALUATE && r->status != ST_COMPLETED) {
-		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettered",
+		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettering",
 		     job_status_name(r->status));
 		pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", OUTCOME_DEAD_LETTERED);
 		return;
