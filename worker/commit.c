@@ -56,7 +56,9 @@ static const char SQL_LOCK_AGENTS[] =
 	"best_streak FROM agents WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED";
 
 static const char SQL_LOCK_SUBS[] =
-	"SELECT s.id, s.status, m.status FROM submissions s JOIN matches m ON m.id = s.match_id "
+	"SELECT s.id, s.status, m.status, EXISTS (SELECT 1 FROM evaluation_results r "
+	"WHERE r.submission_id = s.id AND r.eval_seq = 1) FROM submissions s "
+	"JOIN matches m ON m.id = s.match_id "
 	"WHERE s.id = ANY($1::uuid[]) ORDER BY s.id FOR NO KEY UPDATE OF s";
 
 /* Under the submission locks: the first result and the match's current
@@ -157,6 +159,11 @@ static const char SQL_FAIL[] =
 	"attempts = GREATEST(t.attempts, x.att) "
 	"FROM jsonb_to_recordset($1::jsonb) AS x(sub uuid, err text, att int) "
 	"WHERE t.id = ANY($2::uuid[]) AND t.id = x.sub";
+
+/* An evaluate job for a submission that has its result already: completed again. */
+static const char SQL_RESTORE[] =
+	"UPDATE submissions SET status = 'completed', reject_reason = NULL, last_error = NULL "
+	"WHERE id = ANY($1::uuid[])";
 
 static const char SQL_BEGIN[] = "BEGIN";
 static const char SQL_COMMIT[] = "COMMIT";
@@ -406,6 +413,11 @@ static void on_phase2(const struct pgc_result *r, void *data)
 		case OP_REJECT:
 			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_REJECTED);
 			break;
+		case OP_RESTORE:
+			LOGI(j->sub, j->id, "already evaluated (its status had been set back): "
+			     "completed again, result kept; use kind=reevaluate to evaluate again");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
+			break;
 		case OP_FAIL:
 			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
 			break;
@@ -468,6 +480,7 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 			snprintf(x->id, sizeof x->id, "%s", PQgetvalue(res, i, 0));
 			x->status = job_status_parse(PQgetvalue(res, i, 1));
 			x->match_status = job_status_parse(PQgetvalue(res, i, 2));
+			x->has_result = PQgetvalue(res, i, 3)[0] == 't';
 		}
 	}
 	if (b->idx_reeval >= 0) {
@@ -493,14 +506,15 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 
 /* The jsonb_to_recordset rows of phase 2, one array per statement. */
 struct rows {
-	struct strbuf complete, complete_ids, reeval, reject, reject_ids, fail, fail_ids;
+	struct strbuf complete, complete_ids, reeval, reject, reject_ids, fail, fail_ids, restore_ids;
 	struct strbuf agents, matches;
 };
 
 static void rows_free(struct rows *x)
 {
 	struct strbuf *all[] = { &x->complete, &x->complete_ids, &x->reeval, &x->reject,
-	                         &x->reject_ids, &x->fail, &x->fail_ids, &x->agents, &x->matches };
+	                         &x->reject_ids, &x->fail, &x->fail_ids, &x->agents, &x->matches,
+	                         &x->restore_ids };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		strbuf_free(all[i]);
 }
@@ -564,6 +578,10 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 			strbuf_add(&x->reject, "null", 4);
 		strbuf_add(&x->reject, "}", 1);
 		break;
+	case OP_RESTORE:
+		open_elem(&x->restore_ids, "{", ",");
+		strbuf_add(&x->restore_ids, j->sub, strlen(j->sub));
+		break;
 	case OP_FAIL:
 		open_elem(&x->fail_ids, "{", ",");
 		strbuf_add(&x->fail_ids, j->sub, strlen(j->sub));
@@ -616,6 +634,7 @@ static void plan_rows(struct rows *x, struct worker *w, struct cbatch *b,
 	close_list(&x->reject_ids, "}");
 	close_list(&x->fail, "]");
 	close_list(&x->fail_ids, "}");
+	close_list(&x->restore_ids, "}");
 	close_list(&x->agents, "]");
 	close_list(&x->matches, "]");
 }
@@ -672,13 +691,14 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	struct rows x = { 0 };
 	plan_rows(&x, w, b, &plan, ag, na);
 
-	struct pgc_stmt st[8];
+	struct pgc_stmt st[9];
 	const char *p_complete[] = { x.complete.buf, w->cfg->worker_id, x.complete_ids.buf };
 	const char *p_reeval[] = { x.reeval.buf, w->cfg->worker_id };
 	const char *p_matches[] = { x.matches.buf };
 	const char *p_agents[] = { x.agents.buf };
 	const char *p_reject[] = { x.reject.buf, x.reject_ids.buf };
 	const char *p_fail[] = { x.fail.buf, x.fail_ids.buf };
+	const char *p_restore[] = { x.restore_ids.buf };
 	int k = 0;
 	if (x.complete.len)
 		st[k++] = (struct pgc_stmt){ SQL_COMPLETE, 3, p_complete };
@@ -692,6 +712,8 @@ static void on_phase1(const struct pgc_result *r, void *data)
 		st[k++] = (struct pgc_stmt){ SQL_REJECT, 2, p_reject };
 	if (x.fail.len)
 		st[k++] = (struct pgc_stmt){ SQL_FAIL, 2, p_fail };
+	if (x.restore_ids.len)
+		st[k++] = (struct pgc_stmt){ SQL_RESTORE, 1, p_restore };
 	st[k++] = (struct pgc_stmt){ SQL_COMMIT, 0, NULL };
 
 	int rc = pgc_send(b->conn, st, k, on_phase2, b);

@@ -168,6 +168,14 @@ static void decide_first(struct state *s, struct job *j, int pos,
 			return;
 		}
 		smap_put(&s->decided, j->sub, 1);
+		if (st->has_result && j->kind == JOB_EVALUATE) {
+			/* Evaluated already (an API server set it back to queued): the
+			 * result stands; the status goes back to completed. A new
+			 * evaluation is a reevaluate job. */
+			j->op_eff = OP_RESTORE;
+			add_step(s->p, pos, OP_RESTORE);
+			return;
+		}
 	}
 	if (j->op == OP_COMPLETE &&
 	    (st->match_status != ST_ACTIVE || smap_get(&s->done, j->row.match_id))) {

@@ -10,8 +10,13 @@
    counts wrapped.)
 2. A submission that carries a reject_reason / last_error from an earlier
    attempt and then completes has both cleared.
+3. A completed submission that an API server sets back to `queued` and
+   enqueues again: the rule is that its first result stands, so it ends
+   `completed` again, with its one result and no Elo move (before: it ended
+   `rejected` / match_not_active while keeping its result).
 """
 import sys
+import time
 
 from services import Services
 from workerkit import SPEC_X, Arena, Worker, done, eq, migrate, ok
@@ -65,6 +70,18 @@ def main():
         ok("clamped" in out, "a warning says what was clamped")
         stale = a.q1("SELECT status, reject_reason, last_error FROM submissions WHERE id = %s", s_stale)
         eq(tuple(stale), ("completed", None, None), "completion clears reject_reason and last_error")
+        # 3. A completed submission the API sets back to queued and enqueues again.
+        before = a.q1("SELECT elo, match_count FROM agents WHERE id = %s", plain)
+        a.q("UPDATE submissions SET status = 'queued' WHERE id = %s", s_stale)
+        a.enqueue(s_stale)
+        ok(a.wait_final([s_stale], 30), "reset submission handled", w.tail())
+        time.sleep(0.5)
+        row = a.q1("SELECT s.status, s.reject_reason, (SELECT count(*) FROM evaluation_results r "
+                   "WHERE r.submission_id = s.id) FROM submissions s WHERE s.id = %s", s_stale)
+        eq(tuple(row), ("completed", None, 1),
+           "set back to queued after completion: completed again, one result, no rejection")
+        eq(a.q1("SELECT elo, match_count FROM agents WHERE id = %s", plain), before,
+           "and no Elo move")
         eq(w.term(30), 0, "worker exits 0", w.tail())
         a.close()
     return done()
