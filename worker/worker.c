@@ -1328,6 +1328,7 @@ static int open_parts(struct worker *w)
 	po.size = w->cfg->pg_pool_size;
 	po.query_timeout_ms = (uint32_t)w->cfg->pg_query_timeout_ms;
 	po.lock_timeout_ms = (uint32_t)w->cfg->pg_lock_timeout_ms;
+	w->specs.max_bytes = w->cfg->spec_cache_bytes;
 	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
 		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
 		return -1;
