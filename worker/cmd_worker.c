@@ -4,6 +4,8 @@
  * until SIGTERM / SIGINT. Exit 0 after a clean drain, 1 when it cannot start,
  * 2 on a configuration error.
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "cmd.h"
@@ -16,6 +18,15 @@ int cmd_worker(int argc, char **argv)
 	struct config cfg;
 	char err[512];
 	enum log_level lvl;
+
+	/* Hold SIGTERM / SIGINT back from the first instant: worker_run delivers
+	 * them once its handlers are installed, so a stop requested during
+	 * start-up drains (exit 0) instead of killing the process. */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &term, NULL);
 
 	int rc = config_load(argc, argv, &cfg, err, sizeof err);
 	if (rc == 1)

@@ -24,6 +24,7 @@
 #include "worker.h"
 #include "pipeline.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1360,6 +1361,13 @@ static void start_timers(struct worker *w)
 	uv_signal_start(&w->sig_term, on_signal, SIGTERM);
 	uv_signal_start(&w->sig_int, on_signal, SIGINT);
 	signal(SIGPIPE, SIG_IGN);
+	/* Handlers in place: a SIGTERM that came during start-up (held back by
+	 * worker_run) is delivered now and drains like any other. */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 }
 
 int worker_run(const struct config *cfg)
@@ -1382,6 +1390,15 @@ int worker_run(const struct config *cfg)
 	w->hooks.flush = flush_stages;
 	w->hooks.restart = restart;
 	w->hooks.job_gone = maybe_finish_drain;
+
+	/* SIGTERM / SIGINT during start-up (connecting, the sandbox pool) would
+	 * kill the process with the default action: hold them back until the
+	 * loop's handlers are installed (start_timers). Children reset their mask. */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &term, NULL);
 
 	char *rurl = log_redact_url(cfg->redis_url), *durl = log_redact_url(cfg->database_url);
 	LOGI(NULL, NULL, "starting: redis %s, database %s, prefix %s, concurrency %d, batch %d",
