@@ -165,6 +165,7 @@ static const char SQL_RESTORE[] =
 	"UPDATE submissions SET status = 'completed', reject_reason = NULL, last_error = NULL "
 	"WHERE id = ANY($1::uuid[])";
 
+static const char SQL_NO_STATEMENT_TIMEOUT[] = "SET LOCAL statement_timeout = 0";
 static const char SQL_BEGIN[] = "BEGIN";
 static const char SQL_COMMIT[] = "COMMIT";
 
@@ -691,7 +692,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	struct rows x = { 0 };
 	plan_rows(&x, w, b, &plan, ag, na);
 
-	struct pgc_stmt st[9];
+	struct pgc_stmt st[10];
 	const char *p_complete[] = { x.complete.buf, w->cfg->worker_id, x.complete_ids.buf };
 	const char *p_reeval[] = { x.reeval.buf, w->cfg->worker_id };
 	const char *p_matches[] = { x.matches.buf };
@@ -700,6 +701,12 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	const char *p_fail[] = { x.fail.buf, x.fail_ids.buf };
 	const char *p_restore[] = { x.restore_ids.buf };
 	int k = 0;
+	/* The session's statement_timeout (pgc: 9/10 of the query timeout) bounds the
+	 * loads and locks; the writes and the COMMIT are left to the query timeout, as
+	 * before: a COMMIT the server finishes after we gave up is a known case (a lost
+	 * COMMIT, retried by entry id), one the server cancels would be retried forever
+	 * by a slow deferred trigger. */
+	st[k++] = (struct pgc_stmt){ SQL_NO_STATEMENT_TIMEOUT, 0, NULL };
 	if (x.complete.len)
 		st[k++] = (struct pgc_stmt){ SQL_COMPLETE, 3, p_complete };
 	if (x.reeval.len)
