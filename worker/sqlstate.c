@@ -17,10 +17,9 @@ static bool is_code(const char *c)
 
 enum sqlstate_kind sqlstate_kind(const char *c)
 {
-	static const char *const retry[] = { "40001", "40P01", "55P03", "57014" };
+	static const char *const retry[] = { "40001", "40P01", "55P03", "55006", "57014" };
 	static const char *const down[] = {
-		"25006", "25P02", "25P03", "55006", "57P01", "57P02", "57P03", "57P04", "57P05",
-		"XX000", "XX001", "XX002",
+		"25006", "25P02", "25P03", "57P01", "57P02", "57P03", "57P04", "57P05",
 	};
 	if (!is_code(c))
 		return SQLSTATE_DB_DOWN;

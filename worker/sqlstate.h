@@ -4,22 +4,23 @@
  *
  *   SQLSTATE_JOB         the statement or its data is at fault (class 22 data
  *                        exception, 23 integrity, 42 syntax/access, P0 raised
- *                        by a function, anything unknown): the job's own
- *                        failure, it uses up an attempt.
- *   SQLSTATE_RETRY       a race worth retrying at once (40001 serialization,
- *                        40P01 deadlock, 55P03 lock not available, 57014 a
- *                        statement cancelled or timed out): not the job's
- *                        fault on its own, though a caller may count repeats.
+ *                        by a function, XX internal error / corruption, which
+ *                        one row can cause, anything unknown): the job's own
+ *                        failure, it uses up an attempt (so it cannot loop).
+ *   SQLSTATE_RETRY       a race worth retrying (40001 serialization, 40P01
+ *                        deadlock, 55P03 lock not available, 55006 object in
+ *                        use, 57014 a statement cancelled or timed out): not
+ *                        the job's fault on its own, though a caller may count
+ *                        repeats.
  *   SQLSTATE_DB_DOWN     the database cannot take writes or work right now:
  *                        08 connection, 25006 read-only transaction, 53
  *                        insufficient resources (53100 disk full, 53200 out
  *                        of memory, 53300 too many connections), 57P01..57P05
  *                        shutdown / cannot connect / idle-session timeout,
- *                        58 system error (I/O), 55006 object in use,
- *                        25P02/25P03 aborted or idle-timeout transaction, and
- *                        XX000-XX002 internal error / corruption. Never the
- *                        submission's fault: no attempt is spent, and intake
- *                        may pause until the database takes writes again.
+ *                        58 system error (I/O), 25P02/25P03 aborted or
+ *                        idle-timeout transaction. Never the submission's
+ *                        fault: no attempt is spent, and intake may pause
+ *                        until the database takes writes again.
  */
 #ifndef ARBITER_SQLSTATE_H
 #define ARBITER_SQLSTATE_H
