@@ -24,7 +24,7 @@ class ConnError(ValueError):
 
 def is_redis(s):
     low = (s or "")[:9].lower()
-    return low.startswith(("redis://", "rediss://", "unix://"))
+    return low.startswith(("redis://", "rediss://", "redis+", "rediss+", "unix://"))
 
 
 def _pct(s, what):
@@ -58,7 +58,8 @@ def parse_redis(url):
     elif low.startswith("unix://"):
         p, unix = url[7:], True
     elif low.startswith("rediss://"):
-        raise ConnError("rediss:// (TLS) is not supported")
+        p, unix = url[9:], False
+        u["tls"] = True
     else:
         raise ConnError("expected redis://host:port/db or unix:///path")
     if "#" in p:
@@ -173,7 +174,7 @@ def redact(s):
             u = parse_redis(s)
         except ConnError:
             return INVALID_REDIS
-        out = ("unix" if u["path"] else "redis") + "://"
+        out = ("unix" if u["path"] else "rediss" if u.get("tls") else "redis") + "://"
         if u["user"] or u["password"]:
             out += _pct_out(u["user"]) + (":***" if u["password"] else "") + "@"
         if u["path"]:

@@ -54,6 +54,8 @@ static const struct cfg_key keys[] = {
 	  "libpq conninfo or URI" },
 	{ "ARBITER_PREFIX", CFG_STR_NONEMPTY, OFF(prefix), "arbiter", 0, 0, NULL,
 	  "key prefix ({prefix}:jobs, {prefix}-workers, ...)" },
+	{ "ARBITER_REDIS_KEYS", CFG_ENUM, OFF(redis_keys), "auto", 0, 0, "auto|plain|tagged|legacy",
+	  "Redis key names: plain (arbiter:jobs), tagged ({arbiter}:jobs, one Cluster slot), auto (tagged only with a Cluster URL); legacy = plain" },
 	{ "ARBITER_WORKER_ID", CFG_STR_NONEMPTY, OFF(worker_id), NULL, 0, 0, NULL,
 	  "consumer name and evaluation_results.worker_id (default hostname-pid)" },
 	{ "ARBITER_CONCURRENCY", CFG_INT, OFF(concurrency), "64", 1, 100000, NULL,

@@ -33,6 +33,7 @@ struct config {
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
 	int pg_lock_timeout_ms;                       /* lock_timeout of worker sessions, default 2000 */
 	size_t spec_cache_bytes;                      /* spec cache bound, default 64 MiB */
+	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

@@ -34,6 +34,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "rq.h"
+#include "rkeys.h"
 #include "util.h"
 
 #define RL_STR_(x) #x
@@ -238,13 +239,6 @@ const char *rl_decision_name(enum rl_decision d)
 	}
 }
 
-static char *joinf(const char *a, const char *b)
-{
-	struct strbuf sb = { 0 };
-	strbuf_addf(&sb, "%s%s", a, b);
-	return sb.buf;
-}
-
 int rl_new_opts(const struct rl_opts *o, struct rl **out, char *err, size_t errlen)
 {
 	const char *prefix = o->prefix && *o->prefix ? o->prefix : "arbiter";
@@ -297,11 +291,18 @@ int rl_new_opts(const struct rl_opts *o, struct rl **out, char *err, size_t errl
 	}
 	snprintf(l->t_arg, sizeof l->t_arg, "%" PRId64, l->gp.emission_us);
 	snprintf(l->tau_arg, sizeof l->tau_arg, "%" PRId64, l->gp.tolerance_us);
-	l->prefix = xstrdup(prefix);
-	l->k_delayed = joinf(prefix, ":delayed");
-	l->k_stream = joinf(prefix, ":jobs");
-	l->k_dead = joinf(prefix, ":dead");
-	l->group = joinf(prefix, "-workers");
+	/* Key names come from rkeys; l->prefix is their base. */
+	struct rkeys k;
+	if (rkeys_init(&k, prefix, o->redis_keys, why, sizeof why) < 0) {
+		snprintf(err, errlen, "%s", why);
+		goto fail;
+	}
+	l->prefix = xstrdup(k.base);
+	l->k_delayed = xstrdup(k.delayed);
+	l->k_stream = xstrdup(k.jobs);
+	l->k_dead = xstrdup(k.dead);
+	l->group = xstrdup(k.group);
+	rkeys_free(&k);
 	*out = l;
 	return 0;
 fail:
@@ -317,6 +318,7 @@ int rl_new(const struct config *cfg, struct rl **out, char *err, size_t errlen)
 		.rate_policy = cfg->rate_policy,
 		.rate_allow = cfg->rate_allow,
 		.rate_burst = cfg->rate_burst,
+		.redis_keys = rkeys_style_for_url(cfg->redis_keys, cfg->redis_url),
 	};
 	/* rate_burst is an int the config table already parsed; 0 is not the
 	 * "default" here but a bad value. */

@@ -12,6 +12,7 @@
 int redact_is_redis(const char *s)
 {
 	return s && (!strncasecmp(s, "redis://", 8) || !strncasecmp(s, "rediss://", 9) ||
+		     !strncasecmp(s, "redis+", 6) || !strncasecmp(s, "rediss+", 7) ||
 		     !strncasecmp(s, "unix://", 7));
 }
 
@@ -36,7 +37,8 @@ static char *redact_redis(const char *s)
 	if (rq_url_parse(s, &u, err, sizeof err) < 0)
 		return xstrdup(REDACT_INVALID_REDIS);
 	struct strbuf b = { 0 };
-	strbuf_addf(&b, "%s://", u.path[0] ? "unix" : "redis");
+	strbuf_addf(&b, "%s%s://", u.path[0] ? "unix" : u.tls ? "rediss" : "redis",
+		    u.sentinel ? "+sentinel" : u.cluster ? "+cluster" : "");
 	if (u.user[0] || u.password[0]) {
 		add_pct(&b, u.user, "");
 		if (u.password[0])
@@ -46,6 +48,13 @@ static char *redact_redis(const char *s)
 	if (u.path[0]) {
 		add_pct(&b, u.path, "/");
 		strbuf_addf(&b, "?db=%d", u.db);
+	} else if (u.nhosts > 1 || u.sentinel || u.cluster) {
+		for (int i = 0; i < u.nhosts; i++)
+			strbuf_addf(&b, strchr(u.hosts[i].host, ':') ? "%s[%s]:%d" : "%s%s:%d",
+				    i ? "," : "", u.hosts[i].host, u.hosts[i].port);
+		strbuf_addf(&b, "/%d", u.db);
+		if (u.master_name[0])
+			strbuf_addf(&b, " (master %s)", u.master_name);
 	} else if (strchr(u.host, ':')) {
 		strbuf_addf(&b, "[%s]:%d/%d", u.host, u.port, u.db);
 	} else {

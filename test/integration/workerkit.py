@@ -10,6 +10,7 @@ TAP: ok(), eq(), diag(), done().
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -105,17 +106,30 @@ class Worker:
         return "\n".join(self.output().splitlines()[-n:])
 
 
+def key_base(prefix="arbiter", style="auto"):
+    """The base of arbiter's Redis keys (README "Redis keys"): the prefix
+    itself (arbiter:jobs, ...) for the default style ("auto" without a
+    Cluster URL), "plain" and "legacy"; with "tagged", the prefix in one hash
+    tag ("{arbiter}") so every key lives in one Cluster slot, unless the
+    prefix already holds a tag."""
+    if style != "tagged" or re.search(r"\{[^}]+\}", prefix):
+        return prefix
+    return "{%s}" % prefix
+
+
 class Arena:
     """An API server's view: rows in PostgreSQL and jobs in Redis."""
 
-    def __init__(self, s, prefix="arbiter"):
+    def __init__(self, s, prefix="arbiter", style="auto"):
         self.s = s
         self.prefix = prefix
         self.db = psycopg2.connect(s.database_url)
         self.db.autocommit = True
         self.r = redis.Redis.from_url(s.redis_url, decode_responses=True)
-        self.stream = prefix + ":jobs"
-        self.dead = prefix + ":dead"
+        self.base = key_base(prefix, style)
+        self.stream = self.base + ":jobs"
+        self.dead = self.base + ":dead"
+        self.delayed = self.base + ":delayed"
         self.group = prefix + "-workers"
 
     def close(self):
