@@ -174,8 +174,9 @@ static struct res check1(struct rl *l, struct rq *r, const char *ip, bool reeval
 static struct rl *mk(const char *prefix, const char *limit, int burst, const char *policy,
                      const char *allow)
 {
+	/* Hash-tagged key names ({prefix}:...), as the checks below spell them. */
 	struct rl_opts o = { .prefix = prefix, .rate_limit = limit, .rate_burst = burst,
-	                     .rate_policy = policy, .rate_allow = allow };
+	                     .rate_policy = policy, .rate_allow = allow, .redis_keys = "tagged" };
 	struct rl *l = NULL;
 	char err[512];
 	if (rl_new_opts(&o, &l, err, sizeof err) < 0)
