@@ -1,7 +1,8 @@
 /*
  * Elo rating maths (README "Elo"). The expected score uses pow() in double;
  * the verified bonus is applied in integer tenths so 23 × 1.1 is exactly 25.3
- * and rounds the same on every machine.
+ * and rounds the same on every machine. Inputs are clamped to the ranges of
+ * elo.h and the arithmetic is 64-bit, so no stored value can overflow it.
  */
 #include "elo.h"
 
@@ -34,9 +35,41 @@ int elo_k(int match_count)
 	return match_count < ELO_K_MATCHES ? ELO_K_NEW : ELO_K_ESTABLISHED;
 }
 
-int elo_floor(long rating)
+int elo_floor(long long rating)
 {
-	return rating < ELO_FLOOR ? ELO_FLOOR : (int)rating;
+	return rating < ELO_FLOOR ? ELO_FLOOR : rating > ELO_RATING_MAX ? ELO_RATING_MAX : (int)rating;
+}
+
+int elo_clamp_rating(long long v, bool *clamped)
+{
+	long long c = v < ELO_RATING_MIN ? ELO_RATING_MIN : v > ELO_RATING_MAX ? ELO_RATING_MAX : v;
+	if (clamped && c != v)
+		*clamped = true;
+	return (int)c;
+}
+
+int elo_clamp_count(long long v, bool *clamped)
+{
+	long long c = v < 0 ? 0 : v > ELO_COUNT_MAX ? ELO_COUNT_MAX : v;
+	if (clamped && c != v)
+		*clamped = true;
+	return (int)c;
+}
+
+int elo_count_inc(int v)
+{
+	if (v < 0)
+		return 1;
+	return v < ELO_COUNT_MAX ? v + 1 : ELO_COUNT_MAX;
+}
+
+int elo_add(int rating, long long delta)
+{
+	if (delta > 4LL * ELO_RATING_MAX)
+		delta = 4LL * ELO_RATING_MAX;
+	if (delta < -4LL * ELO_RATING_MAX)
+		delta = -4LL * ELO_RATING_MAX;
+	return elo_floor((long long)rating + delta);
 }
 
 long elo_round(double x)
@@ -45,7 +78,7 @@ long elo_round(double x)
 }
 
 /* round(v / 10) half away from zero, for integer v. */
-static long div10_round(long v)
+static long long div10_round(long long v)
 {
 	return v >= 0 ? (v + 5) / 10 : -((-v + 5) / 10);
 }
@@ -57,12 +90,15 @@ void elo_compute(int rating, int match_count, int opponent, enum elo_outcome o,
 	              out);
 }
 
-void elo_compute_k(int rating, int k, int opponent, enum elo_outcome o, bool verified,
+void elo_compute_k(int rating_in, int k, int opponent_in, enum elo_outcome o, bool verified,
                    bool memoryless, int attempt_number, struct elo_update *out)
 {
+	bool clamped = false;
+	long long rating = elo_clamp_rating(rating_in, &clamped);
+	long long opponent = elo_clamp_rating(opponent_in, &clamped);
 	double s = o == ELO_WIN ? 1.0 : o == ELO_DRAW ? 0.5 : 0.0;
 	double e = 1.0 / (1.0 + pow(10.0, (double)(opponent - rating) / 400.0));
-	long after, change;
+	long long after, change;
 
 	if (k != ELO_K_NEW && k != ELO_K_ESTABLISHED)
 		k = ELO_K_NEW;
@@ -74,9 +110,10 @@ void elo_compute_k(int rating, int k, int opponent, enum elo_outcome o, bool ver
 		change = div10_round(change * out->bonus_tenths);
 		after = elo_floor(rating + change);
 	}
-	out->before = rating;
+	out->before = (int)rating;
 	out->after = (int)after;
 	out->change = (int)(after - rating);
 	out->k = k;
-	out->opponent = opponent;
+	out->opponent = (int)opponent;
+	out->clamped = clamped;
 }

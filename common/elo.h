@@ -6,12 +6,23 @@
 #ifndef ARBITER_ELO_H
 #define ARBITER_ELO_H
 
+#include <limits.h>
 #include <stdbool.h>
 
 enum elo_outcome { ELO_WIN, ELO_DRAW, ELO_LOSS };
 
 /* No rating goes below this, whatever the losses or adjustments. */
 #define ELO_FLOOR 100
+
+/* Documented ranges. A stored rating (an agent's elo, a challenge's rating)
+ * outside [ELO_RATING_MIN, ELO_RATING_MAX] is clamped into it before any
+ * arithmetic, and the update says so (clamped) so the caller can warn; all
+ * arithmetic is done in 64-bit integers or doubles, so no input overflows.
+ * No result goes above ELO_RATING_MAX. Counts (match, win, draw, loss counts,
+ * streaks) live in [0, ELO_COUNT_MAX] and saturate there. */
+#define ELO_RATING_MIN 0
+#define ELO_RATING_MAX 1000000
+#define ELO_COUNT_MAX INT_MAX
 /* Opponent rating used when the challenge has neither a rating nor a known difficulty. */
 #define ELO_DEFAULT_OPPONENT 1000
 /* K factors: a newcomer's (fewer than ELO_K_MATCHES matches played) and an established agent's. */
@@ -22,8 +33,22 @@ enum elo_outcome { ELO_WIN, ELO_DRAW, ELO_LOSS };
 /* K for an agent that has played match_count matches before this one. */
 int elo_k(int match_count);
 
-/* rating clamped to ELO_FLOOR. */
-int elo_floor(long rating);
+/* rating clamped into [ELO_FLOOR, ELO_RATING_MAX]. */
+int elo_floor(long long rating);
+
+/* v clamped into [ELO_RATING_MIN, ELO_RATING_MAX]; *clamped set when it moved
+ * (clamped may be NULL). */
+int elo_clamp_rating(long long v, bool *clamped);
+
+/* v clamped into [0, ELO_COUNT_MAX] (*clamped set when it moved; may be NULL). */
+int elo_clamp_count(long long v, bool *clamped);
+
+/* v + 1 for a count, saturating at ELO_COUNT_MAX (and a negative v counts as 0). */
+int elo_count_inc(int v);
+
+/* rating + delta as a rating: computed in 64 bits, within [ELO_FLOOR,
+ * ELO_RATING_MAX] (for elo=adjust re-evaluations). */
+int elo_add(int rating, long long delta);
 
 /* Opponent rating: `rating` when has_rating, else newcomer 800, contender 1000, veteran 1200,
  * legendary 1400. Returns -1 for an unknown (or NULL) difficulty without a rating. */
@@ -32,7 +57,11 @@ int elo_opponent(const char *difficulty, bool has_rating, int rating);
 /* elo_opponent, with ELO_DEFAULT_OPPONENT instead of -1. */
 int elo_opponent_or_default(const char *difficulty, bool has_rating, int rating);
 
-struct elo_update { int before, after, change, k, opponent; int bonus_tenths; /* 10, 11 or 12 */ };
+struct elo_update {
+	int before, after, change, k, opponent;   /* before/opponent after clamping */
+	int bonus_tenths;                         /* 10, 11 or 12 */
+	bool clamped;                             /* rating or opponent was out of range */
+};
 
 /* Computes one match's update for an agent rated `rating` who has played match_count matches
  * before this one. bonus_tenths is 10 when no bonus applies (not verified, or change ≤ 0),

@@ -89,12 +89,10 @@ def parse_duration(text):
 
 
 def redact(url):
-    """A connection string without its password (user:***@, password=***)."""
-    if not url:
-        return url or ""
-    url = re.sub(r"^([a-z][a-z0-9+.-]*://)([^/?#@:]*):[^@/?#]*@", r"\1\2:***@", url)
-    url = re.sub(r"(password=)('([^'\\]|\\.)*'|[^\s&]*)", r"\1***", url, flags=re.I)
-    return url
+    """A connection string without its password: the one redaction rule of the
+    scripts, arbiter_conn.redact (the same as the C side's)."""
+    from arbiter_conn import redact as conn_redact
+    return conn_redact(url)
 
 
 def confirm(question, assume_yes):

@@ -1,5 +1,7 @@
 /* Unit tests for common/elo: README "Elo" worked example, bonus rounding, K switch, floor, and
  * 240 random cases checked against an independent reference. */
+#include <limits.h>
+
 #include "elo.h"
 #include "tap.h"
 
@@ -292,6 +294,45 @@ int main(void)
 		is_int(u.bonus_tenths, c->bonus, "%s: bonus", c->name);
 		is_int(u.before, c->rating, "%s: before", c->name);
 		is_int(u.opponent, c->opponent, "%s: opponent", c->name);
+	}
+
+	/* Stored values outside the documented ranges (#16): clamped, 64-bit maths, no
+	 * overflow (before: INT_MIN gave change -2147483548 under UBSan's signed overflow). */
+	{
+		static const struct { const char *name; int rating, opponent; enum elo_outcome o;
+		                      int before, after, change, opp; } ext[] = {
+			{ "rating INT_MIN (floor, then the 1.2 bonus)", INT_MIN, 1200, ELO_WIN, 0, 120, 120, 1200 },
+			{ "rating INT_MAX", INT_MAX, 1200, ELO_LOSS, ELO_RATING_MAX, ELO_RATING_MAX - 32,
+			  -32, 1200 },
+			{ "rating -5", -5, 1000, ELO_LOSS, 0, 120, 120, 1000 },
+			{ "opponent INT_MIN", 1000, INT_MIN, ELO_WIN, 1000, 1000, 0, 0 },
+			{ "opponent INT_MAX (32 x 1.2)", 1000, INT_MAX, ELO_WIN, 1000, 1038, 38, ELO_RATING_MAX },
+			{ "both INT_MAX", INT_MAX, INT_MAX, ELO_WIN, ELO_RATING_MAX, ELO_RATING_MAX, 0,
+			  ELO_RATING_MAX },
+		};
+		for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+			struct elo_update u;
+			elo_compute(ext[i].rating, 0, ext[i].opponent, ext[i].o, true, true, 1, &u);
+			is_int(u.before, ext[i].before, "%s: before clamped", ext[i].name);
+			is_int(u.after, ext[i].after, "%s: after", ext[i].name);
+			is_int(u.change, ext[i].change, "%s: change = after - before", ext[i].name);
+			is_int(u.opponent, ext[i].opp, "%s: opponent clamped", ext[i].name);
+			ok(u.clamped, "%s: flagged as clamped", ext[i].name);
+			ok(u.after >= ELO_FLOOR && u.after <= ELO_RATING_MAX, "%s: after in range",
+			   ext[i].name);
+		}
+		struct elo_update u;
+		elo_compute(1000, INT_MAX, 1000, ELO_WIN, false, false, 1, &u);
+		ok(!u.clamped && u.k == 16, "match_count INT_MAX: K 16, nothing clamped");
+		is_int(elo_count_inc(INT_MAX), INT_MAX, "count INT_MAX + 1 saturates");
+		is_int(elo_count_inc(-7), 1, "a negative count counts as 0");
+		is_int(elo_count_inc(41), 42, "count 41 + 1");
+		bool c = false;
+		is_int(elo_clamp_count(-3, &c), 0, "clamp count -3 -> 0");
+		ok(c, "and says so");
+		is_int(elo_add(1000, -2000000000000LL), ELO_FLOOR, "adjust far below: floor");
+		is_int(elo_add(INT_MAX, INT_MAX), ELO_RATING_MAX, "adjust far above: ELO_RATING_MAX");
+		is_int(elo_add(1000, 25), 1025, "adjust 1000 + 25");
 	}
 
 	is_int(elo_opponent("newcomer", false, 0), 800, "newcomer 800");

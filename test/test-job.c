@@ -141,6 +141,33 @@ int main(void)
 		job_free(j);
 	}
 	{
+		/* Absurd field counts are refused at intake (#16); the dead-letter
+		 * copy keeps only the first JOB_MAX_FIELDS fields. */
+		static const char *f[2 * (JOB_MAX_FIELDS + 1)];
+		static char names[JOB_MAX_FIELDS + 1][16];
+		f[0] = "submission_id";
+		f[1] = SUB;
+		for (int i = 1; i <= JOB_MAX_FIELDS; i++) {
+			snprintf(names[i], sizeof names[i], "f%d", i);
+			f[2 * i] = names[i];
+			f[2 * i + 1] = "v";
+		}
+		struct job *j = mk(JOB_MAX_FIELDS, f);
+		ok(!j->poison, "JOB_MAX_FIELDS fields: valid");
+		job_free(j);
+		j = mk(JOB_MAX_FIELDS + 1, f);
+		is_str(j->poison, "too_many_fields", "JOB_MAX_FIELDS + 1 fields: poison");
+		struct job_argv_bufs b;
+		const char **argv;
+		size_t *lens;
+		int n = job_xadd_argv(j, "arbiter:dead", true, "too_many_fields", "w1", 42, &b, &argv,
+		                      &lens);
+		is_int(n, 3 + 2 * JOB_MAX_FIELDS + 8, "dead-letter copy: first JOB_MAX_FIELDS fields + 4");
+		free(argv);
+		free(lens);
+		job_free(j);
+	}
+	{
 		const char *f[] = { "submission_id", "42" };
 		struct job *j = mk(1, f);
 		is_str(j->poison, "invalid_submission_id", "bad id is poison");

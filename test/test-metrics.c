@@ -211,6 +211,7 @@ int main(void)
 	metrics_eval_seconds("deterministic", 1000);    /* beyond every bound */
 	metrics_eval_seconds("deterministic", NAN);     /* ignored */
 	metrics_e2e_seconds(0.2);
+	metrics_e2e_seconds(1.79e9);   /* enqueued_at far in the past (#16): clamped */
 	metrics_inflight(7);
 	metrics_sandbox_busy(3);
 	metrics_queue(10, 4, 2, 5, 1);
@@ -260,6 +261,10 @@ int main(void)
 	   "sum printed as shortest round-trip decimal");
 	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_bucket{le=\"0.25\"}"), 1, "e2e bucket");
 	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_bucket{le=\"0.1\"}"), 0, "e2e lower bucket");
+	ok(value_of(t, "arbiter_end_to_end_latency_seconds_sum") <= METRICS_E2E_MAX_SECS + 0.2 + 1e-9,
+	   "e2e sum: a far-past enqueued_at counts at most METRICS_E2E_MAX_SECS (sum %g)",
+	   value_of(t, "arbiter_end_to_end_latency_seconds_sum"));
+	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_count"), 2, "e2e count");
 	is_int(value_of(t, "arbiter_commit_batch_size_bucket{le=\"4\"}"), 0, "batch below");
 	is_int(value_of(t, "arbiter_commit_batch_size_bucket{le=\"8\"}"), 1, "batch bucket");
 	is_int(value_of(t, "arbiter_commit_batch_size_count"), 1, "batch count");

@@ -474,6 +474,38 @@ static void test_query_timeout(void)
 	close_pool(p);
 }
 
+/* ---- session settings in the startup packet (#16) -------------------------------------- */
+
+/* statement_timeout (and lock_timeout) come with the connection, so an operator's
+ * role-level setting cannot stall the worker; a slow statement is cancelled by the
+ * server (57014) before the client's own timeout, and the connection survives. */
+static void test_session_settings(void)
+{
+	sync_exec("ALTER ROLE CURRENT_USER SET statement_timeout = '1h'");
+	sync_exec("ALTER ROLE CURRENT_USER SET lock_timeout = 0");
+	struct pgc_opts o = { .conninfo = dburl, .size = 1, .connect_timeout_ms = 2000,
+	                      .query_timeout_ms = 2000, .lock_timeout_ms = 750 };
+	struct pgc_pool *p = NULL;
+	ok(pgc_pool_new(loop, &o, &p) == 0 && wait_ready(p, 5000), "pool ready");
+	struct cap c;
+	run1(p, "SHOW statement_timeout", 0, NULL, &c, 5000);
+	is_str(c.vals[0], "1800ms", "statement_timeout 9/10 of the query timeout despite the role's 1h");
+	run1(p, "SHOW lock_timeout", 0, NULL, &c, 5000);
+	is_str(c.vals[0], "750ms", "lock_timeout as configured despite the role's 0");
+	run1(p, "SELECT pg_backend_pid()::text", 0, NULL, &c, 5000);
+	char pid[64];
+	snprintf(pid, sizeof pid, "%s", c.vals[0]);
+	run1(p, "SELECT pg_sleep(4)", 0, NULL, &c, 6000);
+	ok(c.failed && !strcmp(c.sqlstate, "57014"), "a slow statement is cancelled by the server "
+	   "(SQLSTATE %s: %s)", c.sqlstate, c.err);
+	ok(c.transient, "and is transient");
+	run1(p, "SELECT pg_backend_pid()::text", 0, NULL, &c, 5000);
+	is_str(c.vals[0], pid, "the same connection goes on (no reconnect)");
+	close_pool(p);
+	sync_exec("ALTER ROLE CURRENT_USER RESET statement_timeout");
+	sync_exec("ALTER ROLE CURRENT_USER RESET lock_timeout");
+}
+
 /* ---- more waiters than connections ---------------------------------------------------- */
 
 #define NW 12
@@ -835,6 +867,7 @@ int main(void)
 
 	test_rollback_on_release();
 	test_query_timeout();
+	test_session_settings();
 	test_waiters();
 	test_no_server();
 	test_close_inflight();

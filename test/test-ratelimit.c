@@ -484,6 +484,84 @@ static void test_defer_and_promote(struct rq *r)
 	free_rl(l);
 }
 
+/* Scripts check everything before their first write (#16): limiter state that
+ * is not a finite number counts as absent (before: the check acknowledged and
+ * deleted the entry, then its ZADD failed on NaN and the job was lost, or it
+ * was parked at +inf); a delayed member with thousands of fields is
+ * dead-lettered, not removed and then lost when unpack fails; a member due at
+ * +inf (or beyond the cap) is promoted. */
+static void test_scripts_validate(struct rq *r)
+{
+	struct rl *l = mk("t16", "1/60s", 1, "defer", NULL);
+	static const char *const bad_state[] = { "nan", "-nan", "inf", "-inf", "1e999" };
+	for (int i = 0; i < 5; i++) {
+		char ids[1][32], ip[32], tag[16];
+		snprintf(ip, sizeof ip, "192.0.2.%d", 70 + i);
+		snprintf(tag, sizeof tag, "nan%d", i);
+		freeReplyObject(R("DEL {t16}:jobs {t16}:delayed"));
+		freeReplyObject(R("HSET {t16}:rl:%s t %s d %s", ip, bad_state[i], bad_state[i]));
+		enqueue("t16", tag, ip, 1, ids);
+		char sub[32];
+		snprintf(sub, sizeof sub, "%s-0", tag);
+		const char *f[] = { "submission_id", sub, "source_ip", ip };
+		struct res s = check1(l, r, ip, false, ids[0], f, 2);
+		is_int(s.d, RL_ALLOW, "limiter state %s counts as absent: allowed (%s)", bad_state[i],
+		       s.err);
+		long long in_stream = RI("XLEN {t16}:jobs"), parked = RI("ZCARD {t16}:delayed");
+		ok(in_stream + parked == 1, "state %s: the entry is not lost (stream %lld, delayed %lld)",
+		   bad_state[i], in_stream, parked);
+		redisReply *rep = R("HGET {t16}:rl:%s t", ip);
+		ok(rep->type == REDIS_REPLY_STRING && strspn(rep->str, "0123456789") == strlen(rep->str),
+		   "state %s replaced by a finite TAT (%s)", bad_state[i],
+		   rep->type == REDIS_REPLY_STRING ? rep->str : "?");
+		freeReplyObject(rep);
+	}
+	/* The cap on due times: a state far in the future defers at most one day. */
+	{
+		char ids[1][32];
+		int64_t now = redis_now_ms();
+		freeReplyObject(R("DEL {t16}:jobs {t16}:delayed"));
+		freeReplyObject(R("HSET {t16}:rl:192.0.2.79 t 9e20 d 9e20"));
+		enqueue("t16", "far", "192.0.2.79", 1, ids);
+		const char *f[] = { "submission_id", "far-0" };
+		struct res s = check1(l, r, "192.0.2.79", false, ids[0], f, 1);
+		is_int(s.d, RL_DEFERRED, "absurd TAT: deferred");
+		ok(s.retry > now && s.retry <= now + RL_MAX_DEFER_MS + 1000,
+		   "due at most RL_MAX_DEFER_MS from now (+%lld ms)", (long long)(s.retry - now));
+	}
+	free_rl(l);
+
+	/* Promotion: a 5000-field member, a member at +inf, an ordinary one. */
+	freeReplyObject(R("DEL {t16}:jobs {t16}:delayed {t16}:dead"));
+	struct strbuf big = { 0 };
+	strbuf_addf(&big, "{\"submission_id\":\"big-0\"");
+	for (int i = 0; i < 5000; i++)
+		strbuf_addf(&big, ",\"f%d\":\"v\"", i);
+	strbuf_add(&big, "}", 1);
+	freeReplyObject(R("ZADD {t16}:delayed 1 %s", big.buf));
+	strbuf_free(&big);
+	freeReplyObject(R("ZADD {t16}:delayed 2 {\"submission_id\":\"ok-1\"}"));
+	freeReplyObject(R("ZADD {t16}:delayed +inf {\"submission_id\":\"inf-1\"}"));
+	freeReplyObject(R("ZADD {t16}:delayed %lld {\"submission_id\":\"far-1\"}",
+	                  (long long)redis_now_ms() + 10LL * RL_MAX_DEFER_MS));
+	redisReply *rep = redisCommand(sync_rc, "EVAL %s 3 {t16}:delayed {t16}:jobs {t16}:dead 100",
+	                               rl_lua_promote);
+	ok(rep && rep->type == REDIS_REPLY_ARRAY, "promote script runs without error (%s)",
+	   rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "ok");
+	freeReplyObject(rep);
+	is_int(RI("ZCARD {t16}:delayed"), 0, "every member left the delayed set");
+	is_int(RI("XLEN {t16}:jobs"), 3, "ok-1, inf-1 and far-1 back on the stream");
+	is_int(RI("XLEN {t16}:dead"), 1, "the 5000-field member dead-lettered");
+	rep = R("XRANGE {t16}:dead - +");
+	ok(rep->elements == 1 && rep->element[0]->element[1]->elements >= 2 &&
+	   strstr(rep->element[0]->element[1]->element[1]->str, "too many fields"),
+	   "with the reason 'too many fields' (%s)",
+	   rep->elements == 1 && rep->element[0]->element[1]->elements >= 2
+	   ? rep->element[0]->element[1]->element[1]->str : "?");
+	freeReplyObject(rep);
+	freeReplyObject(R("DEL {t16}:jobs {t16}:delayed {t16}:dead"));
+}
+
 /* Promotion in bounded batches, and two clients promoting at once move every
  * due member exactly once. */
 static void test_promote_concurrent(struct rq *r1, struct rq *r2)
@@ -496,7 +574,9 @@ static void test_promote_concurrent(struct rq *r1, struct rq *r2)
 		freeReplyObject(R("ZADD {t5}:delayed %d {\"submission_id\":\"p-%d\",\"_token\":\"%d-0\"}",
 		                  1000 + i, i, i));
 	freeReplyObject(R("ZADD {t5}:delayed 5 not-json"));
-	freeReplyObject(R("ZADD {t5}:delayed 99999999999999 {\"submission_id\":\"future\"}"));
+	/* Due in an hour: inside RL_MAX_DEFER_MS, so it waits. */
+	freeReplyObject(R("ZADD {t5}:delayed %lld {\"submission_id\":\"future\"}",
+	                  (long long)redis_now_ms() + 3600000));
 	/* One direct run of the script takes at most one batch. */
 	{
 		char n[16];
@@ -649,6 +729,7 @@ int main(void)
 	test_no_redis_paths(r1);
 	test_defer_and_promote(r1);
 	test_promote_concurrent(r1, r2);
+	test_scripts_validate(r1);
 	test_check_concurrent(r1, r2);
 	test_errors();
 	test_free_in_flight(r1);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "speccache.h"
+#include "util.h"
 #include "tap.h"
 
 #define C1 "00000000-0000-0000-0000-0000000000c1"
@@ -60,5 +61,46 @@ int main(void)
 	speccache_unref(big);
 	speccache_unref(NULL);
 	ok(1, "every reference dropped (leaks show under ASan)");
+
+	/* The byte bound (#16): least recently used entries leave the table. */
+	struct speccache lc;
+	memset(&lc, 0, sizeof lc);
+	lc.max_bytes = 3u << 20;                    /* 3 MiB */
+	struct strbuf big_gt = { 0 };               /* ~25,000 numbers: about 1.2 MB parsed */
+	strbuf_add(&big_gt, "{\"b\": [", 7);
+	for (int i = 0; i < 25000; i++)
+		strbuf_addf(&big_gt, "%s%d", i ? "," : "", i);
+	strbuf_add(&big_gt, "]}", 2);
+	static const char *const ids[] = { C1, C2, "00000000-0000-0000-0000-0000000000c3",
+	                                   "00000000-0000-0000-0000-0000000000c4" };
+	struct spec_entry *e[4];                    /* our references, held to the end */
+	for (int i = 0; i < 3; i++)
+		e[i] = get(&lc, ids[i], SPEC, big_gt.buf);
+	ok(e[0]->bytes > (1u << 20) && e[0]->bytes < (2u << 20),
+	   "a 25,000-number ground truth is estimated at %zu bytes", e[0]->bytes);
+	ok(lc.bytes <= lc.max_bytes, "the table stays within max_bytes (%zu <= %zu)", lc.bytes,
+	   lc.max_bytes);
+	is_int(lc.n, 2, "two of three fit");
+	ok(!e[0]->in_table && e[1]->in_table && e[2]->in_table, "the oldest (c1) was evicted");
+	struct spec_entry *again = get(&lc, ids[1], SPEC, big_gt.buf);   /* use c2: c3 is now oldest */
+	ok(again == e[1], "c2 is still cached (same entry)");
+	speccache_unref(again);
+	e[3] = get(&lc, ids[3], SPEC, big_gt.buf);
+	ok(e[1]->in_table && !e[2]->in_table && e[3]->in_table,
+	   "the next insert evicts the least recently used (c3), not the recently used c2");
+	ok(lc.bytes <= lc.max_bytes && lc.n == 2, "still within bounds (%zu bytes, %d entries)",
+	   lc.bytes, lc.n);
+	ok(e[2]->spec != NULL, "an evicted entry stays usable by its holders");
+	for (int i = 0; i < 4; i++)
+		speccache_unref(e[i]);
+	lc.max_bytes = 1u << 20;                    /* smaller than one entry */
+	struct spec_entry *huge = get(&lc, ids[0], SPEC, big_gt.buf);
+	ok(huge->spec && !huge->in_table && huge->refs == 1,
+	   "an entry larger than the whole cache is used but not kept");
+	speccache_unref(huge);
+	speccache_clear(&lc);
+	is_int(lc.n, 0, "cleared");
+	ok(lc.bytes == 0, "no bytes counted");
+	strbuf_free(&big_gt);
 	return tap_done();
 }

@@ -1,8 +1,9 @@
 /*
  * ack: acknowledging finished entries, many per round trip. Every job that is
  * done (committed, duplicate, dead-lettered, released) waits in w->ack_q; one
- * MULTI per batch of up to ACK_BATCH_MAX entries writes the dead-letter or
- * release copies (XADD), then XACK and XDEL, EXEC. At most
+ * script per batch of up to ACK_BATCH_MAX entries (ackscript.h) writes, entry
+ * by entry, the dead-letter or release copy (XADD) and only if Redis accepted
+ * it does the XACK and XDEL; each entry's outcome comes back. At most
  * MAX_ACKS_INFLIGHT batches are in flight. A failed batch is retried per job
  * with backoff; after ACK_MAX_TRIES the entry is left pending (reclaimed later
  * by XAUTOCLAIM, and found done).
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ackscript.h"
 #include "log.h"
 #include "metrics.h"
 #include "rq.h"
@@ -38,38 +40,50 @@ static void finish_job(struct worker *w, struct job *j)
 	pipeline_drop(w, j);
 }
 
+/* Retries (or, past ACK_MAX_TRIES or while stopping, gives up on) one job
+ * whose acknowledgement did not happen; its entry is still pending. */
+static void ack_again(struct worker *w, struct job *j, const char *why)
+{
+	if (w->state == W_STOPPING || ++j->ack_tries > ACK_MAX_TRIES) {
+		LOGE(j->sub[0] ? j->sub : NULL, j->id, "%s; giving up (the entry stays pending "
+		     "and is reclaimed later)", why);
+		pipeline_drop(w, j);
+		return;
+	}
+	pipeline_retry(w, j, STAGE_ACK, false, why);
+}
+
 static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct abatch *b = data;
 	struct worker *w = b->w;
-	char why[256];
+	char why[512];
+	const char **errs = xcalloc((size_t)b->n + 1, sizeof *errs);
 	(void)r;
 
 	w->acks_inflight--;
-	if (!err && reply && reply->type == REDIS_REPLY_ARRAY) {
+	if (err) {
 		for (int i = 0; i < b->n; i++)
-			finish_job(w, b->jobs[i]);
-		free(b);
-		pipeline_kick(w);
-		return;
+			errs[i] = err;
+	} else {
+		ackscript_parse(reply, b->n, errs);
 	}
-	if (err)
-		snprintf(why, sizeof why, "redis acknowledgement failed: %s", err);
-	else if (reply && reply->type == REDIS_REPLY_ERROR)
-		snprintf(why, sizeof why, "redis acknowledgement failed: %s", reply->str);
-	else
-		snprintf(why, sizeof why, "redis acknowledgement failed: transaction aborted");
+	/* Entry by entry: only an entry whose copy (if any) Redis accepted was
+	 * acknowledged and deleted; the others are still pending and retried. */
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
-		if (w->state == W_STOPPING || ++j->ack_tries > ACK_MAX_TRIES) {
-			LOGE(j->sub[0] ? j->sub : NULL, j->id, "%s; giving up (the entry stays pending "
-			     "and is reclaimed later)", why);
-			pipeline_drop(w, j);
+		if (!errs[i]) {
+			if (j->ack == ACK_DEAD)
+				LOGI(j->sub[0] ? j->sub : NULL, j->id, "dead-lettered to %s", w->k_dead);
+			finish_job(w, j);
 			continue;
 		}
-		pipeline_retry(w, j, STAGE_ACK, false, why);
+		snprintf(why, sizeof why, "redis acknowledgement failed: %s", errs[i]);
+		ack_again(w, j, why);
 	}
+	free(errs);
 	free(b);
+	pipeline_kick(w);
 }
 
 static const char *dead_reason(const struct job *j, char *buf, size_t n)
@@ -89,53 +103,51 @@ void ack_flush(struct worker *w)
 	       w->state != W_STOPPING) {
 		int n = w->ack_q.n < ACK_BATCH_MAX ? w->ack_q.n : ACK_BATCH_MAX;
 		struct abatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
-		const char **ack = xcalloc((size_t)n + 3, sizeof *ack);
-		const char **del = xcalloc((size_t)n + 2, sizeof *del);
+		struct ackscript_entry *e = xcalloc((size_t)n, sizeof *e);
+		const char ***cargv = xcalloc((size_t)n, sizeof *cargv);
+		size_t **clens = xcalloc((size_t)n, sizeof *clens);
+		struct job_argv_bufs *bufs = xcalloc((size_t)n, sizeof *bufs);
+		char (*rbuf)[480] = xcalloc((size_t)n, sizeof *rbuf);
+		char *nbuf = xcalloc((size_t)n, 12);
 		int64_t now = job_now_ms();
-		bool ok = true;
 
 		b->w = w;
 		b->n = n;
-		ack[0] = "XACK";
-		ack[1] = w->k_jobs;
-		ack[2] = w->k_group;
-		del[0] = "XDEL";
-		del[1] = w->k_jobs;
 		for (int i = 0; i < n; i++) {
 			struct job *j = jobq_pop(&w->ack_q);
 			job_set_state(j, JOB_ACKING);
 			b->jobs[i] = j;
-			ack[3 + i] = j->id;
-			del[2 + i] = j->id;
-		}
-		static const char *multi[] = { "MULTI" };
-		static const char *exec[] = { "EXEC" };
-		if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, 1, multi, NULL) < 0)
-			ok = false;
-		for (int i = 0; ok && i < n; i++) {
-			struct job *j = b->jobs[i];
+			e[i].id = j->id;
+			e[i].mode = ACKSCRIPT_ACK;
 			if (j->ack == ACK_PLAIN)
 				continue;
-			const char **argv;
-			size_t *lens;
-			struct job_argv_bufs bufs;
-			char rbuf[480];
+			/* The copy's fields: job_xadd_argv's vector after "XADD stream *". */
 			int argc = job_xadd_argv(j, j->ack == ACK_DEAD ? w->k_dead : w->k_jobs,
-			                         j->ack == ACK_DEAD, dead_reason(j, rbuf, sizeof rbuf),
-			                         w->cfg->worker_id, now, &bufs, &argv, &lens);
-			if (rq_cmdv(w->rq_cmd, 0, NULL, NULL, argc, argv, lens) < 0)
-				ok = false;
-			free(argv);
-			free(lens);
+			                         j->ack == ACK_DEAD, dead_reason(j, rbuf[i], sizeof rbuf[i]),
+			                         w->cfg->worker_id, now, &bufs[i], &cargv[i], &clens[i]);
+			e[i].mode = j->ack == ACK_DEAD ? ACKSCRIPT_DEAD : ACKSCRIPT_RELEASE;
+			e[i].nf = argc - 3;
+			e[i].f = cargv[i] + 3;
+			e[i].flen = clens[i] + 3;
 		}
-		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3 + n, ack, NULL) < 0)
-			ok = false;
-		if (ok && rq_cmdv(w->rq_cmd, 0, NULL, NULL, 2 + n, del, NULL) < 0)
-			ok = false;
-		free(ack);
-		free(del);
+		const char **argv;
+		size_t *lens;
+		int argc = ackscript_argv(w->k_jobs, w->k_dead, w->k_group, e, n, nbuf, &argv, &lens);
 		w->acks_inflight++;
-		if (!ok || rq_cmdv(w->rq_cmd, 0, on_ack, b, 1, exec, NULL) < 0) {
+		int rc = rq_cmdv(w->rq_cmd, 0, on_ack, b, argc, argv, lens);
+		free(argv);
+		free(lens);
+		for (int i = 0; i < n; i++) {
+			free(cargv[i]);
+			free(clens[i]);
+		}
+		free(cargv);
+		free(clens);
+		free(bufs);
+		free(rbuf);
+		free(nbuf);
+		free(e);
+		if (rc < 0) {
 			/* Only when the connection object is closing: fail the batch now. */
 			w->acks_inflight--;
 			for (int i = 0; i < n; i++)

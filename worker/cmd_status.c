@@ -29,6 +29,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "redact.h"
 #include "log.h"
 #include "metrics.h"
 #include "lanes.h"
@@ -400,9 +401,14 @@ static int pg_gather(const struct config *cfg, struct status *st)
 {
 	const char *kw[] = { "dbname", "connect_timeout", "application_name", NULL };
 	const char *val[] = { cfg->database_url, "5", "arbiter-status", NULL };
-	PGconn *pg = PQconnectdbParams(kw, val, 1);
 	PGresult *res;
 	int rc = -1;
+	char why[160];
+	if (redact_check_conn(cfg->database_url, why, sizeof why) < 0) {
+		snprintf(st->pg_err, sizeof(st->pg_err), "invalid database URL: %s", why);
+		return -1;
+	}
+	PGconn *pg = PQconnectdbParams(kw, val, 1);
 
 	if (!pg || PQstatus(pg) != CONNECTION_OK) {
 		snprintf(st->pg_err, sizeof(st->pg_err), "connect: %s",

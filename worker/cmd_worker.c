@@ -5,6 +5,8 @@
  * 2 on a configuration error (every setting is checked before any connection
  * or sandbox set-up).
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,6 +21,15 @@ int cmd_worker(int argc, char **argv)
 	struct config cfg;
 	char err[512];
 	enum log_level lvl;
+
+	/* Hold SIGTERM / SIGINT back from the first instant: worker_run delivers
+	 * them once its handlers are installed, so a stop requested during
+	 * start-up drains (exit 0) instead of killing the process. */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &term, NULL);
 
 	int rc = config_load(argc, argv, &cfg, err, sizeof err);
 	if (rc == 1)

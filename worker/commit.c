@@ -21,6 +21,13 @@
  * A batch that fails with a non-transient error is retried one job per
  * transaction, so one bad evaluation cannot sink the others.
  *
+ * Agents are locked with SKIP LOCKED: a job whose agent row another
+ * transaction holds (an API server, another replica's commit) leaves the
+ * batch and backs off alone, so one held row never stalls the others. Other
+ * locks are bounded by the session's lock_timeout (ARBITER_PG_LOCK_TIMEOUT_MS):
+ * on 55P03 the batch is committed one job per transaction, and only the job
+ * whose row is held keeps waiting; neither spends attempts.
+ *
  * FOR NO KEY UPDATE (not FOR UPDATE): it serializes us on the row exactly as
  * FOR UPDATE would, but does not block the foreign-key checks (FOR KEY SHARE)
  * of API servers inserting matches and submissions for the same agent.
@@ -47,10 +54,12 @@ struct cbatch {
 
 static const char SQL_LOCK_AGENTS[] =
 	"SELECT id, elo, match_count, win_count, draw_count, loss_count, current_streak, "
-	"best_streak FROM agents WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE";
+	"best_streak FROM agents WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED";
 
 static const char SQL_LOCK_SUBS[] =
-	"SELECT s.id, s.status, m.status FROM submissions s JOIN matches m ON m.id = s.match_id "
+	"SELECT s.id, s.status, m.status, EXISTS (SELECT 1 FROM evaluation_results r "
+	"WHERE r.submission_id = s.id AND r.eval_seq = 1) FROM submissions s "
+	"JOIN matches m ON m.id = s.match_id "
 	"WHERE s.id = ANY($1::uuid[]) ORDER BY s.id FOR NO KEY UPDATE OF s";
 
 /* Under the submission locks: the first result and the match's current
@@ -78,8 +87,8 @@ static const char SQL_COMPLETE[] =
 	"agent uuid, job text, ev text, sc int, rs text, vf bool, res jsonb, log jsonb, "
 	"dims jsonb, st bigint, ct bigint, att int, eb int, ea int, ec int, k int, opp int, "
 	"bonus numeric, ord int)), "
-	"s AS (UPDATE submissions t SET status = 'completed', "
-	"attempts = GREATEST(t.attempts, j.att) FROM j "
+	"s AS (UPDATE submissions t SET status = 'completed', reject_reason = NULL, "
+	"last_error = NULL, attempts = GREATEST(t.attempts, j.att) FROM j "
 	"WHERE t.id = ANY($3::uuid[]) AND t.id = j.sub RETURNING t.id), "
 	"r AS (INSERT INTO evaluation_results (submission_id, eval_seq, job_id, evaluator, score, "
 	"result, score_breakdown, submission_warnings, constraint_violations, verified, "
@@ -147,11 +156,17 @@ static const char SQL_REJECT[] =
 	"WHERE t.id = ANY($2::uuid[]) AND t.id = x.sub";
 
 static const char SQL_FAIL[] =
-	"UPDATE submissions t SET status = 'failed', last_error = x.err, "
+	"UPDATE submissions t SET status = 'failed', last_error = x.err, reject_reason = NULL, "
 	"attempts = GREATEST(t.attempts, x.att) "
 	"FROM jsonb_to_recordset($1::jsonb) AS x(sub uuid, err text, att int) "
 	"WHERE t.id = ANY($2::uuid[]) AND t.id = x.sub";
 
+/* An evaluate job for a submission that has its result already: completed again. */
+static const char SQL_RESTORE[] =
+	"UPDATE submissions SET status = 'completed', reject_reason = NULL, last_error = NULL "
+	"WHERE id = ANY($1::uuid[])";
+
+static const char SQL_NO_STATEMENT_TIMEOUT[] = "SET LOCAL statement_timeout = 0";
 static const char SQL_BEGIN[] = "BEGIN";
 static const char SQL_COMMIT[] = "COMMIT";
 
@@ -299,11 +314,24 @@ static void commit_failed(struct cbatch *b, const struct pgc_result *r)
 		pgc_release(b->conn);
 	b->conn = NULL;
 	w->commits_inflight--;
+	pipeline_note_db_error(w, r);
 	snprintf(why, sizeof why, "commit failed: %s%s%s", r->err ? r->err : "unknown error",
 	         r->sqlstate[0] ? " SQLSTATE " : "", r->sqlstate);
 	if (w->state == W_STOPPING) {
 		for (int i = 0; i < b->n; i++)
 			pipeline_retry(w, b->jobs[i], STAGE_COMMIT, false, why);
+	} else if (!strcmp(r->sqlstate, "55P03") && b->n > 1) {
+		/* lock_timeout: a row of the batch (a submission or match an API
+		 * transaction holds) stayed locked. Commit the jobs one by one, so
+		 * only the job whose row is held waits (and backs off alone). */
+		LOGW(NULL, NULL, "%s: committing the %d jobs of the batch one by one", why, b->n);
+		for (int i = b->n - 1; i >= 0; i--) {
+			struct job *j = b->jobs[i];
+			reset_job(j);
+			j->solo = true;
+			job_set_state(j, JOB_COMMIT_WAIT);
+			jobq_push_front(&w->commit_q, j);
+		}
 	} else if (r->transient) {
 		/* Connection loss, timeout, deadlock: the whole batch again. A deadlock
 		 * counts against a job only when it was alone in its transaction. */
@@ -354,6 +382,7 @@ static void on_phase2(const struct pgc_result *r, void *data)
 	pgc_release(b->conn);
 	b->conn = NULL;
 	w->commits_inflight--;
+	pipeline_note_db_ok(w);
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
 		j->solo = false;
@@ -368,6 +397,10 @@ static void on_phase2(const struct pgc_result *r, void *data)
 			nev++;
 			if (j->enqueued_at_ms > 0 && now >= j->enqueued_at_ms)
 				metrics_e2e_seconds((double)(now - j->enqueued_at_ms) / 1000.0);
+			if (j->op_eff == OP_COMPLETE && j->eu.clamped)
+				LOGW(j->sub, j->id, "rating outside %d..%d (agent or challenge %s): clamped "
+				     "to %d vs opponent %d", ELO_RATING_MIN, ELO_RATING_MAX,
+				     j->row.challenge_id, j->eu.before, j->eu.opponent);
 			if (j->op_eff == OP_COMPLETE)
 				LOGI(j->sub, j->id, "completed: score %d %s, elo %d -> %d (%+d)", j->res.score,
 				     score_outcome_name(j->res.result), j->eu.before, j->eu.after,
@@ -381,6 +414,11 @@ static void on_phase2(const struct pgc_result *r, void *data)
 			break;
 		case OP_REJECT:
 			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_REJECTED);
+			break;
+		case OP_RESTORE:
+			LOGI(j->sub, j->id, "already evaluated (its status had been set back): "
+			     "completed again, result kept; use kind=reevaluate to evaluate again");
+			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
 			break;
 		case OP_FAIL:
 			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
@@ -418,13 +456,21 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 		for (int i = 0; i < *na; i++) {
 			struct cplan_agent *a = &(*ag)[i];
 			snprintf(a->id, sizeof a->id, "%s", PQgetvalue(res, i, 0));
-			a->elo = geti(res, i, 1);
-			a->mc = geti(res, i, 2);
-			a->win = geti(res, i, 3);
-			a->draw = geti(res, i, 4);
-			a->loss = geti(res, i, 5);
-			a->cs = geti(res, i, 6);
-			a->bs = geti(res, i, 7);
+			/* Stored values outside the documented ranges (common/elo.h) are
+			 * clamped, with a warning; the row is written back clamped when
+			 * the batch touches it. */
+			bool clamped = false;
+			a->elo = elo_clamp_rating(geti(res, i, 1), &clamped);
+			a->mc = elo_clamp_count(geti(res, i, 2), &clamped);
+			a->win = elo_clamp_count(geti(res, i, 3), &clamped);
+			a->draw = elo_clamp_count(geti(res, i, 4), &clamped);
+			a->loss = elo_clamp_count(geti(res, i, 5), &clamped);
+			a->cs = elo_clamp_count(geti(res, i, 6), &clamped);
+			a->bs = elo_clamp_count(geti(res, i, 7), &clamped);
+			if (clamped)
+				LOGW(NULL, NULL, "agent %s: stored elo %s or counts outside the documented "
+				     "ranges (elo %d..%d, counts >= 0): clamped", a->id,
+				     PQgetvalue(res, i, 1), ELO_RATING_MIN, ELO_RATING_MAX);
 		}
 	}
 	if (b->idx_subs >= 0) {
@@ -436,6 +482,7 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 			snprintf(x->id, sizeof x->id, "%s", PQgetvalue(res, i, 0));
 			x->status = job_status_parse(PQgetvalue(res, i, 1));
 			x->match_status = job_status_parse(PQgetvalue(res, i, 2));
+			x->has_result = PQgetvalue(res, i, 3)[0] == 't';
 		}
 	}
 	if (b->idx_reeval >= 0) {
@@ -461,14 +508,15 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 
 /* The jsonb_to_recordset rows of phase 2, one array per statement. */
 struct rows {
-	struct strbuf complete, complete_ids, reeval, reject, reject_ids, fail, fail_ids;
+	struct strbuf complete, complete_ids, reeval, reject, reject_ids, fail, fail_ids, restore_ids;
 	struct strbuf agents, matches;
 };
 
 static void rows_free(struct rows *x)
 {
 	struct strbuf *all[] = { &x->complete, &x->complete_ids, &x->reeval, &x->reject,
-	                         &x->reject_ids, &x->fail, &x->fail_ids, &x->agents, &x->matches };
+	                         &x->reject_ids, &x->fail, &x->fail_ids, &x->agents, &x->matches,
+	                         &x->restore_ids };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		strbuf_free(all[i]);
 }
@@ -532,6 +580,10 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 			strbuf_add(&x->reject, "null", 4);
 		strbuf_add(&x->reject, "}", 1);
 		break;
+	case OP_RESTORE:
+		open_elem(&x->restore_ids, "{", ",");
+		strbuf_add(&x->restore_ids, j->sub, strlen(j->sub));
+		break;
 	case OP_FAIL:
 		open_elem(&x->fail_ids, "{", ",");
 		strbuf_add(&x->fail_ids, j->sub, strlen(j->sub));
@@ -584,8 +636,38 @@ static void plan_rows(struct rows *x, struct worker *w, struct cbatch *b,
 	close_list(&x->reject_ids, "}");
 	close_list(&x->fail, "]");
 	close_list(&x->fail_ids, "}");
+	close_list(&x->restore_ids, "}");
 	close_list(&x->agents, "]");
 	close_list(&x->matches, "]");
+}
+
+/* Jobs whose agent row another transaction holds (SKIP LOCKED left it out of
+ * the locked rows) leave the batch and back off alone, not counted as
+ * attempts; the rest commit now. ri (by batch position) is compacted along. */
+static void drop_locked_agents(struct cbatch *b, const struct cplan_agent *ag, int na,
+                               struct cplan_orig *ri)
+{
+	int k = 0;
+	for (int i = 0; i < b->n; i++) {
+		struct job *j = b->jobs[i];
+		bool locked = false;
+		if (cplan_touches_agent(j) && j->row.agent_id[0]) {
+			locked = true;
+			for (int a = 0; a < na && locked; a++)
+				if (!strcmp(ag[a].id, j->row.agent_id))
+					locked = false;
+		}
+		if (locked) {
+			reset_job(j);
+			pipeline_retry(b->w, j, STAGE_COMMIT, false,
+			               "the agent's row is locked by another transaction");
+			continue;
+		}
+		b->jobs[k] = j;
+		ri[k] = ri[i];
+		k++;
+	}
+	b->n = k;
 }
 
 /* Phase 1 is back: decide (cplan), then send the writes and COMMIT. */
@@ -605,6 +687,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	struct cplan_orig *ri = xcalloc((size_t)b->n, sizeof *ri);
 	struct cplan plan;
 	read_locked(b, r, &ag, &na, &ss, &ns, ri);
+	drop_locked_agents(b, ag, na, ri);
 	cplan_make(b->jobs, b->n, ag, na, ss, ns, ri, &plan);
 
 	struct rows x = { 0 };
@@ -626,14 +709,21 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	json_decref(events);
 	const char *p_notify[] = { notify };
 
-	struct pgc_stmt st[9];
+	struct pgc_stmt st[11];
 	const char *p_complete[] = { x.complete.buf, w->cfg->worker_id, x.complete_ids.buf };
 	const char *p_reeval[] = { x.reeval.buf, w->cfg->worker_id };
 	const char *p_matches[] = { x.matches.buf };
 	const char *p_agents[] = { x.agents.buf };
 	const char *p_reject[] = { x.reject.buf, x.reject_ids.buf };
 	const char *p_fail[] = { x.fail.buf, x.fail_ids.buf };
+	const char *p_restore[] = { x.restore_ids.buf };
 	int k = 0;
+	/* The session's statement_timeout (pgc: 9/10 of the query timeout) bounds the
+	 * loads and locks; the writes and the COMMIT are left to the query timeout, as
+	 * before: a COMMIT the server finishes after we gave up is a known case (a lost
+	 * COMMIT, retried by entry id), one the server cancels would be retried forever
+	 * by a slow deferred trigger. */
+	st[k++] = (struct pgc_stmt){ SQL_NO_STATEMENT_TIMEOUT, 0, NULL };
 	if (x.complete.len)
 		st[k++] = (struct pgc_stmt){ SQL_COMPLETE, 3, p_complete };
 	if (x.reeval.len)
@@ -646,6 +736,8 @@ static void on_phase1(const struct pgc_result *r, void *data)
 		st[k++] = (struct pgc_stmt){ SQL_REJECT, 2, p_reject };
 	if (x.fail.len)
 		st[k++] = (struct pgc_stmt){ SQL_FAIL, 2, p_fail };
+	if (x.restore_ids.len)
+		st[k++] = (struct pgc_stmt){ SQL_RESTORE, 1, p_restore };
 	if (notify)
 		st[k++] = (struct pgc_stmt){ NOTIFY_SQL, 1, p_notify };
 	st[k++] = (struct pgc_stmt){ SQL_COMMIT, 0, NULL };

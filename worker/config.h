@@ -43,6 +43,8 @@ struct config {
 	int judge_breaker_failures;                   /* failed verdicts opening a circuit, default 5 */
 	int judge_breaker_cooldown_ms;                /* before a probe, default 30000 */
 	char *judge_budget;                           /* "USD/hour" | "USD/day" | "" (none) */
+	int pg_lock_timeout_ms;                       /* lock_timeout of worker sessions, default 2000 */
+	size_t spec_cache_bytes;                      /* spec cache bound, default 64 MiB */
 	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 };
 

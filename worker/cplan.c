@@ -113,15 +113,15 @@ static enum elo_outcome elo_of(enum score_outcome o)
 static void agent_play(struct cplan_agent *a, const struct job *j)
 {
 	a->elo = j->eu.after;
-	a->mc++;
+	a->mc = elo_count_inc(a->mc);       /* counts saturate (common/elo.h) */
 	if (j->res.result == SCORE_WIN) {
-		a->win++;
-		a->cs++;
+		a->win = elo_count_inc(a->win);
+		a->cs = elo_count_inc(a->cs);
 	} else {
 		if (j->res.result == SCORE_DRAW)
-			a->draw++;
+			a->draw = elo_count_inc(a->draw);
 		else
-			a->loss++;
+			a->loss = elo_count_inc(a->loss);
 		a->cs = 0;
 	}
 	if (a->cs > a->bs)
@@ -168,6 +168,14 @@ static void decide_first(struct state *s, struct job *j, int pos,
 			return;
 		}
 		smap_put(&s->decided, j->sub, 1);
+		if (st->has_result && j->kind == JOB_EVALUATE) {
+			/* Evaluated already (an API server set it back to queued): the
+			 * result stands; the status goes back to completed. A new
+			 * evaluation is a reevaluate job. */
+			j->op_eff = OP_RESTORE;
+			add_step(s->p, pos, OP_RESTORE);
+			return;
+		}
 	}
 	if (j->op == OP_COMPLETE &&
 	    (st->match_status != ST_ACTIVE || smap_get(&s->done, j->row.match_id))) {
@@ -223,7 +231,8 @@ static bool adjust_agent(struct state *s, struct job *j, const struct cplan_orig
 	struct cplan_agent *a = find_agent(s->agents, s->nagents, j->row.agent_id);
 	if (!a)
 		return false;
-	int nr = elo_floor((long)a->elo + (j->eu.change - m->eff));
+	a->elo = elo_clamp_rating(a->elo, NULL);
+	int nr = elo_add(a->elo, (long long)j->eu.change - m->eff);
 	j->hist_before = a->elo;
 	j->hist_after = nr;
 	j->hist_change = nr - a->elo;

@@ -50,6 +50,7 @@ struct cplan_agent {
 struct cplan_sub {
 	char id[37];
 	enum row_status status, match_status;
+	bool has_result;                        /* it has its first result (eval_seq 1) */
 };
 
 /* A re-evaluation's original result, by batch position (found = false: no row). */

@@ -94,6 +94,10 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 	j->kind = JOB_EVALUATE;
 	j->elo = JOB_ELO_KEEP;
 
+	if (j->nf > JOB_MAX_FIELDS) {
+		j->poison = "too_many_fields";
+		return j;
+	}
 	/* A field given twice (XADD allows it): the first one counts, here and in
 	 * the rate limiter's copy of the entry. */
 	int fi = field_index(j, "submission_id");
@@ -192,7 +196,7 @@ int job_xadd_argv(const struct job *j, const char *stream, bool dead, const char
 	PUSH("XADD", 4);
 	PUSH(stream, strlen(stream));
 	PUSH("*", 1);
-	for (int i = 0; i < j->nf; i++) {
+	for (int i = 0; i < j->nf && i < JOB_MAX_FIELDS; i++) {
 		if (dead && dead_field(j->fields[2 * i]))
 			continue;
 		PUSH(j->fields[2 * i], j->flens[2 * i]);

@@ -21,6 +21,11 @@
 #include "score.h"
 #include "util.h"
 
+/* Most fields (name/value pairs) a job entry may have: an entry with more is
+ * poison ("too_many_fields"), and its dead-letter copy keeps only the first
+ * JOB_MAX_FIELDS. A plain number: the rate limiter's scripts embed it. */
+#define JOB_MAX_FIELDS 64
+
 enum job_kind { JOB_EVALUATE, JOB_REEVALUATE };
 enum job_elo { JOB_ELO_KEEP, JOB_ELO_ADJUST };
 
@@ -71,6 +76,9 @@ enum job_op {
 	OP_FAIL,          /* submission failed with last_error, copy dead-lettered */
 	OP_NO_RESULT,     /* op_eff only: a reevaluation of a submission without a first
 	                   * result, found under the lock; nothing written, dead-lettered */
+	OP_RESTORE,       /* op_eff only: an evaluate job for a submission that already has its
+	                   * first result (an API server set it back to queued): the status goes
+	                   * back to completed, nothing else is written */
 };
 
 /* How a job ended: the outcome label of arbiter_jobs_total. */
@@ -187,7 +195,7 @@ struct job {
 /* Parses one entry. fields: 2*nf strings (copied). Fills the entry part of a
  * new job (state JOB_NEW, attempts = deliveries). A job whose entry is
  * invalid has poison set to the reason ("missing_submission_id",
- * "invalid_submission_id", "invalid_kind", "invalid_elo"). Never fails (OOM
+ * "invalid_submission_id", "invalid_kind", "invalid_elo", "too_many_fields"). Never fails (OOM
  * aborts). Free with job_free. */
 struct job *job_new(const char *id, const char *const *fields, const size_t *lens, int nf,
                     int deliveries);

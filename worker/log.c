@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "redact.h"
 #include "util.h"
 
 static enum log_level log_min = LOG_INFO;
@@ -147,52 +148,5 @@ void log_msg(enum log_level lvl, const char *sub, const char *job, const char *f
 
 char *log_redact_url(const char *url)
 {
-	struct strbuf out = { 0 };
-	const char *p = url;
-
-	if (!url)
-		return xstrdup("");
-	const char *scheme = strstr(url, "://");
-	if (scheme) {
-		/* URI: scheme://[user[:password]@]host... */
-		const char *auth = scheme + 3;
-		const char *end = auth + strcspn(auth, "/?#");
-		const char *at = memrchr(auth, '@', (size_t)(end - auth));
-		strbuf_add(&out, url, (size_t)(auth - url));
-		if (at) {
-			const char *colon = memchr(auth, ':', (size_t)(at - auth));
-			if (colon) {
-				strbuf_add(&out, auth, (size_t)(colon - auth));
-				strbuf_add(&out, ":***", 4);
-			} else {
-				strbuf_add(&out, auth, (size_t)(at - auth));
-			}
-			p = at;
-		} else {
-			p = auth;
-		}
-	}
-	/* key=value words (conninfo) and query parameters: blank any password. */
-	while (*p) {
-		const char *hit = strcasestr(p, "password=");
-		if (!hit) {
-			strbuf_add(&out, p, strlen(p));
-			break;
-		}
-		strbuf_add(&out, p, (size_t)(hit - p) + 9);
-		strbuf_add(&out, "***", 3);
-		p = hit + 9;
-		if (*p == '\'') {
-			p++;
-			while (*p && *p != '\'')
-				p += (*p == '\\' && p[1]) ? 2 : 1;
-			if (*p)
-				p++;
-		} else {
-			p += strcspn(p, " &");
-		}
-	}
-	if (!out.buf)
-		return xstrdup("");
-	return out.buf;
+	return redact_conn(url);
 }

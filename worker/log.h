@@ -40,9 +40,8 @@ void log_msg(enum log_level lvl, const char *sub, const char *job, const char *f
 #define LOGW(sub, job, ...) LOG_AT_(LOG_WARN, sub, job, __VA_ARGS__)
 #define LOGE(sub, job, ...) LOG_AT_(LOG_ERROR, sub, job, __VA_ARGS__)
 
-/* A copy of a Redis URL or libpq conninfo/URI with any password removed
- * ("redis://:***@h:1/0", "postgresql://u:***@h/db", "password=***").
- * Caller frees. */
+/* A copy of a Redis URL or libpq conninfo/URI with any password removed,
+ * printed from the parsed form (see redact.h: redact_conn). Caller frees. */
 char *log_redact_url(const char *url);
 
 #endif

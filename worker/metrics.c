@@ -133,6 +133,10 @@ void metrics_eval_seconds(const char *evaluator, double secs)
 
 void metrics_e2e_seconds(double secs)
 {
+	if (secs < 0)
+		secs = 0;
+	if (secs > METRICS_E2E_MAX_SECS)
+		secs = METRICS_E2E_MAX_SECS;
 	observe(&M.e2e, e2e_bounds, COUNTOF(e2e_bounds), secs);
 }
 

@@ -34,7 +34,13 @@ void metrics_job(const char *evaluator, const char *outcome);
 void metrics_rejected(const char *reason);
 /* Observes the time an evaluator took (histogram, seconds, label evaluator). */
 void metrics_eval_seconds(const char *evaluator, double secs);
-/* Observes enqueued_at → commit latency (histogram, seconds). */
+/* Longest end-to-end latency observed, in seconds (one day): an entry's
+ * enqueued_at comes from the API server, and one far in the past must not
+ * skew the histogram's sum. */
+#define METRICS_E2E_MAX_SECS 86400.0
+
+/* Observes enqueued_at → commit latency (histogram, seconds), clamped into
+ * [0, METRICS_E2E_MAX_SECS]; NaN is ignored. */
 void metrics_e2e_seconds(double secs);
 /* Gauge: jobs in flight in this process. */
 void metrics_inflight(int n);

@@ -11,6 +11,7 @@
  * transactions of one client may run on different server connections.
  */
 #include "migrate.h"
+#include "redact.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -269,6 +270,8 @@ int migrate_apply_report(const char *conninfo,
 		err[0] = '\0';
 	if (!conninfo)
 		return fail(&m, "no database URL");
+	if (redact_check_conn(conninfo, msg, sizeof msg) < 0)
+		return fail(&m, "invalid database URL: %s", msg);
 	if (conninfo_password(conninfo, &m.password, msg, sizeof msg) < 0) {
 		m.password = guess_password(conninfo);
 		fail(&m, "invalid database URL: %s", msg);

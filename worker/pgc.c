@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "redact.h"
+#include "sqlstate.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -151,27 +153,6 @@ static void conn_lost(struct pgc_conn *c, const char *why, const char *sqlstate)
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-static bool sqlstate_transient(const char *s)
-{
-	static const char *const codes[] = {
-		"40001",  /* serialization_failure */
-		"40P01",  /* deadlock_detected */
-		"57P01",  /* admin_shutdown */
-		"57P02",  /* crash_shutdown */
-		"57P03",  /* cannot_connect_now */
-		"53300",  /* too_many_connections */
-		"55P03",  /* lock_not_available */
-		"57014",  /* query_canceled (a server-side statement_timeout) */
-	};
-	if (!s || strlen(s) != 5)
-		return false;
-	if (!strncmp(s, "08", 2))   /* connection_exception class */
-		return true;
-	for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-		if (!strcmp(s, codes[i]))
-			return true;
-	return false;
-}
 
 /* A copy of a libpq message as one line without the trailing newline. */
 static char *one_line(const char *msg)
@@ -1008,6 +989,11 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 {
 	if (!loop || !o || !o->conninfo || !out)
 		return -1;
+	char why[160];
+	if (redact_check_conn(o->conninfo, why, sizeof why) < 0) {
+		LOGE(NULL, NULL, "invalid database URL (not shown): %s", why);
+		return -1;
+	}
 	char *errmsg = NULL;
 	PQconninfoOption *opts = PQconninfoParse(o->conninfo, &errmsg);
 	if (!opts) {
@@ -1040,8 +1026,8 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 		{ "keepalives_count", "3" },
 	};
 	const size_t ndefaults = sizeof defaults / sizeof defaults[0];
-	p->keys = xcalloc((size_t)n + ndefaults + 1, sizeof *p->keys);
-	p->vals = xcalloc((size_t)n + ndefaults + 1, sizeof *p->vals);
+	p->keys = xcalloc((size_t)n + ndefaults + 2, sizeof *p->keys);
+	p->vals = xcalloc((size_t)n + ndefaults + 2, sizeof *p->vals);
 	const char *host = NULL;
 	bool has_hostaddr = false;
 	for (PQconninfoOption *x = opts; x->keyword; x++) {
@@ -1062,6 +1048,30 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 		p->nkv++;
 	}
 	PQconninfoFree(opts);
+	/* Session settings in the startup packet, after the conninfo's own options. */
+	{
+		uint32_t st = o->statement_timeout_ms ? o->statement_timeout_ms
+		                                      : p->query_timeout_ms / 10 * 9;
+		if (st == 0)
+			st = 1;
+		struct strbuf ob = { 0 };
+		int at = -1;
+		for (int i = 0; i < p->nkv; i++)
+			if (!strcmp(p->keys[i], "options"))
+				at = i;
+		if (at >= 0 && p->vals[at][0])
+			strbuf_addf(&ob, "%s ", p->vals[at]);
+		strbuf_addf(&ob, "-c statement_timeout=%u", st);
+		if (o->lock_timeout_ms)
+			strbuf_addf(&ob, " -c lock_timeout=%u", o->lock_timeout_ms);
+		if (at >= 0) {
+			free(p->vals[at]);
+			p->vals[at] = ob.buf;
+		} else {
+			p->keys[p->nkv] = xstrdup("options");
+			p->vals[p->nkv++] = ob.buf;
+		}
+	}
 	/* A single host name: resolve it on the loop (libpq's own lookup would block it). */
 	if (host && host[0] && host[0] != '/' && host[0] != '@' && !strchr(host, ',') &&
 	    !has_hostaddr && !is_numeric_addr(host))

@@ -28,6 +28,13 @@ struct pgc_opts {
 	int size;                      /* connections, default 4 (0 = default) */
 	uint32_t connect_timeout_ms;   /* default 5000 (0 = default) */
 	uint32_t query_timeout_ms;     /* per pgc_send, default 30000 (0 = default) */
+	/* Session settings sent in the startup packet (libpq `options`, after any the conninfo
+	 * has), so they win over role- and database-level settings an operator may change:
+	 * statement_timeout (0 = 9/10 of query_timeout_ms, so the server cancels a slow statement
+	 * with SQLSTATE 57014 before the client gives up and drops the connection) and
+	 * lock_timeout (0 = not set). */
+	uint32_t statement_timeout_ms;
+	uint32_t lock_timeout_ms;
 };
 
 /* Creates the pool and starts connecting its connections in the background.
@@ -58,7 +65,7 @@ struct pgc_result {
 	int nres; PGresult **res;      /* one per statement, in order; borrowed during the callback */
 	const char *err;               /* NULL on success; else message (first failing statement) */
 	char sqlstate[6];              /* "" when the connection failed */
-	bool transient;                /* connection loss, timeout, 40001, 40P01, 57P01.., 08xxx */
+	bool transient;                /* connection loss, timeout, or sqlstate_transient (sqlstate.h) */
 };
 typedef void pgc_cb(const struct pgc_result *r, void *data);
 typedef void pgc_conn_cb(struct pgc_conn *c, void *data);  /* c NULL if the pool is closing */

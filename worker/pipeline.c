@@ -5,6 +5,9 @@
  */
 #include "pipeline.h"
 
+#include "pgc.h"
+#include "sqlstate.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,7 +281,7 @@ void pipeline_dispatch(struct worker *w, struct job *j)
 			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_NONE);
 			return;
 		}
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettered", j->poison);
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettering", j->poison);
 		pipeline_to_ack(w, j, ACK_DEAD, j->poison, OUTCOME_DEAD_LETTERED);
 		return;
 	}
@@ -341,4 +344,27 @@ void pipeline_kick(struct worker *w)
 		return;
 	if (!uv_is_active((uv_handle_t *)&w->t_kick))
 		uv_timer_start(&w->t_kick, kick_cb, 0, 0);
+}
+
+void pipeline_note_db_error(struct worker *w, const struct pgc_result *r)
+{
+	if (!r || !r->sqlstate[0] || sqlstate_kind(r->sqlstate) != SQLSTATE_DB_DOWN)
+		return;
+	if (!pipeline_intake_paused_ms(w))
+		LOGW(NULL, NULL, "the database refuses writes (SQLSTATE %s: %s): pausing intake, "
+		     "no attempts spent", r->sqlstate, r->err ? r->err : "");
+	w->db_refusing_until = uv_now(w->loop) + PIPELINE_DB_REFUSING_PAUSE_MS;
+}
+
+void pipeline_note_db_ok(struct worker *w)
+{
+	if (w->db_refusing_until && pipeline_intake_paused_ms(w))
+		LOGI(NULL, NULL, "the database takes writes again: intake resumes");
+	w->db_refusing_until = 0;
+}
+
+uint64_t pipeline_intake_paused_ms(struct worker *w)
+{
+	uint64_t now = uv_now(w->loop);
+	return w->db_refusing_until > now ? w->db_refusing_until - now : 0;
 }

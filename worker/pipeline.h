@@ -95,6 +95,7 @@ struct worker {
 	uint64_t migcheck_at;
 	uint64_t autoclaim_at;       /* loop time of the last XAUTOCLAIM (0 = never) */
 	uint64_t db_down_since;      /* loop time since when no database connection is up (0 = up) */
+	uint64_t db_refusing_until;  /* intake paused until then: the database refuses writes */
 
 	struct speccache specs;      /* parsed specs by challenge id */
 
@@ -164,6 +165,23 @@ struct job *pipeline_find(struct worker *w, const char *id);
 /* Starts an adopted job: poison entries are dead-lettered, over-delivered
  * ones failed, the rest queued for loading; while draining it is released. */
 void pipeline_dispatch(struct worker *w, struct job *j);
+
+/* How long intake pauses after the database refused a write for its own
+ * condition (read-only, disk full, shutting down: SQLSTATE_DB_DOWN with a
+ * server answer); each further refusal extends it, a committed write ends it. */
+#define PIPELINE_DB_REFUSING_PAUSE_MS 2000
+
+struct pgc_result;
+
+/* Notes a database error: one the database answered with a db_down SQLSTATE
+ * (sqlstate.h) pauses intake for PIPELINE_DB_REFUSING_PAUSE_MS. */
+void pipeline_note_db_error(struct worker *w, const struct pgc_result *r);
+
+/* A write committed: the database takes writes again, intake resumes. */
+void pipeline_note_db_ok(struct worker *w);
+
+/* Milliseconds intake stays paused because the database refuses writes (0 = not). */
+uint64_t pipeline_intake_paused_ms(struct worker *w);
 
 /* Random 32-bit value (xorshift, seeded at start). */
 uint32_t pipeline_rand(struct worker *w);

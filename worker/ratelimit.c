@@ -30,11 +30,25 @@
 
 #include "gcra.h"
 #include "ipkey.h"
+#include "job.h"
 #include "log.h"
 #include "metrics.h"
 #include "rq.h"
 #include "rkeys.h"
 #include "util.h"
+
+#define RL_STR_(x) #x
+#define RL_STR(x) RL_STR_(x)
+
+/* Both scripts follow one rule: Redis keeps what a script wrote before a
+ * runtime error, so every check and every computation comes first and the
+ * writes come last, none of which can then fail on the data. Limiter state
+ * that is not a finite number (a hand edit, a bug elsewhere) counts as
+ * absent. Due times are capped at RL_MAX_DEFER_MS (one day) from now when
+ * written, and the promotion treats a member due later than that (e.g. at
+ * +inf) as due now. A job has at most JOB_MAX_FIELDS fields (the worker
+ * refuses larger entries at intake); a delayed member with more, or one that
+ * is not a JSON object, goes to the dead-letter stream instead. */
 
 /* The check script. KEYS: 1 limiter hash `{prefix}:rl:<ipkey>` (fields t = TAT,
  * d = due time of the last deferred job, µs), 2 `{prefix}:delayed`,
@@ -47,79 +61,116 @@
  * written with %.0f: Lua's tostring keeps only 14 digits. */
 const char rl_lua_check[] =
 	"-- arbiter rate limit: GCRA per source-IP key (see common/gcra.h)\n"
+	"local MAX_DEFER_US = " RL_STR(RL_MAX_DEFER_MS) " * 1000\n"
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	"local T = tonumber(ARGV[1])\n"
-	"local tau = tonumber(ARGV[2])\n"
+	"local function finite(x)\n"
+	"  local v = tonumber(x)\n"
+	"  if v == nil or v ~= v or v == math.huge or v == -math.huge then return nil end\n"
+	"  return v\n"
+	"end\n"
+	"local T = finite(ARGV[1])\n"
+	"local tau = finite(ARGV[2])\n"
+	"if not T or not tau then return redis.error_reply('rate limit: bad T or tau') end\n"
 	"local st = redis.call('HMGET', KEYS[1], 't', 'd')\n"
-	"local stored = tonumber(st[1]) or 0\n"
+	"local stored = finite(st[1]) or 0\n"
+	"local dl = finite(st[2]) or 0\n"
+	"if dl > now + MAX_DEFER_US then dl = now + MAX_DEFER_US end\n"
 	"local tat = stored\n"
 	"if tat < now then tat = now end\n"
-	"local dl = tonumber(st[2]) or 0\n"
 	"local function fmt(x) return string.format('%.0f', x) end\n"
 	"local function ms_ceil(us) return math.ceil(us / 1000) end\n"
 	"local function ttl(a, b)\n"
 	"  local ms = ms_ceil(math.max(a, b) - now)\n"
 	"  if ms < 1 then ms = 1 end\n"
+	"  if ms > 2 * MAX_DEFER_US / 1000 then ms = 2 * MAX_DEFER_US / 1000 end\n"
 	"  return fmt(ms)\n"
 	"end\n"
 	"if tat - now <= tau and (ARGV[4] == '1' or dl <= now) then\n"
 	"  local ntat = tat + T\n"
+	"  local ex = ttl(ntat, dl)\n"
 	"  redis.call('HSET', KEYS[1], 't', fmt(ntat))\n"
-	"  redis.call('PEXPIRE', KEYS[1], ttl(ntat, dl))\n"
+	"  redis.call('PEXPIRE', KEYS[1], ex)\n"
 	"  return {0, 0}\n"
 	"end\n"
 	"local retry = tat - tau\n"
+	"if retry > now + MAX_DEFER_US then retry = now + MAX_DEFER_US end\n"
 	"if ARGV[3] ~= 'defer' then return {2, ms_ceil(retry)} end\n"
 	"if retry < dl + T then retry = dl + T end\n"
-	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then return {3, 0} end\n"
-	"redis.call('XDEL', KEYS[3], ARGV[6])\n"
+	"if retry > now + MAX_DEFER_US then retry = now + MAX_DEFER_US end\n"
 	"local job = {}\n"
 	"for i = 7, #ARGV - 1, 2 do\n"
 	"  if job[ARGV[i]] == nil then job[ARGV[i]] = ARGV[i + 1] end\n"
 	"end\n"
 	"job['_token'] = ARGV[6]\n"
-	"redis.call('ZADD', KEYS[2], fmt(ms_ceil(retry)), cjson.encode(job))\n"
-	"redis.call('HSET', KEYS[1], 'd', fmt(retry))\n"
-	"redis.call('PEXPIRE', KEYS[1], ttl(stored, retry))\n"
+	"local member = cjson.encode(job)\n"
+	"local score, due, ex = fmt(ms_ceil(retry)), fmt(retry), ttl(stored, retry)\n"
+	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then return {3, 0} end\n"
+	"redis.call('XDEL', KEYS[3], ARGV[6])\n"
+	"redis.call('ZADD', KEYS[2], score, member)\n"
+	"redis.call('HSET', KEYS[1], 'd', due)\n"
+	"redis.call('PEXPIRE', KEYS[1], ex)\n"
 	"return {1, ms_ceil(retry)}\n";
 
 /* The promote script. KEYS: 1 `{prefix}:delayed`, 2 `{prefix}:jobs`,
  * 3 `{prefix}:dead`. ARGV: 1 batch size. Moves the members due by Redis TIME
- * (score ≤ now in ms), at most batch of them, back to the stream with their
- * fields and deferred_count + 1; a member that is not a JSON object of
- * strings goes to the dead-letter stream. Returns {moved, taken, next due ms
- * or -1}. */
+ * (score ≤ now in ms, or beyond now + RL_MAX_DEFER_MS), at most batch of
+ * them, back to the stream with their fields and deferred_count + 1; a member
+ * that is not a JSON object of strings, or has more than JOB_MAX_FIELDS
+ * fields, goes to the dead-letter stream. Each member is removed from the
+ * set only after its XADD. Returns {moved, taken, next due ms or -1}. */
 const char rl_lua_promote[] =
 	"-- arbiter rate limit: move due deferred jobs back to the stream\n"
+	"local MAX_FIELDS = " RL_STR(JOB_MAX_FIELDS) "\n"
+	"local MAX_DEFER_MS = " RL_STR(RL_MAX_DEFER_MS) "\n"
 	"local t = redis.call('TIME')\n"
 	"local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-	"local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now_ms),\n"
-	"  'LIMIT', 0, tonumber(ARGV[1]))\n"
+	"local function fmt(x) return string.format('%.0f', x) end\n"
+	"local batch = tonumber(ARGV[1]) or 100\n"
+	"local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_ms), 'LIMIT', 0, batch)\n"
+	"if #due < batch then\n"
+	"  local far = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. fmt(now_ms + MAX_DEFER_MS + 60000),\n"
+	"    '+inf', 'LIMIT', 0, batch - #due)\n"
+	"  for _, m in ipairs(far) do due[#due + 1] = m end\n"
+	"end\n"
 	"local moved = 0\n"
 	"for _, m in ipairs(due) do\n"
-	"  redis.call('ZREM', KEYS[1], m)\n"
 	"  local good, job = pcall(cjson.decode, m)\n"
+	"  local args, why = nil, 'invalid member of the delayed set'\n"
 	"  if good and type(job) == 'table' then\n"
-	"    local args = {KEYS[2], '*'}\n"
+	"    args = {KEYS[2], '*'}\n"
+	"    local n = 0\n"
 	"    for k, v in pairs(job) do\n"
 	"      if type(k) == 'string' and type(v) == 'string' and k ~= '_token'\n"
 	"          and k ~= 'deferred_count' then\n"
+	"        n = n + 1\n"
+	"        if n > MAX_FIELDS then\n"
+	"          args, why = nil, 'too many fields in a member of the delayed set'\n"
+	"          break\n"
+	"        end\n"
 	"        args[#args + 1] = k\n"
 	"        args[#args + 1] = v\n"
 	"      end\n"
 	"    end\n"
-	"    args[#args + 1] = 'deferred_count'\n"
-	"    args[#args + 1] = tostring((tonumber(job['deferred_count']) or 0) + 1)\n"
+	"    if args then\n"
+	"      local dc = tonumber(job['deferred_count'])\n"
+	"      if dc == nil or dc ~= dc or dc < 0 or dc > 1e9 then dc = 0 end\n"
+	"      args[#args + 1] = 'deferred_count'\n"
+	"      args[#args + 1] = fmt(math.floor(dc) + 1)\n"
+	"    end\n"
+	"  end\n"
+	"  if args then\n"
 	"    redis.call('XADD', unpack(args))\n"
 	"    moved = moved + 1\n"
 	"  else\n"
-	"    redis.call('XADD', KEYS[3], '*', 'reason', 'invalid member of the delayed set',\n"
-	"      'member', m, 'failed_at', string.format('%.0f', now_ms))\n"
+	"    redis.call('XADD', KEYS[3], '*', 'reason', why, 'member', m, 'failed_at', fmt(now_ms))\n"
 	"  end\n"
+	"  redis.call('ZREM', KEYS[1], m)\n"
 	"end\n"
 	"local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
-	"return {moved, #due, tonumber(nxt[2]) or -1}\n";
+	"local nd = tonumber(nxt[2])\n"
+	"if nd and nd > now_ms + MAX_DEFER_MS then nd = now_ms end\n"
+	"return {moved, #due, nd or -1}\n";
 
 enum script { SCRIPT_CHECK, SCRIPT_PROMOTE, NSCRIPTS };
 

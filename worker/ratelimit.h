@@ -84,6 +84,11 @@ int rl_promote_due(struct rl *l, struct rq *r);
 
 #define RL_PROMOTE_BATCH 100
 
+/* Longest a job is deferred, in ms from the time it is deferred (one day). A
+ * member of the delayed set due later than this from now is taken as due now
+ * (a due time of +inf, a hand edit). A plain number: the scripts embed it. */
+#define RL_MAX_DEFER_MS 86400000
+
 /* The loop on which no-Redis decisions (disabled limiter, reevaluate,
  * allow-listed IPs) are delivered. Call before the first rl_check if the
  * worker does not run on uv_default_loop(). */

@@ -9,11 +9,14 @@
  *    (max(ARBITER_RECONCILE_MS, 1 s)), oldest first, in pages of 5000 (at
  *    most 20 pages a run).
  * 2. Redis, atomically (one Lua script): which of them appear neither in the
- *    stream (backlog + pending: entries are XDELed when done) nor in the
+ *    stream where the group will still see them (pending for the group, or
+ *    after its last-delivered id: entries are XDELed when done) nor in the
  *    delayed set of the rate limiter. Only those ids come back.
  * 3. PostgreSQL again: which of those are still unfinished (one finished
  *    between 1 and 2 was acknowledged and deleted, and must not come back).
- * 4. XADD the rest (kind evaluate, reconciled 1).
+ * 4. XADD the rest (kind evaluate, reconciled 1). Each XADD's reply is
+ *    checked: only those Redis accepted are counted; a failure is logged and
+ *    the next run tries again.
  * A normal backlog is therefore never duplicated: whatever sits in the
  * stream or in the delayed set is left alone.
  */
@@ -31,31 +34,65 @@
 #define RECONCILE_PAGE 5000      /* candidates per query (the LIMIT above) */
 #define RECONCILE_PAGES 20        /* pages per run: at most 100,000 submissions */
 
-/* KEYS[1] stream, KEYS[2] delayed set; ARGV candidate ids (lower case).
- * Returns the ids found in neither. */
+/* KEYS[1] stream, KEYS[2] delayed set; ARGV[1] the consumer group, ARGV[2..]
+ * candidate ids (lower case). Returns the ids found nowhere the group will
+ * still deliver or finish: an entry counts only if it is pending for the
+ * group (delivered, not acknowledged) or after the group's last-delivered id
+ * (not delivered yet). An entry before that id and not pending (after
+ * XGROUP SETID $, say) will never be delivered, so it does not count. With
+ * no group yet, every entry counts (the group is created from 0). Pending
+ * ids whose entry was deleted count as missing. */
 static const char LUA_MISSING[] =
 	"local want = {}\n"
-	"for _, id in ipairs(ARGV) do want[id] = true end\n"
+	"for i = 2, #ARGV do want[ARGV[i]] = true end\n"
+	"local function seen(f)\n"
+	"  for i = 1, #f, 2 do\n"
+	"    if f[i] == 'submission_id' then want[string.lower(f[i + 1])] = nil; return end\n"
+	"  end\n"
+	"end\n"
 	"for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
 	"  local ok, obj = pcall(cjson.decode, m)\n"
 	"  if ok and type(obj) == 'table' and type(obj.submission_id) == 'string' then\n"
 	"    want[string.lower(obj.submission_id)] = nil\n"
 	"  end\n"
 	"end\n"
-	"local start = '-'\n"
-	"while true do\n"
-	"  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)\n"
-	"  for _, e in ipairs(entries) do\n"
-	"    local f = e[2]\n"
-	"    for i = 1, #f, 2 do\n"
-	"      if f[i] == 'submission_id' then want[string.lower(f[i + 1])] = nil; break end\n"
+	"local from = '-'\n"
+	"local has_group = false\n"
+	"if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+	"  local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])\n"
+	"  if type(groups) == 'table' and not groups.err then\n"
+	"    for _, g in ipairs(groups) do\n"
+	"      local name, last\n"
+	"      for i = 1, #g, 2 do\n"
+	"        if g[i] == 'name' then name = g[i + 1] end\n"
+	"        if g[i] == 'last-delivered-id' then last = g[i + 1] end\n"
+	"      end\n"
+	"      if name == ARGV[1] and last then from = '(' .. last; has_group = true end\n"
 	"    end\n"
 	"  end\n"
+	"end\n"
+	"local start = from\n"
+	"while true do\n"
+	"  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)\n"
+	"  for _, e in ipairs(entries) do seen(e[2]) end\n"
 	"  if #entries < 1000 then break end\n"
 	"  start = '(' .. entries[#entries][1]\n"
 	"end\n"
+	"if has_group then\n"
+	"  start = '-'\n"
+	"  while true do\n"
+	"    local pend = redis.call('XPENDING', KEYS[1], ARGV[1], start, '+', 1000)\n"
+	"    for _, p in ipairs(pend) do\n"
+	"      local e = redis.call('XRANGE', KEYS[1], p[1], p[1])\n"
+	"      if e[1] then seen(e[1][2]) end\n"
+	"    end\n"
+	"    if #pend < 1000 then break end\n"
+	"    start = '(' .. pend[#pend][1]\n"
+	"  end\n"
+	"end\n"
 	"local out = {}\n"
-	"for _, id in ipairs(ARGV) do\n"
+	"for i = 2, #ARGV do\n"
+	"  local id = ARGV[i]\n"
 	"  if want[id] then out[#out + 1] = id; want[id] = nil end\n"
 	"end\n"
 	"return out\n";
@@ -79,7 +116,9 @@ struct rctx {
 	int page;                  /* pages done in this run */
 	bool full;                 /* the last page was full: there may be more */
 	char after_ts[64], after_id[37];
-	long total;
+	long total;                /* re-enqueues Redis accepted */
+	long failed;               /* re-enqueues that failed or were not sent */
+	int inflight;              /* XADDs of the current page awaiting their reply */
 };
 
 static void next_page(struct rctx *c);
@@ -91,6 +130,8 @@ static void done(struct rctx *c)
 		LOGW(NULL, NULL, "reconciler: re-enqueued %ld submission(s) that Redis had lost",
 		     c->total);
 	}
+	if (c->failed > 0)
+		LOGW(NULL, NULL, "reconciler: %ld re-enqueue(s) failed; retried next run", c->failed);
 	c->w->reconcile_busy = false;
 	for (int i = 0; i < c->n; i++)
 		free(c->ids[i]);
@@ -107,6 +148,37 @@ static void set_ids(struct rctx *c, int n)
 	c->ids = xcalloc((size_t)n + 1, sizeof *c->ids);
 }
 
+/* One re-enqueue XADD in flight: its reply decides whether it counts. */
+struct xadd_ctx {
+	struct rctx *c;
+	char id[37];
+};
+
+static void xadd_settled(struct rctx *c)
+{
+	if (--c->inflight == 0)
+		next_page(c);
+}
+
+static void on_xadd(struct rq *rq, redisReply *reply, const char *err, void *data)
+{
+	struct xadd_ctx *x = data;
+	struct rctx *c = x->c;
+	(void)rq;
+	if (err || !reply || reply->type != REDIS_REPLY_STRING) {
+		c->failed++;
+		LOGW(x->id, NULL, "reconciler: re-enqueue failed (%s): the next run tries again",
+		     err ? err : reply && reply->type == REDIS_REPLY_ERROR ? reply->str
+		                                                          : "unexpected reply");
+	} else {
+		c->total++;
+		LOGI(x->id, NULL, "reconciler: queued in PostgreSQL but missing from Redis: "
+		     "re-enqueued as %s", reply->str);
+	}
+	free(x);
+	xadd_settled(c);
+}
+
 static void on_recheck(const struct pgc_result *r, void *data)
 {
 	struct rctx *c = data;
@@ -121,15 +193,25 @@ static void on_recheck(const struct pgc_result *r, void *data)
 	int n = PQntuples(res);
 	char now[24];
 	snprintf(now, sizeof now, "%lld", (long long)job_now_ms());
+	/* One reference for this loop, so no callback can end the page early. */
+	c->inflight = 1;
 	for (int i = 0; i < n; i++) {
 		const char *id = PQgetvalue(res, i, 0);
 		const char *argv[] = { "XADD", w->k_jobs, "*", "submission_id", id, "kind", "evaluate",
 		                       "enqueued_at", now, "reconciled", "1" };
-		rq_cmdv(w->rq_cmd, 0, NULL, NULL, 11, argv, NULL);
-		LOGI(id, NULL, "reconciler: queued in PostgreSQL but missing from Redis: re-enqueued");
+		struct xadd_ctx *x = xcalloc(1, sizeof *x);
+		x->c = c;
+		snprintf(x->id, sizeof x->id, "%s", id);
+		c->inflight++;
+		if (rq_cmdv(w->rq_cmd, 0, on_xadd, x, 11, argv, NULL) < 0) {
+			c->failed++;
+			LOGW(id, NULL, "reconciler: re-enqueue not sent (Redis not connected): "
+			     "the next run tries again");
+			free(x);
+			c->inflight--;
+		}
 	}
-	c->total += n;
-	next_page(c);
+	xadd_settled(c);
 }
 
 static void on_missing(struct rq *rq, redisReply *reply, const char *err, void *data)
@@ -190,15 +272,16 @@ static void on_candidates(const struct pgc_result *r, void *data)
 	for (int i = 0; i < n; i++)
 		c->ids[c->n++] = xstrdup(PQgetvalue(res, i, 0));
 
-	int argc = 5 + c->n;
+	int argc = 6 + c->n;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	argv[0] = "EVAL";
 	argv[1] = LUA_MISSING;
 	argv[2] = "2";
 	argv[3] = w->k_jobs;
 	argv[4] = w->k_delayed;
+	argv[5] = w->k_group;
 	for (int i = 0; i < c->n; i++)
-		argv[5 + i] = c->ids[i];
+		argv[6 + i] = c->ids[i];
 	int rc = rq_cmdv(w->rq_cmd, 0, on_missing, c, argc, argv, NULL);
 	free(argv);
 	if (rc < 0)

@@ -28,16 +28,25 @@ struct spec_entry {
 	json_t *gt;                  /* parsed ground truth (never NULL once valid) */
 	char *err;                   /* invalid_spec message when spec is NULL */
 	size_t gt_bytes;             /* ground-truth text length */
+	size_t bytes;                /* estimated memory of the parsed spec and ground truth */
+	struct spec_entry *lru_prev, *lru_next;   /* in the table: most recently used first */
 	enum spec_evaluator ev;
 };
 
 #define SPECCACHE_BUCKETS 256
-#define SPECCACHE_MAX 1024       /* entries; the table is emptied when it would hold more */
+#define SPECCACHE_MAX 1024       /* entries; the least recently used go beyond that */
+#define SPECCACHE_DEFAULT_BYTES ((size_t)64 << 20)   /* max_bytes 0: 64 MiB */
 
-/* The table. Zero-initialise; speccache_clear empties it. */
+/* The table. Zero-initialise (max_bytes may be set first: ARBITER_SPEC_CACHE_BYTES);
+ * speccache_clear empties it. The table holds at most max_bytes of parsed specs and
+ * ground truths (estimated) and SPECCACHE_MAX entries: the least recently used are
+ * dropped first (jobs holding them keep them until they are done), and an entry
+ * larger than max_bytes on its own is used and never kept. */
 struct speccache {
 	struct spec_entry *buckets[SPECCACHE_BUCKETS];
 	int n;
+	size_t bytes, max_bytes;
+	struct spec_entry *lru_head, *lru_tail;
 };
 
 /* Returns a new reference (the caller's, dropped with speccache_unref) to the

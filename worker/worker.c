@@ -24,6 +24,7 @@
 #include "worker.h"
 #include "pipeline.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,14 +201,26 @@ static void on_load(const struct pgc_result *r, void *data)
 
 	w->loads_inflight--;
 	if (r->err) {
+		/* A load that timed out (the server's statement_timeout, 57014, or our
+		 * own query timeout): one row may be too large or too slow to read. In
+		 * a batch, load each job alone (not counted); alone, the timeout is
+		 * the job's: counted, and after ARBITER_MAX_DELIVERIES it fails with
+		 * the reason, instead of looping forever. */
+		bool timed_out = !strcmp(r->sqlstate, "57014") || strstr(r->err, "query timeout");
 		snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
-		if (!r->transient && b->n > 1)
+		if (timed_out && b->n == 1)
+			snprintf(err, sizeof err, "loading the submission timed out (more than %d ms): "
+			         "its row is too large or too slow to read (%s)",
+			         w->cfg->pg_query_timeout_ms / 10 * 9, r->err);
+		if ((!r->transient || timed_out) && b->n > 1)
 			LOGW(NULL, NULL, "%s: loading the %d jobs of the batch one by one", err, b->n);
 		for (int i = 0; i < b->n; i++) {
 			struct job *j = b->jobs[i];
 			if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 				pipeline_drop(w, j);
-			} else if (!r->transient && b->n > 1) {
+			} else if (timed_out && b->n == 1) {
+				pipeline_retry(w, j, STAGE_LOAD, true, err);
+			} else if ((!r->transient || timed_out) && b->n > 1) {
 				/* Something in one row breaks the query: find which, without
 				 * holding up the others (nor using up their attempts). */
 				j->load_solo = true;
@@ -246,7 +259,7 @@ static void on_load(const struct pgc_result *r, void *data)
 				break;
 			}
 		if (row < 0) {
-			LOGW(j->sub, j->id, "submission not found: dead-lettered");
+			LOGW(j->sub, j->id, "submission not found: dead-lettering");
 			metrics_rejected("submission_not_found");
 			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", OUTCOME_DEAD_LETTERED);
 			continue;
@@ -655,6 +668,7 @@ static void on_mark(const struct pgc_result *r, void *data)
 	if (r->err) {
 		char why[512];
 		snprintf(why, sizeof why, "marking the submission evaluating failed: %s", r->err);
+		pipeline_note_db_error(w, r);
 		pipeline_retry(w, j, STAGE_EVAL, false, why);
 		return;
 	}
@@ -772,7 +786,7 @@ static void after_load(struct worker *w, struct job *j)
 		return;
 	}
 	if (j->kind == JOB_REEVALUATE && r->status != ST_COMPLETED) {
-		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettered",
+		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettering",
 		     job_status_name(r->status));
 		pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", OUTCOME_DEAD_LETTERED);
 		return;
@@ -915,7 +929,7 @@ static void read_timer_cb(uv_timer_t *t)
 		maybe_read(w);      /* re-arms the timer until the worker may take jobs */
 		return;
 	}
-	if (!pgc_pool_ready(w->pg)) {
+	if (!pgc_pool_ready(w->pg) || pipeline_intake_paused_ms(w)) {
 		maybe_read(w);      /* re-arms the timer until the database is back */
 		return;
 	}
@@ -945,6 +959,15 @@ static void maybe_read(struct worker *w)
 		 * hostage while replicas that have a connection could do them. */
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, DB_WAIT_POLL_MS, 0);
+		return;
+	}
+	uint64_t paused = pipeline_intake_paused_ms(w);
+	if (paused) {
+		/* The database refuses writes (read-only, disk full, shutting down):
+		 * new jobs could only wait; the jobs in hand keep retrying, and the
+		 * first write that commits resumes intake. */
+		if (!uv_is_active((uv_handle_t *)&w->t_read))
+			uv_timer_start(&w->t_read, read_timer_cb, paused, 0);
 		return;
 	}
 	int free_slots = w->cfg->concurrency - w->njobs;
@@ -1338,6 +1361,18 @@ static void drain_deadline_cb(uv_timer_t *t)
 		uv_timer_start(&w->t_drain, hard_stop_cb, HARD_STOP_MS, 0);
 	maybe_finish_drain(w);
 }
+/* Reply check for a command whose answer changes nothing but must not fail
+ * silently: data is a static description. */
+static void on_reply_checked(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	(void)r;
+	if (err && !strcmp(err, "closed"))
+		return;     /* shutting down */
+	if (err || !reply || reply->type == REDIS_REPLY_ERROR)
+		LOGW(NULL, NULL, "%s failed: %s", (const char *)data,
+		     err ? err : reply ? reply->str : "no reply");
+}
+
 
 static void start_drain(struct worker *w)
 {
@@ -1358,7 +1393,7 @@ static void start_drain(struct worker *w)
 		char id[24];
 		snprintf(id, sizeof id, "%lld", w->read_client_id);
 		const char *argv[] = { "CLIENT", "UNBLOCK", id };
-		rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, argv, NULL);
+		rq_cmdv(w->rq_cmd, 0, on_reply_checked, (void *)"CLIENT UNBLOCK", 3, argv, NULL);
 	}
 	uv_timer_stop(&w->t_read);
 	uv_timer_stop(&w->t_reconcile);
@@ -1540,6 +1575,8 @@ static int open_parts(struct worker *w)
 	po.conninfo = w->cfg->database_url;
 	po.size = w->cfg->pg_pool_size;
 	po.query_timeout_ms = (uint32_t)w->cfg->pg_query_timeout_ms;
+	po.lock_timeout_ms = (uint32_t)w->cfg->pg_lock_timeout_ms;
+	w->specs.max_bytes = w->cfg->spec_cache_bytes;
 	if (pgc_pool_new(w->loop, &po, &w->pg) < 0) {
 		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
 		return -1;
@@ -1585,6 +1622,13 @@ static void start_timers(struct worker *w)
 	uv_signal_start(&w->sig_int, on_signal, SIGINT);
 	uv_signal_start(&w->sig_hup, on_signal, SIGHUP);   /* drains like SIGTERM (README) */
 	signal(SIGPIPE, SIG_IGN);
+	/* Handlers in place: a SIGTERM that came during start-up (held back by
+	 * worker_run) is delivered now and drains like any other. */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 }
 
 int worker_run(const struct config *cfg)
@@ -1628,6 +1672,15 @@ int worker_run(const struct config *cfg)
 	w->hooks.flush = flush_stages;
 	w->hooks.restart = restart;
 	w->hooks.job_gone = maybe_finish_drain;
+
+	/* SIGTERM / SIGINT during start-up (connecting, the sandbox pool) would
+	 * kill the process with the default action: hold them back until the
+	 * loop's handlers are installed (start_timers). Children reset their mask. */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &term, NULL);
 
 	char *rurl = log_redact_url(cfg->redis_url), *durl = log_redact_url(cfg->database_url);
 	LOGI(NULL, NULL, "starting: redis %s, database %s, prefix %s, concurrency %d, batch %d",

@@ -219,7 +219,7 @@ def main():
         r = migrate("postgresql://bob:s3cr3tpw@127.0.0.1:1/arbiter")
         ok(r.returncode != 0, "unreachable database: non-zero exit")
         ok("s3cr3tpw" not in r.stdout + r.stderr, "password not printed", r.stderr)
-        ok("127.0.0.1" in r.stderr and "bob:***@" in r.stderr, "error names the (redacted) target",
+        ok("host=127.0.0.1" in r.stderr and "user=bob password=***" in r.stderr, "error names the (redacted) target",
            r.stderr)
         r = migrate("host=127.0.0.1 port=1 password=s3cr3tpw bogus_option=1")
         ok(r.returncode != 0 and "s3cr3tpw" not in r.stdout + r.stderr,

@@ -7,6 +7,11 @@
 2. An API server that died between INSERT and XADD: 6,000 queued
    submissions that never reached Redis (more than one reconciler page) are
    re-enqueued once each and evaluated; the reconciler counter says 6,000.
+3. A backlog stranded by `XGROUP SETID ... $`: still in the stream but
+   never to be delivered. The reconciler counts only entries pending for the
+   group or after its last-delivered id, so all 20 are re-enqueued and
+   evaluated (before #16 they stayed queued for good); a pending entry is
+   left alone.
 """
 import re
 import sys
@@ -62,6 +67,26 @@ def main():
         problems = exactly_once(a, subs + lost, ags)
         ok(not problems, "exactly once", "\n".join(problems))
         eq(a.r.xlen(a.stream), 0, "stream empty")
+        eq(w.term(30), 0, "worker exits 0", w.tail())
+
+        # 3. Stranded by XGROUP SETID $ (and one entry pending for a dead consumer).
+        stranded = bulk(a, ags, ch, 21, enqueue=False)
+        a.q("UPDATE submissions SET submitted_at = now() - interval '1 minute' WHERE id = ANY(%s::uuid[])",
+            stranded)
+        enqueue_all(a, stranded)
+        group = "arbiter-workers"
+        a.r.xreadgroup(group, "dead-consumer", {a.stream: ">"}, count=1)
+        a.r.xgroup_setid(a.stream, group, "$")
+        pend = a.r.xpending(a.stream, group)["pending"]
+        eq(pend, 1, "one entry pending for a dead consumer, 20 stranded before the group's id")
+        port = free_port()
+        w = Worker(s, "rc-3", env={"ARBITER_RECONCILE_MS": "1000", "ARBITER_CLAIM_IDLE_MS": "600000",
+                                   "ARBITER_METRICS_ADDR": "127.0.0.1:%d" % port})
+        ok(a.wait_final(stranded[1:], 60), "the 20 stranded submissions were re-enqueued and evaluated",
+           w.tail())
+        time.sleep(2.5)   # two more reconciler periods
+        eq(requeued(port), 20, "exactly the 20 stranded ones re-enqueued (not the pending one)")
+        eq(a.status(stranded[0]), "queued", "the pending one waits for its claim, untouched")
         eq(w.term(30), 0, "worker exits 0", w.tail())
         a.close()
     return done()

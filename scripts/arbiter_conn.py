@@ -1,0 +1,218 @@
+"""Connection strings for arbiter's Python tools (scripts/dlq, scripts/requeue).
+
+The same rules as the worker (worker/redact.h, worker/rq.h): a Redis URL is
+parsed exactly as the worker parses it (redis://[[user]:password@]host[:port][/db],
+the LAST '@' ends the user info so a password may hold '/' or '@', IPv6 hosts
+in [brackets], ?db=/password=/user= parameters, unix://[[user]:password@]/path;
+rediss:// is refused), a PostgreSQL conninfo or URI is parsed by libpq's own
+PQconninfoParse (psycopg2.extensions.parse_dsn). What a person sees is
+printed back from the parsed form with every password as ***; a string that
+does not parse is never echoed. test/data/redact_cases.json holds the table
+both implementations must reproduce exactly.
+"""
+import re
+import urllib.parse
+
+INVALID_REDIS = "(unparsable Redis URL, not shown)"
+INVALID_PG = "(unparsable database connection string, not shown)"
+SECRET_KEYS = ("password", "sslpassword")
+
+
+class ConnError(ValueError):
+    """A connection string that does not parse; the message quotes none of it."""
+
+
+def is_redis(s):
+    low = (s or "")[:9].lower()
+    return low.startswith(("redis://", "rediss://", "redis+", "rediss+", "unix://"))
+
+
+def _pct(s, what):
+    try:
+        b = urllib.parse.unquote_to_bytes(s)
+    except Exception:  # noqa: BLE001
+        raise ConnError("invalid %s" % what)
+    if re.search(r"%(?![0-9A-Fa-f]{2})", s) or b"\0" in b:
+        raise ConnError("invalid %s" % what)
+    try:
+        return b.decode("utf-8", "surrogateescape")
+    except UnicodeDecodeError:
+        raise ConnError("invalid %s" % what)
+
+
+def _int(s, lo, hi, what):
+    if not re.fullmatch(r"[0-9]{1,10}", s) or not lo <= int(s) <= hi:
+        raise ConnError(what)
+    return int(s)
+
+
+def parse_redis(url):
+    """The parts of a Redis URL as a dict (host, port, path, user, password, db),
+    by the worker's rules; raises ConnError."""
+    u = {"host": "", "port": 6379, "path": "", "user": "", "password": "", "db": 0}
+    low = (url or "")[:9].lower()
+    if not url:
+        raise ConnError("empty Redis URL")
+    if low.startswith("redis://"):
+        p, unix = url[8:], False
+    elif low.startswith("unix://"):
+        p, unix = url[7:], True
+    elif low.startswith("rediss://"):
+        p, unix = url[9:], False
+        u["tls"] = True
+    else:
+        raise ConnError("expected redis://host:port/db or unix:///path")
+    if "#" in p:
+        raise ConnError("unexpected '#' in URL")
+    p, has_query, query = p.partition("?")
+
+    def userinfo(s):
+        if ":" not in s:
+            raise ConnError("user info without ':'")
+        user, _, pw = s.partition(":")
+        u["user"], u["password"] = _pct(user, "user name"), _pct(pw, "password")
+        if len(u["user"].encode()) > 127 or len(u["password"].encode()) > 255:
+            raise ConnError("too long")
+
+    if unix:
+        if not p.startswith("/"):
+            at = p.rfind("@/")
+            if at < 0:
+                raise ConnError("unix:// URL needs an absolute path")
+            userinfo(p[:at])
+            p = p[at + 1:]
+        u["path"] = _pct(p, "socket path")
+        if len(u["path"].encode()) > 107 or not u["path"].startswith("/") or u["path"] == "/":
+            raise ConnError("unix:// URL needs an absolute path")
+    else:
+        at = p.rfind("@")
+        if at >= 0:
+            userinfo(p[:at])
+            p = p[at + 1:]
+        auth, slash, dbpart = p.partition("/")
+        port = None
+        if auth.startswith("["):
+            rb = auth.find("]")
+            if rb < 0:
+                raise ConnError("missing ']' after IPv6 address")
+            host = auth[1:rb]
+            if rb + 1 < len(auth):
+                if auth[rb + 1] != ":":
+                    raise ConnError("unexpected text after ']'")
+                port = auth[rb + 2:]
+        else:
+            host, colon, port = auth.partition(":")
+            if not colon:
+                port = None
+            elif ":" in port:
+                raise ConnError("IPv6 addresses must be in [brackets]")
+        if len(host.encode()) >= 256 or re.search(r"[\x00- %@/\\]", host):
+            raise ConnError("invalid host")
+        u["host"] = host or "127.0.0.1"
+        if port is not None:
+            u["port"] = _int(port, 1, 65535, "port must be 1..65535")
+        if slash and dbpart:
+            u["db"] = _int(dbpart, 0, 2**31 - 1, "database must be a non-negative integer")
+    if has_query and query:
+        for part in query.split("&"):
+            k, eq, v = part.partition("=")
+            if not eq:
+                raise ConnError("URL parameter without '='")
+            if k == "db":
+                u["db"] = _int(v, 0, 2**31 - 1, "db must be a non-negative integer")
+            elif k == "password":
+                u["password"] = _pct(v, "password")
+            elif k in ("user", "username"):
+                u["user"] = _pct(v, "user name")
+            else:
+                raise ConnError("unknown URL parameter (db, password, user)")
+    if u["user"] and not u["password"]:
+        raise ConnError("a user name needs a password")
+    return u
+
+
+def check_pg(s):
+    """Raises ConnError for a postgresql:// URI whose password holds an unencoded
+    '/' (libpq would read part of it as host, port or database)."""
+    m = re.match(r"(?i)postgres(ql)?://", s or "")
+    if m:
+        rest = s[m.end():].split("?", 1)[0]
+        if "/" in rest and "@" in rest[rest.index("/"):]:
+            raise ConnError("'@' after the host in a postgresql:// URI: percent-encode "
+                            "'/' in the password as %2F and '@' as %40")
+
+
+def parse_pg(s):
+    """The libpq keywords a conninfo/URI sets (dict in libpq's order); raises ConnError."""
+    import psycopg2
+    import psycopg2.extensions
+    check_pg(s)
+    try:
+        return psycopg2.extensions.parse_dsn(s)
+    except psycopg2.Error:
+        raise ConnError("invalid database connection string")
+
+
+def _pct_out(s, keep=""):
+    return "".join(c if re.fullmatch(r"[A-Za-z0-9._~-]", c) or c in keep
+                   else "".join("%%%02X" % b for b in c.encode("utf-8", "surrogateescape"))
+                   for c in s)
+
+
+def _value(v):
+    if v and not re.search(r"[ \t\n\r\f\v'\\]", v):
+        return v
+    return "'" + re.sub(r"(['\\])", r"\\\1", v) + "'"
+
+
+def redact(s):
+    """What a person may see of a connection string (see the module comment)."""
+    if not s:
+        return ""
+    if is_redis(s):
+        try:
+            u = parse_redis(s)
+        except ConnError:
+            return INVALID_REDIS
+        out = ("unix" if u["path"] else "rediss" if u.get("tls") else "redis") + "://"
+        if u["user"] or u["password"]:
+            out += _pct_out(u["user"]) + (":***" if u["password"] else "") + "@"
+        if u["path"]:
+            return out + _pct_out(u["path"], "/") + "?db=%d" % u["db"]
+        host = "[%s]" % u["host"] if ":" in u["host"] else u["host"]
+        return out + "%s:%d/%d" % (host, u["port"], u["db"])
+    try:
+        opts = parse_pg(s)
+    except ConnError:
+        return INVALID_PG
+    return " ".join("%s=%s" % (k, "***" if k in SECRET_KEYS else _value(v))
+                    for k, v in opts.items() if v)
+
+
+def secret_free(text, *conn):
+    """text with every password of the given connection strings replaced by ***
+    (for driver error messages that might quote one)."""
+    text = str(text)
+    for s in conn:
+        secrets = []
+        try:
+            if is_redis(s):
+                secrets = [parse_redis(s)["password"]]
+            elif s:
+                secrets = [v for k, v in parse_pg(s).items() if k in SECRET_KEYS]
+        except ConnError:
+            pass
+        for x in secrets:
+            if x:
+                text = text.replace(x, "***")
+    return text
+
+
+def redis_client(url, **kw):
+    """A redis.Redis for url, parsed by the worker's rules; raises ConnError."""
+    import redis
+    u = parse_redis(url)
+    common = dict(db=u["db"], password=u["password"] or None, username=u["user"] or None, **kw)
+    if u["path"]:
+        return redis.Redis(unix_socket_path=u["path"], **common)
+    return redis.Redis(host=u["host"], port=u["port"], **common)
