@@ -54,7 +54,7 @@ void norm_describe(unsigned steps, char *buf, size_t n)
 			off += (size_t)snprintf(buf + off, n - off, "%s%s", off ? "," : "", step_names[k]);
 }
 
-static bool is_ws(int32_t c)
+bool norm_is_space(int32_t c)
 {
 	if (c == ' ' || (c >= 9 && c <= 13))
 		return true;
@@ -156,7 +156,7 @@ char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t
 			w += cl;
 			continue;
 		}
-		if ((steps & NORM_SEPARATORS) && (c == '-' || c == '_' || (c >= 0 && is_ws(c)))) {
+		if ((steps & NORM_SEPARATORS) && (c == '-' || c == '_' || (c >= 0 && norm_is_space(c)))) {
 			c = ' ';
 			one = ' ';
 			from = &one;
@@ -164,7 +164,7 @@ char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t
 		}
 		if ((steps & NORM_PUNCTUATION) && c >= 0 && is_punct(c))
 			continue;
-		bool ws = c >= 0 && is_ws(c);
+		bool ws = c >= 0 && norm_is_space(c);
 		if (ws && (steps & NORM_WHITESPACE)) {
 			pending = true;
 			continue;
@@ -187,7 +187,7 @@ char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t
 			                   : utf8proc_iterate((const utf8proc_uint8_t *)out + k,
 			                                      (utf8proc_ssize_t)(w - k), &c);
 			size_t cl = n > 0 ? (size_t)n : 1;
-			if (n <= 0 || !is_ws(c)) {
+			if (n <= 0 || !norm_is_space(c)) {
 				if (!seen)
 					start = k;
 				seen = true;

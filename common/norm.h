@@ -35,6 +35,10 @@ char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t
 int norm_parse(const json_t *v, unsigned *steps, char *err, size_t errlen);
 /* The text steps applied to UTF-8 s[0..len): a malloc'd NUL-terminated result (caller frees)
  * and its length in *outlen; invalid UTF-8 is copied through unchanged by the Unicode steps. */
+/* True for a Unicode white-space code point (ASCII blanks and controls 9-13,
+ * categories Zs/Zl/Zp, U+0085): the rule every text comparison shares. */
+bool norm_is_space(int32_t c);
+
 char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen);
 /* A new reference: v with every string value inside (not object keys) normalised, and with
  * NORM_NUMERIC numeric strings turned into numbers. steps 0 returns v itself (incref'd). */

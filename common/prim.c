@@ -17,6 +17,7 @@
 
 #include "fuzzy.h"
 #include "jcanon.h"
+#include "norm.h"
 #include "util.h"
 
 typedef unsigned __int128 u128;
@@ -730,17 +731,6 @@ size_t prim_count_chars(const char *s, size_t len)
 	return n;
 }
 
-static bool ws_cp(int32_t c)
-{
-	if (c == ' ' || (c >= 9 && c <= 13))
-		return true;
-	if (c < 128)
-		return false;
-	utf8proc_category_t k = utf8proc_category(c);
-	return k == UTF8PROC_CATEGORY_ZS || k == UTF8PROC_CATEGORY_ZL || k == UTF8PROC_CATEGORY_ZP ||
-	       c == 0x85;
-}
-
 static bool word_cp(int32_t c)
 {
 	if (c < 128)
@@ -779,7 +769,7 @@ size_t prim_count_words(const char *s, size_t len)
 			i++;
 			continue;
 		}
-		bool ws = ws_cp(next_cp(s, len, &i));
+		bool ws = norm_is_space(next_cp(s, len, &i));
 		if (!ws && !in)
 			n++;
 		in = !ws;

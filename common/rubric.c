@@ -18,17 +18,8 @@
 #include "score.h"
 #include "util.h"
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-	if (n) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, n, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
+/* fail(): errfail from util.h, the validators' one way to report. */
+#define fail errfail
 
 static const char *const SECTIONS[6] = { "What I Built", "How To Run", "Architecture",
                                          "What Works", "Known Limitations", "Tradeoffs" };

@@ -32,17 +32,8 @@ struct spec {
 	struct rubric *rubric;   /* judge criteria and settings, NULL without (rubric.h) */
 };
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-	if (n) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, n, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
+/* fail(): errfail from util.h, the validators' one way to report. */
+#define fail errfail
 
 /* The number as its shortest decimal text, for messages. */
 static void num_text(const json_t *v, char *buf, size_t n)

@@ -91,3 +91,14 @@ void strbuf_free(struct strbuf *sb)
 	sb->buf = NULL;
 	sb->len = sb->cap = 0;
 }
+
+int errfail(char *err, size_t n, const char *fmt, ...)
+{
+	if (n) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, n, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}

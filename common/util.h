@@ -25,6 +25,10 @@ struct strbuf {
 void strbuf_add(struct strbuf *sb, const char *s, size_t n);
 /* Appends printf-formatted text. */
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes the formatted message into err (n bytes, nothing when n is 0) and
+ * returns -1: the one-line failure of the parsers and validators. */
+int errfail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Frees the buffer and zeroes sb; safe on a zeroed strbuf. */
 void strbuf_free(struct strbuf *sb);
 

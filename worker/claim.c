@@ -154,17 +154,6 @@ static void on_autoclaim(struct rq *r, redisReply *reply, const char *err, void 
 }
 #define XCLAIM_WHAT "XCLAIM (keeping our entries claimed)"
 
-/* Reply check for a command whose answer changes nothing but must not fail
- * silently: data is a static description. */
-static void on_reply_checked(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	(void)r;
-	if (err && !strcmp(err, "closed"))
-		return;     /* shutting down */
-	if (err || !reply || reply->type == REDIS_REPLY_ERROR)
-		LOGW(NULL, NULL, "%s failed: %s", (const char *)data,
-		     err ? err : reply ? reply->str : "no reply");
-}
 
 
 /* Keeps our own in-flight entries from looking idle to other consumers. */
@@ -199,7 +188,7 @@ static void refresh_claims(struct worker *w)
 		j->claimed_at = now;
 		if (argc == cap - 1) {
 			argv[argc++] = "JUSTID";
-			rq_cmdv(w->rq_cmd, 0, on_reply_checked, (void *)XCLAIM_WHAT, argc, argv, NULL);
+			rq_cmdv(w->rq_cmd, 0, rq_reply_logged, (void *)XCLAIM_WHAT, argc, argv, NULL);
 			free(argv);
 			argv = NULL;
 			argc = 0;
@@ -207,7 +196,7 @@ static void refresh_claims(struct worker *w)
 	}
 	if (argc > 0) {
 		argv[argc++] = "JUSTID";
-		rq_cmdv(w->rq_cmd, 0, on_reply_checked, (void *)XCLAIM_WHAT, argc, argv, NULL);
+		rq_cmdv(w->rq_cmd, 0, rq_reply_logged, (void *)XCLAIM_WHAT, argc, argv, NULL);
 		free(argv);
 	}
 }

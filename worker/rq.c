@@ -2105,3 +2105,13 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 		return url_fail(err, errlen, "ssl_* parameters need a rediss:// URL");
 	return 0;
 }
+
+void rq_reply_logged(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	(void)r;
+	if (err && !strcmp(err, "closed"))
+		return;     /* shutting down */
+	if (err || !reply || reply->type == REDIS_REPLY_ERROR)
+		LOGW(NULL, NULL, "%s failed: %s", (const char *)data,
+		     err ? err : reply ? reply->str : "no reply");
+}

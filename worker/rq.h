@@ -57,6 +57,12 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out);
 #define RQ_TIMEOUT_NONE UINT32_MAX      /* timeout_ms: no command timeout (rq.c addition) */
 typedef void rq_cb(struct rq *r, redisReply *reply, const char *err, void *data);
 
+/* An rq_cb for a command whose answer changes nothing but must not fail
+ * silently: logs a warning "<data> failed: <why>" on an error reply or a
+ * transport error (not when the rq is closing). data is a static string
+ * naming the command. */
+void rq_reply_logged(struct rq *r, redisReply *reply, const char *err, void *data);
+
 /* Sends argv[0..argc) (binary-safe; argvlen NULL = strlen of each). cb may be
  * NULL (the reply is discarded). Commands are pipelined: replies come in the
  * order the commands were issued. Returns 0 (cb will run), or -1 (cb will NOT

@@ -1361,17 +1361,6 @@ static void drain_deadline_cb(uv_timer_t *t)
 		uv_timer_start(&w->t_drain, hard_stop_cb, HARD_STOP_MS, 0);
 	maybe_finish_drain(w);
 }
-/* Reply check for a command whose answer changes nothing but must not fail
- * silently: data is a static description. */
-static void on_reply_checked(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	(void)r;
-	if (err && !strcmp(err, "closed"))
-		return;     /* shutting down */
-	if (err || !reply || reply->type == REDIS_REPLY_ERROR)
-		LOGW(NULL, NULL, "%s failed: %s", (const char *)data,
-		     err ? err : reply ? reply->str : "no reply");
-}
 
 
 static void start_drain(struct worker *w)
@@ -1393,7 +1382,7 @@ static void start_drain(struct worker *w)
 		char id[24];
 		snprintf(id, sizeof id, "%lld", w->read_client_id);
 		const char *argv[] = { "CLIENT", "UNBLOCK", id };
-		rq_cmdv(w->rq_cmd, 0, on_reply_checked, (void *)"CLIENT UNBLOCK", 3, argv, NULL);
+		rq_cmdv(w->rq_cmd, 0, rq_reply_logged, (void *)"CLIENT UNBLOCK", 3, argv, NULL);
 	}
 	uv_timer_stop(&w->t_read);
 	uv_timer_stop(&w->t_reconcile);
