@@ -259,6 +259,8 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
 	return 1;
 }
 
+/* (Long: the command reads as its steps in order: options, the four inputs, scoring,
+ * output; each step is a few lines and has one exit code.) */
 int cmd_score(int argc, char **argv)
 {
 	const char *spec_f = NULL, *sub_f = NULL, *gt_f = NULL, *match_f = NULL, *max_s = NULL;

@@ -988,6 +988,8 @@ static bool is_numeric_addr(const char *h)
 	return inet_pton(AF_INET, h, buf) == 1 || inet_pton(AF_INET6, h, buf) == 1;
 }
 
+/* (Long: every check of the configuration happens here, before anything is started, so
+ * that a bad URL fails at once and leaves nothing behind.) */
 int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **out)
 {
 	if (!loop || !o || !o->conninfo || !out)
