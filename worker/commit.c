@@ -738,6 +738,14 @@ static void commit_timer_cb(uv_timer_t *t)
 	commit_flush(t->data);
 }
 
+void commit_prepare(struct pgc_pool *p)
+{
+	const char *all[] = { SQL_LOCK_AGENTS, SQL_LOCK_SUBS, SQL_REEVAL_INFO, SQL_COMPLETE,
+	                      SQL_REEVAL, SQL_REEVAL_MATCHES, SQL_AGENTS, SQL_REJECT, SQL_FAIL };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		pgc_pool_prepare(p, all[i]);
+}
+
 void commit_flush(struct worker *w)
 {
 	while (w->commits_inflight < w->max_commits && w->commit_q.n > 0 &&

@@ -330,6 +330,11 @@ static void finish_eval(struct worker *w, struct job *j)
 	metrics_eval_seconds(pipeline_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
 	j->res_json = score_result_dumps(&j->res);
 	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;
+	/* The inputs are not needed any more (a failed commit is retried from the
+	 * result): a job waiting for its commit holds only what it writes. */
+	json_decref(j->row.answer);
+	json_decref(j->row.metadata);
+	j->row.answer = j->row.metadata = NULL;
 	LOGD(j->sub, j->id, "evaluated: score %d %s", j->res.score,
 	     score_outcome_name(j->res.result));
 	pipeline_to_commit(w, j);
@@ -1297,6 +1302,10 @@ static int open_parts(struct worker *w)
 		fprintf(stderr, "arbiter worker: invalid ARBITER_DATABASE_URL\n");
 		return -1;
 	}
+	/* The batches' statements: parsed once per connection. */
+	pgc_pool_prepare(w->pg, SQL_LOAD);
+	pgc_pool_prepare(w->pg, SQL_LOAD_CHALLENGES);
+	commit_prepare(w->pg);
 	if (http_start(w->loop, w->cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
 		LOGE(NULL, NULL, "metrics listener: %s", err);
 		fprintf(stderr, "arbiter worker: %s\n", err);

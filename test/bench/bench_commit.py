@@ -69,6 +69,7 @@ SPEC = {
 }
 GT = {"expected": ["a", "b", "c", "d"], "value": 42, "items": [1, 2, 3, 4, 5]}
 AGENTS = 200
+STARTED = []     # every worker process started, stopped at exit whatever happens
 
 
 def commit_sql():
@@ -157,6 +158,7 @@ def run_workers(args, env, n, ids, db, r, timeout=600):
     ws = [subprocess.Popen([args.bin, "worker"],
                            env=dict(env, ARBITER_WORKER_ID="bench-%d" % i))
           for i in range(n)]
+    STARTED.extend(ws)
     t0 = time.time()
     while not drained(r) or count_done(db, ids) < len(ids):
         if time.time() - t0 > timeout:
@@ -173,7 +175,8 @@ def run_workers(args, env, n, ids, db, r, timeout=600):
 
 def stop_workers(ws):
     for w in ws:
-        w.send_signal(signal.SIGTERM)
+        if w.poll() is None:
+            w.send_signal(signal.SIGTERM)
     for w in ws:
         try:
             w.wait(40)
@@ -276,124 +279,132 @@ def main():
         pg.update({"shared_preload_libraries": "pg_stat_statements",
                    "pg_stat_statements.track": "all"})
     with Services(pg_settings=pg) as svc:
-        env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
-                   ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
-                   ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY=str(args.concurrency),
-                   ARBITER_BATCH_MAX=str(args.batch), ARBITER_LOG_LEVEL="warn")
-        subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
-        db = psycopg2.connect(svc.database_url)
-        r = redis.Redis.from_url(svc.redis_url)
-        cur = db.cursor()
-        agents = [str(uuid.uuid4()) for _ in range(AGENTS)]
-        psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
-                                       [(a, "agent-%d" % i) for i, a in enumerate(agents)])
-        challenge = str(uuid.uuid4())
-        cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
-                    "time_limit_secs) VALUES (%s,'bench','contender',%s,%s,300)",
-                    (challenge, json.dumps(SPEC), json.dumps(GT)))
-        cur.execute("CREATE TABLE bench_batches (b int PRIMARY KEY, rows text, sub_ids text, "
-                    "agent_ids text, agents text)")
-        cur.execute("CREATE SEQUENCE bench_batch_seq")
-        db.commit()
-
-        # Warm-up of the worker (and the rows the ceiling copies).
-        warm = seed(db, 2 * args.batch * args.workers, agents, challenge)
-        enqueue(r, warm)
-        ws, _, _ = run_workers(args, env, args.workers, warm, db, r)
-        stop_workers(ws)
-        tpl = templates(db)
-
-        script = pgbench_script(commit_sql())
-        next_sub = len(warm)
-        nbatch = 1
-        ratios, rates = [], []
-        ws = []
-        for rnd in range(args.rounds):
-            # 1. Ceiling, on its own submissions.
-            per_client_warm = 10 if rnd else 20
-            per_client = args.jobs // (args.batch * args.clients)
-            n_warm = per_client_warm * args.clients * args.batch
-            n_meas = per_client * args.clients * args.batch
-            ids = seed(db, n_warm + n_meas, agents, challenge, first=next_sub)
-            next_sub += len(ids)
-            cur.execute("SELECT id::text, agent_id::text, match_id::text FROM submissions "
-                        "WHERE id = ANY(%s::uuid[])", (ids,))
-            info = {x: (a_, m_) for x, a_, m_ in cur.fetchall()}
+        try:
+            env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
+                       ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
+                       ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY=str(args.concurrency),
+                       ARBITER_BATCH_MAX=str(args.batch), ARBITER_LOG_LEVEL="warn",
+                       # The ceiling's submissions are queued in PostgreSQL and never in
+                       # Redis: the reconciler must not hand them to the workers.
+                       ARBITER_RECONCILE_MS="86400000")
+            subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
+            db = psycopg2.connect(svc.database_url)
+            r = redis.Redis.from_url(svc.redis_url)
+            cur = db.cursor()
+            agents = [str(uuid.uuid4()) for _ in range(AGENTS)]
+            psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
+                                           [(a, "agent-%d" % i) for i, a in enumerate(agents)])
+            challenge = str(uuid.uuid4())
+            cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
+                        "time_limit_secs) VALUES (%s,'bench','contender',%s,%s,300)",
+                        (challenge, json.dumps(SPEC), json.dumps(GT)))
+            cur.execute("CREATE TABLE bench_batches (b int PRIMARY KEY, rows text, sub_ids text, "
+                        "agent_ids text, agents text)")
+            cur.execute("CREATE SEQUENCE bench_batch_seq")
             db.commit()
-            nbatch += prepare_batches(db, ids, {x: info[x][0] for x in ids},
-                                      {x: info[x][1] for x in ids}, args.batch, tpl, nbatch)
-            pgbench(svc, script, args.clients, per_client_warm, args.mode)
-            settle(svc)
-            tps = pgbench(svc, script, args.clients, per_client, args.mode)
-            ceiling = tps * args.batch
-            print("round %d ceiling: pgbench, the commit's statements, %d evaluations/transaction, "
-                  "%d clients: %.0f transactions/s = %.0f evaluations/s"
-                  % (rnd + 1, args.batch, args.clients, tps, ceiling))
 
-            # 2. Pipeline, on a backlog of its own.
+            # Warm-up of the worker (and the rows the ceiling copies).
+            warm = seed(db, 2 * args.batch * args.workers, agents, challenge)
+            enqueue(r, warm)
+            ws, _, _ = run_workers(args, env, args.workers, warm, db, r)
             stop_workers(ws)
-            ids = seed(db, args.jobs, agents, challenge, first=next_sub)
-            next_sub += len(ids)
-            enqueue(r, ids)
+            tpl = templates(db)
+
+            script = pgbench_script(commit_sql())
+            next_sub = len(warm)
+            nbatch = 1
+            ratios, rates = [], []
+            ws = []
+            for rnd in range(args.rounds):
+                # 1. Ceiling, on its own submissions.
+                per_client_warm = 10 if rnd else 20
+                per_client = args.jobs // (args.batch * args.clients)
+                n_warm = per_client_warm * args.clients * args.batch
+                n_meas = per_client * args.clients * args.batch
+                ids = seed(db, n_warm + n_meas, agents, challenge, first=next_sub)
+                next_sub += len(ids)
+                cur.execute("SELECT id::text, agent_id::text, match_id::text FROM submissions "
+                            "WHERE id = ANY(%s::uuid[])", (ids,))
+                info = {x: (a_, m_) for x, a_, m_ in cur.fetchall()}
+                db.commit()
+                nbatch += prepare_batches(db, ids, {x: info[x][0] for x in ids},
+                                          {x: info[x][1] for x in ids}, args.batch, tpl, nbatch)
+                pgbench(svc, script, args.clients, per_client_warm, args.mode)
+                settle(svc)
+                tps = pgbench(svc, script, args.clients, per_client, args.mode)
+                ceiling = tps * args.batch
+                print("round %d ceiling: pgbench, the commit's statements, %d evaluations/transaction, "
+                      "%d clients: %.0f transactions/s = %.0f evaluations/s"
+                      % (rnd + 1, args.batch, args.clients, tps, ceiling))
+
+                # 2. Pipeline, on a backlog of its own.
+                ids = seed(db, args.jobs, agents, challenge, first=next_sub)
+                next_sub += len(ids)
+                enqueue(r, ids)
+                settle(svc)
+                if args.profile and rnd == args.rounds - 1:
+                    svc.psql(svc.dbname, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                    svc.psql(svc.dbname, "SELECT pg_stat_statements_reset()")
+                ws, span, n = run_workers(args, env, args.workers, ids, db, r)
+                rate = n / span if span > 0 else 0
+                print("round %d pipeline: %d evaluations by %d workers (concurrency %d, batch %d) in "
+                      "%.2f s = %.0f evaluations/s; ratio %.2f"
+                      % (rnd + 1, n, args.workers, args.concurrency, args.batch, span, rate,
+                         rate / ceiling if ceiling else 0))
+                ratios.append(rate / ceiling if ceiling else 0)
+                rates.append(rate)
+                if rnd < args.rounds - 1:
+                    stop_workers(ws)      # (the last round's go on to the latency phase)
+                    ws = []
+            med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+            rate = med(rates)
+            print("ratio pipeline / ceiling: median %.2f (rounds: %s)"
+                  % (med(ratios), " ".join("%.2f" % x for x in ratios)))
+            if args.profile:
+                cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
+                            "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
+                            "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = (SELECT oid "
+                            "FROM pg_database WHERE datname = current_database()) ORDER BY "
+                            "total_exec_time DESC LIMIT 12")
+                print("top statements of the last pipeline round (calls, mean ms, total ms, rows, "
+                      "query):")
+                for row in cur.fetchall():
+                    print("  %8d %8s %9s %8d  %s" % row)
+                db.commit()
+
+            # 3. Latency at half the pipeline's rate.
+            half = max(1, int(rate / 2))
+            total = half * args.secs
+            ids2 = seed(db, total, agents, challenge, first=next_sub)
             settle(svc)
-            if args.profile and rnd == args.rounds - 1:
-                svc.psql(svc.dbname, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-                svc.psql(svc.dbname, "SELECT pg_stat_statements_reset()")
-            ws, span, n = run_workers(args, env, args.workers, ids, db, r)
-            rate = n / span if span > 0 else 0
-            print("round %d pipeline: %d evaluations by %d workers (concurrency %d, batch %d) in "
-                  "%.2f s = %.0f evaluations/s; ratio %.2f"
-                  % (rnd + 1, n, args.workers, args.concurrency, args.batch, span, rate,
-                     rate / ceiling if ceiling else 0))
-            ratios.append(rate / ceiling if ceiling else 0)
-            rates.append(rate)
-        med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-        rate = med(rates)
-        print("ratio pipeline / ceiling: median %.2f (rounds: %s)"
-              % (med(ratios), " ".join("%.2f" % x for x in ratios)))
-        if args.profile:
-            cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
-                        "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
-                        "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = (SELECT oid "
-                        "FROM pg_database WHERE datname = current_database()) ORDER BY "
-                        "total_exec_time DESC LIMIT 12")
-            print("top statements of the last pipeline round (calls, mean ms, total ms, rows, "
-                  "query):")
-            for row in cur.fetchall():
-                print("  %8d %8s %9s %8d  %s" % row)
+            sent = {}
+            start = time.time()
+            for k, sid in enumerate(ids2):
+                delay = start + k / half - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                now = time.time()
+                r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
+                sent[sid] = now
+            offered = total / (time.time() - start)
+            t1 = time.time()
+            while (not drained(r) or count_done(db, ids2) < len(ids2)) and time.time() - t1 < 120:
+                time.sleep(0.05)
+            cur.execute("SELECT submission_id::text, extract(epoch from completed_at) FROM "
+                        "evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids2,))
+            lat = sorted((float(c) - sent[s]) * 1000 for s, c in cur.fetchall())
             db.commit()
+            if lat:
+                p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
+                print("latency at %.0f jobs/s offered (half the pipeline's rate): n=%d p50=%.1f ms "
+                      "p99=%.1f ms max=%.1f ms" % (offered, len(lat), p(0.5), p(0.99), lat[-1]))
 
-        # 3. Latency at half the pipeline's rate.
-        half = max(1, int(rate / 2))
-        total = half * args.secs
-        ids2 = seed(db, total, agents, challenge, first=next_sub)
-        settle(svc)
-        sent = {}
-        start = time.time()
-        for k, sid in enumerate(ids2):
-            delay = start + k / half - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            now = time.time()
-            r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
-            sent[sid] = now
-        offered = total / (time.time() - start)
-        t1 = time.time()
-        while (not drained(r) or count_done(db, ids2) < len(ids2)) and time.time() - t1 < 120:
-            time.sleep(0.05)
-        cur.execute("SELECT submission_id::text, extract(epoch from completed_at) FROM "
-                    "evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids2,))
-        lat = sorted((float(c) - sent[s]) * 1000 for s, c in cur.fetchall())
-        db.commit()
-        if lat:
-            p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
-            print("latency at %.0f jobs/s offered (half the pipeline's rate): n=%d p50=%.1f ms "
-                  "p99=%.1f ms max=%.1f ms" % (offered, len(lat), p(0.5), p(0.99), lat[-1]))
-
-        # 4. Memory.
-        for i, w in enumerate(ws):
-            print("worker %d peak RSS (VmHWM): %.1f MB" % (i, hwm_kb(w.pid) / 1024))
-        stop_workers(ws)
+            # 4. Memory.
+            for i, w in enumerate(ws):
+                print("worker %d peak RSS (VmHWM): %.1f MB" % (i, hwm_kb(w.pid) / 1024))
+            stop_workers(ws)
+        finally:
+            stop_workers(STARTED)   # before the servers go
     return 0
 
 
