@@ -469,7 +469,7 @@ json_t *score_result_json(const struct score_result *r)
 static void add_dump(struct strbuf *sb, const json_t *v)
 {
 	if (json_is_array(v) && json_array_size(v) == 0) {
-		strbuf_add(sb, "[]", 2);
+		strbuf_addlit(sb, "[]");
 		return;
 	}
 	char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
@@ -542,13 +542,13 @@ char *score_result_dumps(const struct score_result *r)
 			if (skip)
 				continue;
 			json_t *ks = json_string(k);
-			strbuf_add(&sb, ",", 1);
+			strbuf_addlit(&sb, ",");
 			add_dump(&sb, ks);
-			strbuf_add(&sb, ":", 1);
+			strbuf_addlit(&sb, ":");
 			add_dump(&sb, v);
 			json_decref(ks);
 		}
 	}
-	strbuf_add(&sb, "}", 1);
+	strbuf_addlit(&sb, "}");
 	return sb.buf;
 }

@@ -52,7 +52,7 @@ static int read_file(const char *path, char **out, size_t *len)
 	struct strbuf sb = { 0 };
 	char buf[65536];
 	size_t n;
-	strbuf_add(&sb, "", 0);
+	strbuf_addlit(&sb, "");
 	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
 		strbuf_add(&sb, buf, n);
 	int bad = ferror(f);

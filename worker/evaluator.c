@@ -339,7 +339,7 @@ int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_p
 			while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len < (1u << 20))
 				strbuf_add(&b, buf, n);
 			fclose(f);
-			strbuf_add(&b, "", 0);
+			strbuf_addlit(&b, "");
 			text = b.buf;
 			len = b.len;
 			source = file;
@@ -586,7 +586,7 @@ static void excerpt(struct strbuf *sb, const char *s, size_t n, size_t max)
 		strbuf_addf(sb, "%c", c == '\n' ? ' ' : (c >= 32 && c < 127) ? (char)c : '?');
 	}
 	if (n > max)
-		strbuf_add(sb, "...", 3);
+		strbuf_addlit(sb, "...");
 }
 
 static int round_ratio(int64_t num, int64_t den)
@@ -726,7 +726,7 @@ static void on_compiled(const struct sandbox_result *r, void *data)
 	}
 	/* keep the compiler's output (stderr, then stdout), truncated */
 	struct strbuf *o = &e->compile_output;
-	strbuf_add(o, "", 0);
+	strbuf_addlit(o, "");
 	size_t room = EV_COMPILE_OUTPUT_KEEP;
 	size_t a = r->err_len < room ? r->err_len : room;
 	strbuf_add(o, r->err, a);

@@ -48,11 +48,11 @@ static void json_escape(struct strbuf *sb, const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		switch (*p) {
-		case '"': strbuf_add(sb, "\\\"", 2); break;
-		case '\\': strbuf_add(sb, "\\\\", 2); break;
-		case '\n': strbuf_add(sb, "\\n", 2); break;
-		case '\r': strbuf_add(sb, "\\r", 2); break;
-		case '\t': strbuf_add(sb, "\\t", 2); break;
+		case '"': strbuf_addlit(sb, "\\\""); break;
+		case '\\': strbuf_addlit(sb, "\\\\"); break;
+		case '\n': strbuf_addlit(sb, "\\n"); break;
+		case '\r': strbuf_addlit(sb, "\\r"); break;
+		case '\t': strbuf_addlit(sb, "\\t"); break;
 		default:
 			if (*p < 0x20)
 				strbuf_addf(sb, "\\u%04x", *p);
@@ -66,7 +66,7 @@ static void add_field(struct strbuf *sb, const char *name, const char *value)
 {
 	strbuf_addf(sb, ",\"%s\":\"", name);
 	json_escape(sb, value);
-	strbuf_add(sb, "\"", 1);
+	strbuf_addlit(sb, "\"");
 }
 
 void log_msg(enum log_level lvl, const char *sub, const char *job, const char *fmt, ...)
@@ -104,7 +104,7 @@ void log_msg(enum log_level lvl, const char *sub, const char *job, const char *f
 		add_field(&line, "submission_id", sub);
 	if (job)
 		add_field(&line, "job_id", job);
-	strbuf_add(&line, "}\n", 2);
+	strbuf_addlit(&line, "}\n");
 	fwrite(line.buf, 1, line.len, stderr);
 	fflush(stderr);
 	strbuf_free(&line);
@@ -130,7 +130,7 @@ char *log_redact_url(const char *url)
 			const char *colon = memchr(auth, ':', (size_t)(at - auth));
 			if (colon) {
 				strbuf_add(&out, auth, (size_t)(colon - auth));
-				strbuf_add(&out, ":***", 4);
+				strbuf_addlit(&out, ":***");
 			} else {
 				strbuf_add(&out, auth, (size_t)(at - auth));
 			}
@@ -147,7 +147,7 @@ char *log_redact_url(const char *url)
 			break;
 		}
 		strbuf_add(&out, p, (size_t)(hit - p) + 9);
-		strbuf_add(&out, "***", 3);
+		strbuf_addlit(&out, "***");
 		p = hit + 9;
 		if (*p == '\'') {
 			p++;

@@ -282,16 +282,16 @@ static void flush_loads(struct worker *w)
 
 		b->w = w;
 		b->n = n;
-		strbuf_add(&arr, "{", 1);
+		strbuf_addlit(&arr, "{");
 		for (int i = 0; i < n; i++) {
 			struct job *j = jobq_pop(&w->load_q);
 			job_set_state(j, JOB_LOADING);
 			b->jobs[i] = j;
 			if (i)
-				strbuf_add(&arr, ",", 1);
+				strbuf_addlit(&arr, ",");
 			strbuf_add(&arr, j->sub, strlen(j->sub));
 		}
-		strbuf_add(&arr, "}", 1);
+		strbuf_addlit(&arr, "}");
 		const char *params[] = { arr.buf };
 		struct pgc_stmt st[2] = {
 			{ SQL_LOAD, 1, params },
