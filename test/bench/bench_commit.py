@@ -333,8 +333,9 @@ def main():
                 settle(svc)
                 tps = pgbench(svc, script, args.clients, per_client, args.mode)
                 ceiling = tps * args.batch
-                print("round %d ceiling: pgbench, the commit's statements, %d evaluations/transaction, "
-                      "%d clients: %.0f transactions/s = %.0f evaluations/s"
+                print("round %d ceiling: pgbench, the commit's statements, "
+                      "%d evaluations/transaction, %d clients: %.0f transactions/s = "
+                      "%.0f evaluations/s"
                       % (rnd + 1, args.batch, args.clients, tps, ceiling))
 
                 # 2. Pipeline, on a backlog of its own.
@@ -347,8 +348,8 @@ def main():
                     svc.psql(svc.dbname, "SELECT pg_stat_statements_reset()")
                 ws, span, n = run_workers(args, env, args.workers, ids, db, r)
                 rate = n / span if span > 0 else 0
-                print("round %d pipeline: %d evaluations by %d workers (concurrency %d, batch %d) in "
-                      "%.2f s = %.0f evaluations/s; ratio %.2f"
+                print("round %d pipeline: %d evaluations by %d workers (concurrency %d, "
+                      "batch %d) in %.2f s = %.0f evaluations/s; ratio %.2f"
                       % (rnd + 1, n, args.workers, args.concurrency, args.batch, span, rate,
                          rate / ceiling if ceiling else 0))
                 ratios.append(rate / ceiling if ceiling else 0)
@@ -363,8 +364,9 @@ def main():
             if args.profile:
                 cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
                             "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
-                            "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = (SELECT oid "
-                            "FROM pg_database WHERE datname = current_database()) ORDER BY "
+                            "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = "
+                            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+                            "ORDER BY "
                             "total_exec_time DESC LIMIT 12")
                 print("top statements of the last pipeline round (calls, mean ms, total ms, rows, "
                       "query):")
