@@ -2,13 +2,19 @@
  * Expression parser and evaluator for the `expression` primitive.
  *
  * Grammar (whitespace = ASCII space, tab, CR, LF between tokens):
- *   expr    := sum [ cmpop sum ]                 cmpop: < <= > >= == !=
+ *   expr    := and { || and }                    1 or 0
+ *   and     := not { && not }                    1 or 0
+ *   not     := ! not | cmp                       1 if the operand is 0, else 0
+ *   cmp     := sum [ cmpop sum ]                 cmpop: < <= > >= == !=
  *   sum     := product { ( + | - ) product }     left-associative
  *   product := unary { ( * | / ) unary }         × (U+00D7) is *, ÷ (U+00F7) is /
  *   unary   := ( - | + ) unary | primary         − (U+2212) is -
  *   primary := number | name | func '(' expr { ',' expr } ')' | '(' expr ')'
  *   number  := digits [ '.' digits* ] | '.' digits        (no exponent)
- *   func    := min | max | clamp                 (min/max: 1+ args, clamp: exactly 3)
+ *   func    := min | max | clamp | if | abs | round | floor | ceil | coalesce
+ *              (min/max/coalesce: 1+ args, clamp/if: 3, the others 1) | len '(' name ')'
+ * round is half up (floor(x + 0.5)); if(c, a, b) evaluates only the branch taken;
+ * a NaN value stands for a missing variable and propagates (see expr_eval_ex).
  * A name followed by '(' is a function call; any other name must be one of the
  * declared variables. Nesting (parentheses, calls, unary signs) is limited to
  * EXPR_MAX_DEPTH levels, the source to EXPR_MAX_LEN bytes. A comparison yields
@@ -37,6 +43,7 @@ enum op {
 	OP_ADD, OP_SUB, OP_MUL, OP_DIV,
 	OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE,
 	OP_MIN, OP_MAX, OP_CLAMP,
+	OP_AND, OP_OR, OP_NOT, OP_IF, OP_ABS, OP_ROUND, OP_FLOOR, OP_CEIL, OP_LEN, OP_COALESCE,
 };
 
 struct node {
@@ -51,6 +58,9 @@ struct expr {
 	uint32_t *args;     /* argument node indices of calls */
 	size_t nargs, capargs;
 	uint32_t root;
+	unsigned char *use;      /* per variable: 1 used as a number, 2 used inside len() */
+	size_t nvars;
+	bool coalesce;
 };
 
 struct parser {
@@ -142,6 +152,7 @@ static void fail_expected(struct parser *p, const char *what)
 }
 
 static uint32_t parse_expr(struct parser *p);
+static uint32_t parse_len(struct parser *p);
 
 static bool enter(struct parser *p, size_t at)
 {
@@ -155,7 +166,7 @@ static bool enter(struct parser *p, size_t at)
 static uint32_t parse_number(struct parser *p)
 {
 	size_t start = p->pos, end = p->pos;
-	char buf[EXPR_MAX_LEN + 1];
+	char buf[EXPR_MAX_NUMBER + 1];
 	bool digits = false;
 	double v;
 
@@ -187,6 +198,10 @@ static uint32_t parse_number(struct parser *p)
 	}
 	if (end < p->len && (is_name_char(p->src[end]) || p->src[end] == '.')) {
 		fail_at(p, end, "malformed number");
+		return 0;
+	}
+	if (end - start > EXPR_MAX_NUMBER) {
+		fail_at(p, start, "number longer than %d characters", EXPR_MAX_NUMBER);
 		return 0;
 	}
 	/* strtod reads '.' as the decimal point: arbiter never changes LC_NUMERIC from "C". */
@@ -233,6 +248,16 @@ static uint32_t parse_call(struct parser *p, enum op op, size_t at)
 		fail_at(p, at, "clamp takes 3 arguments (x, lo, hi), got %zu", n);
 		goto fail;
 	}
+	if (op == OP_IF && n != 3) {
+		fail_at(p, at, "if takes 3 arguments (condition, then, else), got %zu", n);
+		goto fail;
+	}
+	if ((op == OP_ABS || op == OP_ROUND || op == OP_FLOOR || op == OP_CEIL) && n != 1) {
+		fail_at(p, at, "this function takes 1 argument, got %zu", n);
+		goto fail;
+	}
+	if (op == OP_COALESCE)
+		e->coalesce = true;
 	if (e->nargs + n > e->capargs) {
 		while (e->nargs + n > e->capargs)
 			e->capargs = e->capargs ? e->capargs * 2 : 16;
@@ -283,19 +308,25 @@ static uint32_t parse_primary(struct parser *p)
 		p->pos = end;
 		skip_ws(p);
 		if (eat(p, "(")) {
-			if (n == 3 && !memcmp(name, "min", 3))
-				return parse_call(p, OP_MIN, at);
-			if (n == 3 && !memcmp(name, "max", 3))
-				return parse_call(p, OP_MAX, at);
-			if (n == 5 && !memcmp(name, "clamp", 5))
-				return parse_call(p, OP_CLAMP, at);
-			fail_at(p, at, "unknown function '%.*s' (known: min, max, clamp)",
-			        (int)(n > 64 ? 64 : n), name);
+			static const struct { const char *name; enum op op; } fn[] = {
+				{ "min", OP_MIN }, { "max", OP_MAX }, { "clamp", OP_CLAMP }, { "if", OP_IF },
+				{ "abs", OP_ABS }, { "round", OP_ROUND }, { "floor", OP_FLOOR },
+				{ "ceil", OP_CEIL }, { "coalesce", OP_COALESCE },
+			};
+			if (n == 3 && !memcmp(name, "len", 3))
+				return parse_len(p);
+			for (size_t k = 0; k < sizeof fn / sizeof fn[0]; k++)
+				if (strlen(fn[k].name) == n && !memcmp(name, fn[k].name, n))
+					return parse_call(p, fn[k].op, at);
+			fail_at(p, at, "unknown function '%.*s' (known: min, max, clamp, if, abs, round, "
+			        "floor, ceil, len, coalesce)", (int)(n > 64 ? 64 : n), name);
 			return 0;
 		}
 		for (size_t i = 0; i < p->nvars; i++)
-			if (p->vars[i] && strlen(p->vars[i]) == n && !memcmp(p->vars[i], name, n))
+			if (p->vars[i] && strlen(p->vars[i]) == n && !memcmp(p->vars[i], name, n)) {
+				p->e->use[i] |= 1;
 				return add_node(p, OP_VAR, (uint32_t)i, 0, 0);
+			}
 		fail_at(p, at, "unknown variable '%.*s'%s", (int)(n > 64 ? 64 : n), name,
 		        n > 64 ? "..." : "");
 		return 0;
@@ -303,6 +334,37 @@ static uint32_t parse_primary(struct parser *p)
 	fail_expected(p, "a number, a variable, '(' or '-'");
 	return 0;
 }
+
+/* len(name): the length of a variable's value (array items, object keys, string code
+ * points); the '(' was consumed. */
+static uint32_t parse_len(struct parser *p)
+{
+	skip_ws(p);
+	size_t st = p->pos;
+	while (p->pos < p->len && is_name_char(p->src[p->pos]))
+		p->pos++;
+	size_t n = p->pos - st;
+	if (n == 0 || !is_name_start(p->src[st])) {
+		fail_expected(p, "a variable name inside len()");
+		return 0;
+	}
+	uint32_t idx = UINT32_MAX;
+	for (size_t i = 0; i < p->nvars; i++)
+		if (p->vars[i] && strlen(p->vars[i]) == n && !memcmp(p->vars[i], p->src + st, n))
+			idx = (uint32_t)i;
+	if (idx == UINT32_MAX) {
+		fail_at(p, st, "unknown variable '%.*s'", (int)(n > 64 ? 64 : n), p->src + st);
+		return 0;
+	}
+	skip_ws(p);
+	if (!eat(p, ")")) {
+		fail_expected(p, "')' after len's variable");
+		return 0;
+	}
+	p->e->use[idx] |= 2;
+	return add_node(p, OP_LEN, idx, 0, 0);
+}
+
 
 static uint32_t parse_unary(struct parser *p)
 {
@@ -383,7 +445,7 @@ static bool eat_cmp(struct parser *p, enum op *op)
 	return true;
 }
 
-static uint32_t parse_expr(struct parser *p)
+static uint32_t parse_cmp(struct parser *p)
 {
 	uint32_t l = parse_sum(p), r;
 	enum op op;
@@ -402,6 +464,55 @@ static uint32_t parse_expr(struct parser *p)
 	if (eat_cmp(p, &op)) {
 		fail_at(p, at, "comparisons cannot be chained; use parentheses");
 		return 0;
+	}
+	return l;
+}
+
+/* not := '!' not | cmp  ('!' not followed by '=') */
+static uint32_t parse_not(struct parser *p)
+{
+	skip_ws(p);
+	size_t at = p->pos;
+	if (p->pos + 1 <= p->len && p->src[p->pos] == '!' &&
+	    !(p->pos + 1 < p->len && p->src[p->pos + 1] == '=')) {
+		p->pos++;
+		if (!enter(p, at))
+			return 0;
+		uint32_t r = parse_not(p);
+		if (p->failed)
+			return 0;
+		p->depth--;
+		return add_node(p, OP_NOT, r, 0, 0);
+	}
+	return parse_cmp(p);
+}
+
+static uint32_t parse_and(struct parser *p)
+{
+	uint32_t l = parse_not(p);
+	while (!p->failed) {
+		skip_ws(p);
+		if (!eat(p, "&&"))
+			break;
+		uint32_t r = parse_not(p);
+		if (p->failed)
+			break;
+		l = add_node(p, OP_AND, l, r, 0);
+	}
+	return l;
+}
+
+static uint32_t parse_expr(struct parser *p)
+{
+	uint32_t l = parse_and(p);
+	while (!p->failed) {
+		skip_ws(p);
+		if (!eat(p, "||"))
+			break;
+		uint32_t r = parse_and(p);
+		if (p->failed)
+			break;
+		l = add_node(p, OP_OR, l, r, 0);
 	}
 	return l;
 }
@@ -425,6 +536,8 @@ int expr_parse(const char *src, const char *const *vars, size_t nvars, struct ex
 		return -1;
 	}
 	p.e = xcalloc(1, sizeof *p.e);
+	p.e->use = xcalloc(nvars ? nvars : 1, 1);
+	p.e->nvars = nvars;
 	root = parse_expr(&p);
 	if (!p.failed) {
 		skip_ws(&p);
@@ -443,7 +556,11 @@ int expr_parse(const char *src, const char *const *vars, size_t nvars, struct ex
 	return 0;
 }
 
-static double eval_node(const struct expr *e, uint32_t i, const double *values, int *dz)
+struct evctx { const double *values, *lens; int *dz; };
+
+/* NaN stands for "missing" (a variable without value or default); every operator but
+ * coalesce and the untaken branch of if propagates it. */
+static double eval_node(const struct expr *e, uint32_t i, const struct evctx *c)
 {
 	const struct node *n = &e->nodes[i];
 	double x, y;
@@ -452,22 +569,51 @@ static double eval_node(const struct expr *e, uint32_t i, const double *values, 
 	case OP_NUM:
 		return n->num;
 	case OP_VAR:
-		return values[n->a];
+		return c->values[n->a];
+	case OP_LEN:
+		return c->lens ? c->lens[n->a] : NAN;
 	case OP_NEG:
-		return -eval_node(e, n->a, values, dz);
+		return -eval_node(e, n->a, c);
+	case OP_NOT:
+		x = eval_node(e, n->a, c);
+		return isnan(x) ? x : x == 0.0;
+	case OP_ABS:
+		return fabs(eval_node(e, e->args[n->a], c));
+	case OP_FLOOR:
+		return floor(eval_node(e, e->args[n->a], c));
+	case OP_CEIL:
+		return ceil(eval_node(e, e->args[n->a], c));
+	case OP_ROUND:   /* half up */
+		return floor(eval_node(e, e->args[n->a], c) + 0.5);
+	case OP_IF:
+		x = eval_node(e, e->args[n->a], c);
+		if (isnan(x))
+			return x;
+		return eval_node(e, e->args[n->a + (x != 0.0 ? 1 : 2)], c);
+	case OP_COALESCE:
+		for (uint32_t k = 0; k < n->b; k++) {
+			x = eval_node(e, e->args[n->a + k], c);
+			if (!isnan(x))
+				return x;
+		}
+		return NAN;
 	case OP_MIN:
 	case OP_MAX:
-		x = eval_node(e, e->args[n->a], values, dz);
+		x = eval_node(e, e->args[n->a], c);
 		for (uint32_t k = 1; k < n->b; k++) {
-			y = eval_node(e, e->args[n->a + k], values, dz);
-			if (n->op == OP_MIN ? y < x : y > x)
+			y = eval_node(e, e->args[n->a + k], c);
+			if (isnan(y))
+				x = y;
+			if (!isnan(x) && (n->op == OP_MIN ? y < x : y > x))
 				x = y;
 		}
 		return x;
 	case OP_CLAMP: {
-		double v = eval_node(e, e->args[n->a], values, dz);
-		double lo = eval_node(e, e->args[n->a + 1], values, dz);
-		double hi = eval_node(e, e->args[n->a + 2], values, dz);
+		double v = eval_node(e, e->args[n->a], c);
+		double lo = eval_node(e, e->args[n->a + 1], c);
+		double hi = eval_node(e, e->args[n->a + 2], c);
+		if (isnan(lo) || isnan(hi))
+			return NAN;
 		if (v < lo)
 			v = lo;
 		if (v > hi)
@@ -477,16 +623,18 @@ static double eval_node(const struct expr *e, uint32_t i, const double *values, 
 	default:
 		break;
 	}
-	x = eval_node(e, n->a, values, dz);
-	y = eval_node(e, n->b, values, dz);
+	x = eval_node(e, n->a, c);
+	y = eval_node(e, n->b, c);
+	if (n->op >= OP_LT && (isnan(x) || isnan(y)))
+		return NAN;
 	switch (n->op) {
 	case OP_ADD: return x + y;
 	case OP_SUB: return x - y;
 	case OP_MUL: return x * y;
 	case OP_DIV:
 		if (y == 0.0) {
-			if (dz)
-				*dz = 1;
+			if (c->dz)
+				*c->dz = 1;
 			return 0.0;
 		}
 		return x / y;
@@ -496,13 +644,32 @@ static double eval_node(const struct expr *e, uint32_t i, const double *values, 
 	case OP_GE: return x >= y;
 	case OP_EQ: return x == y;
 	case OP_NE: return x != y;
+	case OP_AND: return x != 0.0 && y != 0.0;
+	case OP_OR: return x != 0.0 || y != 0.0;
 	default: return 0.0;
 	}
 }
 
 double expr_eval(const struct expr *e, const double *values, int *div_zero)
 {
-	return eval_node(e, e->root, values, div_zero);
+	struct evctx c = { values, NULL, div_zero };
+	return eval_node(e, e->root, &c);
+}
+
+double expr_eval_ex(const struct expr *e, const double *values, const double *lens, int *div_zero)
+{
+	struct evctx c = { values, lens, div_zero };
+	return eval_node(e, e->root, &c);
+}
+
+unsigned expr_var_use(const struct expr *e, size_t i)
+{
+	return i < e->nvars ? e->use[i] : 0;
+}
+
+bool expr_has_coalesce(const struct expr *e)
+{
+	return e->coalesce;
 }
 
 void expr_free(struct expr *e)
@@ -511,5 +678,6 @@ void expr_free(struct expr *e)
 		return;
 	free(e->nodes);
 	free(e->args);
+	free(e->use);
 	free(e);
 }

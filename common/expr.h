@@ -3,16 +3,19 @@
  * numbers, declared variables, + - * / (also × ÷), unary minus, parentheses,
  * min(a, ...), max(a, ...), clamp(x, lo, hi) and comparisons (< <= > >= == !=,
  * yielding 1 or 0; a comparison's operands may not themselves be bare comparisons,
- * so `a < b < c` is rejected). A recursive-descent parser builds an immutable
+ * so `a < b < c` is rejected), boolean ! && || (1 or 0), if(c, a, b), abs,
+ * round (half up), floor, ceil, len(var), coalesce(a, ...). A recursive-descent parser builds an immutable
  * tree; there is no eval of source text. Evaluation is in double. Pure: no I/O.
  */
 #ifndef ARBITER_EXPR_H
 #define ARBITER_EXPR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-#define EXPR_MAX_DEPTH 64      /* nesting limit (parentheses, calls, unary minus) */
-#define EXPR_MAX_LEN   4096    /* source length limit in bytes */
+#define EXPR_MAX_DEPTH 64      /* nesting limit (parentheses, calls, unary minus, !) */
+#define EXPR_MAX_LEN   65536   /* source length limit in bytes */
+#define EXPR_MAX_NUMBER 400    /* longest number literal */
 
 struct expr;
 /* Parses `src` using only the names in vars[0..nvars). Depth limit 64, length limit 4096.
@@ -27,6 +30,14 @@ int expr_parse(const char *src, const char *const *vars, size_t nvars, struct ex
  * happened (that division yields 0). Result is NOT clamped (the primitive clamps).
  * div_zero may be NULL; it is only ever set to 1, never cleared. */
 double expr_eval(const struct expr *e, const double *values, int *div_zero);
+/* Same with lens[i] the length of variable i's value for len(); a NaN value means "missing":
+ * it propagates through every operator except coalesce (first non-missing argument) and the
+ * branch of if that is not taken; the caller reports a NaN result. */
+double expr_eval_ex(const struct expr *e, const double *values, const double *lens, int *div_zero);
+/* How variable i is used: bit 1 as a number, bit 2 inside len(); 0 if unused. */
+unsigned expr_var_use(const struct expr *e, size_t i);
+/* True when the expression calls coalesce (missing variables are then allowed). */
+bool expr_has_coalesce(const struct expr *e);
 /* Frees the tree; NULL is ok. */
 void expr_free(struct expr *e);
 

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "fuzzy.h"
 #include "jcanon.h"
 #include "util.h"
@@ -34,6 +36,13 @@ static const char *const prim_names[] = {
 	[PRIM_TOKEN_EFFICIENCY] = "token_efficiency",
 	[PRIM_CALL_EFFICIENCY] = "call_efficiency",
 	[PRIM_EXPRESSION] = "expression",
+	[PRIM_TEXT_LENGTH] = "text_length",
+	[PRIM_TERM_COVERAGE] = "term_coverage",
+	[PRIM_REGEX_MATCH] = "regex_match",
+	[PRIM_TOKEN_OVERLAP] = "token_overlap",
+	[PRIM_COUNT] = "count",
+	[PRIM_MATCH_OBJECTS] = "match_objects",
+	[PRIM_KEYED_MAP] = "keyed_map",
 };
 
 int prim_kind_from_name(const char *name, enum prim_kind *out)
@@ -261,7 +270,11 @@ static void element_fraction(const struct dec_num *a, const struct dec_num *b,
 {
 	struct wd T = { uabs64(tol->m), tol->e }, D = { 0, 0 };
 	bool have_d = diff_exact(a, b, &D);
-	long double ld_d = fabsl(dec_num_ld(a) - dec_num_ld(b)), ld_t = dec_num_ld(tol);
+	long double ld_d = 0, ld_t = 0;   /* only needed when the exact difference overflows */
+	if (!have_d) {
+		ld_d = fabsl(dec_num_ld(a) - dec_num_ld(b));
+		ld_t = dec_num_ld(tol);
+	}
 	bool within = have_d ? wd_cmp(D, T) <= 0 : ld_d <= ld_t;
 	f->exact = have_d;
 	if (within) {
@@ -289,6 +302,10 @@ static void element_fraction(const struct dec_num *a, const struct dec_num *b,
 		}
 	}
 	f->exact = false;
+	if (have_d) {   /* exact difference but unaligned scales: the binary fallback */
+		ld_d = fabsl(dec_num_ld(a) - dec_num_ld(b));
+		ld_t = dec_num_ld(tol);
+	}
 	long double x = (5 * ld_t - ld_d) / (4 * ld_t);
 	f->ld = x > 0 ? x : 0;
 }
@@ -640,24 +657,172 @@ int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *
 	return score;
 }
 
-int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err)
+int prim_set_ratio(size_t c, size_t na, size_t nb, enum prim_method m)
+{
+	if (na == 0 && nb == 0)
+		return 1000;
+	switch (m) {
+	case PRIM_M_JACCARD: return prim_permille_ratio(c, na + nb - c);
+	case PRIM_M_RECALL: return nb == 0 ? 1000 : prim_permille_ratio(c, nb);
+	case PRIM_M_PRECISION: return na == 0 ? 0 : prim_permille_ratio(c, na);
+	case PRIM_M_F1: return prim_permille_ratio(2 * (u128)c, (u128)na + nb);
+	default: return 0;
+	}
+}
+
+int prim_set_method(const json_t *got, const json_t *want, enum prim_method m,
+                    struct prim_err *err)
 {
 	if (!need_array(got, want, err))
 		return PRIM_BAD;
 	struct set a, b;
 	set_build(got, &a);
 	set_build(want, &b);
-	size_t c = set_common(&a, &b);
-	int score;
-	if (a.n == 0 && b.n == 0)
-		score = 1000;
-	else if (jaccard)
-		score = prim_permille_ratio(c, a.n + b.n - c);
-	else
-		score = b.n == 0 ? 0 : prim_permille_ratio(c, b.n);
+	int score = prim_set_ratio(set_common(&a, &b), a.n, b.n, m);
 	set_free(&a);
 	set_free(&b);
 	return score;
+}
+
+int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err)
+{
+	return prim_set_method(got, want, jaccard ? PRIM_M_JACCARD : PRIM_M_RECALL, err);
+}
+
+size_t prim_sorted_common(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	struct set x = { .items = (char **)a, .n = na }, y = { .items = (char **)b, .n = nb };
+	return set_common(&x, &y);
+}
+
+/* ---- ramps, lengths, tokens ------------------------------------------------ */
+
+int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps)
+{
+	if (n == 0)
+		return 0;
+	if (steps) {
+		dec6 f = 0;
+		for (size_t i = 0; i < n && pts[i].x <= v; i++)
+			f = pts[i].f;
+		return prim_permille_ratio((u128)f, DEC6_ONE);
+	}
+	if (v <= pts[0].x)
+		return prim_permille_ratio((u128)pts[0].f, DEC6_ONE);
+	if (v >= pts[n - 1].x)
+		return prim_permille_ratio((u128)pts[n - 1].f, DEC6_ONE);
+	size_t i = 0;
+	while (pts[i + 1].x < v)
+		i++;
+	/* f_i + (f_{i+1} − f_i)(v − x_i)/(x_{i+1} − x_i), as one exact ratio. */
+	i128 dx = (i128)pts[i + 1].x - pts[i].x;
+	i128 num = (i128)pts[i].f * dx + ((i128)pts[i + 1].f - pts[i].f) * ((i128)v - pts[i].x);
+	if (num <= 0)
+		return 0;
+	return prim_permille_ratio((u128)num, (u128)dx * DEC6_ONE);
+}
+
+size_t prim_count_chars(const char *s, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return n;
+}
+
+static bool ws_cp(int32_t c)
+{
+	if (c == ' ' || (c >= 9 && c <= 13))
+		return true;
+	if (c < 128)
+		return false;
+	utf8proc_category_t k = utf8proc_category(c);
+	return k == UTF8PROC_CATEGORY_ZS || k == UTF8PROC_CATEGORY_ZL || k == UTF8PROC_CATEGORY_ZP ||
+	       c == 0x85;
+}
+
+static bool word_cp(int32_t c)
+{
+	if (c < 128)
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+	utf8proc_category_t k = utf8proc_category(c);
+	return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) ||
+	       (k >= UTF8PROC_CATEGORY_MN && k <= UTF8PROC_CATEGORY_ME) ||
+	       (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO);
+}
+
+static int32_t next_cp(const char *s, size_t len, size_t *i)
+{
+	if ((unsigned char)s[*i] < 0x80)
+		return (unsigned char)s[(*i)++];
+	utf8proc_int32_t c;
+	utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)s + *i,
+	                                      (utf8proc_ssize_t)(len - *i), &c);
+	if (n <= 0) {
+		*i += 1;
+		return 0xFFFD;
+	}
+	*i += (size_t)n;
+	return c;
+}
+
+size_t prim_count_words(const char *s, size_t len)
+{
+	size_t n = 0, i = 0;
+	bool in = false;
+	while (i < len) {
+		unsigned char b = (unsigned char)s[i];
+		if (b < 0x80) {   /* ASCII fast path */
+			bool ws = b == ' ' || (b >= 9 && b <= 13);
+			n += !ws && !in;
+			in = !ws;
+			i++;
+			continue;
+		}
+		bool ws = ws_cp(next_cp(s, len, &i));
+		if (!ws && !in)
+			n++;
+		in = !ws;
+	}
+	return n;
+}
+
+void prim_tokens(const char *s, size_t len, struct strbuf *sb, char ***items, size_t *n)
+{
+	size_t *off = NULL, cnt = 0, cap = 0, i = 0;
+	memset(sb, 0, sizeof *sb);
+	strbuf_add(sb, "", 0);
+	while (i < len) {
+		size_t st = i;
+		if (!word_cp(next_cp(s, len, &i)))
+			continue;
+		size_t en = i;
+		while (en < len) {
+			size_t k = en;
+			if (!word_cp(next_cp(s, len, &k)))
+				break;
+			en = k;
+		}
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 16;
+			off = xrealloc(off, cap * sizeof *off);
+		}
+		off[cnt++] = sb->len;
+		strbuf_add(sb, s + st, en - st);
+		strbuf_add(sb, "", 1);
+		i = en;
+	}
+	char **it = xcalloc(cnt ? cnt : 1, sizeof *it);
+	for (size_t k = 0; k < cnt; k++)
+		it[k] = sb->buf + off[k];
+	free(off);
+	qsort(it, cnt, sizeof *it, str_cmp);
+	size_t u = 0;
+	for (size_t k = 0; k < cnt; k++)
+		if (u == 0 || strcmp(it[u - 1], it[k]))
+			it[u++] = it[k];
+	*items = it;
+	*n = u;
 }
 
 /* ---- time_decay, efficiency ------------------------------------------------ */

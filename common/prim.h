@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "dec.h"
+#include "util.h"
 
 #define PRIM_BAD (-1)
 
@@ -37,7 +38,21 @@ enum prim_kind {
 	PRIM_TOKEN_EFFICIENCY,
 	PRIM_CALL_EFFICIENCY,
 	PRIM_EXPRESSION,
+	PRIM_TEXT_LENGTH,        /* v2: length of a text against a ramp or steps */
+	PRIM_TERM_COVERAGE,      /* v2: fraction of listed terms / patterns present */
+	PRIM_REGEX_MATCH,        /* v2: a linear-time regular expression matches */
+	PRIM_TOKEN_OVERLAP,      /* v2: word overlap (recall, precision, F1, Jaccard) */
+	PRIM_COUNT,              /* v2: length, distinct items, present keys against a ramp */
+	PRIM_MATCH_OBJECTS,      /* v2: pair objects on keys, score fields, aggregate */
+	PRIM_KEYED_MAP,          /* v2: a nested primitive per key of an object, mean */
 };
+
+/* set_overlap / token_overlap / match_objects aggregate over A = submitted, B = expected:
+ * jaccard |A∩B|/|A∪B|, recall |A∩B|/|B| (set_overlap's "intersection"), precision |A∩B|/|A|,
+ * f1 2|A∩B|/(|A|+|B|), mean (match_objects: mean pair score over matched pairs). */
+enum prim_method { PRIM_M_JACCARD, PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1, PRIM_M_MEAN };
+/* A ramp or steps point: at x, fraction f (dec6, 0..1). */
+struct prim_point { int64_t x; dec6 f; };
 
 /* Name ↔ kind ("exact_match", ...). from_name returns 0, or -1 for an unknown name. */
 int prim_kind_from_name(const char *name, enum prim_kind *out);
@@ -79,6 +94,29 @@ int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double
 /* max(0, 1 − count/budget) exactly; count must be a non-negative integral number (PRIM_BAD
  * otherwise). budget 0: count 0 → 1000, else 0. */
 int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err);
+/* An exact fraction c ÷ of set sizes per method (see enum prim_method); both sets empty → 1000,
+ * a zero denominator otherwise → 0. */
+int prim_set_ratio(size_t common, size_t na, size_t nb, enum prim_method m);
+/* Both arrays as sets (canonical JSON items, duplicates once), scored with method m.
+ * PRIM_BAD (err filled) if either is not an array. */
+int prim_set_method(const json_t *got, const json_t *want, enum prim_method m,
+                    struct prim_err *err);
+/* Piecewise function of v over points sorted by strictly increasing x: linear interpolation
+ * between points and constant outside (steps false), or the f of the last point with x ≤ v and
+ * 0 below the first (steps true). Exact, rounded half up. */
+int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps);
+/* Code points of UTF-8 text (invalid bytes count one each). */
+size_t prim_count_chars(const char *s, size_t len);
+/* Words: maximal runs of non-whitespace code points. */
+size_t prim_count_words(const char *s, size_t len);
+/* Tokens for token_overlap: maximal runs of Unicode letters, digits, marks and '_'. Appends
+ * each token (NUL-terminated, pointing into a copy held by sb) to the set built like
+ * coverage sets: returns the sorted distinct tokens in *items / *n (free with free(*items) and
+ * strbuf_free(sb)). */
+void prim_tokens(const char *s, size_t len, struct strbuf *sb, char ***items, size_t *n);
+/* Size of the intersection of two sorted distinct string arrays. */
+size_t prim_sorted_common(char *const *a, size_t na, char *const *b, size_t nb);
+
 /* True if v (deeply: strings inside arrays/objects too, and object keys) holds a string longer
  * than max_bytes. */
 bool prim_has_long_string(const json_t *v, size_t max_bytes);

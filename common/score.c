@@ -17,6 +17,8 @@
 #include "isotime.h"
 #include "jcanon.h"
 #include "jpath.h"
+#include "norm.h"
+#include "rx.h"
 #include "prim.h"
 #include "util.h"
 
@@ -29,6 +31,11 @@ const char *score_outcome_name(enum score_outcome o)
 	case SCORE_DRAW: return "draw";
 	default: return "loss";
 	}
+}
+
+static int score_strcmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static void warn(json_t *arr, const char *severity, const char *field, const char *fmt, ...)
@@ -70,16 +77,93 @@ bool score_verified(const json_t *metadata, const struct score_match *m)
 struct ctx {
 	const struct spec *s;
 	const json_t *answer, *metadata, *gt;
+	json_t *match_doc;          /* the @match document, or NULL */
 	const struct score_match *m;
 	size_t max_str;
 	bool verified;
+	bool explain;
+	uint64_t rx_budget;
+	int clean[4];               /* per root document: 0 unknown, 1 no string over max_str, 2 has */
 	json_t *warnings;
 };
+
+/* What one application of a primitive noticed besides its score (nested elements that were
+ * missing or ill-typed, regexes over budget) and, with explain, the detail object. */
+struct app {
+	int nbad;          /* numeric_tolerance elements; nested elements missing or ill-typed */
+	int nrx;           /* regexes that ran out of budget */
+	json_t *det;       /* explain detail (borrowed), or NULL */
+};
+
+static const json_t *root_doc(const struct ctx *c, enum spec_var_source src, const json_t *elem)
+{
+	switch (src) {
+	case SPEC_VAR_METADATA: return c->metadata;
+	case SPEC_VAR_GROUND_TRUTH: return c->gt;
+	case SPEC_VAR_MATCH: return c->match_doc;
+	case SPEC_VAR_ELEMENT: return elem;
+	default: return c->answer;
+	}
+}
+
+/* Resolves an optional path (NULL: the document itself). */
+static const json_t *get_path(const struct jpath *p, const json_t *doc, char *why, size_t wl)
+{
+	if (!p) {
+		if (!doc)
+			snprintf(why, wl, "no such document");
+		return doc;
+	}
+	return jpath_get(p, doc, why, wl);
+}
+
+/* Sets an explain detail; the value expression is only evaluated when explaining. */
+#define det_set(a, k, v) do { \
+		if ((a) && (a)->det) \
+			json_object_set_new((a)->det, (k), (v)); \
+	} while (0)
+
+/* A short copy of a value for explain output: strings cut to 200 bytes, arrays to 50 items. */
+static json_t *brief(const json_t *v)
+{
+	if (!v)
+		return json_null();
+	if (json_is_string(v) && json_string_length(v) > 200) {
+		size_t n = 200;
+		while (n > 0 && ((unsigned char)json_string_value(v)[n] & 0xC0) == 0x80)
+			n--;
+		json_t *r = json_stringn(json_string_value(v), n);
+		return r ? r : json_string("...");
+	}
+	if (json_is_array(v) && json_array_size(v) > 50) {
+		json_t *r = json_array();
+		for (size_t i = 0; i < 50; i++)
+			json_array_append_new(r, brief(json_array_get(v, i)));
+		json_array_append_new(r, json_string("..."));
+		return r;
+	}
+	return json_deep_copy(v);
+}
+
+static json_t *frac_json(unsigned long long num, unsigned long long den)
+{
+	return json_pack("[I, I]", (json_int_t)num, (json_int_t)den);
+}
 
 /* field path as shown in warnings: answer paths as written, others with their document. */
 static void gt_name(const struct jpath *p, char *buf, size_t n)
 {
 	snprintf(buf, n, "ground_truth.%s", jpath_text(p));
+}
+
+/* The warning field of a dimension's ground-truth side: "ground_truth.<path>" for the default
+ * root (as before roots existed), else the path as written. */
+static void gt_label(const struct spec_dim *d, char *buf, size_t n)
+{
+	if (d->gt_src == SPEC_VAR_GROUND_TRUTH && d->gt_field && d->gt_text && d->gt_text[0] != '@')
+		gt_name(d->gt_field, buf, n);
+	else
+		snprintf(buf, n, "%s", d->gt_text ? d->gt_text : "ground_truth");
 }
 
 /* The JSON type a field primitive needs on either side, as text for the warning; NULL when
@@ -94,9 +178,28 @@ static const char *needed_type(enum prim_kind k, const json_t *v)
 		return json_is_string(v) ? NULL : "a string";
 	case PRIM_NUMERIC_TOLERANCE:
 		return json_is_number(v) || json_is_array(v) ? NULL : "a number or an array";
+	case PRIM_TEXT_LENGTH: case PRIM_REGEX_MATCH: case PRIM_TOKEN_OVERLAP:
+		return json_is_string(v) ? NULL : "a string";
+	case PRIM_TERM_COVERAGE:
+		return json_is_string(v) || json_is_array(v) ? NULL : "a string or an array of strings";
+	case PRIM_MATCH_OBJECTS:
+		return json_is_array(v) ? NULL : "an array";
+	case PRIM_KEYED_MAP:
+		return json_is_object(v) ? NULL : "an object";
 	default:
 		return NULL;
 	}
+}
+
+/* True when v (inside root document src) may hold a string longer than the limit: a whole
+ * document without one is checked once per evaluation, not once per dimension. */
+static bool long_string(struct ctx *c, enum spec_var_source src, const json_t *v)
+{
+	int i = src == SPEC_VAR_METADATA ? 1 : src == SPEC_VAR_GROUND_TRUTH ? 2
+	      : src == SPEC_VAR_MATCH ? 3 : 0;
+	if (c->clean[i] == 0)
+		c->clean[i] = prim_has_long_string(root_doc(c, src, NULL), c->max_str) ? 2 : 1;
+	return c->clean[i] == 2 && prim_has_long_string(v, c->max_str);
 }
 
 /* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
@@ -108,36 +211,44 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	char why[200], gname[1100];
 	const char *need;
 	int rc = 0;
-	*got = jpath_get(d->field, c->answer, why, sizeof why);
+	*got = get_path(d->field, root_doc(c, d->field_src, NULL), why, sizeof why);
 	if (!*got) {
-		warn(c->warnings, "error", jpath_text(d->field), "dimension '%s': no value at '%s' in the "
-		     "answer (%s)", d->key, jpath_text(d->field), why);
+		warn(c->warnings, "error", d->field_text, "dimension '%s': no value at '%s' in the "
+		     "%s (%s)", d->key, d->field_text, d->field_src == SPEC_VAR_ANSWER ? "answer" :
+		     "submission", why);
 		rc = -1;
 	} else if ((need = needed_type(d->prim, *got))) {
-		warn(c->warnings, "error", jpath_text(d->field), "dimension '%s': submitted value at '%s' "
-		     "is %s, not %s", d->key, jpath_text(d->field), jcanon_type_name(*got), need);
+		warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at '%s' "
+		     "is %s, not %s", d->key, d->field_text, jcanon_type_name(*got), need);
 		rc = -1;
 	}
-	*want = jpath_get(d->gt_field, c->gt, why, sizeof why);
-	gt_name(d->gt_field, gname, sizeof gname);
+	*want = NULL;
+	if (!d->gt_text)   /* a primitive that reads no ground truth (or reads terms instead) */
+		goto long_strings;
+	*want = get_path(d->gt_field, root_doc(c, d->gt_src, NULL), why, sizeof why);
+	gt_label(d, gname, sizeof gname);
 	if (!*want) {
-		warn(c->warnings, "error", gname, "dimension '%s': no value at '%s' in the ground truth "
-		     "(%s)", d->key, jpath_text(d->gt_field), why);
+		warn(c->warnings, "error", gname, "dimension '%s': no value at '%s' in the %s "
+		     "(%s)", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
+		     d->gt_src == SPEC_VAR_GROUND_TRUTH ? "ground truth" : "submission", why);
 		rc = -1;
 	} else if ((need = needed_type(d->prim, *want))) {
 		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
-		     "not %s", d->key, jpath_text(d->gt_field), jcanon_type_name(*want), need);
+		     "not %s", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
+		     jcanon_type_name(*want), need);
 		rc = -1;
 	}
-	if (rc == 0 && prim_has_long_string(*got, c->max_str)) {
-		warn(c->warnings, "error", jpath_text(d->field), "dimension '%s': value at '%s' holds a "
-		     "string longer than %zu bytes", d->key, jpath_text(d->field), c->max_str);
+long_strings:
+	if (rc == 0 && long_string(c, d->field_src, *got)) {
+		warn(c->warnings, "error", d->field_text, "dimension '%s': value at '%s' holds a "
+		     "string longer than %zu bytes", d->key, d->field_text, c->max_str);
 		rc = -1;
 	}
-	if (rc == 0 && prim_has_long_string(*want, c->max_str)) {
-		gt_name(d->gt_field, gname, sizeof gname);
+	if (rc == 0 && *want && long_string(c, d->gt_src, *want)) {
+		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' holds a "
-		     "string longer than %zu bytes", d->key, jpath_text(d->gt_field), c->max_str);
+		     "string longer than %zu bytes", d->key, d->gt_field ? jpath_text(d->gt_field) :
+		     d->gt_text, c->max_str);
 		rc = -1;
 	}
 	return rc;
@@ -186,50 +297,531 @@ static int eval_efficiency(struct ctx *c, const struct spec_dim *d, const char *
 	return r;
 }
 
-static int eval_expression(struct ctx *c, const struct spec_dim *d)
+static double value_len(const json_t *x)
 {
-	double vals[64];
+	if (json_is_array(x))
+		return (double)json_array_size(x);
+	if (json_is_object(x))
+		return (double)json_object_size(x);
+	if (json_is_string(x))
+		return (double)prim_count_chars(json_string_value(x), json_string_length(x));
+	return NAN;
+}
+
+static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *ap)
+{
+	double vals[64], lvals[64];
 	double *values = d->nvars <= 64 ? vals : xcalloc(d->nvars, sizeof *values);
+	double *lens = d->nvars <= 64 ? lvals : xcalloc(d->nvars, sizeof *lens);
 	char why[200];
-	bool ok = true;
+	bool ok = true, tolerant = expr_has_coalesce(d->expr);
+	size_t nmissing = 0;
 	for (size_t i = 0; i < d->nvars; i++) {
 		const struct spec_var *v = &d->vars[i];
-		const json_t *doc = v->src == SPEC_VAR_METADATA ? c->metadata
-		                  : v->src == SPEC_VAR_GROUND_TRUTH ? c->gt : c->answer;
-		const json_t *x = jpath_get(v->path, doc, why, sizeof why);
-		if (!x) {
-			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': no value at '%s' (%s)",
-			     d->key, v->name, v->text, why);
-			ok = false;
+		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
+		values[i] = lens[i] = NAN;
+		if (!x && v->has_default) {
+			values[i] = v->def;
+		} else if (!x) {
+			nmissing++;
+			if (!tolerant) {
+				warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': no value at "
+				     "'%s' (%s)", d->key, v->name, v->text, why);
+				ok = false;
+			}
 		} else if (json_is_number(x)) {
 			values[i] = json_number_value(x);
 		} else if (json_is_boolean(x)) {
 			values[i] = json_is_true(x) ? 1.0 : 0.0;
-		} else {
+		} else if (!v->len_only) {
 			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': value at '%s' is "
 			     "not a number", d->key, v->name, v->text);
 			ok = false;
 		}
+		if (x)
+			lens[i] = value_len(x);
 	}
 	int score = 0;
 	if (ok) {
 		int div_zero = 0;
-		double r = expr_eval(d->expr, values, &div_zero);
+		double r = expr_eval_ex(d->expr, values, lens, &div_zero);
 		if (div_zero)
 			warn(c->warnings, "warning", d->key, "dimension '%s': division by zero in the "
 			     "expression (that division counted as 0)", d->key);
+		if (isnan(r) && nmissing) {
+			for (size_t i = 0; i < d->nvars; i++) {
+				const struct spec_var *v = &d->vars[i];
+				if (isnan(values[i]) && isnan(lens[i]))
+					warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': no value "
+					     "at '%s' and no alternative applied", d->key, v->name, v->text);
+			}
+		}
+		if (d->scale != 1.0)
+			r /= d->scale;
 		score = prim_permille_double((long double)r);
+		if (ap->det)
+			det_set(ap, "value", isfinite(r) ? json_real(r) : json_null());
 	}
-	if (values != vals)
+	if (ap->det) {
+		json_t *vj = json_object();
+		for (size_t i = 0; i < d->nvars; i++)
+			json_object_set_new(vj, d->vars[i].name, isnan(values[i]) ? json_null()
+			                                                          : json_real(values[i]));
+		det_set(ap, "vars", vj);
+	}
+	if (values != vals) {
 		free(values);
+		free(lens);
+	}
 	return score;
 }
 
-static int eval_prim(struct ctx *c, const struct spec_dim *d)
+static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got, const json_t *want,
+                 struct app *ap, struct prim_err *e);
+
+/* Text of a term_coverage / token value: a string, or an array of strings joined by "\n".
+ * Returns a malloc'd copy or NULL (not text). */
+static char *text_of(const json_t *v, size_t *len)
+{
+	if (json_is_string(v)) {
+		*len = json_string_length(v);
+		return xstrndup(json_string_value(v), *len);
+	}
+	if (!json_is_array(v))
+		return NULL;
+	struct strbuf sb = { 0 };
+	strbuf_add(&sb, "", 0);
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		const json_t *x = json_array_get(v, i);
+		if (!json_is_string(x)) {
+			strbuf_free(&sb);
+			return NULL;
+		}
+		if (i)
+			strbuf_add(&sb, "\n", 1);
+		strbuf_add(&sb, json_string_value(x), json_string_length(x));
+	}
+	*len = sb.len;
+	return sb.buf;
+}
+
+static int need_type(const json_t *v, int side, bool ok, const char *what, struct prim_err *e)
+{
+	if (ok)
+		return 0;
+	e->side = side;
+	snprintf(e->why, sizeof e->why, "%s value is %s, not %s", side ? "ground-truth" : "submitted",
+	         jcanon_type_name(v), what);
+	return PRIM_BAD;
+}
+
+static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
+{
+	int m = rx_search(r, t, n, &c->rx_budget);
+	if (m < 0)
+		ap->nrx++;
+	return m > 0;
+}
+
+static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *got,
+                       const json_t *want, struct app *ap, struct prim_err *e)
+{
+	size_t tl;
+	char *text = text_of(got, &tl);
+	if (!text)
+		return need_type(got, 0, false, "a string or an array of strings", e);
+	size_t total = d->nterms, found = 0;
+	json_t *hit = ap->det ? json_array() : NULL, *miss = ap->det ? json_array() : NULL;
+	if (d->nterms) {
+		for (size_t i = 0; i < d->nterms; i++) {
+			const struct spec_term *t = &d->terms[i];
+			bool f = false;
+			for (size_t k = 0; k < t->nalt && !f; k++)
+				f = t->rx[k] ? run_rx(c, t->rx[k], text, tl, ap)
+				             : memmem(text, tl, t->lit[k], t->litlen[k]) != NULL;
+			found += f;
+			if (hit)
+				json_array_append_new(f ? hit : miss, json_integer((json_int_t)i));
+		}
+	} else {
+		if (!json_is_array(want)) {
+			free(text);
+			return need_type(want, 1, false, "an array of strings", e);
+		}
+		total = json_array_size(want);
+		for (size_t i = 0; i < total; i++) {
+			const json_t *w = json_array_get(want, i);
+			if (!json_is_string(w)) {
+				free(text);
+				return need_type(w, 1, false, "a string (a term)", e);
+			}
+			bool f = json_string_length(w) > 0 &&
+			         memmem(text, tl, json_string_value(w), json_string_length(w)) != NULL;
+			found += f;
+			if (hit)
+				json_array_append_new(f ? hit : miss, json_copy((json_t *)w));
+		}
+	}
+	free(text);
+	det_set(ap, "terms_found", hit);
+	det_set(ap, "terms_missing", miss);
+	if (total == 0)
+		return 1000;
+	size_t need = d->need ? (size_t)d->need : total;
+	if (found > need)
+		found = need;
+	det_set(ap, "fraction", frac_json(found, need));
+	return prim_permille_ratio(found, need);
+}
+
+/* The canonical text of an object's match_on key tuple into sb; false when a key is missing
+ * or the item is not an object. */
+static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf *sb)
+{
+	if (!json_is_object(item))
+		return false;
+	for (size_t k = 0; k < d->nkeys; k++) {
+		const json_t *v = jpath_get(d->match_on[k], item, NULL, 0);
+		if (!v)
+			return false;
+		json_t *nv = norm_value(d->norm, v);
+		strbuf_add(sb, k ? "," : "[", 1);
+		jcanon_dump(nv, sb);
+		json_decref(nv);
+	}
+	strbuf_add(sb, "]", 1);
+	return true;
+}
+
+struct okey { char *k; size_t idx; };
+
+static int okey_cmp(const void *a, const void *b)
+{
+	const struct okey *x = a, *y = b;
+	int r = strcmp(x->k, y->k);
+	return r ? r : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* A nested primitive on one element pair; missing sub-values count 0 (ap->nbad). Returns
+ * 0..1000. */
+static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, const json_t *w,
+                  struct app *ap)
+{
+	const json_t *sg = g ? get_path(n->field, g, NULL, 0) : NULL;
+	/* Without its own ground_truth_field, a nested primitive reads the same path on both
+	 * elements. */
+	const struct jpath *gp = n->gt_text ? n->gt_field : n->field;
+	const json_t *sw = w ? get_path(gp, w, NULL, 0) : NULL;
+	if (!sg || (!sw && n->prim != PRIM_TEXT_LENGTH && n->prim != PRIM_REGEX_MATCH &&
+	            n->prim != PRIM_COUNT && !(n->prim == PRIM_TERM_COVERAGE && n->nterms))) {
+		ap->nbad++;
+		return 0;
+	}
+	struct prim_err e = { 0, "" };
+	struct app sub = { 0, 0, NULL };
+	int r = apply(c, n, sg, sw, &sub, &e);
+	ap->nrx += sub.nrx;
+	ap->nbad += sub.nbad;
+	if (r == PRIM_BAD) {
+		ap->nbad++;
+		return 0;
+	}
+	return r;
+}
+
+static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const json_t *got,
+                               const json_t *want, struct app *ap, struct prim_err *e)
+{
+	if (!json_is_array(got))
+		return need_type(got, 0, false, "an array", e);
+	if (!json_is_array(want))
+		return need_type(want, 1, false, "an array", e);
+	size_t ns = json_array_size(got), ne = json_array_size(want), nk = 0;
+	struct strbuf sb = { 0 };
+	size_t *off = xcalloc(ns ? ns : 1, sizeof *off);
+	bool *has = xcalloc(ns ? ns : 1, sizeof *has);
+	strbuf_add(&sb, "", 0);
+	for (size_t i = 0; i < ns; i++) {
+		off[i] = sb.len;
+		has[i] = key_text(d, json_array_get(got, i), &sb);
+		strbuf_add(&sb, "", 1);
+	}
+	struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
+	for (size_t i = 0; i < ns; i++)
+		if (has[i])
+			keys[nk++] = (struct okey){ sb.buf + off[i], i };
+	qsort(keys, nk, sizeof *keys, okey_cmp);
+	bool *used = xcalloc(nk ? nk : 1, sizeof *used);
+	dec6 wsum = 0;
+	for (size_t f = 0; f < d->nfields; f++)
+		wsum += d->fweights[f];
+	unsigned __int128 num = 0;   /* Σ over pairs of Σ w_f × s_f (or 1000 × 10^6 per pair) */
+	size_t matched = 0;
+	json_t *pairs = ap->det ? json_array() : NULL;
+	struct strbuf kb = { 0 };
+	for (size_t j = 0; j < ne; j++) {
+		const json_t *w = json_array_get(want, j);
+		kb.len = 0;
+		strbuf_add(&kb, "", 0);
+		if (!key_text(d, w, &kb))
+			continue;
+		size_t lo = 0, hi = nk;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (strcmp(keys[mid].k, kb.buf) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		while (lo < nk && used[lo] && !strcmp(keys[lo].k, kb.buf))
+			lo++;
+		if (lo >= nk || strcmp(keys[lo].k, kb.buf))
+			continue;
+		used[lo] = true;
+		matched++;
+		const json_t *g = json_array_get(got, keys[lo].idx);
+		int64_t pn = 0;
+		if (d->nfields == 0) {
+			pn = (int64_t)1000 * DEC6_ONE;
+		} else {
+			for (size_t f = 0; f < d->nfields; f++)
+				pn += (int64_t)nested(c, &d->fields[f], g, w, ap) * d->fweights[f];
+			/* scale to "per unit weight": Σ w s / W, kept as a fraction over W below */
+		}
+		num += (unsigned __int128)pn;
+		if (pairs && json_array_size(pairs) < 50)
+			json_array_append_new(pairs, json_pack("{s:I, s:I, s:f}", "submitted",
+			                      (json_int_t)keys[lo].idx, "expected", (json_int_t)j,
+			                      "score", d->nfields ? (double)pn / (double)wsum
+			                                          : 1000.0));
+	}
+	strbuf_free(&kb);
+	/* pair fraction = pn / (1000 × W), W = wsum (or 10^6 without fields). */
+	unsigned __int128 unit = (unsigned __int128)1000 * (unsigned __int128)(d->nfields ? wsum
+	                                                                                  : DEC6_ONE);
+	unsigned __int128 den;
+	int r;
+	if (ns == 0 && ne == 0) {
+		r = 1000;
+		den = 1;
+	} else {
+		switch (d->method) {
+		case PRIM_M_PRECISION: den = unit * ns; break;
+		case PRIM_M_F1: den = unit * (ns + ne); num *= 2; break;
+		case PRIM_M_MEAN: den = unit * matched; break;
+		default: den = unit * ne; break;
+		}
+		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0) : prim_permille_ratio(num, den);
+	}
+	det_set(ap, "objects", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)ns,
+	                                 "expected", (json_int_t)ne, "matched", (json_int_t)matched));
+	det_set(ap, "pairs", pairs);
+	free(used);
+	free(keys);
+	free(has);
+	free(off);
+	strbuf_free(&sb);
+	return r;
+}
+
+static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t *got,
+                           const json_t *want, struct app *ap, struct prim_err *e)
+{
+	if (!json_is_object(got))
+		return need_type(got, 0, false, "an object", e);
+	if (!json_is_object(want))
+		return need_type(want, 1, false, "an object", e);
+	size_t nk = d->keys ? json_array_size(d->keys) : json_object_size(want);
+	unsigned long long sum = 0;
+	json_t *per = ap->det ? json_object() : NULL;
+	size_t i = 0;
+	void *it = d->keys ? NULL : json_object_iter((json_t *)want);
+	for (i = 0; i < nk; i++) {
+		const char *k;
+		if (d->keys) {
+			k = json_string_value(json_array_get(d->keys, i));
+		} else {
+			k = json_object_iter_key(it);
+			it = json_object_iter_next((json_t *)want, it);
+		}
+		int r = nested(c, d->item, json_object_get(got, k), json_object_get(want, k), ap);
+		sum += (unsigned long long)r;
+		if (per && json_object_size(per) < 50)
+			json_object_set_new(per, k, json_integer(r));
+	}
+	det_set(ap, "per_key", per);
+	if (nk == 0)
+		return 1000;
+	det_set(ap, "fraction", frac_json(sum, 1000ULL * nk));
+	return prim_permille_ratio(sum, (unsigned __int128)1000 * nk);
+}
+
+static int apply_count(const struct spec_dim *d, const json_t *got, struct app *ap,
+                       struct prim_err *e)
+{
+	int64_t n = 0;
+	switch (d->count_of) {
+	case SPEC_C_LENGTH:
+		if (json_is_array(got))
+			n = (int64_t)json_array_size(got);
+		else if (json_is_object(got))
+			n = (int64_t)json_object_size(got);
+		else if (json_is_string(got))
+			n = (int64_t)prim_count_chars(json_string_value(got), json_string_length(got));
+		else
+			return need_type(got, 0, false, "an array, an object or a string", e);
+		break;
+	case SPEC_C_PRESENT:
+		if (!json_is_object(got))
+			return need_type(got, 0, false, "an object", e);
+		for (size_t i = 0; i < json_array_size(d->present_keys); i++) {
+			const json_t *v = json_object_get(got, json_string_value(json_array_get(d->present_keys, i)));
+			n += v && !json_is_null(v);
+		}
+		break;
+	default: {
+		if (!json_is_array(got))
+			return need_type(got, 0, false, "an array", e);
+		size_t distinct = 0;   /* distinct canonical items */
+		{
+			size_t m = json_array_size(got);
+			char **txt = xcalloc(m ? m : 1, sizeof *txt);
+			for (size_t i = 0; i < m; i++) {
+				struct strbuf t = { 0 };
+				strbuf_add(&t, "", 0);
+				jcanon_dump(json_array_get(got, i), &t);
+				txt[i] = t.buf;
+			}
+			qsort(txt, m, sizeof *txt, score_strcmp);
+			for (size_t i = 0; i < m; i++)
+				distinct += i == 0 || strcmp(txt[i - 1], txt[i]);
+			for (size_t i = 0; i < m; i++)
+				free(txt[i]);
+			free(txt);
+		}
+		if (d->count_of == SPEC_C_UNIQUE_RATIO) {
+			size_t m = json_array_size(got);
+			det_set(ap, "fraction", frac_json(distinct, m));
+			return m == 0 ? 0 : prim_permille_ratio(distinct, m);
+		}
+		n = (int64_t)distinct;
+		break;
+	}
+	}
+	det_set(ap, "count", json_integer(n));
+	return prim_ramp(n, d->points, d->npoints, d->steps);
+}
+
+/* Applies a field-reading primitive to resolved values (normalised here); PRIM_BAD with e. */
+static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, const json_t *want0,
+                 struct app *ap, struct prim_err *e)
+{
+	bool norm = d->norm && d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP;
+	if (norm && d->prim == PRIM_EXACT_MATCH && !(d->norm & NORM_NUMERIC) && !ap->det &&
+	    !d->case_insensitive &&
+	    json_is_string(got0) && json_is_string(want0)) {
+		/* two strings: compare the normalised texts without building JSON values */
+		size_t la, lb;
+		char ba[256], bb[256];
+		char *ta = norm_text_buf(d->norm, json_string_value(got0), json_string_length(got0), ba,
+		                         sizeof ba, &la);
+		char *tb = norm_text_buf(d->norm, json_string_value(want0), json_string_length(want0), bb,
+		                         sizeof bb, &lb);
+		bool eq = la == lb && !memcmp(ta, tb, la);
+		if (ta != ba)
+			free(ta);
+		if (tb != bb)
+			free(tb);
+		return eq ? 1000 : 0;
+	}
+	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
+	json_t *want = norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
+	int r, nbad = 0;
+	if (norm && ap->det) {
+		det_set(ap, "submitted_normalized", brief(got));
+		if (want)
+			det_set(ap, "expected_normalized", brief(want));
+	}
+	switch (d->prim) {
+	case PRIM_EXACT_MATCH:
+		r = prim_exact_match(got, want, d->case_insensitive);
+		break;
+	case PRIM_EXACT_MATCH_RATIO:
+		r = prim_exact_match_ratio(got, want, e);
+		break;
+	case PRIM_NUMERIC_TOLERANCE:
+		r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e);
+		ap->nbad += nbad;
+		break;
+	case PRIM_FUZZY_STRING:
+		r = prim_fuzzy_string(got, want, e);
+		break;
+	case PRIM_COVERAGE_RATIO:
+		r = prim_coverage_ratio(got, want, e);
+		break;
+	case PRIM_SET_OVERLAP:
+		r = prim_set_method(got, want, d->method, e);
+		break;
+	case PRIM_TEXT_LENGTH:
+		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0) {
+			size_t n = d->words ? prim_count_words(json_string_value(got), json_string_length(got))
+			                    : prim_count_chars(json_string_value(got), json_string_length(got));
+			det_set(ap, "length", json_integer((json_int_t)n));
+			r = prim_ramp((int64_t)n, d->points, d->npoints, d->steps);
+		}
+		break;
+	case PRIM_COUNT:
+		r = apply_count(d, got, ap, e);
+		break;
+	case PRIM_REGEX_MATCH:
+		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0)
+			r = run_rx(c, d->rx, json_string_value(got), json_string_length(got), ap) ? 1000 : 0;
+		break;
+	case PRIM_TERM_COVERAGE:
+		r = apply_terms(c, d, got, want, ap, e);
+		break;
+	case PRIM_TOKEN_OVERLAP:
+		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0 &&
+		    (r = need_type(want, 1, json_is_string(want), "a string", e)) == 0) {
+			struct strbuf sa, sb;
+			char **ia, **ib;
+			size_t na, nb;
+			prim_tokens(json_string_value(got), json_string_length(got), &sa, &ia, &na);
+			prim_tokens(json_string_value(want), json_string_length(want), &sb, &ib, &nb);
+			size_t cm = prim_sorted_common(ia, na, ib, nb);
+			det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
+			                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
+			r = prim_set_ratio(cm, na, nb, d->method);
+			free(ia);
+			free(ib);
+			strbuf_free(&sa);
+			strbuf_free(&sb);
+		}
+		break;
+	case PRIM_MATCH_OBJECTS:
+		r = apply_match_objects(c, d, got, want, ap, e);
+		break;
+	case PRIM_KEYED_MAP:
+		r = apply_keyed_map(c, d, got, want, ap, e);
+		break;
+	default:
+		r = 0;
+		break;
+	}
+	if (norm) {   /* norm_value gave new references (possibly to the same values) */
+		json_decref(got);
+		if (want0)
+			json_decref(want);
+	}
+	return r;
+}
+
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 {
 	const json_t *got, *want;
 	struct prim_err e;
-	int r, nbad = 0;
+	struct app ap = { 0, 0, det };
+	int r;
 	e.side = 0;
 	e.why[0] = 0;
 	switch (d->prim) {
@@ -240,44 +832,35 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d)
 	case PRIM_CALL_EFFICIENCY:
 		return eval_efficiency(c, d, "max_llm_calls", "llm_call_count");
 	case PRIM_EXPRESSION:
-		return eval_expression(c, d);
+		return eval_expression(c, d, &ap);
 	default:
 		break;
 	}
 	if (resolve_fields(c, d, &got, &want) < 0)
 		return 0;
-	switch (d->prim) {
-	case PRIM_EXACT_MATCH:
-		r = prim_exact_match(got, want, d->case_insensitive);
-		break;
-	case PRIM_EXACT_MATCH_RATIO:
-		r = prim_exact_match_ratio(got, want, &e);
-		break;
-	case PRIM_NUMERIC_TOLERANCE:
-		r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, &e);
-		if (r != PRIM_BAD && nbad > 0)
-			warn(c->warnings, "warning", jpath_text(d->field), "dimension '%s': %d of %zu "
-			     "elements are missing or not numbers (each counts 0)", d->key, nbad,
-			     json_array_size(want));
-		break;
-	case PRIM_FUZZY_STRING:
-		r = prim_fuzzy_string(got, want, &e);
-		break;
-	case PRIM_COVERAGE_RATIO:
-		r = prim_coverage_ratio(got, want, &e);
-		break;
-	case PRIM_SET_OVERLAP:
-		r = prim_set_overlap(got, want, d->jaccard, &e);
-		break;
-	default:
-		r = 0;
-		break;
+	if (det) {
+		json_object_set_new(det, "submitted", brief(got));
+		if (want)
+			json_object_set_new(det, "expected", brief(want));
 	}
+	r = apply(c, d, got, want, &ap, &e);
+	if (r != PRIM_BAD && ap.nbad > 0) {
+		if (d->prim == PRIM_NUMERIC_TOLERANCE)
+			warn(c->warnings, "warning", d->field_text, "dimension '%s': %d of %zu "
+			     "elements are missing or not numbers (each counts 0)", d->key, ap.nbad,
+			     json_array_size(want));
+		else
+			warn(c->warnings, "warning", d->field_text, "dimension '%s': %d nested values were "
+			     "missing or ill-typed (each counts 0)", d->key, ap.nbad);
+	}
+	if (ap.nrx > 0)
+		warn(c->warnings, "error", d->field_text, "dimension '%s': %d regular-expression "
+		     "searches ran out of their work budget (counted as not matching)", d->key, ap.nrx);
 	if (r == PRIM_BAD) {
 		char gname[1100];
-		const char *f = jpath_text(d->field);
+		const char *f = d->field_text;
 		if (e.side == 1) {
-			gt_name(d->gt_field, gname, sizeof gname);
+			gt_label(d, gname, sizeof gname);
 			f = gname;
 		}
 		warn(c->warnings, "error", f, "dimension '%s': %s", d->key, e.why);
@@ -322,11 +905,13 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 		.m = m ? m : &no_match,
 		.max_str = lim && lim->max_string_bytes ? lim->max_string_bytes
 		                                        : SCORE_DEFAULT_MAX_STRING_BYTES,
+		.explain = lim && lim->explain,
+		.rx_budget = SCORE_RX_BUDGET,
 	};
 	size_t nd = spec_ndims(s);
 	if (spec_evaluator(s) != SPEC_DETERMINISTIC && !ext) {
 		for (size_t i = 0; i < nd; i++)
-			if (spec_dim_external(s, i)) {
+			if (spec_dim_external(s, i) && !spec_dim(s, i)->kind) {
 				if (errlen)
 					snprintf(err, errlen, "the %s evaluator did not run (no external scores)",
 					         spec_evaluator_name(spec_evaluator(s)));
@@ -339,39 +924,87 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	c.warnings = out->warnings;
 	c.verified = score_verified(c.metadata, c.m);
 	out->verified = c.verified;
+	if (lim && lim->text_bytes && lim->text_bytes <= c.max_str)
+		for (int k = 0; k < 4; k++)
+			c.clean[k] = 1;   /* no string can be longer than the whole text */
+	if (spec_uses_match(s)) {
+		/* The @match document: what the worker knows of the match, nothing from the clock. */
+		c.match_doc = json_object();
+		if (c.m->has_times) {
+			int64_t ms = c.m->submitted_at_ms - c.m->started_at_ms;
+			char b[48];
+			snprintf(b, sizeof b, "%lld.%03lld", (long long)(ms / 1000),
+			         (long long)((ms < 0 ? -ms : ms) % 1000));
+			json_object_set_new(c.match_doc, "elapsed_ms", json_integer(ms));
+			json_object_set_new(c.match_doc, "elapsed_secs", json_real(strtod(b, NULL)));
+		}
+		if (c.m->time_limit_secs > 0)
+			json_object_set_new(c.match_doc, "time_limit_secs", json_integer(c.m->time_limit_secs));
+		json_object_set_new(c.match_doc, "attempt_number", json_integer(c.m->attempt_number));
+		json_object_set_new(c.match_doc, "memoryless", json_boolean(c.m->memoryless));
+		json_object_set_new(c.match_doc, "verified", json_boolean(c.verified));
+	}
 
 	int raw[SPEC_MAX_DIMS], fin[SPEC_MAX_DIMS];
 	for (size_t i = 0; i < nd; i++) {
 		const struct spec_dim *d = spec_dim(s, i);
 		if (d->external) {
-			size_t k = 0;
-			while (k < ext->n && strcmp(ext->keys[k], d->key))
+			size_t k = 0, n = ext ? ext->n : 0;
+			while (k < n && strcmp(ext->keys[k], d->key))
 				k++;
-			if (k == ext->n) {
+			if (k == n) {
 				raw[i] = 0;
 				warn(c.warnings, "error", d->key, "dimension '%s': the %s evaluator gave no score "
-				     "for it", d->key, spec_evaluator_name(spec_evaluator(s)));
+				     "for it", d->key, d->kind ? d->kind : spec_evaluator_name(spec_evaluator(s)));
 			} else {
 				int v = ext->scores[k];
 				raw[i] = v < 0 ? 0 : v > 1000 ? 1000 : v;
 			}
 		} else {
-			raw[i] = eval_prim(&c, d);
+			json_t *det = c.explain ? json_object() : NULL;
+			if (det)
+				json_object_set_new(det, "primitive", json_string(prim_kind_name(d->prim)));
+			raw[i] = eval_prim(&c, d, det);
+			if (det && d->norm) {
+				char nb[128];
+				norm_describe(d->norm, nb, sizeof nb);
+				json_object_set_new(det, "normalize", json_string(nb));
+			}
+			out->dims[i].detail = det;
 		}
 	}
 	/* Gates, in an order where every target is final before its dependents. */
 	const size_t *order = spec_topo_order(s);
+	for (size_t i = 0; i < nd; i++)
+		fin[i] = raw[i];
 	for (size_t k = 0; k < nd; k++) {
 		size_t i = order[k];
 		const struct spec_dim *d = spec_dim(s, i);
 		fin[i] = raw[i];
-		if (d->has_gate && !((double)fin[d->gate_dim] > d->gate_above)) {
+		bool pass = true;
+		if (d->gate_expr) {
+			double v[SPEC_MAX_DIMS];
+			for (size_t k = 0; k < nd; k++)
+				v[k] = fin[k];   /* targets come first in this order; others are unused */
+			double g = expr_eval(d->gate_expr, v, NULL);
+			pass = !isnan(g) && g != 0.0;
+		} else if (d->has_gate) {
+			pass = (double)fin[d->gate_dim] > d->gate_above;
+		}
+		if (!pass) {
 			fin[i] = 0;
-			json_t *det = json_object();
+			json_t *det = out->dims[i].detail ? out->dims[i].detail : json_object();
 			json_object_set_new(det, "gated", json_true());
-			json_object_set_new(det, "gate_dimension", json_string(spec_dim_key(s, d->gate_dim)));
+			if (d->gate_expr)
+				json_object_set_new(det, "gate_expr", json_string(json_string_value(
+				    json_object_get(json_object_get(json_array_get(json_object_get(spec_json(s),
+				    "dimensions"), i), "gate"), "expr"))));
+			else
+				json_object_set_new(det, "gate_dimension", json_string(spec_dim_key(s, d->gate_dim)));
 			json_object_set_new(det, "ungated_score", json_integer(raw[i]));
 			out->dims[i].detail = det;
+		} else if (c.explain && d->has_gate && out->dims[i].detail) {
+			json_object_set_new(out->dims[i].detail, "gate_passed", json_true());
 		}
 	}
 	int64_t total = 0;
@@ -383,7 +1016,15 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 		o->score = fin[i];
 		o->weight = d->weight;
 		o->weighted = (dec6)fin[i] * d->weight;
-		total += o->weighted;
+		/* round_each: each weighted value rounded half up to an integer, then summed */
+		total += spec_round_each(s) ? (o->weighted + DEC6_ONE / 2) / DEC6_ONE * DEC6_ONE
+		                            : o->weighted;
+		if (c.explain) {
+			if (!o->detail)
+				o->detail = json_object();
+			json_object_set_new(o->detail, "raw_score", json_integer(raw[i]));
+			json_object_set_new(o->detail, "score", json_integer(fin[i]));
+		}
 	}
 	int64_t t = total / DEC6_ONE;   /* total ≥ 0: division is floor */
 	out->score = t > 1000 ? 1000 : (int)t;
@@ -412,7 +1053,40 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 			out->extra = json_deep_copy(ext->extra);
 	}
 	json_decref(empty);
+	json_decref(c.match_doc);
 	return 0;
+}
+
+int score_script_value(const json_t *v, int *out, char *msg, size_t msglen)
+{
+	char num[40];
+	if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+		char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		snprintf(msg, msglen, "must be a number 0..1000, got %.64s", t ? t : "?");
+		free(t);
+		return -1;
+	}
+	double d = json_number_value(v);
+	if (json_is_integer(v))
+		snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+	else
+		dec_shortest(d, num, sizeof num);
+	if (d < 0 || d > 1000) {   /* as written, before rounding */
+		*out = d < 0 ? 0 : 1000;
+		snprintf(msg, msglen, "score %s is outside 0..1000 (clamped to %d)", num, *out);
+		return 1;
+	}
+	*out = (int)floor(d + 0.5);   /* half up */
+	return 0;
+}
+
+json_t *score_result_explain(const struct score_result *r)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; i < r->ndims; i++)
+		if (r->dims[i].detail)
+			json_object_set(o, r->dims[i].key, r->dims[i].detail);
+	return o;
 }
 
 void score_result_clear(struct score_result *r)

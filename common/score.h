@@ -29,7 +29,17 @@ struct score_ext {
 	json_t *extra;              /* borrowed object merged into the result ("tests", "compile") */
 	json_t *warnings;           /* borrowed array appended to submission_warnings, may be NULL */
 };
-struct score_limits { size_t max_string_bytes; /* default 1 MiB */ };
+/* Regex work (NFA state visits) one evaluation may spend in all; beyond it a regex counts as
+ * not matching and the dimension gets an error warning. About 20 ms here. */
+#define SCORE_RX_BUDGET ((uint64_t)6 * 1000 * 1000)
+struct score_limits {
+	size_t max_string_bytes;   /* default 1 MiB */
+	bool explain;              /* fill every dimension's detail with how it was scored */
+	/* Total JSON text length of answer + metadata + ground truth when the caller knows it, else
+	 * 0. A decoded string is never longer than its JSON text, so when this is at most
+	 * max_string_bytes the long-string scan is skipped. */
+	size_t text_bytes;
+};
 struct score_dim { char key[33]; int score; dec6 weight; dec6 weighted; json_t *detail; /* owned, may be NULL */ };
 enum score_outcome { SCORE_WIN, SCORE_DRAW, SCORE_LOSS };
 struct score_result {
@@ -57,6 +67,15 @@ json_t *score_result_json(const struct score_result *r);
 /* The same as compact text with exact decimals (weights never print binary noise); caller
  * frees. Use it whenever result JSON is printed or stored. */
 char *score_result_dumps(const struct score_result *r);
+/* The rule for a custom script's score of one dimension (README "Custom-script values"): a
+ * JSON number is rounded half up to an integer and clamped to 0..1000. Returns 0 (*out set), 1
+ * when it was clamped (*out set; msg says so, quoting the number as its shortest decimal text,
+ * e.g. "-0.4", never "-0.40000000000000002"), or -1 when v is not a finite number (msg says
+ * what it is). */
+int score_script_value(const json_t *v, int *out, char *msg, size_t msglen);
+/* {key: detail} for every dimension that has one (score_eval with lim->explain); a new
+ * reference. */
+json_t *score_result_explain(const struct score_result *r);
 const char *score_outcome_name(enum score_outcome o);   /* "win" "draw" "loss" */
 /* The verified rule of §3 alone: metadata.replay_log is a non-empty array of objects whose
  * every `ts` is ISO 8601 within [started − 5 s, submitted + 5 s]; false without match times. */

@@ -14,10 +14,13 @@
 #include "expr.h"
 #include "jcanon.h"
 #include "jpath.h"
+#include "norm.h"
+#include "rx.h"
 #include "util.h"
 
 struct spec {
 	json_t *json;
+	bool round_each, uses_match;
 	enum spec_evaluator ev;
 	size_t ndims;
 	struct spec_dim dims[SPEC_MAX_DIMS];
@@ -83,7 +86,35 @@ static void dim_free(struct spec_dim *d)
 {
 	jpath_free(d->field);
 	jpath_free(d->gt_field);
+	free(d->field_text);
+	free(d->gt_text);
 	expr_free(d->expr);
+	expr_free(d->gate_expr);
+	free(d->points);
+	for (size_t i = 0; i < d->nterms; i++) {
+		for (size_t k = 0; k < d->terms[i].nalt; k++) {
+			free(d->terms[i].lit[k]);
+			rx_free(d->terms[i].rx[k]);
+		}
+		free(d->terms[i].lit);
+		free(d->terms[i].litlen);
+		free(d->terms[i].rx);
+	}
+	free(d->terms);
+	rx_free(d->rx);
+	for (size_t i = 0; i < d->nkeys; i++)
+		jpath_free(d->match_on[i]);
+	free(d->match_on);
+	for (size_t i = 0; i < d->nfields; i++)
+		dim_free(&d->fields[i]);
+	free(d->fields);
+	free(d->fweights);
+	if (d->item) {
+		dim_free(d->item);
+		free(d->item);
+	}
+	if (d->rule_free)
+		d->rule_free(d->rule);
 	for (size_t i = 0; i < d->nvars; i++) {
 		free(d->vars[i].name);
 		free(d->vars[i].text);
@@ -102,24 +133,71 @@ void spec_free(struct spec *s)
 	free(s);
 }
 
-/* Reads a path parameter (field / ground_truth_field). */
+/* Splits a root prefix (@answer, @metadata, @match, @ground_truth) off text; *rest gets what
+ * follows ('.' skipped). Returns 1 with *src set, 0 when there is no root prefix. */
+static int split_root(const char *t, size_t tl, enum spec_var_source *src, const char **rest,
+                      size_t *restlen)
+{
+	static const struct { const char *name; enum spec_var_source src; } roots[] = {
+		{ "@answer", SPEC_VAR_ANSWER }, { "@metadata", SPEC_VAR_METADATA },
+		{ "@match", SPEC_VAR_MATCH }, { "@ground_truth", SPEC_VAR_GROUND_TRUTH },
+	};
+	for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+		size_t n = strlen(roots[i].name);
+		if (tl < n || memcmp(t, roots[i].name, n) || (tl > n && t[n] != '.' && t[n] != '['))
+			continue;
+		*src = roots[i].src;
+		*rest = t + n + (tl > n && t[n] == '.');
+		*restlen = tl - n - (tl > n && t[n] == '.');
+		return 1;
+	}
+	return 0;
+}
+
+/* Parses a path with an optional root; *path NULL means the root document itself. */
+static int parse_rooted(const char *t, size_t tl, enum spec_var_source dflt,
+                        enum spec_var_source *src, struct jpath **path, char *why, size_t wl)
+{
+	const char *rest = t;
+	size_t rl = tl;
+	*src = dflt;
+	*path = NULL;
+	if (!split_root(t, tl, src, &rest, &rl))
+		return jpath_parse(t, tl, path, why, wl);
+	if (rl == 0)
+		return 0;
+	return jpath_parse(rest, rl, path, why, wl);
+}
+
+/* Reads a path parameter (field / ground_truth_field). optional: absence is fine (*out NULL,
+ * the root / element); dflt: the root when the path names none. */
 static int parse_path_param(const json_t *dim, const char *key, const char *dkey,
-                            const char *pname, struct jpath **out, char *err, size_t errlen)
+                            const char *pname, struct jpath **out, enum spec_var_source *src,
+                            char **text, enum spec_var_source dflt, bool optional,
+                            struct spec *s, char *err, size_t errlen)
 {
 	const json_t *v = json_object_get(dim, key);
 	char why[160];
+	*src = dflt;
+	if (!v && optional)
+		return 0;
 	if (!v)
 		return fail(err, errlen, "dimension '%s': primitive %s needs %s", dkey, pname, key);
 	if (!json_is_string(v))
 		return fail(err, errlen, "dimension '%s': %s must be a string, not %s", dkey, key,
 		            jcanon_type_name(v));
-	if (jpath_parse(json_string_value(v), json_string_length(v), out, why, sizeof why) < 0)
+	*text = xstrndup(json_string_value(v), json_string_length(v));
+	if (parse_rooted(json_string_value(v), json_string_length(v), dflt, src, out, why,
+	                 sizeof why) < 0)
 		return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s", dkey,
 		            key, json_string_value(v), why);
+	if (*src == SPEC_VAR_MATCH && s)
+		s->uses_match = true;
 	return 0;
 }
 
-static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, size_t errlen)
+static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *d, char *err,
+                            size_t errlen)
 {
 	const json_t *src = json_object_get(dim, "expr");
 	const json_t *vars = json_object_get(dim, "vars");
@@ -139,16 +217,34 @@ static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, si
 	if (vars) {
 		json_object_foreach((json_t *)vars, name, path) {
 			struct spec_var *v = &d->vars[d->nvars];
+			const json_t *def = NULL;
+			if (json_is_object(path)) {
+				def = json_object_get(path, "default");
+				if (def && !json_is_number(def))
+					return fail(err, errlen, "dimension '%s': vars.%.64s.default must be a number, "
+					            "not %s", d->key, name, jcanon_type_name(def));
+				path = json_object_get(path, "path");
+			}
 			if (!json_is_string(path))
-				return fail(err, errlen, "dimension '%s': vars.%.64s must be a path string, not %s",
-				            d->key, name, jcanon_type_name(path));
+				return fail(err, errlen, "dimension '%s': vars.%.64s must be a path string (or "
+				            "{\"path\": ..., \"default\": N}), not %s", d->key, name,
+				            jcanon_type_name(path));
 			const char *t = json_string_value(path);
 			size_t tl = json_string_length(path);
 			v->name = xstrdup(name);
 			v->text = xstrndup(t, tl);
+			v->has_default = def != NULL;
+			v->def = def ? json_number_value(def) : 0;
 			d->nvars++;
 			v->src = SPEC_VAR_ANSWER;
-			if (tl > 9 && !strncmp(t, "metadata.", 9)) {
+			const char *rest;
+			size_t rl;
+			if (split_root(t, tl, &v->src, &rest, &rl)) {
+				t = rest;
+				tl = rl;
+				if (v->src == SPEC_VAR_MATCH)
+					s->uses_match = true;
+			} else if (tl > 9 && !strncmp(t, "metadata.", 9)) {
 				v->src = SPEC_VAR_METADATA;
 				t += 9;
 				tl -= 9;
@@ -157,7 +253,7 @@ static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, si
 				t += 13;
 				tl -= 13;
 			}
-			if (jpath_parse(t, tl, &v->path, why, sizeof why) < 0)
+			if (tl > 0 && jpath_parse(t, tl, &v->path, why, sizeof why) < 0)
 				return fail(err, errlen, "dimension '%s': vars.%.64s '%.100s' is not a valid path: %s",
 				            d->key, name, v->text, why);
 		}
@@ -172,21 +268,251 @@ static int parse_expression(const json_t *dim, struct spec_dim *d, char *err, si
 	if (rc < 0)
 		return fail(err, errlen, "dimension '%s': expression '%.100s' does not parse: %s", d->key,
 		            json_string_value(src), why);
+	for (size_t i = 0; i < d->nvars; i++)
+		d->vars[i].len_only = expr_var_use(d->expr, i) == 2;
+	d->scale = 1;
+	const json_t *sc = json_object_get(dim, "scale");
+	if (sc) {
+		if (!json_is_number(sc) || !(json_number_value(sc) > 0))
+			return fail(err, errlen, "dimension '%s': scale must be a number > 0 (the expression's "
+			            "full-score value)", d->key);
+		d->scale = json_number_value(sc);
+	}
 	return 0;
 }
 
-/* Primitive parameters; d->prim is set. */
-static int parse_params(const json_t *dim, struct spec_dim *d, char *err, size_t errlen)
+/* Reads `method` from the names allowed (NULL-terminated pairs name → method). */
+static int parse_method(const json_t *dim, struct spec_dim *d, enum prim_method dflt,
+                        const char *const *names, const enum prim_method *vals, char *err,
+                        size_t errlen)
+{
+	const json_t *v = json_object_get(dim, "method");
+	d->method = dflt;
+	if (!v)
+		return 0;
+	for (size_t i = 0; names[i]; i++)
+		if (json_is_string(v) && !strcmp(json_string_value(v), names[i])) {
+			d->method = vals[i];
+			return 0;
+		}
+	char list[200] = "";
+	size_t off = 0;
+	for (size_t i = 0; names[i]; i++)
+		off += (size_t)snprintf(list + off, sizeof list - off, "%s\"%s\"", i ? ", " : "", names[i]);
+	return fail(err, errlen, "dimension '%s': method must be one of %s", d->key, list);
+}
+
+/* A fraction 0..1 with at most 6 places (ramp points, field weights). */
+static int parse_fraction(const json_t *v, dec6 *out, bool positive)
+{
+	int places;
+	if (!json_is_number(v) || dec_from_json(v, out, &places) < 0 || places > 6)
+		return -1;
+	return *out < 0 || *out > DEC6_ONE || (positive && *out == 0) ? -1 : 0;
+}
+
+/* ramp / steps / target for text_length and count (one of them is required). */
+static int parse_ramp(const json_t *dim, struct spec_dim *d, char *err, size_t errlen)
+{
+	const json_t *ramp = json_object_get(dim, "ramp"), *steps = json_object_get(dim, "steps");
+	const json_t *target = json_object_get(dim, "target");
+	int64_t x;
+	if (!!ramp + !!steps + !!target != 1)
+		return fail(err, errlen, "dimension '%s': primitive %s needs exactly one of ramp, steps, "
+		            "target", d->key, prim_kind_name(d->prim));
+	if (target) {
+		if (!as_count(target, &x) || x == 0)
+			return fail(err, errlen, "dimension '%s': target must be a positive integer", d->key);
+		d->points = xcalloc(2, sizeof *d->points);
+		d->points[1] = (struct prim_point){ x, DEC6_ONE };
+		d->npoints = 2;
+		return 0;
+	}
+	const json_t *pts = ramp ? ramp : steps;
+	const char *nm = ramp ? "ramp" : "steps";
+	d->steps = steps != NULL;
+	if (!json_is_array(pts) || json_array_size(pts) == 0 || json_array_size(pts) > 64)
+		return fail(err, errlen, "dimension '%s': %s must be an array of 1 to 64 [x, fraction] "
+		            "points", d->key, nm);
+	d->npoints = json_array_size(pts);
+	d->points = xcalloc(d->npoints, sizeof *d->points);
+	for (size_t i = 0; i < d->npoints; i++) {
+		const json_t *pt = json_array_get(pts, i);
+		if (!json_is_array(pt) || json_array_size(pt) != 2 ||
+		    !as_count(json_array_get(pt, 0), &d->points[i].x) ||
+		    parse_fraction(json_array_get(pt, 1), &d->points[i].f, false) < 0)
+			return fail(err, errlen, "dimension '%s': %s[%zu] must be [x, fraction] with x a "
+			            "non-negative integer and fraction in [0, 1] (at most 6 places)", d->key,
+			            nm, i);
+		if (i > 0 && d->points[i].x <= d->points[i - 1].x)
+			return fail(err, errlen, "dimension '%s': %s[%zu]: x must increase strictly", d->key,
+			            nm, i);
+	}
+	return 0;
+}
+
+/* One term of term_coverage: a string, {"regex": P}, or an array of those (alternatives). */
+static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, size_t errlen)
+{
+	struct spec_term *term = &d->terms[i];
+	size_t n = json_is_array(t) ? json_array_size(t) : 1;
+	if (n == 0 || n > 64)
+		return fail(err, errlen, "dimension '%s': terms[%zu] must hold 1 to 64 alternatives",
+		            d->key, i);
+	term->lit = xcalloc(n, sizeof *term->lit);
+	term->litlen = xcalloc(n, sizeof *term->litlen);
+	term->rx = xcalloc(n, sizeof *term->rx);
+	term->nalt = n;
+	for (size_t k = 0; k < n; k++) {
+		const json_t *a = json_is_array(t) ? json_array_get(t, k) : t;
+		const json_t *re = json_is_object(a) ? json_object_get(a, "regex") : NULL;
+		char why[200];
+		if (json_is_string(a)) {
+			if (json_string_length(a) == 0)
+				return fail(err, errlen, "dimension '%s': terms[%zu]: empty term", d->key, i);
+			term->lit[k] = norm_text(d->norm, json_string_value(a), json_string_length(a),
+			                         &term->litlen[k]);
+		} else if (json_is_string(re)) {
+			/* the text is case-folded first: a regex must then ignore case too */
+			if (rx_compile(json_string_value(re), json_string_length(re),
+			               d->case_insensitive || (d->norm & NORM_CASEFOLD), &term->rx[k], why,
+			               sizeof why) < 0)
+				return fail(err, errlen, "dimension '%s': terms[%zu]: regex '%.80s' is invalid: %s",
+				            d->key, i, json_string_value(re), why);
+		} else {
+			return fail(err, errlen, "dimension '%s': terms[%zu] must be a string, "
+			            "{\"regex\": \"...\"} or an array of those", d->key, i);
+		}
+	}
+	return 0;
+}
+
+#define NEST_MAX_DEPTH 4
+
+static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, int depth,
+                        char *err, size_t errlen);
+
+/* A nested primitive (match_objects fields, keyed_map item): the same parameters as a
+ * dimension, with field / ground_truth_field relative to the element (optional). */
+static int parse_nested(struct spec *s, const json_t *j, const char *where, struct spec_dim *n,
+                        const char *key, int depth, char *err, size_t errlen)
+{
+	memcpy(n->key, key, strlen(key) + 1);
+	if (!json_is_object(j))
+		return fail(err, errlen, "dimension '%s': %s must be an object with a primitive", key,
+		            where);
+	const json_t *p = json_object_get(j, "primitive");
+	if (!json_is_string(p))
+		return fail(err, errlen, "dimension '%s': %s needs a primitive", key, where);
+	if (prim_kind_from_name(json_string_value(p), &n->prim) < 0)
+		return fail(err, errlen, "dimension '%s': %s: unknown primitive '%.64s'", key, where,
+		            json_string_value(p));
+	switch (n->prim) {
+	case PRIM_TIME_DECAY: case PRIM_TOKEN_EFFICIENCY: case PRIM_CALL_EFFICIENCY:
+	case PRIM_EXPRESSION:
+		return fail(err, errlen, "dimension '%s': %s: primitive %s cannot be nested (it does not "
+		            "compare two values)", key, where, prim_kind_name(n->prim));
+	default:
+		break;
+	}
+	if (depth >= NEST_MAX_DEPTH)
+		return fail(err, errlen, "dimension '%s': %s: primitives nested deeper than %d", key,
+		            where, NEST_MAX_DEPTH);
+	return parse_params(s, j, n, depth + 1, err, errlen);
+}
+
+static int parse_match_objects(struct spec *s, const json_t *dim, struct spec_dim *d, int depth,
+                               char *err, size_t errlen)
+{
+	const json_t *on = json_object_get(dim, "match_on");
+	char why[160];
+	if (!on)
+		return fail(err, errlen, "dimension '%s': primitive match_objects needs match_on (a "
+		            "key path or an array of them)", d->key);
+	if (!json_is_string(on) &&
+	    (!json_is_array(on) || json_array_size(on) == 0 || json_array_size(on) > 8))
+		return fail(err, errlen, "dimension '%s': match_on must be a path or an array of 1 to 8 "
+		            "paths", d->key);
+	d->nkeys = json_is_array(on) ? json_array_size(on) : 1;
+	d->match_on = xcalloc(d->nkeys, sizeof *d->match_on);
+	for (size_t i = 0; i < d->nkeys; i++) {
+		const json_t *k = json_is_array(on) ? json_array_get(on, i) : on;
+		if (!json_is_string(k) || jpath_parse(json_string_value(k), json_string_length(k),
+		                                      &d->match_on[i], why, sizeof why) < 0)
+			return fail(err, errlen, "dimension '%s': match_on[%zu] is not a valid path%s%s",
+			            d->key, i, json_is_string(k) ? ": " : "", json_is_string(k) ? why : "");
+	}
+	static const char *const names[] = { "recall", "precision", "f1", "mean", NULL };
+	static const enum prim_method vals[] = { PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1,
+	                                         PRIM_M_MEAN };
+	if (parse_method(dim, d, PRIM_M_RECALL, names, vals, err, errlen) < 0)
+		return -1;
+	const json_t *f = json_object_get(dim, "fields");
+	if (!f)
+		return 0;
+	if (!json_is_array(f) || json_array_size(f) > 32)
+		return fail(err, errlen, "dimension '%s': fields must be an array of at most 32 nested "
+		            "primitives", d->key);
+	d->fields = xcalloc(json_array_size(f) ? json_array_size(f) : 1, sizeof *d->fields);
+	d->fweights = xcalloc(json_array_size(f) ? json_array_size(f) : 1, sizeof *d->fweights);
+	for (size_t i = 0; i < json_array_size(f); i++) {
+		const json_t *fj = json_array_get(f, i);
+		char where[40];
+		snprintf(where, sizeof where, "fields[%zu]", i);
+		d->nfields = i + 1;
+		if (parse_nested(s, fj, where, &d->fields[i], d->key, depth, err, errlen) < 0)
+			return -1;
+		const json_t *w = json_object_get(fj, "weight");
+		d->fweights[i] = DEC6_ONE;
+		if (w && parse_fraction(w, &d->fweights[i], true) < 0)
+			return fail(err, errlen, "dimension '%s': fields[%zu].weight must be in (0, 1] with at "
+			            "most 6 places", d->key, i);
+	}
+	return 0;
+}
+
+/* Primitive parameters; d->prim is set. depth 0: a dimension; > 0: a nested primitive. */
+static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, int depth,
+                        char *err, size_t errlen)
 {
 	const char *pname = prim_kind_name(d->prim);
 	const json_t *v;
-	char nb[40];
-	if (prim_reads_fields(d->prim)) {
-		if (parse_path_param(dim, "field", d->key, pname, &d->field, err, errlen) < 0 ||
-		    parse_path_param(dim, "ground_truth_field", d->key, pname, &d->gt_field, err,
-		                     errlen) < 0)
-			return -1;
+	char nb[40], why[200];
+	bool nested = depth > 0;
+	enum spec_var_source fdef = nested ? SPEC_VAR_ELEMENT : SPEC_VAR_ANSWER;
+	enum spec_var_source gdef = nested ? SPEC_VAR_ELEMENT : SPEC_VAR_GROUND_TRUTH;
+	bool need_f = false, need_g = false, reads = false;
+	switch (d->prim) {
+	case PRIM_EXACT_MATCH: case PRIM_EXACT_MATCH_RATIO: case PRIM_NUMERIC_TOLERANCE:
+	case PRIM_FUZZY_STRING: case PRIM_COVERAGE_RATIO: case PRIM_SET_OVERLAP:
+	case PRIM_TOKEN_OVERLAP: case PRIM_MATCH_OBJECTS: case PRIM_KEYED_MAP:
+		need_f = need_g = reads = true;
+		break;
+	case PRIM_TEXT_LENGTH: case PRIM_REGEX_MATCH: case PRIM_COUNT: case PRIM_TERM_COVERAGE:
+		need_f = reads = true;
+		break;
+	default:
+		break;
 	}
+	if (reads) {
+		if (parse_path_param(dim, "field", d->key, pname, &d->field, &d->field_src,
+		                     &d->field_text, fdef, nested || !need_f, s, err, errlen) < 0 ||
+		    parse_path_param(dim, "ground_truth_field", d->key, pname, &d->gt_field, &d->gt_src,
+		                     &d->gt_text, gdef, nested || !need_g, s, err, errlen) < 0)
+			return -1;
+		v = json_object_get(dim, "normalize");
+		if (v && norm_parse(v, &d->norm, why, sizeof why) < 0)
+			return fail(err, errlen, "dimension '%s': %s", d->key, why);
+		if (!v && d->prim == PRIM_TOKEN_OVERLAP)
+			d->norm = NORM_NFKC | NORM_CASEFOLD;
+	} else if (json_object_get(dim, "normalize")) {
+		return fail(err, errlen, "dimension '%s': normalize does not apply to primitive %s "
+		            "(it reads no values to compare)", d->key, pname);
+	}
+	v = json_object_get(dim, "case_insensitive");
+	if (v && !json_is_boolean(v))
+		return fail(err, errlen, "dimension '%s': case_insensitive must be true or false", d->key);
+	d->case_insensitive = json_is_true(v);
 	switch (d->prim) {
 	case PRIM_EXACT_MATCH:
 		v = json_object_get(dim, "case_insensitive");
@@ -244,24 +570,126 @@ static int parse_params(const json_t *dim, struct spec_dim *d, char *err, size_t
 			}
 		}
 		break;
-	case PRIM_SET_OVERLAP:
-		d->jaccard = true;
-		v = json_object_get(dim, "method");
-		if (v) {
-			if (!json_is_string(v) || (strcmp(json_string_value(v), "jaccard") &&
-			                           strcmp(json_string_value(v), "intersection")))
-				return fail(err, errlen,
-				            "dimension '%s': method must be \"jaccard\" or \"intersection\"", d->key);
-			d->jaccard = !strcmp(json_string_value(v), "jaccard");
-		}
+	case PRIM_SET_OVERLAP: {
+		static const char *const names[] = { "jaccard", "intersection", "recall", "precision",
+		                                     "f1", NULL };
+		static const enum prim_method vals[] = { PRIM_M_JACCARD, PRIM_M_RECALL, PRIM_M_RECALL,
+		                                         PRIM_M_PRECISION, PRIM_M_F1 };
+		if (parse_method(dim, d, PRIM_M_JACCARD, names, vals, err, errlen) < 0)
+			return -1;
+		d->jaccard = d->method == PRIM_M_JACCARD;
 		break;
+	}
+	case PRIM_TOKEN_OVERLAP: {
+		static const char *const names[] = { "recall", "precision", "f1", "jaccard", NULL };
+		static const enum prim_method vals[] = { PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1,
+		                                         PRIM_M_JACCARD };
+		return parse_method(dim, d, PRIM_M_RECALL, names, vals, err, errlen);
+	}
+	case PRIM_TEXT_LENGTH:
+		v = json_object_get(dim, "unit");
+		if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "chars") &&
+		                                 strcmp(json_string_value(v), "words"))))
+			return fail(err, errlen, "dimension '%s': unit must be \"chars\" or \"words\"", d->key);
+		d->words = v && !strcmp(json_string_value(v), "words");
+		return parse_ramp(dim, d, err, errlen);
+	case PRIM_COUNT: {
+		static const char *const of[] = { "length", "distinct", "unique_ratio", "present" };
+		v = json_object_get(dim, "of");
+		d->count_of = SPEC_C_LENGTH;
+		if (v) {
+			size_t k = 0;
+			while (k < 4 && !(json_is_string(v) && !strcmp(json_string_value(v), of[k])))
+				k++;
+			if (k == 4)
+				return fail(err, errlen, "dimension '%s': of must be \"length\", \"distinct\", "
+				            "\"unique_ratio\" or \"present\"", d->key);
+			d->count_of = (enum spec_count)k;
+		}
+		if (d->count_of == SPEC_C_PRESENT) {
+			d->present_keys = json_object_get(dim, "keys");
+			bool okk = json_is_array(d->present_keys) && json_array_size(d->present_keys) > 0;
+			for (size_t i = 0; okk && i < json_array_size(d->present_keys); i++)
+				okk = json_is_string(json_array_get(d->present_keys, i));
+			if (!okk)
+				return fail(err, errlen, "dimension '%s': of \"present\" needs keys, a non-empty "
+				            "array of key names", d->key);
+		}
+		if (d->count_of == SPEC_C_UNIQUE_RATIO) {
+			if (json_object_get(dim, "ramp") || json_object_get(dim, "steps") ||
+			    json_object_get(dim, "target"))
+				return fail(err, errlen, "dimension '%s': of \"unique_ratio\" is already a fraction "
+				            "(no ramp, steps or target)", d->key);
+			return 0;
+		}
+		return parse_ramp(dim, d, err, errlen);
+	}
+	case PRIM_REGEX_MATCH:
+		v = json_object_get(dim, "pattern");
+		if (!json_is_string(v))
+			return fail(err, errlen, "dimension '%s': primitive regex_match needs pattern (a "
+			            "string)", d->key);
+		if (rx_compile(json_string_value(v), json_string_length(v),
+		               d->case_insensitive || (d->norm & NORM_CASEFOLD), &d->rx, why, sizeof why) < 0)
+			return fail(err, errlen, "dimension '%s': pattern '%.80s' is invalid: %s", d->key,
+			            json_string_value(v), why);
+		break;
+	case PRIM_TERM_COVERAGE: {
+		const json_t *t = json_object_get(dim, "terms");
+		if (!t && !d->gt_field && !d->gt_text)
+			return fail(err, errlen, "dimension '%s': primitive term_coverage needs terms or "
+			            "ground_truth_field", d->key);
+		if (t && (d->gt_text))
+			return fail(err, errlen, "dimension '%s': term_coverage takes terms or "
+			            "ground_truth_field, not both", d->key);
+		if (t && (!json_is_array(t) || json_array_size(t) == 0 || json_array_size(t) > 1000))
+			return fail(err, errlen, "dimension '%s': terms must be an array of 1 to 1000 terms",
+			            d->key);
+		d->nterms = t ? json_array_size(t) : 0;
+		d->terms = xcalloc(d->nterms ? d->nterms : 1, sizeof *d->terms);
+		for (size_t i = 0; i < d->nterms; i++)
+			if (parse_term(json_array_get(t, i), d, i, err, errlen) < 0)
+				return -1;
+		v = json_object_get(dim, "need");
+		if (v && (!as_count(v, &d->need) || d->need == 0))
+			return fail(err, errlen, "dimension '%s': need must be a positive integer", d->key);
+		break;
+	}
+	case PRIM_MATCH_OBJECTS:
+		return parse_match_objects(s, dim, d, depth, err, errlen);
+	case PRIM_KEYED_MAP:
+		v = json_object_get(dim, "keys");
+		if (v) {
+			bool okk = json_is_array(v) && json_array_size(v) > 0;
+			for (size_t i = 0; okk && i < json_array_size(v); i++)
+				okk = json_is_string(json_array_get(v, i));
+			if (!okk)
+				return fail(err, errlen, "dimension '%s': keys must be a non-empty array of key "
+				            "names", d->key);
+			d->keys = (json_t *)v;
+		}
+		d->item = xcalloc(1, sizeof *d->item);
+		return parse_nested(s, json_object_get(dim, "item"), "item", d->item, d->key, depth, err,
+		                    errlen);
 	case PRIM_EXPRESSION:
-		return parse_expression(dim, d, err, errlen);
+		return parse_expression(s, dim, d, err, errlen);
 	default:
 		break;
 	}
 	return 0;
 }
+
+/* Dimension kinds that are not primitives: a dimension holding the member `key` is parsed by
+ * `parse`, which validates it (messages name the dimension and the rule), sets d->rule and
+ * d->rule_free, and returns 0 or -1. The dimension is then scored outside this library and
+ * its score arrives through struct score_ext. Add a kind with one line here (its parser in
+ * its own module). */
+static const struct spec_kind {
+	const char *key;
+	int (*parse)(const json_t *dim, struct spec_dim *d, char *err, size_t errlen);
+} spec_kinds[] = {
+	{ NULL, NULL },   /* end */
+};
 
 static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_targets[],
                      char *err, size_t errlen)
@@ -300,6 +728,18 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		return fail(err, errlen, "dimension '%s': weight %s is not in (0, 1]", d->key, nb);
 
 	const json_t *p = json_object_get(dim, "primitive");
+	for (const struct spec_kind *k = spec_kinds; k->key; k++) {
+		if (!json_object_get(dim, k->key))
+			continue;
+		if (p)
+			return fail(err, errlen, "dimension '%s': takes either primitive or %s, not both",
+			            d->key, k->key);
+		d->kind = k->key;
+		d->external = true;
+		if (k->parse(dim, d, err, errlen) < 0)
+			return -1;
+		goto gate;
+	}
 	if (p) {
 		if (!json_is_string(p))
 			return fail(err, errlen, "dimension '%s': primitive must be a string, not %s", d->key,
@@ -307,18 +747,29 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		if (prim_kind_from_name(json_string_value(p), &d->prim) < 0)
 			return fail(err, errlen, "dimension '%s': unknown primitive '%.64s'", d->key,
 			            json_string_value(p));
-		if (parse_params(dim, d, err, errlen) < 0)
+		if (parse_params(s, dim, d, 0, err, errlen) < 0)
 			return -1;
 	} else if (s->ev == SPEC_DETERMINISTIC) {
 		return fail(err, errlen, "dimension '%s': primitive is required (evaluator deterministic)",
 		            d->key);
 	}
 
+gate:;
 	const json_t *g = json_object_get(dim, "gate");
 	if (g) {
 		if (!json_is_object(g))
 			return fail(err, errlen, "dimension '%s': gate must be an object, not %s", d->key,
 			            jcanon_type_name(g));
+		if (json_object_get(g, "expr")) {
+			if (json_object_get(g, "dimension") || json_object_get(g, "above"))
+				return fail(err, errlen, "dimension '%s': gate takes either expr or dimension and "
+				            "above, not both", d->key);
+			if (!json_is_string(json_object_get(g, "expr")))
+				return fail(err, errlen, "dimension '%s': gate.expr must be a string", d->key);
+			d->has_gate = true;
+			gate_targets[i] = (json_t *)g;
+			return 0;
+		}
 		const json_t *gd = json_object_get(g, "dimension"), *ga = json_object_get(g, "above");
 		if (!gd || !json_is_string(gd))
 			return fail(err, errlen, "dimension '%s': gate.dimension must be a dimension key",
@@ -332,44 +783,62 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 	return 0;
 }
 
-/* Depth-first topological sort; reports the first cycle found. */
+/* A gate expression over the other dimensions' final scores (0..1000). */
+static int parse_gate_expr(struct spec *s, size_t i, const json_t *g, char *err, size_t errlen)
+{
+	struct spec_dim *d = &s->dims[i];
+	const char *names[SPEC_MAX_DIMS];
+	char why[200];
+	for (size_t k = 0; k < s->ndims; k++)
+		names[k] = k == i ? NULL : s->dims[k].key;   /* a dimension cannot gate on itself */
+	const json_t *src = json_object_get(g, "expr");
+	if (expr_parse(json_string_value(src), names, s->ndims, &d->gate_expr, why, sizeof why) < 0)
+		return fail(err, errlen, "dimension '%s': gate expression '%.100s' does not parse: %s "
+		            "(its variables are the other dimensions' keys)", d->key,
+		            json_string_value(src), why);
+	for (size_t k = 0; k < s->ndims; k++)
+		if (expr_var_use(d->gate_expr, k))
+			d->gate_deps |= 1u << k;
+	if (d->gate_deps == 0)
+		return fail(err, errlen, "dimension '%s': gate expression names no dimension", d->key);
+	return 0;
+}
+
+/* Depth-first topological sort over gate dependencies; reports the first cycle found. */
+static int topo_visit(struct spec *s, size_t c, int *state, size_t *chain, size_t len, size_t *n,
+                      char *err, size_t errlen)
+{
+	if (state[c] == 2)
+		return 0;
+	if (state[c] == 1) {
+		char msg[600] = "";
+		size_t start = 0, off = 0;
+		while (chain[start] != c)
+			start++;
+		for (size_t k = start; k < len; k++)
+			off += (size_t)snprintf(msg + off, sizeof msg - off, "%s -> ", s->dims[chain[k]].key);
+		snprintf(msg + off, sizeof msg - off, "%s", s->dims[c].key);
+		return fail(err, errlen, "dimension '%s': gates form a cycle: %s", s->dims[c].key, msg);
+	}
+	state[c] = 1;
+	chain[len] = c;
+	const struct spec_dim *d = &s->dims[c];
+	uint32_t deps = d->gate_expr ? d->gate_deps : d->has_gate ? 1u << d->gate_dim : 0;
+	for (size_t k = 0; k < s->ndims; k++)
+		if ((deps & (1u << k)) && topo_visit(s, k, state, chain, len + 1, n, err, errlen) < 0)
+			return -1;
+	state[c] = 2;
+	s->order[(*n)++] = c;
+	return 0;
+}
+
 static int topo(struct spec *s, char *err, size_t errlen)
 {
 	int state[SPEC_MAX_DIMS] = { 0 };   /* 0 new, 1 on stack, 2 done */
-	size_t n = 0;
-	for (size_t r = 0; r < s->ndims; r++) {
-		if (state[r])
-			continue;
-		/* Gates form chains (one gate per dimension): follow the chain from r. */
-		size_t chain[SPEC_MAX_DIMS + 1], len = 0, c = r;
-		for (;;) {
-			if (state[c] == 2)
-				break;
-			if (state[c] == 1) {
-				char msg[600] = "";
-				size_t start = 0;
-				while (chain[start] != c)
-					start++;
-				size_t off = 0;
-				for (size_t k = start; k < len; k++)
-					off += (size_t)snprintf(msg + off, sizeof msg - off, "%s -> ",
-					                        s->dims[chain[k]].key);
-				snprintf(msg + off, sizeof msg - off, "%s", s->dims[c].key);
-				return fail(err, errlen, "dimension '%s': gates form a cycle: %s",
-				            s->dims[c].key, msg);
-			}
-			state[c] = 1;
-			chain[len++] = c;
-			if (!s->dims[c].has_gate)
-				break;
-			c = s->dims[c].gate_dim;
-		}
-		while (len > 0) {
-			size_t x = chain[--len];
-			state[x] = 2;
-			s->order[n++] = x;
-		}
-	}
+	size_t chain[SPEC_MAX_DIMS + 1], n = 0;
+	for (size_t r = 0; r < s->ndims; r++)
+		if (topo_visit(s, r, state, chain, 0, &n, err, errlen) < 0)
+			return -1;
 	return 0;
 }
 
@@ -588,6 +1057,11 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	for (size_t i = 0; i < nd; i++) {
 		if (!gate_targets[i])
 			continue;
+		if (json_is_object(gate_targets[i])) {
+			if (parse_gate_expr(s, i, gate_targets[i], err, errlen) < 0)
+				goto bad;
+			continue;
+		}
 		const char *t = json_string_value(gate_targets[i]);
 		int gi = find_dim(s, t);
 		if (gi < 0) {
@@ -612,6 +1086,16 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 		dec_format(sum, b, sizeof b);
 		fail(err, errlen, "weights must sum to exactly 1 (they sum to %s)", b);
 		goto bad;
+	}
+	const json_t *tr = json_object_get(root, "total");
+	if (tr) {
+		if (!json_is_string(tr) || (strcmp(json_string_value(tr), "floor") &&
+		                            strcmp(json_string_value(tr), "round_each"))) {
+			fail(err, errlen, "total must be \"floor\" (floor of the exact sum, the default) or "
+			     "\"round_each\" (each weighted value rounded half up, then summed)");
+			goto bad;
+		}
+		s->round_each = !strcmp(json_string_value(tr), "round_each");
 	}
 	if (parse_thresholds(s, json_object_get(root, "thresholds"), err, errlen) < 0 ||
 	    parse_constraints(s, json_object_get(root, "constraints"), err, errlen) < 0)
@@ -683,6 +1167,16 @@ const struct spec_dim *spec_dim(const struct spec *s, size_t i)
 const size_t *spec_topo_order(const struct spec *s)
 {
 	return s->order;
+}
+
+bool spec_round_each(const struct spec *s)
+{
+	return s->round_each;
+}
+
+bool spec_uses_match(const struct spec *s)
+{
+	return s->uses_match;
 }
 
 double spec_win(const struct spec *s)

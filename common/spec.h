@@ -16,6 +16,9 @@
 #include "dec.h"
 #include "prim.h"
 
+struct rx;
+struct expr;
+
 #define SPEC_MAX_DIMS 16
 
 enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT };
@@ -37,29 +40,62 @@ const char *spec_dim_key(const struct spec *s, size_t i);
 bool spec_dim_external(const struct spec *s, size_t i); /* scored by test-suite/script, not a primitive */
 
 /* Read-only view of a validated dimension (for score.c and tests). */
-enum spec_var_source { SPEC_VAR_ANSWER, SPEC_VAR_METADATA, SPEC_VAR_GROUND_TRUTH };
+/* Where a path points (README "Path roots"): `@answer.x` (the default for `field`), `@metadata.x`,
+ * `@match.x` (elapsed_ms, elapsed_secs, time_limit_secs, attempt_number, memoryless, verified)
+ * and `@ground_truth.x` (the default for `ground_truth_field`). Expression vars also keep the
+ * older `metadata.x` / `ground_truth.x` prefixes. */
+enum spec_var_source { SPEC_VAR_ANSWER, SPEC_VAR_METADATA, SPEC_VAR_GROUND_TRUTH, SPEC_VAR_MATCH,
+                       SPEC_VAR_ELEMENT /* nested primitives: the element being scored */ };
 struct spec_var {
 	char *name;                  /* expression variable name */
-	enum spec_var_source src;    /* "metadata.x" / "ground_truth.x" / anything else: answer */
-	struct jpath *path;          /* path inside that document (prefix removed) */
+	enum spec_var_source src;    /* root document */
+	struct jpath *path;          /* path inside that document (root removed); NULL: the root */
 	char *text;                  /* the path as written in the spec */
+	bool has_default; double def;   /* {"path": ..., "default": N}: used when missing */
+	bool len_only;               /* used only inside len(): need not be a number */
 };
+/* count: what is counted. */
+enum spec_count { SPEC_C_LENGTH, SPEC_C_DISTINCT, SPEC_C_UNIQUE_RATIO, SPEC_C_PRESENT };
+struct spec_term { size_t nalt; char **lit; size_t *litlen; struct rx **rx; };  /* any alt */
 struct spec_dim {
 	char key[33];
 	dec6 weight;
 	enum prim_kind prim;         /* PRIM_NONE when external */
 	bool external;               /* scored by the test-suite (its `dimension`) or the script */
-	struct jpath *field, *gt_field;          /* primitives that read fields */
-	bool case_insensitive;                   /* exact_match */
+	struct jpath *field, *gt_field;          /* primitives that read fields (NULL: the root) */
+	enum spec_var_source field_src, gt_src;  /* their roots */
+	char *field_text, *gt_text;              /* as written (NULL when absent) */
+	bool case_insensitive;                   /* exact_match; regexes of regex_match/terms */
 	struct dec_num tolerance; bool linear;   /* numeric_tolerance (default 0.01, none) */
 	bool has_time_limit; struct dec_num time_limit_secs; double curve;  /* time_decay */
 	bool jaccard;                            /* set_overlap (default true) */
+	enum prim_method method;                   /* set_overlap, token_overlap, match_objects */
+	unsigned norm;                           /* normalize steps (norm.h) */
 	struct expr *expr; size_t nvars; struct spec_var *vars;  /* expression */
+	double scale;                            /* expression: result ÷ scale (default 1) */
+	bool words;                              /* text_length: unit words (else code points) */
+	enum spec_count count_of; json_t *present_keys;   /* count (present_keys borrowed) */
+	size_t npoints; struct prim_point *points; bool steps;  /* text_length, count */
+	size_t nterms; struct spec_term *terms; int64_t need;   /* term_coverage (need 0: all) */
+	struct rx *rx;                           /* regex_match */
+	size_t nkeys; struct jpath **match_on;   /* match_objects */
+	size_t nfields; struct spec_dim *fields; dec6 *fweights;   /* match_objects pair fields */
+	struct spec_dim *item; json_t *keys;     /* keyed_map nested primitive, listed keys */
 	bool has_gate; size_t gate_dim; double gate_above;
+	struct expr *gate_expr; uint32_t gate_deps;   /* gate {"expr": ...} over dimension keys */
+	/* A dimension kind that is not a primitive (see spec_kind in spec.c): its name, and the
+	 * rule its parser built (freed with rule_free). Such a dimension is external: the worker
+	 * scores it and passes the score in struct score_ext, like a test-suite dimension. */
+	const char *kind; void *rule; void (*rule_free)(void *rule);
 };
 const struct spec_dim *spec_dim(const struct spec *s, size_t i);
 /* Dimension indexes in an order where every gate target comes before the dimensions it gates. */
 const size_t *spec_topo_order(const struct spec *s);
+/* The total rule: false (default) floor(min(1000, Σ weighted)); true ("total": "round_each")
+ * each weighted value rounded half up, then summed, capped at 1000. */
+bool spec_round_each(const struct spec *s);
+/* True when some path or variable reads the @match document. */
+bool spec_uses_match(const struct spec *s);
 /* Thresholds (defaults win 700, draw 400). */
 double spec_win(const struct spec *s);
 double spec_draw(const struct spec *s);

@@ -58,6 +58,7 @@ struct outcome {
 	int rc;
 	char err[512];
 	json_t *extra;          /* copy */
+	json_t *warnings;       /* copy of ext->warnings, or NULL */
 	size_t n;
 	char keys[16][33];
 	int scores[16];
@@ -73,6 +74,7 @@ static void on_eval(int rc, const struct score_ext *ext, const char *err, void *
 		return;
 	}
 	o->extra = ext->extra ? json_deep_copy(ext->extra) : NULL;
+	o->warnings = ext->warnings ? json_deep_copy(ext->warnings) : NULL;
 	o->n = ext->n < 16 ? ext->n : 16;
 	for (size_t i = 0; i < o->n; i++) {
 		snprintf(o->keys[i], sizeof o->keys[i], "%s", ext->keys[i]);
@@ -114,6 +116,8 @@ static void outcome_free(struct outcome *o)
 {
 	json_decref(o->extra);
 	o->extra = NULL;
+	json_decref(o->warnings);
+	o->warnings = NULL;
 }
 
 static const json_t *test_n(const struct outcome *o, size_t i)
@@ -732,9 +736,22 @@ static void test_scripts(void)
 		{ "test/sandbox/script_crash.py", "crash", 5000 },
 		{ "test/sandbox/script_timeout.py", "timed out", 1000 },
 		{ "test/sandbox/script_nojson.py", "no JSON", 5000 },
-		{ "test/sandbox/script_range.py", "out of range", 5000 },
 		{ "test/sandbox/script_string.py", "0..1000", 5000 },
 	};
+	/* Out of range: clamped with a warning that quotes the number as written (spec v2). */
+	script(&o, "python3", "test/sandbox/script_range.py", 5000, ans, gt);
+	is_int(o.rc, 0, "out-of-range script: scored (%s)", o.err);
+	is_int(ext_score(&o, "correctness"), 1000, "out of range: 1001 clamped to 1000");
+	is_int(ext_score(&o, "style"), 0, "out of range: -0.4 clamped to 0");
+	{
+		char *w = o.warnings ? json_dumps(o.warnings, JSON_COMPACT) : NULL;
+		ok(w && strstr(w, "score 1001 is outside 0..1000 (clamped to 1000)") &&
+		   strstr(w, "score -0.4 is outside") && !strstr(w, "0.40000"),
+		   "out of range: warnings quote 1001 and -0.4 (%s)", w ? w : "none");
+		free(w);
+	}
+	outcome_free(&o);
+	check_after("test/sandbox/script_range.py");
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		script(&o, "python3", bad[i].path, bad[i].timeout, ans, gt);
 		is_int(o.rc, -1, "%s: internal_error", bad[i].path);

@@ -88,7 +88,7 @@ static const struct err_case err_cases[] = {
 	{ "(1 + 2]", "position 7: expected ')', found ']'" },
 	{ "foo + 1", "position 1: unknown variable 'foo'" },
 	{ "x + Y", "position 5: unknown variable 'Y'" },
-	{ "pow(x, 2)", "position 1: unknown function 'pow' (known: min, max, clamp)" },
+	{ "pow(x, 2)", "position 1: unknown function 'pow' (known: min, max, clamp, if, abs, round, floor, ceil, len, coalesce)" },
 	{ "clamp(1, 2)", "position 1: clamp takes 3 arguments (x, lo, hi), got 2" },
 	{ "clamp(1, 2, 3, 4)", "position 1: clamp takes 3 arguments (x, lo, hi), got 4" },
 	{ "min()", "position 5: expected a number, a variable, '(' or '-', found ')'" },
@@ -187,17 +187,17 @@ static void limits(void)
 	is_str(err, "position 449: nesting deeper than 64 levels", "call depth error position");
 	free(s);
 
-	/* Length: 4096 bytes parse, 4097 do not. A long flat sum is not "deep". */
-	s = repeat("1+", 2047, "1 ", "", 0);
-	is_int((int)strlen(s), 4096, "4096-byte source built");
-	is_int(expr_parse(s, NULL, 0, &e, err, sizeof err), 0, "4096-byte flat sum parses");
+	/* Length: 65536 bytes parse, 65537 do not. A long flat sum is not "deep". */
+	s = repeat("1+", 32767, "1 ", "", 0);
+	is_int((int)strlen(s), 65536, "65536-byte source built");
+	is_int(expr_parse(s, NULL, 0, &e, err, sizeof err), 0, "65536-byte flat sum parses");
 	dz = 0;
-	ok(expr_eval(e, NULL, &dz) == 2048.0, "4096-byte flat sum = 2048");
+	ok(expr_eval(e, NULL, &dz) == 32768.0, "65536-byte flat sum = 32768");
 	expr_free(e);
 	free(s);
-	s = repeat("1+", 2048, "1", "", 0);
-	is_int(expr_parse(s, NULL, 0, &e, err, sizeof err), -1, "4097-byte source rejected");
-	is_str(err, "position 4097: expression longer than 4096 bytes", "length error");
+	s = repeat("1+", 32768, "1", "", 0);
+	is_int(expr_parse(s, NULL, 0, &e, err, sizeof err), -1, "65537-byte source rejected");
+	is_str(err, "position 65537: expression longer than 65536 bytes", "length error");
 	free(s);
 
 	/* Error buffer edge cases. */

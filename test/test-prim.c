@@ -42,7 +42,7 @@ static void run_case(const json_t *c)
 		}
 		m.time_limit_secs = (int)json_integer_value(json_object_get(mj, "time_limit_secs"));
 	}
-	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES };
+	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false, 0 };
 	if (json_object_get(c, "max_string_bytes"))
 		lim.max_string_bytes = (size_t)json_integer_value(json_object_get(c, "max_string_bytes"));
 	struct score_result r;
@@ -242,6 +242,12 @@ int main(void)
 	}
 	size_t i;
 	json_t *c;
+	json_array_foreach(cases, i, c)
+		run_case(c);
+	json_decref(cases);
+	/* Spec language v2: the new primitives and options (README "Spec language v2"). */
+	cases = json_load_file("test/data/prim_v2_cases.json", 0, &je);
+	ok(cases != NULL, "load test/data/prim_v2_cases.json (line %d: %s)", je.line, je.text);
 	json_array_foreach(cases, i, c)
 		run_case(c);
 	json_decref(cases);

@@ -278,7 +278,7 @@ static void test_misc(void)
 	ok(strstr(json_string_value(json_object_get(json_array_get(r.warnings, 0), "message")),
 	          "longer than 1048576 bytes") != NULL, "warning names the limit");
 	score_result_clear(&r);
-	struct score_limits lim = { big };
+	struct score_limits lim = { big, false, 0 };
 	ok(score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0, "with a larger limit");
 	is_int(json_array_size(r.warnings), 0, "no warning under the limit");
 	score_result_clear(&r);
@@ -327,8 +327,82 @@ static void test_warning_sides(void)
 	score_result_clear(&r);
 }
 
+/* The custom-script value rule: round half up, clamp outside 0..1000 with the number quoted
+ * as its shortest decimal text, reject non-numbers. */
+static void test_script_value(void)
+{
+	static const struct { const char *in; int rc, out; const char *msg; } c[] = {
+		{ "750", 0, 750, NULL }, { "749.5", 0, 750, NULL }, { "0.49", 0, 0, NULL },
+		{ "1000", 0, 1000, NULL }, { "-0.40000000000000002", 1, 0, "score -0.4 is outside 0..1000 (clamped to 0)" },
+		{ "1001", 1, 1000, "score 1001 is outside 0..1000 (clamped to 1000)" },
+		{ "1e300", 1, 1000, "score 1e+300 is outside" },
+		{ "\"1000\"", -1, 0, "must be a number 0..1000, got \"1000\"" },
+		{ "null", -1, 0, "got null" }, { "true", -1, 0, "got true" },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		json_t *v = json_loads(c[i].in, JSON_DECODE_ANY, NULL);
+		int out = -7;
+		char msg[200] = "";
+		int rc = score_script_value(v, &out, msg, sizeof msg);
+		is_int(rc, c[i].rc, "script value %s: rule", c[i].in);
+		if (rc >= 0)
+			is_int(out, c[i].out, "script value %s: score", c[i].in);
+		if (c[i].msg)
+			ok(strstr(msg, c[i].msg) != NULL, "script value %s: message '%s'", c[i].in, msg);
+		json_decref(v);
+	}
+}
+
+/* total "round_each" against the default floor; a gate expression; explain details. */
+static void test_v2_totals_gates(void)
+{
+	const char *tmpl =
+		"{\"evaluator\":\"deterministic\",%s\"dimensions\":["
+		"{\"key\":\"a\",\"weight\":0.25,\"primitive\":\"expression\",\"expr\":\"0.286\"},"
+		"{\"key\":\"b\",\"weight\":0.15,\"primitive\":\"expression\",\"expr\":\"0.95\"},"
+		"{\"key\":\"c\",\"weight\":0.25,\"primitive\":\"expression\",\"expr\":\"0.286\"},"
+		"{\"key\":\"d\",\"weight\":0.35,\"primitive\":\"expression\",\"expr\":\"1\","
+		" \"gate\":{\"expr\":\"a > 500 || b + c >= 1236\"}}]}";
+	char text[1024], err[256];
+	struct spec *s;
+	struct score_result r;
+	/* weighted: 71.5, 142.5, 71.5, and d: b + c = 950 + 286 = 1236 passes → 350 */
+	snprintf(text, sizeof text, tmpl, "");
+	ok(spec_parse(text, strlen(text), &s, err, sizeof err) == 0, "v2 totals spec parses (%s)", err);
+	score_eval(s, NULL, NULL, NULL, NULL, NULL, NULL, &r, err, sizeof err);
+	is_int(r.dims[3].score, 1000, "gate expression b + c >= 1236 passes");
+	is_int(r.score, 635, "floor(71.5 + 142.5 + 71.5 + 350) = 635");
+	score_result_clear(&r);
+	spec_free(s);
+	snprintf(text, sizeof text, tmpl, "\"total\":\"round_each\",");
+	ok(spec_parse(text, strlen(text), &s, err, sizeof err) == 0, "round_each spec parses (%s)", err);
+	struct score_limits lim = { 0, true, 0 };
+	score_eval(s, NULL, NULL, NULL, NULL, NULL, &lim, &r, err, sizeof err);
+	is_int(r.score, 637, "round_each: 72 + 143 + 72 + 350 = 637");
+	json_t *ex = score_result_explain(&r);
+	is_int((long long)json_object_size(ex), 4, "explain has every dimension");
+	ok(json_is_real(json_object_get(json_object_get(ex, "a"), "value")), "explain shows the expression value");
+	json_decref(ex);
+	score_result_clear(&r);
+	spec_free(s);
+	/* The gate fails when b + c is one point short. */
+	snprintf(text, sizeof text, "%s", tmpl);
+	char *p = strstr(text, "1236");
+	memcpy(p, "1237", 4);
+	char text2[1024];
+	snprintf(text2, sizeof text2, text, "");
+	ok(spec_parse(text2, strlen(text2), &s, err, sizeof err) == 0, "gate spec parses (%s)", err);
+	score_eval(s, NULL, NULL, NULL, NULL, NULL, NULL, &r, err, sizeof err);
+	is_int(r.dims[3].score, 0, "gate expression b + c >= 1237 fails");
+	ok(json_is_true(json_object_get(r.dims[3].detail, "gated")), "gated detail recorded");
+	score_result_clear(&r);
+	spec_free(s);
+}
+
 int main(void)
 {
+	test_script_value();
+	test_v2_totals_gates();
 	test_warning_sides();
 	test_seed_example();
 	test_totals();

@@ -118,6 +118,12 @@ int main(void)
 	json_array_foreach(cases, i, c)
 		run_case(c);
 	json_decref(cases);
+	/* Spec language v2: every new construct's validation message names dimension and rule. */
+	cases = json_load_file("test/data/spec_v2_cases.json", 0, &je);
+	ok(cases != NULL, "load test/data/spec_v2_cases.json (line %d: %s)", je.line, je.text);
+	json_array_foreach(cases, i, c)
+		run_case(c);
+	json_decref(cases);
 	test_view();
 	return tap_done();
 }

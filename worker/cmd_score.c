@@ -32,7 +32,7 @@ static void score_usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: arbiter score --spec F --submission F [--ground-truth F] [--match F]\n"
-	        "                     [--max-string-bytes N]\n"
+	        "                     [--max-string-bytes N] [--explain]\n"
 	        "  --spec F              scoring spec (CONTRACT §3)\n"
 	        "  --submission F        {\"answer\": ..., \"metadata\": {...}}\n"
 	        "  --ground-truth F      the challenge's ground truth (default {})\n"
@@ -40,6 +40,9 @@ static void score_usage(FILE *out)
 	        "                         \"memoryless\", \"attempt_number\"}\n"
 	        "  --max-string-bytes N  longest string a primitive reads (default 1048576;\n"
 	        "                         env ARBITER_MAX_STRING_BYTES)\n"
+	        "  --explain             add \"explain\": per dimension, the values read (after\n"
+	        "                         normalisation), what matched, the fractions, gates and\n"
+	        "                         the rounding\n"
 	        "Prints the result JSON; exit 0, 2 on bad input, 3 on an evaluator failure.\n");
 }
 
@@ -233,7 +236,17 @@ static int score_external_done(const struct spec *s, const json_t *answer, const
 		return EXIT_INTERNAL;
 	}
 	char *text = score_result_dumps(&r);
-	printf("%s\n", text);
+	if (lim->explain) {
+		/* The result text, then "explain" before its closing brace. */
+		json_t *ex = score_result_explain(&r);
+		char *et = json_dumps(ex, JSON_COMPACT | JSON_REAL_PRECISION(15));
+		size_t tl = strlen(text);
+		printf("%.*s,\"explain\":%s}\n", (int)(tl - 1), text, et ? et : "{}");
+		free(et);
+		json_decref(ex);
+	} else {
+		printf("%s\n", text);
+	}
 	free(text);
 	score_result_clear(&r);
 	return fflush(stdout) == 0 ? 0 : EXIT_INTERNAL;
@@ -264,6 +277,7 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
 int cmd_score(int argc, char **argv)
 {
 	const char *spec_f = NULL, *sub_f = NULL, *gt_f = NULL, *match_f = NULL, *max_s = NULL;
+	bool explain = false;
 	struct {
 		const char *name;
 		const char **dst;
@@ -275,6 +289,10 @@ int cmd_score(int argc, char **argv)
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			score_usage(stdout);
 			return 0;
+		}
+		if (!strcmp(argv[i], "--explain")) {
+			explain = true;
+			continue;
 		}
 		int hit = 0;
 		for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !hit; k++) {
@@ -293,7 +311,7 @@ int cmd_score(int argc, char **argv)
 		score_usage(stderr);
 		return EXIT_BAD;
 	}
-	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES };
+	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, explain, 0 };
 	const char *env = getenv("ARBITER_MAX_STRING_BYTES");
 	if (!max_s && env && *env)
 		max_s = env;

@@ -923,6 +923,7 @@ static void on_script(const struct sandbox_result *r, void *data)
 	size_t nd = spec_ndims(e->spec);
 	const char **keys = xcalloc(nd + 1, sizeof *keys);
 	int *vals = xcalloc(nd + 1, sizeof *vals);
+	json_t *clamped = json_array();
 	size_t n = 0;
 	for (size_t i = 0; i < nd; i++) {
 		if (!spec_dim_external(e->spec, i))
@@ -931,25 +932,29 @@ static void on_script(const struct sandbox_result *r, void *data)
 		const json_t *v = json_object_get(scores, k);
 		if (!v)
 			continue;   /* score_eval scores it 0 with a warning */
-		double d = json_is_number(v) ? json_number_value(v) : NAN;
-		if (!isfinite(d) || d < 0 || d > 1000) {
-			char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-			ev_fail(e, "scoring script: score for '%s' must be a number 0..1000, got %.64s", k,
-			        txt ? txt : "?");
-			free(txt);
+		char why[160];
+		int sv, rule = score_script_value(v, &sv, why, sizeof why);
+		if (rule < 0) {
+			ev_fail(e, "scoring script: score for '%s' %s", k, why);
 			break;
 		}
+		if (rule > 0) {   /* clamped, with a warning (README "Custom-script values") */
+			json_t *w = json_pack("{s:s, s:s, s:s+}", "severity", "warning", "field", k,
+			                      "message", "the scoring script's ", why);
+			json_array_append_new(clamped, w);
+		}
 		keys[n] = k;
-		vals[n] = (int)floor(d + 0.5);
+		vals[n] = sv;
 		n++;
 	}
 	if (!e->failed) {
-		struct score_ext ext = { n, keys, vals, NULL, NULL };
+		struct score_ext ext = { n, keys, vals, NULL, clamped };
 		e->state = EV_DONE;
 		e->cb(0, &ext, NULL, e->data);
 	}
 	free(keys);
 	free(vals);
+	json_decref(clamped);
 	if (!e->failed) {
 		json_decref(line);
 		strbuf_free(&m);

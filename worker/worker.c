@@ -393,7 +393,8 @@ static void score_after_cb(uv_work_t *req, int status)
 static void score_now(struct worker *w, struct job *j, const struct score_ext *ext)
 {
 	struct score_match m;
-	struct score_limits lim = { w->cfg->max_string_bytes };
+	struct score_limits lim = { w->cfg->max_string_bytes, false,
+	                            j->row.input_bytes + j->spec->gt_bytes };
 	char err[512];
 
 	fill_match(j, &m);

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct score_match m = { .has_times = true, .started_at_ms = 1714557600000LL,
 	                         .submitted_at_ms = 1714557666000LL, .time_limit_secs = 300,
 	                         .attempt_number = 1 };
-	struct score_limits lim = { 4096 };
+	struct score_limits lim = { 4096, false, 0 };
 	const char *keys[SPEC_MAX_DIMS];
 	int scores[SPEC_MAX_DIMS];
 	size_t n = spec_ndims(s);

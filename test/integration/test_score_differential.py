@@ -6,7 +6,10 @@ README's "Choices where the contract is silent" (not from the C sources).
 1. A seeded random generator builds specs, submissions, ground truths and match
    files (empty arrays, type mismatches, missing paths, out-of-range indexes,
    half-up ties, decimal edges, Unicode normalisation, gates, thresholds,
-   constraints, replay logs), runs `$ARBITER_BIN score` on each and compares the
+   constraints, replay logs; and spec language v2: normalisation steps, set methods,
+   text_length, count, regex_match, term_coverage, token_overlap, match_objects with
+   nested field primitives, keyed_map, path roots and the round_each total, about
+   SCORE_DIFF_V2_SHARE of the dimensions), runs `$ARBITER_BIN score` on each and compares the
    whole result JSON: key order, scores, exact decimal weights and weighted
    values, result, verified, constraint violations, and warnings by
    (severity, field) (their wording is left open by the contract).
@@ -35,6 +38,7 @@ BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 SEED = int(os.environ.get("SCORE_DIFF_SEED", "20240501"))
 NCASES = int(os.environ.get("SCORE_DIFF_CASES", "3000"))
 KEEP = os.environ.get("SCORE_DIFF_KEEP")
+V2_SHARE = float(os.environ.get("SCORE_DIFF_V2_SHARE", "0.35"))  # dimensions using v2 primitives
 
 import tap  # noqa: E402
 from tap import ok  # noqa: E402
@@ -178,6 +182,137 @@ def canon(v):
 def fuzzy_norm(s):
     s = unicodedata.normalize('NFKC', s).casefold()
     return ' '.join(s.split())
+
+
+# ---------------------------------------------------------------------------
+# Reference: spec language v2 (README "Spec language v2"), written from the README
+# ---------------------------------------------------------------------------
+
+def is_ws(c):
+    return c in ' \t\n\v\f\r\x85' or unicodedata.category(c) in ('Zs', 'Zl', 'Zp')
+
+
+STEP_ORDER = ['nfkc', 'casefold', 'separators', 'punctuation', 'whitespace', 'trim', 'numeric']
+
+
+def norm_str(steps, s):
+    """The text steps, in their fixed order (numeric is applied by norm_val)."""
+    if 'nfkc' in steps:
+        s = unicodedata.normalize('NFKC', s)
+    if 'casefold' in steps:
+        s = s.casefold()
+    if 'separators' in steps:
+        s = ''.join(' ' if (c in '-_' or is_ws(c)) else c for c in s)
+    if 'punctuation' in steps:
+        s = ''.join(c for c in s if not unicodedata.category(c).startswith('P'))
+    if 'whitespace' in steps:  # runs of whitespace become one ' '
+        res, prev_ws = [], False
+        for c in s:
+            if is_ws(c):
+                if not prev_ws:
+                    res.append(' ')
+                prev_ws = True
+            else:
+                res.append(c)
+                prev_ws = False
+        s = ''.join(res)
+    if 'trim' in steps:
+        a, b = 0, len(s)
+        while a < b and is_ws(s[a]):
+            a += 1
+        while b > a and is_ws(s[b - 1]):
+            b -= 1
+        s = s[a:b]
+    return s
+
+
+NUM_RE = None
+
+
+def norm_val(steps, v):
+    global NUM_RE
+    import re
+    if NUM_RE is None:
+        NUM_RE = re.compile(r'-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z')
+    if not steps:
+        return v
+    if isinstance(v, str):
+        t = norm_str(steps, v)
+        if 'numeric' in steps:
+            u = t.strip(' \t\n\v\f\r')
+            if NUM_RE.match(u) and len(u) <= 64:
+                if '.' not in u and 'e' not in u and 'E' not in u and len(u) <= 18:
+                    return int(u)
+                f = float(u)
+                if f == f and f not in (float('inf'), float('-inf')):
+                    return f
+        return t
+    if isinstance(v, list):
+        return [norm_val(steps, x) for x in v]
+    if isinstance(v, dict):
+        return {k: norm_val(steps, x) for k, x in v.items()}
+    return v
+
+
+def is_word_char(c):
+    return c == '_' or unicodedata.category(c)[0] in 'LMN'
+
+
+def tokens(s):
+    out, cur = set(), []
+    for c in s + ' ':
+        if is_word_char(c):
+            cur.append(c)
+        elif cur:
+            out.add(''.join(cur))
+            cur = []
+    return out
+
+
+def set_ratio(c, na, nb, method):
+    if na == 0 and nb == 0:
+        return 1000
+    if method == 'jaccard':
+        return half_up(Fraction(c, na + nb - c))
+    if method in ('recall', 'intersection'):
+        return 1000 if nb == 0 else half_up(Fraction(c, nb))
+    if method == 'precision':
+        return 0 if na == 0 else half_up(Fraction(c, na))
+    return half_up(Fraction(2 * c, na + nb))  # f1
+
+
+def ramp_value(d, v):
+    if 'target' in d:
+        pts = [(0, Fraction(0)), (d['target'], Fraction(1))]
+        steps = False
+    else:
+        steps = 'steps' in d
+        pts = [(x, exact(f)) for x, f in (d['steps'] if steps else d['ramp'])]
+    if steps:
+        f = Fraction(0)
+        for x, fx in pts:
+            if x <= v:
+                f = fx
+        return half_up(f)
+    if v <= pts[0][0]:
+        return half_up(pts[0][1])
+    if v >= pts[-1][0]:
+        return half_up(pts[-1][1])
+    i = 0
+    while pts[i + 1][0] < v:
+        i += 1
+    (x0, f0), (x1, f1) = pts[i], pts[i + 1]
+    return half_up(f0 + (f1 - f0) * Fraction(v - x0, x1 - x0))
+
+
+def words(s):
+    n, inw = 0, False
+    for c in s:
+        w = is_ws(c)
+        if not w and not inw:
+            n += 1
+        inw = not w
+    return n
 
 
 def levenshtein(a, b):
@@ -427,6 +562,236 @@ FIELD_PRIMS = ('exact_match', 'exact_match_ratio', 'numeric_tolerance', 'fuzzy_s
                'coverage_ratio', 'set_overlap')
 
 
+V2_PRIMS = ('text_length', 'term_coverage', 'regex_match', 'token_overlap', 'count',
+            'match_objects', 'keyed_map')
+
+
+def root_path(text, default, docs):
+    """(document, path or None) for a field that may start with a root."""
+    for r in ('@answer', '@metadata', '@match', '@ground_truth'):
+        if text == r or text.startswith(r + '.') or text.startswith(r + '['):
+            rest = text[len(r):]
+            if rest.startswith('.'):
+                rest = rest[1:]
+            return docs[r[1:]], rest or None
+    return docs[default], text
+
+
+def get(doc, path):
+    if path is None:
+        return doc
+    return resolve(doc, path)
+
+
+def nested_score(n, g, w, st):
+    """A nested primitive on one element pair; st['bad'] counts missing / ill-typed."""
+    f = n.get('field')
+    gf = n.get('ground_truth_field', f)
+    sg = MISSING if g is MISSING else get(g, f)
+    sw = MISSING if w is MISSING else get(w, gf)
+    if sg is MISSING or sw is MISSING:
+        st['bad'] += 1
+        return 0
+    r = v2_apply(n, sg, sw, st)
+    if r is None:
+        st['bad'] += 1
+        return 0
+    return r
+
+
+def v2_apply(d, a, b, st):
+    """Score of a field-reading primitive on resolved values, or None when ill-typed
+    (st['side'] says which side)."""
+    prim = d['primitive']
+    steps = set(d.get('normalize', ['nfkc', 'casefold'] if prim == 'token_overlap' else []))
+    if prim not in ('match_objects', 'keyed_map'):
+        a = norm_val(steps, a)
+        b = norm_val(steps, b) if b is not MISSING else b
+
+    def bad(side):
+        st['side'] = side
+        return None
+    if prim == 'exact_match':
+        return 1000 if deep_eq(a, b, d.get('case_insensitive', False)) else 0
+    if prim == 'numeric_tolerance':
+        tol = exact(d.get('tolerance', 0.01))
+        if not is_num(a):
+            return bad(0)
+        if not is_num(b):
+            return bad(1)
+        dd = abs(exact(a) - exact(b))
+        return 1000 if dd <= tol else 0
+    if prim == 'set_overlap':
+        if not isinstance(a, list):
+            return bad(0)
+        if not isinstance(b, list):
+            return bad(1)
+        A = set(canon(x) for x in a)
+        B = set(canon(x) for x in b)
+        return set_ratio(len(A & B), len(A), len(B), d.get('method', 'jaccard'))
+    if prim == 'text_length':
+        if not isinstance(a, str):
+            return bad(0)
+        n = words(a) if d.get('unit') == 'words' else len(a)
+        return ramp_value(d, n)
+    if prim == 'count':
+        of = d.get('of', 'length')
+        if of == 'length':
+            if not isinstance(a, (list, dict, str)):
+                return bad(0)
+            return ramp_value(d, len(a))
+        if of == 'present':
+            if not isinstance(a, dict):
+                return bad(0)
+            return ramp_value(d, sum(1 for k in d['keys'] if a.get(k) is not None))
+        if not isinstance(a, list):
+            return bad(0)
+        distinct = len(set(canon(x) for x in a))
+        if of == 'unique_ratio':
+            return 0 if not a else half_up(Fraction(distinct, len(a)))
+        return ramp_value(d, distinct)
+    if prim == 'regex_match':
+        import re
+        if not isinstance(a, str):
+            return bad(0)
+        fl = re.I if (d.get('case_insensitive') or 'casefold' in steps) else 0
+        return 1000 if re.search(d['pattern'], a, fl) else 0
+    if prim == 'term_coverage':
+        import re
+        if isinstance(a, list) and all(isinstance(x, str) for x in a):
+            text = '\n'.join(a)
+        elif isinstance(a, str):
+            text = a
+        else:
+            return bad(0)
+        fl = re.I if (d.get('case_insensitive') or 'casefold' in steps) else 0
+        if 'terms' in d:
+            terms = d['terms']
+            found = 0
+            for t in terms:
+                alts = t if isinstance(t, list) else [t]
+                hit = False
+                for x in alts:
+                    if isinstance(x, str):
+                        hit = hit or norm_str(steps, x) in text
+                    else:
+                        hit = hit or re.search(x['regex'], text, fl) is not None
+                found += hit
+            total = len(terms)
+        else:
+            if not isinstance(b, list):
+                return bad(1)
+            for x in b:
+                if not isinstance(x, str):
+                    return bad(1)
+            total = len(b)
+            found = sum(1 for x in b if x and x in text)
+        if total == 0:
+            return 1000
+        need = d.get('need', total)
+        return half_up(Fraction(min(found, need), need))
+    if prim == 'token_overlap':
+        if not isinstance(a, str):
+            return bad(0)
+        if not isinstance(b, str):
+            return bad(1)
+        A, B = tokens(a), tokens(b)
+        return set_ratio(len(A & B), len(A), len(B), d.get('method', 'recall'))
+    if prim == 'match_objects':
+        if not isinstance(a, list):
+            return bad(0)
+        if not isinstance(b, list):
+            return bad(1)
+        on = d['match_on'] if isinstance(d['match_on'], list) else [d['match_on']]
+
+        def key(o):
+            if not isinstance(o, dict):
+                return None
+            ks = []
+            for pth in on:
+                v = resolve(o, pth)
+                if v is MISSING:
+                    return None
+                ks.append(canon(norm_val(steps, v)))
+            return tuple(ks)
+        subs = [(key(o), i) for i, o in enumerate(a)]
+        used = set()
+        fields = d.get('fields', [])
+        W = sum(exact(f.get('weight', 1)) for f in fields)
+        P = Fraction(0)
+        pairs = 0
+        for w in b:
+            k = key(w)
+            if k is None:
+                continue
+            hit = next((i for kk, i in subs if kk == k and i not in used), None)
+            if hit is None:
+                continue
+            used.add(hit)
+            pairs += 1
+            if not fields:
+                P += 1
+            else:
+                P += sum(exact(f.get('weight', 1)) * nested_score(f, a[hit], w, st)
+                         for f in fields) / (1000 * W)
+        ns, ne = len(a), len(b)
+        if ns == 0 and ne == 0:
+            return 1000
+        m = d.get('method', 'recall')
+        den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
+        if m == 'f1':
+            P *= 2
+        if den == 0:
+            return 1000 if m == 'recall' else 0
+        return half_up(P / den)
+    if prim == 'keyed_map':
+        if not isinstance(a, dict):
+            return bad(0)
+        if not isinstance(b, dict):
+            return bad(1)
+        keys = d.get('keys', list(b))
+        if not keys:
+            return 1000
+        tot = sum(nested_score(d['item'], a.get(k, MISSING), b.get(k, MISSING), st) for k in keys)
+        return half_up(Fraction(tot, 1000 * len(keys)))
+    raise ValueError(prim)
+
+
+V2_TYPES = {'text_length': (str,), 'regex_match': (str,), 'token_overlap': (str,),
+            'term_coverage': (str, list), 'match_objects': (list,), 'keyed_map': (dict,)}
+
+
+def v2_dim(d, docs, err, adv):
+    prim = d['primitive']
+    f = d['field']
+    adoc, apath = root_path(f, 'answer', docs)
+    a = get(adoc, apath)
+    good = True
+    if a is MISSING or (prim in V2_TYPES and not isinstance(a, V2_TYPES[prim])) or \
+            (prim in V2_TYPES and isinstance(a, bool)):
+        err(f)
+        good = False
+    b = MISSING
+    g = d.get('ground_truth_field')
+    if g is not None:
+        gdoc, gpath = root_path(g, 'ground_truth', docs)
+        glabel = 'ground_truth.' + g if not g.startswith('@') else g
+        b = get(gdoc, gpath)
+        if b is MISSING or (prim in V2_TYPES and not isinstance(b, V2_TYPES[prim])):
+            err(glabel)
+            good = False
+    if not good:
+        return 0
+    st = {'bad': 0, 'side': 0}
+    r = v2_apply(d, a, b, st)
+    if r is not None and st['bad']:
+        adv(f)
+    if r is None:
+        err(f if st['side'] == 0 else ('ground_truth.' + g if not g.startswith('@') else g))
+        return 0
+    return r
+
+
 def reference_score(spec, sub, gt, match):
     answer = sub.get('answer', {})
     metadata = sub.get('metadata', {})
@@ -448,6 +813,13 @@ def reference_score(spec, sub, gt, match):
                 break
 
     warnings = []
+    match_doc = {}
+    if has_times:
+        ms = submitted - started
+        match_doc['elapsed_ms'] = ms
+        match_doc['elapsed_secs'] = ms / 1000
+    if match.get('time_limit_secs'):
+        match_doc['time_limit_secs'] = match['time_limit_secs']
 
     def err(field):
         warnings.append(('error', field))
@@ -460,10 +832,16 @@ def reference_score(spec, sub, gt, match):
         key = d['key']
         prim = d['primitive']
         score = 0
-        if prim in FIELD_PRIMS:
+        if prim in V2_PRIMS:
+            score = v2_dim(d, {'answer': answer, 'metadata': metadata, 'ground_truth': gt,
+                               'match': match_doc}, err, adv)
+        elif prim in FIELD_PRIMS:
             f, g = d['field'], d['ground_truth_field']
             a = resolve(answer, f)
             b = resolve(gt, g)
+            if d.get('normalize'):
+                a = norm_val(set(d['normalize']), a) if a is not MISSING else a
+                b = norm_val(set(d['normalize']), b) if b is not MISSING else b
             gf = 'ground_truth.' + g
             if prim == 'exact_match':
                 if a is MISSING:
@@ -492,12 +870,9 @@ def reference_score(spec, sub, gt, match):
                         B = set(canon(x) for x in b)
                         if prim == 'coverage_ratio':
                             score = 1000 if not B else half_up(Fraction(len(A & B), len(B)))
-                        elif not A and not B:
-                            score = 1000
-                        elif d.get('method', 'jaccard') == 'intersection':
-                            score = 0 if not B else half_up(Fraction(len(A & B), len(B)))
                         else:
-                            score = half_up(Fraction(len(A & B), len(A | B)))
+                            score = set_ratio(len(A & B), len(A), len(B),
+                                              d.get('method', 'jaccard'))
             elif prim == 'numeric_tolerance':
                 tol = exact(d.get('tolerance', 0.01))
                 linear = d.get('decay', 'none') == 'linear'
@@ -623,7 +998,8 @@ def reference_score(spec, sub, gt, match):
     for d in spec['dimensions']:
         w = exact(d['weight'])
         wd = final[d['key']] * w
-        total += wd
+        # "round_each": each weighted value rounded half up, then summed
+        total += math.floor(wd + Fraction(1, 2)) if spec.get('total') == 'round_each' else wd
         breakdown.append((d['key'], final[d['key']], w, wd))
     total = math.floor(min(Fraction(1000), total))
     th = spec.get('thresholds') or {}
@@ -897,8 +1273,189 @@ def rand_decimal(rng, places=None):
     return float(Decimal(rng.randint(-5000, 5000)) / (10 ** places))
 
 
+WORDS = ['root', 'cause', 'Root-Cause', 'outage', 'DOWNTIME', 'roll_back', 'the', 'The', 'fox',
+         'cat', 'concat', 'colour', 'color', '42', ' 42 ', '42.0', '-1.50', '01', 'e1001', 'E1001',
+         'U.S.A.', 'usa', 'naïve', 'Straße', 'STRASSE', 'ﬁle', 'café', 'cafe\u0301', 'x', 'y',
+         'well-known', 'well known', '“quoted”', 'a,b', 'Ω', '12', '345', 'ab', 'abbc', 'yz']
+ASCII_WORDS = [w for w in WORDS if all(ord(c) < 128 for c in w)]
+NORM_STEPS = ['nfkc', 'casefold', 'separators', 'punctuation', 'whitespace', 'trim', 'numeric']
+REGEXES = ['ab+c', '^the', 'fox$', '[0-9]{2,3}', 'x|yz', 'colou?r', '(ab)+c', r'\bcat\b',
+           r'^\d+$', 'e100[0-9]', '[a-c]{2}', 'o.t', r'\s\S', 'zzz']
+
+
+def rand_text(rng, ascii_only=False):
+    pool = ASCII_WORDS if ascii_only else WORDS
+    seps = [' ', ' ', '  ', ', ', '-', '\t'] if ascii_only else [' ', ' ', '  ', ', ', '-', '\t', '\u3000']
+    n = rng.choice([0, 1, 2, 3, 5, 8])
+    out = ''
+    for i in range(n):
+        out += (rng.choice(seps) if i else '') + rng.choice(pool)
+    return out
+
+
+def rand_steps(rng, allow_numeric=True):
+    st = [x for x in NORM_STEPS if rng.random() < 0.35 and (allow_numeric or x != 'numeric')]
+    rng.shuffle(st)  # the order written does not matter
+    return st
+
+
+def rand_ramp(rng, d):
+    r = rng.random()
+    if r < 0.3:
+        d['target'] = rng.choice([1, 2, 3, 5, 8, 20])
+        return
+    n = rng.randint(1, 4)
+    xs = sorted(rng.sample(range(0, 30), n))
+    pts = [[x, rng.choice([0, 0.25, 0.5, 1, 0.333333, 0.75, 1])] for x in xs]
+    d['steps' if r < 0.55 else 'ramp'] = pts
+
+
+def gen_v2(case, d):
+    rng = case.rng
+    prim = rng.choice(['text_length', 'term_coverage', 'regex_match', 'token_overlap', 'count',
+                       'match_objects', 'match_objects', 'keyed_map', 'keyed_map'])
+    d['primitive'] = prim
+    broken = rng.random() < 0.1
+    if prim == 'text_length':
+        a = rand_text(rng)
+        if rng.random() < 0.5:
+            d['unit'] = rng.choice(['words', 'chars'])
+        rand_ramp(rng, d)
+        g = MISSING
+    elif prim == 'count':
+        d['of'] = rng.choice(['length', 'distinct', 'unique_ratio', 'present'])
+        pool = [1, 1.0, '1', 'a', 'A', ' a', None, True, {'k': 1}, [1]]
+        if d['of'] == 'present':
+            d['keys'] = rng.sample(['p', 'q', 'r', 's'], rng.randint(1, 4))
+            a = {k: rng.choice([1, None, '', 0]) for k in rng.sample(['p', 'q', 'r', 't'], rng.randint(0, 4))}
+        elif d['of'] == 'length' and rng.random() < 0.4:
+            a = rng.choice([rand_text(rng), {'x': 1, 'y': 2}])
+        else:
+            a = [rng.choice(pool) for _ in range(rng.choice([0, 1, 3, 5, 9]))]
+        if d['of'] != 'unique_ratio':
+            rand_ramp(rng, d)
+        if rng.random() < 0.3:
+            d['normalize'] = rand_steps(rng)
+        g = MISSING
+    elif prim == 'regex_match':
+        d['pattern'] = rng.choice(REGEXES)
+        if rng.random() < 0.3:
+            d['case_insensitive'] = True
+        if rng.random() < 0.2:
+            d['normalize'] = rand_steps(rng, False)
+        a = rand_text(rng, ascii_only=True).replace('\t', ' ')
+        g = MISSING
+    elif prim == 'term_coverage':
+        ascii_only = rng.random() < 0.5
+        a = rand_text(rng, ascii_only)
+        if rng.random() < 0.2:
+            a = [rand_text(rng, ascii_only) for _ in range(rng.randint(0, 3))]
+        if rng.random() < 0.4:
+            d['normalize'] = rand_steps(rng, False)
+        if rng.random() < 0.7:
+            terms = []
+            for _ in range(rng.randint(1, 5)):
+                pool = ASCII_WORDS if ascii_only else WORDS
+                t = rng.choice([w for w in pool if w.strip()])
+                if ascii_only and rng.random() < 0.3:
+                    t = {'regex': rng.choice(REGEXES)}
+                if rng.random() < 0.25:
+                    t = [t, rng.choice([w for w in pool if w.strip()])]
+                terms.append(t)
+            d['terms'] = terms
+            g = MISSING
+        else:
+            g = [rng.choice(WORDS) for _ in range(rng.randint(0, 4))]
+        if rng.random() < 0.2:
+            d['need'] = rng.randint(1, 3)
+    elif prim == 'token_overlap':
+        a, g = rand_text(rng), rand_text(rng)
+        if rng.random() < 0.3:
+            g = gen_string(rng)
+        if rng.random() < 0.6:
+            d['method'] = rng.choice(['recall', 'precision', 'f1', 'jaccard'])
+        if rng.random() < 0.3:
+            d['normalize'] = rand_steps(rng, False)
+    elif prim == 'match_objects':
+        ids = [1, 2, 3, '1', 'A', 'a', 'b ', 2.0]
+        def obj():
+            o = {}
+            if rng.random() < 0.93:
+                o['id'] = rng.choice(ids)
+            if rng.random() < 0.9:
+                o['v'] = rng.choice(['x', 'X', ' x', 'y', 1, 'Straße', 'strasse'])
+            if rng.random() < 0.9:
+                o['n'] = rng.choice([1, 1.4, 2, 0.5, 'n'])
+            return o
+        g = [obj() for _ in range(rng.choice([0, 1, 2, 3, 5]))]
+        a = [obj() for _ in range(rng.choice([0, 1, 2, 3, 6]))]
+        if rng.random() < 0.4:
+            a = [dict(x) for x in g] + a[:1]
+        if rng.random() < 0.1:
+            a.append('not an object')
+        d['match_on'] = 'id' if rng.random() < 0.7 else ['id']
+        if rng.random() < 0.4:
+            d['normalize'] = rand_steps(rng)
+        if rng.random() < 0.7:
+            d['method'] = rng.choice(['recall', 'precision', 'f1', 'mean'])
+        if rng.random() < 0.7:
+            fields = []
+            if rng.random() < 0.8:
+                f = {'primitive': 'exact_match', 'field': 'v'}
+                if rng.random() < 0.5:
+                    f['normalize'] = rand_steps(rng)
+                if rng.random() < 0.5:
+                    f['weight'] = rng.choice([0.5, 0.25, 1, 0.333333])
+                fields.append(f)
+            if rng.random() < 0.6:
+                f = {'primitive': 'numeric_tolerance', 'field': 'n', 'tolerance': 0.5}
+                if rng.random() < 0.5:
+                    f['weight'] = rng.choice([0.5, 0.75, 1])
+                fields.append(f)
+            d['fields'] = fields
+    else:  # keyed_map
+        keys = ['q1', 'q2', 'q3', 'q4', 'q5']
+        g = {k: rng.choice(['4', 4, 'yes', 'Yes', 2.5, 'x']) for k in rng.sample(keys, rng.randint(0, 5))}
+        a = {k: rng.choice(['4', 4, ' yes', 'YES', 2.6, 'y', 4.0]) for k in rng.sample(keys, rng.randint(0, 5))}
+        for k in g:
+            if rng.random() < 0.5:
+                a[k] = g[k]
+        if rng.random() < 0.3:
+            d['keys'] = rng.sample(keys, rng.randint(1, 3))
+        if rng.random() < 0.6:
+            it = {'primitive': 'exact_match'}
+            if rng.random() < 0.7:
+                it['normalize'] = rand_steps(rng)
+        else:
+            it = {'primitive': 'numeric_tolerance', 'tolerance': rng.choice([0.5, 0.01])}
+        d['item'] = it
+    if broken:
+        r = rng.random()
+        if r < 0.4:
+            a = MISSING
+        elif r < 0.7:
+            a = rng.choice([5, None, True, {'z': 1}, 'str'])
+        elif g is not MISSING:
+            g = rng.choice([MISSING, 5, 'str', None])
+    if g is MISSING and prim in ('text_length', 'regex_match', 'count') or \
+            (prim == 'term_coverage' and 'terms' in d):
+        case.nf += 1
+        if rng.random() < 0.2 and a is not MISSING:
+            case.metadata['m%d' % case.nf] = a
+            d['field'] = '@metadata.m%d' % case.nf
+        else:
+            d['field'] = case._place(case.answer, 'f%d' % case.nf, a)
+    else:
+        d['field'], d['ground_truth_field'] = case.place(a, g)
+        if rng.random() < 0.15 and not d['ground_truth_field'].startswith('['):
+            d['ground_truth_field'] = '@ground_truth.' + d['ground_truth_field']
+    return d
+
+
 def gen_dim(case, key, weight):
     rng = case.rng
+    if rng.random() < V2_SHARE:
+        return gen_v2(case, {'key': key, 'weight': weight})
     prim = rng.choice(['exact_match', 'exact_match', 'exact_match_ratio', 'exact_match_ratio',
                        'numeric_tolerance', 'numeric_tolerance', 'numeric_tolerance',
                        'fuzzy_string', 'fuzzy_string', 'time_decay', 'time_decay',
@@ -923,6 +1480,9 @@ def gen_dim(case, key, weight):
     if prim == 'exact_match':
         g = rand_json(rng)
         a = perturb(rng, g) if rng.random() < 0.7 else rand_json(rng)
+        if rng.random() < 0.2:
+            g, a = rng.choice(WORDS), rng.choice(WORDS)
+            d['normalize'] = rand_steps(rng)
         if rng.random() < 0.3:
             d['case_insensitive'] = rng.random() < 0.7
         a, g = vals(a, g)
@@ -1023,7 +1583,11 @@ def gen_dim(case, key, weight):
         if rng.random() < 0.3:
             a = list(g) + a[:1]
         if prim == 'set_overlap' and rng.random() < 0.7:
-            d['method'] = rng.choice(['jaccard', 'intersection'])
+            d['method'] = rng.choice(['jaccard', 'intersection', 'recall', 'precision', 'f1'])
+        if rng.random() < 0.2:
+            a = [rng.choice(WORDS) for _ in range(rng.randint(0, 4))]
+            g = [rng.choice(WORDS) for _ in range(rng.randint(0, 4))]
+            d['normalize'] = rand_steps(rng)
         a, g = vals(a, g)
         d['field'], d['ground_truth_field'] = case.place(a, g)
     elif prim in ('token_efficiency', 'call_efficiency'):
@@ -1113,6 +1677,8 @@ def gen_case(rng, idx):
             dims[i]['gate'] = {'dimension': tgt,
                                'above': rng.choice([700, 0, 500, 999, -1, 499.5, 1000, 333])}
     spec = {'evaluator': 'deterministic', 'dimensions': dims}
+    if rng.random() < 0.25:
+        spec['total'] = rng.choice(['round_each', 'round_each', 'floor'])
     r = rng.random()
     if r < 0.5:
         win = rng.choice([700, 500, 1000, 0, 650.5, 823])
@@ -1544,8 +2110,8 @@ def validation_cases():
             primitive='expression', expr='1e400', field=DROP, ground_truth_field=DROP)),
          ('correctness', ['expr', 'range'])),
         ('expression with an unknown function', spec(dim(
-            primitive='expression', expr='abs(-1)', field=DROP, ground_truth_field=DROP)),
-         ('correctness', ['expr', 'abs'])),
+            primitive='expression', expr='pow(2, 1)', field=DROP, ground_truth_field=DROP)),
+         ('correctness', ['expr', 'pow'])),
         ('weight 1e-7', spec(dim('a1', 1e-7), dim('a2', 0.9999999)), ('a1', ['places'])),
         ('case_insensitive not a boolean', spec(dim(case_insensitive='yes')),
          ('correctness', ['case_insensitive'])),

@@ -1,0 +1,298 @@
+/*
+ * The `normalize` option of scoring specs (see norm.h): Unicode steps through
+ * utf8proc (NFKC, full case folding), then one pass over the code points for
+ * separators, punctuation, whitespace and trimming; ASCII text skips utf8proc.
+ */
+#include "norm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "jcanon.h"
+#include "util.h"
+
+static const char *const step_names[] = {
+	"nfkc", "casefold", "separators", "punctuation", "whitespace", "trim", "numeric",
+};
+#define NSTEPS (sizeof step_names / sizeof step_names[0])
+
+int norm_parse(const json_t *v, unsigned *steps, char *err, size_t errlen)
+{
+	*steps = 0;
+	if (!json_is_array(v)) {
+		snprintf(err, errlen, "normalize must be an array of steps (nfkc, casefold, separators, "
+		         "punctuation, whitespace, trim, numeric), not %s", jcanon_type_name(v));
+		return -1;
+	}
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		const json_t *s = json_array_get(v, i);
+		size_t k = 0;
+		if (json_is_string(s))
+			while (k < NSTEPS && strcmp(step_names[k], json_string_value(s)))
+				k++;
+		if (!json_is_string(s) || k == NSTEPS) {
+			snprintf(err, errlen, "normalize[%zu]: unknown step '%.40s' (known: nfkc, casefold, "
+			         "separators, punctuation, whitespace, trim, numeric)", i,
+			         json_is_string(s) ? json_string_value(s) : jcanon_type_name(s));
+			return -1;
+		}
+		*steps |= 1u << k;
+	}
+	return 0;
+}
+
+void norm_describe(unsigned steps, char *buf, size_t n)
+{
+	size_t off = 0;
+	if (n)
+		buf[0] = 0;
+	for (size_t k = 0; k < NSTEPS; k++)
+		if (steps & (1u << k) && off < n)
+			off += (size_t)snprintf(buf + off, n - off, "%s%s", off ? "," : "", step_names[k]);
+}
+
+static bool is_ws(int32_t c)
+{
+	if (c == ' ' || (c >= 9 && c <= 13))
+		return true;
+	if (c < 128)
+		return false;
+	utf8proc_category_t k = utf8proc_category(c);
+	return k == UTF8PROC_CATEGORY_ZS || k == UTF8PROC_CATEGORY_ZL || k == UTF8PROC_CATEGORY_ZP ||
+	       c == 0x85;
+}
+
+static bool is_punct(int32_t c)
+{
+	if (c < 128)
+		return (c >= 33 && c <= 47 && c != '$' && c != '+') || (c >= 58 && c <= 64 && c != '<' &&
+		        c != '=' && c != '>') || (c >= 91 && c <= 96 && c != '^' && c != '`') ||
+		       c == '{' || c == '}';
+	utf8proc_category_t k = utf8proc_category(c);
+	return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
+}
+
+char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
+{
+	return norm_text_buf(steps, s, len, NULL, 0, outlen);
+}
+
+char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t cap,
+                    size_t *outlen)
+{
+	char *work = NULL;   /* owned result of the Unicode passes, if any */
+	size_t wlen = len;
+	bool ascii = true;
+	for (size_t i = 0; i < len && ascii; i++)
+		ascii = (unsigned char)s[i] < 0x80;
+	/* NFKC, then case folding, as two passes: the order the README gives (folding after
+	 * composing can leave a decomposed sequence, e.g. U+01F0 folds to j + U+030C). ASCII
+	 * text is NFKC already and folds by mapping A-Z, done below while copying. */
+	for (int pass = 0; pass < 2 && !ascii; pass++) {
+		utf8proc_option_t o = pass == 0 ? UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_STABLE
+		                                : UTF8PROC_CASEFOLD;
+		if (!(steps & (pass == 0 ? NORM_NFKC : NORM_CASEFOLD)))
+			continue;
+		utf8proc_uint8_t *dst = NULL;
+		utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)(work ? work : s),
+		                                  (utf8proc_ssize_t)(work ? wlen : len), &dst, o);
+		if (n == UTF8PROC_ERROR_NOMEM)
+			abort();
+		if (n >= 0) {
+			free(work);
+			work = (char *)dst;
+			wlen = (size_t)n;
+		}
+	}
+	/* Folding A-Z while copying: ASCII text, or text utf8proc rejected (invalid UTF-8). */
+	bool fold_ascii = (steps & NORM_CASEFOLD) && !work;
+	const char *src = work ? work : s;
+	/* One pass: fold, separators → space, drop punctuation, collapse whitespace; then trim. */
+	char *out = buf && wlen + 2 <= cap ? buf : xmalloc(wlen + 2);
+	size_t w = 0, i = 0;
+	bool pending = false;
+	bool pass2 = steps & (NORM_SEPARATORS | NORM_PUNCTUATION | NORM_WHITESPACE | NORM_TRIM);
+	if (!pass2) {   /* a copy, folding A-Z if asked: a tight loop */
+		memcpy(out, src, wlen);
+		if (fold_ascii)
+			for (size_t k = 0; k < wlen; k++)
+				out[k] = (char)(out[k] + ((unsigned char)(out[k] - 'A') < 26) * ('a' - 'A'));
+		out[wlen] = 0;
+		free(work);
+		*outlen = wlen;
+		return out;
+	}
+	while (i < wlen) {
+		utf8proc_int32_t c;
+		utf8proc_ssize_t n;
+		if ((unsigned char)src[i] < 0x80) {   /* ASCII: no decoding */
+			c = (unsigned char)src[i];
+			if (fold_ascii && c >= 'A' && c <= 'Z')
+				c += 'a' - 'A';
+			if (!pass2) {
+				out[w++] = (char)c;
+				i++;
+				continue;
+			}
+			n = 1;
+		} else {
+			n = utf8proc_iterate((const utf8proc_uint8_t *)src + i, (utf8proc_ssize_t)(wlen - i), &c);
+		}
+		size_t cl = n > 0 ? (size_t)n : 1;
+		const char *from = src + i;
+		char one;
+		i += cl;
+		if (n <= 0)
+			c = -1;
+		if (c >= 0 && c < 0x80) {
+			one = (char)c;   /* possibly folded */
+			from = &one;
+		}
+		if (!pass2) {
+			memcpy(out + w, from, cl);
+			w += cl;
+			continue;
+		}
+		if ((steps & NORM_SEPARATORS) && (c == '-' || c == '_' || (c >= 0 && is_ws(c)))) {
+			c = ' ';
+			one = ' ';
+			from = &one;
+			cl = 1;
+		}
+		if ((steps & NORM_PUNCTUATION) && c >= 0 && is_punct(c))
+			continue;
+		bool ws = c >= 0 && is_ws(c);
+		if (ws && (steps & NORM_WHITESPACE)) {
+			pending = true;
+			continue;
+		}
+		if (pending)
+			out[w++] = ' ';
+		pending = false;
+		memcpy(out + w, from, cl);
+		w += cl;
+	}
+	if (pending)
+		out[w++] = ' ';
+	size_t start = 0, end = w;
+	if (steps & NORM_TRIM) {
+		size_t k = 0;
+		bool seen = false;
+		while (k < w) {
+			utf8proc_int32_t c;
+			utf8proc_ssize_t n = (unsigned char)out[k] < 0x80 ? (c = (unsigned char)out[k], 1)
+			                   : utf8proc_iterate((const utf8proc_uint8_t *)out + k,
+			                                      (utf8proc_ssize_t)(w - k), &c);
+			size_t cl = n > 0 ? (size_t)n : 1;
+			if (n <= 0 || !is_ws(c)) {
+				if (!seen)
+					start = k;
+				seen = true;
+				end = k + cl;
+			}
+			k += cl;
+		}
+		if (!seen)
+			start = end = 0;
+	}
+	if (start)
+		memmove(out, out + start, end - start);
+	w = end - start;
+	out[w] = 0;
+	free(work);
+	*outlen = w;
+	return out;
+}
+
+/* A JSON number text (RFC 8259 grammar) → number, or NULL. */
+static json_t *as_number(const char *s, size_t n)
+{
+	size_t i = 0;
+	if (i < n && s[i] == '-')
+		i++;
+	if (i >= n)
+		return NULL;
+	if (s[i] == '0') {
+		i++;
+	} else if (s[i] >= '1' && s[i] <= '9') {
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+	} else {
+		return NULL;
+	}
+	bool integral = true;
+	if (i < n && s[i] == '.') {
+		integral = false;
+		i++;
+		size_t d = i;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+		if (i == d)
+			return NULL;
+	}
+	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		integral = false;
+		i++;
+		if (i < n && (s[i] == '+' || s[i] == '-'))
+			i++;
+		size_t d = i;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+		if (i == d)
+			return NULL;
+	}
+	if (i != n || n > 64)
+		return NULL;
+	char buf[72];
+	memcpy(buf, s, n);
+	buf[n] = 0;
+	if (integral && n <= 18)
+		return json_integer(strtoll(buf, NULL, 10));
+	double d = strtod(buf, NULL);
+	return isfinite(d) ? json_real(d) : NULL;
+}
+
+json_t *norm_value(unsigned steps, const json_t *v)
+{
+	if (!steps || !v)
+		return json_incref((json_t *)v);
+	switch (json_typeof(v)) {
+	case JSON_STRING: {
+		size_t n;
+		char *t = norm_text(steps, json_string_value(v), json_string_length(v), &n);
+		json_t *r = NULL;
+		if (steps & NORM_NUMERIC) {
+			/* numbers are read after trimming whatever the steps say */
+			size_t a = 0, b = n;
+			while (a < b && (t[a] == ' ' || (t[a] >= 9 && t[a] <= 13)))
+				a++;
+			while (b > a && (t[b - 1] == ' ' || (t[b - 1] >= 9 && t[b - 1] <= 13)))
+				b--;
+			r = as_number(t + a, b - a);
+		}
+		if (!r)
+			r = json_stringn_nocheck(t, n);
+		free(t);
+		return r;
+	}
+	case JSON_ARRAY: {
+		json_t *a = json_array();
+		for (size_t i = 0; i < json_array_size(v); i++)
+			json_array_append_new(a, norm_value(steps, json_array_get(v, i)));
+		return a;
+	}
+	case JSON_OBJECT: {
+		json_t *o = json_object();
+		const char *k;
+		json_t *x;
+		json_object_foreach((json_t *)v, k, x)
+			json_object_set_new_nocheck(o, k, norm_value(steps, x));
+		return o;
+	}
+	default:
+		return json_incref((json_t *)v);
+	}
+}

@@ -1,0 +1,45 @@
+/*
+ * Regular expressions for scoring specs (README "Regular expressions"): a
+ * documented subset compiled to a Thompson NFA and run by a breadth-first
+ * simulation, so matching time is linear in the text (times the program
+ * size) and never backtracks. Patterns are bounded (RX_MAX_PATTERN bytes,
+ * RX_MAX_PROG instructions after expanding counted repeats, RX_MAX_DEPTH
+ * nesting) and every search takes a work budget: a search that would exceed
+ * it stops and reports so, instead of stalling the evaluation. Text and
+ * patterns are UTF-8 and match by code point. Pure: no I/O.
+ *
+ * Subset: literals; `.` (any code point but \n); classes `[a-z_]`, `[^...]`;
+ * escapes \d \D \w \W \s \S (Unicode letters/digits/underscore for \w),
+ * \b \B (word boundary), \n \r \t and any escaped punctuation; anchors ^ $
+ * (start / end of the whole text); groups `(...)`, `(?:...)`, alternation `|`;
+ * quantifiers * + ? {n} {n,} {n,m} (m ≤ 1000), a trailing `?` (lazy) is
+ * accepted and changes nothing (only "is there a match" is asked). Anything
+ * else (backreferences, lookaround, \p{..}, possessive quantifiers) is a
+ * compile error naming the position.
+ */
+#ifndef ARBITER_RX_H
+#define ARBITER_RX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RX_MAX_PATTERN 1024      /* pattern bytes */
+#define RX_MAX_PROG    2000      /* NFA instructions after expansion */
+#define RX_MAX_DEPTH   64        /* group nesting */
+#define RX_MAX_REPEAT  1000      /* largest n, m in {n,m} */
+
+struct rx;
+/* Compiles pattern[0..len). icase: simple Unicode case-insensitive matching. Returns 0 and
+ * *out (free with rx_free), or -1 with *out NULL and "position P: <what>" in err. */
+int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, char *err,
+               size_t errlen);
+void rx_free(struct rx *r);   /* NULL ok */
+/* Searches text[0..len) (UTF-8; invalid bytes count as U+FFFD) for a match anywhere (or the
+ * whole text when the pattern says ^...$). *budget is the remaining work (NFA state visits);
+ * it is decreased by the work done. Returns 1 match, 0 no match, -1 budget exhausted. */
+int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget);
+/* Number of instructions (for tests and the explain output). */
+size_t rx_prog_size(const struct rx *r);
+
+#endif

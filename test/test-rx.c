@@ -1,0 +1,168 @@
+/*
+ * Unit tests for common/rx: a table of (pattern, text, expected) covering the
+ * documented subset, Unicode, anchors, word boundaries, counted repeats and
+ * case-insensitivity; compile errors with their positions; the size limits;
+ * and the work budget on hostile patterns (bounded, never exponential: a
+ * pattern that backtracking engines take exponential time on finishes within
+ * a work count linear in the text).
+ */
+#include "rx.h"
+#include "tap.h"
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct mcase { const char *pat; bool icase; const char *text; int want; };
+
+static const struct mcase mcases[] = {
+	{ "abc", false, "xxabcxx", 1 },
+	{ "abc", false, "xxabxcx", 0 },
+	{ "", false, "", 1 },
+	{ "", false, "abc", 1 },
+	{ "a|b", false, "ccb", 1 },
+	{ "a|b", false, "ccc", 0 },
+	{ "^ab", false, "ab", 1 },
+	{ "^ab", false, "cab", 0 },
+	{ "ab$", false, "cab", 1 },
+	{ "ab$", false, "abc", 0 },
+	{ "^$", false, "", 1 },
+	{ "^$", false, "x", 0 },
+	{ "^a*$", false, "aaaa", 1 },
+	{ "^a+$", false, "", 0 },
+	{ "^a?b$", false, "b", 1 },
+	{ "^a{2}$", false, "aa", 1 },
+	{ "^a{2}$", false, "aaa", 0 },
+	{ "^a{2,}$", false, "aaaaa", 1 },
+	{ "^a{2,3}$", false, "aaaa", 0 },
+	{ "^a{0,1}b", false, "ab", 1 },
+	{ "^(ab)+$", false, "ababab", 1 },
+	{ "^(ab)+$", false, "ababa", 0 },
+	{ "^(?:a|bc)*d$", false, "abcabcd", 1 },
+	{ "a.c", false, "a\xC3\xA9" "c", 1 },           /* . is one code point */
+	{ "a.c", false, "a\nc", 0 },
+	{ "^[a-c]+$", false, "abcab", 1 },
+	{ "^[a-c]+$", false, "abcd", 0 },
+	{ "^[^0-9]+$", false, "abc", 1 },
+	{ "^[^0-9]+$", false, "ab1", 0 },
+	{ "[\\d]", false, "x7", 1 },
+	{ "^\\d+$", false, "\xD9\xA3\xD9\xA4", 1 },     /* Arabic-Indic digits are Nd */
+	{ "^\\w+$", false, "na\xC3\xAFve_1", 1 },
+	{ "\\W", false, "abc", 0 },
+	{ "\\s", false, "a\tb", 1 },
+	{ "\\S", false, "  ", 0 },
+	{ "\\bcat\\b", false, "a cat!", 1 },
+	{ "\\bcat\\b", false, "concat", 0 },
+	{ "\\Bcat", false, "concat", 1 },
+	{ "\\bcat", false, "cat", 1 },
+	{ "cat\\b", false, "cat", 1 },
+	{ "\\b\xC3\xA9t\xC3\xA9\\b", false, "un \xC3\xA9t\xC3\xA9 chaud", 1 },
+	{ "a\\.b", false, "a.b", 1 },
+	{ "a\\.b", false, "axb", 0 },
+	{ "\\(x\\)", false, "f(x)", 1 },
+	{ "[]a]", false, "]", 1 },
+	{ "[a-]", false, "-", 1 },
+	{ "x*?y", false, "xxy", 1 },                  /* lazy accepted */
+	{ "HELLO", true, "say hello", 1 },
+	{ "[A-Z]+", true, "abc", 1 },
+	{ "\xC3\x89" "COLE", true, "\xC3\xA9" "cole", 1 },
+	{ "hello", false, "HELLO", 0 },
+	{ "^(a|aa)+$", false, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 1 },
+	{ "^(a+)+$", false, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", 0 },
+	{ "(x+x+)+y", false, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0 },
+	{ "\\d{3}-\\d{4}", false, "call 555-1234 now", 1 },
+	{ "q", false, "\xFF\xFEq", 1 },                /* invalid UTF-8 bytes are skipped over */
+};
+
+struct ecase { const char *pat; const char *err; };
+
+static const struct ecase ecases[] = {
+	{ "(", "position 1: unclosed '('" },
+	{ "a)", "position 2: unmatched ')'" },
+	{ "*a", "position 1: '*' has nothing to repeat" },
+	{ "a**", "position 3: multiple repeat" },
+	{ "a{2,1}", "position 2: repeat {2,1} has max below min" },
+	{ "a{1001}", "position 2: repeat count above 1000" },
+	{ "a{x}", "position 2: '{' must start a repeat" },
+	{ "[abc", "position 1: unterminated character class" },
+	{ "[z-a]", "position 3: range out of order" },
+	{ "\\1", "position 1: unsupported escape '\\1'" },
+	{ "\\p{L}", "position 1: unsupported escape '\\p'" },
+	{ "(?=a)", "position 1: unsupported group '(?='" },
+	{ "(?<n>a)", "position 1: unsupported group '(?<'" },
+	{ "a++", "position 3: possessive quantifiers are not supported" },
+	{ "a\\", "position 2: pattern ends after '\\'" },
+	{ "[\\b]", "position 2: unsupported escape '\\b'" },
+	{ "(a{1000}){3}", "pattern too large" },
+};
+
+int main(void)
+{
+	char err[200];
+	struct rx *r;
+	for (size_t i = 0; i < sizeof mcases / sizeof mcases[0]; i++) {
+		const struct mcase *c = &mcases[i];
+		if (rx_compile(c->pat, strlen(c->pat), c->icase, &r, err, sizeof err) < 0) {
+			ok(0, "/%s/ compiles (%s)", c->pat, err);
+			continue;
+		}
+		uint64_t budget = 1000000;
+		is_int(rx_search(r, c->text, strlen(c->text), &budget), c->want, "/%s/%s on \"%s\"",
+		       c->pat, c->icase ? "i" : "", c->text);
+		rx_free(r);
+	}
+	for (size_t i = 0; i < sizeof ecases / sizeof ecases[0]; i++) {
+		const struct ecase *c = &ecases[i];
+		r = (struct rx *)1;
+		is_int(rx_compile(c->pat, strlen(c->pat), false, &r, err, sizeof err), -1,
+		       "/%s/ rejected", c->pat);
+		ok(r == NULL, "/%s/: *out NULL", c->pat);
+		ok(strstr(err, c->err) != NULL, "/%s/: message '%s' contains '%s'", c->pat, err, c->err);
+	}
+	/* Limits: pattern length, NUL byte, program size. */
+	char *big = xmalloc(RX_MAX_PATTERN + 2);
+	memset(big, 'a', RX_MAX_PATTERN + 1);
+	is_int(rx_compile(big, RX_MAX_PATTERN + 1, false, &r, err, sizeof err), -1, "pattern over the byte limit");
+	ok(strstr(err, "longer than 1024 bytes") != NULL, "length message: %s", err);
+	is_int(rx_compile(big, RX_MAX_PATTERN, false, &r, err, sizeof err), 0, "1024-byte pattern compiles");
+	rx_free(r);
+	free(big);
+	is_int(rx_compile("a\0b", 3, false, &r, err, sizeof err), -1, "NUL in pattern rejected");
+	is_int(rx_compile("[a-z]{1000}x", 12, false, &r, err, sizeof err), 0, "{1000} of a class compiles");
+	ok(rx_prog_size(r) <= RX_MAX_PROG, "program within the limit (%zu)", rx_prog_size(r));
+
+	/* Budget: 1 MiB of 'a' against [a-z]{1000}x runs out of budget (every state is live), and
+	 * reports -1 rather than running long; the budget left is 0. */
+	size_t n = (size_t)1 << 20;
+	char *text = xmalloc(n);
+	memset(text, 'a', n);
+	uint64_t budget = 5000000;
+	is_int(rx_search(r, text, n, &budget), -1, "hostile pattern on 1 MiB: budget exhausted");
+	is_int((long long)budget, 0, "budget reported spent");
+	rx_free(r);
+	/* Classic catastrophic patterns stay linear: work ≤ c × text × program. */
+	static const char *const evil[] = { "^(a+)+$", "^(a|a)*$", "^(a|aa)+b$", "(.*a){12}x" };
+	for (size_t i = 0; i < sizeof evil / sizeof evil[0]; i++) {
+		ok(rx_compile(evil[i], strlen(evil[i]), false, &r, err, sizeof err) == 0, "/%s/ compiles", evil[i]);
+		size_t tn = 100000;
+		text[tn - 1] = '!';
+		uint64_t b0 = (uint64_t)1 << 40, b = b0;
+		int m = rx_search(r, text, tn, &b);
+		ok(m == 0, "/%s/ on 100k a's + '!': no match", evil[i]);
+		uint64_t work = b0 - b;
+		ok(work <= (uint64_t)4 * tn * (rx_prog_size(r) + 1), "/%s/: work %llu is linear", evil[i],
+		   (unsigned long long)work);
+		text[tn - 1] = 'a';
+		rx_free(r);
+	}
+	/* A literal-led pattern skips ahead with memchr: tiny work on a long text. */
+	ok(rx_compile("needle", 6, false, &r, err, sizeof err) == 0, "literal compiles");
+	memcpy(text + n - 6, "needle", 6);
+	budget = 1000000;
+	is_int(rx_search(r, text, n, &budget), 1, "needle at the end of 1 MiB found");
+	ok(1000000 - budget < 100, "found with little work (%llu)",
+	   (unsigned long long)(1000000 - budget));
+	rx_free(r);
+	free(text);
+	return tap_done();
+}
