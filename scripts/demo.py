@@ -187,7 +187,7 @@ def seed(db, r, prefix):
                     (sid, mid, submitter, "203.0.113.7", json.dumps(answer), json.dumps(meta),
                      started + used))
         db.commit()
-        r.xadd(prefix + ":jobs", {"submission_id": sid, "kind": "evaluate",
+        r.xadd("{%s}:jobs" % prefix, {"submission_id": sid, "kind": "evaluate",
                                    "source_ip": "203.0.113.7",
                                    "enqueued_at": str(int(time.time() * 1000))})
         jobs.append((sid, agent, slug))

@@ -196,7 +196,7 @@ static void free_rl(struct rl *l)
 static void enqueue(const char *prefix, const char *tag, const char *ip, int n, char ids[][32])
 {
 	char stream[64], group[64];
-	snprintf(stream, sizeof stream, "%s:jobs", prefix);
+	snprintf(stream, sizeof stream, "{%s}:jobs", prefix);
 	snprintf(group, sizeof group, "%s-workers", prefix);
 	freeReplyObject(R("XGROUP CREATE %s %s 0 MKSTREAM", stream, group));
 	for (int i = 0; i < n; i++) {
@@ -269,9 +269,9 @@ static void test_scripts_and_reject(struct rq *r)
 	is_int(cmdstat("script|load"), 2, "SCRIPT LOAD sent once per script on this connection");
 	is_int(cmdstat("eval"), 1, "the first check ran as EVAL (digest not known yet)");
 	is_int(cmdstat("evalsha"), 5, "then EVALSHA");
-	long long pttl = RI("PTTL t1:rl:203.0.113.5");
+	long long pttl = RI("PTTL {t1}:rl:203.0.113.5");
 	ok(pttl > 1600 && pttl <= 2000, "key expires with its TAT (PTTL %lld)", pttl);
-	is_int(RI("EXISTS t1:jobs"), 0, "reject touches no stream");
+	is_int(RI("EXISTS {t1}:jobs"), 0, "reject touches no stream");
 
 	/* NOSCRIPT after SCRIPT FLUSH: one EVAL, then EVALSHA again. */
 	freeReplyObject(R("SCRIPT FLUSH"));
@@ -307,16 +307,16 @@ static void test_keys(struct rq *r)
 	for (int i = 0; i < 3; i++)
 		allowed += check1(l, r, spell[i], false, "0-1", f, 1).d == RL_ALLOW;
 	is_int(allowed, 2, "three spellings in one /64 share one key (burst 2)");
-	is_int(RI("EXISTS t2:rl:2001:db8:1:2::/64"), 1, "key t2:rl:2001:db8:1:2::/64");
+	is_int(RI("EXISTS {t2}:rl:2001:db8:1:2::/64"), 1, "key {t2}:rl:2001:db8:1:2::/64");
 	is_int(check1(l, r, "2001:db8:1:3::1", false, "0-1", f, 1).d, RL_ALLOW, "next /64 is separate");
 	allowed = 0;
 	allowed += check1(l, r, "not-an-ip", false, "0-1", f, 1).d == RL_ALLOW;
 	allowed += check1(l, r, NULL, false, "0-1", f, 1).d == RL_ALLOW;
 	allowed += check1(l, r, "", false, "0-1", f, 1).d == RL_ALLOW;
 	is_int(allowed, 2, "garbage, NULL and empty share the key `invalid`");
-	is_int(RI("EXISTS t2:rl:invalid"), 1, "key t2:rl:invalid");
+	is_int(RI("EXISTS {t2}:rl:invalid"), 1, "key {t2}:rl:invalid");
 	char *k = rl_key_for(l, "::FFFF:10.0.0.1");
-	is_str(k, "t2:rl:10.0.0.1", "rl_key_for");
+	is_str(k, "{t2}:rl:10.0.0.1", "rl_key_for");
 	free(k);
 	free_rl(l);
 }
@@ -341,7 +341,7 @@ static void test_no_redis_paths(struct rq *r)
 	       "disabled limiter needs no rq");
 	ok(rl_disabled(off) && !rl_disabled(l), "rl_disabled");
 	is_int(cmdstat("evalsha") + cmdstat("eval") - before, 0, "no script ran");
-	is_int(RI("EXISTS t3:rl:10.9.8.7"), 0, "no key written");
+	is_int(RI("EXISTS {t3}:rl:10.9.8.7"), 0, "no key written");
 	/* Several queued in one tick all arrive, in order. */
 	struct res s[5] = { 0 };
 	pending_count = 5;
@@ -383,15 +383,15 @@ static void test_defer_and_promote(struct rq *r)
 	}
 	is_int(allowed, 5, "5 allowed");
 	is_int(deferred, N - 5, "the rest deferred");
-	is_int(RI("XLEN t4:jobs"), 5, "deferred entries deleted from the stream");
-	redisReply *rep = R("XPENDING t4:jobs t4-workers");
+	is_int(RI("XLEN {t4}:jobs"), 5, "deferred entries deleted from the stream");
+	redisReply *rep = R("XPENDING {t4}:jobs t4-workers");
 	is_int(rep->element[0]->integer, 5, "and acknowledged (5 still pending: the allowed)");
 	freeReplyObject(rep);
-	is_int(RI("ZCARD t4:delayed"), N - 5, "all deferred in the delayed set, none collapsed");
+	is_int(RI("ZCARD {t4}:delayed"), N - 5, "all deferred in the delayed set, none collapsed");
 	for (int i = 5; i < N; i++)
 		ok(s[i].retry >= t0 + (i - 4) * 400 && s[i].retry <= t0 + (i - 4) * 400 + 50,
 		   "job %d due at +%lld ms (one T apart)", i, (long long)(s[i].retry - t0));
-	rep = R("ZRANGE t4:delayed 0 0 WITHSCORES");
+	rep = R("ZRANGE {t4}:delayed 0 0 WITHSCORES");
 	ok(rep->elements == 2 && strstr(rep->element[0]->str, "\"submission_id\":\"hot-5\"") &&
 	   strstr(rep->element[0]->str, "\"_token\":") &&
 	   strstr(rep->element[0]->str, "\"source_ip\":\"192.0.2.1\""),
@@ -405,7 +405,7 @@ static void test_defer_and_promote(struct rq *r)
 		const char *f[] = { "submission_id", "hot-6" };
 		struct res d = check1(l, r, "192.0.2.1", false, ids[6], f, 1);
 		is_int(d.d, RL_DEFERRED, "re-check of a moved entry: drop");
-		is_int(RI("ZCARD t4:delayed"), N - 5, "no duplicate member");
+		is_int(RI("ZCARD {t4}:delayed"), N - 5, "no duplicate member");
 	}
 
 	/* Nothing is due yet. */
@@ -416,16 +416,16 @@ static void test_defer_and_promote(struct rq *r)
 	for (int i = 0; i < 20; i++)
 		uv_run(loop, UV_RUN_NOWAIT), usleep(1000);
 	(void)idle;
-	is_int(RI("ZCARD t4:delayed"), N - 5, "nothing promoted before it is due");
+	is_int(RI("ZCARD {t4}:delayed"), N - 5, "nothing promoted before it is due");
 
 	/* Wait for the first two slots (800 ms) and promote. */
 	usleep(850000);
 	rl_promote_due(l, r);
-	for (int i = 0; i < 50 && RI("ZCARD t4:delayed") > N - 7; i++)
+	for (int i = 0; i < 50 && RI("ZCARD {t4}:delayed") > N - 7; i++)
 		uv_run(loop, UV_RUN_NOWAIT), usleep(2000);
-	is_int(RI("ZCARD t4:delayed"), N - 7, "two due jobs promoted");
-	is_int(RI("XLEN t4:jobs"), 7, "back on the stream");
-	rep = R("XREVRANGE t4:jobs + - COUNT 1");
+	is_int(RI("ZCARD {t4}:delayed"), N - 7, "two due jobs promoted");
+	is_int(RI("XLEN {t4}:jobs"), 7, "back on the stream");
+	rep = R("XREVRANGE {t4}:jobs + - COUNT 1");
 	{
 		redisReply *e = rep->element[0]->element[1];
 		int has_dc = 0, has_tok = 0, has_sub = 0;
@@ -446,7 +446,7 @@ static void test_defer_and_promote(struct rq *r)
 	 * wait; a newcomer queues behind them. */
 	char nid[1][32];
 	enqueue("t4", "late", "192.0.2.1", 1, nid);
-	rep = R("XREADGROUP GROUP t4-workers c1 COUNT 10 STREAMS t4:jobs >");
+	rep = R("XREADGROUP GROUP t4-workers c1 COUNT 10 STREAMS {t4}:jobs >");
 	freeReplyObject(rep);
 	{
 		const char *f[] = { "submission_id", "late-0" };
@@ -455,7 +455,7 @@ static void test_defer_and_promote(struct rq *r)
 		ok(d.retry >= t0 + 8 * 400, "at the end of the line (+%lld ms)",
 		   (long long)(d.retry - t0));
 	}
-	rep = R("XRANGE t4:jobs - +");
+	rep = R("XRANGE {t4}:jobs - +");
 	int promoted_allowed = 0, promoted_seen = 0;
 	for (size_t i = 0; i < rep->elements; i++) {
 		redisReply *e = rep->element[i]->element[1];
@@ -491,15 +491,15 @@ static void test_promote_concurrent(struct rq *r1, struct rq *r2)
 	struct rl *b = mk("t5", "5/2s", 5, "defer", NULL);
 
 	for (int i = 0; i < M; i++)
-		freeReplyObject(R("ZADD t5:delayed %d {\"submission_id\":\"p-%d\",\"_token\":\"%d-0\"}",
+		freeReplyObject(R("ZADD {t5}:delayed %d {\"submission_id\":\"p-%d\",\"_token\":\"%d-0\"}",
 		                  1000 + i, i, i));
-	freeReplyObject(R("ZADD t5:delayed 5 not-json"));
-	freeReplyObject(R("ZADD t5:delayed 99999999999999 {\"submission_id\":\"future\"}"));
+	freeReplyObject(R("ZADD {t5}:delayed 5 not-json"));
+	freeReplyObject(R("ZADD {t5}:delayed 99999999999999 {\"submission_id\":\"future\"}"));
 	/* One direct run of the script takes at most one batch. */
 	{
 		char n[16];
 		snprintf(n, sizeof n, "%d", RL_PROMOTE_BATCH);
-		redisReply *rep = redisCommand(sync_rc, "EVAL %s 3 t5:delayed t5:jobs t5:dead %s",
+		redisReply *rep = redisCommand(sync_rc, "EVAL %s 3 {t5}:delayed {t5}:jobs {t5}:dead %s",
 		                               rl_lua_promote, n);
 		ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->element[1]->integer == RL_PROMOTE_BATCH,
 		   "one script run takes one batch (%d)", RL_PROMOTE_BATCH);
@@ -511,15 +511,15 @@ static void test_promote_concurrent(struct rq *r1, struct rq *r2)
 		rl_promote_due(b, r2);
 		uv_run(loop, UV_RUN_NOWAIT);
 	}
-	for (int i = 0; i < 200 && RI("ZCARD t5:delayed") > 1; i++)
+	for (int i = 0; i < 200 && RI("ZCARD {t5}:delayed") > 1; i++)
 		uv_run(loop, UV_RUN_NOWAIT), usleep(2000);
 	for (int i = 0; i < 100; i++)
 		uv_run(loop, UV_RUN_NOWAIT), usleep(1000);
-	is_int(RI("ZCARD t5:delayed"), 1, "every due member moved (the future one stays)");
-	is_int(RI("XLEN t5:jobs"), M, "exactly M entries on the stream");
-	is_int(RI("XLEN t5:dead"), 1, "the invalid member was dead-lettered");
+	is_int(RI("ZCARD {t5}:delayed"), 1, "every due member moved (the future one stays)");
+	is_int(RI("XLEN {t5}:jobs"), M, "exactly M entries on the stream");
+	is_int(RI("XLEN {t5}:dead"), 1, "the invalid member was dead-lettered");
 	/* No duplicates: count distinct submission ids. */
-	redisReply *rep = R("XRANGE t5:jobs - +");
+	redisReply *rep = R("XRANGE {t5}:jobs - +");
 	static char seen[M];
 	int dup = 0, n = 0;
 	memset(seen, 0, sizeof seen);

@@ -43,7 +43,10 @@ struct bad {
 static const struct bad bads[] = {
 	{ "", "empty" },
 	{ "http://h:1", "expected" },
-	{ "rediss://h:1", "TLS" },
+	{ "redis://h:1?ssl_ca_certs=/ca.pem", "rediss://" },
+	{ "rediss://h:1?ssl_cert_reqs=optional", "ssl_cert_reqs" },
+	{ "rediss://h:1?ssl_ca_certs=", "ssl_ca_certs" },
+	{ "rediss://h:1?sslmode=verify", "unknown URL parameter" },
 	{ "redis://h:0", "port" },
 	{ "redis://h:65536", "port" },
 	{ "redis://h:12x", "port" },
@@ -93,6 +96,53 @@ int main(void)
 		ok(rc < 0 && strstr(err, b->why), "refuse '%s': %s", b->url, err);
 	}
 	ok(rq_url_parse(NULL, &u, err, sizeof err) < 0, "refuse NULL");
+
+	/* TLS: rediss:// and its parameters (redis-py's names). */
+	ok(rq_url_parse("rediss://alice:pw@redis.example:6380/2", &u, err, sizeof err) == 0 &&
+	   u.tls && !u.tls_noverify && !u.tls_ca[0] && u.port == 6380 && u.db == 2 &&
+	   !strcmp(u.user, "alice") && !strcmp(u.host, "redis.example"),
+	   "rediss://: TLS on, verification on by default, system store: %s", err);
+	ok(rq_url_parse("rediss://h/0?ssl_ca_certs=%2Fetc%2Fca.pem&ssl_certfile=/c.pem&"
+	                "ssl_keyfile=/k.pem&ssl_server_name=redis.internal", &u, err, sizeof err) == 0 &&
+	   !strcmp(u.tls_ca, "/etc/ca.pem") && !strcmp(u.tls_cert, "/c.pem") &&
+	   !strcmp(u.tls_key, "/k.pem") && !strcmp(u.tls_server_name, "redis.internal"),
+	   "rediss:// parameters: CA file, client cert and key, server name: %s", err);
+	ok(rq_url_parse("rediss://h?ssl_cert_reqs=none", &u, err, sizeof err) == 0 && u.tls_noverify,
+	   "ssl_cert_reqs=none turns verification off");
+	ok(rq_url_parse("redis://h", &u, err, sizeof err) == 0 && !u.tls, "redis:// is plain");
+
+	/* Sentinel. */
+	ok(rq_url_parse("redis+sentinel://:pw@10.0.0.1:26380,[::1],s3.example:5000/mymaster/3"
+	                "?sentinel_password=sp", &u, err, sizeof err) == 0 && u.sentinel && !u.tls &&
+	   u.nhosts == 3 && !strcmp(u.hosts[0].host, "10.0.0.1") && u.hosts[0].port == 26380 &&
+	   !strcmp(u.hosts[1].host, "::1") && u.hosts[1].port == 26379 &&
+	   !strcmp(u.hosts[2].host, "s3.example") && u.hosts[2].port == 5000 &&
+	   !strcmp(u.master_name, "mymaster") && u.db == 3 && !strcmp(u.password, "pw") &&
+	   !strcmp(u.sentinel_password, "sp"), "redis+sentinel:// with three sentinels: %s", err);
+	ok(rq_url_parse("rediss+sentinel://h/m?ssl_ca_certs=/ca", &u, err, sizeof err) == 0 &&
+	   u.sentinel && u.tls && u.nhosts == 1 && !strcmp(u.master_name, "m") && u.db == 0,
+	   "rediss+sentinel:// is TLS: %s", err);
+	ok(rq_url_parse("redis+sentinel://h1,h2", &u, err, sizeof err) < 0 && strstr(err, "master"),
+	   "a Sentinel URL without a master name is refused: %s", err);
+	ok(rq_url_parse("redis+sentinel://h1,,h2/m", &u, err, sizeof err) < 0, "empty sentinel host refused");
+	ok(rq_url_parse("redis+sentinel://h1/m/x", &u, err, sizeof err) < 0, "bad db refused");
+	/* Cluster. */
+	ok(rq_url_parse("redis+cluster://u:p@10.0.0.1:7000,10.0.0.2", &u, err, sizeof err) == 0 &&
+	   u.cluster && !u.sentinel && u.nhosts == 2 && u.hosts[0].port == 7000 &&
+	   u.hosts[1].port == 6379 && !strcmp(u.user, "u") && u.db == 0,
+	   "redis+cluster:// with two seeds: %s", err);
+	ok(rq_url_parse("rediss+cluster://h:7000/0?ssl_ca_certs=/ca", &u, err, sizeof err) == 0 &&
+	   u.cluster && u.tls, "rediss+cluster:// is TLS: %s", err);
+	ok(rq_url_parse("redis+cluster://h:7000/1", &u, err, sizeof err) < 0 && strstr(err, "database 0"),
+	   "Cluster refuses a database other than 0: %s", err);
+	/* Hash slots, as Redis computes them (CLUSTER KEYSLOT). */
+	is_int(rq_key_slot("foo"), 12182, "slot of foo");
+	is_int(rq_key_slot("{arbiter}:jobs"), rq_key_slot("arbiter"), "a hash tag decides the slot");
+	is_int(rq_key_slot("{arbiter}:rl:10.0.0.1"), rq_key_slot("{arbiter}:dead"), "same tag, same slot");
+	is_int(rq_key_slot("{}x"), rq_key_slot("{}x"), "an empty tag hashes the whole key");
+	is_int(rq_key_slot("123456789"), 0x31C3 & 16383, "CRC16/XMODEM check value");
+	ok(rq_url_parse("redis://h?sentinel_password=x", &u, err, sizeof err) < 0,
+	   "sentinel_password outside a Sentinel URL refused");
 
 	/* A long socket path must not overflow sun_path. */
 	char longp[200] = "unix:///";

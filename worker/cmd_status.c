@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "rq.h"
+#include "rkeys.h"
 #include "util.h"
 
 #define STATUS_TIMEOUT_SECS 5
@@ -129,6 +130,13 @@ static int redis_gather(const struct config *cfg, struct status *st)
 
 	if (rq_url_parse(cfg->redis_url, &u, st->redis_err, sizeof(st->redis_err)) < 0)
 		return -1;
+	if (u.tls || u.sentinel || u.cluster) {
+		/* This command uses a plain blocking hiredis connection. */
+		snprintf(st->redis_err, sizeof(st->redis_err), "arbiter status does not speak %s yet: "
+		         "read the worker's /metrics (arbiter_stream_length, ...) instead",
+		         u.sentinel ? "Sentinel" : u.cluster ? "Cluster" : "TLS");
+		return -1;
+	}
 	c = u.path[0] ? redisConnectUnixWithTimeout(u.path, tv)
 	              : redisConnectWithTimeout(u.host, u.port, tv);
 	if (!c || c->err) {
@@ -158,10 +166,20 @@ static int redis_gather(const struct config *cfg, struct status *st)
 		freeReplyObject(r);
 	}
 
-	snprintf(jobs, sizeof(jobs), "%s:jobs", cfg->prefix);
-	snprintf(dead, sizeof(dead), "%s:dead", cfg->prefix);
-	snprintf(delayed, sizeof(delayed), "%s:delayed", cfg->prefix);
-	snprintf(group, sizeof(group), "%s-workers", cfg->prefix);
+	{
+		/* Key names: rkeys.h (one hash tag). */
+		struct rkeys k;
+		char kerr[256];
+		if (rkeys_init(&k, cfg->prefix, cfg->redis_keys, kerr, sizeof kerr) < 0) {
+			snprintf(st->redis_err, sizeof(st->redis_err), "%s", kerr);
+			goto out;
+		}
+		snprintf(jobs, sizeof(jobs), "%s", k.jobs);
+		snprintf(dead, sizeof(dead), "%s", k.dead);
+		snprintf(delayed, sizeof(delayed), "%s", k.delayed);
+		snprintf(group, sizeof(group), "%s", k.group);
+		rkeys_free(&k);
+	}
 
 	{
 		const char *a[] = { "XLEN", jobs };

@@ -54,6 +54,8 @@ static const struct cfg_key keys[] = {
 	  "libpq conninfo or URI" },
 	{ "ARBITER_PREFIX", CFG_STR_NONEMPTY, OFF(prefix), "arbiter", 0, 0, NULL,
 	  "key prefix ({prefix}:jobs, {prefix}-workers, ...)" },
+	{ "ARBITER_REDIS_KEYS", CFG_ENUM, OFF(redis_keys), "tagged", 0, 0, "tagged|legacy",
+	  "Redis key names: tagged ({arbiter}:jobs, one Cluster slot) or legacy (arbiter:jobs)" },
 	{ "ARBITER_WORKER_ID", CFG_STR_NONEMPTY, OFF(worker_id), NULL, 0, 0, NULL,
 	  "consumer name and evaluation_results.worker_id (default hostname-pid)" },
 	{ "ARBITER_CONCURRENCY", CFG_INT, OFF(concurrency), "64", 1, 100000, NULL,

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "rq.h"
+#include "rkeys.h"
 #include "util.h"
 
 /* The check script. KEYS: 1 limiter hash `{prefix}:rl:<ipkey>` (fields t = TAT,
@@ -187,13 +188,6 @@ const char *rl_decision_name(enum rl_decision d)
 	}
 }
 
-static char *joinf(const char *a, const char *b)
-{
-	struct strbuf sb = { 0 };
-	strbuf_addf(&sb, "%s%s", a, b);
-	return sb.buf;
-}
-
 int rl_new_opts(const struct rl_opts *o, struct rl **out, char *err, size_t errlen)
 {
 	const char *prefix = o->prefix && *o->prefix ? o->prefix : "arbiter";
@@ -246,11 +240,18 @@ int rl_new_opts(const struct rl_opts *o, struct rl **out, char *err, size_t errl
 	}
 	snprintf(l->t_arg, sizeof l->t_arg, "%" PRId64, l->gp.emission_us);
 	snprintf(l->tau_arg, sizeof l->tau_arg, "%" PRId64, l->gp.tolerance_us);
-	l->prefix = xstrdup(prefix);
-	l->k_delayed = joinf(prefix, ":delayed");
-	l->k_stream = joinf(prefix, ":jobs");
-	l->k_dead = joinf(prefix, ":dead");
-	l->group = joinf(prefix, "-workers");
+	/* Key names come from rkeys (one hash tag); l->prefix is their base. */
+	struct rkeys k;
+	if (rkeys_init(&k, prefix, o->redis_keys, why, sizeof why) < 0) {
+		snprintf(err, errlen, "%s", why);
+		goto fail;
+	}
+	l->prefix = xstrdup(k.base);
+	l->k_delayed = xstrdup(k.delayed);
+	l->k_stream = xstrdup(k.jobs);
+	l->k_dead = xstrdup(k.dead);
+	l->group = xstrdup(k.group);
+	rkeys_free(&k);
 	*out = l;
 	return 0;
 fail:
@@ -266,6 +267,7 @@ int rl_new(const struct config *cfg, struct rl **out, char *err, size_t errlen)
 		.rate_policy = cfg->rate_policy,
 		.rate_allow = cfg->rate_allow,
 		.rate_burst = cfg->rate_burst,
+		.redis_keys = cfg->redis_keys,
 	};
 	/* rate_burst is an int the config table already parsed; 0 is not the
 	 * "default" here but a bad value. */

@@ -1,30 +1,31 @@
 /*
  * rq: a Redis client connection on a libuv loop (see rq.h for the contract).
  *
- * hiredis 0.14's async API does the protocol; this file does everything
- * around it:
- *   - the event-loop adapter: one uv_poll_t per connection, started and
- *     stopped through hiredis's addRead/delRead/addWrite/delWrite hooks (only
- *     when the event set really changes, since uv_poll_start re-registers the
- *     fd with epoll). A poll callback with status < 0 (libuv reports EPOLLERR,
- *     e.g. a reset socket, as UV_EBADF and stops the handle) drops the
- *     connection; hiredis's own 0.14 adapter ignores it and hangs.
- *   - the connect timeout (covering DNS, TCP connect and the AUTH/SELECT/PING
- *     handshake) and per-command timeouts: one uv timer per client armed at
- *     the earliest deadline, so a command costs no timer syscalls.
+ * The socket is ours: a non-blocking TCP (or unix) socket watched by one
+ * uv_poll_t, with OpenSSL on top of it for rediss:// URLs. hiredis is kept
+ * for the protocol only: redisFormatCommand* builds the commands and a
+ * redisReader parses the replies. Replies arrive in the order the commands
+ * were written, so each connection keeps a FIFO of commands in flight and
+ * hands every reply to the head of it. Everything runs on the loop thread.
+ *
+ * Around that:
+ *   - the connect timeout (covering DNS, TCP connect, the TLS handshake and
+ *     the AUTH/SELECT/PING handshake) and per-command timeouts: one uv timer
+ *     per client armed at the earliest deadline.
  *   - reconnection with exponential backoff and jitter.
  *   - commands issued while not connected, failed asynchronously.
+ *   - clear messages for what an operator must fix: TLS verification (unknown
+ *     CA, name mismatch), a TLS handshake timeout, WRONGPASS/NOAUTH, and an
+ *     ACL that refuses a command (NOPERM), logged as errors naming it.
  *
- * Lifetimes. hiredis runs every pending reply callback exactly once: with the
- * reply, or with NULL while the context is being freed. We rely on that for
- * "exactly once" and only ever free a context through redisAsyncFree (which
- * hiredis defers while it is inside a reply callback). A context is
- * "detached" (r->conn = NULL) the moment we learn it is dying, before any user
- * code runs, so user code can never reach a dying context. A struct rq_conn
- * (poll handle + context) is freed in the poll handle's close callback, which
- * libuv runs after hiredis called our cleanup hook, i.e. after every callback
- * of that context ran. The struct rq itself is freed after rq_close, in the
- * last close callback of its timers and connections.
+ * Lifetimes. A connection is "detached" (r->conn = NULL) the moment we learn
+ * it is dying, before any user code runs, so user code can never reach a
+ * dying connection; its pending commands are then failed, each callback
+ * exactly once. The struct rq_conn (poll handle, fd, SSL, reader) is freed in
+ * the poll handle's close callback, on a later turn of the loop, so code that
+ * still holds it during a callback may read c->closing. The struct rq itself
+ * is freed after rq_close, in the last close callback of its timers and
+ * connections.
  */
 #include "rq.h"
 
@@ -38,7 +39,15 @@
 #include <sys/socket.h>
 #include <arpa/inet.h>
 
-#include <hiredis/async.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -71,18 +80,36 @@ struct rq_req {
 	const char *err;            /* deferred failure reason */
 	bool timed_out;             /* its deadline passed: report "timeout" */
 	bool internal;              /* handshake command, not counted in r->pending */
+	char cmd[24];               /* the command's name, for ACL messages */
 };
 
-/* One hiredis context and its poll handle. Owned by the rq while current
- * (r->conn); once detached it lives until the poll handle's close callback. */
+/* Where a connection is: TCP connect, TLS handshake, open (the AUTH/SELECT/
+ * PING handshake and then the user's commands travel in the open phase). */
+enum conn_phase { PH_CONNECT, PH_TLS, PH_OPEN };
+
+/* What a connection is for: the data node (user commands), asking a Sentinel
+ * where the master is, or a Sentinel subscription to +switch-master. */
+enum conn_role { CR_DATA, CR_DISCOVER, CR_WATCH };
+
+/* One connection: socket, poll handle, TLS session, reply parser and the
+ * commands written on it. Owned by the rq while current (r->conn); once
+ * detached it lives until the poll handle's close callback. */
 struct rq_conn {
 	uv_poll_t poll;
-	redisAsyncContext *ac;      /* NULL once hiredis ran our cleanup hook */
+	int fd;
+	SSL *ssl;                   /* NULL without TLS */
+	redisReader *reader;
 	struct rq *r;
-	int events;                 /* UV_READABLE | UV_WRITABLE wanted by hiredis */
-	bool closing;               /* uv_close called on poll */
+	enum conn_phase phase;
+	int events;                 /* UV_READABLE | UV_WRITABLE being polled */
+	int tls_want;               /* PH_TLS: what SSL_connect waits for */
+	bool read_wants_write;      /* SSL_read needs the socket writable */
+	bool closing;               /* detached, uv_close called */
 	int handshake_left;         /* handshake replies still expected */
-	struct rq_req pending;      /* sentinel: commands sent on this context */
+	char *out;                  /* formatted commands not written yet */
+	size_t out_len, out_off, out_cap;
+	struct rq_req pending;      /* sentinel: commands written, replies due */
+	enum conn_role role;
 };
 
 /* A name resolution in flight. Owned by libuv until its callback; r is set to
@@ -96,7 +123,7 @@ struct rq {
 	uv_loop_t *loop;
 	char *name;
 	struct rq_url url;
-	char where[300];            /* "host:port/db" or "path?db=N" for logs */
+	char where[640];            /* "host:port/db" or "path?db=N" for logs */
 	uint32_t connect_timeout_ms, cmd_timeout_ms;
 	void (*on_connect)(struct rq *r, void *data);
 	void (*on_disconnect)(struct rq *r, const char *why, void *data);
@@ -125,11 +152,44 @@ struct rq {
 
 	void (*done)(void *data);
 	void *done_data;
+
+	/* Additions: transport, TLS and messages. */
+	char host[256];             /* the address being connected to */
+	int port;
+	SSL_CTX *ssl_ctx;           /* rediss:// only */
+	char tls_name[256];         /* name (or IP) the certificate must hold; SNI */
+	char last_err[1024];        /* why the last attempt failed */
+	char logged_err[1024];      /* the last error logged loudly */
+	char perm_logged[16][24];   /* commands whose NOPERM was logged */
+	int nperm;
+
+	/* Sentinel (url.sentinel). */
+	enum conn_role next_role;   /* what the next attempt connects to */
+	bool have_master;           /* master_host:master_port known */
+	char master_host[256];
+	int master_port;
+	int sent_idx;               /* next sentinel to ask */
+	struct sockaddr_storage sent_addr;  /* the sentinel that answered last */
+	socklen_t sent_addrlen;
+	char sent_name[256];        /* its host, for TLS */
+	struct rq_conn *watch;      /* +switch-master subscription, NULL when none */
+	uv_timer_t watch_timer;     /* restarts the watcher */
+	uint64_t switches;          /* +switch-master events followed */
+	bool connect_now;           /* the next attempt starts without backoff */
+	bool keep_target;           /* this drop keeps master_host (a redirect) */
+	int slot;                   /* Cluster: the hash slot we serve */
 };
 
 static void conn_drop(struct rq *r, const char *why);
 static void schedule_reconnect(struct rq *r);
-static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
+static void on_poll(uv_poll_t *h, int status, int events);
+static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply);
+static void target_pick(struct rq *r);
+static void watch_message(struct rq *r, const redisReply *m);
+static void watch_start(struct rq *r);
+static void watch_drop(struct rq *r, const char *why);
+static void on_backoff(uv_timer_t *t);
+static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *reply);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -212,6 +272,7 @@ static void rq_release(struct rq *r)
 		free(q);
 	}
 	free(r->name);
+	SSL_CTX_free(r->ssl_ctx);
 	free(r);
 	if (done)
 		done(done_data);
@@ -265,7 +326,10 @@ static void teardown(struct rq *r)
 		uv_cancel((uv_req_t *)&r->gai->req);
 		r->gai = NULL;
 	}
+	if (r->watch)
+		watch_drop(r, "closed");
 	r->state = RQ_CLOSED;
+	uv_close((uv_handle_t *)&r->watch_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&r->backoff_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&r->connect_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&r->cmd_timer, on_handle_closed);
@@ -284,19 +348,38 @@ static void on_defer(uv_timer_t *t)
 	}
 }
 
-/* ---- the libuv adapter ---------------------------------------------------- */
+/* ---- the transport: our own socket, optional TLS, hiredis's reader -------- */
+
+/* Remembers why the last attempt failed (for the periodic "cannot reach"
+ * warning) and, when loud (a configuration problem: TLS verification,
+ * authentication, a handshake timeout), logs it at once as an error, unless
+ * the same message was the last one logged. */
+static void attempt_error(struct rq *r, const char *why, bool loud)
+{
+	snprintf(r->last_err, sizeof r->last_err, "%s", why);
+	if (loud && strcmp(r->logged_err, why)) {
+		snprintf(r->logged_err, sizeof r->logged_err, "%s", why);
+		LOGE(NULL, NULL, "redis %s: %s: %s", r->name, r->where, why);
+	}
+}
 
 static void on_conn_closed(uv_handle_t *h)
 {
 	struct rq_conn *c = h->data;
 	struct rq *r = c->r;
+	if (c->ssl)
+		SSL_free(c->ssl);
+	if (c->fd >= 0)
+		close(c->fd);
+	redisReaderFree(c->reader);
+	free(c->out);
 	free(c);
 	rq_release(r);
 }
 
 /* The connection c is gone or going: detach it so nothing new is sent on it,
- * tell the user, and plan the next attempt. Idempotent; only acts if c is the
- * current connection. Never frees anything. */
+ * tell the user, and plan the next attempt. Only acts if c is the current
+ * connection. Never frees anything. */
 static void conn_lost(struct rq *r, struct rq_conn *c, const char *why)
 {
 	if (c != r->conn)
@@ -304,6 +387,9 @@ static void conn_lost(struct rq *r, struct rq_conn *c, const char *why)
 	bool was_ready = r->state == RQ_READY;
 	r->conn = NULL;
 	r->state = RQ_IDLE;
+	if ((r->url.sentinel || r->url.cluster) && c->role == CR_DATA && !r->keep_target)
+		r->have_master = false;         /* ask the sentinels / the cluster where it is now */
+	r->keep_target = false;
 	uv_timer_stop(&r->connect_timer);
 	uv_timer_stop(&r->cmd_timer);
 	r->cmd_timer_due = 0;
@@ -311,95 +397,372 @@ static void conn_lost(struct rq *r, struct rq_conn *c, const char *why)
 		return;
 	if (was_ready)
 		LOGW(NULL, NULL, "redis %s: connection to %s lost: %s", r->name, r->where, why);
+	else
+		attempt_error(r, why, false);
 	schedule_reconnect(r);
 	if (was_ready && r->on_disconnect)
 		r->on_disconnect(r, why, r->data);
 }
 
+/* Detaches the current connection and closes it: every command pending on it
+ * gets NULL ("timeout" if it timed out, else "closed" when closing, else
+ * "disconnected"), after on_disconnect. The struct is freed in the poll
+ * handle's close callback, so a caller holding c may still read c->closing. */
+static void conn_drop(struct rq *r, const char *why)
+{
+	struct rq_conn *c = r->conn;
+	if (!c)
+		return;
+	conn_lost(r, c, why);       /* may run on_disconnect, which may call rq_close */
+	c->closing = true;
+	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	while (c->pending.next != &c->pending) {
+		struct rq_req *q = c->pending.next;
+		list_del(q);
+		req_finish(r, q, NULL, q->timed_out ? "timeout" : r->closing ? "closed" : "disconnected");
+	}
+}
+
+/* A failure of connection c: the current one (conn_drop) or the Sentinel
+ * watcher (watch_drop). */
+static void conn_fail(struct rq *r, struct rq_conn *c, const char *why)
+{
+	if (c->closing)
+		return;
+	if (c == r->conn)
+		conn_drop(r, why);
+	else if (c == r->watch)
+		watch_drop(r, why);
+}
+
+/* conn_fail after a failure that is a configuration problem: logged at once. */
+static void conn_fail_loud(struct rq *r, struct rq_conn *c, const char *why)
+{
+	if (c == r->conn)
+		attempt_error(r, why, true);
+	conn_fail(r, c, why);
+}
+
+static void conn_update_events(struct rq_conn *c)
+{
+	if (c->closing)
+		return;
+	int ev;
+	switch (c->phase) {
+	case PH_CONNECT:
+		ev = UV_WRITABLE;
+		break;
+	case PH_TLS:
+		ev = c->tls_want;
+		break;
+	default:
+		ev = UV_READABLE;
+		if (c->out_off < c->out_len || c->read_wants_write)
+			ev |= UV_WRITABLE;
+		break;
+	}
+	if (ev == c->events)
+		return;
+	c->events = ev;
+	uv_poll_start(&c->poll, ev, on_poll);
+}
+
+/* One line naming a TLS failure: verification result first (unknown CA, name
+ * mismatch), then OpenSSL's error queue. */
+static void tls_describe(struct rq *r, struct rq_conn *c, int rc, int e, const char *stage,
+                         char *why, size_t cap)
+{
+	long vr = SSL_get_verify_result(c->ssl);
+	unsigned long ee = ERR_peek_last_error();
+	char estr[256] = "";
+	if (ee)
+		ERR_error_string_n(ee, estr, sizeof estr);
+	ERR_clear_error();
+	if (ee && ERR_GET_REASON(ee) == SSL_R_CERTIFICATE_VERIFY_FAILED && vr != X509_V_OK) {
+		switch (vr) {
+		case X509_V_ERR_HOSTNAME_MISMATCH:
+		case X509_V_ERR_IP_ADDRESS_MISMATCH:
+			snprintf(why, cap, "TLS: name mismatch: the server's certificate is not valid "
+			         "for \"%s\" (connect by a name the certificate holds, or set "
+			         "ssl_server_name=)", r->tls_name);
+			return;
+		case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+		case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+		case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+		case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+		case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+			snprintf(why, cap, "TLS: unknown CA: the server's certificate is not signed by "
+			         "a CA trusted here (%s; %s)",
+			         r->url.tls_ca[0] ? "trusted: the ssl_ca_certs file" :
+			         "trusted: the system store; name the CA with ssl_ca_certs=",
+			         X509_verify_cert_error_string(vr));
+			return;
+		default:
+			snprintf(why, cap, "TLS: the server's certificate was refused: %s",
+			         X509_verify_cert_error_string(vr));
+			return;
+		}
+	}
+	if (ee) {
+		const char *hint = strstr(estr, "certificate required") ?
+			" (the server wants a client certificate: set ssl_certfile= and ssl_keyfile=)" :
+			strstr(estr, "wrong version number") || strstr(estr, "packet length too long") ?
+			" (is this a TLS port?)" : "";
+		snprintf(why, cap, "TLS %s failed: %s%s", stage, estr, hint);
+	} else if (e == SSL_ERROR_SYSCALL && rc == 0) {
+		snprintf(why, cap, "TLS %s failed: the server closed the connection (is this a "
+		         "TLS port? does the server want a client certificate?)", stage);
+	} else if (e == SSL_ERROR_ZERO_RETURN) {
+		snprintf(why, cap, "connection closed by the server");
+	} else {
+		snprintf(why, cap, "TLS %s failed: %s", stage,
+		         e == SSL_ERROR_SYSCALL ? strerror(errno) : "error");
+	}
+}
+
+/* Delivers every complete reply in the reader to its command. Returns -1 if
+ * the connection was dropped (by a protocol error or from a callback). */
+static int conn_deliver(struct rq *r, struct rq_conn *c)
+{
+	for (;;) {
+		void *rep = NULL;
+		if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
+			char why[200];
+			snprintf(why, sizeof why, "protocol error: %s", c->reader->errstr);
+			conn_fail(r, c, why);
+			return -1;
+		}
+		if (!rep)
+			return 0;
+		struct rq_req *q = c->pending.next;
+		if (q == &c->pending) {
+			if (c->role == CR_WATCH) {          /* a pub/sub message */
+				watch_message(r, rep);
+				freeReplyObject(rep);
+				if (c->closing)
+					return -1;
+				continue;
+			}
+			freeReplyObject(rep);
+			conn_fail(r, c, "protocol error: a reply without a command");
+			return -1;
+		}
+		list_del(q);
+		redisReply *reply = rep;
+		bool readonly = false;
+		if (r->url.cluster && reply->type == REDIS_REPLY_ERROR && !r->closing &&
+		    !q->internal && c == r->conn && reply->str &&
+		    (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4) ||
+		     !strncmp(reply->str, "TRYAGAIN", 8))) {
+			/* Not executed: it fails like the rest of the connection. */
+			req_finish(r, q, NULL, "disconnected");
+			cluster_redirect(r, c, reply);
+			freeReplyObject(rep);
+			return -1;
+		}
+		if (reply->type == REDIS_REPLY_ERROR && !r->closing) {
+			acl_check(r, q, reply);
+			/* Sentinel: the node we write to was demoted to a replica. */
+			readonly = r->url.sentinel && reply->str && !strncmp(reply->str, "READONLY", 8);
+		}
+		if (r->closing && !q->internal)
+			req_finish(r, q, NULL, "closed");
+		else
+			req_finish(r, q, reply, NULL);
+		freeReplyObject(rep);
+		if (c->closing)
+			return -1;
+		if (readonly) {
+			r->have_master = false;
+			conn_fail(r, c, "the node is a replica now (READONLY): asking the sentinels "
+			          "for the master");
+			return -1;
+		}
+	}
+}
+
+/* Reads what the socket has, feeds the reader and delivers replies. */
+static int conn_read(struct rq *r, struct rq_conn *c)
+{
+	char buf[16384];
+	c->read_wants_write = false;
+	for (;;) {
+		ssize_t n;
+		if (c->ssl) {
+			ERR_clear_error();
+			int k = SSL_read(c->ssl, buf, (int)sizeof buf);
+			if (k <= 0) {
+				int e = SSL_get_error(c->ssl, k);
+				if (e == SSL_ERROR_WANT_READ)
+					return 0;
+				if (e == SSL_ERROR_WANT_WRITE) {
+					c->read_wants_write = true;
+					return 0;
+				}
+				char why[400];
+				tls_describe(r, c, k, e, "read", why, sizeof why);
+				if (r->state == RQ_CONNECTING)
+					conn_fail_loud(r, c, why);
+				else
+					conn_fail(r, c, why);
+				return -1;
+			}
+			n = k;
+		} else {
+			n = read(c->fd, buf, sizeof buf);
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				if (errno == EINTR)
+					continue;
+				char why[160];
+				snprintf(why, sizeof why, "read: %s", strerror(errno));
+				conn_fail(r, c, why);
+				return -1;
+			}
+			if (n == 0) {
+				conn_fail(r, c, "connection closed by the server");
+				return -1;
+			}
+		}
+		if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+			conn_fail(r, c, "protocol error");
+			return -1;
+		}
+		if (conn_deliver(r, c) < 0)
+			return -1;
+		/* A short plain read drained the socket; TLS must read until
+		 * WANT_READ (records may sit decrypted inside OpenSSL). */
+		if (!c->ssl && (size_t)n < sizeof buf)
+			return 0;
+	}
+}
+
+/* Writes as much of the output buffer as the socket takes. */
+static int conn_write(struct rq *r, struct rq_conn *c)
+{
+	while (c->out_off < c->out_len) {
+		size_t left = c->out_len - c->out_off;
+		if (c->ssl) {
+			/* A retried SSL_write must ask for at least as much as before. */
+			int len = left > 65536 ? 65536 : (int)left;
+			ERR_clear_error();
+			int k = SSL_write(c->ssl, c->out + c->out_off, len);
+			if (k <= 0) {
+				int e = SSL_get_error(c->ssl, k);
+				if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
+					return 0;
+				char why[400];
+				tls_describe(r, c, k, e, "write", why, sizeof why);
+				conn_fail(r, c, why);
+				return -1;
+			}
+			c->out_off += (size_t)k;
+		} else {
+			ssize_t n = send(c->fd, c->out + c->out_off, left, MSG_NOSIGNAL);
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				if (errno == EINTR)
+					continue;
+				char why[160];
+				snprintf(why, sizeof why, "write: %s", strerror(errno));
+				conn_fail(r, c, why);
+				return -1;
+			}
+			c->out_off += (size_t)n;
+		}
+	}
+	c->out_off = c->out_len = 0;
+	return 0;
+}
+
+static void conn_io(struct rq *r, struct rq_conn *c, int events)
+{
+	if ((events & UV_READABLE) || (c->read_wants_write && (events & UV_WRITABLE)))
+		if (conn_read(r, c) < 0)
+			return;
+	if (c->out_off < c->out_len && conn_write(r, c) < 0)
+		return;
+	conn_update_events(c);
+}
+
+static void tls_step(struct rq *r, struct rq_conn *c)
+{
+	ERR_clear_error();
+	int rc = SSL_connect(c->ssl);
+	if (rc == 1) {
+		c->phase = PH_OPEN;
+		LOGD(NULL, NULL, "redis %s: %s to %s", r->name, SSL_get_version(c->ssl), r->where);
+		conn_io(r, c, UV_WRITABLE);
+		return;
+	}
+	int e = SSL_get_error(c->ssl, rc);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		c->tls_want = e == SSL_ERROR_WANT_READ ? UV_READABLE : UV_WRITABLE;
+		conn_update_events(c);
+		return;
+	}
+	char why[400];
+	tls_describe(r, c, rc, e, "handshake", why, sizeof why);
+	conn_fail_loud(r, c, why);
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct rq_conn *c = h->data;
-	if (!c->ac)
+	struct rq *r = c->r;
+	if (c->closing)
 		return;
-	if (status < 0) {
-		/* libuv reports EPOLLERR (e.g. a connection reset or a refused
-		 * connect) as an error and has already stopped the handle. */
-		char why[160];
-		int soerr = 0;
-		socklen_t len = sizeof soerr;
-		if (getsockopt(c->ac->c.fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr)
-			snprintf(why, sizeof why, "socket error: %s", strerror(soerr));
-		else
-			snprintf(why, sizeof why, "socket error: %s", uv_strerror(status));
-		/* A detached context is always freed before control returns to
-		 * the loop, so c is the current connection here. */
-		if (c == c->r->conn)
-			conn_drop(c->r, why);
+	/* A connection that is not closing is always the current one. */
+	int soerr = 0;
+	socklen_t len = sizeof soerr;
+	if (status < 0 || c->phase == PH_CONNECT) {
+		char why[200];
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+			soerr = errno;
+		if (status < 0 || soerr) {
+			/* libuv reports EPOLLERR (a reset, a refused connect) as an
+			 * error and has already stopped the handle. */
+			snprintf(why, sizeof why, "%s: %s", c->phase == PH_CONNECT ? "connect" : "socket error",
+			         soerr ? strerror(soerr) : uv_strerror(status));
+			conn_fail(r, c, why);
+			return;
+		}
+		if (c->ssl) {
+			c->phase = PH_TLS;
+			tls_step(r, c);
+		} else {
+			c->phase = PH_OPEN;
+			conn_io(r, c, UV_WRITABLE);
+		}
 		return;
 	}
-	if (events & UV_READABLE)
-		redisAsyncHandleRead(c->ac);
-	if (c->ac && (events & UV_WRITABLE))
-		redisAsyncHandleWrite(c->ac);
-}
-
-static void ev_update(struct rq_conn *c, int events)
-{
-	if (c->closing || events == c->events)
-		return;
-	c->events = events;
-	if (events)
-		uv_poll_start(&c->poll, events, on_poll);
+	if (c->phase == PH_TLS)
+		tls_step(r, c);
 	else
-		uv_poll_stop(&c->poll);
-}
-
-static void ev_add_read(void *p)
-{
-	struct rq_conn *c = p;
-	ev_update(c, c->events | UV_READABLE);
-}
-
-static void ev_del_read(void *p)
-{
-	struct rq_conn *c = p;
-	ev_update(c, c->events & ~UV_READABLE);
-}
-
-static void ev_add_write(void *p)
-{
-	struct rq_conn *c = p;
-	ev_update(c, c->events | UV_WRITABLE);
-}
-
-static void ev_del_write(void *p)
-{
-	struct rq_conn *c = p;
-	ev_update(c, c->events & ~UV_WRITABLE);
-}
-
-/* Called by hiredis while freeing the context, after every pending callback
- * ran and before the fd is closed. */
-static void ev_cleanup(void *p)
-{
-	struct rq_conn *c = p;
-	redisAsyncContext *ac = c->ac;
-	conn_lost(c->r, c, ac && ac->err ? ac->errstr : "connection closed");
-	c->ac = NULL;
-	c->closing = true;
-	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+		conn_io(r, c, events);
 }
 
 /* ---- connecting ---------------------------------------------------------- */
 
 static void handshake_cb(struct rq *r, redisReply *reply, const char *err, void *data);
 
-static int conn_send(struct rq_conn *c, struct rq_req *q, const char *cmd, size_t len)
+/* Queues a formatted command on c (sent once the connection is open). */
+static void conn_send(struct rq_conn *c, struct rq_req *q, const char *cmd, size_t len)
 {
-	if (redisAsyncFormattedCommand(c->ac, on_reply, q, cmd, len) != REDIS_OK)
-		return -1;
+	if (c->out_len + len > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		while (cap < c->out_len + len)
+			cap *= 2;
+		c->out = xrealloc(c->out, cap);
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, cmd, len);
+	c->out_len += len;
 	list_add_tail(&c->pending, q);
-	return 0;
+	if (c->phase == PH_OPEN)
+		conn_update_events(c);
 }
 
 static void handshake_send(struct rq *r, struct rq_conn *c, int argc, const char **argv)
@@ -413,10 +776,9 @@ static void handshake_send(struct rq *r, struct rq_conn *c, int argc, const char
 	q->data = c;
 	q->deadline = RQ_NO_DEADLINE;
 	q->internal = true;
-	if (conn_send(c, q, cmd, (size_t)len) < 0)
-		req_put(r, q);          /* not reachable on a fresh context */
-	else
-		c->handshake_left++;
+	snprintf(q->cmd, sizeof q->cmd, "%s", argv[0]);
+	conn_send(c, q, cmd, (size_t)len);
+	c->handshake_left++;
 	sdsfree(cmd);
 }
 
@@ -426,6 +788,7 @@ static void conn_ready(struct rq *r)
 	r->state = RQ_READY;
 	r->attempts = 0;
 	r->nconnects++;
+	r->last_err[0] = r->logged_err[0] = '\0';
 	if (r->nconnects > 1) {
 		r->reconnects++;
 		metrics_reconnect("redis");
@@ -433,76 +796,309 @@ static void conn_ready(struct rq *r)
 	} else {
 		LOGI(NULL, NULL, "redis %s: connected to %s", r->name, r->where);
 	}
+	if (r->url.sentinel)
+		watch_start(r);
 	if (r->on_connect)
 		r->on_connect(r, r->data);
+}
+
+/* A Sentinel's answer to SENTINEL GET-MASTER-ADDR-BY-NAME: remember the
+ * master and connect to it next. */
+static void discovered_cluster(struct rq *r, struct rq_conn *c, const redisReply *reply);
+
+static void discovered(struct rq *r, struct rq_conn *c, const redisReply *reply)
+{
+	char why[800];
+	if (r->url.cluster) {
+		discovered_cluster(r, c, reply);
+		return;
+	}
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+	    reply->element[0]->type != REDIS_REPLY_STRING ||
+	    reply->element[1]->type != REDIS_REPLY_STRING) {
+		snprintf(why, sizeof why, "sentinel %s:%d does not know a master named \"%s\"",
+		         r->host, r->port, r->url.master_name);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	long port = strtol(reply->element[1]->str, NULL, 10);
+	if (port < 1 || port > 65535 || reply->element[0]->len >= sizeof r->master_host) {
+		snprintf(why, sizeof why, "sentinel %s:%d: bad address for \"%s\"", r->host, r->port,
+		         r->url.master_name);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	if (!r->have_master || strcmp(r->master_host, reply->element[0]->str) ||
+	    r->master_port != (int)port)
+		LOGI(NULL, NULL, "redis %s: sentinel %s:%d: master \"%s\" is %s:%ld", r->name, r->host,
+		     r->port, r->url.master_name, reply->element[0]->str, port);
+	snprintf(r->master_host, sizeof r->master_host, "%s", reply->element[0]->str);
+	r->master_port = (int)port;
+	r->have_master = true;
+	r->sent_addrlen = sizeof r->sent_addr;
+	if (getpeername(c->fd, (struct sockaddr *)&r->sent_addr, &r->sent_addrlen) < 0)
+		r->sent_addrlen = 0;
+	snprintf(r->sent_name, sizeof r->sent_name, "%s", r->host);
+	r->sent_idx--;                  /* ask the same sentinel first next time */
+	r->connect_now = true;          /* connect to the master at once */
+	conn_drop(r, "master found");
+}
+
+/* A node's answer to CLUSTER SLOTS: [[start, end, [ip, port, id], replicas...], ...].
+ * Remember the master of our slot and connect to it next. */
+static void discovered_cluster(struct rq *r, struct rq_conn *c, const redisReply *reply)
+{
+	char why[800];
+	const redisReply *owner = NULL;
+	if (reply->type == REDIS_REPLY_ARRAY) {
+		for (size_t i = 0; i < reply->elements && !owner; i++) {
+			const redisReply *e = reply->element[i];
+			if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
+			    e->element[0]->type == REDIS_REPLY_INTEGER &&
+			    e->element[1]->type == REDIS_REPLY_INTEGER &&
+			    e->element[0]->integer <= r->slot && r->slot <= e->element[1]->integer &&
+			    e->element[2]->type == REDIS_REPLY_ARRAY && e->element[2]->elements >= 2 &&
+			    e->element[2]->element[0]->type == REDIS_REPLY_STRING &&
+			    e->element[2]->element[1]->type == REDIS_REPLY_INTEGER)
+				owner = e->element[2];
+		}
+	}
+	if (!owner) {
+		snprintf(why, sizeof why, "cluster node %s:%d: no master serves slot %d (CLUSTER SLOTS)",
+		         r->host, r->port, r->slot);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	const char *ip = owner->element[0]->str;
+	long long port = owner->element[1]->integer;
+	if (!*ip || !strcmp(ip, "?"))
+		ip = r->host;                   /* "": the node we asked */
+	if (port < 1 || port > 65535 || strlen(ip) >= sizeof r->master_host) {
+		snprintf(why, sizeof why, "cluster node %s:%d: bad address for slot %d", r->host,
+		         r->port, r->slot);
+		conn_fail_loud(r, c, why);
+		return;
+	}
+	if (!r->have_master || strcmp(r->master_host, ip) || r->master_port != (int)port)
+		LOGI(NULL, NULL, "redis %s: cluster: slot %d is served by %s:%lld", r->name, r->slot,
+		     ip, port);
+	snprintf(r->master_host, sizeof r->master_host, "%s", ip);
+	r->master_port = (int)port;
+	r->have_master = true;
+	r->sent_idx--;
+	r->connect_now = true;
+	conn_drop(r, "slot owner found");
+}
+
+/* Cluster: an error reply that says our slot is (being) served elsewhere.
+ * MOVED: follow it at once; ASK, TRYAGAIN (a migration in progress): come
+ * back shortly. Returns true when c was dropped. */
+static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *reply)
+{
+	const char *s = reply->str;
+	if (!s)
+		return false;
+	bool moved = !strncmp(s, "MOVED ", 6), ask = !strncmp(s, "ASK ", 4);
+	if (!moved && !ask && strncmp(s, "TRYAGAIN", 8))
+		return false;
+	char why[400];
+	if (moved) {
+		int slot;
+		char host[256];
+		int port;
+		const char *hp = strchr(s + 6, ' ');
+		const char *colon = hp ? strrchr(hp, ':') : NULL;
+		if (sscanf(s + 6, "%d", &slot) != 1 || !colon || (size_t)(colon - hp - 1) >= sizeof host ||
+		    sscanf(colon + 1, "%d", &port) != 1 || port < 1 || port > 65535) {
+			r->have_master = false;
+		} else {
+			memcpy(host, hp + 1, (size_t)(colon - hp - 1));
+			host[colon - hp - 1] = '\0';
+			if (!host[0])
+				snprintf(host, sizeof host, "%s", r->host);
+			/* At once to another node; a MOVED to where we are is retried
+			 * with the usual backoff, never in a tight loop. */
+			r->connect_now = strcmp(host, r->host) || port != r->port;
+			snprintf(r->master_host, sizeof r->master_host, "%s", host);
+			r->master_port = port;
+			r->have_master = true;
+			r->keep_target = true;
+		}
+		snprintf(why, sizeof why, "cluster: %s: following it", s);
+		LOGI(NULL, NULL, "redis %s: %s", r->name, why);
+	} else {
+		r->keep_target = true;      /* same node, after the usual short backoff */
+		snprintf(why, sizeof why, "cluster: %s: slot %d is migrating, retrying", s, r->slot);
+		LOGD(NULL, NULL, "redis %s: %s", r->name, why);
+	}
+	conn_fail(r, c, why);
+	return true;
 }
 
 static void handshake_cb(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct rq_conn *c = data;
 	(void)err;
-	if (c != r->conn || !reply)
+	if ((c != r->conn && c != r->watch) || !reply || c->closing)
 		return;                 /* the connection was dropped meanwhile */
 	if (reply->type == REDIS_REPLY_ERROR) {
-		char why[256];
-		snprintf(why, sizeof why, "handshake failed: %s", reply->str);
-		LOGW(NULL, NULL, "redis %s: %s: %s", r->name, r->where, why);
-		conn_drop(r, why);
+		char why[512];
+		const char *s = reply->str;
+		const char *who = c->role == CR_DATA ? (r->url.user[0] ? r->url.user : "default")
+		                                     : (r->url.sentinel_user[0] ? r->url.sentinel_user : "default");
+		if (!strncmp(s, "WRONGPASS", 9))
+			snprintf(why, sizeof why, "authentication refused for user \"%s\" (%s): check "
+			         "the user name and password in the Redis URL%s", who, s,
+			         c->role == CR_DATA ? "" : " (sentinel_password=)");
+		else if (!strncmp(s, "NOAUTH", 6))
+			snprintf(why, sizeof why, "the server wants a password (%s): give "
+			         "user:password@ in the Redis URL%s", s,
+			         c->role == CR_DATA ? "" : " (for a Sentinel: sentinel_password=)");
+		else if (!strncmp(s, "NOPERM", 6))
+			snprintf(why, sizeof why, "the ACL refuses the handshake (%s): user \"%s\" "
+			         "needs +auth, +select, +ping%s", s, who,
+			         r->url.sentinel ? ", +role (Sentinel: +sentinel, +subscribe)" : "");
+		else
+			snprintf(why, sizeof why, "handshake failed: %s", s);
+		conn_fail_loud(r, c, why);
 		return;
+	}
+	if (c->role == CR_DISCOVER) {
+		if (--c->handshake_left == 0)       /* the last one: SENTINEL ... */
+			discovered(r, c, reply);
+		return;
+	}
+	if (c->role == CR_WATCH) {
+		if (--c->handshake_left == 0)
+			LOGD(NULL, NULL, "redis %s: watching +switch-master on sentinel %s", r->name,
+			     r->sent_name);
+		return;
+	}
+	if (r->url.sentinel && reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+	    reply->element[0]->type == REDIS_REPLY_STRING && c->handshake_left == 1) {
+		/* ROLE: only a master takes our writes. */
+		if (strcmp(reply->element[0]->str, "master")) {
+			char why[700];
+			snprintf(why, sizeof why, "%s:%d is a %s, not the master: asking the sentinels "
+			         "again", r->host, r->port, reply->element[0]->str);
+			r->have_master = false;
+			conn_fail(r, c, why);
+			return;
+		}
 	}
 	if (--c->handshake_left == 0 && !r->closing)
 		conn_ready(r);
 }
 
-/* Opens a hiredis context to host (numeric) or to the unix socket. */
-static void conn_open(struct rq *r, const char *host)
+/* A new connection to sa: socket, connect(2) under way, poll handle, TLS
+ * session for tls_name. Returns NULL with a reason in why. */
+static struct rq_conn *conn_new(struct rq *r, const struct sockaddr *sa, socklen_t salen,
+                                const char *tls_name, char *why, size_t cap)
 {
-	redisAsyncContext *ac;
-	if (r->url.path[0])
-		ac = redisAsyncConnectUnix(r->url.path);
-	else
-		ac = redisAsyncConnect(host, r->url.port);
-	if (!ac)
-		abort();                /* hiredis returns NULL only on out-of-memory */
-	if (ac->err) {
-		LOGD(NULL, NULL, "redis %s: connect to %s: %s", r->name, r->where, ac->errstr);
-		redisAsyncFree(ac);
-		uv_timer_stop(&r->connect_timer);
-		r->state = RQ_IDLE;
-		schedule_reconnect(r);
-		return;
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(why, cap, "socket: %s", strerror(errno));
+		return NULL;
+	}
+	if (sa->sa_family != AF_UNIX) {
+		/* No Nagle (pipelined commands); keepalive finds dead peers. */
+		int on = 1, idle = 15, intvl = 5, cnt = 3;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+	}
+	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS && errno != EAGAIN) {
+		snprintf(why, cap, "connect: %s", strerror(errno));
+		close(fd);
+		return NULL;
 	}
 	struct rq_conn *c = xcalloc(1, sizeof *c);
+	c->fd = fd;
 	c->r = r;
 	list_init(&c->pending);
-	int rc = uv_poll_init(r->loop, &c->poll, ac->c.fd);
+	int rc = uv_poll_init(r->loop, &c->poll, fd);
 	if (rc < 0) {
-		LOGW(NULL, NULL, "redis %s: uv_poll_init: %s", r->name, uv_strerror(rc));
-		redisAsyncFree(ac);
+		snprintf(why, cap, "uv_poll_init: %s", uv_strerror(rc));
+		close(fd);
 		free(c);
+		return NULL;
+	}
+	c->reader = redisReaderCreate();
+	if (!c->reader)
+		abort();
+	if (r->ssl_ctx) {
+		c->ssl = SSL_new(r->ssl_ctx);
+		if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1)
+			abort();            /* out of memory */
+		struct in6_addr a6;
+		struct in_addr a4;
+		if (inet_pton(AF_INET, tls_name, &a4) == 1 || inet_pton(AF_INET6, tls_name, &a6) == 1) {
+			X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), tls_name);
+		} else {
+			SSL_set_tlsext_host_name(c->ssl, tls_name);
+			SSL_set1_host(c->ssl, tls_name);
+		}
+		SSL_set_connect_state(c->ssl);
+	}
+	c->poll.data = c;
+	c->phase = PH_CONNECT;
+	r->live++;
+	return c;
+}
+
+/* Starts the current connection attempt to sa (TCP, or the unix socket):
+ * to the data node, or to a Sentinel to find the master (r->next_role). */
+static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
+{
+	char why[200];
+	struct rq_conn *c = conn_new(r, sa, salen, r->tls_name, why, sizeof why);
+	if (!c) {
+		LOGD(NULL, NULL, "redis %s: %s: %s", r->name, r->where, why);
+		attempt_error(r, why, false);
 		uv_timer_stop(&r->connect_timer);
 		r->state = RQ_IDLE;
 		schedule_reconnect(r);
 		return;
 	}
-	c->poll.data = c;
-	c->ac = ac;
-	r->live++;
-	if (!r->url.path[0])
-		redisEnableKeepAlive(&ac->c);   /* setsockopt only; finds dead peers */
-	ac->data = c;
-	ac->ev.data = c;
-	ac->ev.addRead = ev_add_read;
-	ac->ev.delRead = ev_del_read;
-	ac->ev.addWrite = ev_add_write;
-	ac->ev.delWrite = ev_del_write;
-	ac->ev.cleanup = ev_cleanup;
+	c->role = r->next_role;
 	r->conn = c;
 	r->state = RQ_CONNECTING;
 
-	/* Queued now, sent once connect(2) completes; on_connect fires after the
-	 * last reply. A PING when there is nothing else proves the server answers
-	 * (a server still loading its data set replies -LOADING). */
+	/* Queued now, sent once the connection (and TLS) is up; on_connect fires
+	 * after the last reply. A PING when there is nothing else proves the
+	 * server answers (a server still loading its data set replies -LOADING). */
+	if (c->role == CR_DISCOVER && r->url.cluster) {
+		if (r->url.password[0]) {
+			const char *argv[3] = { "AUTH", r->url.user, r->url.password };
+			if (r->url.user[0])
+				handshake_send(r, c, 3, argv);
+			else {
+				argv[1] = r->url.password;
+				handshake_send(r, c, 2, argv);
+			}
+		}
+		const char *argv[2] = { "CLUSTER", "SLOTS" };
+		handshake_send(r, c, 2, argv);
+		conn_update_events(c);
+		return;
+	}
+	if (c->role == CR_DISCOVER) {
+		if (r->url.sentinel_password[0]) {
+			const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
+			if (r->url.sentinel_user[0])
+				handshake_send(r, c, 3, argv);
+			else {
+				argv[1] = r->url.sentinel_password;
+				handshake_send(r, c, 2, argv);
+			}
+		}
+		const char *argv[3] = { "SENTINEL", "GET-MASTER-ADDR-BY-NAME", r->url.master_name };
+		handshake_send(r, c, 3, argv);
+		conn_update_events(c);
+		return;
+	}
 	if (r->url.password[0]) {
 		const char *argv[3] = { "AUTH", r->url.user, r->url.password };
 		if (r->url.user[0])
@@ -518,10 +1114,108 @@ static void conn_open(struct rq *r, const char *host)
 		const char *argv[2] = { "SELECT", db };
 		handshake_send(r, c, 2, argv);
 	}
-	if (c->handshake_left == 0) {
+	if (r->url.sentinel) {
+		const char *argv[1] = { "ROLE" };
+		handshake_send(r, c, 1, argv);
+	} else if (c->handshake_left == 0) {
 		const char *argv[1] = { "PING" };
 		handshake_send(r, c, 1, argv);
 	}
+	conn_update_events(c);
+}
+
+/* ---- Sentinel: following +switch-master ------------------------------------ */
+
+static void on_watch_timer(uv_timer_t *t)
+{
+	watch_start(t->data);
+}
+
+/* Subscribes to +switch-master on the sentinel that told us the master (a
+ * second connection, commands never travel on it). */
+static void watch_start(struct rq *r)
+{
+	if (r->watch || r->closing || !r->sent_addrlen)
+		return;
+	char why[200];
+	struct rq_conn *c = conn_new(r, (struct sockaddr *)&r->sent_addr, r->sent_addrlen,
+	                             r->sent_name, why, sizeof why);
+	if (!c) {
+		LOGW(NULL, NULL, "redis %s: cannot watch sentinel %s: %s", r->name, r->sent_name, why);
+		uv_timer_start(&r->watch_timer, on_watch_timer, 1000, 0);
+		return;
+	}
+	c->role = CR_WATCH;
+	r->watch = c;
+	if (r->url.sentinel_password[0]) {
+		const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
+		if (r->url.sentinel_user[0])
+			handshake_send(r, c, 3, argv);
+		else {
+			argv[1] = r->url.sentinel_password;
+			handshake_send(r, c, 2, argv);
+		}
+	}
+	const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
+	handshake_send(r, c, 2, argv);
+	conn_update_events(c);
+}
+
+/* The watcher is gone: try again in a second (it matters most while the
+ * master is down). */
+static void watch_drop(struct rq *r, const char *why)
+{
+	struct rq_conn *c = r->watch;
+	if (!c)
+		return;
+	r->watch = NULL;
+	c->closing = true;
+	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	while (c->pending.next != &c->pending) {
+		struct rq_req *q = c->pending.next;
+		list_del(q);
+		req_finish(r, q, NULL, "disconnected");
+	}
+	if (r->closing)
+		return;
+	LOGD(NULL, NULL, "redis %s: sentinel watch on %s lost: %s", r->name, r->sent_name, why);
+	uv_timer_start(&r->watch_timer, on_watch_timer, 1000, 0);
+}
+
+/* A message on the watcher: "+switch-master <name> <old ip> <old port> <new
+ * ip> <new port>". For our master, follow it at once. */
+static void watch_message(struct rq *r, const redisReply *m)
+{
+	if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
+	    m->element[0]->type != REDIS_REPLY_STRING || strcmp(m->element[0]->str, "message") ||
+	    m->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	char name[128], oldh[256], newh[256];
+	int oldp, newp;
+	if (sscanf(m->element[2]->str, "%127s %255s %d %255s %d", name, oldh, &oldp, newh, &newp) != 5 ||
+	    strcmp(name, r->url.master_name) || newp < 1 || newp > 65535)
+		return;
+	r->switches++;
+	LOGW(NULL, NULL, "redis %s: +switch-master: \"%s\" moved from %s:%d to %s:%d", r->name, name,
+	     oldh, oldp, newh, newp);
+	snprintf(r->master_host, sizeof r->master_host, "%s", newh);
+	r->master_port = newp;
+	r->have_master = true;
+	if (r->conn && (strcmp(r->host, newh) || r->port != newp)) {
+		r->connect_now = true;
+		r->keep_target = true;
+		conn_drop(r, "+switch-master: following the new master");
+	} else if (!r->conn && !r->gai && !r->closing) {
+		uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);   /* waiting to retry: now */
+	}
+}
+
+static void conn_open_addr(struct rq *r, const struct addrinfo *ai)
+{
+	struct sockaddr_storage ss;
+	memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+	((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)r->port);  /* same offset in _in6 */
+	conn_open(r, (struct sockaddr *)&ss, ai->ai_addrlen);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -534,23 +1228,20 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 		return;
 	}
 	r->gai = NULL;
-	char host[INET6_ADDRSTRLEN] = "";
-	if (status == 0 && res) {
-		const void *a = res->ai_family == AF_INET6
-			? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-			: (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
-		inet_ntop(res->ai_family, a, host, sizeof host);
-	}
-	uv_freeaddrinfo(res);
-	if (!host[0]) {
-		LOGW(NULL, NULL, "redis %s: cannot resolve %s: %s", r->name, r->url.host,
-		     status ? uv_strerror(status) : "no address");
+	if (status < 0 || !res) {
+		char why[300];
+		snprintf(why, sizeof why, "cannot resolve %s: %s", r->host,
+		         status ? uv_strerror(status) : "no address");
+		LOGW(NULL, NULL, "redis %s: %s", r->name, why);
+		attempt_error(r, why, false);
+		uv_freeaddrinfo(res);
 		uv_timer_stop(&r->connect_timer);
 		r->state = RQ_IDLE;
 		schedule_reconnect(r);
 		return;
 	}
-	conn_open(r, host);
+	conn_open_addr(r, res);
+	uv_freeaddrinfo(res);
 }
 
 static void on_connect_timeout(uv_timer_t *t)
@@ -558,28 +1249,32 @@ static void on_connect_timeout(uv_timer_t *t)
 	struct rq *r = t->data;
 	if (r->closing)
 		return;
+	char why[400];
 	LOGD(NULL, NULL, "redis %s: connect to %s timed out", r->name, r->where);
 	if (r->gai) {
 		r->gai->r = NULL;
 		uv_cancel((uv_req_t *)&r->gai->req);
 		r->gai = NULL;
 		r->state = RQ_IDLE;
+		snprintf(why, sizeof why, "resolving %s timed out after %u ms", r->host,
+		         r->connect_timeout_ms);
+		attempt_error(r, why, false);
 		schedule_reconnect(r);
 	} else if (r->conn && r->state == RQ_CONNECTING) {
-		conn_drop(r, "connect timeout");
+		enum conn_phase ph = r->conn->phase;
+		if (ph == PH_TLS) {
+			snprintf(why, sizeof why, "TLS handshake timed out after %u ms (is this a TLS "
+			         "port? is the server overloaded?)", r->connect_timeout_ms);
+			conn_fail_loud(r, r->conn, why);
+		} else if (ph == PH_CONNECT) {
+			snprintf(why, sizeof why, "connect timed out after %u ms", r->connect_timeout_ms);
+			conn_drop(r, why);
+		} else {
+			snprintf(why, sizeof why, "no answer to the handshake (AUTH/SELECT/PING) within "
+			         "%u ms", r->connect_timeout_ms);
+			conn_drop(r, why);
+		}
 	}
-}
-
-static bool host_is_numeric(const char *host)
-{
-	struct addrinfo hints, *res = NULL;
-	memset(&hints, 0, sizeof hints);
-	hints.ai_flags = AI_NUMERICHOST;
-	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
-		return false;
-	freeaddrinfo(res);
-	return true;
 }
 
 static void on_backoff(uv_timer_t *t)
@@ -587,38 +1282,53 @@ static void on_backoff(uv_timer_t *t)
 	struct rq *r = t->data;
 	if (r->closing || r->conn || r->gai)
 		return;
+	target_pick(r);
 	uv_timer_start(&r->connect_timer, on_connect_timeout, r->connect_timeout_ms, 0);
 	if (r->url.path[0]) {
-		conn_open(r, NULL);
-	} else if (!strcasecmp(r->url.host, "localhost")) {
-		conn_open(r, "127.0.0.1");
-	} else if (host_is_numeric(r->url.host)) {
-		conn_open(r, r->url.host);
-	} else {
-		struct rq_gai *g = xcalloc(1, sizeof *g);
-		struct addrinfo hints;
-		memset(&hints, 0, sizeof hints);
-		hints.ai_family = AF_UNSPEC;
-		hints.ai_socktype = SOCK_STREAM;
-		g->r = r;
-		g->req.data = g;
-		int rc = uv_getaddrinfo(r->loop, &g->req, on_resolved, r->url.host, NULL, &hints);
-		if (rc < 0) {
-			free(g);
-			LOGW(NULL, NULL, "redis %s: uv_getaddrinfo: %s", r->name, uv_strerror(rc));
-			uv_timer_stop(&r->connect_timer);
-			schedule_reconnect(r);
-			return;
-		}
-		r->gai = g;
-		r->state = RQ_RESOLVING;
+		struct sockaddr_un sun;
+		memset(&sun, 0, sizeof sun);
+		sun.sun_family = AF_UNIX;
+		snprintf(sun.sun_path, sizeof sun.sun_path, "%s", r->url.path);
+		conn_open(r, (struct sockaddr *)&sun, sizeof sun);
+		return;
 	}
+	const char *host = !strcasecmp(r->host, "localhost") ? "127.0.0.1" : r->host;
+	struct addrinfo hints, *res = NULL;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_flags = AI_NUMERICHOST;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res) {
+		conn_open_addr(r, res);
+		freeaddrinfo(res);
+		return;
+	}
+	struct rq_gai *g = xcalloc(1, sizeof *g);
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	g->r = r;
+	g->req.data = g;
+	int rc = uv_getaddrinfo(r->loop, &g->req, on_resolved, r->host, NULL, &hints);
+	if (rc < 0) {
+		free(g);
+		LOGW(NULL, NULL, "redis %s: uv_getaddrinfo: %s", r->name, uv_strerror(rc));
+		uv_timer_stop(&r->connect_timer);
+		schedule_reconnect(r);
+		return;
+	}
+	r->gai = g;
+	r->state = RQ_RESOLVING;
 }
 
 static void schedule_reconnect(struct rq *r)
 {
 	if (r->closing)
 		return;
+	if (r->connect_now) {       /* Sentinel told us where to go: no backoff */
+		r->connect_now = false;
+		uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);
+		return;
+	}
 	r->attempts++;
 	int shift = r->attempts - 1 < 7 ? r->attempts - 1 : 7;
 	uint32_t cap = (uint32_t)RQ_BACKOFF_MIN_MS << shift;
@@ -630,46 +1340,13 @@ static void schedule_reconnect(struct rq *r)
 		LOGD(NULL, NULL, "redis %s: attempt %d to reach %s failed, retrying in %u ms",
 		     r->name, r->attempts - 1, r->where, delay);
 	if (r->attempts == 2 || r->attempts % 20 == 0)
-		LOGW(NULL, NULL, "redis %s: cannot reach %s (%d attempts), retrying",
-		     r->name, r->where, r->attempts - 1);
+		LOGW(NULL, NULL, "redis %s: cannot reach %s (%d attempts), retrying: %s",
+		     r->name, r->where, r->attempts - 1, r->last_err[0] ? r->last_err : "?");
 	uv_timer_start(&r->backoff_timer, on_backoff, delay, 0);
-}
-
-/* Detaches the current connection and frees its context: every command
- * pending on it gets NULL ("timeout" if it timed out, else "closed" when
- * closing, else "disconnected"). */
-static void conn_drop(struct rq *r, const char *why)
-{
-	struct rq_conn *c = r->conn;
-	if (!c)
-		return;
-	redisAsyncContext *ac = c->ac;
-	conn_lost(r, c, why);       /* may run on_disconnect, which may call rq_close */
-	if (ac)
-		redisAsyncFree(ac);     /* deferred by hiredis inside its callbacks */
 }
 
 /* ---- commands ------------------------------------------------------------ */
 
-static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct rq_conn *c = ac->data;
-	struct rq *r = c->r;
-	struct rq_req *q = privdata;
-	redisReply *rep = reply;
-	const char *err = NULL;
-
-	list_del(q);
-	if (!rep) {
-		/* hiredis passes NULL only while freeing the context. */
-		err = q->timed_out ? "timeout" : r->closing ? "closed" : "disconnected";
-		conn_lost(r, c, ac->err ? ac->errstr : "connection lost");
-	} else if (r->closing && !q->internal) {
-		rep = NULL;
-		err = "closed";
-	}
-	req_finish(r, q, rep, err);
-}
 
 static void arm_cmd_timer(struct rq *r, uint64_t deadline);
 
@@ -778,13 +1455,16 @@ static int submit(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data,
 	q->deadline = timeout_ms == RQ_TIMEOUT_NONE ? RQ_NO_DEADLINE
 	                                            : uv_now(r->loop) + timeout_ms;
 	r->pending++;
-	if (conn_send(r->conn, q, cmd, len) < 0) {
-		/* Not reachable while r->conn is current; fail it anyway. */
-		r->pending--;
-		req_put(r, q);
-		defer_fail(r, cb, data, "disconnected");
-		return 0;
+	const char *a;
+	size_t n;
+	if (resp_arg(cmd, len, 0, &a, &n)) {
+		if (n >= sizeof q->cmd)
+			n = sizeof q->cmd - 1;
+		for (size_t i = 0; i < n; i++)
+			q->cmd[i] = (char)((a[i] >= 'a' && a[i] <= 'z') ? a[i] - 32 : a[i]);
+		q->cmd[n] = '\0';
 	}
+	conn_send(r->conn, q, cmd, len);
 	if (q->deadline != RQ_NO_DEADLINE)
 		arm_cmd_timer(r, q->deadline);
 	return 0;
@@ -820,19 +1500,144 @@ int rq_cmdf(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data, const char
 	return rc;
 }
 
+/* An error reply NOPERM: the ACL refuses this command (or its keys) to our
+ * user. It will keep failing until someone changes the ACL, so it is logged
+ * as an error naming the command, once per command and client. */
+static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply)
+{
+	if (q->internal || !reply->str || strncmp(reply->str, "NOPERM", 6))
+		return;
+	for (int i = 0; i < r->nperm; i++)
+		if (!strcmp(r->perm_logged[i], q->cmd))
+			return;
+	if (r->nperm < (int)(sizeof r->perm_logged / sizeof r->perm_logged[0]))
+		snprintf(r->perm_logged[r->nperm++], sizeof r->perm_logged[0], "%s", q->cmd);
+	LOGE(NULL, NULL, "redis %s: the ACL refuses %s to user \"%s\" (%s): a permanent error, "
+	     "every %s fails until the ACL allows it (README \"ACL users\" lists what arbiter "
+	     "needs)", r->name, q->cmd[0] ? q->cmd : "a command",
+	     r->url.user[0] ? r->url.user : "default", reply->str, q->cmd[0] ? q->cmd : "such command");
+}
+
+/* The address the next attempt connects to. */
+static void target_pick(struct rq *r)
+{
+	r->next_role = CR_DATA;
+	if (!r->url.sentinel && !r->url.cluster) {
+		snprintf(r->host, sizeof r->host, "%s", r->url.host);
+		r->port = r->url.port;
+	} else if (r->have_master && r->url.cluster) {
+		snprintf(r->host, sizeof r->host, "%s", r->master_host);
+		r->port = r->master_port;
+		snprintf(r->where, sizeof r->where, "%s%s%s:%d (cluster, slot %d%s)",
+		         strchr(r->host, ':') ? "[" : "", r->host, strchr(r->host, ':') ? "]" : "",
+		         r->port, r->slot, r->ssl_ctx ? ", TLS" : "");
+	} else if (r->have_master) {
+		snprintf(r->host, sizeof r->host, "%s", r->master_host);
+		r->port = r->master_port;
+		snprintf(r->where, sizeof r->where, "%s%s%s:%d/%d (master \"%s\"%s)",
+		         strchr(r->host, ':') ? "[" : "", r->host, strchr(r->host, ':') ? "]" : "",
+		         r->port, r->url.db, r->url.master_name, r->ssl_ctx ? ", TLS" : "");
+	} else if (r->url.cluster) {
+		int i = (r->sent_idx < 0 ? 0 : r->sent_idx) % r->url.nhosts;
+		r->sent_idx = i + 1;
+		snprintf(r->host, sizeof r->host, "%s", r->url.hosts[i].host);
+		r->port = r->url.hosts[i].port;
+		r->next_role = CR_DISCOVER;
+		snprintf(r->where, sizeof r->where, "cluster node %s:%d (slot map%s)", r->host,
+		         r->port, r->ssl_ctx ? ", TLS" : "");
+	} else {
+		int i = (r->sent_idx < 0 ? 0 : r->sent_idx) % r->url.nhosts;
+		r->sent_idx = i + 1;
+		snprintf(r->host, sizeof r->host, "%s", r->url.hosts[i].host);
+		r->port = r->url.hosts[i].port;
+		r->next_role = CR_DISCOVER;
+		snprintf(r->where, sizeof r->where, "sentinel %s:%d (master \"%s\"%s)", r->host,
+		         r->port, r->url.master_name, r->ssl_ctx ? ", TLS" : "");
+	}
+	if (r->ssl_ctx)
+		snprintf(r->tls_name, sizeof r->tls_name, "%s",
+		         r->url.tls_server_name[0] ? r->url.tls_server_name : r->host);
+}
+
+/* OpenSSL's last error as text (for configuration errors at start). */
+static const char *ssl_errstr(char *buf, size_t cap)
+{
+	unsigned long e = ERR_get_error();
+	if (!e)
+		snprintf(buf, cap, "%s", strerror(errno));
+	else
+		ERR_error_string_n(e, buf, cap);
+	ERR_clear_error();
+	return buf;
+}
+
+/* The TLS settings of a rediss:// URL: server verification on unless
+ * ssl_cert_reqs=none, the CA file or the system store, a client certificate
+ * and key if given. */
+static SSL_CTX *tls_ctx_new(const struct rq_url *u, char *err, size_t errlen)
+{
+	char e[256];
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	if (!ctx) {
+		snprintf(err, errlen, "TLS: %s", ssl_errstr(e, sizeof e));
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_verify(ctx, u->tls_noverify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+	if (u->tls_ca[0]) {
+		if (SSL_CTX_load_verify_locations(ctx, u->tls_ca, NULL) != 1) {
+			snprintf(err, errlen, "ssl_ca_certs %s: %s", u->tls_ca, ssl_errstr(e, sizeof e));
+			goto fail;
+		}
+	} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		snprintf(err, errlen, "TLS: cannot load the system CA store: %s", ssl_errstr(e, sizeof e));
+		goto fail;
+	}
+	if (!u->tls_cert[0] != !u->tls_key[0]) {
+		snprintf(err, errlen, "ssl_certfile and ssl_keyfile go together");
+		goto fail;
+	}
+	if (u->tls_cert[0]) {
+		if (SSL_CTX_use_certificate_chain_file(ctx, u->tls_cert) != 1) {
+			snprintf(err, errlen, "ssl_certfile %s: %s", u->tls_cert, ssl_errstr(e, sizeof e));
+			goto fail;
+		}
+		if (SSL_CTX_use_PrivateKey_file(ctx, u->tls_key, SSL_FILETYPE_PEM) != 1) {
+			snprintf(err, errlen, "ssl_keyfile %s: %s", u->tls_key, ssl_errstr(e, sizeof e));
+			goto fail;
+		}
+		if (SSL_CTX_check_private_key(ctx) != 1) {
+			snprintf(err, errlen, "ssl_keyfile %s does not belong to ssl_certfile %s",
+			         u->tls_key, u->tls_cert);
+			goto fail;
+		}
+	}
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
 /* ---- lifecycle ------------------------------------------------------------ */
 
 int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 {
 	struct rq_url url;
-	char err[160] = "no loop or options";
+	char err[640] = "no loop or options";
 	const char *name = o && o->name ? o->name : "redis";
 	*out = NULL;
 	if (!loop || !o || rq_url_parse(o->url, &url, err, sizeof err) < 0) {
 		LOGE(NULL, NULL, "redis %s: invalid URL: %s", name, err);
 		return -1;
 	}
+	SSL_CTX *ctx = NULL;
+	if (url.tls && !(ctx = tls_ctx_new(&url, err, sizeof err))) {
+		LOGE(NULL, NULL, "redis %s: %s", name, err);
+		return -1;
+	}
 	struct rq *r = xcalloc(1, sizeof *r);
+	r->ssl_ctx = ctx;
 	r->loop = loop;
 	r->name = xstrdup(name);
 	r->url = url;
@@ -842,6 +1647,13 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 		snprintf(r->where, sizeof r->where, "[%s]:%d/%d", url.host, url.port, url.db);
 	else
 		snprintf(r->where, sizeof r->where, "%s:%d/%d", url.host, url.port, url.db);
+	if (url.tls)
+		strncat(r->where, " (TLS)", sizeof r->where - strlen(r->where) - 1);
+	if (url.sentinel)
+		snprintf(r->where, sizeof r->where, "sentinels of \"%s\"", url.master_name);
+	r->slot = rq_key_slot(o->cluster_key ? o->cluster_key : "{arbiter}");
+	if (url.cluster)
+		snprintf(r->where, sizeof r->where, "cluster (slot %d)", r->slot);
 	r->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : RQ_DEFAULT_CONNECT_MS;
 	r->cmd_timeout_ms = o->cmd_timeout_ms ? o->cmd_timeout_ms : RQ_DEFAULT_CMD_MS;
 	r->on_connect = o->on_connect;
@@ -854,8 +1666,10 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 	uv_timer_init(loop, &r->connect_timer);
 	uv_timer_init(loop, &r->cmd_timer);
 	uv_timer_init(loop, &r->defer_timer);
+	uv_timer_init(loop, &r->watch_timer);
 	r->backoff_timer.data = r->connect_timer.data = r->cmd_timer.data = r->defer_timer.data = r;
-	r->live = 4;
+	r->watch_timer.data = r;
+	r->live = 5;
 	r->state = RQ_IDLE;
 	/* First attempt on the next loop iteration: nothing runs inside rq_new. */
 	uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);
@@ -873,6 +1687,7 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data)
 	uv_timer_stop(&r->backoff_timer);
 	uv_timer_stop(&r->connect_timer);
 	uv_timer_stop(&r->cmd_timer);
+	uv_timer_stop(&r->watch_timer);
 	r->cmd_timer_due = 0;
 	/* The teardown (failing what is pending with "closed") runs on the next
 	 * turn of the loop, never inside rq_close. Replies read meanwhile are
@@ -893,6 +1708,33 @@ uint64_t rq_reconnects(const struct rq *r)
 size_t rq_pending(const struct rq *r)
 {
 	return r ? r->pending : 0;
+}
+
+/* ---- Cluster hash slots ------------------------------------------------------ */
+
+/* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the checksum Redis
+ * Cluster hashes keys with. */
+static uint16_t crc16(const char *s, size_t n)
+{
+	uint16_t crc = 0;
+	for (size_t i = 0; i < n; i++) {
+		crc ^= (uint16_t)((unsigned char)s[i] << 8);
+		for (int b = 0; b < 8; b++)
+			crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+	}
+	return crc;
+}
+
+int rq_key_slot(const char *key)
+{
+	size_t n = strlen(key);
+	const char *l = memchr(key, '{', n);
+	if (l) {
+		const char *r = memchr(l + 1, '}', n - (size_t)(l + 1 - key));
+		if (r && r > l + 1)
+			return crc16(l + 1, (size_t)(r - l - 1)) & 16383;
+	}
+	return crc16(key, n) & 16383;
 }
 
 /* ---- URL parsing --------------------------------------------------------- */
@@ -988,11 +1830,155 @@ static int parse_query(const char *s, size_t n, struct rq_url *u, char *err, siz
 		} else if ((kl == 4 && !strncmp(s, "user", 4)) || (kl == 8 && !strncmp(s, "username", 8))) {
 			if (pct_decode(eq + 1, vl, u->user, sizeof u->user) < 0)
 				return url_fail(err, errlen, "invalid or too long user name");
+		} else if (kl == 12 && !strncmp(s, "ssl_ca_certs", 12)) {
+			if (pct_decode(eq + 1, vl, u->tls_ca, sizeof u->tls_ca) < 0 || !u->tls_ca[0])
+				return url_fail(err, errlen, "invalid or too long ssl_ca_certs");
+		} else if (kl == 12 && !strncmp(s, "ssl_certfile", 12)) {
+			if (pct_decode(eq + 1, vl, u->tls_cert, sizeof u->tls_cert) < 0 || !u->tls_cert[0])
+				return url_fail(err, errlen, "invalid or too long ssl_certfile");
+		} else if (kl == 11 && !strncmp(s, "ssl_keyfile", 11)) {
+			if (pct_decode(eq + 1, vl, u->tls_key, sizeof u->tls_key) < 0 || !u->tls_key[0])
+				return url_fail(err, errlen, "invalid or too long ssl_keyfile");
+		} else if (kl == 15 && !strncmp(s, "ssl_server_name", 15)) {
+			if (pct_decode(eq + 1, vl, u->tls_server_name, sizeof u->tls_server_name) < 0 ||
+			    !u->tls_server_name[0])
+				return url_fail(err, errlen, "invalid or too long ssl_server_name");
+		} else if (kl == 17 && !strncmp(s, "sentinel_password", 17) && u->sentinel) {
+			if (pct_decode(eq + 1, vl, u->sentinel_password, sizeof u->sentinel_password) < 0)
+				return url_fail(err, errlen, "invalid or too long sentinel_password");
+		} else if (kl == 13 && !strncmp(s, "sentinel_user", 13) && u->sentinel) {
+			if (pct_decode(eq + 1, vl, u->sentinel_user, sizeof u->sentinel_user) < 0)
+				return url_fail(err, errlen, "invalid or too long sentinel_user");
+		} else if (kl == 13 && !strncmp(s, "ssl_cert_reqs", 13)) {
+			if (vl == 8 && !strncmp(eq + 1, "required", 8))
+				u->tls_noverify = false;
+			else if (vl == 4 && !strncmp(eq + 1, "none", 4))
+				u->tls_noverify = true;
+			else
+				return url_fail(err, errlen, "ssl_cert_reqs must be required (the default) "
+				                "or none");
 		} else {
-			return url_fail(err, errlen, "unknown URL parameter (db, password, user)");
+			return url_fail(err, errlen, "unknown URL parameter (db, password, user, "
+			                "ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs, "
+			                "ssl_server_name)");
 		}
 		s = amp ? amp + 1 : end;
 	}
+	return 0;
+}
+
+/* host[:port] or [v6]:port at s[0..n) into host/port (port default dport). */
+static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int *port, int dport,
+                          char *err, size_t errlen)
+{
+	const char *hs = s, *he, *ps = NULL, *end = s + n;
+	if (n && *s == '[') {
+		const char *rb = memchr(s, ']', n);
+		if (!rb)
+			return url_fail(err, errlen, "missing ']' after IPv6 address");
+		hs = s + 1;
+		he = rb;
+		if (rb + 1 < end) {
+			if (rb[1] != ':')
+				return url_fail(err, errlen, "unexpected text after ']'");
+			ps = rb + 2;
+		}
+	} else {
+		const char *colon = memchr(s, ':', n);
+		he = colon ? colon : end;
+		if (colon) {
+			if (memchr(colon + 1, ':', (size_t)(end - colon - 1)))
+				return url_fail(err, errlen, "IPv6 addresses must be in [brackets]");
+			ps = colon + 1;
+		}
+	}
+	size_t hl = (size_t)(he - hs);
+	if (hl == 0 || hl >= hcap)
+		return url_fail(err, errlen, "missing or too long host");
+	for (size_t i = 0; i < hl; i++) {
+		unsigned char ch = (unsigned char)hs[i];
+		if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\' || ch == ',')
+			return url_fail(err, errlen, "invalid character in host");
+	}
+	memcpy(host, hs, hl);
+	host[hl] = '\0';
+	*port = dport;
+	if (ps) {
+		long v;
+		if (parse_int(ps, (size_t)(end - ps), 1, 65535, &v) < 0)
+			return url_fail(err, errlen, "port must be 1..65535");
+		*port = (int)v;
+	}
+	return 0;
+}
+
+/* The part of a Sentinel or Cluster URL after the scheme. */
+static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen)
+{
+	if (strchr(p, '#'))
+		return url_fail(err, errlen, "unexpected '#' in URL");
+	const char *qm = strchr(p, '?');
+	const char *end = qm ? qm : p + strlen(p);
+	const char *at = NULL;
+	for (const char *s = p; s < end; s++)     /* the last '@' of the URL */
+		if (*s == '@')
+			at = s;
+	if (at) {
+		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
+			return -1;
+		p = at + 1;
+	}
+	const char *slash = memchr(p, '/', (size_t)(end - p));
+	if (!slash && u->cluster)
+		slash = end;
+	if (!slash)
+		return url_fail(err, errlen, "a Sentinel URL names the master: "
+		                "redis+sentinel://host:26379,host2:26379/mymaster[/db]");
+	for (const char *s = p; s < slash;) {
+		const char *comma = memchr(s, ',', (size_t)(slash - s));
+		const char *e = comma ? comma : slash;
+		if (u->nhosts == RQ_MAX_HOSTS)
+			return url_fail(err, errlen, "too many sentinels (at most 8)");
+		int i = u->nhosts++;
+		if (parse_hostport(s, (size_t)(e - s), u->hosts[i].host, sizeof u->hosts[i].host,
+		                   &u->hosts[i].port, u->cluster ? 6379 : 26379, err, errlen) < 0)
+			return -1;
+		s = comma ? comma + 1 : slash;
+	}
+	if (u->nhosts == 0)
+		return url_fail(err, errlen, u->cluster ? "a Cluster URL needs at least one node" :
+		                "a Sentinel URL needs at least one sentinel host");
+	if (u->cluster) {
+		if (slash < end && slash + 1 < end && !(slash + 2 == end && slash[1] == '0'))
+			return url_fail(err, errlen, "Redis Cluster has database 0 only");
+		goto tail;
+	}
+	const char *ns = slash + 1;
+	const char *ne = memchr(ns, '/', (size_t)(end - ns));
+	if (!ne)
+		ne = end;
+	if (ne == ns || pct_decode(ns, (size_t)(ne - ns), u->master_name, sizeof u->master_name) < 0)
+		return url_fail(err, errlen, "missing, invalid or too long master name");
+	for (const char *c = u->master_name; *c; c++)
+		if ((unsigned char)*c <= ' ')
+			return url_fail(err, errlen, "invalid character in the master name");
+	if (ne < end && ne + 1 < end) {
+		long v;
+		if (parse_int(ne + 1, (size_t)(end - ne - 1), 0, INT_MAX, &v) < 0)
+			return url_fail(err, errlen, "database (after the master name) must be a "
+			                "non-negative integer");
+		u->db = (int)v;
+	}
+tail:
+	snprintf(u->host, sizeof u->host, "%s", u->hosts[0].host);
+	u->port = u->hosts[0].port;
+	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+		return -1;
+	if (u->user[0] && !u->password[0])
+		return url_fail(err, errlen, "a user name needs a password");
+	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
+	                u->tls_noverify))
+		return url_fail(err, errlen, "ssl_* parameters need rediss+sentinel:// or rediss+cluster://");
 	return 0;
 }
 
@@ -1004,6 +1990,16 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 		return url_fail(err, errlen, "empty Redis URL");
 	bool is_unix;
 	const char *p;
+	if (!strncasecmp(url, "redis+sentinel://", 17) || !strncasecmp(url, "rediss+sentinel://", 18)) {
+		u->tls = url[5] == 's' || url[5] == 'S';
+		u->sentinel = true;
+		return parse_multi(url + (u->tls ? 18 : 17), u, err, errlen);
+	}
+	if (!strncasecmp(url, "redis+cluster://", 16) || !strncasecmp(url, "rediss+cluster://", 17)) {
+		u->tls = url[5] == 's' || url[5] == 'S';
+		u->cluster = true;
+		return parse_multi(url + (u->tls ? 17 : 16), u, err, errlen);
+	}
 	if (!strncasecmp(url, "redis://", 8)) {
 		p = url + 8;
 		is_unix = false;
@@ -1011,9 +2007,12 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 		p = url + 7;
 		is_unix = true;
 	} else if (!strncasecmp(url, "rediss://", 9)) {
-		return url_fail(err, errlen, "rediss:// (TLS) is not supported");
+		p = url + 9;
+		is_unix = false;
+		u->tls = true;
 	} else {
-		return url_fail(err, errlen, "expected redis://host:port/db or unix:///path");
+		return url_fail(err, errlen, "expected redis://host:port/db, rediss://host:port/db "
+		                "(TLS) or unix:///path");
 	}
 	if (strchr(p, '#'))
 		return url_fail(err, errlen, "unexpected '#' in URL");
@@ -1101,5 +2100,8 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 		return -1;
 	if (u->user[0] && !u->password[0])
 		return url_fail(err, errlen, "a user name needs a password");
+	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
+	                u->tls_noverify))
+		return url_fail(err, errlen, "ssl_* parameters need a rediss:// URL");
 	return 0;
 }

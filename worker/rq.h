@@ -1,9 +1,16 @@
 /*
- * rq: one Redis connection on a libuv loop, built on hiredis's async API with
- * our own event-loop adapter (a uv_poll_t on the socket; poll errors count as
- * a broken connection). It adds what hiredis 0.14 lacks: a connect timeout,
+ * rq: one Redis connection on a libuv loop: our own socket (TCP or unix,
+ * optionally TLS through OpenSSL) on a uv_poll_t, with hiredis for the
+ * protocol only (command formatting and the reply reader). It adds what
+ * hiredis 0.14 lacks: TLS (rediss://), a connect timeout,
  * per-command timeouts (uv timers), AUTH + SELECT before on_connect, and
- * reconnection with exponential backoff and jitter (50 ms doubling to 5 s).
+ * reconnection with exponential backoff and jitter (50 ms doubling to 5 s),
+ * Redis Sentinel (discover the master, follow +switch-master) and Redis
+ * Cluster (connect to the owner of one hash slot, follow MOVED; ASK and
+ * TRYAGAIN during a slot migration: reconnect and retry until it ends). In
+ * Cluster mode a redirected command is NOT resent: it fails "disconnected",
+ * like everything in flight on the dropped connection, so MULTI blocks stay
+ * atomic; callers already retry those.
  *
  * Everything here runs on the loop thread only. Every command's callback runs
  * exactly once and never synchronously inside rq_cmd*.
@@ -21,7 +28,7 @@
 struct rq;                              /* one Redis connection on a uv loop; reconnects itself */
 
 struct rq_opts {
-	const char *url;                    /* redis://[[user]:pass@]host[:port][/db], unix:///path?db=N */
+	const char *url;                    /* see rq_url_parse: redis[s]://, redis[s]+sentinel://, redis[s]+cluster://, unix:// */
 	uint32_t connect_timeout_ms;        /* default 2000 (0 = default) */
 	uint32_t cmd_timeout_ms;            /* default 5000 (0 = default) */
 	void (*on_connect)(struct rq *r, void *data);   /* after (re)connect+AUTH+SELECT */
@@ -31,6 +38,10 @@ struct rq_opts {
 	void (*on_disconnect)(struct rq *r, const char *why, void *data);
 	void *data;
 	const char *name;                   /* for logs */
+	/* Cluster mode: a key whose hash slot this client serves (every key
+	 * arbiter uses shares one hash tag, rkeys.h); NULL = "{arbiter}". The
+	 * client connects to the master owning that slot. */
+	const char *cluster_key;
 };
 
 /* Creates the client and starts connecting (asynchronously; on_connect runs
@@ -78,11 +89,17 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data);
 
 /* Counters for the metrics and the tests. */
 
+/* The Redis Cluster hash slot (0..16383) of key: CRC16 of its hash tag
+ * ("{...}", when non-empty) or of the whole key, modulo 16384. */
+int rq_key_slot(const char *key);
+
 /* Number of successful reconnects (connections after the first). */
 uint64_t rq_reconnects(const struct rq *r);
 
 /* Number of commands whose callback has not run yet. */
 size_t rq_pending(const struct rq *r);
+
+#define RQ_MAX_HOSTS 8
 
 /* Parsed form of a Redis URL, for rq and for tests. */
 struct rq_url {
@@ -92,11 +109,34 @@ struct rq_url {
 	char user[128];                     /* "" = none (AUTH password only) */
 	char password[256];                 /* "" = no AUTH */
 	int db;                             /* default 0 */
+	/* rediss:// (TLS) and its query parameters (names as in redis-py, so one
+	 * URL serves the worker and the Python scripts; ssl_server_name is ours). */
+	bool tls;
+	char tls_ca[256];                   /* ssl_ca_certs: CA file ("" = system store) */
+	char tls_cert[256], tls_key[256];   /* ssl_certfile, ssl_keyfile: client cert */
+	char tls_server_name[256];          /* ssl_server_name: SNI + name checked ("" = host) */
+	bool tls_noverify;                  /* ssl_cert_reqs=none (default required) */
+	/* redis+sentinel:// and rediss+sentinel://: hosts are the sentinels (port
+	 * default 26379); redis+cluster:// and rediss+cluster://: hosts are seed
+	 * nodes of the cluster (port default 6379). */
+	bool sentinel, cluster;
+	int nhosts;                         /* 1..RQ_MAX_HOSTS */
+	struct { char host[256]; int port; } hosts[RQ_MAX_HOSTS];
+	char master_name[128];
+	char sentinel_user[128], sentinel_password[256];   /* AUTH on the sentinels */
 };
 
 /* Parses redis://[[user]:password@]host[:port][/db] (IPv6 host in [brackets]),
- * rediss is refused, unix:///path[?db=N][&password=P]. Percent-escapes in
- * user and password are decoded. Returns 0, or -1 with a reason in err. */
+ * rediss://... (TLS; ?ssl_ca_certs=F&ssl_certfile=F&ssl_keyfile=F&ssl_cert_reqs=
+ * required|none&ssl_server_name=N), unix:///path[?db=N][&password=P]. Percent-escapes in
+ * user and password are decoded.
+ * Sentinel: redis+sentinel://[[user]:password@]h1[:p1],h2[:p2],.../master[/db][?...]
+ * (rediss+sentinel:// for TLS to the sentinels and the master; user and
+ * password are the data node's; sentinel_password= and sentinel_user= the
+ * sentinels'). host/port then hold the first sentinel.
+ * Cluster: redis+cluster://[[user]:password@]h1[:p1],h2[:p2],...[/0][?...]
+ * (rediss+cluster:// for TLS); database 0 only.
+ * Returns 0, or -1 with a reason in err. */
 int rq_url_parse(const char *url, struct rq_url *out, char *err, size_t errlen);
 
 #endif

@@ -43,6 +43,7 @@
 #include "ratelimit.h"
 #include "reconcile.h"
 #include "rq.h"
+#include "rkeys.h"
 #include "score.h"
 #include "util.h"
 
@@ -1284,6 +1285,7 @@ static int open_parts(struct worker *w)
 	ro.on_disconnect = on_read_disconnect;
 	ro.data = w;
 	ro.name = "reader";
+	ro.cluster_key = w->k_jobs;          /* Cluster: the slot of every key (rkeys.h) */
 	if (rq_new(w->loop, &ro, &w->rq_read) < 0) {
 		fprintf(stderr, "arbiter worker: invalid ARBITER_REDIS_URL\n");
 		return -1;
@@ -1346,11 +1348,33 @@ int worker_run(const struct config *cfg)
 	w->state = W_RUNNING;
 	w->db_version = 0;
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
-	w->k_jobs = key(cfg->prefix, ":jobs");
-	w->k_group = key(cfg->prefix, "-workers");
-	w->k_dead = key(cfg->prefix, ":dead");
-	w->k_delayed = key(cfg->prefix, ":delayed");
-	w->k_lock = key(cfg->prefix, ":reconcile:lock");
+	/* Key names: one place, one hash tag (rkeys.h). */
+	char err[512];
+	struct rkeys rk;
+	if (rkeys_init(&rk, cfg->prefix, cfg->redis_keys, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		free(w);
+		return 1;
+	}
+	{
+		struct rq_url ru;
+		if (rk.legacy && rq_url_parse(cfg->redis_url, &ru, err, sizeof err) == 0 && ru.cluster) {
+			snprintf(err, sizeof err, "ARBITER_REDIS_KEYS=legacy cannot work with Redis "
+			         "Cluster (the keys would not share a slot): use tagged");
+			LOGE(NULL, NULL, "%s", err);
+			fprintf(stderr, "arbiter worker: %s\n", err);
+			rkeys_free(&rk);
+			free(w);
+			return 1;
+		}
+	}
+	w->k_jobs = key(rk.jobs, "");
+	w->k_group = key(rk.group, "");
+	w->k_dead = key(rk.dead, "");
+	w->k_delayed = key(rk.delayed, "");
+	w->k_lock = key(rk.reconcile_lock, "");
+	rkeys_free(&rk);
 	w->max_loads = cfg->pg_pool_size / 4 > 0 ? cfg->pg_pool_size / 4 : 1;
 	w->max_commits = cfg->pg_pool_size / 2 > 0 ? cfg->pg_pool_size / 2 : 1;
 	w->hooks.flush = flush_stages;

@@ -75,7 +75,7 @@ def seed(db, n, agents, challenge):
 def enqueue(r, ids):
     pipe = r.pipeline(transaction=False)
     for k, sid in enumerate(ids):
-        pipe.xadd("arbiter:jobs", {"submission_id": sid,
+        pipe.xadd("{arbiter}:jobs", {"submission_id": sid,
                                    "enqueued_at": str(int(time.time() * 1000))})
         if k % 1000 == 999:
             pipe.execute()
@@ -157,7 +157,7 @@ def main():
             if delay > 0:
                 time.sleep(delay)
             now = time.time()
-            r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
+            r.xadd("{arbiter}:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
             sent[sid] = now
         offered = total / (time.time() - start)
         t1 = time.time()

@@ -147,10 +147,24 @@ def check_manifests(docs):
            and not isc.get("capabilities", {}).get("add"),
            "init container %s is unprivileged" % c["name"])
 
-    # Secrets come from a Secret, never inline.
+    # Secrets come from a Secret, never inline; the Redis URL is made of variables
+    # (the password one from the Secret) around the address written once.
+    envs = {e["name"]: e for e in worker.get("env", [])}
     for e in worker.get("env", []):
-        if e["name"] in ("ARBITER_REDIS_URL", "ARBITER_DATABASE_URL"):
+        if e["name"] in ("ARBITER_DATABASE_URL", "ARBITER_REDIS_PASSWORD", "ARBITER_REDIS_USERNAME"):
             ok("valueFrom" in e and "value" not in e, "%s comes from a Secret" % e["name"])
+    rurl = envs.get("ARBITER_REDIS_URL", {})
+    if "value" in rurl:
+        refs = re.findall(r"\$\(([A-Z_]+)\)", rurl["value"])
+        ok("ARBITER_REDIS_PASSWORD" in refs and "ARBITER_REDIS_ADDRESS" in refs and
+           all(r in envs for r in refs), "ARBITER_REDIS_URL is built from the address and the "
+           "Secret's password (no password inline)", rurl["value"])
+        ok(rurl["value"].startswith("rediss://") and "ssl_ca_certs=" in rurl["value"],
+           "the worker talks TLS to Redis and verifies it against a CA", rurl["value"])
+        ok(all(list(envs).index(r) < list(envs).index("ARBITER_REDIS_URL") for r in refs),
+           "the variables ARBITER_REDIS_URL uses are defined before it (Kubernetes expands only those)")
+    else:
+        ok("valueFrom" in rurl, "ARBITER_REDIS_URL comes from a Secret")
 
     # The language table ConfigMap is mounted and matches deploy/languages.json.
     cm_names = [v["configMap"]["name"] for v in spec.get("volumes", []) if "configMap" in v]
@@ -184,7 +198,8 @@ def check_manifests(docs):
         prefix = env.get("ARBITER_PREFIX") or "arbiter"
         trig = so["spec"]["triggers"]
         ok(all(t["type"] == "redis-streams" for t in trig), "triggers are redis-streams")
-        ok(all(t["metadata"]["stream"] == prefix + ":jobs" and
+        base = prefix if re.search(r"\{[^}]+\}", prefix) else "{%s}" % prefix
+        ok(all(t["metadata"]["stream"] == base + ":jobs" and
                t["metadata"].get("consumerGroup") == prefix + "-workers" for t in trig),
            "triggers watch {prefix}:jobs and group {prefix}-workers")
         ok(any("lagCount" in t["metadata"] for t in trig), "one trigger scales on consumer-group lag")
@@ -194,6 +209,15 @@ def check_manifests(docs):
         ok(auth is not None and all(t.get("authenticationRef", {}).get("name") ==
                                     auth["metadata"]["name"] for t in trig),
            "triggers authenticate through the TriggerAuthentication")
+        params = {p["parameter"] for p in (auth or {}).get("spec", {}).get("secretTargetRef", [])}
+        ok({"username", "password", "ca"} <= params,
+           "the TriggerAuthentication carries username, password and the TLS CA", params)
+        envs = {e["name"]: e for e in worker.get("env", [])}
+        ok(all("address" not in t["metadata"] and "host" not in t["metadata"] and
+               t["metadata"].get("addressFromEnv") in envs and
+               t["metadata"].get("enableTLS") == "true" for t in trig),
+           "every trigger reads the Redis address from the worker's environment "
+           "(written once) and uses TLS")
     return dep
 
 

@@ -121,7 +121,7 @@ def phase_defer(s, a, ch, agents):
 
     # Most hot jobs are now deferred. Kill one replica while they wait.
     time.sleep(1.0)
-    delayed = a.r.zcard(a.prefix + ":delayed")
+    delayed = a.r.zcard(a.delayed)
     diag("delayed set holds %d jobs at the kill" % delayed)
     ok(delayed >= 2 * HOT - 2 * (BURST + 8), "hot jobs are waiting in the delayed set (%d)" % delayed)
     workers[0].kill()
@@ -139,10 +139,10 @@ def phase_defer(s, a, ch, agents):
        "\n".join(problems))
     eq(a.val("SELECT count(*) FROM submissions WHERE id = ANY(%s::uuid[]) AND status <> 'completed'",
              all_ids), 0, "nothing rejected or failed under defer")
-    ok(wait_for(lambda: a.r.zcard(a.prefix + ":delayed") == 0 and a.r.xlen(a.stream) == 0
+    ok(wait_for(lambda: a.r.zcard(a.delayed) == 0 and a.r.xlen(a.stream) == 0
                 and a.pending() == 0, 15),
        "delayed set, stream and pending list empty",
-       "delayed %d xlen %d pending %d" % (a.r.zcard(a.prefix + ":delayed"), a.r.xlen(a.stream),
+       "delayed %d xlen %d pending %d" % (a.r.zcard(a.delayed), a.r.xlen(a.stream),
                                           a.pending()))
     eq(a.r.xlen(a.dead), 0, "nothing dead-lettered")
 

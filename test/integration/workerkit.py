@@ -10,6 +10,7 @@ TAP: ok(), eq(), diag(), done().
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -105,6 +106,15 @@ class Worker:
         return "\n".join(self.output().splitlines()[-n:])
 
 
+def key_base(prefix="arbiter", style="tagged"):
+    """The base of every Redis key arbiter uses (worker/rkeys.h): the prefix
+    in one hash tag, "{arbiter}", unless it already holds one or the legacy
+    names are asked for."""
+    if style == "legacy" or re.search(r"\{[^}]+\}", prefix):
+        return prefix
+    return "{%s}" % prefix
+
+
 class Arena:
     """An API server's view: rows in PostgreSQL and jobs in Redis."""
 
@@ -114,8 +124,10 @@ class Arena:
         self.db = psycopg2.connect(s.database_url)
         self.db.autocommit = True
         self.r = redis.Redis.from_url(s.redis_url, decode_responses=True)
-        self.stream = prefix + ":jobs"
-        self.dead = prefix + ":dead"
+        self.base = key_base(prefix)
+        self.stream = self.base + ":jobs"
+        self.dead = self.base + ":dead"
+        self.delayed = self.base + ":delayed"
         self.group = prefix + "-workers"
 
     def close(self):
