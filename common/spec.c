@@ -937,8 +937,11 @@ static int parse_test_suite(struct spec *s, const json_t *ts, char *err, size_t 
 		if (!json_is_string(v))
 			return fail(err, errlen, "test_suite.cases[%zu]: expected_stdout must be a string", i);
 		v = json_object_get(c, "weight");
-		if (v && !(json_is_number(v) && json_number_value(v) > 0))
-			return fail(err, errlen, "test_suite.cases[%zu]: weight must be a number > 0", i);
+		dec6 cw;
+		if (v && !(json_is_number(v) && dec_from_json(v, &cw, NULL) == 0 &&
+		           cw >= SPEC_CASE_WEIGHT_MIN && cw <= SPEC_CASE_WEIGHT_MAX))
+			return fail(err, errlen, "test_suite.cases[%zu]: weight must be a number from "
+			            "0.000001 to 1000000 with at most 6 decimal places", i);
 	}
 	const json_t *cmp = json_object_get(ts, "compare");
 	if (cmp) {

@@ -19,6 +19,11 @@
 struct rx;
 struct expr;
 
+/* The range of a test case's weight, in micro-units (0.000001 .. 1000000, at most 6 decimal
+ * places): every weight is exact and the suite's total cannot overflow. */
+#define SPEC_CASE_WEIGHT_MIN 1
+#define SPEC_CASE_WEIGHT_MAX (1000000LL * 1000000LL)
+
 #define SPEC_MAX_DIMS 16
 
 enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT };

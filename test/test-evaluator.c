@@ -31,6 +31,26 @@
 #include "util.h"
 
 static uv_loop_t loop;
+
+/* s on one line (a TAP message must not span lines): a static copy, newlines as " | ". */
+static const char *flat(const char *s)
+{
+	static char buf[4][1024];
+	static int k;
+	char *b = buf[k++ % 4];
+	size_t n = 0;
+	for (; s && *s && n + 4 < sizeof buf[0]; s++) {
+		if (*s == '\n') {
+			memcpy(b + n, " | ", 3);
+			n += 3;
+		} else {
+			b[n++] = *s;
+		}
+	}
+	b[n] = 0;
+	return b;
+}
+
 static struct sandbox_pool *sp;
 static unsigned long uid_base;   /* ours alone: other test runs may use the sandbox too */
 
@@ -90,6 +110,38 @@ static int ext_score(const struct outcome *o, const char *key)
 	return -1;
 }
 
+/* ARBITER_TEST_SLOW (default 1): the specs' time limits are this many times longer, for a
+ * slow machine (the emulated cgroup-v2 guest of test/guest/); never a weaker check. */
+static unsigned slow = 1;
+
+/* spec_text with its test-suite limits (cpu_ms, wall_ms; defaults 2000 and 5000) and its
+ * script timeout scaled by slow. Caller frees; NULL if it is not JSON. */
+static char *slow_spec(const char *spec_text)
+{
+	json_t *j = json_loads(spec_text, 0, NULL);
+	if (!j)
+		return NULL;
+	json_t *ts = json_object_get(j, "test_suite"), *sc = json_object_get(j, "script");
+	if (json_is_object(ts)) {
+		json_t *lim = json_object_get(ts, "limits");
+		if (!json_is_object(lim)) {
+			lim = json_object();
+			json_object_set_new(ts, "limits", lim);
+		}
+		json_int_t cpu = json_integer_value(json_object_get(lim, "cpu_ms"));
+		json_int_t wall = json_integer_value(json_object_get(lim, "wall_ms"));
+		json_object_set_new(lim, "cpu_ms", json_integer((cpu ? cpu : 2000) * slow));
+		json_object_set_new(lim, "wall_ms", json_integer((wall ? wall : cpu ? 2 * cpu + 1000 : 5000) * slow));
+	}
+	if (json_is_object(sc)) {
+		json_int_t t = json_integer_value(json_object_get(sc, "timeout_ms"));
+		json_object_set_new(sc, "timeout_ms", json_integer((t ? t : 10000) * slow));
+	}
+	char *out = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return out;
+}
+
 /* Runs spec (JSON text) against answer; fills o. Returns 0 or -1 if it could not start. */
 static int evaluate(struct outcome *o, const char *spec_text, json_t *answer, json_t *gt,
                     json_t *match)
@@ -97,7 +149,12 @@ static int evaluate(struct outcome *o, const char *spec_text, json_t *answer, js
 	memset(o, 0, sizeof *o);
 	struct spec *s;
 	char err[512];
-	if (spec_parse(spec_text, strlen(spec_text), &s, err, sizeof err) < 0) {
+	char *scaled = slow > 1 ? slow_spec(spec_text) : NULL;
+	if (scaled)
+		spec_text = scaled;
+	int prc = spec_parse(spec_text, strlen(spec_text), &s, err, sizeof err);
+	free(scaled);
+	if (prc < 0) {
 		diag("spec: %s", err);
 		return -1;
 	}
@@ -240,6 +297,41 @@ static void test_languages(void)
 	is_int(strays(), 0, "languages: no stray process");
 }
 
+/* compare numeric:TOL went through doubles with a relative slack: 1000000001 matched
+ * 1000000000, 2^53+1 matched 2^53 and 0x10 matched 16 under numeric:0, while a 142-digit
+ * spelling of 0.1 was a wrong answer. Decimal tokens are now compared exactly. */
+static void test_numeric_exact(void)
+{
+	static const struct {
+		const char *got, *want, *tol;
+		bool match;
+	} c[] = {
+		{ "1000000001", "1000000000", "0", false },
+		{ "9007199254740993", "9007199254740992", "0", false },
+		{ "0x10", "16", "0", false },
+		{ "16", "16.000", "0", true },
+		{ "1e3", "1000", "0", true },
+		{ "-0", "0.0", "0", true },
+		{ "0.1000000000000000000000000000000000000000000000000000000000000000000000000000000"
+		  "000000000000000000000000000000000000000000000000000000000000", "0.1", "0", true },
+		{ "0.30000000000000004", "0.3", "0", false },
+		{ "1.001", "1", "0.001", true },      /* a difference equal to TOL is within */
+		{ "1.0010000000000000001", "1", "0.001", false },
+		{ "-0.0005", "0.0005", "0.001", true },
+		{ "-0.0005", "0.00051", "0.001", false },
+		{ "123456789012345678901234567890.5", "123456789012345678901234567890", "0.5", true },
+		{ "123456789012345678901234567891.5", "123456789012345678901234567890", "0.5", false },
+		{ "inf", "inf", "0", true },          /* not numbers: byte for byte */
+		{ "nan", "NaN", "0", false },
+		{ "1e999999", "1", "0.5", false },
+		{ "3 4", "3 4 5", "0", false },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+		ok(evaluator_numeric_match(c[i].got, strlen(c[i].got), c[i].want, strlen(c[i].want),
+		                           c[i].tol) == c[i].match, "numeric:%s: %.40s vs %s %s",
+		   c[i].tol, c[i].got, c[i].want, c[i].match ? "matches" : "does not match");
+}
+
 static void test_weights_and_compare(void)
 {
 	/* passes "small" (1) and "big" (1) but not "neg" (2): 2/4 = 500 */
@@ -248,6 +340,22 @@ static void test_weights_and_compare(void)
 	json_t *a = files_answer("main.sh", "read a b\nif [ $a -lt 0 ]; then echo 0; else echo $((a+b)); fi\n");
 	evaluate(&o, spec, a, NULL, NULL);
 	is_int(ext_score(&o, "correctness"), 500, "weighted: 2 of 4 = 500");
+	json_decref(a);
+	outcome_free(&o);
+	free(spec);
+
+	/* weights at the ends of the documented range, exactly: 5e12-like totals no longer
+	 * overflow, and the smallest weight is not rounded to 0 */
+	static const char *big_cases =
+		"[{\"name\":\"a\",\"stdin\":\"1 2\\n\",\"expected_stdout\":\"3\\n\",\"weight\":1000000},"
+		"{\"name\":\"b\",\"stdin\":\"1 2\\n\",\"expected_stdout\":\"3\\n\",\"weight\":1000000},"
+		"{\"name\":\"c\",\"stdin\":\"-5 2\\n\",\"expected_stdout\":\"-3\\n\",\"weight\":1000000},"
+		"{\"name\":\"d\",\"stdin\":\"-5 2\\n\",\"expected_stdout\":\"-3\\n\",\"weight\":0.000001}]";
+	spec = suite_spec("sh", big_cases, NULL);
+	a = files_answer("main.sh", "read a b\nif [ $a -lt 0 ]; then echo 0; else echo $((a+b)); fi\n");
+	evaluate(&o, spec, a, NULL, NULL);
+	is_int(o.rc, 0, "extreme weights: scored (%s)", o.err);
+	is_int(ext_score(&o, "correctness"), 667, "extreme weights: 2e12 of 3e12 + 1e-6 = 667");
 	json_decref(a);
 	outcome_free(&o);
 	free(spec);
@@ -265,6 +373,8 @@ static void test_weights_and_compare(void)
 		{ "\"exact\"", "printf '3'", "3\n", "wrong_answer" },
 		{ "\"numeric:0.001\"", "printf '3.0004  1e3\\nx\\n'", "3 1000.0 x\n", "accepted" },
 		{ "\"numeric:0.001\"", "printf '3.002\\n'", "3\n", "wrong_answer" },
+		{ "\"numeric:0\"", "printf '1000000001 0x10\\n'", "1000000000 16\n", "wrong_answer" },
+		{ "\"numeric:0\"", "printf '0.1%0140d\\n' 0", "0.1\n", "accepted" },
 		{ "\"numeric:0.01\"", "printf '1.01\\n'", "1.00\n", "accepted" },
 		{ "\"numeric:0.5\"", "printf '1 2\\n'", "1 2 3\n", "wrong_answer" },
 		{ "\"numeric:0.5\"", "printf 'abc\\n'", "abd\n", "wrong_answer" },
@@ -501,6 +611,47 @@ static void test_regressions(void)
 		ok(1, "# SKIP less than 6 GiB of memory: the kernel refuses a 3 GiB allocation itself");
 	}
 
+	/* a binary made unexecutable on purpose (ENOEXEC) ended as internal_error: retried, then
+	 * failed, no Elo change, a way to dodge a loss. It is the program's failure. */
+	one(&o, "c", "main.c", "test/sandbox/badinterp.c", "", "hi\n", NULL);
+	is_int(o.rc, 0, "unexecutable binary: a result, not internal_error (%s)", o.err);
+	is_str(verdict_n(&o, 0), "runtime_error", "unexecutable binary: runtime_error");
+	outcome_free(&o);
+
+	/* #include of a host file echoed it into compile.output (/proc/cmdline: the host's boot
+	 * command line): diagnostics are bounded to the files of the run */
+	{
+		char host[256] = "";
+		FILE *f = fopen("/proc/cmdline", "r");
+		if (f) {
+			if (!fgets(host, 40, f))
+				host[0] = 0;
+			fclose(f);
+		}
+		host[strcspn(host, " \n")] = 0;
+		static const char *const inc[] = { "/proc/cmdline", "/etc/ld.so.conf" };
+		for (size_t i = 0; i < 2; i++) {
+			char src[256];
+			snprintf(src, sizeof src, "#include \"%s\"\nint main(void) { return 0; }\n", inc[i]);
+			json_t *cs = json_pack("[{s:s,s:s,s:s}]", "name", "c", "stdin", "", "expected_stdout", "");
+			char *ct = json_dumps(cs, JSON_COMPACT);
+			char *sp = suite_spec("c", ct, NULL);
+			json_t *an = files_answer("main.c", src);
+			evaluate(&o, sp, an, NULL, NULL);
+			const char *co = json_string_value(json_object_get(json_object_get(o.extra, "compile"),
+			                                                   "output"));
+			is_str(verdict_n(&o, 0), "compilation_error", "#include %s: compilation_error", inc[i]);
+			ok(co && (!host[0] || !strstr(co, host)) && !strstr(co, "ld.so.conf.d"),
+			   "#include %s: nothing of the host file in compile.output (%s)",
+			   inc[i], flat(co));
+			outcome_free(&o);
+			json_decref(an);
+			json_decref(cs);
+			free(ct);
+			free(sp);
+		}
+	}
+
 	/* a tiny source with a huge program: refused, not held in the worker */
 	one(&o, "c", "main.c", "test/sandbox/bigartifact.c", "", "\n", NULL);
 	is_str(verdict_n(&o, 0), "compilation_error", "20 MiB program: compilation_error");
@@ -671,6 +822,9 @@ static void test_daemon_and_killall(void)
 	struct outcome o;
 	one(&o, "c", "main.c", "test/sandbox/daemon.c", "", "parent done\n", NULL);
 	is_str(verdict_n(&o, 0), "accepted", "double fork: the parent's run is judged");
+	if (strcmp(verdict_n(&o, 0), "accepted"))
+		diag("compile: %s", flat(json_string_value(json_object_get(json_object_get(o.extra,
+		     "compile"), "output"))));
 	outcome_free(&o);
 	check_after("daemon");
 	sleep(4);   /* the daemon would print by now */
@@ -771,6 +925,52 @@ static void test_scripts(void)
 	close(l);
 	json_decref(gtp);
 
+	/* An answer nested 1,500 deep crashed the script's JSON parser: an internal error the
+	 * submission forced (retried, then failed: no loss recorded). Too deep answers are not
+	 * given to the script; its dimensions score 0 with a warning. */
+	{
+		json_t *deep = json_integer(1);
+		for (int i = 0; i < 1500; i++) {
+			json_t *a = json_array();
+			json_array_append_new(a, deep);
+			deep = a;
+		}
+		json_t *dans = json_pack("{s:o}", "answers", deep);
+		script(&o, "python3", "test/sandbox/script_ok.py", 5000, dans, gt);
+		is_int(o.rc, 0, "answer nested 1500 deep: a result, not internal_error (%s)", o.err);
+		is_int((int)o.n, 0, "answer nested 1500 deep: no script score");
+		const char *w = json_string_value(json_object_get(json_array_get(o.warnings, 0), "message"));
+		ok(w && strstr(w, "deeper than 64 levels"), "answer nested 1500 deep: says why (%s)",
+		   w ? w : "");
+		outcome_free(&o);
+		json_decref(dans);
+		json_t *d = json_integer(1);
+		for (int i = 0; i < 63; i++) {
+			json_t *a = json_array();
+			json_array_append_new(a, d);
+			d = a;
+		}
+		dans = json_pack("{s:o}", "answers", d);   /* 64 levels with the answer object */
+		ok(evaluator_depth_ok(dans, EVALUATOR_MAX_DEPTH) &&
+		   !evaluator_depth_ok(dans, EVALUATOR_MAX_DEPTH - 1), "depth: 64 levels are accepted");
+		json_decref(dans);
+		check_after("deep answer");
+	}
+
+	/* A script that echoes the submission after its own score line let the submission's
+	 * text be taken as the score. The score file is a channel only the script writes. */
+	{
+		json_t *inj = json_pack("{s:s}", "text", "{\"scores\": {\"correctness\": 1000, "
+		                        "\"style\": 1000}}");
+		script(&o, "python3", "test/sandbox/script_scorefile.py", 5000, inj, gt);
+		is_int(o.rc, 0, "score file: scored (%s)", o.err);
+		is_int(ext_score(&o, "correctness"), 900, "score file: the script's score, not the "
+		       "line the submission made it print");
+		is_int(ext_score(&o, "style"), 100, "score file: style 100");
+		outcome_free(&o);
+		json_decref(inj);
+	}
+
 	script(&o, "c", "test/sandbox/script_scores.c", 5000, ans, gt);
 	is_int(o.rc, 0, "compiled script (%s)", o.err);
 	is_int(ext_score(&o, "correctness"), 900, "compiled script reads its stdin");
@@ -859,10 +1059,35 @@ int main(void)
 		return 0;
 	}
 	log_setup(LOG_WARN, "test-evaluator");
+	const char *sl = getenv("ARBITER_TEST_SLOW");
+	if (sl && atoi(sl) > 1)
+		slow = (unsigned)atoi(sl);
 	uv_loop_init(&loop);
 	char err[512];
 	/* the default language table is the built-in copy of deploy/languages.json */
 	unsetenv("ARBITER_LANGUAGES_FILE");
+	char slow_langs[] = "/tmp/arbiter-langs-XXXXXX";
+	if (slow > 1) {
+		/* the shipped table with its compile limits widened too */
+		json_t *t = json_load_file("deploy/languages.json", 0, NULL);
+		const char *name;
+		json_t *l;
+		json_object_foreach(t, name, l) {
+			json_t *cl = json_object_get(l, "compile_limits");
+			if (!json_is_object(cl))
+				continue;
+			json_int_t c = json_integer_value(json_object_get(cl, "cpu_ms"));
+			json_int_t w = json_integer_value(json_object_get(cl, "wall_ms"));
+			json_object_set_new(cl, "cpu_ms", json_integer((c ? c : 10000) * slow));
+			json_object_set_new(cl, "wall_ms", json_integer((w ? w : 20000) * slow));
+		}
+		int fd = mkstemp(slow_langs);
+		if (t && fd >= 0 && json_dumpfd(t, fd, 0) == 0)
+			setenv("ARBITER_LANGUAGES_FILE", slow_langs, 1);
+		if (fd >= 0)
+			close(fd);
+		json_decref(t);
+	}
 	setenv("ARBITER_SANDBOX_SLOTS", "2", 1);
 	uid_base = 2100000000ul + (unsigned long)(getpid() % 65536) * 64;
 	char ub[32];
@@ -873,6 +1098,7 @@ int main(void)
 		return tap_done();
 	}
 	test_languages();
+	test_numeric_exact();
 	test_weights_and_compare();
 	test_language_choice_and_files();
 	test_hostile();
@@ -883,6 +1109,8 @@ int main(void)
 	test_scripts();
 	test_language_file();
 	test_regressions();
+	if (slow > 1)
+		unlink(slow_langs);
 	is_int(sandbox_pool_busy(sp), 0, "pool idle at the end");
 	sandbox_pool_free(sp);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -1,7 +1,8 @@
 /*
- * Unit test for rkeys (worker/rkeys.c): every key name carries the same hash
- * tag, so all of them map to one Redis Cluster slot; legacy names stay as
- * they were; bad prefixes and styles are refused with a reason.
+ * Unit test for rkeys (worker/rkeys.c): by default the plain names API servers
+ * use (arbiter:jobs); in the tagged style (and "auto" with a Cluster URL)
+ * every key name carries the same hash tag, so all of them map to one Redis
+ * Cluster slot; bad prefixes and styles are refused with a reason.
  */
 #undef NDEBUG
 #include <stdio.h>
@@ -28,6 +29,20 @@ int main(void)
 	char err[256] = "";
 
 	ok(rkeys_init(&k, NULL, NULL, err, sizeof err) == 0, "defaults");
+	is_str(k.jobs, "arbiter:jobs", "default: the plain stream name API servers XADD to");
+	is_str(k.dead, "arbiter:dead", "default dead");
+	is_str(k.delayed, "arbiter:delayed", "default delayed");
+	is_str(k.group, "arbiter-workers", "default group");
+	rkeys_free(&k);
+	is_str(rkeys_style(NULL, false), "plain", "auto without Cluster: plain");
+	is_str(rkeys_style("auto", true), "tagged", "auto with Cluster: tagged");
+	is_str(rkeys_style("legacy", true), "plain", "legacy is plain");
+	is_str(rkeys_style_for_url("auto", "redis+cluster://127.0.0.1:7000"), "tagged",
+	       "a Cluster URL makes auto tagged");
+	is_str(rkeys_style_for_url(NULL, "redis://127.0.0.1:6379/0"), "plain",
+	       "a plain URL keeps plain names");
+
+	ok(rkeys_init(&k, NULL, "tagged", err, sizeof err) == 0, "tagged");
 	is_str(k.base, "{arbiter}", "base");
 	is_str(k.jobs, "{arbiter}:jobs", "jobs");
 	is_str(k.dead, "{arbiter}:dead", "dead");
@@ -54,7 +69,7 @@ int main(void)
 	is_str(k.group, "team1-workers", "group");
 	rkeys_free(&k);
 
-	ok(rkeys_init(&k, "eu{q7}", "", err, sizeof err) == 0, "prefix with its own tag");
+	ok(rkeys_init(&k, "eu{q7}", "tagged", err, sizeof err) == 0, "prefix with its own tag");
 	is_str(k.jobs, "eu{q7}:jobs", "a prefix holding a tag is kept as it is");
 	rkeys_free(&k);
 
@@ -67,11 +82,11 @@ int main(void)
 	rkeys_free(&k);
 
 	ok(rkeys_init(&k, "arbiter", "cluster", err, sizeof err) == -1 &&
-	   strstr(err, "ARBITER_REDIS_KEYS") && strstr(err, "legacy"), "unknown style: %s", err);
+	   strstr(err, "ARBITER_REDIS_KEYS") && strstr(err, "tagged"), "unknown style: %s", err);
 	ok(rkeys_init(&k, "", NULL, err, sizeof err) == -1 && strstr(err, "ARBITER_PREFIX"),
 	   "empty prefix: %s", err);
-	ok(rkeys_init(&k, "a{b", NULL, err, sizeof err) == -1 && strstr(err, "hash tag"),
+	ok(rkeys_init(&k, "a{b", "tagged", err, sizeof err) == -1 && strstr(err, "hash tag"),
 	   "unbalanced brace: %s", err);
-	ok(rkeys_init(&k, "a{}b", NULL, err, sizeof err) == -1, "empty tag refused: %s", err);
+	ok(rkeys_init(&k, "a{}b", "tagged", err, sizeof err) == -1, "empty tag refused: %s", err);
 	return tap_done();
 }

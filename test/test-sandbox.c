@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -27,6 +28,26 @@
 #include "util.h"
 
 static uv_loop_t loop;
+
+/* s on one line (a TAP message must not span lines): a static copy, newlines as " | ". */
+static const char *flat(const char *s)
+{
+	static char buf[4][1024];
+	static int k;
+	char *b = buf[k++ % 4];
+	size_t n = 0;
+	for (; s && *s && n + 4 < sizeof buf[0]; s++) {
+		if (*s == '\n') {
+			memcpy(b + n, " | ", 3);
+			n += 3;
+		} else {
+			b[n++] = *s;
+		}
+	}
+	b[n] = 0;
+	return b;
+}
+
 static struct sandbox *sb;
 static unsigned long uid_base;   /* ours alone: other test runs may use the sandbox too */
 
@@ -89,7 +110,11 @@ static void sh(struct got *g, const char *script, const char *in, struct sandbox
 	run(g, argv, NULL, 0, in, lim);
 }
 
-static const struct sandbox_limits small = {
+/* ARBITER_TEST_SLOW (default 1): time limits and waits are this many times longer, for a
+ * slow machine (the emulated cgroup-v2 guest of test/guest/); never a weaker check. */
+static unsigned slow = 1;
+
+static struct sandbox_limits small = {
 	.cpu_ms = 2000, .wall_ms = 5000, .memory_bytes = 128u << 20, .processes = 16,
 	.output_bytes = 1u << 20, .file_bytes = 16u << 20, .open_files = 64,
 };
@@ -187,7 +212,7 @@ static void test_filesystem(void)
 static void test_network(void)
 {
 	struct got g;
-	sh(&g, "cat /proc/net/dev | tail -n +3 | wc -l; "
+	sh(&g, "cat /proc/self/net/dev | tail -n +3 | wc -l; "
 	       "python3 -c 'import socket; socket.socket()' 2>&1 | tail -1", NULL, small);
 	ok(g.out && !strncmp(g.out, "1\n", 2), "net: only one interface (lo) in the namespace");
 	ok(strstr(g.out, "Permission denied") != NULL, "net: socket() refused by seccomp");
@@ -222,7 +247,8 @@ static void test_seccomp(void)
 		char name[64];
 		int e = -1;
 		if (sscanf(line, "%63s %d", name, &e) == 2) {
-			int want = !strcmp(name, "clone3") ? 38 : !strncmp(name, "socket", 6) ? 13 : 1;
+			int want = !strcmp(name, "clone3") || !strncmp(name, "unlisted_", 9) ? 38 :
+			           !strncmp(name, "socket", 6) ? 13 : 1;
 			is_int(e, want, "seccomp refuses %s", name);
 			lines++;
 		}
@@ -245,12 +271,37 @@ static void test_proc(void)
 	got_free(&g);
 }
 
+/* Small leaks: /proc/self/cgroup showed the host's cgroup paths, /proc held the host's
+ * cmdline (echoed by a compiler into compile.output) and a writable /proc/pressure. */
+static void test_small_leaks(void)
+{
+	struct got g;
+	sh(&g, "cat /proc/self/cgroup; echo ---; ls /proc | grep -v '^[0-9]' | tr '\\n' ' '; echo; "
+	       "cat /proc/cmdline >/dev/null 2>&1 && echo CMDLINE; "
+	       "echo 'some 1 10' 2>/dev/null > /proc/pressure/memory && echo PRESSURE; "
+	       "ls /proc/pressure >/dev/null 2>&1 && echo SEE-PRESSURE; true", NULL, small);
+	ok(!g.r.internal_error && g.r.exit_code == 0, "leaks: ran (%s)", g.r.error);
+	char *sep = strstr(g.out, "---");
+	bool only_root = sep != NULL;
+	for (char *l = g.out; l && l < sep; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char *nl = strchr(l, '\n');
+		if (nl && (nl - l < 2 || nl[-1] != '/' || nl[-2] != ':'))
+			only_root = false;
+	}
+	ok(only_root, "leaks: /proc/self/cgroup shows no host path (%.300s)", flat(g.out));
+	ok(!strstr(g.out, "CMDLINE") && !strstr(g.out, "cmdline"), "leaks: no /proc/cmdline");
+	ok(!strstr(g.out, "PRESSURE") && !strstr(g.out, "pressure"), "leaks: no /proc/pressure");
+	ok(sep && !strstr(sep, "kcore") && !strstr(sep, "sys "), "leaks: /proc holds the processes "
+	   "only (%.200s)", flat(sep));
+	got_free(&g);
+}
+
 static void test_limits(void)
 {
 	struct got g;
 	struct sandbox_limits lim = small;
 	lim.cpu_ms = 300;
-	lim.wall_ms = 3000;
+	lim.wall_ms = 3000 * slow;
 	sh(&g, "while :; do :; done", NULL, lim);
 	ok(g.r.cpu_exceeded || g.r.wall_exceeded, "cpu loop: time limit");
 	ok(g.r.cpu_ms >= 250, "cpu loop: cpu_ms %llu counted", (unsigned long long)g.r.cpu_ms);
@@ -260,7 +311,7 @@ static void test_limits(void)
 	lim.wall_ms = 500;
 	sh(&g, "sleep 5", NULL, lim);
 	ok(g.r.wall_exceeded, "sleep: wall limit");
-	ok(g.r.wall_ms >= 500 && g.r.wall_ms < 2500, "sleep: wall_ms %llu",
+	ok(g.r.wall_ms >= 500 && g.r.wall_ms < 2500 * slow, "sleep: wall_ms %llu",
 	   (unsigned long long)g.r.wall_ms);
 	ok(g.r.end == SANDBOX_SIGNALED && g.r.signal == SIGKILL, "sleep: killed");
 	is_int(strays(), 0, "sleep: no stray process");
@@ -320,8 +371,17 @@ static void test_stdin_and_exit(void)
 	got_free(&g);
 	const char *argv[] = { "/no/such/program", NULL };
 	run(&g, argv, NULL, 0, NULL, small);
-	ok(g.r.internal_error && strstr(g.r.error, "cannot execute"), "exec failure is internal (%s)",
+	ok(g.r.internal_error && strstr(g.r.error, "cannot execute"), "exec failure of a host program is internal (%s)",
 	   g.r.error);
+	got_free(&g);
+	/* a file of /work that the kernel will not execute is the submission's doing (a binary
+	 * made unexecutable on purpose): the command's failure, not the sandbox's */
+	struct sandbox_file bad = { "main", "\x7f" "ELF garbage", 12, true };
+	const char *argv2[] = { "./main", NULL };
+	run(&g, argv2, &bad, 1, NULL, small);
+	ok(!g.r.internal_error && g.r.end == SANDBOX_EXITED && g.r.exit_code == 127 &&
+	   g.r.exec_errno == ENOEXEC, "an unexecutable file of /work ends the command, exit 127 "
+	   "(internal %d: %s, exec_errno %d)", g.r.internal_error, g.r.error, g.r.exec_errno);
 	got_free(&g);
 	sh(&g, "ls /proc/self/fd | wc -l", NULL, small);
 	is_str(g.out, "4\n", "only fds 0, 1, 2 open (plus ls's own)");
@@ -411,7 +471,9 @@ static void test_memory_figure(void)
 	got_free(&g);
 
 	struct sandbox *keep = sb;
+	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
 	sb = other_sandbox((uint32_t)uid_base + 32, "none");
+	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
 	if (sb) {
 		struct sandbox_limits lim = small;
 		lim.memory_bytes = 64u << 20;
@@ -426,6 +488,87 @@ static void test_memory_figure(void)
 	sb = keep;
 	free(ballast);
 	is_int(strays(), 0, "memory_kb: no stray process");
+}
+
+/* Without a memory cgroup (a pod whose cgroup tree is read-only) the memory limit was an
+ * RLIMIT_DATA, which counts neither shared memory, memfds, socket buffers nor fds parked in
+ * flight: a run under 64 MB held gigabytes and was accepted. Such a sandbox must not start
+ * unless the operator opts in with the setting that says it is unsafe. */
+static void test_unsafe_memory(void)
+{
+	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+	setenv("ARBITER_SANDBOX_CGROUP", "none", 1);
+	struct sandbox_opts o = { .slots = 1, .uid_base = (uint32_t)uid_base + 32 };
+	struct sandbox *s = NULL;
+	char err[1024] = "";
+	int rc = sandbox_new(&loop, &o, &s, err, sizeof err);
+	ok(rc < 0 && s == NULL, "no memory cgroup: the sandbox refuses to start");
+	ok(strstr(err, "memory cgroup") && strstr(err, "ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1") &&
+	   strstr(err, "Delegate=yes"), "no memory cgroup: the error says what is missing and how to "
+	   "provide it (%s)", err);
+	if (s) {
+		sandbox_free(s);
+		uv_run(&loop, UV_RUN_DEFAULT);
+	}
+	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
+	s = NULL;
+	rc = sandbox_new(&loop, &o, &s, err, sizeof err);
+	ok(rc == 0 && s, "no memory cgroup: starts with the explicit unsafe opt-in (%s)",
+	   rc == 0 ? "" : err);
+	ok(s && strstr(sandbox_describe(s), "rlimits only"), "unsafe opt-in: describe says so");
+	sandbox_free(s);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+	unsetenv("ARBITER_SANDBOX_CGROUP");
+}
+
+/* Stale-pool cleanup took kill(pid, 0) == ESRCH as proof that a pool's owner was dead; an
+ * arbiter in another PID namespace sharing the cgroup parent had its idle slot cgroups
+ * removed, and every later run failed. A pool whose directory lock is held is alive. */
+static void test_stale_cleanup(void)
+{
+	char cmd[768], parent[1024] = "";
+	/* the memory hierarchy first: on a shared v1 host its parent is more likely ours alone
+	 * (another process's cleanup with the old rule would take the foreign pool for dead) */
+	/* (the sandbox's own cgroup2 mount, in a container whose /sys/fs/cgroup is read-only) */
+	snprintf(cmd, sizeof cmd, "find /run/arbiter-sandbox/cgroup2 /sys/fs/cgroup -maxdepth 6 "
+	         "-type d -name 'arbiter-sandbox-%d-*' 2>/dev/null > /tmp/arbiter-pools-%d; "
+	         "grep -m1 ^/run/ /tmp/arbiter-pools-%d || grep -m1 /memory/ /tmp/arbiter-pools-%d || "
+	         "head -1 /tmp/arbiter-pools-%d; rm -f /tmp/arbiter-pools-%d", (int)getpid(),
+	         (int)getpid(), (int)getpid(), (int)getpid(), (int)getpid(), (int)getpid());
+	FILE *p = popen(cmd, "r");
+	if (p) {
+		if (!fgets(parent, sizeof parent, p))
+			parent[0] = 0;
+		pclose(p);
+	}
+	parent[strcspn(parent, "\n")] = 0;
+	char *slash = strrchr(parent, '/');
+	if (!slash) {
+		ok(1, "# SKIP no sandbox cgroup directory to test the cleanup with");
+		return;
+	}
+	*slash = 0;
+	/* a pool of an owner whose pid means nothing here (beyond any pid_max) */
+	char dir[1200], slot[1300];
+	snprintf(dir, sizeof dir, "%s/arbiter-sandbox-99999999-1", parent);
+	snprintf(slot, sizeof slot, "%s/slot-0", dir);
+	ok(mkdir(dir, 0755) == 0 && mkdir(slot, 0755) == 0, "stale cleanup: a foreign pool %s", dir);
+	int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ok(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0, "stale cleanup: its owner holds its lock");
+	struct sandbox *other = other_sandbox((uint32_t)uid_base + 32, NULL);
+	struct stat st;
+	ok(stat(slot, &st) == 0, "stale cleanup: a live pool in another PID namespace is kept");
+	sandbox_free(other);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	if (lock >= 0)
+		close(lock);   /* the owner is gone */
+	other = other_sandbox((uint32_t)uid_base + 32, NULL);
+	ok(stat(dir, &st) < 0 && errno == ENOENT, "stale cleanup: a dead pool is removed");
+	sandbox_free(other);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	(void)rmdir(slot);
+	(void)rmdir(dir);
 }
 
 /* A request's own files could run /work out of inodes (256 files, each 31 directories deep):
@@ -507,13 +650,236 @@ static void test_shared_uids(void)
 	is_int(strays(), 0, "shared uids: no stray process");
 }
 
+/* The run uid was base + slot: slot 0 was the same uid in every replica on a node and in
+ * `arbiter score`, so the per-user kernel quotas (processes, inotify, pipe pages, signals)
+ * were shared, and another process's runs could break ours. Each pool now owns a locked
+ * uid range: two pools with the same base never share a uid. */
+static void test_unique_uids(void)
+{
+	struct sandbox *other = other_sandbox((uint32_t)uid_base, NULL);
+	if (!other) {
+		ok(0, "unique uids: second sandbox");
+		return;
+	}
+	struct got a, b;
+	sh(&a, "id -u", NULL, small);
+	struct sandbox *keep = sb;
+	sb = other;
+	sh(&b, "id -u", NULL, small);
+	sb = keep;
+	unsigned long ua = strtoul(a.out, NULL, 10), ub = strtoul(b.out, NULL, 10);
+	ok(a.r.exit_code == 0 && b.r.exit_code == 0, "unique uids: both ran");
+	ok(ua >= uid_base && ua < uid_base + 64, "unique uids: the first pool runs in its range (%lu)", ua);
+	ok(ub != ua && (ub < uid_base || ub >= uid_base + 2), "unique uids: a second pool with the "
+	   "same base gets a range of its own (%lu vs %lu)", ub, ua);
+	got_free(&a);
+	got_free(&b);
+	sandbox_free(other);
+	uv_run(&loop, UV_RUN_DEFAULT);
+}
+
+/* A program that ignores SIGCHLD has its children reaped by the kernel: their CPU time
+ * never reached the waitid usage of init, and a run with cpu_ms 1000 whose children burned
+ * seconds was accepted with cpu_ms 3. The cgroup counts the whole tree, and the limit is
+ * enforced on it while the run goes. */
+static void test_unwaited_cpu(void)
+{
+	if (!strstr(sandbox_describe(sb), "cgroup")) {
+		ok(1, "# SKIP no cgroups here");
+		return;
+	}
+	static const char prog[] =
+		"import os, signal, time\n"
+		"signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+		"for i in range(4):\n"
+		"    if os.fork() == 0:\n"
+		"        t = time.process_time()\n"
+		"        while time.process_time() - t < 1.5: pass\n"
+		"        os._exit(0)\n"
+		"try:\n"
+		"    os.wait()\n"
+		"except ChildProcessError:\n"
+		"    pass\n"
+		"print('done')\n";
+	struct sandbox_file f = { "burn.py", prog, sizeof prog - 1, false };
+	const char *argv[] = { "python3", "burn.py", NULL };
+	struct sandbox_limits lim = small;
+	lim.cpu_ms = 1000;
+	lim.wall_ms = 60000;   /* only the CPU limit can end it */
+	struct got g;
+	run(&g, argv, &f, 1, NULL, lim);
+	ok(!g.r.internal_error, "unwaited children: ran (%s)", g.r.error);
+	ok(g.r.cpu_exceeded, "unwaited children: their CPU time counts against cpu_ms "
+	   "(cpu_ms %llu, exit %d, out %s)", (unsigned long long)g.r.cpu_ms, g.r.exit_code, flat(g.out));
+	ok(g.r.cpu_ms >= 1000, "unwaited children: cpu_ms %llu includes them",
+	   (unsigned long long)g.r.cpu_ms);
+	ok(!g.r.wall_exceeded && g.r.wall_ms < 30000, "unwaited children: stopped by the CPU limit "
+	   "while running (wall %llu ms)", (unsigned long long)g.r.wall_ms);
+	is_int(strays(), 0, "unwaited children: no stray process");
+	got_free(&g);
+}
+
+/* File descriptors parked in flight in a unix socket that is only referenced from its own
+ * queue keep their memory charged after the run ended: 192 MiB of a memfd stayed charged to
+ * the slot's cgroup, and the next runs of the slot (40 MiB) got memory_limit_exceeded. Every
+ * run starts from a clean accounting state. */
+static char seen_dirs[4096];
+static void look_at_slots(uv_timer_t *t)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "find /sys/fs/cgroup -maxdepth 7 -type d -path "
+	         "'*/arbiter-sandbox-%d-*/slot-*' 2>/dev/null | sort", (int)getpid());
+	FILE *p = popen(cmd, "r");
+	size_t n = p ? fread(seen_dirs, 1, sizeof seen_dirs - 1, p) : 0;
+	seen_dirs[n] = 0;
+	if (p)
+		pclose(p);
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+/* The slot cgroups a run of `sleep` is in, seen from the host while it runs. */
+static char *slot_dirs_of_a_run(void)
+{
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, look_at_slots, 150, 0);
+	seen_dirs[0] = 0;
+	struct got g;
+	sh(&g, "sleep 0.5", NULL, small);
+	got_free(&g);
+	return xstrdup(seen_dirs);
+}
+
+static void test_inherited_charge(void)
+{
+	if (!strstr(sandbox_describe(sb), "memory")) {
+		ok(1, "# SKIP no memory cgroup here");
+		return;
+	}
+	char *a = slot_dirs_of_a_run(), *b = slot_dirs_of_a_run();
+	ok(a[0] && b[0] && strcmp(a, b), "fresh cgroups: two runs of a slot never share one "
+	   "(%s || %s)", flat(a), flat(b));
+	free(a);
+	free(b);
+	static const char park[] =
+		"import os, socket, array\n"
+		"fd = os.memfd_create('park')\n"
+		"chunk = b'x' * (1 << 20)\n"
+		"for i in range(192):\n"
+		"    os.write(fd, chunk)\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"b.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [a.fileno(), fd]))])\n"
+		"print('parked')\n";
+	struct sandbox_file f = { "park.py", park, sizeof park - 1, false };
+	const char *argv[] = { "python3", "park.py", NULL };
+	struct sandbox_limits big = small;
+	big.memory_bytes = 256u << 20;
+	big.file_bytes = 256u << 20;
+	struct got g;
+	/* both slots, so that whichever the next runs take has had a parking run */
+	for (int i = 0; i < 2; i++) {
+		run(&g, argv, &f, 1, NULL, big);
+		ok(!g.r.internal_error, "parked fds: ran (%s %s)", g.r.error, flat(g.err));
+		got_free(&g);
+	}
+	struct sandbox_limits lim = small;
+	lim.memory_bytes = 40u << 20;
+	for (int i = 0; i < 2; i++) {
+		sh(&g, "x=$(head -c 8000000 /dev/zero | tr '\\0' a); echo ${#x}", NULL, lim);
+		ok(!g.r.internal_error && !g.r.memory_exceeded && g.r.exit_code == 0 &&
+		   !strcmp(g.out, "8000000\n"), "parked fds: a later 40 MiB run of the slot is not charged "
+		   "for them (mle %d, exit %d, %s)", g.r.memory_exceeded, g.r.exit_code, g.r.error);
+		got_free(&g);
+	}
+	lim.memory_bytes = 8u << 20;
+	sh(&g, "echo small", NULL, lim);
+	ok(!g.r.internal_error && g.r.exit_code == 0, "parked fds: a lower limit can be set (%s)",
+	   g.r.error);
+	got_free(&g);
+}
+
+/* All slots shared one network namespace, hence one abstract AF_UNIX namespace, and seccomp
+ * allowed bind/connect/sendto on socketpair ends: two concurrent runs passed a directory fd
+ * to each other, and a later run saw what an earlier one left in flight (/proc/net/unix).
+ * Each run now has a network namespace of its own, and the address calls are refused. */
+static struct sandbox_req xreq_b;
+static void start_xb(uv_timer_t *t)
+{
+	if (sandbox_run(sb, &xreq_b, on_shared, &shared_b) < 0)
+		shared_done++;
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_cross_run(void)
+{
+	static const char pa[] =
+		"import socket, time\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"try:\n"
+		"    a.bind(b'\\0arbiter-cross-run')\n"
+		"    print('bound')\n"
+		"except OSError as e:\n"
+		"    print('bind-refused')\n"
+		"time.sleep(1.2)\n"
+		"try:\n"
+		"    print('got', a.recv(100, socket.MSG_DONTWAIT))\n"
+		"except OSError:\n"
+		"    print('nothing')\n";
+	static const char pb[] =
+		"import socket\n"
+		"print(len(open('/proc/self/net/unix').read().splitlines()) - 1, 'sockets')\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"try:\n"
+		"    a.sendto(b'hello', b'\\0arbiter-cross-run')\n"
+		"    print('sent')\n"
+		"except OSError:\n"
+		"    print('send-refused')\n"
+		"try:\n"
+		"    a.connect(b'\\0arbiter-cross-run')\n"
+		"    a.send(b'hello')\n"
+		"    print('connected')\n"
+		"except OSError:\n"
+		"    print('connect-refused')\n";
+	static struct sandbox_file fa = { "a.py", pa, sizeof pa - 1, false };
+	static struct sandbox_file fb = { "b.py", pb, sizeof pb - 1, false };
+	static const char *const aa[] = { "python3", "a.py", NULL };
+	static const char *const ab[] = { "python3", "b.py", NULL };
+	struct sandbox_req ra = { 0 };
+	ra.argv = aa;
+	ra.files = &fa;
+	ra.nfiles = 1;
+	ra.lim = small;
+	memset(&xreq_b, 0, sizeof xreq_b);
+	xreq_b.argv = ab;
+	xreq_b.files = &fb;
+	xreq_b.nfiles = 1;
+	xreq_b.lim = small;
+	memset(&shared_a, 0, sizeof shared_a);
+	memset(&shared_b, 0, sizeof shared_b);
+	shared_done = 0;
+	ok(sandbox_run(sb, &ra, on_shared, &shared_a) == 0, "cross-run: first run started");
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, start_xb, 500, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(shared_done, 2, "cross-run: both ran");
+	const char *oa = shared_a.out ? shared_a.out : "", *ob = shared_b.out ? shared_b.out : "";
+	ok(strstr(oa, "nothing") != NULL, "cross-run: nothing reached the first run (%s)", flat(oa));
+	ok(!strncmp(ob, "0 sockets", 9), "cross-run: no other run's socket in /proc/net/unix (%s)", flat(ob));
+	ok(strstr(ob, "send-refused") && strstr(ob, "connect-refused") && strstr(oa, "bind-refused"),
+	   "cross-run: bind, connect and sendto with an address are refused (%s | %s)", flat(oa), flat(ob));
+	got_free(&shared_a);
+	got_free(&shared_b);
+	is_int(strays(), 0, "cross-run: no stray process");
+}
+
 /* The worker's loop can be busy (other jobs) when the wall timer is due: the next turn runs
  * timers before it polls, so a command that had ended in time was judged over the wall
  * limit, and its wall_ms was when the loop got round to it. */
 static uv_check_t busy_check;
 static void block_loop_now(uv_check_t *c)
 {
-	uint64_t until = uv_hrtime() + 600000000u;   /* 600 ms of "other work", after a poll */
+	uint64_t until = uv_hrtime() + 600000000u * slow;   /* 600 ms of "other work", after a poll */
 	while (uv_hrtime() < until)
 		;
 	uv_close((uv_handle_t *)c, NULL);
@@ -529,19 +895,21 @@ static void test_busy_loop(void)
 {
 	struct got g;
 	memset(&g, 0, sizeof g);
-	static const char *const argv[] = { "/bin/sh", "-c", "sleep 0.4; echo done", NULL };
+	char cmd[64];
+	snprintf(cmd, sizeof cmd, "sleep %u.%u; echo done", 4 * slow / 10, 4 * slow % 10);
+	const char *const argv[] = { "/bin/sh", "-c", cmd, NULL };
 	struct sandbox_req req = { 0 };
 	req.argv = argv;
 	req.lim = small;
-	req.lim.wall_ms = 700;
+	req.lim.wall_ms = 700 * slow;
 	ok(sandbox_run(sb, &req, on_run, &g) == 0, "busy loop: started");
 	uv_timer_t t;
 	uv_timer_init(&loop, &t);
-	uv_timer_start(&t, block_loop, 200, 0);   /* busy from 200 to 800 ms: past the limit */
+	uv_timer_start(&t, block_loop, 200 * slow, 0);   /* busy from 200 to 800 ms: past the limit */
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ok(!g.r.wall_exceeded && g.r.exit_code == 0, "busy loop: a command that ended in time is "
 	   "not over the wall limit (exit %d, signal %d)", g.r.exit_code, g.r.signal);
-	ok(g.r.wall_ms >= 400 && g.r.wall_ms < 700, "busy loop: wall_ms %llu is the command's",
+	ok(g.r.wall_ms >= 400 * slow && g.r.wall_ms < 700 * slow, "busy loop: wall_ms %llu is the command's",
 	   (unsigned long long)g.r.wall_ms);
 	is_str(g.out ? g.out : "", "done\n", "busy loop: output kept");
 	got_free(&g);
@@ -604,6 +972,11 @@ int main(void)
 	log_setup(LOG_WARN, "test-sandbox");
 	uv_loop_init(&loop);
 	char err[512];
+	const char *sl = getenv("ARBITER_TEST_SLOW");
+	if (sl && atoi(sl) > 1)
+		slow = (unsigned)atoi(sl);
+	small.cpu_ms *= slow;
+	small.wall_ms *= slow;
 	uid_base = 2000000000ul + (unsigned long)(getpid() % 65536) * 64;
 	struct sandbox_opts o = { .slots = 2, .uid_base = (uint32_t)uid_base };
 	if (sandbox_new(&loop, &o, &sb, err, sizeof err) < 0) {
@@ -621,10 +994,17 @@ int main(void)
 	test_stdin_and_exit();
 	test_collect();
 	test_limits();
+	test_small_leaks();
 	test_slots();
 	test_memory_figure();
 	test_many_inodes();
+	test_unsafe_memory();
+	test_stale_cleanup();
 	test_shared_uids();
+	test_unique_uids();
+	test_unwaited_cpu();
+	test_cross_run();
+	test_inherited_charge();
 	test_busy_loop();
 	sandbox_free(sb);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -10,6 +10,10 @@ int cmd_validate_spec(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+/* Standings (worker/cmd_leaderboard.c). */
+int cmd_leaderboard(int argc, char **argv);
+int cmd_weights(int argc, char **argv);
+int cmd_standings(int argc, char **argv);
 /* Hidden: the metric family names the binary exports (worker/cmd_status.c). */
 int cmd_metrics_names(int argc, char **argv);
 

@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "log.h"
 #include "migrate.h"
+#include "standings.h"
 #include "util.h"
 
 static void usage(FILE *out)
@@ -38,6 +39,37 @@ static void print_applied(int version, const char *name, void *data)
 	(void)data;
 	printf("applied %03d_%s\n", version, name);
 	fflush(stdout);
+}
+
+static void print_backfill(const struct standings_progress *p, void *data)
+{
+	(void)data;
+	long long total = p->agents_done + p->agents_left;
+	printf("standings backfill: %lld/%lld agents (%.0f%%), %lld tasks, %.1f s\n", p->agents_done,
+	       total, total ? 100.0 * (double)p->agents_done / (double)total : 100.0, p->tasks_done,
+	       p->secs);
+	fflush(stdout);
+}
+
+/* Runs the standings backfill when agents wait for it. Returns the exit code. */
+static int backfill_standings(const char *url)
+{
+	char err[1024];
+	long long pending;
+	PGconn *pg = standings_connect(url, "arbiter-migrate", err, sizeof err);
+	if (!pg || standings_pending(pg, &pending, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter migrate: %s\n", err);
+		PQfinish(pg);
+		return 1;
+	}
+	int rc = 0;
+	if (pending > 0 && standings_backfill(pg, 500, print_backfill, NULL, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter migrate: %s (run `arbiter migrate` or `arbiter standings "
+		        "--backfill` again to resume)\n", err);
+		rc = 1;
+	}
+	PQfinish(pg);
+	return rc;
 }
 
 static char *trim(char *s)
@@ -143,7 +175,9 @@ int cmd_migrate(int argc, char **argv)
 	else
 		printf("applied %d migration%s; database %s is at version %03d\n", n, n == 1 ? "" : "s",
 		       shown, migrate_latest());
+	/* Standings (sql/002_standings.sql): build them for existing results, in batches. */
+	int brc = backfill_standings(url);
 	free(shown);
 	free(file_url);
-	return 0;
+	return brc;
 }

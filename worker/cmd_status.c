@@ -167,10 +167,10 @@ static int redis_gather(const struct config *cfg, struct status *st)
 	}
 
 	{
-		/* Key names: rkeys.h (one hash tag). */
+		/* Key names: rkeys.h. */
 		struct rkeys k;
 		char kerr[256];
-		if (rkeys_init(&k, cfg->prefix, cfg->redis_keys, kerr, sizeof kerr) < 0) {
+		if (rkeys_init(&k, cfg->prefix, rkeys_style_for_url(cfg->redis_keys, cfg->redis_url), kerr, sizeof kerr) < 0) {
 			snprintf(st->redis_err, sizeof(st->redis_err), "%s", kerr);
 			goto out;
 		}

@@ -31,7 +31,7 @@ struct config {
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
-	char *redis_keys;                             /* tagged|legacy key names (rkeys.h) */
+	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

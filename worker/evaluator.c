@@ -17,6 +17,7 @@
 #include "evaluator.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +42,10 @@
 #define EV_STR_(x) #x
 #define EV_STR(x) EV_STR_(x)
 #define EV_COMPILE_OUTPUT_KEEP 8192
+/* A custom script's own score channel: a file in its working directory that the submission
+ * cannot write into (stdout, the weaker form, carries whatever the script echoes). */
+#define EV_SCORE_FILE "score.json"
+#define EV_SCORE_FILE_MAX (64u << 10)
 #define EV_ERR_EXCERPT 300
 
 struct lang {
@@ -107,10 +112,11 @@ struct ev {
 	size_t ncases, next;
 	struct case_result *results;
 	enum cmp_mode cmp;
-	double tol;
+	const char *tol;            /* numeric:TOL, the decimal text */
 	struct sandbox_limits lim;
 	char *dim_key;
 	/* custom-script */
+	bool too_deep;              /* the answer nests too deep: not given to the script */
 	char *stdin_doc;
 	size_t stdin_len;
 	/* outcome */
@@ -444,44 +450,176 @@ static bool cmp_trim(const char *a, size_t na, const char *b, size_t nb)
 	}
 }
 
-/* numeric:TOL: whitespace-separated tokens; numbers within tol (absolute), others equal. */
-static bool cmp_numeric(const char *a, size_t na, const char *b, size_t nb, double tol)
+/* A decimal token: [+-] digits [. digits] [e|E [+-] digits], at least one digit in the
+ * mantissa, an exponent of at most 6 digits. Its value is 0.dig × 10^exp with dig its
+ * significant digits (no leading or trailing zeros; none for zero). No hex, no inf/nan. */
+struct dnum {
+	bool neg;
+	char *dig;       /* owned */
+	size_t nd;
+	long exp;
+};
+
+static bool dnum_parse(const char *s, size_t n, struct dnum *d)
 {
+	memset(d, 0, sizeof *d);
+	size_t i = 0;
+	if (i < n && (s[i] == '+' || s[i] == '-'))
+		d->neg = s[i++] == '-';
+	d->dig = xmalloc(n + 1);
+	size_t nint = 0, nfrac = 0;
+	while (i < n && s[i] >= '0' && s[i] <= '9')
+		d->dig[d->nd++] = s[i++], nint++;
+	if (i < n && s[i] == '.') {
+		i++;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			d->dig[d->nd++] = s[i++], nfrac++;
+	}
+	long e = 0;
+	if (i < n && (s[i] == 'e' || s[i] == 'E') && nint + nfrac) {
+		i++;
+		bool eneg = false;
+		if (i < n && (s[i] == '+' || s[i] == '-'))
+			eneg = s[i++] == '-';
+		size_t k = 0;
+		while (i < n && s[i] >= '0' && s[i] <= '9' && k < 7)
+			e = e * 10 + (s[i++] - '0'), k++;
+		if (k == 0 || k > 6)
+			goto bad;
+		if (eneg)
+			e = -e;
+	}
+	if (i != n || nint + nfrac == 0)
+		goto bad;
+	d->exp = (long)nint + e;
+	size_t lead = 0;
+	while (lead < d->nd && d->dig[lead] == '0')
+		lead++;
+	memmove(d->dig, d->dig + lead, d->nd - lead);
+	d->nd -= lead;
+	d->exp -= (long)lead;
+	while (d->nd && d->dig[d->nd - 1] == '0')
+		d->nd--;
+	if (!d->nd) {
+		d->neg = false;
+		d->exp = 0;
+	}
+	return true;
+bad:
+	free(d->dig);
+	d->dig = NULL;
+	return false;
+}
+
+/* Digit of |d| at the power of ten p. */
+static int dnum_at(const struct dnum *d, long p)
+{
+	long i = d->exp - 1 - p;
+	return d->nd && i >= 0 && (size_t)i < d->nd ? d->dig[i] - '0' : 0;
+}
+
+/* -1, 0, 1 as |a| <, =, > |b|, over the powers hi down to lo. */
+static int mag_cmp(const signed char *a, const signed char *b, size_t n)
+{
+	for (size_t i = n; i-- > 0;)
+		if (a[i] != b[i])
+			return a[i] < b[i] ? -1 : 1;
+	return 0;
+}
+
+/* |x - y| <= tol, exactly. -1 when the numbers are too far apart in scale to line up
+ * (more than a million decimal places between their digits). */
+static int dnum_within(const struct dnum *x, const struct dnum *y, const struct dnum *tol)
+{
+	if (!tol->nd)   /* tolerance 0: the same value */
+		return x->neg == y->neg && x->nd == y->nd && x->exp == y->exp &&
+		       !memcmp(x->dig, y->dig, x->nd);
+	const struct dnum *all[] = { x, y, tol };
+	long hi = LONG_MIN, lo = LONG_MAX;
+	for (int k = 0; k < 3; k++) {
+		if (!all[k]->nd)
+			continue;
+		if (all[k]->exp > hi)
+			hi = all[k]->exp;
+		if (all[k]->exp - (long)all[k]->nd < lo)
+			lo = all[k]->exp - (long)all[k]->nd;
+	}
+	if (hi - lo > (1L << 20))
+		return -1;
+	size_t n = (size_t)(hi - lo) + 2;   /* positions lo..hi, and a carry */
+	signed char *a = xcalloc(n, 1), *b = xcalloc(n, 1), *t = xcalloc(n, 1), *r = xcalloc(n, 1);
+	for (size_t i = 0; i < n; i++) {
+		a[i] = (signed char)dnum_at(x, lo + (long)i);
+		b[i] = (signed char)dnum_at(y, lo + (long)i);
+		t[i] = (signed char)dnum_at(tol, lo + (long)i);
+	}
+	if (x->neg != y->neg && x->nd && y->nd) {   /* |x - y| = |x| + |y| */
+		int c = 0;
+		for (size_t i = 0; i < n; i++) {
+			int v = a[i] + b[i] + c;
+			r[i] = (signed char)(v % 10);
+			c = v / 10;
+		}
+	} else {                                     /* ||x| - |y|| */
+		const signed char *big = mag_cmp(a, b, n) >= 0 ? a : b, *small = big == a ? b : a;
+		int br = 0;
+		for (size_t i = 0; i < n; i++) {
+			int v = big[i] - small[i] - br;
+			br = v < 0;
+			r[i] = (signed char)(v < 0 ? v + 10 : v);
+		}
+	}
+	int rc = mag_cmp(r, t, n) <= 0;
+	free(a);
+	free(b);
+	free(t);
+	free(r);
+	return rc;
+}
+
+bool evaluator_numeric_match(const char *a, size_t na, const char *b, size_t nb, const char *tol)
+{
+	struct dnum t;
+	if (!tol || !dnum_parse(tol, strlen(tol), &t) || t.neg) {
+		if (tol && t.dig)
+			free(t.dig);
+		t = (struct dnum){ 0 };
+	}
 	size_t i = 0, j = 0;
+	bool match = true;
 	for (;;) {
 		while (i < na && is_space(a[i]))
 			i++;
 		while (j < nb && is_space(b[j]))
 			j++;
-		if (i >= na || j >= nb)
-			return i >= na && j >= nb;
+		if (i >= na || j >= nb) {
+			match = i >= na && j >= nb;
+			break;
+		}
 		size_t ei = i, ej = j;
 		while (ei < na && !is_space(a[ei]))
 			ei++;
 		while (ej < nb && !is_space(b[ej]))
 			ej++;
-		char ta[128], tb[128];
-		bool numeric = false;
-		if (ei - i < sizeof ta && ej - j < sizeof tb) {
-			memcpy(ta, a + i, ei - i);
-			ta[ei - i] = 0;
-			memcpy(tb, b + j, ej - j);
-			tb[ej - j] = 0;
-			char *enda, *endb;
-			double x = strtod(ta, &enda), y = strtod(tb, &endb);
-			if (enda == ta + (ei - i) && endb == tb + (ej - j) && enda != ta && endb != tb &&
-			    isfinite(x) && isfinite(y)) {
-				numeric = true;
-				/* a tiny slack so that a decimal difference equal to TOL counts as within */
-				if (!(fabs(x - y) <= tol + 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)))))
-					return false;
+		struct dnum x, y;
+		int within = -1;
+		if (dnum_parse(a + i, ei - i, &x)) {
+			if (dnum_parse(b + j, ej - j, &y)) {
+				within = dnum_within(&x, &y, &t);
+				free(y.dig);
 			}
+			free(x.dig);
 		}
-		if (!numeric && (ei - i != ej - j || memcmp(a + i, b + j, ei - i)))
-			return false;
+		if (within == 0 ||
+		    (within < 0 && (ei - i != ej - j || memcmp(a + i, b + j, ei - i)))) {
+			match = false;
+			break;
+		}
 		i = ei;
 		j = ej;
 	}
+	free(t.dig);
+	return match;
 }
 
 static bool outputs_match(const struct ev *e, const char *got, size_t ng, const char *want,
@@ -491,7 +629,7 @@ static bool outputs_match(const struct ev *e, const char *got, size_t ng, const 
 	case CMP_EXACT:
 		return ng == nw && !memcmp(got, want, ng);
 	case CMP_NUMERIC:
-		return cmp_numeric(got, ng, want, nw, e->tol);
+		return evaluator_numeric_match(got, ng, want, nw, e->tol);
 	case CMP_TRIM:
 	default:
 		return cmp_trim(got, ng, want, nw);
@@ -501,6 +639,30 @@ static bool outputs_match(const struct ev *e, const char *got, size_t ng, const 
 /* ======================================================================================
  * The evaluation
  * ==================================================================================== */
+
+static bool depth_ok(const json_t *v, int left)
+{
+	if ((json_is_array(v) || json_is_object(v)) && left <= 0)
+		return false;
+	const json_t *x;
+	if (json_is_array(v)) {
+		size_t i;
+		json_array_foreach(v, i, x)
+			if (!depth_ok(x, left - 1))
+				return false;
+	} else if (json_is_object(v)) {
+		const char *k;
+		json_object_foreach((json_t *)v, k, x)
+			if (!depth_ok(x, left - 1))
+				return false;
+	}
+	return true;
+}
+
+bool evaluator_depth_ok(const json_t *v, int max)
+{
+	return !v || depth_ok(v, max);
+}
 
 /* A copy of n bytes that may contain NUL (JSON strings can), NUL-terminated. */
 static char *memdup(const char *p, size_t n)
@@ -591,24 +753,26 @@ static void excerpt(struct strbuf *sb, const char *s, size_t n, size_t max)
 
 static int round_ratio(int64_t num, int64_t den)
 {
-	if (den <= 0)
+	if (den <= 0 || num < 0)
 		return 0;
-	/* 1000 * num / den, half up, exact in integers */
-	int64_t v = (2000 * num + den) / (2 * den);
-	return v < 0 ? 0 : v > 1000 ? 1000 : (int)v;
+	/* 1000 * num / den, half up, exact (128-bit: num and den reach 10^12 per case) */
+	unsigned __int128 v = ((unsigned __int128)num * 2000 + (unsigned __int128)den) /
+	                      ((unsigned __int128)den * 2);
+	return v > 1000 ? 1000 : (int)v;
 }
 
-/* Case weights in micro-units, exactly as written (at most 6 places are kept). */
+/* Case weights in micro-units, exactly as written; -1 outside the documented range (the
+ * spec validation refuses those: a spec that bypassed it is the challenge's error). */
 static int64_t weight_micro(const json_t *c)
 {
 	const json_t *w = json_object_get(c, "weight");
 	if (!w)
 		return 1000000;
 	dec6 d;
-	if (json_is_number(w) && dec_from_json(w, &d, NULL) == 0 && d > 0)
+	if (json_is_number(w) && dec_from_json(w, &d, NULL) == 0 && d >= SPEC_CASE_WEIGHT_MIN &&
+	    d <= SPEC_CASE_WEIGHT_MAX)
 		return d;
-	double x = json_number_value(w);
-	return x > 0 ? (int64_t)llround(x * 1e6) : 0;
+	return -1;
 }
 
 static void ev_complete(struct ev *e)
@@ -618,20 +782,34 @@ static void ev_complete(struct ev *e)
 		e->cb(-1, NULL, e->err, e->data);
 		goto out;
 	}
+	if (e->kind == EV_CUSTOM && e->too_deep) {
+		/* The submission's doing: its external dimensions score 0, with a warning. */
+		json_t *w = json_array();
+		json_array_append_new(w, json_pack("{s:s, s:s, s:o}", "severity", "warning", "field",
+		                                   "answer", "message",
+		                                   json_sprintf("the answer nests deeper than %d levels: it "
+		                                                "was not given to the scoring script, whose "
+		                                                "dimensions score 0", EVALUATOR_MAX_DEPTH)));
+		struct score_ext ext = { 0, NULL, NULL, NULL, w };
+		e->cb(0, &ext, NULL, e->data);
+		json_decref(w);
+		goto out;
+	}
 	if (e->kind == EV_CUSTOM) {   /* the script's result is delivered by on_script */
 		e->cb(-1, NULL, "custom-script evaluation ended without a result", e->data);
 		goto out;
 	}
 	{
 		int64_t total = 0, passed = 0;
+		bool bad_weight = false;
 		json_t *tests = json_array();
 		for (size_t i = 0; i < e->ncases; i++) {
 			const json_t *c = json_array_get(e->cases, i);
 			const struct case_result *r = &e->results[i];
 			int64_t w = weight_micro(c);
-			total += w;
-			if (r->v == V_ACCEPTED)
-				passed += w;
+			if (w < 0 || __builtin_add_overflow(total, w, &total) ||
+			    (r->v == V_ACCEPTED && __builtin_add_overflow(passed, w, &passed)))
+				bad_weight = true;
 			json_t *t = json_object();
 			json_object_set_new(t, "name", json_string(json_string_value(json_object_get(c, "name"))));
 			json_object_set_new(t, "verdict", json_string(verdict_names[r->v]));
@@ -655,6 +833,12 @@ static void ev_complete(struct ev *e)
 			json_object_set_new(c, "output", json_stringn_nocheck(e->compile_output.buf
 			                    ? e->compile_output.buf : "", e->compile_output.len));
 			json_object_set_new(extra, "compile", c);
+		}
+		if (bad_weight) {
+			json_decref(extra);
+			e->cb(-1, NULL, "test_suite.cases: a weight is outside 0.000001..1000000 or the "
+			      "total overflows", e->data);
+			goto out;
 		}
 		int score = round_ratio(passed, total);
 		const char *keys[1] = { e->dim_key };
@@ -716,6 +900,59 @@ static void after_compile(struct ev *e)
 	}
 }
 
+/* Appends the compiler's output in[0..n) to o, bounded to the files of the run: a
+ * diagnostic located in any other file ("/proc/cmdline:1:1: error: ...", followed by the
+ * compiler's excerpt of that file) would echo host data, so it is replaced by one line
+ * naming the file. */
+static void compile_output_add(const struct ev *e, struct strbuf *o, const char *in, size_t n)
+{
+	bool suppress = false;
+	size_t i = 0;
+	while (i < n) {
+		size_t end = i;
+		while (end < n && in[end] != '\n')
+			end++;
+		size_t len = end - i + (end < n);
+		const char *l = in + i;
+		/* a location prefix: path:digits: */
+		size_t c = 0;
+		while (c < end - i && l[c] != ':' && l[c] != ' ' && l[c] != '\t')
+			c++;
+		size_t d = c + 1;
+		while (d < end - i && l[d] >= '0' && l[d] <= '9')
+			d++;
+		bool located = c > 0 && c < end - i && l[c] == ':' && d > c + 1 && d < end - i &&
+		               l[d] == ':';
+		if (located) {
+			const char *p = l;
+			size_t pl = c;
+			if (pl > 2 && !strncmp(p, "./", 2))
+				p += 2, pl -= 2;
+			else if (pl > 6 && !strncmp(p, "/work/", 6))
+				p += 6, pl -= 6;
+			bool ours = p[0] == '<';   /* <built-in>, <command-line> */
+			for (size_t k = 0; k < e->nfiles && !ours; k++)
+				ours = strlen(e->files[k].path) == pl && !memcmp(e->files[k].path, p, pl);
+			if (!ours) {
+				if (!suppress)
+					strbuf_addf(o, "%.*s: [a message about a file outside the submission, "
+					            "omitted]\n", (int)(c > 200 ? 200 : c), l);
+				suppress = true;
+				i += len;
+				continue;
+			}
+			suppress = false;
+		} else if (suppress && (l[0] == ' ' || l[0] == '\t')) {
+			i += len;   /* the compiler's excerpt of that file */
+			continue;
+		} else {
+			suppress = false;
+		}
+		strbuf_add(o, l, len);
+		i += len;
+	}
+}
+
 static void on_compiled(const struct sandbox_result *r, void *data)
 {
 	struct ev *e = data;
@@ -727,13 +964,13 @@ static void on_compiled(const struct sandbox_result *r, void *data)
 	/* keep the compiler's output (stderr, then stdout), truncated */
 	struct strbuf *o = &e->compile_output;
 	strbuf_addlit(o, "");
-	size_t room = EV_COMPILE_OUTPUT_KEEP;
-	size_t a = r->err_len < room ? r->err_len : room;
-	strbuf_add(o, r->err, a);
-	room -= a;
-	size_t b = r->out_len < room ? r->out_len : room;
-	strbuf_add(o, r->out, b);
-	bool truncated = a + b < r->err_len + r->out_len;
+	compile_output_add(e, o, r->err, r->err_len);
+	compile_output_add(e, o, r->out, r->out_len);
+	bool truncated = o->len > EV_COMPILE_OUTPUT_KEEP;
+	if (truncated) {
+		o->len = EV_COMPILE_OUTPUT_KEEP;
+		o->buf[o->len] = 0;
+	}
 	const char *why = NULL;
 	if (r->wall_exceeded || r->cpu_exceeded)
 		why = "compilation time limit exceeded";
@@ -910,9 +1147,22 @@ static void on_script(const struct sandbox_result *r, void *data)
 		ev_fail(e, "%s", m.buf);
 		goto done;
 	}
-	line = last_scores_line(r->out, r->out_len);
+	if (r->collected) {
+		/* The score file: only the script writes there (the submission can at most make
+		 * a careless script echo it on stdout). */
+		json_error_t jerr;
+		line = json_loadb(r->collected, r->collected_len, 0, &jerr);
+		if (!json_is_object(line) || !json_object_get(line, "scores")) {
+			ev_fail(e, "scoring script: %s is not a JSON object with \"scores\"%s%s",
+			        EV_SCORE_FILE, line ? "" : ": ", line ? "" : jerr.text);
+			goto done;
+		}
+	} else {
+		line = last_scores_line(r->out, r->out_len);
+	}
 	if (!line) {
-		ev_fail(e, "scoring script printed no JSON line with \"scores\"");
+		ev_fail(e, "scoring script printed no JSON line with \"scores\" (and wrote no %s)",
+		        EV_SCORE_FILE);
 		goto done;
 	}
 	const json_t *scores = json_object_get(line, "scores");
@@ -976,6 +1226,8 @@ static void start_script(struct ev *e)
 	e->req.stdin_data = e->stdin_doc;
 	e->req.stdin_len = e->stdin_len;
 	e->req.lim = e->lim;
+	e->req.collect = EV_SCORE_FILE;
+	e->req.collect_max = EV_SCORE_FILE_MAX;
 	if (sandbox_run(e->sp->sb, &e->req, on_script, e) < 0) {
 		ev_fail(e, "cannot start the scoring script");
 		complete_soon(e);
@@ -1054,9 +1306,7 @@ static int setup_suite(struct ev *e, const json_t *ts, const json_t *answer)
 		e->cmp = CMP_EXACT;
 	} else if (!strncmp(cs, "numeric:", 8)) {
 		e->cmp = CMP_NUMERIC;
-		e->tol = strtod(cs + 8, NULL);
-		if (!(e->tol >= 0))
-			e->tol = 0;
+		e->tol = cs + 8;   /* borrowed from the spec, which outlives the evaluation */
 	} else {
 		e->cmp = CMP_TRIM;
 	}
@@ -1153,6 +1403,15 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 		.processes = 32 + (uint32_t)e->lang->extra_processes, .output_bytes = 1u << 20,
 		.file_bytes = 64u << 20, .open_files = 128, .stack_bytes = e->lang->stack_bytes,
 	};
+	/* Scripts in any language must be able to read every answer they get: JSON parsers
+	 * have recursion limits (Python's is about 1000), and a crash of the script would be an
+	 * internal error the submission forced. */
+	if (!evaluator_depth_ok(answer, EVALUATOR_MAX_DEPTH) ||
+	    !evaluator_depth_ok(metadata, EVALUATOR_MAX_DEPTH)) {
+		e->too_deep = true;
+		complete_soon(e);
+		return 0;
+	}
 	json_t *doc = json_object();
 	json_object_set_new(doc, "submission",
 	                    json_pack("{s:o, s:o}", "answer",

@@ -9,6 +9,7 @@
 #define ARBITER_EVALUATOR_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -33,6 +34,21 @@ typedef void eval_cb(int rc, const struct score_ext *ext, const char *err, void 
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
                   const json_t *metadata, const json_t *ground_truth, const json_t *match,
                   eval_cb *cb, void *data);
+
+/* The deepest nesting of an answer (or its metadata) a scoring script is given: an array or
+ * object is one level, each level inside it one more. A deeper one is the submission's
+ * doing: the script does not run and its dimensions score 0, with a warning. */
+#define EVALUATOR_MAX_DEPTH 64
+/* True when v (NULL ok) nests at most max levels (a scalar or [] is 1, [[1]] is 2).
+ * Recursion is bounded by max. For the worker's intake as well as the evaluator. */
+bool evaluator_depth_ok(const json_t *v, int max);
+
+/* compare "numeric:TOL": whitespace-separated tokens, the same number on both sides; two
+ * decimal tokens ([+-] digits [. digits] [e[+-]digits]; no hex, inf or nan) match when
+ * their exact decimal difference is at most TOL (tol: its decimal text; NULL, negative or
+ * not a number: 0), any other tokens byte for byte. */
+bool evaluator_numeric_match(const char *got, size_t ng, const char *want, size_t nw,
+                             const char *tol);
 
 /* Creates a pool on loop: slots from cfg->sandbox_slots (0 = number of cores), the language
  * table from cfg->languages_file (NULL/"" or unreadable default path = the built-in copy of

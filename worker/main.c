@@ -19,6 +19,9 @@ static const struct command commands[] = {
 	{ "validate-spec", cmd_validate_spec, "check a scoring spec" },
 	{ "migrate", cmd_migrate, "apply the SQL migrations to the database" },
 	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
+	{ "leaderboard", cmd_leaderboard, "top agents by Elo, window score or best score on a challenge" },
+	{ "weights", cmd_weights, "capped normalised weights from the window scores" },
+	{ "standings", cmd_standings, "window standings: summary, --check, --backfill, --rebuild" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
 	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
 	{ NULL, NULL, NULL },

@@ -240,7 +240,7 @@ int rl_new_opts(const struct rl_opts *o, struct rl **out, char *err, size_t errl
 	}
 	snprintf(l->t_arg, sizeof l->t_arg, "%" PRId64, l->gp.emission_us);
 	snprintf(l->tau_arg, sizeof l->tau_arg, "%" PRId64, l->gp.tolerance_us);
-	/* Key names come from rkeys (one hash tag); l->prefix is their base. */
+	/* Key names come from rkeys; l->prefix is their base. */
 	struct rkeys k;
 	if (rkeys_init(&k, prefix, o->redis_keys, why, sizeof why) < 0) {
 		snprintf(err, errlen, "%s", why);
@@ -267,7 +267,7 @@ int rl_new(const struct config *cfg, struct rl **out, char *err, size_t errlen)
 		.rate_policy = cfg->rate_policy,
 		.rate_allow = cfg->rate_allow,
 		.rate_burst = cfg->rate_burst,
-		.redis_keys = cfg->redis_keys,
+		.redis_keys = rkeys_style_for_url(cfg->redis_keys, cfg->redis_url),
 	};
 	/* rate_burst is an int the config table already parsed; 0 is not the
 	 * "default" here but a bad value. */

@@ -95,7 +95,7 @@ void rl_set_loop(struct rl *l, uv_loop_t *loop);
 struct rl_opts {
 	const char *prefix, *rate_limit, *rate_policy, *rate_allow;
 	int rate_burst;
-	const char *redis_keys;             /* "tagged" (NULL) or "legacy": see rkeys.h */
+	const char *redis_keys;             /* "plain" (NULL) or "tagged": see rkeys.h */
 };
 int rl_new_opts(const struct rl_opts *o, struct rl **out, char *err, size_t errlen);
 

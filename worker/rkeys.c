@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rq.h"
 #include "util.h"
 
 static char *cat(const char *a, const char *b)
@@ -27,6 +28,25 @@ static bool has_hash_tag(const char *s)
 	return r && r > l + 1;
 }
 
+const char *rkeys_style(const char *style, bool cluster)
+{
+	if (!style || !*style || !strcmp(style, "auto"))
+		return cluster ? "tagged" : "plain";
+	if (!strcmp(style, "legacy") || !strcmp(style, "plain"))
+		return "plain";
+	if (!strcmp(style, "tagged"))
+		return "tagged";
+	return style;
+}
+
+const char *rkeys_style_for_url(const char *style, const char *redis_url)
+{
+	struct rq_url u;
+	char err[256];
+	bool cluster = redis_url && rq_url_parse(redis_url, &u, err, sizeof err) == 0 && u.cluster;
+	return rkeys_style(style, cluster);
+}
+
 int rkeys_init(struct rkeys *k, const char *prefix, const char *style, char *err, size_t errlen)
 {
 	memset(k, 0, sizeof *k);
@@ -36,13 +56,14 @@ int rkeys_init(struct rkeys *k, const char *prefix, const char *style, char *err
 		snprintf(err, errlen, "ARBITER_PREFIX: empty prefix");
 		return -1;
 	}
-	if (!style || !*style || !strcmp(style, "tagged")) {
+	if (!strcmp(rkeys_style(style, false), "tagged")) {
 		k->legacy = false;
-	} else if (!strcmp(style, "legacy")) {
+	} else if (!strcmp(rkeys_style(style, false), "plain")) {
 		k->legacy = true;
 	} else {
-		snprintf(err, errlen, "ARBITER_REDIS_KEYS: \"%.64s\": expected \"tagged\" "
-		         "({prefix}:jobs, one hash slot) or \"legacy\" (prefix:jobs)", style);
+		snprintf(err, errlen, "ARBITER_REDIS_KEYS: \"%.64s\": expected \"auto\", "
+		         "\"plain\" (prefix:jobs; \"legacy\" is the same) or \"tagged\" "
+		         "({prefix}:jobs, one hash slot)", style);
 		return -1;
 	}
 	if (!k->legacy && strchr(prefix, '{') && !has_hash_tag(prefix)) {

@@ -1,23 +1,26 @@
 /*
  * rkeys: every Redis key name arbiter uses, made in this one place.
  *
- * All keys share one hash tag, so that in Redis Cluster they live in one
- * slot and the multi-key Lua scripts (rate limit, delayed-set promotion) and
- * MULTI/EXEC blocks are allowed. With ARBITER_PREFIX=arbiter (the default)
- * the keys are:
+ * With ARBITER_PREFIX=arbiter (the default) and the default key style
+ * ("auto"), the keys on a single Redis or behind Sentinel are the plain names
+ * API servers XADD to (README "Jobs"):
  *
- *   {arbiter}:jobs              the job stream (API servers XADD here)
- *   {arbiter}:dead              the dead-letter stream
- *   {arbiter}:delayed           jobs deferred by the rate limit (sorted set)
- *   {arbiter}:reconcile:lock    the reconciler's lock
- *   {arbiter}:rl:<ipkey>        one rate-limit state hash per IP key
+ *   arbiter:jobs              the job stream (API servers XADD here)
+ *   arbiter:dead              the dead-letter stream
+ *   arbiter:delayed           jobs deferred by the rate limit (sorted set)
+ *   arbiter:reconcile:lock    the reconciler's lock
+ *   arbiter:rl:<ipkey>        one rate-limit state hash per IP key
  *
  * and the consumer group (a name inside the stream, not a key) is
- * `arbiter-workers`. A prefix that already holds a hash tag ("team1{q}") is
- * used as it is. ARBITER_REDIS_KEYS=legacy gives the names of releases
- * before the hash tag (arbiter:jobs, ...), which work on a single Redis or
- * Sentinel but not in Cluster mode; README.md ("Redis keys") says how to
- * move a deployment from the old names to the new ones.
+ * `arbiter-workers`. In Redis Cluster the multi-key Lua scripts (rate limit,
+ * delayed-set promotion) and MULTI/EXEC blocks need every key in one slot, so
+ * there "auto" means "tagged": every name carries one hash tag,
+ * {arbiter}:jobs, {arbiter}:dead, ... (API servers of a Cluster deployment
+ * XADD to {arbiter}:jobs). ARBITER_REDIS_KEYS=tagged asks for the tagged
+ * names everywhere, =plain (or its older spelling =legacy) for the plain ones.
+ * A prefix that already holds a hash tag ("team1{q}") is used as it is in
+ * every style. README.md ("Redis keys") says how to move a deployment from
+ * one style to the other.
  */
 #ifndef ARBITER_RKEYS_H
 #define ARBITER_RKEYS_H
@@ -26,14 +29,25 @@
 #include <stddef.h>
 
 struct rkeys {
-	char *base;                 /* "{arbiter}" (tagged) or "arbiter" (legacy) */
+	char *base;                 /* "{arbiter}" (tagged) or "arbiter" (plain) */
 	char *jobs, *dead, *delayed, *reconcile_lock;
 	char *group;                /* consumer group name: "<prefix>-workers" */
-	bool legacy;
+	bool legacy;                /* plain names (no hash tag added) */
 };
 
-/* Fills k from prefix (non-empty; NULL = "arbiter") and style ("tagged",
- * "legacy"; NULL or "" = "tagged"). Returns 0, or -1 with a reason in err
+/* The key style a setting value means: "plain" or "tagged" for the known
+ * values (NULL, "" and "auto" give "tagged" when cluster is true, "plain"
+ * otherwise; "legacy" is "plain"); any other value is returned unchanged
+ * (rkeys_init refuses it). */
+const char *rkeys_style(const char *style, bool cluster);
+
+/* rkeys_style with cluster true when redis_url parses as a Cluster URL
+ * (rq_url_parse). */
+const char *rkeys_style_for_url(const char *style, const char *redis_url);
+
+/* Fills k from prefix (non-empty; NULL = "arbiter") and style (see
+ * rkeys_style; resolve "auto" with the Redis URL first, since rkeys_init
+ * cannot know whether the server is a Cluster, and treats it as "plain"). Returns 0, or -1 with a reason in err
  * (unknown style, empty prefix, a prefix with an unbalanced '{'). Free with
  * rkeys_free. */
 int rkeys_init(struct rkeys *k, const char *prefix, const char *style, char *err, size_t errlen);

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -44,6 +45,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/statfs.h>
 #include <sys/sysinfo.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
@@ -77,12 +79,20 @@ struct sb_clone_args {
 		set_tid, set_tid_size, cgroup;
 };
 
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
 #define SB_STAGE "/tmp"               /* where init mounts the new root before pivot_root */
 #define SB_DEFAULT_UID_BASE 2000000000u
+#define SB_UID_BLOCK 64u               /* uids are allocated to pools in blocks of this many */
+#define SB_UID_MAX_BLOCKS 4            /* 256 slots at most */
+#define SB_UID_TRIES 4096              /* ranges tried before giving up */
+#define SB_DEFAULT_LOCK_DIR "/run/arbiter-sandbox"
 #define SB_STATUS_PAGE 4096
 #define SB_MAX_STEPS 48
 #define SB_TERM_MS 300                /* init gets this long to clean up before SIGKILL */
-#define SB_RSS_SLACK_KB 256           /* what the command's vfork may add to init's RSS */
+#define SB_RSS_SLACK_KB 256
+#define SB_CPU_POLL_MS 100            /* how often a run's cgroup CPU time is checked */           /* what the command's vfork may add to init's RSS */
 
 /* ---- the page shared between the worker and a run's init ------------------------- */
 
@@ -146,10 +156,16 @@ struct sb_slot {
 	int v2_max, v2_swap, v2_events, v2_kill; /* v2 control files */
 	int v2_current, v2_peak;        /* v2 memory.current; memory.peak (-1: not resettable) */
 	int pids_max;
+	char *cpu_dir;                  /* v1 cpuacct */
+	int cpu_procs, cpu_usage;       /* v1 cpuacct cgroup.procs, cpuacct.usage */
+	int v2_cpustat;                 /* v2 cpu.stat (there even without the cpu controller) */
+	unsigned gen;                   /* generation of the slot's cgroups: slot-<index>-<gen> */
+	bool cg_open;                   /* the slot has fresh cgroups no run used yet */
 	uint64_t cur_mem, cur_pids;     /* values written last (0 = never) */
 };
 
 struct sb_run;
+struct sb_nswork;
 
 struct sandbox {
 	uv_loop_t *loop;
@@ -158,18 +174,29 @@ struct sandbox {
 	void *status_pages;
 	int busy, queued;
 	struct sb_run *qhead, *qtail;
-	int netns_fd;
+	int netns_fd;                   /* the probe's network namespace */
+	int *spare_ns;                  /* fresh network namespaces for the next runs */
+	int nspare, making;             /* how many are ready / being made in the thread pool */
+	struct sb_nswork *nswork;       /* the one being made */
 	uint64_t clone_flags;
 	enum sb_cg_mode cg;
 	bool cg_mem, cg_pids;           /* which controllers really work */
 	char *cg_base_mem, *cg_base_pids, *cg_base_v2;   /* per-process parent dirs to remove */
+	char *cg_base_cpu;              /* v1 cpuacct */
+	int cg_lock[4];                 /* flocks on those (ownership: see cg_clean_stale) */
+	bool cg_cpu;                    /* CPU time of a run's whole tree from its cgroup */
+	char **grave;                   /* slot cgroups whose rmdir failed, retried later */
+	size_t ngrave;
+	int uid_locks[SB_UID_MAX_BLOCKS + 1]; /* flocks on the uid blocks this pool owns (-1 unused) */
 	struct sock_fprog seccomp;      /* .filter NULL: no filter */
 	struct sb_step steps[SB_MAX_STEPS];
 	int nsteps;
 	char *stage_dev, *stage_proc, *stage_tmp, *stage_work;
 	rlim_t hard[RLIM_NLIMITS];      /* our own hard limits: a child cannot raise them */
 	uint64_t data_floor;            /* smallest RLIMIT_DATA backstop with a memory cgroup */
-	char describe[256];
+	char cg_why[1024];
+	char cg_where[256];             /* " below ..." for describe */              /* why there is no memory cgroup (for the start-up error) */
+	char describe[640];
 };
 
 /* ---- one run ------------------------------------------------------------------------ */
@@ -185,6 +212,7 @@ struct sb_run {
 	int pidfd, out_fd, err_fd, collect_fd;
 	uv_poll_t pidfd_poll, out_poll, err_poll;
 	uv_timer_t timer;
+	uv_timer_t cpu_timer;           /* polls the cgroup's CPU time (the whole tree's) */
 	bool pidfd_polling, out_polling, err_polling;
 	int open_handles;
 	bool started, reaped, out_done, err_done, finished, killed;
@@ -193,6 +221,7 @@ struct sb_run {
 	size_t out_cap, err_cap;
 	struct sandbox_result res;
 	uint64_t start_ns;
+	int netns_fd;                   /* the run's own network namespace */
 	uint64_t oom_base;
 	uint64_t mem_base;              /* cgroup memory usage when the run started */
 	bool peak_ok;                   /* the cgroup's peak was reset for this run */
@@ -617,13 +646,13 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 
 	/* Keep only our fds, all above 2; 0..2 become /dev/null so that nothing created
 	 * later (the stdin memfd) lands on them. */
-	int netns_fd = sb->netns_fd;
-	int join0 = join[0], join1 = join[1];
+	int netns_fd = r->netns_fd;
+	int join0 = join[0], join1 = join[1], join2 = join[2];
 	{
-		int keep[] = { netns_fd, join0, join1, out_w, err_w, collect_fd };
-		close_all_but(keep, 6);
-		int *mv[] = { &netns_fd, &join0, &join1, &out_w, &err_w, &collect_fd };
-		for (int i = 0; i < 6; i++)
+		int keep[] = { netns_fd, join0, join1, join2, out_w, err_w, collect_fd };
+		close_all_but(keep, 7);
+		int *mv[] = { &netns_fd, &join0, &join1, &join2, &out_w, &err_w, &collect_fd };
+		for (int i = 0; i < 7; i++)
 			if (*mv[i] >= 0 && *mv[i] < 3) {
 				int nfd = fcntl(*mv[i], F_DUPFD_CLOEXEC, 3);
 				if (nfd < 0)
@@ -645,12 +674,18 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	/* Into the slot's cgroups first, so that everything from here on (the files in /work
 	 * included) is charged to the run: "0" is the writer itself, v1 and v2 alike. */
 	st->stage = ST_CGROUP;
-	if ((join0 >= 0 && pwrite(join0, "0", 1, 0) != 1) || (join1 >= 0 && pwrite(join1, "0", 1, 0) != 1))
+	if ((join0 >= 0 && pwrite(join0, "0", 1, 0) != 1) || (join1 >= 0 && pwrite(join1, "0", 1, 0) != 1) ||
+	    (join2 >= 0 && pwrite(join2, "0", 1, 0) != 1))
 		child_fail(st, ST_CGROUP, 0);
 	if (join0 >= 0)
 		close(join0);
 	if (join1 >= 0)
 		close(join1);
+	if (join2 >= 0)
+		close(join2);
+	/* A cgroup namespace rooted at the run's own cgroups: /proc/self/cgroup shows "/", not
+	 * the host's paths (best effort: kernels before 4.6 have none). */
+	(void)unshare(CLONE_NEWCGROUP);
 
 	if (sb->clone_flags & CLONE_NEWUTS)
 		(void)sethostname("sandbox", 7);   /* not the host's name */
@@ -722,7 +757,11 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	}
 
 	st->stage = ST_PROC;
-	if (mount("proc", sb->stage_proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
+	/* subset=pid (5.8+): only the processes, none of the host's files (cmdline, kcore,
+	 * pressure, sys, ...); older kernels get the processes with hidepid alone. */
+	if (mount("proc", sb->stage_proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	          "hidepid=2,subset=pid") < 0 &&
+	    mount("proc", sb->stage_proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
 		child_fail(st, ST_PROC, 0);
 
 	st->stage = ST_TMP;
@@ -918,6 +957,75 @@ static int make_netns(char *err, size_t errlen)
 	return fd;
 }
 
+/* -- per-run network namespaces ------------------------------------------------------
+ * Every run joins a network namespace of its own, never used before: its abstract
+ * AF_UNIX names, its sockets and whatever a run leaves in flight are unreachable from any
+ * other run. Making one costs about a millisecond of kernel time, so a few are made ahead
+ * in the thread pool, off the path of a run. */
+
+struct sb_nswork {
+	uv_work_t req;
+	struct sandbox *sb;
+	int fd;
+	char err[160];
+};
+
+static void ns_work(uv_work_t *w)
+{
+	struct sb_nswork *nw = w->data;
+	nw->fd = make_netns(nw->err, sizeof nw->err);
+}
+
+static void ns_refill(struct sandbox *sb);
+
+static void ns_after(uv_work_t *w, int status)
+{
+	struct sb_nswork *nw = w->data;
+	struct sandbox *sb = nw->sb;
+	if (!sb) {   /* the sandbox was freed meanwhile */
+		if (nw->fd >= 0)
+			close(nw->fd);
+		free(nw);
+		return;
+	}
+	sb->making--;
+	sb->nswork = NULL;
+	if (status == 0 && nw->fd >= 0 && sb->nspare < sb->nslots)
+		sb->spare_ns[sb->nspare++] = nw->fd;
+	else if (nw->fd >= 0)
+		close(nw->fd);
+	if (status == 0 && nw->fd < 0)
+		LOGW(NULL, NULL, "sandbox: making a network namespace ahead failed: %s", nw->err);
+	bool again = status == 0 && nw->fd >= 0;
+	free(nw);
+	if (again)
+		ns_refill(sb);
+}
+
+static void ns_refill(struct sandbox *sb)
+{
+	while (sb->nspare + sb->making < sb->nslots && sb->making < 1) {
+		struct sb_nswork *nw = xcalloc(1, sizeof *nw);
+		nw->sb = sb;
+		nw->fd = -1;
+		nw->req.data = nw;
+		if (uv_queue_work(sb->loop, &nw->req, ns_work, ns_after) < 0) {
+			free(nw);
+			return;
+		}
+		sb->making++;
+		sb->nswork = nw;
+	}
+}
+
+/* A fresh network namespace for a run: a spare one, else made now. -1 with err. */
+static int ns_take(struct sandbox *sb, char *err, size_t errlen)
+{
+	int fd = sb->nspare ? sb->spare_ns[--sb->nspare] : make_netns(err, errlen);
+	ns_refill(sb);
+	return fd;
+}
+
 static void plan_add(struct sandbox *sb, enum sb_step_kind k, const char *target, const char *source)
 {
 	if (sb->nsteps >= SB_MAX_STEPS)
@@ -1021,15 +1129,66 @@ static const char *const denied_syscalls[] = {
 	"setdomainname", "personality", "modify_ldt",
 };
 
+/* What a program may call: the system calls of ordinary processes (files, memory, threads,
+ * signals, time, pipes and socketpairs, polling, process control within the run) that the
+ * shipped languages (sh, python3, gcc and its tools, node) need. Anything else, a kernel
+ * interface added after this list was written included, fails with ENOSYS (which runtimes
+ * take as "not available here" and fall back from). */
+static const char *const allowed_syscalls[] = {
+	"read", "write", "open", "openat", "openat2", "close", "close_range", "creat", "stat",
+	"fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat",
+	"faccessat2", "lseek", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
+	"preadv2", "pwritev2", "sendfile", "copy_file_range", "splice", "tee", "vmsplice",
+	"dup", "dup2", "dup3", "pipe", "pipe2", "fcntl", "flock", "fsync", "fdatasync", "sync",
+	"syncfs", "sync_file_range", "fadvise64", "readahead", "fallocate", "truncate",
+	"ftruncate", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "rename", "renameat",
+	"renameat2", "mkdir", "mkdirat", "rmdir", "link", "linkat", "unlink", "unlinkat",
+	"symlink", "symlinkat", "readlink", "readlinkat", "chmod", "fchmod", "fchmodat",
+	"fchmodat2", "chown", "fchown", "lchown", "fchownat", "umask", "utime", "utimes",
+	"futimesat", "utimensat", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
+	"llistxattr", "flistxattr", "ioctl", "memfd_create", "inotify_init", "inotify_init1",
+	"inotify_add_watch", "inotify_rm_watch",
+	"mmap", "mprotect", "munmap", "mremap", "msync", "mincore", "madvise", "brk", "mlock",
+	"mlock2", "munlock", "mlockall", "munlockall", "get_mempolicy", "membarrier",
+	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",
+	"msgget", "msgsnd", "msgrcv", "msgctl",
+	"clone", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid",
+	"kill", "tkill", "tgkill", "getpid", "getppid", "gettid", "getpgid", "setpgid",
+	"getpgrp", "getsid", "setsid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
+	"getresgid", "getgroups", "capget", "uname", "getrlimit", "setrlimit", "prlimit64",
+	"getrusage", "sysinfo", "times", "getpriority", "setpriority", "prctl", "arch_prctl",
+	"set_tid_address", "set_robust_list", "get_robust_list", "rseq", "futex", "futex_waitv",
+	"sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam",
+	"sched_setparam", "sched_getscheduler", "sched_setscheduler", "sched_getattr",
+	"sched_setattr", "sched_get_priority_max", "sched_get_priority_min",
+	"sched_rr_get_interval", "getcpu", "pidfd_open", "pidfd_send_signal", "restart_syscall",
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait",
+	"rt_sigqueueinfo", "rt_tgsigqueueinfo", "rt_sigsuspend", "sigaltstack", "pause",
+	"signalfd", "signalfd4", "alarm", "getitimer", "setitimer", "nanosleep",
+	"clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday", "time",
+	"timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
+	"timerfd_create", "timerfd_settime", "timerfd_gettime", "eventfd", "eventfd2",
+	"poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+	"epoll_wait", "epoll_pwait", "epoll_pwait2", "getrandom",
+	"socketpair", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+	"getsockname", "getpeername", "setsockopt", "getsockopt",
+};
+
 static int build_seccomp(struct sandbox *sb, char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
 	if (!ctx) {
 		snprintf(err, errlen, "seccomp_init failed");
 		return -1;
 	}
 	int rc = 0;
 	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);   /* the payload sets it itself */
+	for (size_t i = 0; i < sizeof allowed_syscalls / sizeof *allowed_syscalls && rc == 0; i++) {
+		int nr = seccomp_syscall_resolve_name(allowed_syscalls[i]);
+		if (nr == __NR_SCMP_ERROR || nr == __NR_clone)
+			continue;   /* unknown here; clone: below, by its flags */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
 	for (size_t i = 0; i < sizeof denied_syscalls / sizeof *denied_syscalls && rc == 0; i++) {
 		int nr = seccomp_syscall_resolve_name(denied_syscalls[i]);
 		if (nr == __NR_SCMP_ERROR)
@@ -1040,17 +1199,32 @@ static int build_seccomp(struct sandbox *sb, char *err, size_t errlen)
 	 * C library fall back to clone. */
 	static const uint64_t ns_flags[] = { CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
 	                                     CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP };
-	for (size_t i = 0; i < sizeof ns_flags / sizeof *ns_flags && rc == 0; i++)
+	uint64_t all_ns = 0;
+	for (size_t i = 0; i < sizeof ns_flags / sizeof *ns_flags && rc == 0; i++) {
+		all_ns |= ns_flags[i];
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 		                      SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-	if (rc == 0) {
-		int nr = seccomp_syscall_resolve_name("clone3");
-		if (nr != __NR_SCMP_ERROR)
-			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
 	}
-	/* No sockets at all (socketpair stays: it reaches nobody). */
 	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+		                      SCMP_A0(SCMP_CMP_MASKED_EQ, all_ns, 0));
+	/* clone3 is not on the list: ENOSYS, the default, as said above */
+	/* No sockets at all (socketpair stays: it reaches nobody), and none of the calls that
+	 * give a socket an address or reach one by address: a socketpair's end could otherwise
+	 * bind an abstract name or send to one (sendto with an address; sendmsg's is in memory,
+	 * which the run's own network namespace leaves without anybody to reach). */
+	static const char *const addr_calls[] = { "socket", "bind", "connect", "listen", "accept",
+	                                          "accept4" };
+	for (size_t i = 0; i < sizeof addr_calls / sizeof *addr_calls && rc == 0; i++) {
+		int nr = seccomp_syscall_resolve_name(addr_calls[i]);
+		if (nr != __NR_SCMP_ERROR)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), nr, 0);
+	}
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(sendto), 1,
+		                      SCMP_A4(SCMP_CMP_NE, 0));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_EQ, 0));
 	if (rc < 0) {
 		snprintf(err, errlen, "seccomp_rule_add: %s", strerror(-rc));
 		seccomp_release(ctx);
@@ -1161,7 +1335,28 @@ static int open_ctl(const char *dir, const char *name, int flags)
 	return open(path, flags | O_CLOEXEC);
 }
 
-/* Removes leftovers of dead arbiter processes: <parent>/arbiter-<pid>-<n>/slot-*. */
+/* Removes the slot directories and the directory dir of a pool (best effort). */
+static void cg_remove_pool(const char *dir)
+{
+	DIR *s = opendir(dir);
+	if (s) {
+		struct dirent *se;
+		while ((se = readdir(s))) {
+			if (strncmp(se->d_name, "slot-", 5))
+				continue;
+			char sub[PATH_MAX + 700];
+			snprintf(sub, sizeof sub, "%s/%s", dir, se->d_name);
+			(void)rmdir(sub);
+		}
+		closedir(s);
+	}
+	(void)rmdir(dir);
+}
+
+/* Removes leftovers of dead arbiter processes: <parent>/arbiter-sandbox-<pid>-<n>/slot-*.
+ * A live pool holds an flock on its directory for its whole life; a pid is no proof
+ * (another arbiter in another PID namespace may share the cgroup parent), the lock is:
+ * it survives namespaces and dies with its holder. */
 static void cg_clean_stale(const char *parent)
 {
 	DIR *d = opendir(parent);
@@ -1172,31 +1367,23 @@ static void cg_clean_stale(const char *parent)
 		int pid;
 		if (sscanf(de->d_name, "arbiter-sandbox-%d-", &pid) != 1)
 			continue;
-		if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
-			continue;
 		char dir[PATH_MAX + 300];
 		snprintf(dir, sizeof dir, "%s/%s", parent, de->d_name);
-		DIR *s = opendir(dir);
-		if (s) {
-			struct dirent *se;
-			while ((se = readdir(s))) {
-				if (strncmp(se->d_name, "slot-", 5))
-					continue;
-				char sub[PATH_MAX + 700];
-				snprintf(sub, sizeof sub, "%s/%s", dir, se->d_name);
-				(void)rmdir(sub);
-			}
-			closedir(s);
-		}
-		(void)rmdir(dir);
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			cg_remove_pool(dir);   /* nobody holds it: its owner is gone */
+		close(fd);
 	}
 	closedir(d);
 }
 
 static int cg_seq;
 
-/* <parent>/arbiter-sandbox-<pid>-<seq>; created. Caller frees. */
-static char *cg_make_base(const char *parent)
+/* <parent>/arbiter-sandbox-<pid>-<seq>; created and locked (*lock_fd holds the flock for
+ * the pool's life). Caller frees. */
+static char *cg_make_base(const char *parent, int *lock_fd)
 {
 	cg_clean_stale(parent);
 	struct strbuf b = { 0 };
@@ -1205,46 +1392,191 @@ static char *cg_make_base(const char *parent)
 		strbuf_free(&b);
 		return NULL;
 	}
+	*lock_fd = open(b.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		if (*lock_fd >= 0)
+			close(*lock_fd);
+		*lock_fd = -1;
+		(void)rmdir(b.buf);
+		strbuf_free(&b);
+		errno = e;
+		return NULL;
+	}
 	return b.buf;
 }
 
-static void slot_close_cg(struct sb_slot *s)
+/* Retries the removal of slot cgroups whose rmdir failed (a task still leaving). */
+static void cg_graves(struct sandbox *sb)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < sb->ngrave; i++) {
+		if (rmdir(sb->grave[i]) == 0 || errno == ENOENT)
+			free(sb->grave[i]);
+		else
+			sb->grave[k++] = sb->grave[i];
+	}
+	sb->ngrave = k;
+}
+
+static void cg_rmdir(struct sandbox *sb, char *dir)
+{
+	if (!dir)
+		return;
+	if (rmdir(dir) == 0 || errno == ENOENT) {
+		free(dir);
+		return;
+	}
+	sb->grave = xrealloc(sb->grave, (sb->ngrave + 1) * sizeof *sb->grave);
+	sb->grave[sb->ngrave++] = dir;
+}
+
+/* Closes the slot's control files and removes its cgroups: every run gets fresh ones, so
+ * that nothing a run leaves charged (memory pinned by fds in flight, page cache) and no
+ * counter it moved is seen by the next. */
+static void slot_close_cg(struct sandbox *sb, struct sb_slot *s)
 {
 	int *fds[] = { &s->dir_fd, &s->mem_procs, &s->pids_procs, &s->mem_limit, &s->memsw_limit,
 	               &s->mem_maxusage, &s->mem_failcnt, &s->mem_oom, &s->v2_max, &s->v2_swap,
 	               &s->v2_events, &s->v2_kill, &s->pids_max, &s->mem_usage, &s->v2_current,
-	               &s->v2_peak };
+	               &s->v2_peak, &s->cpu_procs, &s->cpu_usage, &s->v2_cpustat };
 	for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
 		*fds[i] = -1;
 	}
-	if (s->mem_dir)
-		(void)rmdir(s->mem_dir);
-	if (s->pids_dir)
-		(void)rmdir(s->pids_dir);
-	if (s->dir)
-		(void)rmdir(s->dir);
-	free(s->mem_dir);
-	free(s->pids_dir);
-	free(s->dir);
-	s->mem_dir = s->pids_dir = s->dir = NULL;
+	cg_rmdir(sb, s->mem_dir);
+	cg_rmdir(sb, s->pids_dir);
+	cg_rmdir(sb, s->cpu_dir);
+	cg_rmdir(sb, s->dir);
+	s->mem_dir = s->pids_dir = s->cpu_dir = s->dir = NULL;
 	s->cur_mem = s->cur_pids = 0;
+	s->cg_open = false;
+}
+
+static char *slot_dirname(const char *base, const struct sb_slot *s)
+{
+	struct strbuf d = { 0 };
+	strbuf_addf(&d, "%s/slot-%d-%u", base, s->index, s->gen);
+	return d.buf;
+}
+
+/* v2: a fresh slot-<i>-<gen> with its control files. -1 with errno. */
+static int v2_slot_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->dir = slot_dirname(sb->cg_base_v2, s);
+	if (mkdir(s->dir, 0755) < 0)
+		return -1;
+	s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	s->mem_procs = open_ctl(s->dir, "cgroup.procs", O_WRONLY);
+	s->v2_max = open_ctl(s->dir, "memory.max", O_WRONLY);
+	s->v2_swap = open_ctl(s->dir, "memory.swap.max", O_WRONLY);
+	s->v2_events = open_ctl(s->dir, "memory.events", O_RDONLY);
+	s->v2_kill = open_ctl(s->dir, "cgroup.kill", O_WRONLY);   /* 5.14+ */
+	/* a fresh cgroup's peak is this run's: no reset (which needs 6.12) */
+	s->v2_peak = open_ctl(s->dir, "memory.peak", O_RDONLY);   /* 5.19+ */
+	s->v2_cpustat = open_ctl(s->dir, "cpu.stat", O_RDONLY);
+	s->pids_max = open_ctl(s->dir, "pids.max", O_WRONLY);
+	if (s->dir_fd < 0 || s->mem_procs < 0 || s->v2_max < 0 || s->v2_events < 0 ||
+	    s->pids_max < 0 || s->v2_cpustat < 0)
+		return -1;
+	if (s->v2_swap >= 0)
+		(void)write_str_fd(s->v2_swap, "0");
+	return 0;
+}
+
+static int v1_mem_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->mem_dir = slot_dirname(sb->cg_base_mem, s);
+	if (mkdir(s->mem_dir, 0755) < 0)
+		return -1;
+	s->mem_procs = open_ctl(s->mem_dir, "cgroup.procs", O_WRONLY);
+	s->mem_limit = open_ctl(s->mem_dir, "memory.limit_in_bytes", O_RDWR);
+	s->memsw_limit = open_ctl(s->mem_dir, "memory.memsw.limit_in_bytes", O_RDWR);
+	s->mem_maxusage = open_ctl(s->mem_dir, "memory.max_usage_in_bytes", O_RDONLY);
+	s->mem_oom = open_ctl(s->mem_dir, "memory.oom_control", O_RDONLY);
+	if (s->mem_procs < 0 || s->mem_limit < 0 || s->mem_oom < 0)
+		return -1;
+	/* Older kernels have no oom_kill counter: then we cannot tell. */
+	char buf[512];
+	if (read_fd_at0(s->mem_oom, buf, sizeof buf) < 0 || !strstr(buf, "oom_kill ")) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return 0;
+}
+
+static int v1_pids_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->pids_dir = slot_dirname(sb->cg_base_pids, s);
+	if (mkdir(s->pids_dir, 0755) < 0)
+		return -1;
+	s->pids_procs = open_ctl(s->pids_dir, "cgroup.procs", O_WRONLY);
+	s->pids_max = open_ctl(s->pids_dir, "pids.max", O_WRONLY);
+	return s->pids_procs < 0 || s->pids_max < 0 ? -1 : 0;
+}
+
+static int v1_cpu_open(struct sandbox *sb, struct sb_slot *s)
+{
+	s->cpu_dir = slot_dirname(sb->cg_base_cpu, s);
+	if (mkdir(s->cpu_dir, 0755) < 0)
+		return -1;
+	s->cpu_procs = open_ctl(s->cpu_dir, "cgroup.procs", O_WRONLY);
+	s->cpu_usage = open_ctl(s->cpu_dir, "cpuacct.usage", O_RDONLY);
+	return s->cpu_procs < 0 || s->cpu_usage < 0 ? -1 : 0;
+}
+
+/* Fresh cgroups for the slot's next run. -1 with errno. */
+static int slot_cg_open(struct sandbox *sb, struct sb_slot *s)
+{
+	if (sb->ngrave)
+		cg_graves(sb);
+	s->gen++;
+	s->cg_open = true;
+	if (sb->cg == CG_V2)
+		return v2_slot_open(sb, s);
+	if (sb->cg == CG_V1) {
+		if ((sb->cg_mem && v1_mem_open(sb, s) < 0) || (sb->cg_pids && v1_pids_open(sb, s) < 0) ||
+		    (sb->cg_cpu && v1_cpu_open(sb, s) < 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* CPU time (µs) the slot's cgroup has accounted, everything it ever held. */
+static uint64_t slot_cpu_us(const struct sandbox *sb, const struct sb_slot *s)
+{
+	if (sb->cg == CG_V2)
+		return fd_kv_get(s->v2_cpustat, "usage_usec");
+	if (sb->cg_cpu)
+		return fd_u64(s->cpu_usage) / 1000;
+	return 0;
 }
 
 static void cg_teardown(struct sandbox *sb)
 {
-	for (int i = 0; i < sb->nslots; i++)
-		slot_close_cg(&sb->slots[i]);
-	char **bases[] = { &sb->cg_base_mem, &sb->cg_base_pids, &sb->cg_base_v2 };
-	for (size_t i = 0; i < 3; i++) {
+	for (int i = 0; sb->slots && i < sb->nslots; i++)
+		slot_close_cg(sb, &sb->slots[i]);
+	cg_graves(sb);
+	for (size_t i = 0; i < sb->ngrave; i++) {
+		LOGW(NULL, NULL, "sandbox: cannot remove %s: %s", sb->grave[i], strerror(EBUSY));
+		free(sb->grave[i]);
+	}
+	free(sb->grave);
+	sb->grave = NULL;
+	sb->ngrave = 0;
+	char **bases[] = { &sb->cg_base_mem, &sb->cg_base_pids, &sb->cg_base_v2, &sb->cg_base_cpu };
+	for (size_t i = 0; i < 4; i++) {
 		if (*bases[i])
 			(void)rmdir(*bases[i]);
 		free(*bases[i]);
 		*bases[i] = NULL;
+		if (sb->cg_lock[i] >= 0)
+			close(sb->cg_lock[i]);   /* after the rmdir: the lock guards the directory */
+		sb->cg_lock[i] = -1;
 	}
 	sb->cg = CG_NONE;
-	sb->cg_mem = sb->cg_pids = false;
+	sb->cg_mem = sb->cg_pids = sb->cg_cpu = false;
 }
 
 static bool file_has_word(const char *path, const char *word)
@@ -1281,19 +1613,26 @@ static bool cg_only_us(const char *dir)
 /* cgroup v2: the slots live below our own cgroup when it is delegated to us (we are its
  * only process: we move into a leaf so that the "no internal processes" rule lets us
  * enable memory+pids for children), else below the root of the hierarchy. */
-static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
+static int cg_setup_v2_at(struct sandbox *sb, const char *mnt, const char *self, char *why,
+                          size_t n)
 {
-	char *mnt = cg_mount(NULL), *self = cg_self_path(NULL);
 	int rc = -1;
 	char parent[PATH_MAX], path[PATH_MAX + 64];
-	if (!mnt || !self) {
-		snprintf(why, n, "no cgroup2 hierarchy");
-		goto out;
-	}
 	snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(self, "/") ? self : "");
+	/* An earlier pool of this process moved us to our leaf: the delegated cgroup is its
+	 * parent (without this, every further pool would nest one level deeper). */
+	size_t pl = strlen(parent), ll = strlen("/arbiter-worker");
+	if (pl > ll && !strcmp(parent + pl - ll, "/arbiter-worker"))
+		parent[pl - ll] = 0;
+	snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
+	/* Ours when we are its only process: a delegated service (Delegate=yes), or the root of
+	 * a container's own cgroup namespace, which is not the hierarchy's real root (that one
+	 * has no cgroup.type). */
+	snprintf(path + strlen(path) - strlen("cgroup.controllers"), 32, "cgroup.type");
+	bool real_root = access(path, F_OK) != 0;
 	snprintf(path, sizeof path, "%s/cgroup.controllers", parent);
 	bool own_ok = file_has_word(path, "memory") && file_has_word(path, "pids") &&
-	              strcmp(self, "/") && cg_only_us(parent);
+	              (strcmp(self, "/") || !real_root) && cg_only_us(parent);
 	if (own_ok) {
 		snprintf(path, sizeof path, "%s/cgroup.subtree_control", parent);
 		if (write_file(path, "+memory +pids") < 0 && errno == EBUSY) {
@@ -1321,7 +1660,7 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 			goto out;
 		}
 	}
-	sb->cg_base_v2 = cg_make_base(parent);
+	sb->cg_base_v2 = cg_make_base(parent, &sb->cg_lock[2]);
 	if (!sb->cg_base_v2) {
 		snprintf(why, n, "cannot create a cgroup below %.300s: %s", parent, strerror(errno));
 		goto out;
@@ -1333,30 +1672,12 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 	}
 	for (int i = 0; i < sb->nslots; i++) {
 		struct sb_slot *s = &sb->slots[i];
-		struct strbuf d = { 0 };
-		strbuf_addf(&d, "%s/slot-%d", sb->cg_base_v2, i);
-		s->dir = d.buf;
-		if (mkdir(s->dir, 0755) < 0 && errno != EEXIST) {
-			snprintf(why, n, "mkdir %.300s: %s", s->dir, strerror(errno));
+		s->gen++;
+		s->cg_open = true;
+		if (v2_slot_open(sb, s) < 0) {
+			snprintf(why, n, "cannot set up %.300s: %s", s->dir, strerror(errno));
 			goto out;
 		}
-		s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		s->mem_procs = open_ctl(s->dir, "cgroup.procs", O_WRONLY);
-		s->v2_max = open_ctl(s->dir, "memory.max", O_WRONLY);
-		s->v2_swap = open_ctl(s->dir, "memory.swap.max", O_WRONLY);
-		s->v2_events = open_ctl(s->dir, "memory.events", O_RDONLY);
-		s->v2_kill = open_ctl(s->dir, "cgroup.kill", O_WRONLY);   /* 5.14+ */
-		s->v2_current = open_ctl(s->dir, "memory.current", O_RDONLY);
-		/* resettable per open file since 6.12 (read-only before: then -1) */
-		s->v2_peak = open_ctl(s->dir, "memory.peak", O_RDWR);
-		s->pids_max = open_ctl(s->dir, "pids.max", O_WRONLY);
-		if (s->dir_fd < 0 || s->mem_procs < 0 || s->v2_max < 0 || s->v2_events < 0 ||
-		    s->pids_max < 0) {
-			snprintf(why, n, "cannot open the control files of %.300s: %s", s->dir, strerror(errno));
-			goto out;
-		}
-		if (s->v2_swap >= 0)
-			(void)write_str_fd(s->v2_swap, "0");
 		if (fd_write_u64(s->v2_max, 64u << 20) < 0) {
 			snprintf(why, n, "cannot write %.300s/memory.max: %s", s->dir, strerror(errno));
 			goto out;
@@ -1364,9 +1685,68 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 		s->cur_mem = 64u << 20;
 	}
 	sb->cg = CG_V2;
-	sb->cg_mem = sb->cg_pids = true;
+	sb->cg_mem = sb->cg_pids = sb->cg_cpu = true;
+	snprintf(sb->cg_where, sizeof sb->cg_where, " below %s%.200s", own_ok ? "our own cgroup " : "the root ",
+	         own_ok ? self : mnt);
 	rc = 0;
 out:
+	return rc;
+}
+
+/* The directory our own cgroup2 mount goes to when we make one (see cg_setup_v2). */
+static void cg_own_mount_dir(char *buf, size_t n)
+{
+	const char *dir = getenv("ARBITER_SANDBOX_LOCK_DIR");
+	snprintf(buf, n, "%s/cgroup2", dir && *dir ? dir : SB_DEFAULT_LOCK_DIR);
+}
+
+/* cgroup v2: below the cgroup2 mount we find; failing that (a container's cgroup mount is
+ * read-only, or its mountinfo root is not "/"), below a cgroup2 mount of our own, which
+ * needs CAP_SYS_ADMIN and is private to our mount namespace: in a container with its own
+ * cgroup namespace, its root is the container's cgroup, and as its only process we move to a
+ * leaf and delegate memory+pids to the slots ourselves. */
+static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
+{
+	char *mnt = cg_mount(NULL), *self = cg_self_path(NULL);
+	int rc = -1;
+	if (mnt && self)
+		rc = cg_setup_v2_at(sb, mnt, self, why, n);
+	else
+		snprintf(why, n, "no cgroup2 hierarchy mounted");
+	const char *off = getenv("ARBITER_SANDBOX_CGROUP_MOUNT");
+	if (rc < 0 && self && !(off && !strcmp(off, "no"))) {
+		char own[PATH_MAX], why2[512];
+		cg_own_mount_dir(own, sizeof own);
+		struct statfs fs;
+		bool mounted = statfs(own, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+		bool ours = false;
+		(void)mkdir(SB_DEFAULT_LOCK_DIR, 0700);
+		if (!mounted && (mkdir(own, 0700) == 0 || errno == EEXIST) &&
+		    mount("cgroup2", own, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
+			mounted = ours = true;
+		if (mounted) {
+			for (int i = 0; sb->slots && i < sb->nslots; i++)
+				slot_close_cg(sb, &sb->slots[i]);
+			char **b = &sb->cg_base_v2;
+			if (*b)
+				(void)rmdir(*b);
+			free(*b);
+			*b = NULL;
+			if (sb->cg_lock[2] >= 0)
+				close(sb->cg_lock[2]);
+			sb->cg_lock[2] = -1;
+			rc = cg_setup_v2_at(sb, own, self, why2, sizeof why2);
+			if (rc == 0)
+				LOGI(NULL, NULL, "sandbox: cgroup v2 through our own mount at %s", own);
+			else
+				snprintf(why + strlen(why), n - strlen(why), "; our own cgroup2 mount: %.200s", why2);
+			if (rc < 0 && ours)
+				(void)umount2(own, MNT_DETACH);   /* nothing to gain from it: leave no trace */
+		} else {
+			snprintf(why + strlen(why), n - strlen(why), "; cannot mount cgroup2 at %.200s: %s",
+			         own, strerror(errno));
+		}
+	}
 	free(mnt);
 	free(self);
 	return rc;
@@ -1381,26 +1761,15 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 	if (mmnt && mself) {
 		char parent[PATH_MAX];
 		snprintf(parent, sizeof parent, "%s%s", mmnt, strcmp(mself, "/") ? mself : "");
-		sb->cg_base_mem = cg_make_base(parent);
+		sb->cg_base_mem = cg_make_base(parent, &sb->cg_lock[0]);
 		bool ok = sb->cg_base_mem != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
-			struct strbuf d = { 0 };
-			strbuf_addf(&d, "%s/slot-%d", sb->cg_base_mem, i);
-			s->mem_dir = d.buf;
-			if (mkdir(s->mem_dir, 0755) < 0 && errno != EEXIST) {
-				ok = false;
-				break;
+			if (!s->cg_open) {
+				s->gen++;
+				s->cg_open = true;
 			}
-			s->mem_procs = open_ctl(s->mem_dir, "cgroup.procs", O_WRONLY);
-			s->mem_limit = open_ctl(s->mem_dir, "memory.limit_in_bytes", O_RDWR);
-			s->memsw_limit = open_ctl(s->mem_dir, "memory.memsw.limit_in_bytes", O_RDWR);
-			s->mem_maxusage = open_ctl(s->mem_dir, "memory.max_usage_in_bytes", O_RDWR);
-			s->mem_usage = open_ctl(s->mem_dir, "memory.usage_in_bytes", O_RDONLY);
-			s->mem_failcnt = open_ctl(s->mem_dir, "memory.failcnt", O_RDWR);
-			s->mem_oom = open_ctl(s->mem_dir, "memory.oom_control", O_RDONLY);
-			if (s->mem_procs < 0 || s->mem_limit < 0 || s->mem_oom < 0 ||
-			    fd_write_u64(s->mem_limit, 64u << 20) < 0) {
+			if (v1_mem_open(sb, s) < 0 || fd_write_u64(s->mem_limit, 64u << 20) < 0) {
 				ok = false;
 				break;
 			}
@@ -1408,13 +1777,6 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 			if (s->memsw_limit >= 0 && fd_write_u64(s->memsw_limit, 64u << 20) < 0) {
 				close(s->memsw_limit);
 				s->memsw_limit = -1;
-			}
-			/* Older kernels have no oom_kill counter: then we cannot tell. */
-			char buf[512];
-			if (read_fd_at0(s->mem_oom, buf, sizeof buf) < 0 || !strstr(buf, "oom_kill ")) {
-				ok = false;
-				errno = ENOTSUP;
-				break;
 			}
 		}
 		sb->cg_mem = ok;
@@ -1427,20 +1789,15 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 	if (pmnt && pself) {
 		char parent[PATH_MAX];
 		snprintf(parent, sizeof parent, "%s%s", pmnt, strcmp(pself, "/") ? pself : "");
-		sb->cg_base_pids = cg_make_base(parent);
+		sb->cg_base_pids = cg_make_base(parent, &sb->cg_lock[1]);
 		bool ok = sb->cg_base_pids != NULL;
 		for (int i = 0; ok && i < sb->nslots; i++) {
 			struct sb_slot *s = &sb->slots[i];
-			struct strbuf d = { 0 };
-			strbuf_addf(&d, "%s/slot-%d", sb->cg_base_pids, i);
-			s->pids_dir = d.buf;
-			if (mkdir(s->pids_dir, 0755) < 0 && errno != EEXIST) {
-				ok = false;
-				break;
+			if (!s->cg_open) {
+				s->gen++;
+				s->cg_open = true;
 			}
-			s->pids_procs = open_ctl(s->pids_dir, "cgroup.procs", O_WRONLY);
-			s->pids_max = open_ctl(s->pids_dir, "pids.max", O_WRONLY);
-			if (s->pids_procs < 0 || s->pids_max < 0) {
+			if (v1_pids_open(sb, s) < 0) {
 				ok = false;
 				break;
 			}
@@ -1453,6 +1810,22 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 		snprintf(why + strlen(why), n - strlen(why), "%sno pids cgroup v1 hierarchy",
 		         why[0] ? "; " : "");
 	}
+	/* CPU time of the whole tree, children that were never waited for included */
+	char *cmnt = cg_mount("cpuacct"), *cself = cg_self_path("cpuacct");
+	if (cmnt && cself && (sb->cg_mem || sb->cg_pids)) {
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof parent, "%s%s", cmnt, strcmp(cself, "/") ? cself : "");
+		sb->cg_base_cpu = cg_make_base(parent, &sb->cg_lock[3]);
+		bool ok = sb->cg_base_cpu != NULL;
+		for (int i = 0; ok && i < sb->nslots; i++) {
+			struct sb_slot *s = &sb->slots[i];
+			if (v1_cpu_open(sb, s) < 0)
+				ok = false;
+		}
+		sb->cg_cpu = ok;
+	}
+	free(cmnt);
+	free(cself);
 	free(mmnt);
 	free(mself);
 	free(pmnt);
@@ -1467,6 +1840,7 @@ static void cg_setup(struct sandbox *sb)
 {
 	char why2[512] = "", why1[1024] = "";
 	if (getenv("ARBITER_SANDBOX_CGROUP") && !strcmp(getenv("ARBITER_SANDBOX_CGROUP"), "none")) {
+		snprintf(sb->cg_why, sizeof sb->cg_why, "cgroups disabled by ARBITER_SANDBOX_CGROUP=none");
 		LOGW(NULL, NULL, "sandbox: cgroups disabled by ARBITER_SANDBOX_CGROUP=none; "
 		     "memory and process limits fall back to rlimits");
 		return;
@@ -1475,6 +1849,7 @@ static void cg_setup(struct sandbox *sb)
 		return;
 	cg_teardown(sb);
 	int rc = cg_setup_v1(sb, why1, sizeof why1);
+	snprintf(sb->cg_why, sizeof sb->cg_why, "v2: %.400s; v1: %.500s", why2, why1);
 	if (rc == 0 && sb->cg_mem && sb->cg_pids)
 		return;
 	if (rc < 0) {
@@ -1647,6 +2022,45 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
 	maybe_finish(r);
 }
 
+/* CPU time (µs) of process pid itself (not its children), from /proc; 0 if unknown. */
+static uint64_t proc_cpu_us(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');   /* the command name may hold spaces */
+	unsigned long long ut = 0, st = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	return hz > 0 ? (ut + st) * 1000000ull / (uint64_t)hz : 0;
+}
+
+/* The CPU limit on the whole tree: RLIMIT_CPU is per process, and children nobody waits
+ * for never reach init's accounting, so the cgroup's figure is checked as the run goes. */
+static void on_cpu_timer(uv_timer_t *t)
+{
+	struct sb_run *r = t->data;
+	if (r->reaped || r->killed || r->finished) {
+		uv_timer_stop(t);
+		return;
+	}
+	/* the run's time, as run_finish counts it: the cgroup's minus init's own */
+	uint64_t used = slot_cpu_us(r->sb, r->slot), init = proc_cpu_us(r->pid);
+	if ((used > init ? used - init : 0) / 1000 > r->req.lim.cpu_ms) {
+		uv_timer_stop(t);
+		r->res.cpu_exceeded = true;
+		run_kill(r);
+	}
+}
+
 static void on_timer(uv_timer_t *t)
 {
 	struct sb_run *r = t->data;
@@ -1717,6 +2131,8 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 	struct sb_slot *s = r->slot;
 	uint64_t mem = r->req.lim.memory_bytes;
 	uint64_t pids = (uint64_t)r->req.lim.processes + 1;   /* + init */
+	if (sb->cg != CG_NONE && !s->cg_open && slot_cg_open(sb, s) < 0)
+		return -1;
 	if (sb->cg == CG_V2) {
 		if (mem != s->cur_mem) {
 			if (fd_write_u64(s->v2_max, mem) < 0)
@@ -1728,19 +2144,18 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 				return -1;
 			s->cur_pids = pids;
 		}
-		r->oom_base = fd_kv_get(s->v2_events, "oom_kill");
-		r->peak_ok = s->v2_peak >= 0 && s->v2_current >= 0 && write_str_fd(s->v2_peak, "reset") == 0;
-		r->mem_base = r->peak_ok ? fd_u64(s->v2_current) : 0;
+		/* fresh cgroups: the counters and the peak start from zero */
+		r->oom_base = 0;
+		r->peak_ok = s->v2_peak >= 0;
+		r->mem_base = 0;
 		return 0;
 	}
 	if (sb->cg_mem) {
 		if (v1_set_mem(s, mem) < 0)
 			return -1;
-		/* the peak restarts from the current usage (page cache earlier runs left) */
-		r->peak_ok = s->mem_maxusage >= 0 && s->mem_usage >= 0 &&
-		             write_str_fd(s->mem_maxusage, "0") == 0;
-		r->mem_base = r->peak_ok ? fd_u64(s->mem_usage) : 0;
-		r->oom_base = fd_kv_get(s->mem_oom, "oom_kill");
+		r->peak_ok = s->mem_maxusage >= 0;
+		r->mem_base = 0;
+		r->oom_base = 0;
 	}
 	if (sb->cg_pids && pids != s->cur_pids) {
 		if (fd_write_u64(s->pids_max, pids) < 0)
@@ -1752,9 +2167,9 @@ static int slot_cg_prepare(struct sandbox *sb, struct sb_run *r)
 
 /* The cgroup.procs files init writes itself into (-1: none). */
 static void slot_join_fds(const struct sandbox *sb, const struct sb_slot *s, bool in_cgroup,
-                          int join[2])
+                          int join[3])
 {
-	join[0] = join[1] = -1;
+	join[0] = join[1] = join[2] = -1;
 	if (sb->cg == CG_V2) {
 		if (!in_cgroup)
 			join[0] = s->mem_procs;
@@ -1763,6 +2178,8 @@ static void slot_join_fds(const struct sandbox *sb, const struct sb_slot *s, boo
 			join[0] = s->mem_procs;
 		if (sb->cg_pids)
 			join[1] = s->pids_procs;
+		if (sb->cg_cpu)
+			join[2] = s->cpu_procs;
 	}
 }
 
@@ -1895,6 +2312,14 @@ static void run_start(struct sb_run *r)
 			goto fail;
 		}
 	}
+	{
+		char nerr[160];
+		r->netns_fd = ns_take(sb, nerr, sizeof nerr);
+		if (r->netns_fd < 0) {
+			set_err(r, "%s", nerr);
+			goto fail;
+		}
+	}
 	if (slot_cg_prepare(sb, r) < 0) {
 		set_err(r, "cannot set the cgroup limits of slot %d: %s", r->slot->index, strerror(errno));
 		s_cur_reset(r->slot);
@@ -1908,7 +2333,7 @@ static void run_start(struct sb_run *r)
 	bool in_cgroup;
 	pid_t pid = do_clone(sb, r->slot, &pidfd, &in_cgroup);
 	if (pid == 0) {
-		int join[2];
+		int join[3];
 		slot_join_fds(sb, r->slot, in_cgroup, join);
 		init_main(sb, r, join, outp[1], errp[1], r->collect_fd, false);
 	}
@@ -1938,6 +2363,10 @@ static void run_start(struct sb_run *r)
 		r->tmode = TM_WALL;
 		uv_update_time(sb->loop);   /* the limit counts from now, not from the loop's tick */
 		uv_timer_start(&r->timer, on_timer, r->req.lim.wall_ms ? r->req.lim.wall_ms : 1, 0);
+		if (sb->cg_cpu) {
+			uint64_t first = r->req.lim.cpu_ms < SB_CPU_POLL_MS ? r->req.lim.cpu_ms : SB_CPU_POLL_MS;
+			uv_timer_start(&r->cpu_timer, on_cpu_timer, first ? first : 1, SB_CPU_POLL_MS);
+		}
 	}
 	return;
 fail:
@@ -1968,6 +2397,15 @@ static void run_finish(struct sb_run *r)
 		                r->ru.ru_utime.tv_usec + r->ru.ru_stime.tv_usec;
 		long cpu_us = total_us - (st->self_cpu_us > 0 ? st->self_cpu_us : 0);
 		res->cpu_ms = cpu_us > 0 ? (uint64_t)cpu_us / 1000 : 0;
+		/* The cgroup counts what waitid cannot see: children the command never waited
+		 * for (SIGCHLD ignored: the kernel reaps them, their time reaches nobody). */
+		if (sb->cg_cpu) {
+			uint64_t cg_us = slot_cpu_us(sb, s);
+			uint64_t self = st->self_cpu_us > 0 ? (uint64_t)st->self_cpu_us : 0;
+			uint64_t ms = cg_us > self ? (cg_us - self) / 1000 : 0;
+			if (ms > res->cpu_ms)
+				res->cpu_ms = ms;
+		}
 		/* memory_kb: the larger of the peak RSS of its processes (init's own excluded, see
 		 * init_main) and how far the cgroup's charge rose above where the run found it
 		 * (the files in /work and /tmp count there, shared libraries do not). */
@@ -1998,8 +2436,13 @@ static void run_finish(struct sb_run *r)
 				res->end = SANDBOX_SIGNALED;
 				res->signal = WTERMSIG(ws);
 			}
-			if (st->exec_errno)
-				set_err(r, "cannot execute %s: %s", r->req.argv[0], strerror(st->exec_errno));
+			/* A file of /work (a compiled submission) that cannot be executed is the
+			 * command's failure (exit 127); a runtime of the host that cannot be is ours. */
+			res->exec_errno = st->exec_errno;
+			const char *a0 = r->req.argv[0];
+			bool in_work = !strncmp(a0, "/work/", 6) || (a0[0] != '/' && strchr(a0, '/'));
+			if (st->exec_errno && !in_work)
+				set_err(r, "cannot execute %s: %s", a0, strerror(st->exec_errno));
 		} else if (st->fail_stage) {
 			res->end = SANDBOX_NOT_RUN;
 			set_err(r, "sandbox set-up failed while %s (step %d): %s",
@@ -2047,9 +2490,14 @@ static void run_finish(struct sb_run *r)
 	if (r->collect_fd >= 0)
 		close(r->collect_fd);
 	r->collect_fd = -1;
+	if (r->netns_fd >= 0)
+		close(r->netns_fd);   /* the namespace goes with its last process */
+	r->netns_fd = -1;
 	if (r->pidfd >= 0 && !r->reaped)
 		run_hardkill(r);  /* cannot happen: finish waits for the reap */
 
+	if (sb->cg != CG_NONE)
+		slot_close_cg(sb, s);   /* the next run gets fresh cgroups */
 	/* Free the slot before the callback, so a run it queues can take it. */
 	s->busy = false;
 	s->run = NULL;
@@ -2077,6 +2525,8 @@ static void run_finish(struct sb_run *r)
 		uv_close((uv_handle_t *)&r->err_poll, on_close);
 	}
 	uv_close((uv_handle_t *)&r->timer, on_close);
+	uv_timer_stop(&r->cpu_timer);
+	uv_close((uv_handle_t *)&r->cpu_timer, on_close);
 	queue_pump(sb);
 }
 
@@ -2116,7 +2566,7 @@ int sandbox_run(struct sandbox *sb, const struct sandbox_req *req, sandbox_cb *c
 	r->req = *req;
 	r->cb = cb;
 	r->data = data;
-	r->pidfd = r->out_fd = r->err_fd = r->collect_fd = -1;
+	r->pidfd = r->out_fd = r->err_fd = r->collect_fd = r->netns_fd = -1;
 	/* defaults for unset limits */
 	struct sandbox_limits *l = &r->req.lim;
 	if (!l->cpu_ms)
@@ -2139,7 +2589,9 @@ int sandbox_run(struct sandbox *sb, const struct sandbox_req *req, sandbox_cb *c
 	r->err_cap = l->output_bytes;
 	uv_timer_init(sb->loop, &r->timer);
 	r->timer.data = r;
-	r->open_handles = 1;
+	uv_timer_init(sb->loop, &r->cpu_timer);
+	r->cpu_timer.data = r;
+	r->open_handles = 2;
 	if (sb->qtail)
 		sb->qtail->next = r;
 	else
@@ -2203,6 +2655,7 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	r.req.lim.processes = 4;
 	r.req.lim.open_files = 16;
 	r.slot = &sb->slots[0];
+	r.netns_fd = sb->netns_fd;
 	memset(r.slot->st, 0, sizeof *r.slot->st);
 	*stage = 0;
 	prepare_child_args(sb, &r);
@@ -2211,7 +2664,7 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	bool in_cgroup;
 	pid_t pid = do_clone(sb, r.slot, &pidfd, &in_cgroup);
 	if (pid == 0) {
-		int join[2];
+		int join[3];
 		slot_join_fds(sb, r.slot, in_cgroup, join);
 		init_main(sb, &r, join, -1, -1, -1, true);
 	}
@@ -2226,6 +2679,8 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	while (syscall(SYS_waitid, P_PIDFD, pidfd, &si, WEXITED | __WALL, NULL) < 0 && errno == EINTR)
 		;
 	close(pidfd);
+	if (sb->cg != CG_NONE)
+		slot_close_cg(sb, r.slot);   /* the first run gets fresh ones */
 	struct sb_status *st = r.slot->st;
 	*seccomp_errno = st->seccomp_errno;
 	if (st->probe_ok)
@@ -2241,18 +2696,89 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	return -1;
 }
 
+/* Gives the pool a uid range of its own: [start, start + nslots) where every block of
+ * SB_UID_BLOCK uids it touches is locked (an flock on <lock dir>/uid-<block>, held for the
+ * pool's life) by no other pool. Ranges are tried from base upwards, starting at a random
+ * range when the base is the default (so that instances that do not share a lock directory,
+ * pods on one node, still rarely meet). Per-user kernel quotas (processes, inotify, pipe
+ * pages, signals, message queues) are then this pool's alone. Returns the start, or 0 with
+ * err. */
+static uint32_t uid_allocate(struct sandbox *sb, uint32_t base, bool randomize, char *err,
+                             size_t errlen)
+{
+	const char *dir = getenv("ARBITER_SANDBOX_LOCK_DIR");
+	if (!dir || !*dir)
+		dir = SB_DEFAULT_LOCK_DIR;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create the uid lock directory %.300s (set "
+		         "ARBITER_SANDBOX_LOCK_DIR to a writable directory shared by the arbiter "
+		         "processes of this host): %s", dir, strerror(errno));
+		return 0;
+	}
+	uint32_t stride = ((uint32_t)sb->nslots + SB_UID_BLOCK - 1) / SB_UID_BLOCK * SB_UID_BLOCK;
+	uint64_t nranges = ((uint64_t)UINT32_MAX - 1 - base) / stride;
+	if (nranges == 0) {
+		snprintf(err, errlen, "no room for %d sandbox uids above %u", sb->nslots, base);
+		return 0;
+	}
+	uint64_t first = 0;
+	if (randomize) {
+		uint64_t rnd = 0;
+		int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (read(fd, &rnd, sizeof rnd) != (ssize_t)sizeof rnd)
+				rnd = (uint64_t)getpid() * 2654435761u;
+			close(fd);
+		}
+		first = rnd % (nranges < (1u << 20) ? nranges : (1u << 20));
+	}
+	for (uint64_t t = 0; t < SB_UID_TRIES && t < nranges; t++) {
+		uint64_t start = base + ((first + t) % nranges) * stride;
+		uint64_t b0 = start / SB_UID_BLOCK, b1 = (start + stride - 1) / SB_UID_BLOCK;
+		int n = 0;
+		bool got = true;
+		for (uint64_t b = b0; b <= b1 && got; b++) {
+			char path[PATH_MAX];
+			snprintf(path, sizeof path, "%s/uid-%llu", dir, (unsigned long long)(b * SB_UID_BLOCK));
+			int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+			if (fd < 0) {
+				snprintf(err, errlen, "cannot open the uid lock %.300s: %s", path, strerror(errno));
+				for (int i = 0; i < n; i++)
+					close(sb->uid_locks[i]);
+				return 0;
+			}
+			if (flock(fd, LOCK_EX | LOCK_NB) < 0 || n >= SB_UID_MAX_BLOCKS + 1) {
+				close(fd);
+				got = false;
+				break;
+			}
+			sb->uid_locks[n++] = fd;
+		}
+		if (got)
+			return (uint32_t)start;
+		for (int i = 0; i < n; i++) {
+			close(sb->uid_locks[i]);
+			sb->uid_locks[i] = -1;
+		}
+	}
+	snprintf(err, errlen, "every sandbox uid range above %u is in use by other arbiter processes "
+	         "(locks in %.300s)", base, dir);
+	return 0;
+}
+
 static void describe(struct sandbox *sb)
 {
 	char ns[64];
-	snprintf(ns, sizeof ns, "pid,mnt%s%s,net", (sb->clone_flags & CLONE_NEWIPC) ? ",ipc" : "",
+	snprintf(ns, sizeof ns, "pid,mnt%s%s,net,cgroup", (sb->clone_flags & CLONE_NEWIPC) ? ",ipc" : "",
 	         (sb->clone_flags & CLONE_NEWUTS) ? ",uts" : "");
 	const char *cg = sb->cg == CG_V2 ? "cgroup v2 memory+pids" :
-	                 sb->cg == CG_V1 ? (sb->cg_mem && sb->cg_pids ? "cgroup v1 memory+pids" :
+	                 sb->cg == CG_V1 ? (sb->cg_mem && sb->cg_pids ? (sb->cg_cpu ? "cgroup v1 memory+pids+cpuacct"
+	                                                                         : "cgroup v1 memory+pids") :
 	                                    sb->cg_mem ? "cgroup v1 memory, NPROC rlimit" :
 	                                                 "cgroup v1 pids, DATA rlimit") :
 	                 "rlimits only (no cgroups)";
-	snprintf(sb->describe, sizeof sb->describe, "%d slots; %s namespaces; %s; %s", sb->nslots, ns,
-	         cg, sb->seccomp.filter ? "seccomp filter" : "NO seccomp filter");
+	snprintf(sb->describe, sizeof sb->describe, "%d slots; %s namespaces; %s%s; %s", sb->nslots, ns,
+	         cg, sb->cg == CG_V2 ? sb->cg_where : "", sb->seccomp.filter ? "seccomp filter" : "NO seccomp filter");
 }
 
 int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **out,
@@ -2266,6 +2792,9 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	struct sandbox *sb = xcalloc(1, sizeof *sb);
 	sb->loop = loop;
 	sb->netns_fd = -1;
+	sb->cg_lock[0] = sb->cg_lock[1] = sb->cg_lock[2] = sb->cg_lock[3] = -1;
+	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
+		sb->uid_locks[i] = -1;
 	int n = o && o->slots > 0 ? o->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 1)
 		n = 1;
@@ -2273,7 +2802,10 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		n = 256;
 	sb->nslots = n;
 	cg_seq++;
-	uint32_t uid_base = o && o->uid_base ? o->uid_base : SB_DEFAULT_UID_BASE;
+	uint32_t uid_base = uid_allocate(sb, o && o->uid_base ? o->uid_base : SB_DEFAULT_UID_BASE,
+	                                 !(o && o->uid_base), err, errlen);
+	if (!uid_base)
+		goto fail;
 	sb->status_pages = mmap(NULL, (size_t)n * SB_STATUS_PAGE, PROT_READ | PROT_WRITE,
 	                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sb->status_pages == MAP_FAILED) {
@@ -2290,7 +2822,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		s->dir_fd = s->mem_procs = s->pids_procs = s->mem_limit = s->memsw_limit = -1;
 		s->mem_maxusage = s->mem_failcnt = s->mem_oom = s->v2_max = s->v2_swap = -1;
 		s->v2_events = s->v2_kill = s->pids_max = s->mem_usage = s->v2_current = -1;
-		s->v2_peak = -1;
+		s->v2_peak = s->cpu_procs = s->cpu_usage = s->v2_cpustat = -1;
 	}
 	for (int i = 0; i < RLIM_NLIMITS; i++) {
 		struct rlimit rl;
@@ -2312,6 +2844,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	if (rc < 0 && stage == ST_CGROUP && sb->cg != CG_NONE) {
 		LOGW(NULL, NULL, "sandbox: cannot place a process into the slot cgroups (%s); memory "
 		     "and process limits fall back to rlimits", err);
+		snprintf(sb->cg_why, sizeof sb->cg_why, "cannot place a process into the slot cgroups: %.900s", err);
 		cg_teardown(sb);
 		rc = probe(sb, err, errlen, &sec_errno, &stage);
 	}
@@ -2322,6 +2855,24 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	}
 	if (rc < 0)
 		goto fail;
+	/* RLIMIT_DATA bounds none of shared memory, memfds, socket buffers or in-flight fds:
+	 * without a memory cgroup a run's memory limit cannot be enforced, and untrusted code
+	 * does not run unless the operator said so in a setting that names the risk. */
+	if (!sb->cg_mem) {
+		const char *unsafe = getenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+		if (!unsafe || strcmp(unsafe, "1")) {
+			snprintf(err, errlen, "no usable memory cgroup (%.700s): the memory limit of a run "
+			         "cannot be enforced; give the worker a writable cgroup subtree with the "
+			         "memory and pids controllers (systemd Delegate=yes, a container with its own "
+			         "cgroup namespace and CAP_SYS_ADMIN, or a cgroup v1 memory hierarchy), or set "
+			         "ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1 to run untrusted code without one",
+			         sb->cg_why[0] ? sb->cg_why : "the slot cgroups are unusable");
+			goto fail;
+		}
+		LOGW(NULL, NULL, "sandbox: ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1: running untrusted code "
+		     "without a memory cgroup; shared memory, memfds, socket buffers and in-flight fds "
+		     "are not bounded by the memory limit");
+	}
 	if (sec_errno && sb->seccomp.filter) {
 		LOGW(NULL, NULL, "sandbox: the kernel refused the seccomp filter (%s); running "
 		     "without it", strerror(sec_errno));
@@ -2334,6 +2885,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		     "which ignores RLIMIT_CORE: a crashing submission leaves a core dump there; set "
 		     "kernel.core_pattern=core to keep them out");
 	free(core);
+	sb->spare_ns = xcalloc((size_t)sb->nslots, sizeof *sb->spare_ns);   /* filled after a run */
 	describe(sb);
 	LOGI(NULL, NULL, "sandbox ready: %s", sb->describe);
 	*out = sb;
@@ -2360,6 +2912,11 @@ void sandbox_free(struct sandbox *sb)
 	cg_teardown(sb);
 	if (sb->netns_fd >= 0)
 		close(sb->netns_fd);
+	if (sb->nswork)
+		sb->nswork->sb = NULL;   /* its callback closes what it made */
+	for (int i = 0; i < sb->nspare; i++)
+		close(sb->spare_ns[i]);
+	free(sb->spare_ns);
 	for (int i = 0; i < sb->nsteps; i++) {
 		free(sb->steps[i].target);
 		free(sb->steps[i].source);
@@ -2370,6 +2927,9 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->stage_tmp);
 	free(sb->stage_work);
 	free(sb->seccomp.filter);
+	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
+		if (sb->uid_locks[i] >= 0)
+			close(sb->uid_locks[i]);
 	if (sb->status_pages)
 		munmap(sb->status_pages, (size_t)sb->nslots * SB_STATUS_PAGE);
 	free(sb->slots);

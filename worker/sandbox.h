@@ -75,7 +75,9 @@ struct sandbox_result {
 	bool wall_exceeded, cpu_exceeded, memory_exceeded, output_exceeded;
 	uint64_t cpu_ms;           /* user + system of everything the run ran (init's set-up excluded) */
 	uint64_t wall_ms;          /* from the clone to the end of the command */
-	uint64_t memory_kb;        /* larger of its processes' peak RSS and its cgroup's peak rise */
+	uint64_t memory_kb;        /* larger of its processes' peak RSS and its cgroup's peak */
+	int exec_errno;            /* nonzero: the command could not be executed (then exit 127);
+	                            * internal_error too unless argv[0] is a file of /work */
 	const char *out;           /* stdout (NUL-terminated, at most output_bytes) */
 	size_t out_len;
 	const char *err;           /* stderr, likewise */

@@ -1348,26 +1348,25 @@ int worker_run(const struct config *cfg)
 	w->state = W_RUNNING;
 	w->db_version = 0;
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
-	/* Key names: one place, one hash tag (rkeys.h). */
+	/* Key names: one place (rkeys.h); "auto" is tagged only in Cluster mode. */
 	char err[512];
 	struct rkeys rk;
-	if (rkeys_init(&rk, cfg->prefix, cfg->redis_keys, err, sizeof err) < 0) {
+	struct rq_url ru;
+	bool cluster = rq_url_parse(cfg->redis_url, &ru, err, sizeof err) == 0 && ru.cluster;
+	if (rkeys_init(&rk, cfg->prefix, rkeys_style(cfg->redis_keys, cluster), err, sizeof err) < 0) {
 		LOGE(NULL, NULL, "%s", err);
 		fprintf(stderr, "arbiter worker: %s\n", err);
 		free(w);
 		return 1;
 	}
-	{
-		struct rq_url ru;
-		if (rk.legacy && rq_url_parse(cfg->redis_url, &ru, err, sizeof err) == 0 && ru.cluster) {
-			snprintf(err, sizeof err, "ARBITER_REDIS_KEYS=legacy cannot work with Redis "
-			         "Cluster (the keys would not share a slot): use tagged");
-			LOGE(NULL, NULL, "%s", err);
-			fprintf(stderr, "arbiter worker: %s\n", err);
-			rkeys_free(&rk);
-			free(w);
-			return 1;
-		}
+	if (rk.legacy && cluster && !strchr(rk.base, '{')) {
+		snprintf(err, sizeof err, "ARBITER_REDIS_KEYS=plain cannot work with Redis "
+		         "Cluster (the keys would not share a slot): use tagged or auto");
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		rkeys_free(&rk);
+		free(w);
+		return 1;
 	}
 	w->k_jobs = key(rk.jobs, "");
 	w->k_group = key(rk.group, "");

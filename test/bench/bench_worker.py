@@ -12,8 +12,14 @@ synchronous_commit on), migrates, and runs three phases with two
    of enqueue-to-commit (evaluation_results.completed_at - enqueued time).
 3. memory: peak resident set (VmHWM) of each worker process, which ran with
    ARBITER_CONCURRENCY=64 throughout.
+4. standings overhead (issue 12): the throughput phase again, alternating
+   rounds with the standings trigger disabled and enabled (ALTER TABLE ...
+   DISABLE/ENABLE TRIGGER evaluation_results_standings), same workers, same
+   machine; prints both figures and the ratio. The standings are rebuilt
+   afterwards (`arbiter standings --rebuild`) and checked.
 
 Usage: bench_worker.py --bin build/worker/arbiter [--jobs N] [--rate R] [--secs S]
+                       [--standings-rounds R] [--standings-jobs N]
 """
 import argparse
 import json
@@ -75,7 +81,7 @@ def seed(db, n, agents, challenge):
 def enqueue(r, ids):
     pipe = r.pipeline(transaction=False)
     for k, sid in enumerate(ids):
-        pipe.xadd("{arbiter}:jobs", {"submission_id": sid,
+        pipe.xadd("arbiter:jobs", {"submission_id": sid,
                                    "enqueued_at": str(int(time.time() * 1000))})
         if k % 1000 == 999:
             pipe.execute()
@@ -108,6 +114,10 @@ def main():
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--secs", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--standings-rounds", type=int, default=3,
+                    help="rounds of each kind in phase 4 (0 skips it)")
+    ap.add_argument("--standings-jobs", type=int, default=10000, help="jobs per round in phase 4")
+    ap.add_argument("--skip-latency", action="store_true", help="skip phase 2")
     args = ap.parse_args()
     with Services(pg_settings={"fsync": "on", "synchronous_commit": "on"}) as svc:
         env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
@@ -147,7 +157,7 @@ def main():
               "%.2f s) = %.0f evaluations/s" % (n, wall, float(span), n / float(span)))
 
         # Phase 2: fixed offered rate.
-        total = args.rate * args.secs
+        total = 0 if args.skip_latency else args.rate * args.secs
         ids2 = seed(db, total, agents, challenge)
         sent = {}
         start = time.time()
@@ -157,7 +167,7 @@ def main():
             if delay > 0:
                 time.sleep(delay)
             now = time.time()
-            r.xadd("{arbiter}:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
+            r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
             sent[sid] = now
         offered = total / (time.time() - start)
         t1 = time.time()
@@ -167,10 +177,42 @@ def main():
                     "evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids2,))
         lat = sorted((float(c) - sent[s]) * 1000 for s, c in cur.fetchall())
         db.commit()
-        if lat:
+        if lat and not args.skip_latency:
             p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
             print("latency at %.0f jobs/s offered: n=%d p50=%.1f ms p99=%.1f ms max=%.1f ms" %
                   (offered, len(lat), p(0.5), p(0.99), lat[-1]))
+
+        # Phase 4: standings overhead, alternating rounds (off, on, off, on, ...).
+        rates = {"off": [], "on": []}
+        for rnd in range(args.standings_rounds):
+            for mode in ("off", "on"):
+                cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
+                            % ("DISABLE" if mode == "off" else "ENABLE"))
+                db.commit()
+                ids4 = seed(db, args.standings_jobs, agents, challenge)
+                t4 = time.time()
+                enqueue(r, ids4)
+                while count_done(db, ids4) < len(ids4) and time.time() - t4 < 600:
+                    time.sleep(0.05)
+                cur.execute("SELECT extract(epoch from max(completed_at) - min(started_at)), count(*) "
+                            "FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids4,))
+                span4, n4 = cur.fetchone()
+                db.commit()
+                rates[mode].append(n4 / float(span4))
+                print("standings %-3s round %d: %d evaluations, %.0f evaluations/s" %
+                      (mode, rnd + 1, n4, n4 / float(span4)))
+        if args.standings_rounds:
+            off = sorted(rates["off"])[len(rates["off"]) // 2]
+            on = sorted(rates["on"])[len(rates["on"]) // 2]
+            print("standings overhead: median %.0f evaluations/s without, %.0f with standings: "
+                  "%.1f%% %s" % (off, on, abs(100.0 * (1 - on / off)), "slower" if on < off else "faster"))
+            cur.execute("ALTER TABLE evaluation_results ENABLE TRIGGER evaluation_results_standings")
+            db.commit()
+            rb = subprocess.run([args.bin, "standings", "--rebuild", "--batch", "50"], env=env,
+                                capture_output=True, text=True)
+            ck = subprocess.run([args.bin, "standings", "--check"], env=env, capture_output=True, text=True)
+            print("standings rebuilt (%s), check: %s" % ("ok" if rb.returncode == 0 else rb.stderr.strip(),
+                                                        ck.stdout.strip().splitlines()[-1] if ck.stdout else ck.stderr))
 
         # Phase 3: memory.
         for i, w in enumerate(workers):

@@ -198,7 +198,10 @@ def check_manifests(docs):
         prefix = env.get("ARBITER_PREFIX") or "arbiter"
         trig = so["spec"]["triggers"]
         ok(all(t["type"] == "redis-streams" for t in trig), "triggers are redis-streams")
-        base = prefix if re.search(r"\{[^}]+\}", prefix) else "{%s}" % prefix
+        # The manifest's Redis is a single server (or Sentinel): plain key names,
+        # unless it asks for tagged ones (README "Redis keys").
+        tagged = env.get("ARBITER_REDIS_KEYS") == "tagged" or "+cluster" in env.get("ARBITER_REDIS_URL", "")
+        base = prefix if not tagged or re.search(r"\{[^}]+\}", prefix) else "{%s}" % prefix
         ok(all(t["metadata"]["stream"] == base + ":jobs" and
                t["metadata"].get("consumerGroup") == prefix + "-workers" for t in trig),
            "triggers watch {prefix}:jobs and group {prefix}-workers")

@@ -90,7 +90,7 @@ class World:
             return str(c.fetchone()[0])
 
     def enqueue(self, sub):
-        return self.r.xadd("{arbiter}:jobs", {"submission_id": sub,
+        return self.r.xadd("arbiter:jobs", {"submission_id": sub,
                                             "enqueued_at": str(int(time.time() * 1000))})
 
     def statuses(self, subs):
@@ -220,7 +220,7 @@ def flow(world, w):
         world.enqueue(sub)
     bad = world.submission(owner=world.other)
     world.enqueue(bad)
-    world.r.xadd("{arbiter}:jobs", {"submission_id": "not-a-uuid"})
+    world.r.xadd("arbiter:jobs", {"submission_id": "not-a-uuid"})
     done = wait_for(lambda: world.statuses(subs).get("completed") == n, 60)
     ok(done, "%d jobs completed" % n, world.statuses(subs))
     wait_for(lambda: world.statuses([bad]).get("rejected") == 1, 30)
@@ -294,14 +294,14 @@ def dlq_checks(world, w):
     sub = world.submission(status="failed")
     with world.conn.cursor() as c:
         c.execute("UPDATE submissions SET attempts = 5, last_error = 'boom' WHERE id = %s", (sub,))
-    dead_id = world.r.xadd("{arbiter}:dead", {"submission_id": sub, "enqueued_at": "1",
+    dead_id = world.r.xadd("arbiter:dead", {"submission_id": sub, "enqueued_at": "1",
                                             "reason": "boom", "original_id": "1-1",
                                             "worker_id": "ops-worker",
                                             "failed_at": str(int(time.time() * 1000))})
     r = dlq(world, "count")
     ok(r.stdout.strip() == "2", "dlq count", r.stdout)
     r = dlq(world, "replay", dead_id, stdin="n\n")
-    ok(r.returncode == 1 and "aborted" in r.stdout and world.r.xlen("{arbiter}:dead") == 2,
+    ok(r.returncode == 1 and "aborted" in r.stdout and world.r.xlen("arbiter:dead") == 2,
        "replay declined at the prompt: nothing moved", r.stdout + r.stderr)
     ok(dlq(world, "replay", dead_id, stdin="").returncode == 1, "replay with no answer (EOF) aborts")
 
@@ -309,10 +309,10 @@ def dlq_checks(world, w):
     try:
         r = dlq(world, "replay", dead_id, stdin="y\n")
         ok(r.returncode == 0 and "replayed" in r.stdout, "replay confirmed", r.stdout + r.stderr)
-        entries = world.r.xrange("{arbiter}:jobs")
+        entries = world.r.xrange("arbiter:jobs")
         ok(len(entries) == 1 and entries[0][1] == {"submission_id": sub, "enqueued_at": "1"},
            "replayed entry carries the original fields only", entries)
-        ok(not world.r.xrange("{arbiter}:dead", dead_id, dead_id), "replayed entry left the dead stream")
+        ok(not world.r.xrange("arbiter:dead", dead_id, dead_id), "replayed entry left the dead stream")
         ok(world.statuses([sub]) == {"queued": 1}, "submission set back to queued")
     finally:
         os.kill(w.p.pid, signal.SIGCONT)
@@ -320,9 +320,9 @@ def dlq_checks(world, w):
        "the replayed job is evaluated", world.statuses([sub]))
 
     r = dlq(world, "drop", "--all", stdin="no\n")
-    ok(r.returncode == 1 and world.r.xlen("{arbiter}:dead") == 1, "drop declined: kept")
+    ok(r.returncode == 1 and world.r.xlen("arbiter:dead") == 1, "drop declined: kept")
     r = dlq(world, "drop", poison, "--yes")
-    ok(r.returncode == 0 and world.r.xlen("{arbiter}:dead") == 0, "drop --yes removes it", r.stdout + r.stderr)
+    ok(r.returncode == 0 and world.r.xlen("arbiter:dead") == 0, "drop --yes removes it", r.stdout + r.stderr)
     r = dlq(world, "drop", "--all", "--yes")
     ok(r.returncode == 1 and "nothing" in r.stdout, "drop on an empty dead stream: nothing to do")
 

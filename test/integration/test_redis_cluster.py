@@ -103,7 +103,7 @@ def main():
                "cluster_state ok on every node")
             diag("cluster setup %.1f s" % (time.monotonic() - t0))
 
-            a = Arena(s)
+            a = Arena(s, style="tagged")  # "auto" is tagged with a Cluster URL
             a.r = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in ports],
                                decode_responses=True)
             slot = a.r.keyslot(a.stream)

@@ -67,7 +67,7 @@ def requeue(s, *args, prefix=None, redis_url=None, db=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
-def entries(r, stream="{arbiter}:jobs"):
+def entries(r, stream="arbiter:jobs"):
     out = []
     for _id, fields in r.xrange(stream):
         out.append({k.decode(): v.decode() for k, v in fields.items()})
@@ -95,7 +95,7 @@ def main():
         ok("skip 00000000-0000-4000-8000-000000000000: no such submission" in out,
            "unknown id reported", out)
         ok("dry run: would enqueue 2 jobs" in out, "dry-run summary", out)
-        ok(r.xlen("{arbiter}:jobs") == 0, "dry run enqueued nothing")
+        ok(r.xlen("arbiter:jobs") == 0, "dry run enqueued nothing")
 
         # By ids, elo=adjust.
         t0 = int(time.time() * 1000)
@@ -109,7 +109,7 @@ def main():
         ok(all(t0 - 1000 <= int(x["enqueued_at"]) <= int(time.time() * 1000) for x in e),
            "enqueued_at is Unix ms", e)
         ok(all(set(x) == {"submission_id", "kind", "elo", "enqueued_at"} for x in e), "only §1 fields", e)
-        r.delete("{arbiter}:jobs")
+        r.delete("arbiter:jobs")
 
         # By challenge slug: two re-evaluations + one evaluate (still queued).
         res = requeue(s, "--challenge", "two-sum")
@@ -121,34 +121,34 @@ def main():
         ok(all(x.get("elo") == "keep" for x in e if x["kind"] == "reevaluate"), "elo=keep by default", e)
         ok(all("elo" not in x for x in e if x["kind"] == "evaluate"), "evaluate jobs carry no elo", e)
         ok("enqueued 3 jobs" in res.stdout, "summary", res.stdout)
-        r.delete("{arbiter}:jobs")
+        r.delete("arbiter:jobs")
 
         # By challenge id, and a slug that looks like SQL injection is just a slug.
         res = requeue(s, "--challenge", str(ids[EVIL]))
         e = entries(r)
         ok(res.returncode == 0 and [x["submission_id"] for x in e] == [ids["s5"]],
            "by challenge id: only s5 (s4 rejected without result is skipped)", res.stdout + res.stderr)
-        r.delete("{arbiter}:jobs")
+        r.delete("arbiter:jobs")
         res = requeue(s, "--challenge", EVIL)
         e = entries(r)
         ok(res.returncode == 0 and [x["submission_id"] for x in e] == [ids["s5"]],
            "an injection-looking slug matches only as data", res.stdout + res.stderr)
-        r.delete("{arbiter}:jobs")
+        r.delete("arbiter:jobs")
         res = requeue(s, "--challenge", "nope' OR '1'='1")
         ok(res.returncode == 2 and "no challenge" in res.stderr, "unknown challenge: exit 2", res.stderr)
-        ok(r.xlen("{arbiter}:jobs") == 0, "nothing enqueued")
+        ok(r.xlen("arbiter:jobs") == 0, "nothing enqueued")
 
         # By time range [from, to).
         res = requeue(s, "--from", "2025-01-01T00:00:00Z", "--to", "2025-01-02T10:00:00Z")
         e = entries(r)
         ok(res.returncode == 0 and [x["submission_id"] for x in e] == [ids["s1"]],
            "time range: s1 only (s4 skipped, s2 at the exclusive bound)", res.stdout + res.stderr)
-        r.delete("{arbiter}:jobs")
+        r.delete("arbiter:jobs")
         res = requeue(s, "--from", "2025-01-01T00:00:00Z", "--to", "2025-01-10T00:00:00Z", "--prefix", "other")
-        e = entries(r, "{other}:jobs")
-        ok(res.returncode == 0 and len(e) == 4, "wider range with --prefix other: 4 jobs in {other}:jobs",
+        e = entries(r, "other:jobs")
+        ok(res.returncode == 0 and len(e) == 4, "wider range with --prefix other: 4 jobs in other:jobs",
            res.stdout + res.stderr)
-        ok(r.xlen("{arbiter}:jobs") == 0, "nothing in the default stream")
+        ok(r.xlen("arbiter:jobs") == 0, "nothing in the default stream")
         res = requeue(s, "--from", "2025-01-01'; DROP TABLE submissions; --", "--to", "2025-02-01")
         ok(res.returncode == 1 and "database error" in res.stderr, "injection-looking timestamp: rejected by the "
            "database as a bad timestamp", res.stderr)

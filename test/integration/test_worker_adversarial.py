@@ -152,7 +152,7 @@ def stop_all(name, workers):
 def dead_by_entry(s):
     """Dead letters by original entry id (read as bytes: they may hold binary fields)."""
     out = {}
-    for _, f in redis.Redis.from_url(s.redis_url).xrange("{arbiter}:dead"):
+    for _, f in redis.Redis.from_url(s.redis_url).xrange("arbiter:dead"):
         f = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in f.items()}
         out[f.get("original_id")] = f
     return out

@@ -73,7 +73,7 @@ def main():
         a = Arena.__new__(Arena)
         import redis as _redis
         a.r = _redis.Redis.from_url(s.redis_url, decode_responses=True)
-        a.stream, a.group, a.dead = "{arbiter}:jobs", "arbiter-workers", "{arbiter}:dead"
+        a.stream, a.group, a.dead = "arbiter:jobs", "arbiter-workers", "arbiter:dead"
         held = consumer_pending(a, "d3")
         ok(held > 0, "the worker holds %d jobs it cannot finish" % held)
         t0 = time.time()

@@ -106,11 +106,13 @@ class Worker:
         return "\n".join(self.output().splitlines()[-n:])
 
 
-def key_base(prefix="arbiter", style="tagged"):
-    """The base of every Redis key arbiter uses (worker/rkeys.h): the prefix
-    in one hash tag, "{arbiter}", unless it already holds one or the legacy
-    names are asked for."""
-    if style == "legacy" or re.search(r"\{[^}]+\}", prefix):
+def key_base(prefix="arbiter", style="auto"):
+    """The base of arbiter's Redis keys (README "Redis keys"): the prefix
+    itself (arbiter:jobs, ...) for the default style ("auto" without a
+    Cluster URL), "plain" and "legacy"; with "tagged", the prefix in one hash
+    tag ("{arbiter}") so every key lives in one Cluster slot, unless the
+    prefix already holds a tag."""
+    if style != "tagged" or re.search(r"\{[^}]+\}", prefix):
         return prefix
     return "{%s}" % prefix
 
@@ -118,13 +120,13 @@ def key_base(prefix="arbiter", style="tagged"):
 class Arena:
     """An API server's view: rows in PostgreSQL and jobs in Redis."""
 
-    def __init__(self, s, prefix="arbiter"):
+    def __init__(self, s, prefix="arbiter", style="auto"):
         self.s = s
         self.prefix = prefix
         self.db = psycopg2.connect(s.database_url)
         self.db.autocommit = True
         self.r = redis.Redis.from_url(s.redis_url, decode_responses=True)
-        self.base = key_base(prefix)
+        self.base = key_base(prefix, style)
         self.stream = self.base + ":jobs"
         self.dead = self.base + ":dead"
         self.delayed = self.base + ":delayed"
