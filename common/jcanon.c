@@ -104,7 +104,7 @@ bool jcanon_equal(const json_t *a, const json_t *b, bool fold_case)
 static void dump_string(const char *s, size_t n, struct strbuf *out)
 {
 	static const char hex[] = "0123456789abcdef";
-	strbuf_add(out, "\"", 1);
+	strbuf_addlit(out, "\"");
 	size_t run = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
@@ -121,7 +121,7 @@ static void dump_string(const char *s, size_t n, struct strbuf *out)
 		}
 	}
 	strbuf_add(out, s + run, n - run);
-	strbuf_add(out, "\"", 1);
+	strbuf_addlit(out, "\"");
 }
 
 struct kv {
@@ -155,17 +155,17 @@ void jcanon_dump(const json_t *v, struct strbuf *out)
 	case JSON_STRING:
 		dump_string(json_string_value(v), json_string_length(v), out);
 		break;
-	case JSON_TRUE: strbuf_add(out, "true", 4); break;
-	case JSON_FALSE: strbuf_add(out, "false", 5); break;
-	case JSON_NULL: strbuf_add(out, "null", 4); break;
+	case JSON_TRUE: strbuf_addlit(out, "true"); break;
+	case JSON_FALSE: strbuf_addlit(out, "false"); break;
+	case JSON_NULL: strbuf_addlit(out, "null"); break;
 	case JSON_ARRAY: {
-		strbuf_add(out, "[", 1);
+		strbuf_addlit(out, "[");
 		for (size_t i = 0; i < json_array_size(v); i++) {
 			if (i)
-				strbuf_add(out, ",", 1);
+				strbuf_addlit(out, ",");
 			jcanon_dump(json_array_get(v, i), out);
 		}
-		strbuf_add(out, "]", 1);
+		strbuf_addlit(out, "]");
 		break;
 	}
 	case JSON_OBJECT: {
@@ -178,15 +178,15 @@ void jcanon_dump(const json_t *v, struct strbuf *out)
 			kvs[i].v = json_object_iter_value(it);
 		}
 		qsort(kvs, i, sizeof *kvs, kv_cmp);
-		strbuf_add(out, "{", 1);
+		strbuf_addlit(out, "{");
 		for (size_t j = 0; j < i; j++) {
 			if (j)
-				strbuf_add(out, ",", 1);
+				strbuf_addlit(out, ",");
 			dump_string(kvs[j].k, kvs[j].kl, out);
-			strbuf_add(out, ":", 1);
+			strbuf_addlit(out, ":");
 			jcanon_dump(kvs[j].v, out);
 		}
-		strbuf_add(out, "}", 1);
+		strbuf_addlit(out, "}");
 		free(kvs);
 		break;
 	}

@@ -94,7 +94,7 @@ static int parse_quoted(const char *s, size_t len, size_t *i, struct strbuf *b, 
 {
 	size_t start = *i;
 	(*i)++;
-	strbuf_add(b, "", 0);
+	strbuf_addlit(b, "");
 	while (*i < len && s[*i] != '"') {
 		char c = s[*i];
 		if ((unsigned char)c < 0x20)
@@ -112,11 +112,11 @@ static int parse_quoted(const char *s, size_t len, size_t *i, struct strbuf *b, 
 		case '"': case '\\': case '/':
 			strbuf_add(b, &e, 1);
 			break;
-		case 'b': strbuf_add(b, "\b", 1); break;
-		case 'f': strbuf_add(b, "\f", 1); break;
-		case 'n': strbuf_add(b, "\n", 1); break;
-		case 'r': strbuf_add(b, "\r", 1); break;
-		case 't': strbuf_add(b, "\t", 1); break;
+		case 'b': strbuf_addlit(b, "\b"); break;
+		case 'f': strbuf_addlit(b, "\f"); break;
+		case 'n': strbuf_addlit(b, "\n"); break;
+		case 'r': strbuf_addlit(b, "\r"); break;
+		case 't': strbuf_addlit(b, "\t"); break;
 		case 'u': {
 			unsigned cp = 0;
 			if (*i + 4 > len)

@@ -781,7 +781,7 @@ void prim_tokens(const char *s, size_t len, struct strbuf *sb, char ***items, si
 {
 	size_t *off = NULL, cnt = 0, cap = 0, i = 0;
 	memset(sb, 0, sizeof *sb);
-	strbuf_add(sb, "", 0);
+	strbuf_addlit(sb, "");
 	while (i < len) {
 		size_t st = i;
 		if (!word_cp(next_cp(s, len, &i)))

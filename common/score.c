@@ -390,7 +390,7 @@ static char *text_of(const json_t *v, size_t *len)
 	if (!json_is_array(v))
 		return NULL;
 	struct strbuf sb = { 0 };
-	strbuf_add(&sb, "", 0);
+	strbuf_addlit(&sb, "");
 	for (size_t i = 0; i < json_array_size(v); i++) {
 		const json_t *x = json_array_get(v, i);
 		if (!json_is_string(x)) {
@@ -398,7 +398,7 @@ static char *text_of(const json_t *v, size_t *len)
 			return NULL;
 		}
 		if (i)
-			strbuf_add(&sb, "\n", 1);
+			strbuf_addlit(&sb, "\n");
 		strbuf_add(&sb, json_string_value(x), json_string_length(x));
 	}
 	*len = sb.len;
@@ -489,7 +489,7 @@ static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf
 		jcanon_dump(nv, sb);
 		json_decref(nv);
 	}
-	strbuf_add(sb, "]", 1);
+	strbuf_addlit(sb, "]");
 	return true;
 }
 
@@ -540,7 +540,7 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	struct strbuf sb = { 0 };
 	size_t *off = xcalloc(ns ? ns : 1, sizeof *off);
 	bool *has = xcalloc(ns ? ns : 1, sizeof *has);
-	strbuf_add(&sb, "", 0);
+	strbuf_addlit(&sb, "");
 	for (size_t i = 0; i < ns; i++) {
 		off[i] = sb.len;
 		has[i] = key_text(d, json_array_get(got, i), &sb);
@@ -562,7 +562,7 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	for (size_t j = 0; j < ne; j++) {
 		const json_t *w = json_array_get(want, j);
 		kb.len = 0;
-		strbuf_add(&kb, "", 0);
+		strbuf_addlit(&kb, "");
 		if (!key_text(d, w, &kb))
 			continue;
 		size_t lo = 0, hi = nk;
@@ -688,7 +688,7 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 			char **txt = xcalloc(m ? m : 1, sizeof *txt);
 			for (size_t i = 0; i < m; i++) {
 				struct strbuf t = { 0 };
-				strbuf_add(&t, "", 0);
+				strbuf_addlit(&t, "");
 				jcanon_dump(json_array_get(got, i), &t);
 				txt[i] = t.buf;
 			}
@@ -1143,7 +1143,7 @@ json_t *score_result_json(const struct score_result *r)
 static void add_dump(struct strbuf *sb, const json_t *v)
 {
 	if (json_is_array(v) && json_array_size(v) == 0) {
-		strbuf_add(sb, "[]", 2);
+		strbuf_addlit(sb, "[]");
 		return;
 	}
 	char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
@@ -1216,13 +1216,13 @@ char *score_result_dumps(const struct score_result *r)
 			if (skip)
 				continue;
 			json_t *ks = json_string(k);
-			strbuf_add(&sb, ",", 1);
+			strbuf_addlit(&sb, ",");
 			add_dump(&sb, ks);
-			strbuf_add(&sb, ":", 1);
+			strbuf_addlit(&sb, ":");
 			add_dump(&sb, v);
 			json_decref(ks);
 		}
 	}
-	strbuf_add(&sb, "}", 1);
+	strbuf_addlit(&sb, "}");
 	return sb.buf;
 }

@@ -23,6 +23,9 @@ struct strbuf {
 
 /* Appends n bytes of s (may contain NULs; buf stays NUL-terminated). */
 void strbuf_add(struct strbuf *sb, const char *s, size_t n);
+/* Appends a string literal (its length counted by the compiler; `"" lit` refuses
+ * anything but a literal). */
+#define strbuf_addlit(sb, lit) strbuf_add((sb), "" lit, sizeof(lit) - 1)
 /* Appends printf-formatted text. */
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

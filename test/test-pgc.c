@@ -176,6 +176,79 @@ static void test_simple(struct pgc_pool *p)
 	is_str(c.vals[0], "25", "parameter text is data, never SQL");
 }
 
+/* ---- prepared statements (pgc_pool_prepare) -------------------------------------------- */
+
+#define PREP_SQL "SELECT $1::int * 2"
+#define PREP_BAD "SELECT no_such_column_pgc FROM pg_class WHERE relname = $1"
+#define PREP_COUNT "SELECT count(*) FROM pg_prepared_statements WHERE statement = '" PREP_SQL "'"
+
+struct prep { int got; struct pgc_conn *conn; };
+static void prep_acq(struct pgc_conn *c, void *data) { struct prep *x = data; x->conn = c; x->got++; }
+
+/* One pgc_send on c, waited for. */
+static void send_wait(struct pgc_conn *c, const struct pgc_stmt *s, int n, struct cap *cap)
+{
+	memset(cap, 0, sizeof *cap);
+	if (pgc_send(c, s, n, capture, cap) < 0 || !run_until(&cap->done, 1, 5000)) {
+		cap->failed = true;
+		snprintf(cap->err, sizeof cap->err, "no result");
+	}
+}
+
+static void test_prepared(struct pgc_pool *p)
+{
+	static const char *two[] = { "21" }, *three[] = { "3" }, *rel[] = { "pg_class" };
+	struct prep x = { 0 };
+	struct cap c;
+
+	ok(pgc_pool_prepare(p, PREP_SQL) == 0 && pgc_pool_prepare(p, PREP_BAD) == 0 &&
+	   pgc_pool_prepare(p, PREP_SQL) == 0, "texts registered (twice is harmless)");
+	ok(pgc_acquire(p, prep_acq, &x) == 0 && run_until(&x.got, 1, 5000), "acquire");
+	/* The same text twice in one pipeline, then what the session holds. */
+	struct pgc_stmt s1[] = {
+		{ PREP_SQL, 1, two }, { PREP_SQL, 1, three }, { PREP_COUNT, 0, NULL },
+	};
+	send_wait(x.conn, s1, 3, &c);
+	ok(!c.failed, "prepared statement runs (%s)", c.err);
+	is_str(c.vals[0], "42", "first execution's result");
+	is_str(c.vals[1], "6", "second execution's result (same pipeline)");
+	is_str(c.vals[2], "1", "prepared once on the connection");
+	send_wait(x.conn, s1, 3, &c);
+	ok(!c.failed && !strcmp(c.vals[0], "42") && !strcmp(c.vals[2], "1"),
+	   "next send: executed by name, not prepared again (%s)", c.err);
+
+	/* A text that cannot be prepared: the error is the statement's, the next one runs. */
+	struct pgc_stmt s2[] = { { PREP_BAD, 1, rel }, { PREP_SQL, 1, two } };
+	send_wait(x.conn, s2, 2, &c);
+	ok(c.failed && strstr(c.err, "no_such_column_pgc") && c.nres == 0,
+	   "a failing prepare is reported as its statement's error (%s)", c.err);
+	struct pgc_stmt s3[] = { { PREP_SQL, 1, two } };
+	send_wait(x.conn, s3, 1, &c);
+	ok(!c.failed && !strcmp(c.vals[0], "42"), "the connection goes on (%s)", c.err);
+	send_wait(x.conn, s2, 2, &c);
+	ok(c.failed && strstr(c.err, "no_such_column_pgc"), "and the bad text is tried again");
+
+	/* A new server connection has no prepared statements: they are made again. */
+	struct pgc_stmt pid[] = { { "SELECT pg_backend_pid()", 0, NULL } };
+	send_wait(x.conn, pid, 1, &c);
+	char kill[128];
+	snprintf(kill, sizeof kill, "SELECT pg_terminate_backend(%s)", c.vals[0]);
+	pgc_release(x.conn);
+	sync_exec(kill);
+	bool fine = false;
+	for (int i = 0; i < 40 && !fine; i++) {
+		run1(p, PREP_SQL, 1, two, &c, 5000);
+		fine = !c.failed && !strcmp(c.vals[0], "42");
+		if (!fine && !c.transient) {
+			diag("after a reconnect: %s", c.err);
+			break;
+		}
+		if (!fine)
+			sleep_ms(50);
+	}
+	ok(fine, "after the server connection is lost, the text is prepared again (%s)", c.err);
+}
+
 /* ---- 1,000 statements in one pipeline ------------------------------------------------- */
 
 struct bulk { int got; struct pgc_conn *conn; struct cap cap; int nres; };
@@ -863,6 +936,7 @@ int main(void)
 	test_error_mid_pipeline(p);
 	test_deadlock(p);
 	test_serialization(p);
+	test_prepared(p);
 	close_pool(p);
 
 	test_rollback_on_release();

@@ -33,6 +33,12 @@ int main(void)
 	is_int(sb.len, sizeof big + 1, "strbuf_addf with output longer than any initial capacity");
 	strbuf_free(&sb);
 
+	strbuf_addlit(&sb, "a\"b\0c");
+	ok(sb.len == 5 && !memcmp(sb.buf, "a\"b\0c", 5), "strbuf_addlit counts the literal's bytes");
+	strbuf_addlit(&sb, "");
+	is_int(sb.len, 5, "strbuf_addlit of an empty literal adds nothing");
+	strbuf_free(&sb);
+
 	char *d = xstrdup("hello");
 	is_str(d, "hello", "xstrdup copies");
 	free(d);

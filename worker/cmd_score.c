@@ -64,7 +64,7 @@ static int read_file(const char *path, char **out, size_t *len)
 	struct strbuf sb = { 0 };
 	char buf[65536];
 	size_t n;
-	strbuf_add(&sb, "", 0);
+	strbuf_addlit(&sb, "");
 	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
 		strbuf_add(&sb, buf, n);
 	int bad = ferror(f);
@@ -369,6 +369,8 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
 	return 1;
 }
 
+/* (Long: the command reads as its steps in order: options, the four inputs, scoring,
+ * output; each step is a few lines and has one exit code.) */
 int cmd_score(int argc, char **argv)
 {
 	const char *spec_f = NULL, *sub_f = NULL, *gt_f = NULL, *match_f = NULL, *max_s = NULL;

@@ -181,15 +181,15 @@ static int cmp_str(const void *a, const void *b)
 static void id_array(const char **ids, int n, struct strbuf *out)
 {
 	qsort(ids, (size_t)n, sizeof *ids, cmp_str);
-	strbuf_add(out, "{", 1);
+	strbuf_addlit(out, "{");
 	for (int i = 0, k = 0; i < n; i++) {
 		if (i && !strcmp(ids[i], ids[i - 1]))
 			continue;
 		if (k++)
-			strbuf_add(out, ",", 1);
+			strbuf_addlit(out, ",");
 		strbuf_add(out, ids[i], strlen(ids[i]));
 	}
-	strbuf_add(out, "}", 1);
+	strbuf_addlit(out, "}");
 }
 
 static const char *bonus_text(int tenths)
@@ -211,7 +211,7 @@ static void add_json(struct strbuf *sb, const json_t *v)
 		strbuf_add(sb, s, strlen(s));
 		free(s);
 	} else {
-		strbuf_add(sb, "null", 4);
+		strbuf_addlit(sb, "null");
 	}
 }
 
@@ -219,17 +219,17 @@ static void add_json(struct strbuf *sb, const json_t *v)
  * sandbox's tests / compile outcome. */
 static void add_log(struct strbuf *sb, struct worker *w, const struct job *j)
 {
-	strbuf_add(sb, "{\"evaluator\":", 13);
+	strbuf_addlit(sb, "{\"evaluator\":");
 	job_json_str(sb, pipeline_evaluator(j) ? pipeline_evaluator(j) : "unknown");
-	strbuf_add(sb, ",\"kind\":", 8);
+	strbuf_addlit(sb, ",\"kind\":");
 	job_json_str(sb, j->kind == JOB_EVALUATE ? "evaluate" : "reevaluate");
 	if (j->kind == JOB_REEVALUATE) {
-		strbuf_add(sb, ",\"elo\":", 7);
+		strbuf_addlit(sb, ",\"elo\":");
 		job_json_str(sb, j->elo == JOB_ELO_ADJUST ? "adjust" : "keep");
 	}
-	strbuf_add(sb, ",\"job_id\":", 10);
+	strbuf_addlit(sb, ",\"job_id\":");
 	job_json_str(sb, j->id);
-	strbuf_add(sb, ",\"worker_id\":", 13);
+	strbuf_addlit(sb, ",\"worker_id\":");
 	job_json_str(sb, w->cfg->worker_id);
 	strbuf_addf(sb, ",\"attempt\":%d,\"duration_ms\":%lld,\"challenge_id\":", j->attempts,
 	            (long long)(j->eval_done_ms - j->eval_started_ms));
@@ -239,53 +239,53 @@ static void add_log(struct strbuf *sb, struct worker *w, const struct job *j)
 		const char *k;
 		json_t *v;
 		json_object_foreach((json_t *)extra, k, v) {
-			strbuf_add(sb, ",", 1);
+			strbuf_addlit(sb, ",");
 			job_json_str(sb, k);
-			strbuf_add(sb, ":", 1);
+			strbuf_addlit(sb, ":");
 			add_json(sb, v);
 		}
 	}
-	strbuf_add(sb, "}", 1);
+	strbuf_addlit(sb, "}");
 }
 
 static void add_dims(struct strbuf *sb, const struct job *j)
 {
-	strbuf_add(sb, "[", 1);
+	strbuf_addlit(sb, "[");
 	for (size_t i = 0; i < j->res.ndims; i++) {
 		const struct score_dim *d = &j->res.dims[i];
 		if (i)
-			strbuf_add(sb, ",", 1);
-		strbuf_add(sb, "{\"key\":", 7);
+			strbuf_addlit(sb, ",");
+		strbuf_addlit(sb, "{\"key\":");
 		job_json_str(sb, d->key);
 		strbuf_addf(sb, ",\"score\":%d,\"weight\":", d->score);
 		add_dec(sb, d->weight);
-		strbuf_add(sb, ",\"weighted\":", 12);
+		strbuf_addlit(sb, ",\"weighted\":");
 		add_dec(sb, d->weighted);
-		strbuf_add(sb, ",\"detail\":", 10);
+		strbuf_addlit(sb, ",\"detail\":");
 		add_json(sb, d->detail);
-		strbuf_add(sb, "}", 1);
+		strbuf_addlit(sb, "}");
 	}
-	strbuf_add(sb, "]", 1);
+	strbuf_addlit(sb, "]");
 }
 
 /* Fields common to COMPLETE and REEVAL rows. */
 static void add_eval_fields(struct strbuf *sb, struct worker *w, const struct job *j, int ord)
 {
-	strbuf_add(sb, "\"sub\":", 6);
+	strbuf_addlit(sb, "\"sub\":");
 	job_json_str(sb, j->sub);
-	strbuf_add(sb, ",\"job\":", 7);
+	strbuf_addlit(sb, ",\"job\":");
 	job_json_str(sb, j->id);
-	strbuf_add(sb, ",\"ev\":", 6);
+	strbuf_addlit(sb, ",\"ev\":");
 	job_json_str(sb, pipeline_evaluator(j) ? pipeline_evaluator(j) : "unknown");
 	strbuf_addf(sb, ",\"sc\":%d,\"rs\":\"%s\",\"vf\":%s,\"res\":", j->res.score,
 	            score_outcome_name(j->res.result), j->res.verified ? "true" : "false");
 	if (j->res_json)
 		strbuf_add(sb, j->res_json, strlen(j->res_json));
 	else
-		strbuf_add(sb, "{}", 2);
-	strbuf_add(sb, ",\"log\":", 7);
+		strbuf_addlit(sb, "{}");
+	strbuf_addlit(sb, ",\"log\":");
 	add_log(sb, w, j);
-	strbuf_add(sb, ",\"dims\":", 8);
+	strbuf_addlit(sb, ",\"dims\":");
 	add_dims(sb, j);
 	strbuf_addf(sb, ",\"st\":%lld,\"ct\":%lld,\"ord\":%d", (long long)j->eval_started_ms,
 	            (long long)j->eval_done_ms, ord);
@@ -542,9 +542,9 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 		strbuf_add(&x->complete_ids, j->sub, strlen(j->sub));
 		open_elem(&x->complete, "[{", ",{");
 		add_eval_fields(&x->complete, w, j, st->pos);
-		strbuf_add(&x->complete, ",\"mat\":", 7);
+		strbuf_addlit(&x->complete, ",\"mat\":");
 		job_json_str(&x->complete, j->row.match_id);
-		strbuf_add(&x->complete, ",\"agent\":", 9);
+		strbuf_addlit(&x->complete, ",\"agent\":");
 		job_json_str(&x->complete, j->row.agent_id);
 		strbuf_addf(&x->complete, ",\"att\":%d,\"eb\":%d,\"ea\":%d,\"ec\":%d,\"k\":%d,"
 		            "\"opp\":%d,\"bonus\":%s}", j->attempts, j->eu.before, j->eu.after,
@@ -559,7 +559,7 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 			            j->eu.change, j->eu.k);
 		strbuf_addf(&x->reeval, ",\"adj\":%s,\"agent\":", st->adjust ? "true" : "false");
 		job_json_str(&x->reeval, j->row.agent_id);
-		strbuf_add(&x->reeval, ",\"mat\":", 7);
+		strbuf_addlit(&x->reeval, ",\"mat\":");
 		job_json_str(&x->reeval, j->row.match_id);
 		strbuf_addf(&x->reeval, ",\"hb\":%d,\"ha\":%d,\"hc\":%d,\"opp\":%d,\"bonus\":%s}",
 		            j->hist_before, j->hist_after, j->hist_change, st->opp,
@@ -569,16 +569,16 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 		open_elem(&x->reject_ids, "{", ",");
 		strbuf_add(&x->reject_ids, j->sub, strlen(j->sub));
 		open_elem(&x->reject, "[{", ",{");
-		strbuf_add(&x->reject, "\"sub\":", 6);
+		strbuf_addlit(&x->reject, "\"sub\":");
 		job_json_str(&x->reject, j->sub);
-		strbuf_add(&x->reject, ",\"reason\":", 10);
+		strbuf_addlit(&x->reject, ",\"reason\":");
 		job_json_str(&x->reject, job_reason_name(j->reason));
-		strbuf_add(&x->reject, ",\"err\":", 7);
+		strbuf_addlit(&x->reject, ",\"err\":");
 		if (j->last_error && j->reason == REASON_INVALID_SPEC)
 			job_json_str(&x->reject, j->last_error);
 		else
-			strbuf_add(&x->reject, "null", 4);
-		strbuf_add(&x->reject, "}", 1);
+			strbuf_addlit(&x->reject, "null");
+		strbuf_addlit(&x->reject, "}");
 		break;
 	case OP_RESTORE:
 		open_elem(&x->restore_ids, "{", ",");
@@ -588,9 +588,9 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 		open_elem(&x->fail_ids, "{", ",");
 		strbuf_add(&x->fail_ids, j->sub, strlen(j->sub));
 		open_elem(&x->fail, "[{", ",{");
-		strbuf_add(&x->fail, "\"sub\":", 6);
+		strbuf_addlit(&x->fail, "\"sub\":");
 		job_json_str(&x->fail, j->sub);
-		strbuf_add(&x->fail, ",\"err\":", 7);
+		strbuf_addlit(&x->fail, ",\"err\":");
 		job_json_str(&x->fail, j->last_error ? j->last_error : "unknown error");
 		strbuf_addf(&x->fail, ",\"att\":%d}", j->attempts);
 		break;
@@ -773,14 +773,15 @@ static void phase1(struct cbatch *b)
 		if (cplan_touches_sub(j))
 			sids[ns++] = j->sub;
 		if (j->op == OP_REEVAL) {
-			strbuf_add(&re, nre++ ? ",{" : "[{", 2);
+			open_elem(&re, "[{", ",{");
+			nre++;
 			strbuf_addf(&re, "\"ord\":%d,\"sub\":\"%s\",\"job\":", i, j->sub);
 			job_json_str(&re, j->id);
-			strbuf_add(&re, "}", 1);
+			strbuf_addlit(&re, "}");
 		}
 	}
 	if (nre)
-		strbuf_add(&re, "]", 1);
+		strbuf_addlit(&re, "]");
 	id_array(aids, na, &a);
 	id_array(sids, ns, &s);
 
@@ -848,6 +849,14 @@ static void on_conn(struct pgc_conn *c, void *data)
 static void commit_timer_cb(uv_timer_t *t)
 {
 	commit_flush(t->data);
+}
+
+void commit_prepare(struct pgc_pool *p)
+{
+	const char *all[] = { SQL_LOCK_AGENTS, SQL_LOCK_SUBS, SQL_REEVAL_INFO, SQL_COMPLETE,
+	                      SQL_REEVAL, SQL_REEVAL_MATCHES, SQL_AGENTS, SQL_REJECT, SQL_FAIL };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		pgc_pool_prepare(p, all[i]);
 }
 
 void commit_flush(struct worker *w)

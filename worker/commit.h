@@ -14,4 +14,8 @@
  * failed), or in the retry queue. */
 void commit_flush(struct worker *w);
 
+/* Registers the commit's statements with the pool, to be prepared once per
+ * connection (pgc_pool_prepare). */
+void commit_prepare(struct pgc_pool *p);
+
 #endif

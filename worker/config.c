@@ -110,6 +110,8 @@ static const struct cfg_key keys[] = {
 	  "cap of the dead-letter stream {prefix}:dead (oldest entries trimmed every minute); 0 = no cap" },
 	{ "ARBITER_SANDBOX_UID_BASE", CFG_SIZE, OFF(sandbox_uid_base), "0", 0, 4000000000LL, NULL,
 	  "first uid/gid of the sandbox slots (slot i runs as base + i); 0 = built-in default, else >= 1000" },
+	{ "ARBITER_PG_PREPARE", CFG_ENUM, OFF(pg_prepare), "on", 0, 0, "on|off",
+	  "prepare the batches' statements once per connection; off behind PgBouncer < 1.21 in transaction pooling" },
 	{ "ARBITER_SANDBOX_CGROUP", CFG_ENUM, OFF(sandbox_cgroup), "auto", 0, 0, "auto|none",
 	  "auto: cgroup v2, else v1, else rlimits; none: rlimits only (no cgroups)" },
 	{ "ARBITER_JOB_LOG_LEVEL", CFG_ENUM, OFF(job_log_level), "same", 0, 0, "same|debug|info|warn|error",

@@ -36,6 +36,7 @@ struct config {
 	int dead_letter_max;                          /* {prefix}:dead cap, 0 = none */
 	int bulk_share;                               /* bulk lane share, percent */
 	size_t sandbox_uid_base;                      /* 0 = sandbox default */
+	char *pg_prepare;                             /* on|off: prepared batch statements */
 	char *sandbox_cgroup;                         /* auto|none */
 	char *log_format;                             /* auto|json|text */
 	char *job_log_level;                          /* same|debug|info|warn|error */

@@ -345,7 +345,7 @@ int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_p
 			while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len < (1u << 20))
 				strbuf_add(&b, buf, n);
 			fclose(f);
-			strbuf_add(&b, "", 0);
+			strbuf_addlit(&b, "");
 			text = b.buf;
 			len = b.len;
 			source = file;
@@ -751,7 +751,7 @@ static void excerpt(struct strbuf *sb, const char *s, size_t n, size_t max)
 		strbuf_addf(sb, "%c", c == '\n' ? ' ' : (c >= 32 && c < 127) ? (char)c : '?');
 	}
 	if (n > max)
-		strbuf_add(sb, "...", 3);
+		strbuf_addlit(sb, "...");
 }
 
 static int round_ratio(int64_t num, int64_t den)
@@ -966,7 +966,7 @@ static void on_compiled(const struct sandbox_result *r, void *data)
 	}
 	/* keep the compiler's output (stderr, then stdout), truncated */
 	struct strbuf *o = &e->compile_output;
-	strbuf_add(o, "", 0);
+	strbuf_addlit(o, "");
 	compile_output_add(e, o, r->err, r->err_len);
 	compile_output_add(e, o, r->out, r->out_len);
 	bool truncated = o->len > EV_COMPILE_OUTPUT_KEEP;

@@ -115,6 +115,8 @@ static bool ieq(const char *a, size_t alen, const char *b)
 	return true;
 }
 
+/* (Long: one pass over untrusted bytes, kept in one function so that every bound check is
+ * seen in the order it applies; the fuzzer drives it.) */
 enum http_parse http_parse_request(const char *buf, size_t len, struct http_request *req)
 {
 	memset(req, 0, sizeof(*req));

@@ -258,7 +258,7 @@ void job_json_str(struct strbuf *sb, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
 	size_t n = strlen((const char *)p);
-	strbuf_add(sb, "\"", 1);
+	strbuf_addlit(sb, "\"");
 	for (size_t i = 0; i < n;) {
 		unsigned char c = p[i];
 		if (c == '"' || c == '\\') {
@@ -268,11 +268,11 @@ void job_json_str(struct strbuf *sb, const char *s)
 		} else if (c < 0x20) {
 			char e[8];
 			if (c == '\n')
-				strbuf_add(sb, "\\n", 2);
+				strbuf_addlit(sb, "\\n");
 			else if (c == '\t')
-				strbuf_add(sb, "\\t", 2);
+				strbuf_addlit(sb, "\\t");
 			else if (c == '\r')
-				strbuf_add(sb, "\\r", 2);
+				strbuf_addlit(sb, "\\r");
 			else {
 				snprintf(e, sizeof e, "\\u%04x", c);
 				strbuf_add(sb, e, 6);
@@ -287,12 +287,12 @@ void job_json_str(struct strbuf *sb, const char *s)
 				strbuf_add(sb, (const char *)p + i, l);
 				i += l;
 			} else {
-				strbuf_add(sb, "\xef\xbf\xbd", 3);
+				strbuf_addlit(sb, "\xef\xbf\xbd");
 				i++;
 			}
 		}
 	}
-	strbuf_add(sb, "\"", 1);
+	strbuf_addlit(sb, "\"");
 }
 
 uint32_t job_backoff_ms(int n, uint32_t base_ms, uint32_t cap_ms, uint32_t rnd)

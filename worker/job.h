@@ -51,7 +51,8 @@ enum job_state {
 /*
  * Which fields are valid when (the rest of struct job is valid in every state):
  *  - row, spec, source_ip of row: from the end of JOB_LOADING (the load's
- *    callback) on; cleared when a retry restarts at STAGE_LOAD.
+ *    callback) on; cleared when a retry restarts at STAGE_LOAD. row.answer
+ *    and row.metadata only until the evaluation is done (then NULL).
  *  - res, res_json, extra, eval_*: while has_res (set at the end of
  *    JOB_EVALUATING, or inline for deterministic scoring) until the result is
  *    dropped (a retry at STAGE_EVAL re-evaluates).
@@ -114,7 +115,7 @@ struct job_row {
 	enum row_status status;            /* submissions.status */
 	char agent_id[37], match_id[37], challenge_id[37], match_agent_id[37];
 	char *source_ip;                   /* host(submissions.source_ip); owned */
-	json_t *answer, *metadata;         /* owned */
+	json_t *answer, *metadata;         /* owned; dropped once evaluated */
 	int64_t submitted_ms, started_ms, expires_ms;
 	bool expired;                      /* submitted_at > expires_at (exact, from SQL) */
 	int attempts;

@@ -65,11 +65,11 @@ static void json_escape(struct strbuf *sb, const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		switch (*p) {
-		case '"': strbuf_add(sb, "\\\"", 2); break;
-		case '\\': strbuf_add(sb, "\\\\", 2); break;
-		case '\n': strbuf_add(sb, "\\n", 2); break;
-		case '\r': strbuf_add(sb, "\\r", 2); break;
-		case '\t': strbuf_add(sb, "\\t", 2); break;
+		case '"': strbuf_addlit(sb, "\\\""); break;
+		case '\\': strbuf_addlit(sb, "\\\\"); break;
+		case '\n': strbuf_addlit(sb, "\\n"); break;
+		case '\r': strbuf_addlit(sb, "\\r"); break;
+		case '\t': strbuf_addlit(sb, "\\t"); break;
 		default:
 			if (*p < 0x20)
 				strbuf_addf(sb, "\\u%04x", *p);
@@ -83,7 +83,7 @@ static void add_field(struct strbuf *sb, const char *name, const char *value)
 {
 	strbuf_addf(sb, ",\"%s\":\"", name);
 	json_escape(sb, value);
-	strbuf_add(sb, "\"", 1);
+	strbuf_addlit(sb, "\"");
 }
 
 void log_msg(enum log_level lvl, const char *sub, const char *job, const char *fmt, ...)

@@ -237,11 +237,11 @@ static void add_escaped(struct strbuf *out, const char *s, int label)
 {
 	for (; *s; s++) {
 		if (*s == '\\')
-			strbuf_add(out, "\\\\", 2);
+			strbuf_addlit(out, "\\\\");
 		else if (*s == '\n')
-			strbuf_add(out, "\\n", 2);
+			strbuf_addlit(out, "\\n");
 		else if (*s == '"' && label)
-			strbuf_add(out, "\\\"", 2);
+			strbuf_addlit(out, "\\\"");
 		else
 			strbuf_add(out, s, 1);
 	}
@@ -260,15 +260,15 @@ static void sample(struct strbuf *out, const char *name, const char *const *labe
 	char num[64];
 	strbuf_addf(out, "%s", name);
 	if (labels && labels[0]) {
-		strbuf_add(out, "{", 1);
+		strbuf_addlit(out, "{");
 		for (size_t i = 0; labels[i]; i += 2) {
 			if (i)
-				strbuf_add(out, ",", 1);
+				strbuf_addlit(out, ",");
 			strbuf_addf(out, "%s=\"", labels[i]);
 			add_escaped(out, labels[i + 1], 1);
-			strbuf_add(out, "\"", 1);
+			strbuf_addlit(out, "\"");
 		}
-		strbuf_add(out, "}", 1);
+		strbuf_addlit(out, "}");
 	}
 	fmt_double(num, sizeof(num), v);
 	strbuf_addf(out, " %s\n", num);
@@ -536,7 +536,7 @@ void metrics_names(struct strbuf *out)
 			const char *sp = memchr(name, ' ', len - 7);
 			if (sp) {
 				strbuf_add(out, name, (size_t)(sp - name));
-				strbuf_add(out, "\n", 1);
+				strbuf_addlit(out, "\n");
 			}
 		}
 		line = nl ? nl + 1 : NULL;

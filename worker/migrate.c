@@ -55,7 +55,7 @@ static void mask_password(const struct mctx *m, char *buf, size_t cap)
 	bool any = false;
 	while ((hit = strstr(p, m->password))) {
 		strbuf_add(&out, p, (size_t)(hit - p));
-		strbuf_add(&out, "***", 3);
+		strbuf_addlit(&out, "***");
 		p = hit + plen;
 		any = true;
 	}

@@ -61,11 +61,16 @@ enum op_kind {
 	OP_ROLLBACK,    /* pgc_release found a transaction open (pool-owned) */
 };
 
-/* One pipeline in flight on a slot: n statements followed by one Sync. */
+/* One pipeline in flight on a slot: n statements followed by one Sync. A
+ * statement to prepare adds a group of results of its own (the Parse) before
+ * its execution's: results are read by group. */
 struct op {
 	enum op_kind kind;
 	int n;
-	int cur;                 /* statement whose results are being read */
+	int ngroups;             /* result groups: n + the prepares sent */
+	int *gstmt;              /* group -> statement index */
+	int *gprep;              /* group -> prepared entry it creates, or -1 (an execution) */
+	int cur;                 /* group whose results are being read */
 	PGresult **res;          /* n slots, filled in order */
 	int failed;              /* index of the first failing statement, or -1 */
 	char *err;               /* malloc'd message of the failure, or NULL */
@@ -81,9 +86,17 @@ struct dnsreq {
 	struct pgc_conn *conn;   /* NULL once abandoned (timeout, close) */
 };
 
+/* A statement prepared on the current server connection. */
+struct prepared {
+	char *sql;               /* its text (owned); NULL = unused entry */
+	char name[16];
+};
+
 struct pgc_conn {
 	struct pgc_pool *pool;
 	int idx;
+	struct prepared prep[PGC_MAX_PREPARED];
+	int prep_seq;            /* names handed out on this slot */
 	enum conn_state state;
 	PGconn *pg;
 	uv_poll_t *poll;         /* heap: closing one and opening the next can overlap */
@@ -123,10 +136,15 @@ struct run {
 struct pgc_pool {
 	uv_loop_t *loop;
 	int size;
+	char *prepare[PGC_MAX_PREPARED];   /* texts to prepare (pgc_pool_prepare), owned */
+	int nprepare;
 	uint32_t connect_timeout_ms, query_timeout_ms;
 	/* Parsed conninfo: keywords/values passed to PQconnectStartParams. */
 	int nkv;
 	char **keys, **vals;
+	int options_at;          /* index of "options" in keys/vals (the session settings) */
+	char *options_orig;      /* the conninfo's own options ("" when none), owned */
+	bool no_session_options; /* the server refused the options parameter: sent without ours */
 	char *dns_host;          /* a single host name to resolve ourselves, or NULL */
 	struct pgc_conn *conns;
 	struct waiter *whead, *wtail;
@@ -265,6 +283,11 @@ static void drop_pg(struct pgc_conn *c)
 		PQfinish(c->pg);
 		c->pg = NULL;
 	}
+	/* Prepared statements die with the server connection. */
+	for (int i = 0; i < PGC_MAX_PREPARED; i++) {
+		free(c->prep[i].sql);
+		c->prep[i].sql = NULL;
+	}
 }
 
 static void schedule_retry(struct pgc_conn *c)
@@ -289,9 +312,18 @@ static void op_clear(struct op *o)
 			PQclear(o->res[i]);
 		free(o->res);
 	}
+	free(o->gstmt);
+	free(o->gprep);
 	free(o->err);
 	memset(o, 0, sizeof *o);
 	o->failed = -1;
+}
+
+/* The statement whose results are being read (the last one once all are read). */
+static int op_stmt(const struct op *o)
+{
+	int g = o->cur < o->ngroups ? o->cur : o->ngroups - 1;
+	return g >= 0 && o->gstmt ? o->gstmt[g] : 0;
 }
 
 static void op_fail(struct op *o, int at, const char *msg, const char *sqlstate, bool transient)
@@ -365,6 +397,42 @@ static void rollback_done(const struct pgc_result *r, void *data)
 	}
 }
 
+/* Was this text registered with pgc_pool_prepare? */
+static bool wants_prepared(const struct pgc_pool *p, const char *sql)
+{
+	for (int i = 0; i < p->nprepare; i++)
+		if (p->prepare[i] == sql || !strcmp(p->prepare[i], sql))
+			return true;
+	return false;
+}
+
+/* The entry of c's prepared statements for this text: the one holding it,
+ * else a free one (to prepare it), else -1 (the table is full: send it as
+ * is). */
+static int prepared_slot(struct pgc_conn *c, const char *sql)
+{
+	int free_slot = -1;
+	for (int i = 0; i < PGC_MAX_PREPARED; i++) {
+		if (!c->prep[i].sql) {
+			if (free_slot < 0)
+				free_slot = i;
+		} else if (!strcmp(c->prep[i].sql, sql)) {
+			return i;
+		}
+	}
+	return free_slot;
+}
+
+/* A prepare did not succeed (error, or skipped after an earlier error): forget
+ * it, so that the next use prepares it again. */
+static void unprepare(struct pgc_conn *c, int k)
+{
+	if (k >= 0) {
+		free(c->prep[k].sql);
+		c->prep[k].sql = NULL;
+	}
+}
+
 /* Queues s[0..n) plus a Sync on c and starts flushing. On a send failure the connection is
  * dropped and the op failed (deferred). */
 static void op_start(struct pgc_conn *c, enum op_kind kind, const struct pgc_stmt *s, int n,
@@ -374,14 +442,37 @@ static void op_start(struct pgc_conn *c, enum op_kind kind, const struct pgc_stm
 	c->op.kind = kind;
 	c->op.n = n;
 	c->op.res = xcalloc((size_t)n, sizeof *c->op.res);
+	c->op.gstmt = xcalloc((size_t)(2 * n + 1), sizeof *c->op.gstmt);
+	c->op.gprep = xcalloc((size_t)(2 * n + 1), sizeof *c->op.gprep);
 	c->op.cb = cb;
 	c->op.data = data;
 
 	for (int i = 0; i < n; i++) {
-		if (!PQsendQueryParams(c->pg, s[i].sql, s[i].nparams, NULL, s[i].params, NULL, NULL, 0)) {
+		int k = wants_prepared(c->pool, s[i].sql) ? prepared_slot(c, s[i].sql) : -1;
+		int ok;
+		if (k >= 0 && !c->prep[k].sql) {
+			/* New on this connection: Parse it now, in the same pipeline. */
+			c->prep[k].sql = xstrdup(s[i].sql);
+			snprintf(c->prep[k].name, sizeof c->prep[k].name, "pgc_%d", c->prep_seq++);
+			if (!PQsendPrepare(c->pg, c->prep[k].name, s[i].sql, s[i].nparams, NULL)) {
+				conn_lost(c, PQerrorMessage(c->pg), NULL);
+				return;
+			}
+			c->op.gstmt[c->op.ngroups] = i;
+			c->op.gprep[c->op.ngroups++] = k;
+		}
+		if (k >= 0)
+			ok = PQsendQueryPrepared(c->pg, c->prep[k].name, s[i].nparams, s[i].params, NULL,
+			                         NULL, 0);
+		else
+			ok = PQsendQueryParams(c->pg, s[i].sql, s[i].nparams, NULL, s[i].params, NULL,
+			                       NULL, 0);
+		if (!ok) {
 			conn_lost(c, PQerrorMessage(c->pg), NULL);
 			return;
 		}
+		c->op.gstmt[c->op.ngroups] = i;
+		c->op.gprep[c->op.ngroups++] = -1;
 	}
 	if (!PQpipelineSync(c->pg)) {
 		conn_lost(c, PQerrorMessage(c->pg), NULL);
@@ -404,8 +495,8 @@ static void read_results(struct pgc_conn *c)
 	while (o->kind != OP_NONE && !o->pending && c->pg && !PQisBusy(c->pg)) {
 		PGresult *r = PQgetResult(c->pg);
 		if (!r) {
-			if (o->cur < o->n) {
-				o->cur++;      /* end of statement cur's results */
+			if (o->cur < o->ngroups) {
+				o->cur++;      /* end of group cur's results */
 				continue;
 			}
 			break;
@@ -426,10 +517,21 @@ static void read_results(struct pgc_conn *c)
 			}
 			return;
 		}
-		if (o->cur >= o->n) {
+		if (o->cur >= o->ngroups) {
 			PQclear(r);
 			continue;
 		}
+		int si = o->gstmt[o->cur], pk = o->gprep[o->cur];
+		if (pk >= 0 && st != PGRES_FATAL_ERROR && st != PGRES_NONFATAL_ERROR &&
+		    st != PGRES_BAD_RESPONSE) {
+			/* A prepare's own result: done, or skipped after an earlier error. */
+			if (st != PGRES_COMMAND_OK)
+				unprepare(c, pk);
+			PQclear(r);
+			continue;
+		}
+		if (pk >= 0)
+			unprepare(c, pk);
 		switch (st) {
 		case PGRES_PIPELINE_ABORTED:
 			PQclear(r);    /* skipped because an earlier statement failed */
@@ -445,7 +547,7 @@ static void read_results(struct pgc_conn *c)
 				snprintf(msg, sizeof msg, "%s%s%s", prim, detail ? ": " : "", detail ? detail : "");
 			else
 				snprintf(msg, sizeof msg, "%s", PQresultErrorMessage(r));
-			op_fail(o, o->cur, msg, state, sqlstate_transient(state));
+			op_fail(o, si, msg, state, sqlstate_transient(state));
 			PQclear(r);
 			break;
 		}
@@ -457,8 +559,8 @@ static void read_results(struct pgc_conn *c)
 			o->transient = false;
 			return;
 		default:
-			if (!o->res[o->cur])
-				o->res[o->cur] = r;
+			if (!o->res[si])
+				o->res[si] = r;
 			else
 				PQclear(r);
 		}
@@ -479,7 +581,7 @@ static void conn_lost(struct pgc_conn *c, const char *why, const char *sqlstate)
 	drop_pg(c);
 	c->state = CS_DOWN;
 	if (c->op.kind != OP_NONE && !c->op.pending) {
-		op_fail(&c->op, c->op.cur < c->op.n ? c->op.cur : c->op.n - 1, msg, sqlstate, true);
+		op_fail(&c->op, op_stmt(&c->op), msg, sqlstate, true);
 		c->op.transient = true;
 		defer_op(c);
 	}
@@ -501,6 +603,16 @@ static void attempt_failed(struct pgc_conn *c, const char *why)
 	bool repeat = p->last_err_logged == 0 || now - p->last_err_logged >= PGC_ERR_LOG_MS ||
 	              strcmp(p->last_err, msg);
 	snprintf(p->last_err, sizeof p->last_err, "%s", msg);
+	if (!p->no_session_options && strstr(msg, "unsupported startup parameter: options")) {
+		/* A pooler (PgBouncer) that refuses the parameter: connect without the
+		 * session settings rather than not at all (README "Configuration"). */
+		p->no_session_options = true;
+		free(p->vals[p->options_at]);
+		p->vals[p->options_at] = xstrdup(p->options_orig);
+		LOGW(NULL, NULL, "postgres: the server (a pooler?) refuses the 'options' startup "
+		     "parameter: connecting without the worker's session settings (statement_timeout, "
+		     "lock_timeout come from the server's configuration)");
+	}
 	if (!c->failing || repeat) {
 		LOGW(NULL, NULL, "postgres[%d]: cannot connect (retrying with backoff): %s", c->idx, msg);
 		p->last_err_logged = now ? now : 1;
@@ -932,8 +1044,7 @@ static void close_all(struct pgc_pool *p)
 		struct pgc_conn *c = &p->conns[i];
 		if (c->op.kind != OP_NONE) {
 			if (!c->op.pending)
-				op_fail(&c->op, c->op.cur < c->op.n ? c->op.cur : c->op.n - 1, "pool closed",
-				        NULL, true);
+				op_fail(&c->op, op_stmt(&c->op), "pool closed", NULL, true);
 			c->op.pending = false;
 			deliver(c);
 		}
@@ -960,9 +1071,24 @@ static void pool_free(struct pgc_pool *p)
 	}
 	free(p->keys);
 	free(p->vals);
+	free(p->options_orig);
 	free(p->dns_host);
+	for (int i = 0; i < p->nprepare; i++)
+		free(p->prepare[i]);
+	for (int i = 0; p->conns && i < p->size; i++)
+		for (int k = 0; k < PGC_MAX_PREPARED; k++)
+			free(p->conns[i].prep[k].sql);
 	free(p->conns);
 	free(p);
+}
+
+int pgc_pool_prepare(struct pgc_pool *p, const char *sql)
+{
+	if (!p || !sql || p->nprepare >= PGC_MAX_PREPARED)
+		return -1;
+	if (!wants_prepared(p, sql))
+		p->prepare[p->nprepare++] = xstrdup(sql);
+	return 0;
 }
 
 static void maybe_finish(struct pgc_pool *p)
@@ -985,6 +1111,8 @@ static bool is_numeric_addr(const char *h)
 	return inet_pton(AF_INET, h, buf) == 1 || inet_pton(AF_INET6, h, buf) == 1;
 }
 
+/* (Long: every check of the configuration happens here, before anything is started, so
+ * that a bad URL fails at once and leaves nothing behind.) */
 int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **out)
 {
 	if (!loop || !o || !o->conninfo || !out)
@@ -1059,6 +1187,7 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 		for (int i = 0; i < p->nkv; i++)
 			if (!strcmp(p->keys[i], "options"))
 				at = i;
+		p->options_orig = xstrdup(at >= 0 ? p->vals[at] : "");
 		if (at >= 0 && p->vals[at][0])
 			strbuf_addf(&ob, "%s ", p->vals[at]);
 		strbuf_addf(&ob, "-c statement_timeout=%u", st);
@@ -1068,9 +1197,11 @@ int pgc_pool_new(uv_loop_t *loop, const struct pgc_opts *o, struct pgc_pool **ou
 			free(p->vals[at]);
 			p->vals[at] = ob.buf;
 		} else {
+			at = p->nkv;
 			p->keys[p->nkv] = xstrdup("options");
 			p->vals[p->nkv++] = ob.buf;
 		}
+		p->options_at = at;
 	}
 	/* A single host name: resolve it on the loop (libpq's own lookup would block it). */
 	if (host && host[0] && host[0] != '/' && host[0] != '@' && !strchr(host, ',') &&

@@ -61,6 +61,15 @@ void pgc_pool_close(struct pgc_pool *p, void (*done)(void *), void *data);
 /* One statement with text parameters; params[i] NULL = SQL NULL. */
 struct pgc_stmt { const char *sql; int nparams; const char *const *params; };
 
+#define PGC_MAX_PREPARED 32
+
+/* Statements with exactly this text (fixed text sent often: the worker's
+ * batches) are prepared once per server connection and then executed by
+ * name, which saves parsing and, once PostgreSQL settles on a generic plan,
+ * planning. Results are the same either way. sql is copied. At most
+ * PGC_MAX_PREPARED texts; returns 0, or -1 when the table is full. */
+int pgc_pool_prepare(struct pgc_pool *p, const char *sql);
+
 struct pgc_result {
 	int nres; PGresult **res;      /* one per statement, in order; borrowed during the callback */
 	const char *err;               /* NULL on success; else message (first failing statement) */

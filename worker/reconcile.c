@@ -230,16 +230,16 @@ static void on_missing(struct rq *rq, redisReply *reply, const char *err, void *
 		return;
 	}
 	struct strbuf arr = { 0 };
-	strbuf_add(&arr, "{", 1);
+	strbuf_addlit(&arr, "{");
 	for (size_t i = 0; i < reply->elements; i++) {
 		redisReply *e = reply->element[i];
 		if (e->type != REDIS_REPLY_STRING || !job_uuid_ok(e->str, NULL))
 			continue;
 		if (arr.len > 1)
-			strbuf_add(&arr, ",", 1);
+			strbuf_addlit(&arr, ",");
 		strbuf_add(&arr, e->str, e->len);
 	}
-	strbuf_add(&arr, "}", 1);
+	strbuf_addlit(&arr, "}");
 	const char *params[] = { arr.buf };
 	struct pgc_stmt st = { SQL_RECHECK, 1, params };
 	int rc = pgc_run(w->pg, &st, 1, on_recheck, c);

@@ -304,7 +304,7 @@ static char *read_small_file(const char *path, size_t *len)
 	}
 	close(fd);
 	if (!sb.buf)
-		strbuf_add(&sb, "", 0);
+		strbuf_addlit(&sb, "");
 	if (len)
 		*len = sb.len;
 	return sb.buf;
@@ -2481,9 +2481,9 @@ static void run_finish(struct sb_run *r)
 		}
 	}
 	if (!r->out.buf)
-		strbuf_add(&r->out, "", 0);
+		strbuf_addlit(&r->out, "");
 	if (!r->err.buf)
-		strbuf_add(&r->err, "", 0);
+		strbuf_addlit(&r->err, "");
 	res->out = r->out.buf;
 	res->out_len = r->out.len;
 	res->err = r->err.buf;

@@ -298,16 +298,16 @@ static void flush_loads(struct worker *w)
 
 		b->w = w;
 		b->n = n;
-		strbuf_add(&arr, "{", 1);
+		strbuf_addlit(&arr, "{");
 		for (int i = 0; i < n; i++) {
 			struct job *j = jobq_pop(&w->load_q);
 			job_set_state(j, JOB_LOADING);
 			b->jobs[i] = j;
 			if (i)
-				strbuf_add(&arr, ",", 1);
+				strbuf_addlit(&arr, ",");
 			strbuf_add(&arr, j->sub, strlen(j->sub));
 		}
-		strbuf_add(&arr, "}", 1);
+		strbuf_addlit(&arr, "}");
 		const char *params[] = { arr.buf };
 		struct pgc_stmt st[2] = {
 			{ SQL_LOAD, 1, params },
@@ -346,6 +346,11 @@ static void finish_eval(struct worker *w, struct job *j)
 	metrics_eval_seconds(pipeline_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
 	j->res_json = score_result_dumps(&j->res);
 	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;
+	/* The inputs are not needed any more (a failed commit is retried from the
+	 * result): a job waiting for its commit holds only what it writes. */
+	json_decref(j->row.answer);
+	json_decref(j->row.metadata);
+	j->row.answer = j->row.metadata = NULL;
 	LOGD(j->sub, j->id, "evaluated: score %d %s", j->res.score,
 	     score_outcome_name(j->res.result));
 	pipeline_to_commit(w, j);
@@ -1582,6 +1587,12 @@ static int open_parts(struct worker *w)
 	                         .breaker_cooldown_ms = w->cfg->judge_breaker_cooldown_ms };
 	if (judge_new(w->loop, &jo, &w->judge) < 0)
 		LOGW(NULL, NULL, "LLM judge unavailable (libcurl could not start): judge jobs wait");
+	/* The batches' statements: parsed once per connection. */
+	if (!w->cfg->pg_prepare || strcmp(w->cfg->pg_prepare, "off")) {
+		pgc_pool_prepare(w->pg, SQL_LOAD);
+		pgc_pool_prepare(w->pg, SQL_LOAD_CHALLENGES);
+		commit_prepare(w->pg);
+	}
 	if (http_start(w->loop, w->cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
 		LOGE(NULL, NULL, "%s", err);   /* err names the listener already */
 		fprintf(stderr, "arbiter worker: %s\n", err);

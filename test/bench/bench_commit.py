@@ -1,0 +1,414 @@
+#!/usr/bin/python3
+"""The commit path against the database's own ceiling, in one run.
+
+Starts a private redis-server and postgres (fsync on, synchronous_commit on),
+migrates, and measures on the same database:
+
+1. ceiling: pgbench runs the worker's own commit statements (read from
+   worker/commit.c: lock the agents, lock the submissions, the set-based
+   insert/update of results, dimensions, matches, elo_history and
+   submissions, the agents' rows), BATCH evaluations per transaction,
+   CLIENTS clients, with prepared statements. The rows it writes are copies
+   of rows the worker wrote during a short warm-up run, so they have the
+   worker's sizes. Batches take consecutive submissions, as the workers do.
+   A warm-up pgbench run, then VACUUM ANALYZE + CHECKPOINT, then the
+   measured run: evaluations/s = transactions/s x BATCH.
+2. pipeline: a backlog of JOBS submissions (same shapes as the ceiling's)
+   worked off by WORKERS `arbiter worker` processes; VACUUM ANALYZE +
+   CHECKPOINT before the workers start; evaluations/s from the first
+   evaluation's start to the last commit.
+3. latency at half the pipeline's rate: jobs offered at that rate for SECS
+   seconds, p50/p99 of enqueue to commit.
+4. memory: peak RSS (VmHWM) of each worker.
+
+It prints each figure and the ratio pipeline / ceiling. Both figures come
+from the same machine in the same minute, so their ratio is meaningful even
+on a noisy shared machine; the absolute figures are not.
+
+Phases 1 and 2 alternate for ROUNDS rounds (default 3), each on data of its
+own; the ratio is taken round by round and its median printed, so that a
+burst of load from elsewhere moves one round, not the result.
+
+Usage: bench_commit.py --bin build/worker/arbiter [--jobs N] [--batch B]
+       [--clients C] [--workers W] [--secs S] [--concurrency N] [--rounds R]
+       [--profile]
+--profile adds pg_stat_statements and prints the top statements of the
+pipeline phase (calls, mean and total time, rows).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from services import Services  # noqa: E402
+
+import psycopg2  # noqa: E402
+import psycopg2.extras  # noqa: E402
+import redis  # noqa: E402
+
+SPEC = {
+    "evaluator": "deterministic",
+    "dimensions": [
+        {"key": "correctness", "weight": 0.5, "primitive": "exact_match_ratio",
+         "field": "answers", "ground_truth_field": "expected"},
+        {"key": "speed", "weight": 0.2, "primitive": "time_decay"},
+        {"key": "precision", "weight": 0.15, "primitive": "numeric_tolerance",
+         "field": "value", "ground_truth_field": "value", "tolerance": 0.5},
+        {"key": "completeness", "weight": 0.15, "primitive": "set_overlap",
+         "field": "found", "ground_truth_field": "items", "method": "jaccard"},
+    ],
+}
+GT = {"expected": ["a", "b", "c", "d"], "value": 42, "items": [1, 2, 3, 4, 5]}
+AGENTS = 200
+STARTED = []     # every worker process started, stopped at exit whatever happens
+
+
+def commit_sql():
+    """The commit's statements, as worker/commit.c spells them."""
+    src = open(os.path.join(HERE, "..", "..", "worker", "commit.c")).read()
+    out = {}
+    for name in ("SQL_LOCK_AGENTS", "SQL_LOCK_SUBS", "SQL_COMPLETE", "SQL_AGENTS"):
+        m = re.search(r"static const char %s\[\] =\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+);" % name, src)
+        if not m:
+            raise SystemExit("bench_commit: %s not found in worker/commit.c" % name)
+        parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))
+        out[name] = "".join(p.encode().decode("unicode_escape") for p in parts)
+    return out
+
+
+def seed(db, n, agents, challenge, first=0):
+    """n matches + queued submissions; submission i plays agent (first + i) % AGENTS.
+    Returns the submission ids in order."""
+    cur = db.cursor()
+    rows_m, rows_s, ids = [], [], []
+    now = time.time()
+    for k in range(n):
+        i = first + k
+        mid, sid = str(uuid.uuid4()), str(uuid.uuid4())
+        agent = agents[i % len(agents)]
+        rows_m.append((mid, agent, challenge, now - 30, now + 3600))
+        ans = {"answers": ["a", "b", "x" if i % 3 else "c", "d"], "value": 42 + (i % 5) * 0.2,
+               "found": [1, 2, 3 + i % 4]}
+        rows_s.append((sid, mid, agent, "10.%d.%d.%d" % (i % 250, (i // 250) % 250, i % 7 + 1),
+                       json.dumps(ans), now - 10))
+        ids.append(sid)
+    psycopg2.extras.execute_values(
+        cur, "INSERT INTO matches (id, agent_id, challenge_id, status, started_at, expires_at) "
+        "VALUES %s", rows_m, template="(%s,%s,%s,'active',to_timestamp(%s),to_timestamp(%s))",
+        page_size=2000)
+    psycopg2.extras.execute_values(
+        cur, "INSERT INTO submissions (id, match_id, agent_id, source_ip, answer, submitted_at, "
+        "status) VALUES %s", rows_s,
+        template="(%s,%s,%s,%s,%s,to_timestamp(%s),'queued')", page_size=2000)
+    db.commit()
+    return ids
+
+
+def enqueue(r, ids):
+    pipe = r.pipeline(transaction=False)
+    for k, sid in enumerate(ids):
+        pipe.xadd("arbiter:jobs", {"submission_id": sid,
+                                   "enqueued_at": str(int(time.time() * 1000))})
+        if k % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+
+
+def count_done(db, ids):
+    cur = db.cursor()
+    cur.execute("SELECT count(*) FROM submissions WHERE id = ANY(%s::uuid[]) "
+                "AND status IN ('completed','rejected','failed')", (ids,))
+    n = cur.fetchone()[0]
+    db.commit()
+    return n
+
+
+def hwm_kb(pid):
+    try:
+        for line in open("/proc/%d/status" % pid):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def settle(svc):
+    svc.psql(svc.dbname, "VACUUM ANALYZE")
+    svc.psql(svc.dbname, "CHECKPOINT")
+
+
+def drained(r):
+    """Every entry acknowledged (the worker deletes entries once done): a cheap
+    check that does not load PostgreSQL while it is being measured."""
+    return r.xlen("arbiter:jobs") == 0
+
+
+def run_workers(args, env, n, ids, db, r, timeout=600):
+    """Starts n workers on an enqueued backlog; returns (workers, seconds, evaluations)."""
+    ws = [subprocess.Popen([args.bin, "worker"],
+                           env=dict(env, ARBITER_WORKER_ID="bench-%d" % i))
+          for i in range(n)]
+    STARTED.extend(ws)
+    t0 = time.time()
+    while not drained(r) or count_done(db, ids) < len(ids):
+        if time.time() - t0 > timeout:
+            print("pipeline phase timed out")
+            break
+        time.sleep(0.05)
+    cur = db.cursor()
+    cur.execute("SELECT extract(epoch from max(r.completed_at) - min(r.started_at)), count(*) "
+                "FROM evaluation_results r WHERE r.submission_id = ANY(%s::uuid[])", (ids,))
+    span, cnt = cur.fetchone()
+    db.commit()
+    return ws, float(span or 0), cnt
+
+
+def stop_workers(ws):
+    for w in ws:
+        if w.poll() is None:
+            w.send_signal(signal.SIGTERM)
+    for w in ws:
+        try:
+            w.wait(40)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
+
+
+def templates(db):
+    """A row the worker wrote: result, evaluation log, dimensions (for the ceiling's rows)."""
+    cur = db.cursor()
+    cur.execute("SELECT r.result, r.score, r.verified, r.evaluator, r.evaluation_log::text, "
+                "jsonb_build_object('score_breakdown', r.score_breakdown, 'submission_warnings', "
+                "r.submission_warnings, 'constraint_violations', r.constraint_violations)::text, "
+                "(SELECT json_agg(json_build_object('key', d.key, 'score', d.score, 'weight', "
+                "d.weight, 'weighted', d.weighted, 'detail', d.detail)) FROM "
+                "evaluation_dimensions d WHERE d.result_id = r.id)::text "
+                "FROM evaluation_results r ORDER BY r.id DESC LIMIT 1")
+    row = cur.fetchone()
+    db.commit()
+    return {"rs": row[0], "sc": row[1], "vf": row[2], "ev": row[3],
+            "log": json.loads(row[4]), "res": json.loads(row[5]), "dims": json.loads(row[6])}
+
+
+def prepare_batches(db, ids, agents_of, matches_of, batch, tpl, first_batch):
+    """One bench_batches row per BATCH consecutive submissions: the parameters the
+    worker would send for them."""
+    cur = db.cursor()
+    rows = []
+    for b in range(len(ids) // batch):
+        chunk = ids[b * batch:(b + 1) * batch]
+        complete, agents = [], {}
+        for k, sid in enumerate(chunk):
+            ag = agents_of[sid]
+            st = int(time.time() * 1000)
+            complete.append({"sub": sid, "mat": matches_of[sid], "agent": ag, "job": "%d-0" % k,
+                             "ev": tpl["ev"], "sc": tpl["sc"], "rs": tpl["rs"], "vf": tpl["vf"],
+                             "res": tpl["res"], "log": tpl["log"], "dims": tpl["dims"],
+                             "st": st, "ct": st, "att": 1, "eb": 1000, "ea": 1016, "ec": 16,
+                             "k": 32, "opp": 1000, "bonus": 1.0, "ord": k})
+            agents[ag] = {"id": ag, "elo": 1016, "mc": 1, "w": 1, "d": 0, "l": 0, "cs": 1,
+                          "bs": 1}
+        rows.append((first_batch + b, json.dumps(complete),
+                     "{" + ",".join(sorted(chunk)) + "}",
+                     "{" + ",".join(sorted(agents)) + "}", json.dumps(list(agents.values()))))
+    psycopg2.extras.execute_values(
+        cur, "INSERT INTO bench_batches (b, rows, sub_ids, agent_ids, agents) VALUES %s", rows,
+        page_size=50)
+    db.commit()
+    return len(rows)
+
+
+def pgbench_script(sql):
+    """The commit as the worker sends it: two pipelined round trips, the rows as
+    parameters (fetched into variables first, outside the transaction)."""
+    lock_agents = sql["SQL_LOCK_AGENTS"].replace("$1", ":agent_ids")
+    lock_subs = sql["SQL_LOCK_SUBS"].replace("$1", ":sub_ids")
+    complete = (sql["SQL_COMPLETE"].replace("$1", ":rows").replace("$2", "'bench'")
+                .replace("$3", ":sub_ids"))
+    agents = sql["SQL_AGENTS"].replace("$1", ":agents")
+    return "\n".join([
+        "SELECT rows, sub_ids, agent_ids, agents FROM bench_batches "
+        "WHERE b = (SELECT nextval('bench_batch_seq')) \\gset",
+        "\\startpipeline", "BEGIN;", lock_agents + ";", lock_subs + ";", "\\endpipeline",
+        "\\startpipeline", complete + ";", agents + ";", "COMMIT;", "\\endpipeline", ""])
+
+
+def pgbench(svc, script, clients, txs, mode):
+    exe = sorted(glob.glob("/usr/lib/postgresql/*/bin/pgbench"),
+                 key=lambda p: int(p.split("/")[4]))[-1]
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script)
+    try:
+        p = subprocess.run([exe, "-n", "-M", mode, "-c", str(clients), "-j", str(clients),
+                            "-t", str(txs), "-f", f.name, svc.database_url],
+                           capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if p.returncode != 0:
+        raise SystemExit("pgbench failed:\n" + p.stdout + p.stderr)
+    m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", p.stdout)
+    return float(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--secs", type=int, default=10)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--mode", default="prepared", help="pgbench query mode")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    pg = {"fsync": "on", "synchronous_commit": "on"}
+    if args.profile:
+        pg.update({"shared_preload_libraries": "pg_stat_statements",
+                   "pg_stat_statements.track": "all"})
+    with Services(pg_settings=pg) as svc:
+        try:
+            env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
+                       ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
+                       ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY=str(args.concurrency),
+                       ARBITER_BATCH_MAX=str(args.batch), ARBITER_LOG_LEVEL="warn",
+                       # The ceiling's submissions are queued in PostgreSQL and never in
+                       # Redis: the reconciler must not hand them to the workers.
+                       ARBITER_RECONCILE_MS="86400000")
+            subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
+            db = psycopg2.connect(svc.database_url)
+            r = redis.Redis.from_url(svc.redis_url)
+            cur = db.cursor()
+            agents = [str(uuid.uuid4()) for _ in range(AGENTS)]
+            psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
+                                           [(a, "agent-%d" % i) for i, a in enumerate(agents)])
+            challenge = str(uuid.uuid4())
+            cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
+                        "time_limit_secs) VALUES (%s,'bench','contender',%s,%s,300)",
+                        (challenge, json.dumps(SPEC), json.dumps(GT)))
+            cur.execute("CREATE TABLE bench_batches (b int PRIMARY KEY, rows text, sub_ids text, "
+                        "agent_ids text, agents text)")
+            cur.execute("CREATE SEQUENCE bench_batch_seq")
+            db.commit()
+
+            # Warm-up of the worker (and the rows the ceiling copies).
+            warm = seed(db, 2 * args.batch * args.workers, agents, challenge)
+            enqueue(r, warm)
+            ws, _, _ = run_workers(args, env, args.workers, warm, db, r)
+            stop_workers(ws)
+            tpl = templates(db)
+
+            script = pgbench_script(commit_sql())
+            next_sub = len(warm)
+            nbatch = 1
+            ratios, rates = [], []
+            ws = []
+            for rnd in range(args.rounds):
+                # 1. Ceiling, on its own submissions.
+                per_client_warm = 10 if rnd else 20
+                per_client = args.jobs // (args.batch * args.clients)
+                n_warm = per_client_warm * args.clients * args.batch
+                n_meas = per_client * args.clients * args.batch
+                ids = seed(db, n_warm + n_meas, agents, challenge, first=next_sub)
+                next_sub += len(ids)
+                cur.execute("SELECT id::text, agent_id::text, match_id::text FROM submissions "
+                            "WHERE id = ANY(%s::uuid[])", (ids,))
+                info = {x: (a_, m_) for x, a_, m_ in cur.fetchall()}
+                db.commit()
+                nbatch += prepare_batches(db, ids, {x: info[x][0] for x in ids},
+                                          {x: info[x][1] for x in ids}, args.batch, tpl, nbatch)
+                pgbench(svc, script, args.clients, per_client_warm, args.mode)
+                settle(svc)
+                tps = pgbench(svc, script, args.clients, per_client, args.mode)
+                ceiling = tps * args.batch
+                print("round %d ceiling: pgbench, the commit's statements, "
+                      "%d evaluations/transaction, %d clients: %.0f transactions/s = "
+                      "%.0f evaluations/s"
+                      % (rnd + 1, args.batch, args.clients, tps, ceiling))
+
+                # 2. Pipeline, on a backlog of its own.
+                ids = seed(db, args.jobs, agents, challenge, first=next_sub)
+                next_sub += len(ids)
+                enqueue(r, ids)
+                settle(svc)
+                if args.profile and rnd == args.rounds - 1:
+                    svc.psql(svc.dbname, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                    svc.psql(svc.dbname, "SELECT pg_stat_statements_reset()")
+                ws, span, n = run_workers(args, env, args.workers, ids, db, r)
+                rate = n / span if span > 0 else 0
+                print("round %d pipeline: %d evaluations by %d workers (concurrency %d, "
+                      "batch %d) in %.2f s = %.0f evaluations/s; ratio %.2f"
+                      % (rnd + 1, n, args.workers, args.concurrency, args.batch, span, rate,
+                         rate / ceiling if ceiling else 0))
+                ratios.append(rate / ceiling if ceiling else 0)
+                rates.append(rate)
+                if rnd < args.rounds - 1:
+                    stop_workers(ws)      # (the last round's go on to the latency phase)
+                    ws = []
+            med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+            rate = med(rates)
+            print("ratio pipeline / ceiling: median %.2f (rounds: %s)"
+                  % (med(ratios), " ".join("%.2f" % x for x in ratios)))
+            if args.profile:
+                cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
+                            "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
+                            "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = "
+                            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+                            "ORDER BY "
+                            "total_exec_time DESC LIMIT 12")
+                print("top statements of the last pipeline round (calls, mean ms, total ms, rows, "
+                      "query):")
+                for row in cur.fetchall():
+                    print("  %8d %8s %9s %8d  %s" % row)
+                db.commit()
+
+            # 3. Latency at half the pipeline's rate.
+            half = max(1, int(rate / 2))
+            total = half * args.secs
+            ids2 = seed(db, total, agents, challenge, first=next_sub)
+            settle(svc)
+            sent = {}
+            start = time.time()
+            for k, sid in enumerate(ids2):
+                delay = start + k / half - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                now = time.time()
+                r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
+                sent[sid] = now
+            offered = total / (time.time() - start)
+            t1 = time.time()
+            while (not drained(r) or count_done(db, ids2) < len(ids2)) and time.time() - t1 < 120:
+                time.sleep(0.05)
+            cur.execute("SELECT submission_id::text, extract(epoch from completed_at) FROM "
+                        "evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids2,))
+            lat = sorted((float(c) - sent[s]) * 1000 for s, c in cur.fetchall())
+            db.commit()
+            if lat:
+                p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
+                print("latency at %.0f jobs/s offered (half the pipeline's rate): n=%d p50=%.1f ms "
+                      "p99=%.1f ms max=%.1f ms" % (offered, len(lat), p(0.5), p(0.99), lat[-1]))
+
+            # 4. Memory.
+            for i, w in enumerate(ws):
+                print("worker %d peak RSS (VmHWM): %.1f MB" % (i, hwm_kb(w.pid) / 1024))
+            stop_workers(ws)
+        finally:
+            stop_workers(STARTED)   # before the servers go
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
