@@ -120,6 +120,26 @@ $$;
 -- are locked first in ascending key order (agents, then agent x challenge),
 -- after the worker's own locks (agents, submissions), so concurrent commits
 -- cannot deadlock on them.
+-- Serialises the writers of one agent's standings for a whole transaction. The
+-- worker calls it first in every commit with all the batch's agents: the
+-- trigger below locks the agents' rows once per INSERT statement, and a commit
+-- inserts first evaluations and re-evaluations in separate statements, so
+-- without one lock order for the whole transaction two commits could each hold
+-- a row the other's next statement needs (a deadlock). Transaction-level
+-- advisory locks (namespace 21332, "St"), taken in key order, give that order.
+CREATE FUNCTION standings_lock_agents(p_agents uuid[]) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+	k int;
+	n int := 0;
+BEGIN
+	FOR k IN SELECT DISTINCT hashtext(x::text) FROM unnest(p_agents) x ORDER BY 1 LOOP
+		PERFORM pg_advisory_xact_lock(21332, k);
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END $$;
+
 CREATE FUNCTION standings_on_results() RETURNS trigger
 LANGUAGE plpgsql
 -- Plan each statement once per session, not for every commit: planning these

@@ -128,7 +128,7 @@ def main():
         e = entries(r)
         ok(res.returncode == 0 and len(e) == 1 and e[0].get("rejudge") == "1" and
            e[0]["kind"] == "reevaluate", "--rejudge adds rejudge=1", (res.stderr, e))
-        r.delete("arbiter:jobs")
+        r.delete("arbiter:jobs:bulk")
 
         # By challenge id, and a slug that looks like SQL injection is just a slug.
         res = requeue(s, "--challenge", str(ids[EVIL]))
