@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The developer scripts' own promises (no servers needed):
 
-- scripts/test counts a skipped test separately: its last line is
-  `N passed, N failed, N skipped` then closes with `N passed, N failed`; a skip is neither passed nor failed, and
-  the exit status says whether anything failed.
+- scripts/test counts a skipped test separately: it prints
+  `N passed, N failed, N skipped`, then closes with `N passed, N failed`; a skip is
+  neither passed nor failed, and the exit status says whether anything failed.
 - scripts/demo shows the compiler's messages when the build fails (it used
   to discard the build's output) and stops.
 """
