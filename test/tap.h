@@ -55,4 +55,24 @@ static int tap_done(void)
 	return tap_failed ? 1 : 0;
 }
 
+/* s on one line (a TAP message must not span lines): a static copy (four
+ * rotate, so one message may use several), newlines shown as " | ". */
+__attribute__((unused)) static const char *tap_flat(const char *s)
+{
+	static char buf[4][1024];
+	static int k;
+	char *b = buf[k++ % 4];
+	size_t n = 0;
+	for (; s && *s && n + 4 < sizeof buf[0]; s++) {
+		if (*s == '\n') {
+			memcpy(b + n, " | ", 3);
+			n += 3;
+		} else {
+			b[n++] = *s;
+		}
+	}
+	b[n] = 0;
+	return b;
+}
+
 #endif

@@ -32,25 +32,6 @@
 
 static uv_loop_t loop;
 
-/* s on one line (a TAP message must not span lines): a static copy, newlines as " | ". */
-static const char *flat(const char *s)
-{
-	static char buf[4][1024];
-	static int k;
-	char *b = buf[k++ % 4];
-	size_t n = 0;
-	for (; s && *s && n + 4 < sizeof buf[0]; s++) {
-		if (*s == '\n') {
-			memcpy(b + n, " | ", 3);
-			n += 3;
-		} else {
-			b[n++] = *s;
-		}
-	}
-	b[n] = 0;
-	return b;
-}
-
 static struct sandbox_pool *sp;
 static unsigned long uid_base;   /* ours alone: other test runs may use the sandbox too */
 
@@ -643,7 +624,7 @@ static void test_regressions(void)
 			is_str(verdict_n(&o, 0), "compilation_error", "#include %s: compilation_error", inc[i]);
 			ok(co && (!host[0] || !strstr(co, host)) && !strstr(co, "ld.so.conf.d"),
 			   "#include %s: nothing of the host file in compile.output (%s)",
-			   inc[i], flat(co));
+			   inc[i], tap_flat(co));
 			outcome_free(&o);
 			json_decref(an);
 			json_decref(cs);
@@ -823,7 +804,7 @@ static void test_daemon_and_killall(void)
 	one(&o, "c", "main.c", "test/sandbox/daemon.c", "", "parent done\n", NULL);
 	is_str(verdict_n(&o, 0), "accepted", "double fork: the parent's run is judged");
 	if (strcmp(verdict_n(&o, 0), "accepted"))
-		diag("compile: %s", flat(json_string_value(json_object_get(json_object_get(o.extra,
+		diag("compile: %s", tap_flat(json_string_value(json_object_get(json_object_get(o.extra,
 		     "compile"), "output"))));
 	outcome_free(&o);
 	check_after("daemon");

@@ -29,25 +29,6 @@
 
 static uv_loop_t loop;
 
-/* s on one line (a TAP message must not span lines): a static copy, newlines as " | ". */
-static const char *flat(const char *s)
-{
-	static char buf[4][1024];
-	static int k;
-	char *b = buf[k++ % 4];
-	size_t n = 0;
-	for (; s && *s && n + 4 < sizeof buf[0]; s++) {
-		if (*s == '\n') {
-			memcpy(b + n, " | ", 3);
-			n += 3;
-		} else {
-			b[n++] = *s;
-		}
-	}
-	b[n] = 0;
-	return b;
-}
-
 static struct sandbox *sb;
 static unsigned long uid_base;   /* ours alone: other test runs may use the sandbox too */
 
@@ -288,11 +269,11 @@ static void test_small_leaks(void)
 		if (nl && (nl - l < 2 || nl[-1] != '/' || nl[-2] != ':'))
 			only_root = false;
 	}
-	ok(only_root, "leaks: /proc/self/cgroup shows no host path (%.300s)", flat(g.out));
+	ok(only_root, "leaks: /proc/self/cgroup shows no host path (%.300s)", tap_flat(g.out));
 	ok(!strstr(g.out, "CMDLINE") && !strstr(g.out, "cmdline"), "leaks: no /proc/cmdline");
 	ok(!strstr(g.out, "PRESSURE") && !strstr(g.out, "pressure"), "leaks: no /proc/pressure");
 	ok(sep && !strstr(sep, "kcore") && !strstr(sep, "sys "), "leaks: /proc holds the processes "
-	   "only (%.200s)", flat(sep));
+	   "only (%.200s)", tap_flat(sep));
 	got_free(&g);
 }
 
@@ -710,7 +691,7 @@ static void test_unwaited_cpu(void)
 	run(&g, argv, &f, 1, NULL, lim);
 	ok(!g.r.internal_error, "unwaited children: ran (%s)", g.r.error);
 	ok(g.r.cpu_exceeded, "unwaited children: their CPU time counts against cpu_ms "
-	   "(cpu_ms %llu, exit %d, out %s)", (unsigned long long)g.r.cpu_ms, g.r.exit_code, flat(g.out));
+	   "(cpu_ms %llu, exit %d, out %s)", (unsigned long long)g.r.cpu_ms, g.r.exit_code, tap_flat(g.out));
 	ok(g.r.cpu_ms >= 1000, "unwaited children: cpu_ms %llu includes them",
 	   (unsigned long long)g.r.cpu_ms);
 	ok(!g.r.wall_exceeded && g.r.wall_ms < 30000, "unwaited children: stopped by the CPU limit "
@@ -758,7 +739,7 @@ static void test_inherited_charge(void)
 	}
 	char *a = slot_dirs_of_a_run(), *b = slot_dirs_of_a_run();
 	ok(a[0] && b[0] && strcmp(a, b), "fresh cgroups: two runs of a slot never share one "
-	   "(%s || %s)", flat(a), flat(b));
+	   "(%s || %s)", tap_flat(a), tap_flat(b));
 	free(a);
 	free(b);
 	static const char park[] =
@@ -779,7 +760,7 @@ static void test_inherited_charge(void)
 	/* both slots, so that whichever the next runs take has had a parking run */
 	for (int i = 0; i < 2; i++) {
 		run(&g, argv, &f, 1, NULL, big);
-		ok(!g.r.internal_error, "parked fds: ran (%s %s)", g.r.error, flat(g.err));
+		ok(!g.r.internal_error, "parked fds: ran (%s %s)", g.r.error, tap_flat(g.err));
 		got_free(&g);
 	}
 	struct sandbox_limits lim = small;
@@ -864,10 +845,10 @@ static void test_cross_run(void)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	is_int(shared_done, 2, "cross-run: both ran");
 	const char *oa = shared_a.out ? shared_a.out : "", *ob = shared_b.out ? shared_b.out : "";
-	ok(strstr(oa, "nothing") != NULL, "cross-run: nothing reached the first run (%s)", flat(oa));
-	ok(!strncmp(ob, "0 sockets", 9), "cross-run: no other run's socket in /proc/net/unix (%s)", flat(ob));
+	ok(strstr(oa, "nothing") != NULL, "cross-run: nothing reached the first run (%s)", tap_flat(oa));
+	ok(!strncmp(ob, "0 sockets", 9), "cross-run: no other run's socket in /proc/net/unix (%s)", tap_flat(ob));
 	ok(strstr(ob, "send-refused") && strstr(ob, "connect-refused") && strstr(oa, "bind-refused"),
-	   "cross-run: bind, connect and sendto with an address are refused (%s | %s)", flat(oa), flat(ob));
+	   "cross-run: bind, connect and sendto with an address are refused (%s | %s)", tap_flat(oa), tap_flat(ob));
 	got_free(&shared_a);
 	got_free(&shared_b);
 	is_int(strays(), 0, "cross-run: no stray process");
