@@ -50,6 +50,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from services import Services  # noqa: E402
+from bench_worker import count_done, enqueue, hwm_kb  # noqa: E402  (one copy of these helpers)
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -111,35 +112,6 @@ def seed(db, n, agents, challenge, first=0):
         template="(%s,%s,%s,%s,%s,to_timestamp(%s),'queued')", page_size=2000)
     db.commit()
     return ids
-
-
-def enqueue(r, ids):
-    pipe = r.pipeline(transaction=False)
-    for k, sid in enumerate(ids):
-        pipe.xadd("arbiter:jobs", {"submission_id": sid,
-                                   "enqueued_at": str(int(time.time() * 1000))})
-        if k % 1000 == 999:
-            pipe.execute()
-    pipe.execute()
-
-
-def count_done(db, ids):
-    cur = db.cursor()
-    cur.execute("SELECT count(*) FROM submissions WHERE id = ANY(%s::uuid[]) "
-                "AND status IN ('completed','rejected','failed')", (ids,))
-    n = cur.fetchone()[0]
-    db.commit()
-    return n
-
-
-def hwm_kb(pid):
-    try:
-        for line in open("/proc/%d/status" % pid):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def settle(svc):
