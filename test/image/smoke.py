@@ -27,6 +27,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+# The host-side `arbiter migrate` uses the same build tree as test-sandbox
+# (workerkit reads ARBITER_BIN when it is imported).
+if len(sys.argv) > 1 and "ARBITER_BIN" not in os.environ:
+    os.environ["ARBITER_BIN"] = os.path.join(os.path.abspath(sys.argv[1]), "worker", "arbiter")
+
 from services import Services  # noqa: E402
 from tap import diag, done, ok  # noqa: E402
 from workerkit import SPEC_X, Arena, bulk, exactly_once, migrate, wait_for  # noqa: E402
