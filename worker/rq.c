@@ -14,6 +14,9 @@
  *     per client armed at the earliest deadline.
  *   - reconnection with exponential backoff and jitter.
  *   - commands issued while not connected, failed asynchronously.
+ *   - Cluster ASK: a command the slot's owner answers "-ASK" is resent to
+ *     the importing node after ASKING; replies of later commands wait on
+ *     r->hold so callbacks keep the issue order.
  *   - clear messages for what an operator must fix: TLS verification (unknown
  *     CA, name mismatch), a TLS handshake timeout, WRONGPASS/NOAUTH, and an
  *     ACL that refuses a command (NOPERM), logged as errors naming it.
@@ -81,6 +84,15 @@ struct rq_req {
 	bool timed_out;             /* its deadline passed: report "timeout" */
 	bool internal;              /* handshake command, not counted in r->pending */
 	char cmd[24];               /* the command's name, for ACL messages */
+	/* Cluster: ASK redirects. */
+	char *bytes;                /* the formatted command (cluster mode only) */
+	size_t nbytes;
+	bool in_tx;                 /* sent inside MULTI/WATCH ... EXEC: never resent alone */
+	struct rq_req *ask_for;     /* internal: resends this user command to the importing node */
+	struct rq_req *hold_next;   /* on r->hold: completion in issue order */
+	bool ready;                 /* on r->hold: reply (or held_err) known */
+	redisReply *held;           /* on r->hold: the reply, owned until delivered */
+	const char *held_err;
 };
 
 /* Where a connection is: TCP connect, TLS handshake, open (the AUTH/SELECT/
@@ -89,7 +101,7 @@ enum conn_phase { PH_CONNECT, PH_TLS, PH_OPEN };
 
 /* What a connection is for: the data node (user commands), asking a Sentinel
  * where the master is, or a Sentinel subscription to +switch-master. */
-enum conn_role { CR_DATA, CR_DISCOVER, CR_WATCH };
+enum conn_role { CR_DATA, CR_DISCOVER, CR_WATCH, CR_ASK };
 
 /* One connection: socket, poll handle, TLS session, reply parser and the
  * commands written on it. Owned by the rq while current (r->conn); once
@@ -110,6 +122,8 @@ struct rq_conn {
 	size_t out_len, out_off, out_cap;
 	struct rq_req pending;      /* sentinel: commands written, replies due */
 	enum conn_role role;
+	bool in_multi, watching;    /* user commands sent: inside MULTI / after WATCH */
+	uint64_t asked;             /* CR_ASK: commands answered through ASKING */
 };
 
 /* A name resolution in flight. Owned by libuv until its callback; r is set to
@@ -178,6 +192,14 @@ struct rq {
 	bool connect_now;           /* the next attempt starts without backoff */
 	bool keep_target;           /* this drop keeps master_host (a redirect) */
 	int slot;                   /* Cluster: the hash slot we serve */
+	/* Cluster ASK: commands answered by the importing node. Their replies,
+	 * and those of every command issued after them, wait on r->hold so
+	 * callbacks still run in the order the commands were issued. */
+	struct rq_conn *askc;       /* connection to the importing node, NULL when none */
+	char ask_host[256];
+	int ask_port;
+	struct rq_req *hold_head, *hold_tail;
+	uint64_t asks;              /* commands resent with ASKING, in total */
 };
 
 static void conn_drop(struct rq *r, const char *why);
@@ -190,6 +212,10 @@ static void watch_start(struct rq *r);
 static void watch_drop(struct rq *r, const char *why);
 static void on_backoff(uv_timer_t *t);
 static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *reply);
+static void ask_close(struct rq *r);
+static void hold_drain(struct rq *r, bool all);
+static struct rq_conn *conn_new(struct rq *r, const struct sockaddr *sa, socklen_t salen,
+                                const char *tls_name, char *why, size_t cap);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -217,6 +243,8 @@ static struct rq_req *req_get(struct rq *r)
 
 static void req_put(struct rq *r, struct rq_req *q)
 {
+	free(q->bytes);
+	q->bytes = NULL;
 	if (r->nfree >= RQ_FREE_REQS_MAX) {
 		free(q);
 		return;
@@ -416,6 +444,8 @@ static void conn_drop(struct rq *r, const char *why)
 	conn_lost(r, c, why);       /* may run on_disconnect, which may call rq_close */
 	c->closing = true;
 	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	ask_close(r);
+	hold_drain(r, true);        /* issued before what is still pending on c */
 	while (c->pending.next != &c->pending) {
 		struct rq_req *q = c->pending.next;
 		list_del(q);
@@ -433,6 +463,12 @@ static void conn_fail(struct rq *r, struct rq_conn *c, const char *why)
 		conn_drop(r, why);
 	else if (c == r->watch)
 		watch_drop(r, why);
+	else if (c == r->askc) {
+		char w[600];
+		snprintf(w, sizeof w, "cluster: the importing node %s:%d (ASK): %s", r->ask_host,
+		         r->ask_port, why);
+		conn_drop(r, w);        /* back to retrying on the slot's owner */
+	}
 }
 
 /* conn_fail after a failure that is a configuration problem: logged at once. */
@@ -520,6 +556,66 @@ static void tls_describe(struct rq *r, struct rq_conn *c, int rc, int e, const c
 	}
 }
 
+/* True for the error replies with which a Cluster node says our slot is
+ * (being) served elsewhere. */
+static bool is_redirect(const redisReply *reply)
+{
+	return reply->type == REDIS_REPLY_ERROR && reply->str &&
+	       (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4) ||
+	        !strncmp(reply->str, "TRYAGAIN", 8));
+}
+
+/* A user command's outcome: delivered now, or, while earlier commands wait
+ * for the importing node, kept on r->hold until they are answered. Takes rep. */
+static void req_done(struct rq *r, struct rq_req *q, redisReply *rep, const char *err)
+{
+	if (r->hold_head) {
+		q->held = rep;
+		q->held_err = err;
+		q->ready = true;
+		q->hold_next = NULL;
+		r->hold_tail->hold_next = q;
+		r->hold_tail = q;
+		return;
+	}
+	req_finish(r, q, rep, err);
+	if (rep)
+		freeReplyObject(rep);
+}
+
+static int ask_follow(struct rq *r, struct rq_req *q, const redisReply *reply);
+
+/* A reply on the connection to the importing node: for ASKING's resent
+ * command (q->ask_for) or the connection's own AUTH/ASKING. Returns -1 if a
+ * connection was dropped. Takes rep. */
+static int ask_deliver(struct rq *r, struct rq_conn *c, struct rq_req *q, redisReply *rep)
+{
+	struct rq_req *u = q->ask_for;
+	if (!u) {
+		req_finish(r, q, rep, NULL);        /* ask_internal_cb */
+		freeReplyObject(rep);
+		return c->closing ? -1 : 0;
+	}
+	req_put(r, q);
+	if (is_redirect(rep) && r->conn) {
+		/* The importing node will not serve it either (TRYAGAIN: a
+		 * multi-key command during the migration): fail it with everything
+		 * in flight and retry on the owner, as without ASK. */
+		u->held_err = "disconnected";
+		u->ready = true;
+		cluster_redirect(r, r->conn, rep);
+		freeReplyObject(rep);
+		return -1;
+	}
+	if (rep->type == REDIS_REPLY_ERROR && !r->closing)
+		acl_check(r, u, rep);
+	c->asked++;
+	u->held = rep;
+	u->ready = true;
+	hold_drain(r, false);
+	return c->closing ? -1 : 0;
+}
+
 /* Delivers every complete reply in the reader to its command. Returns -1 if
  * the connection was dropped (by a protocol error or from a callback). */
 static int conn_deliver(struct rq *r, struct rq_conn *c)
@@ -549,13 +645,21 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 		}
 		list_del(q);
 		redisReply *reply = rep;
+		if (c->role == CR_ASK) {
+			if (ask_deliver(r, c, q, reply) < 0)
+				return -1;
+			continue;
+		}
 		bool readonly = false;
-		if (r->url.cluster && reply->type == REDIS_REPLY_ERROR && !r->closing &&
-		    !q->internal && c == r->conn && reply->str &&
-		    (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4) ||
-		     !strncmp(reply->str, "TRYAGAIN", 8))) {
+		if (r->url.cluster && !r->closing && !q->internal && c == r->conn && is_redirect(reply)) {
+			/* ASK: this one command goes to the importing node, with
+			 * ASKING; the connection stays. */
+			if (!strncmp(reply->str, "ASK ", 4) && ask_follow(r, q, reply) == 0) {
+				freeReplyObject(rep);
+				continue;
+			}
 			/* Not executed: it fails like the rest of the connection. */
-			req_finish(r, q, NULL, "disconnected");
+			req_done(r, q, NULL, "disconnected");
 			cluster_redirect(r, c, reply);
 			freeReplyObject(rep);
 			return -1;
@@ -565,11 +669,15 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 			/* Sentinel: the node we write to was demoted to a replica. */
 			readonly = r->url.sentinel && reply->str && !strncmp(reply->str, "READONLY", 8);
 		}
-		if (r->closing && !q->internal)
+		if (r->closing && !q->internal) {
 			req_finish(r, q, NULL, "closed");
-		else
+			freeReplyObject(rep);
+		} else if (!q->internal) {
+			req_done(r, q, reply, NULL);
+		} else {
 			req_finish(r, q, reply, NULL);
-		freeReplyObject(rep);
+			freeReplyObject(rep);
+		}
 		if (c->closing)
 			return -1;
 		if (readonly) {
@@ -933,6 +1041,186 @@ static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *
 	}
 	conn_fail(r, c, why);
 	return true;
+}
+
+/* ---- Cluster: ASK redirects ---------------------------------------------- */
+
+/* Runs the held commands' callbacks in issue order: those answered (all:
+ * every one, an unanswered one failing "timeout", "closed" or
+ * "disconnected"). */
+static void hold_drain(struct rq *r, bool all)
+{
+	while (r->hold_head && (all || r->hold_head->ready)) {
+		struct rq_req *q = r->hold_head;
+		r->hold_head = q->hold_next;
+		if (!r->hold_head)
+			r->hold_tail = NULL;
+		redisReply *rep = q->held;
+		const char *err = q->held_err ? q->held_err : "disconnected";
+		if (q->timed_out && !q->ready)
+			err = "timeout";
+		else if (r->closing)
+			err = "closed";
+		if (rep && r->closing) {
+			freeReplyObject(rep);
+			rep = NULL;
+		}
+		req_finish(r, q, rep, rep ? NULL : err);
+		if (rep)
+			freeReplyObject(rep);
+	}
+}
+
+/* Closes the connection to the importing node (its resent commands stay on
+ * r->hold: the caller fails or keeps them). */
+static void ask_close(struct rq *r)
+{
+	struct rq_conn *c = r->askc;
+	if (!c)
+		return;
+	r->askc = NULL;
+	if (c->asked)
+		LOGI(NULL, NULL, "redis %s: cluster: %llu command(s) answered by the importing node "
+		     "%s:%d through ASKING during the migration of slot %d", r->name,
+		     (unsigned long long)c->asked, r->ask_host, r->ask_port, r->slot);
+	c->closing = true;
+	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	while (c->pending.next != &c->pending) {
+		struct rq_req *q = c->pending.next;
+		list_del(q);
+		if (q->ask_for)
+			req_put(r, q);
+		else
+			req_finish(r, q, NULL, "disconnected");
+	}
+}
+
+/* AUTH and ASKING on the importing node: a refusal ends the ASK path (the
+ * owner's connection is dropped and the commands retried, as without ASK). */
+static void ask_internal_cb(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct rq_conn *c = data;
+	if (c != r->askc || c->closing || r->closing)
+		return;
+	if (!reply || reply->type == REDIS_REPLY_ERROR) {
+		char why[600];
+		snprintf(why, sizeof why, "refused: %s", reply && reply->str ? reply->str :
+		         err ? err : "no reply");
+		conn_fail(r, c, why);
+	}
+}
+
+static void ask_internal_send(struct rq *r, struct rq_conn *c, int argc, const char **argv)
+{
+	sds cmd;
+	int len = redisFormatSdsCommandArgv(&cmd, argc, argv, NULL);
+	if (len < 0)
+		abort();                /* only fails on out-of-memory */
+	struct rq_req *q = req_get(r);
+	q->cb = ask_internal_cb;
+	q->data = c;
+	q->deadline = RQ_NO_DEADLINE;
+	q->internal = true;
+	snprintf(q->cmd, sizeof q->cmd, "%s", argv[0]);
+	conn_send(c, q, cmd, (size_t)len);
+	sdsfree(cmd);
+}
+
+/* Opens the connection to the importing node host:port (numeric address;
+ * "localhost" as 127.0.0.1), with AUTH when the URL has a password. */
+static struct rq_conn *ask_open(struct rq *r, const char *host, int port)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	socklen_t len;
+	const char *h = !strcasecmp(host, "localhost") ? "127.0.0.1" : host;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, h, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		len = sizeof *s4;
+	} else if (inet_pton(AF_INET6, h, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		len = sizeof *s6;
+	} else {
+		LOGD(NULL, NULL, "redis %s: cluster: ASK to %s: not a numeric address, retrying on "
+		     "the owner instead", r->name, host);
+		return NULL;
+	}
+	char why[200];
+	const char *name = r->url.tls_server_name[0] ? r->url.tls_server_name : host;
+	struct rq_conn *c = conn_new(r, (struct sockaddr *)&ss, len, name, why, sizeof why);
+	if (!c) {
+		LOGD(NULL, NULL, "redis %s: cluster: ASK to %s:%d: %s", r->name, host, port, why);
+		return NULL;
+	}
+	c->role = CR_ASK;
+	snprintf(r->ask_host, sizeof r->ask_host, "%s", host);
+	r->ask_port = port;
+	if (r->url.password[0]) {
+		const char *argv[3] = { "AUTH", r->url.user, r->url.password };
+		if (r->url.user[0])
+			ask_internal_send(r, c, 3, argv);
+		else {
+			argv[1] = r->url.password;
+			ask_internal_send(r, c, 2, argv);
+		}
+	}
+	LOGI(NULL, NULL, "redis %s: cluster: slot %d is migrating to %s:%d: commands on keys "
+	     "already moved go there with ASKING", r->name, r->slot, host, port);
+	return c;
+}
+
+/* "-ASK <slot> <host>:<port>" for user command q (not executed): resends it,
+ * once, to the importing node after ASKING and keeps it on r->hold until the
+ * answer comes. Returns 0, or -1 when it cannot be resent that way (inside
+ * MULTI/WATCH, not a numeric address, another migration's connection still
+ * busy); the caller then fails it like the rest of the connection. */
+static int ask_follow(struct rq *r, struct rq_req *q, const redisReply *reply)
+{
+	const char *s = reply->str;
+	const char *hp = strchr(s + 4, ' ');
+	const char *colon = hp ? strrchr(hp, ':') : NULL;
+	char host[256];
+	int port;
+	if (!q->bytes || q->in_tx || !colon || (size_t)(colon - hp - 1) >= sizeof host ||
+	    sscanf(colon + 1, "%d", &port) != 1 || port < 1 || port > 65535)
+		return -1;
+	memcpy(host, hp + 1, (size_t)(colon - hp - 1));
+	host[colon - hp - 1] = '\0';
+	if (!host[0])
+		snprintf(host, sizeof host, "%s", r->host);
+	if (r->askc && (strcmp(r->ask_host, host) || r->ask_port != port)) {
+		if (r->hold_head)
+			return -1;
+		ask_close(r);
+	}
+	if (!r->askc && !(r->askc = ask_open(r, host, port)))
+		return -1;
+	struct rq_conn *c = r->askc;
+	const char *argv[1] = { "ASKING" };
+	ask_internal_send(r, c, 1, argv);
+	struct rq_req *p = req_get(r);
+	p->internal = true;
+	p->ask_for = q;
+	p->deadline = RQ_NO_DEADLINE;
+	snprintf(p->cmd, sizeof p->cmd, "%s", q->cmd);
+	conn_send(c, p, q->bytes, q->nbytes);
+	conn_update_events(c);
+	q->ready = false;
+	q->held = NULL;
+	q->held_err = NULL;
+	q->hold_next = NULL;
+	if (r->hold_tail)
+		r->hold_tail->hold_next = q;
+	else
+		r->hold_head = q;
+	r->hold_tail = q;
+	r->asks++;
+	LOGD(NULL, NULL, "redis %s: cluster: %s: %s resent with ASKING", r->name, s, q->cmd);
+	return 0;
 }
 
 static void handshake_cb(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -1367,6 +1655,16 @@ static void on_cmd_timer(uv_timer_t *t)
 			min = q->deadline;
 		}
 	}
+	for (struct rq_req *q = r->hold_head; q; q = q->hold_next) {     /* at the importing node */
+		if (q->ready)
+			continue;
+		if (q->deadline <= now) {
+			q->timed_out = true;
+			expired++;
+		} else if (q->deadline < min) {
+			min = q->deadline;
+		}
+	}
 	if (expired) {
 		LOGW(NULL, NULL, "redis %s: %zu command(s) timed out, reconnecting to %s",
 		     r->name, expired, r->where);
@@ -1435,6 +1733,26 @@ static bool cmd_unsupported(const char *cmd, size_t len)
 	return arg_is(a, n, "client") && resp_arg(cmd, len, 1, &a, &n) && arg_is(a, n, "reply");
 }
 
+/* Cluster: keeps a copy of user command q (an ASK resends it) and notes
+ * whether it is part of a MULTI/WATCH ... EXEC block on c (never resent alone:
+ * the block would lose its atomicity). */
+static void tx_track(struct rq_conn *c, struct rq_req *q, const char *cmd, size_t len)
+{
+	q->bytes = xmalloc(len);
+	memcpy(q->bytes, cmd, len);
+	q->nbytes = len;
+	bool multi = !strcmp(q->cmd, "MULTI"), watch = !strcmp(q->cmd, "WATCH");
+	q->in_tx = c->in_multi || c->watching || multi || watch;
+	if (multi)
+		c->in_multi = true;
+	if (watch)
+		c->watching = true;
+	if (!strcmp(q->cmd, "EXEC") || !strcmp(q->cmd, "DISCARD"))
+		c->in_multi = c->watching = false;
+	if (!strcmp(q->cmd, "UNWATCH") && !c->in_multi)
+		c->watching = false;
+}
+
 static int submit(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data,
                   const char *cmd, size_t len)
 {
@@ -1464,6 +1782,8 @@ static int submit(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data,
 			q->cmd[i] = (char)((a[i] >= 'a' && a[i] <= 'z') ? a[i] - 32 : a[i]);
 		q->cmd[n] = '\0';
 	}
+	if (r->url.cluster)
+		tx_track(r->conn, q, cmd, len);
 	conn_send(r->conn, q, cmd, len);
 	if (q->deadline != RQ_NO_DEADLINE)
 		arm_cmd_timer(r, q->deadline);

@@ -6,11 +6,16 @@
  * per-command timeouts (uv timers), AUTH + SELECT before on_connect, and
  * reconnection with exponential backoff and jitter (50 ms doubling to 5 s),
  * Redis Sentinel (discover the master, follow +switch-master) and Redis
- * Cluster (connect to the owner of one hash slot, follow MOVED; ASK and
- * TRYAGAIN during a slot migration: reconnect and retry until it ends). In
- * Cluster mode a redirected command is NOT resent: it fails "disconnected",
- * like everything in flight on the dropped connection, so MULTI blocks stay
- * atomic; callers already retry those.
+ * Cluster (connect to the owner of one hash slot, follow MOVED). During a
+ * slot migration, a command answered "-ASK" is resent once to the importing
+ * node after ASKING (on a second connection, kept while the migration
+ * lasts); its callback and those of the commands issued after it still run
+ * in issue order. Commands inside MULTI/WATCH ... EXEC are never resent
+ * alone, and what the importing node will not serve either (TRYAGAIN: a
+ * multi-key command whose keys are split between the nodes or do not exist
+ * yet) falls back to the MOVED/TRYAGAIN rule: the command fails
+ * "disconnected" like everything in flight on the connection, which is
+ * re-opened after the short backoff; callers already retry those.
  *
  * Everything here runs on the loop thread only. Every command's callback runs
  * exactly once and never synchronously inside rq_cmd*.
