@@ -1941,19 +1941,25 @@ fail:
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
-int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
+/* rq_new without the logging: -1 with the reason in err. */
+static int rq_create(uv_loop_t *loop, const struct rq_opts *o, struct rq **out, char *err,
+                     size_t errlen)
 {
 	struct rq_url url;
-	char err[640] = "no loop or options";
 	const char *name = o && o->name ? o->name : "redis";
 	*out = NULL;
-	if (!loop || !o || rq_url_parse(o->url, &url, err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "redis %s: invalid URL: %s", name, err);
+	if (!loop || !o) {
+		snprintf(err, errlen, "no loop or options");
+		return -1;
+	}
+	char why[600];
+	if (rq_url_parse(o->url, &url, why, sizeof why) < 0) {
+		snprintf(err, errlen, "invalid URL: %s", why);
 		return -1;
 	}
 	SSL_CTX *ctx = NULL;
-	if (url.tls && !(ctx = tls_ctx_new(&url, err, sizeof err))) {
-		LOGE(NULL, NULL, "redis %s: %s", name, err);
+	if (url.tls && !(ctx = tls_ctx_new(&url, err, errlen))) {
+		memset(&url, 0, sizeof url);
 		return -1;
 	}
 	struct rq *r = xcalloc(1, sizeof *r);
@@ -1993,7 +1999,18 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 	r->state = RQ_IDLE;
 	/* First attempt on the next loop iteration: nothing runs inside rq_new. */
 	uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);
+	memset(&url, 0, sizeof url);
 	*out = r;
+	return 0;
+}
+
+int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
+{
+	char err[700];
+	if (rq_create(loop, o, out, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "redis %s: %s", o && o->name ? o->name : "redis", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -2028,6 +2045,137 @@ uint64_t rq_reconnects(const struct rq *r)
 size_t rq_pending(const struct rq *r)
 {
 	return r ? r->pending : 0;
+}
+
+/* ---- blocking use (command-line tools) ------------------------------------ */
+
+struct rq_sync {
+	uv_loop_t loop;
+	uv_timer_t deadline;
+	struct rq *r;
+	uint32_t timeout_ms;
+	bool connected, expired, closed;
+};
+
+/* The state of one rq_sync_cmdv call. */
+struct sync_call {
+	bool done;
+	redisReply *reply;
+	const char *err;
+};
+
+static void sync_on_connect(struct rq *r, void *data)
+{
+	(void)r;
+	((struct rq_sync *)data)->connected = true;
+}
+
+static void sync_on_deadline(uv_timer_t *t)
+{
+	((struct rq_sync *)t->data)->expired = true;
+}
+
+static void sync_on_closed(void *data)
+{
+	((struct rq_sync *)data)->closed = true;
+}
+
+/* A deep copy of a reply, freeable with freeReplyObject (hiredis 0.14 frees
+ * with free()). */
+static redisReply *reply_dup(const redisReply *a)
+{
+	redisReply *b = xcalloc(1, sizeof *b);
+	b->type = a->type;
+	b->integer = a->integer;
+	if (a->str) {
+		b->str = xmalloc(a->len + 1);
+		memcpy(b->str, a->str, a->len);
+		b->str[a->len] = '\0';
+		b->len = a->len;
+	}
+	if (a->element && a->elements) {
+		b->element = xcalloc(a->elements, sizeof *b->element);
+		b->elements = a->elements;
+		for (size_t i = 0; i < a->elements; i++)
+			b->element[i] = reply_dup(a->element[i]);
+	}
+	return b;
+}
+
+static void sync_cb(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct sync_call *c = data;
+	(void)r;
+	c->done = true;
+	c->err = err;
+	if (reply)
+		c->reply = reply_dup(reply);
+}
+
+int rq_sync_open(const char *url, const char *cluster_key, uint32_t timeout_ms,
+                 struct rq_sync **out, char *err, size_t errlen)
+{
+	struct rq_sync *s = xcalloc(1, sizeof *s);
+	*out = NULL;
+	s->timeout_ms = timeout_ms ? timeout_ms : RQ_DEFAULT_CMD_MS;
+	if (uv_loop_init(&s->loop) < 0) {
+		snprintf(err, errlen, "cannot create an event loop");
+		free(s);
+		return -1;
+	}
+	struct rq_opts o = {
+		.url = url, .cluster_key = cluster_key, .name = "cli", .data = s,
+		.on_connect = sync_on_connect, .cmd_timeout_ms = s->timeout_ms,
+		.connect_timeout_ms = s->timeout_ms < RQ_DEFAULT_CONNECT_MS ? s->timeout_ms : 0,
+	};
+	if (rq_create(&s->loop, &o, &s->r, err, errlen) < 0) {
+		uv_loop_close(&s->loop);
+		free(s);
+		return -1;
+	}
+	uv_timer_init(&s->loop, &s->deadline);
+	s->deadline.data = s;
+	uv_timer_start(&s->deadline, sync_on_deadline, s->timeout_ms, 0);
+	while (!s->connected && !s->expired)
+		uv_run(&s->loop, UV_RUN_ONCE);
+	uv_timer_stop(&s->deadline);
+	if (!s->connected) {
+		snprintf(err, errlen, "cannot reach %s within %u ms: %s", s->r->where, s->timeout_ms,
+		         s->r->last_err[0] ? s->r->last_err : "no answer");
+		rq_sync_close(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+redisReply *rq_sync_cmdv(struct rq_sync *s, int argc, const char **argv, char *err,
+                         size_t errlen)
+{
+	struct sync_call c = { 0 };
+	if (rq_cmdv(s->r, 0, sync_cb, &c, argc, argv, NULL) < 0) {
+		snprintf(err, errlen, "%s: cannot be sent", argc > 0 ? argv[0] : "?");
+		return NULL;
+	}
+	while (!c.done)
+		uv_run(&s->loop, UV_RUN_ONCE);
+	if (!c.reply)
+		snprintf(err, errlen, "%s: %s (%s)", argv[0], c.err ? c.err : "no reply",
+		         s->r->last_err[0] ? s->r->last_err : s->r->where);
+	return c.reply;
+}
+
+void rq_sync_close(struct rq_sync *s)
+{
+	if (!s)
+		return;
+	rq_close(s->r, sync_on_closed, s);
+	while (!s->closed)
+		uv_run(&s->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&s->deadline, NULL);
+	uv_run(&s->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&s->loop);
+	free(s);
 }
 
 /* ---- Cluster hash slots ------------------------------------------------------ */

@@ -110,6 +110,27 @@ uint64_t rq_reconnects(const struct rq *r);
 /* Number of commands whose callback has not run yet. */
 size_t rq_pending(const struct rq *r);
 
+/* Blocking use, for command-line tools (arbiter status, pause, resume): an
+ * rq on a private loop, so they take every URL the worker takes (TLS,
+ * Sentinel, Cluster). */
+struct rq_sync;
+
+/* Connects to url, waiting up to timeout_ms (0 = 5000) for a usable
+ * connection; cluster_key as in rq_opts. Returns 0 and *out, or -1 with the
+ * reason in err (never the password). */
+int rq_sync_open(const char *url, const char *cluster_key, uint32_t timeout_ms,
+                 struct rq_sync **out, char *err, size_t errlen);
+
+/* Sends one command and waits for its reply (at most the timeout). Returns
+ * the reply (maybe an error reply; free it with freeReplyObject), or NULL
+ * with the reason in err (timeout, connection lost, redirected during a
+ * Cluster resharding). Never retried: the caller decides. */
+redisReply *rq_sync_cmdv(struct rq_sync *s, int argc, const char **argv, char *err,
+                         size_t errlen);
+
+/* Closes the connection and frees s (NULL is ignored). */
+void rq_sync_close(struct rq_sync *s);
+
 #define RQ_MAX_HOSTS 8
 
 /* Parsed form of a Redis URL, for rq and for tests. */

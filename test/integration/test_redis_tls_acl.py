@@ -30,7 +30,7 @@ import redis
 
 from pki import make_pki
 from services import Services, free_port
-from workerkit import SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
+from workerkit import cli, operator_cli_checks, SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
 
 
 class TlsRedis:
@@ -130,10 +130,16 @@ def main():
             ok("tls-s3cret" not in out, "tls: the password is not logged")
             ok(w.term(30) == 0, "tls: worker exits 0")
             diag("TLS run: %.1f s" % (time.monotonic() - t0))
+            # The operator commands take the same URL (CA, client cert, ACL user).
+            operator_cli_checks(s, url, a.r, "tls", secret="tls-s3cret")
 
             rogue = base + q(pki, ssl_ca_certs=pki["rogue.pem"], ssl_certfile=pki["client.pem"],
                              ssl_keyfile=pki["client.key"])
             expect_log(s, rogue, "unknown CA", "unknown CA (CA file)")
+            p = cli(s, rogue, "status")
+            ok(p.returncode == 1 and "unknown CA" in p.stdout + p.stderr
+               and "tls-s3cret" not in p.stdout + p.stderr,
+               "status with an unknown CA: exit 1, says why", p.stdout + p.stderr)
             out = expect_log(s, "rediss://localhost:%d/0" % tr.port, "unknown CA",
                              "unknown CA (system store)")
             ok("system store" in out, "unknown CA (system store): says the system store was used")
