@@ -91,6 +91,48 @@ def expect_log(s, url, want, name, secs=20):
     return out
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def script(s, name, url, *args):
+    """scripts/NAME ARGS with ARBITER_REDIS_URL=url (CompletedProcess, text)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    env.update({"ARBITER_REDIS_URL": url, "ARBITER_DATABASE_URL": s.database_url})
+    return subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", name)] + list(args),
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+
+
+def scripts_over_tls(s, a, url, rogue, named):
+    """scripts/dlq and scripts/requeue over rediss:// with the worker's URL."""
+    dead = a.r.xadd(a.dead, {"submission_id": "not-a-uuid", "enqueued_at": "1", "reason": "tls check",
+                             "original_id": "1-1", "worker_id": "tls",
+                             "failed_at": str(int(time.time() * 1000))})
+    p = script(s, "dlq", url, "list")
+    ok(p.returncode == 0 and dead in p.stdout and "not-a-uuid" in p.stdout,
+       "dlq list over TLS (CA file, client cert, ACL user)", p.stdout + p.stderr)
+    p = script(s, "dlq", url, "drop", dead, "--yes")
+    ok(p.returncode == 0 and a.r.xlen(a.dead) == 0, "dlq drop --yes over TLS", p.stdout + p.stderr)
+    sub = a.q1("SELECT id FROM submissions WHERE status = 'completed' LIMIT 1")[0]
+    before = a.r.xlen(a.stream)
+    p = script(s, "requeue", url, "--ids", str(sub), "--lane", "live", "--yes")
+    got = [f for _, f in a.r.xrange(a.stream) if f.get("submission_id") == str(sub)]
+    ok(p.returncode == 0 and a.r.xlen(a.stream) == before + 1 and got
+       and got[0].get("kind") == "reevaluate", "requeue over TLS enqueues the submission",
+       p.stdout + p.stderr + repr(got))
+    for i, f in a.r.xrange(a.stream):
+        if f.get("submission_id") == str(sub):
+            a.r.xdel(a.stream, i)
+    for name, args in (("dlq", ["count"]), ("requeue", ["--ids", str(sub), "--lane", "live", "--yes"])):
+        p = script(s, name, rogue, *args)
+        out = p.stdout + p.stderr
+        ok(p.returncode == 1 and "certificate verify failed" in out and "tls-s3cret" not in out,
+           "%s with an unknown CA: exit 1, says the certificate was refused, no password" % name, out)
+    p = script(s, "dlq", named, "count")
+    ok(p.returncode == 2 and "ssl_server_name is not supported" in p.stdout + p.stderr,
+       "dlq with ssl_server_name: refused with the reason (exit 2)", p.stdout + p.stderr)
+
+
 def silent_listener():
     """A TCP listener that accepts and never sends a byte."""
     srv = socket.socket()
@@ -136,6 +178,7 @@ def main():
             rogue = base + q(pki, ssl_ca_certs=pki["rogue.pem"], ssl_certfile=pki["client.pem"],
                              ssl_keyfile=pki["client.key"])
             expect_log(s, rogue, "unknown CA", "unknown CA (CA file)")
+            scripts_over_tls(s, a, url, rogue, url + "&ssl_server_name=localhost")
             p = cli(s, rogue, "status")
             ok(p.returncode == 1 and "unknown CA" in p.stdout + p.stderr
                and "tls-s3cret" not in p.stdout + p.stderr,
