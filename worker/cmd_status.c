@@ -470,67 +470,84 @@ static void fmt_duration(char *buf, size_t n, double secs)
 		snprintf(buf, n, "%dd%02dh", (int)(secs / 86400), (int)(secs / 3600) % 24);
 }
 
-static void print_human(const struct config *cfg, const struct status *st, const char *redis_url,
-                        const char *db_url)
+/* The pause switches (human form). */
+static void human_pause(const struct status *st)
+{
+	if (st->paused) {
+		time_t t = (time_t)(st->paused_since_ms / 1000);
+		struct tm tm;
+		char when[32] = "?";
+		if (st->paused_since_ms > 0 && gmtime_r(&t, &tm))
+			strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		printf("  %-28s yes, since %s (arbiter resume)\n", "PAUSED", when);
+	} else {
+		printf("  %-28s no\n", "paused");
+	}
+	if (st->npaused_challenges) {
+		printf("  %-28s", "paused challenges");
+		for (size_t i = 0; i < st->npaused_challenges; i++)
+			printf("%s%s", i ? ", " : " ", st->paused_challenges[i]);
+		printf("\n");
+	}
+}
+
+/* The consumers table (human form). */
+static void human_consumers(const struct status *st)
 {
 	char d1[32], d2[32];
+	if (st->prune_idle_ms >= 0)
+		printf("  %-28s %zu (no pending entries, idle >= %lld ms)\n", "consumers pruned",
+		       st->pruned, st->prune_idle_ms);
+	if (!st->nconsumers)
+		return;
+	printf("\n  %-36s %8s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE");
+	for (size_t i = 0; i < st->nconsumers; i++) {
+		const struct consumer *k = &st->consumers[i];
+		fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
+		fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
+		printf("  %-36s %8lld %10s %10s%s\n", k->name, k->pending, d1, d2,
+		       k->pruned ? "  (pruned)" : "");
+	}
+}
 
-	printf("arbiter status (prefix %s)\n\n", cfg->prefix);
+/* The Redis section (human form). */
+static void human_redis(const struct status *st, const char *redis_url)
+{
+	char d1[32];
 	printf("Redis %s\n", redis_url);
 	if (!st->redis_ok) {
 		printf("  unavailable: %s\n", st->redis_err);
-	} else {
-		fmt_duration(d1, sizeof(d1), st->oldest_entry_age_ms < 0 ? -1 : st->oldest_entry_age_ms / 1000.0);
-		printf("  %-28s %lld", "stream length", st->xlen);
-		if (st->oldest_entry_age_ms >= 0)
-			printf("  (oldest entry %s old)", d1);
-		printf("\n");
-		if (st->group_exists) {
-			printf("  %-28s %lld%s\n", "consumer group lag", st->lag,
-			       st->lag_exact ? "" : " (estimated: length - pending)");
-			printf("  %-28s %lld\n", "pending (delivered, unacked)", st->pending);
-		} else {
-			printf("  %-28s not created yet (no worker has started)\n", "consumer group");
-		}
-		printf("  %-28s %lld%s\n", "bulk lane (re-evaluations)", st->bulk,
-		       st->bulk ? "  (fed to the stream as live jobs leave room)" : "");
-		fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
-		printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
-		if (st->next_delayed_due_ms >= 0)
-			printf("  (next due in %s)", d1);
-		printf("\n");
-		printf("  %-28s %lld%s\n", "dead letters", st->dead,
-		       st->dead ? "  (scripts/dlq list)" : "");
-		if (st->paused) {
-			time_t t = (time_t)(st->paused_since_ms / 1000);
-			struct tm tm;
-			char when[32] = "?";
-			if (st->paused_since_ms > 0 && gmtime_r(&t, &tm))
-				strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-			printf("  %-28s yes, since %s (arbiter resume)\n", "PAUSED", when);
-		} else {
-			printf("  %-28s no\n", "paused");
-		}
-		if (st->npaused_challenges) {
-			printf("  %-28s", "paused challenges");
-			for (size_t i = 0; i < st->npaused_challenges; i++)
-				printf("%s%s", i ? ", " : " ", st->paused_challenges[i]);
-			printf("\n");
-		}
-		if (st->prune_idle_ms >= 0)
-			printf("  %-28s %zu (no pending entries, idle >= %lld ms)\n", "consumers pruned",
-			       st->pruned, st->prune_idle_ms);
-		if (st->nconsumers) {
-			printf("\n  %-36s %8s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE");
-			for (size_t i = 0; i < st->nconsumers; i++) {
-				const struct consumer *k = &st->consumers[i];
-				fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
-				fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
-				printf("  %-36s %8lld %10s %10s%s\n", k->name, k->pending, d1, d2,
-				       k->pruned ? "  (pruned)" : "");
-			}
-		}
+		return;
 	}
+	fmt_duration(d1, sizeof(d1), st->oldest_entry_age_ms < 0 ? -1 : st->oldest_entry_age_ms / 1000.0);
+	printf("  %-28s %lld", "stream length", st->xlen);
+	if (st->oldest_entry_age_ms >= 0)
+		printf("  (oldest entry %s old)", d1);
+	printf("\n");
+	if (st->group_exists) {
+		printf("  %-28s %lld%s\n", "consumer group lag", st->lag,
+		       st->lag_exact ? "" : " (estimated: length - pending)");
+		printf("  %-28s %lld\n", "pending (delivered, unacked)", st->pending);
+	} else {
+		printf("  %-28s not created yet (no worker has started)\n", "consumer group");
+	}
+	printf("  %-28s %lld%s\n", "bulk lane (re-evaluations)", st->bulk,
+	       st->bulk ? "  (fed to the stream as live jobs leave room)" : "");
+	fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
+	printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
+	if (st->next_delayed_due_ms >= 0)
+		printf("  (next due in %s)", d1);
+	printf("\n");
+	printf("  %-28s %lld%s\n", "dead letters", st->dead,
+	       st->dead ? "  (scripts/dlq list)" : "");
+	human_pause(st);
+	human_consumers(st);
+}
+
+/* The PostgreSQL section (human form). */
+static void human_pg(const struct status *st, const char *db_url)
+{
+	char d1[32];
 	printf("\nPostgreSQL %s\n", db_url);
 	if (!st->pg_ok) {
 		printf("  unavailable: %s\n", st->pg_err);
@@ -558,87 +575,112 @@ static void print_human(const struct config *cfg, const struct status *st, const
 	}
 }
 
-static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
-                       const char *db_url)
+static void print_human(const struct config *cfg, const struct status *st, const char *redis_url,
+                        const char *db_url)
 {
-	json_t *root = json_object(), *redis = json_object(), *pg = json_object();
+	printf("arbiter status (prefix %s)\n\n", cfg->prefix);
+	human_redis(st, redis_url);
+	human_pg(st, db_url);
+}
 
-	json_object_set_new(root, "prefix", json_string(cfg->prefix));
+/* The consumers (JSON form). */
+static json_t *json_consumers(const struct status *st)
+{
+	json_t *cs = json_array();
+	for (size_t i = 0; i < st->nconsumers; i++) {
+		const struct consumer *k = &st->consumers[i];
+		json_t *o = json_object();
+		json_object_set_new(o, "name", json_string(k->name));
+		json_object_set_new(o, "pending", json_integer(k->pending));
+		json_object_set_new(o, "idle_ms", k->idle_ms >= 0 ? json_integer(k->idle_ms) : json_null());
+		json_object_set_new(o, "inactive_ms",
+		                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
+		json_object_set_new(o, "pruned", json_boolean(k->pruned));
+		json_array_append_new(cs, o);
+	}
+	return cs;
+}
+
+/* The Redis section (JSON form). */
+static json_t *json_redis(const struct status *st, const char *redis_url)
+{
+	json_t *redis = json_object();
 	json_object_set_new(redis, "url", json_string(redis_url));
 	json_object_set_new(redis, "ok", json_boolean(st->redis_ok));
 	if (!st->redis_ok) {
 		json_object_set_new(redis, "error", json_string(st->redis_err));
-	} else {
-		json_object_set_new(redis, "stream_length", json_integer(st->xlen));
-		json_object_set_new(redis, "oldest_entry_id",
-		                    st->oldest_entry[0] ? json_string(st->oldest_entry) : json_null());
-		json_object_set_new(redis, "oldest_entry_age_ms",
-		                    st->oldest_entry_age_ms >= 0 ? json_integer(st->oldest_entry_age_ms) : json_null());
-		json_object_set_new(redis, "group_exists", json_boolean(st->group_exists));
-		json_object_set_new(redis, "lag", json_integer(st->lag));
-		json_object_set_new(redis, "lag_exact", json_boolean(st->lag_exact));
-		json_object_set_new(redis, "pending", json_integer(st->pending));
-		json_object_set_new(redis, "last_delivered_id",
-		                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
-		json_object_set_new(redis, "delayed", json_integer(st->delayed));
-		json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
-		json_object_set_new(redis, "next_delayed_due_ms",
-		                    st->next_delayed_due_ms >= 0 ? json_integer(st->next_delayed_due_ms) : json_null());
-		json_object_set_new(redis, "dead", json_integer(st->dead));
-		json_t *cs = json_array();
-		for (size_t i = 0; i < st->nconsumers; i++) {
-			const struct consumer *k = &st->consumers[i];
-			json_t *o = json_object();
-			json_object_set_new(o, "name", json_string(k->name));
-			json_object_set_new(o, "pending", json_integer(k->pending));
-			json_object_set_new(o, "idle_ms", k->idle_ms >= 0 ? json_integer(k->idle_ms) : json_null());
-			json_object_set_new(o, "inactive_ms",
-			                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
-			json_object_set_new(o, "pruned", json_boolean(k->pruned));
-			json_array_append_new(cs, o);
-		}
-		json_object_set_new(redis, "consumers", cs);
-		json_object_set_new(redis, "paused", json_boolean(st->paused));
-		json_object_set_new(redis, "paused_since_ms",
-		                    st->paused ? json_integer(st->paused_since_ms) : json_null());
-		json_t *pc = json_array();
-		for (size_t i = 0; i < st->npaused_challenges; i++)
-			json_array_append_new(pc, json_string(st->paused_challenges[i]));
-		json_object_set_new(redis, "paused_challenges", pc);
-		json_object_set_new(redis, "pruned", json_integer((json_int_t)st->pruned));
+		return redis;
 	}
-	json_object_set_new(root, "redis", redis);
+	json_object_set_new(redis, "stream_length", json_integer(st->xlen));
+	json_object_set_new(redis, "oldest_entry_id",
+	                    st->oldest_entry[0] ? json_string(st->oldest_entry) : json_null());
+	json_object_set_new(redis, "oldest_entry_age_ms",
+	                    st->oldest_entry_age_ms >= 0 ? json_integer(st->oldest_entry_age_ms) : json_null());
+	json_object_set_new(redis, "group_exists", json_boolean(st->group_exists));
+	json_object_set_new(redis, "lag", json_integer(st->lag));
+	json_object_set_new(redis, "lag_exact", json_boolean(st->lag_exact));
+	json_object_set_new(redis, "pending", json_integer(st->pending));
+	json_object_set_new(redis, "last_delivered_id",
+	                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
+	json_object_set_new(redis, "delayed", json_integer(st->delayed));
+	json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
+	json_object_set_new(redis, "next_delayed_due_ms",
+	                    st->next_delayed_due_ms >= 0 ? json_integer(st->next_delayed_due_ms) : json_null());
+	json_object_set_new(redis, "dead", json_integer(st->dead));
+	json_object_set_new(redis, "consumers", json_consumers(st));
+	json_object_set_new(redis, "paused", json_boolean(st->paused));
+	json_object_set_new(redis, "paused_since_ms",
+	                    st->paused ? json_integer(st->paused_since_ms) : json_null());
+	json_t *pc = json_array();
+	for (size_t i = 0; i < st->npaused_challenges; i++)
+		json_array_append_new(pc, json_string(st->paused_challenges[i]));
+	json_object_set_new(redis, "paused_challenges", pc);
+	json_object_set_new(redis, "pruned", json_integer((json_int_t)st->pruned));
+	return redis;
+}
 
+/* The PostgreSQL section (JSON form). */
+static json_t *json_pg(const struct status *st, const char *db_url)
+{
+	json_t *pg = json_object();
 	json_object_set_new(pg, "url", json_string(db_url));
 	json_object_set_new(pg, "ok", json_boolean(st->pg_ok));
 	if (!st->pg_ok) {
 		json_object_set_new(pg, "error", json_string(st->pg_err));
-	} else {
-		json_object_set_new(pg, "queued", json_integer(st->queued));
-		json_object_set_new(pg, "evaluating", json_integer(st->evaluating));
-		if (st->oldest_queued_id[0]) {
-			json_t *o = json_object();
-			json_object_set_new(o, "id", json_string(st->oldest_queued_id));
-			json_object_set_new(o, "age_seconds", json_real(st->oldest_queued_age_s));
-			json_object_set_new(pg, "oldest_queued", o);
-		} else {
-			json_object_set_new(pg, "oldest_queued", json_null());
-		}
-		json_t *ev = json_object();
-		for (size_t i = 0; i < st->nevals; i++) {
-			const struct evaluator_row *e = &st->evals[i];
-			json_t *o = json_object();
-			json_object_set_new(o, "results", json_integer(e->results));
-			json_object_set_new(o, "win", json_integer(e->wins));
-			json_object_set_new(o, "draw", json_integer(e->draws));
-			json_object_set_new(o, "loss", json_integer(e->losses));
-			json_object_set_new(o, "avg_score", json_real(e->avg_score));
-			json_object_set_new(ev, e->name, o);
-		}
-		json_object_set_new(pg, "last_hour", ev);
+		return pg;
 	}
-	json_object_set_new(root, "postgres", pg);
+	json_object_set_new(pg, "queued", json_integer(st->queued));
+	json_object_set_new(pg, "evaluating", json_integer(st->evaluating));
+	if (st->oldest_queued_id[0]) {
+		json_t *o = json_object();
+		json_object_set_new(o, "id", json_string(st->oldest_queued_id));
+		json_object_set_new(o, "age_seconds", json_real(st->oldest_queued_age_s));
+		json_object_set_new(pg, "oldest_queued", o);
+	} else {
+		json_object_set_new(pg, "oldest_queued", json_null());
+	}
+	json_t *ev = json_object();
+	for (size_t i = 0; i < st->nevals; i++) {
+		const struct evaluator_row *e = &st->evals[i];
+		json_t *o = json_object();
+		json_object_set_new(o, "results", json_integer(e->results));
+		json_object_set_new(o, "win", json_integer(e->wins));
+		json_object_set_new(o, "draw", json_integer(e->draws));
+		json_object_set_new(o, "loss", json_integer(e->losses));
+		json_object_set_new(o, "avg_score", json_real(e->avg_score));
+		json_object_set_new(ev, e->name, o);
+	}
+	json_object_set_new(pg, "last_hour", ev);
+	return pg;
+}
 
+static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
+                       const char *db_url)
+{
+	json_t *root = json_object();
+	json_object_set_new(root, "prefix", json_string(cfg->prefix));
+	json_object_set_new(root, "redis", json_redis(st, redis_url));
+	json_object_set_new(root, "postgres", json_pg(st, db_url));
 	char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	printf("%s\n", s);
 	free(s);

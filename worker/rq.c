@@ -890,6 +890,20 @@ static void handshake_send(struct rq *r, struct rq_conn *c, int argc, const char
 	sdsfree(cmd);
 }
 
+/* AUTH [user] password on c during the handshake; nothing without a password. */
+static void handshake_auth(struct rq *r, struct rq_conn *c, const char *user, const char *password)
+{
+	if (!password[0])
+		return;
+	const char *argv[3] = { "AUTH", user, password };
+	if (user[0]) {
+		handshake_send(r, c, 3, argv);
+	} else {
+		argv[1] = password;
+		handshake_send(r, c, 2, argv);
+	}
+}
+
 static void conn_ready(struct rq *r)
 {
 	uv_timer_stop(&r->connect_timer);
@@ -1358,44 +1372,20 @@ static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
 	 * after the last reply. A PING when there is nothing else proves the
 	 * server answers (a server still loading its data set replies -LOADING). */
 	if (c->role == CR_DISCOVER && r->url.cluster) {
-		if (r->url.password[0]) {
-			const char *argv[3] = { "AUTH", r->url.user, r->url.password };
-			if (r->url.user[0])
-				handshake_send(r, c, 3, argv);
-			else {
-				argv[1] = r->url.password;
-				handshake_send(r, c, 2, argv);
-			}
-		}
+		handshake_auth(r, c, r->url.user, r->url.password);
 		const char *argv[2] = { "CLUSTER", "SLOTS" };
 		handshake_send(r, c, 2, argv);
 		conn_update_events(c);
 		return;
 	}
 	if (c->role == CR_DISCOVER) {
-		if (r->url.sentinel_password[0]) {
-			const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
-			if (r->url.sentinel_user[0])
-				handshake_send(r, c, 3, argv);
-			else {
-				argv[1] = r->url.sentinel_password;
-				handshake_send(r, c, 2, argv);
-			}
-		}
+		handshake_auth(r, c, r->url.sentinel_user, r->url.sentinel_password);
 		const char *argv[3] = { "SENTINEL", "GET-MASTER-ADDR-BY-NAME", r->url.master_name };
 		handshake_send(r, c, 3, argv);
 		conn_update_events(c);
 		return;
 	}
-	if (r->url.password[0]) {
-		const char *argv[3] = { "AUTH", r->url.user, r->url.password };
-		if (r->url.user[0])
-			handshake_send(r, c, 3, argv);
-		else {
-			argv[1] = r->url.password;
-			handshake_send(r, c, 2, argv);
-		}
-	}
+	handshake_auth(r, c, r->url.user, r->url.password);
 	if (r->url.db != 0) {
 		char db[16];
 		snprintf(db, sizeof db, "%d", r->url.db);
@@ -1435,15 +1425,7 @@ static void watch_start(struct rq *r)
 	}
 	c->role = CR_WATCH;
 	r->watch = c;
-	if (r->url.sentinel_password[0]) {
-		const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
-		if (r->url.sentinel_user[0])
-			handshake_send(r, c, 3, argv);
-		else {
-			argv[1] = r->url.sentinel_password;
-			handshake_send(r, c, 2, argv);
-		}
-	}
+	handshake_auth(r, c, r->url.sentinel_user, r->url.sentinel_password);
 	const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
 	handshake_send(r, c, 2, argv);
 	conn_update_events(c);
@@ -2336,8 +2318,11 @@ static int parse_query(const char *s, size_t n, struct rq_url *u, char *err, siz
 }
 
 /* host[:port] or [v6]:port at s[0..n) into host/port (port default dport). */
+/* host[:port] or [v6][:port] in s[0..n). multi (one of a Sentinel/Cluster
+ * list): the host is required and may not hold ','; else an empty host is
+ * 127.0.0.1. */
 static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int *port, int dport,
-                          char *err, size_t errlen)
+                          bool multi, char *err, size_t errlen)
 {
 	const char *hs = s, *he, *ps = NULL, *end = s + n;
 	if (n && *s == '[') {
@@ -2361,15 +2346,19 @@ static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int 
 		}
 	}
 	size_t hl = (size_t)(he - hs);
-	if (hl == 0 || hl >= hcap)
-		return url_fail(err, errlen, "missing or too long host");
+	if ((multi && hl == 0) || hl >= hcap)
+		return url_fail(err, errlen, multi ? "missing or too long host" : "host name too long");
 	for (size_t i = 0; i < hl; i++) {
 		unsigned char ch = (unsigned char)hs[i];
-		if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\' || ch == ',')
+		if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\' || (multi && ch == ','))
 			return url_fail(err, errlen, "invalid character in host");
 	}
-	memcpy(host, hs, hl);
-	host[hl] = '\0';
+	if (hl == 0)
+		snprintf(host, hcap, "127.0.0.1");
+	else {
+		memcpy(host, hs, hl);
+		host[hl] = '\0';
+	}
 	*port = dport;
 	if (ps) {
 		long v;
@@ -2381,16 +2370,60 @@ static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int 
 }
 
 /* The part of a Sentinel or Cluster URL after the scheme. */
+/* What every form ends with: the query parameters (after '?', qm may be
+ * NULL) and the checks across them. */
+static int parse_finish(const char *qm, struct rq_url *u, const char *tls_hint, char *err,
+                        size_t errlen)
+{
+	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+		return -1;
+	if (u->user[0] && !u->password[0])
+		return url_fail(err, errlen, "a user name needs a password");
+	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
+	                u->tls_noverify))
+		return url_fail(err, errlen, tls_hint);
+	return 0;
+}
+
+/* The last '@' in [p, end), or NULL. */
+static const char *last_at(const char *p, const char *end)
+{
+	const char *at = NULL;
+	for (const char *s = p; s < end; s++)
+		if (*s == '@')
+			at = s;
+	return at;
+}
+
+/* Sentinel: MASTER[/db] in [ns, end). */
+static int parse_master(const char *ns, const char *end, struct rq_url *u, char *err,
+                        size_t errlen)
+{
+	const char *ne = memchr(ns, '/', (size_t)(end - ns));
+	if (!ne)
+		ne = end;
+	if (ne == ns || pct_decode(ns, (size_t)(ne - ns), u->master_name, sizeof u->master_name) < 0)
+		return url_fail(err, errlen, "missing, invalid or too long master name");
+	for (const char *c = u->master_name; *c; c++)
+		if ((unsigned char)*c <= ' ')
+			return url_fail(err, errlen, "invalid character in the master name");
+	if (ne < end && ne + 1 < end) {
+		long v;
+		if (parse_int(ne + 1, (size_t)(end - ne - 1), 0, INT_MAX, &v) < 0)
+			return url_fail(err, errlen, "database (after the master name) must be a "
+			                "non-negative integer");
+		u->db = (int)v;
+	}
+	return 0;
+}
+
 static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen)
 {
 	if (strchr(p, '#'))
 		return url_fail(err, errlen, "unexpected '#' in URL");
 	const char *qm = strchr(p, '?');
 	const char *end = qm ? qm : p + strlen(p);
-	const char *at = NULL;
-	for (const char *s = p; s < end; s++)     /* the last '@' of the URL */
-		if (*s == '@')
-			at = s;
+	const char *at = last_at(p, end);
 	if (at) {
 		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
 			return -1;
@@ -2409,7 +2442,7 @@ static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen
 			return url_fail(err, errlen, "too many sentinels (at most 8)");
 		int i = u->nhosts++;
 		if (parse_hostport(s, (size_t)(e - s), u->hosts[i].host, sizeof u->hosts[i].host,
-		                   &u->hosts[i].port, u->cluster ? 6379 : 26379, err, errlen) < 0)
+		                   &u->hosts[i].port, u->cluster ? 6379 : 26379, true, err, errlen) < 0)
 			return -1;
 		s = comma ? comma + 1 : slash;
 	}
@@ -2419,34 +2452,56 @@ static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen
 	if (u->cluster) {
 		if (slash < end && slash + 1 < end && !(slash + 2 == end && slash[1] == '0'))
 			return url_fail(err, errlen, "Redis Cluster has database 0 only");
-		goto tail;
+	} else if (parse_master(slash + 1, end, u, err, errlen) < 0) {
+		return -1;
 	}
-	const char *ns = slash + 1;
-	const char *ne = memchr(ns, '/', (size_t)(end - ns));
-	if (!ne)
-		ne = end;
-	if (ne == ns || pct_decode(ns, (size_t)(ne - ns), u->master_name, sizeof u->master_name) < 0)
-		return url_fail(err, errlen, "missing, invalid or too long master name");
-	for (const char *c = u->master_name; *c; c++)
-		if ((unsigned char)*c <= ' ')
-			return url_fail(err, errlen, "invalid character in the master name");
-	if (ne < end && ne + 1 < end) {
-		long v;
-		if (parse_int(ne + 1, (size_t)(end - ne - 1), 0, INT_MAX, &v) < 0)
-			return url_fail(err, errlen, "database (after the master name) must be a "
-			                "non-negative integer");
-		u->db = (int)v;
-	}
-tail:
 	snprintf(u->host, sizeof u->host, "%s", u->hosts[0].host);
 	u->port = u->hosts[0].port;
-	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+	return parse_finish(qm, u, "ssl_* parameters need rediss+sentinel:// or rediss+cluster://",
+	                    err, errlen);
+}
+
+/* unix://[[user]:password@]/path in [p, end). */
+static int parse_unix(const char *p, const char *end, struct rq_url *u, char *err, size_t errlen)
+{
+	if (*p != '/') {
+		const char *at = NULL;
+		for (const char *s = p; s + 1 < end; s++)
+			if (s[0] == '@' && s[1] == '/')
+				at = s;
+		if (!at)
+			return url_fail(err, errlen, "unix:// URL needs an absolute path");
+		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
+			return -1;
+		p = at + 1;
+	}
+	if (pct_decode(p, (size_t)(end - p), u->path, sizeof u->path) < 0)
+		return url_fail(err, errlen, "invalid or too long socket path");
+	if (u->path[0] != '/' || u->path[1] == '\0')
+		return url_fail(err, errlen, "unix:// URL needs an absolute path");
+	return 0;
+}
+
+/* [[user]:password@]host[:port][/db] in [p, end) (redis://, rediss://). */
+static int parse_tcp(const char *p, const char *end, struct rq_url *u, char *err, size_t errlen)
+{
+	const char *at = last_at(p, end);
+	if (at) {
+		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
+			return -1;
+		p = at + 1;
+	}
+	const char *slash = memchr(p, '/', (size_t)(end - p));
+	const char *auth_end = slash ? slash : end;
+	if (parse_hostport(p, (size_t)(auth_end - p), u->host, sizeof u->host, &u->port, 6379, false,
+	                   err, errlen) < 0)
 		return -1;
-	if (u->user[0] && !u->password[0])
-		return url_fail(err, errlen, "a user name needs a password");
-	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
-	                u->tls_noverify))
-		return url_fail(err, errlen, "ssl_* parameters need rediss+sentinel:// or rediss+cluster://");
+	if (slash && slash + 1 < end) {
+		long v;
+		if (parse_int(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX, &v) < 0)
+			return url_fail(err, errlen, "database (after '/') must be a non-negative integer");
+		u->db = (int)v;
+	}
 	return 0;
 }
 
@@ -2486,92 +2541,9 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 		return url_fail(err, errlen, "unexpected '#' in URL");
 	const char *qm = strchr(p, '?');
 	const char *end = qm ? qm : p + strlen(p);
-
-	if (is_unix) {
-		/* unix://[[user]:password@]/path */
-		if (*p != '/') {
-			const char *at = NULL;
-			for (const char *s = p; s + 1 < end; s++)
-				if (s[0] == '@' && s[1] == '/')
-					at = s;
-			if (!at)
-				return url_fail(err, errlen, "unix:// URL needs an absolute path");
-			if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
-				return -1;
-			p = at + 1;
-		}
-		if (pct_decode(p, (size_t)(end - p), u->path, sizeof u->path) < 0)
-			return url_fail(err, errlen, "invalid or too long socket path");
-		if (u->path[0] != '/' || u->path[1] == '\0')
-			return url_fail(err, errlen, "unix:// URL needs an absolute path");
-	} else {
-		const char *slash = memchr(p, '/', (size_t)(end - p));
-		const char *auth_end = slash ? slash : end;
-		const char *at = NULL;
-		for (const char *s = p; s < end; s++)     /* the last '@' of the URL */
-			if (*s == '@')
-				at = s;
-		if (at) {
-			if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
-				return -1;
-			p = at + 1;
-			slash = memchr(p, '/', (size_t)(end - p));
-			auth_end = slash ? slash : end;
-		}
-		const char *hs = p, *he, *port = NULL;
-		if (*p == '[') {
-			const char *rb = memchr(p, ']', (size_t)(auth_end - p));
-			if (!rb)
-				return url_fail(err, errlen, "missing ']' after IPv6 address");
-			hs = p + 1;
-			he = rb;
-			if (rb + 1 < auth_end) {
-				if (rb[1] != ':')
-					return url_fail(err, errlen, "unexpected text after ']'");
-				port = rb + 2;
-			}
-		} else {
-			const char *colon = memchr(p, ':', (size_t)(auth_end - p));
-			he = colon ? colon : auth_end;
-			if (colon) {
-				if (memchr(colon + 1, ':', (size_t)(auth_end - colon - 1)))
-					return url_fail(err, errlen, "IPv6 addresses must be in [brackets]");
-				port = colon + 1;
-			}
-		}
-		size_t hl = (size_t)(he - hs);
-		if (hl >= sizeof u->host)
-			return url_fail(err, errlen, "host name too long");
-		for (size_t i = 0; i < hl; i++) {
-			unsigned char ch = (unsigned char)hs[i];
-			if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\')
-				return url_fail(err, errlen, "invalid character in host");
-		}
-		if (hl == 0)
-			strcpy(u->host, "127.0.0.1");
-		else
-			memcpy(u->host, hs, hl);
-		if (port) {
-			long v;
-			if (parse_int(port, (size_t)(auth_end - port), 1, 65535, &v) < 0)
-				return url_fail(err, errlen, "port must be 1..65535");
-			u->port = (int)v;
-		}
-		if (slash && slash + 1 < end) {
-			long v;
-			if (parse_int(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX, &v) < 0)
-				return url_fail(err, errlen, "database (after '/') must be a non-negative integer");
-			u->db = (int)v;
-		}
-	}
-	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+	if ((is_unix ? parse_unix : parse_tcp)(p, end, u, err, errlen) < 0)
 		return -1;
-	if (u->user[0] && !u->password[0])
-		return url_fail(err, errlen, "a user name needs a password");
-	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
-	                u->tls_noverify))
-		return url_fail(err, errlen, "ssl_* parameters need a rediss:// URL");
-	return 0;
+	return parse_finish(qm, u, "ssl_* parameters need a rediss:// URL", err, errlen);
 }
 
 void rq_reply_logged(struct rq *r, redisReply *reply, const char *err, void *data)
