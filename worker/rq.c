@@ -816,6 +816,30 @@ static void tls_step(struct rq *r, struct rq_conn *c)
 	conn_fail_loud(r, c, why);
 }
 
+/* A socket error on a TLS connection: a server that refuses the handshake
+ * late (TLS 1.3: after the client's Finished, e.g. no client certificate
+ * with tls-auth-clients yes) sends an alert and closes, and the close is a
+ * reset when our first commands sit unread. The alert arrived before the
+ * reset and can still be read: report it instead of the reset. Returns
+ * true when it did (c failed). */
+static bool tls_alert(struct rq *r, struct rq_conn *c)
+{
+	char buf[512];
+	ERR_clear_error();
+	int k = SSL_read(c->ssl, buf, (int)sizeof buf);
+	if (k > 0 || SSL_get_error(c->ssl, k) != SSL_ERROR_SSL) {
+		ERR_clear_error();
+		return false;
+	}
+	char why[400];
+	tls_describe(r, c, k, SSL_ERROR_SSL, "handshake", why, sizeof why);
+	if (r->state == RQ_CONNECTING)
+		conn_fail_loud(r, c, why);
+	else
+		conn_fail(r, c, why);
+	return true;
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct rq_conn *c = h->data;
@@ -832,6 +856,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		if (status < 0 || soerr) {
 			/* libuv reports EPOLLERR (a reset, a refused connect) as an
 			 * error and has already stopped the handle. */
+			if (c->ssl && c->phase != PH_CONNECT && tls_alert(r, c))
+				return;
 			snprintf(why, sizeof why, "%s: %s", c->phase == PH_CONNECT ? "connect" : "socket error",
 			         soerr ? strerror(soerr) : uv_strerror(status));
 			conn_fail(r, c, why);
