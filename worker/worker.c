@@ -1640,6 +1640,7 @@ int worker_run(const struct config *cfg)
 	w->cfg = cfg;
 	w->state = W_RUNNING;
 	w->db_version = 0;
+	pipeline_db_probe_first(w);   /* no job read before the database is known to take writes */
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
 	/* Key names: one place (rkeys.h); "auto" is tagged only in Cluster mode. */
 	char err[512];
