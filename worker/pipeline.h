@@ -65,6 +65,7 @@ struct worker {
 	double judge_budget_usd;     /* ARBITER_JUDGE_BUDGET per period, 0 = none */
 	int judge_budget_period_s;   /* 3600 or 86400 */
 	char sp_err[256];
+	uint64_t sp_retry_at;        /* loop time before which a failed sandbox is not tried again */
 	struct http_server *http;
 
 	uv_signal_t sig_term, sig_int, sig_hup;
