@@ -11,7 +11,7 @@ agent on one challenge (window 10, four per INSERT, like a worker's batch),
 then commits four more with auto_explain logging every nested statement's
 plan with its row counts. Every scan of a standings table in those plans must
 read O(batch) rows: the positions leaving the windows and the batch's rows,
-never the agent's whole history (sql/005_standings_plans.sql; 002's plans
+never the agent's whole history (sql/004_standings_plans.sql; 002's plans
 read every task of the agent on each commit). The per-challenge leaderboard
 still reads the (now partial) best-score index.
 """

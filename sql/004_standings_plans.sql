@@ -1,4 +1,4 @@
--- 005_standings_plans: the standings trigger's statements keep their cheap,
+-- 004_standings_plans: the standings trigger's statements keep their cheap,
 -- O(1) plans whatever the tables held when a session planned them.
 --
 -- The trigger (002) runs generic plans, made once per session and again after
