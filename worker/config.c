@@ -133,6 +133,9 @@ static const struct cfg_key keys[] = {
 	{ "ARBITER_SPEC_CACHE_BYTES", CFG_SIZE, OFF(spec_cache_bytes), "67108864", 1048576,
 	  17179869184, NULL, "memory for parsed challenge specs and ground truths (least recently "
 	  "used evicted)" },
+	{ "ARBITER_NOTIFY", CFG_ENUM, OFF(notify), "on", 0, 0, "on|off",
+	  "completion notifications (LISTEN arbiter_results) sent by the commit; off when no API "
+	  "server listens: notifying commits are serialized by PostgreSQL" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
