@@ -399,7 +399,9 @@ def main():
                     rate = n / span if span > 0 else 0
                     print("round %d pipeline: %s: %d evaluations by %d workers (concurrency %d, "
                           "batch %d) in %.2f s = %.0f evaluations/s; ratio %.2f"
-                          % (rnd + 1, label[bi], n, args.workers, args.concurrency, args.batch,
+                          % (rnd + 1, label[bi], n, args.workers,
+                             int(envs[bi]["ARBITER_CONCURRENCY"]),
+                             int(envs[bi]["ARBITER_BATCH_MAX"]),
                              span, rate, rate / ceiling if ceiling else 0))
                     ratios[bi].append(rate / ceiling if ceiling else 0)
                     rates[bi].append(rate)
