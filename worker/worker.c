@@ -853,15 +853,19 @@ static void maybe_read(struct worker *w);
 static void read_own_pending(struct worker *w);
 static void read_timer_cb(uv_timer_t *t);
 
-static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
+/* Adopts the entries of an XREADGROUP reply; returns how many the reply held. */
+static size_t adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 {
+	size_t n = 0;
 	if (!reply || reply->type != REDIS_REPLY_ARRAY)
-		return;
+		return 0;
 	for (size_t s = 0; s < reply->elements; s++) {
 		redisReply *st = reply->element[s];
 		if (st->type != REDIS_REPLY_ARRAY || st->elements < 2)
 			continue;
 		redisReply *entries = st->element[1];
+		if (entries->type == REDIS_REPLY_ARRAY)
+			n += entries->elements;
 		if (claimed) {
 			claim_adopt(w, entries);
 			continue;
@@ -876,6 +880,7 @@ static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 			pipeline_dispatch(w, j);
 		}
 	}
+	return n;
 }
 
 static void on_read(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -912,7 +917,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
 		return;
 	}
-	adopt_entries(w, reply, false);
+	w->read_backlog = adopt_entries(w, reply, false) >= (size_t)w->read_asked;
 	if (w->state == W_DRAINING)
 		maybe_finish_drain(w);
 	pipeline_kick(w);
@@ -925,6 +930,7 @@ static void do_read(struct worker *w, int free_slots)
 	const char *argv[] = { "XREADGROUP", "GROUP", w->k_group, w->cfg->worker_id, "COUNT", count,
 	                       "BLOCK", "1000", "STREAMS", w->k_jobs, ">" };
 	w->reading = true;
+	w->read_asked = free_slots;
 	if (rq_cmdv(w->rq_read, READ_BLOCK_MS + 5000, on_read, w, 11, argv, NULL) < 0)
 		w->reading = false;
 }
@@ -989,8 +995,9 @@ static void maybe_read(struct worker *w)
 	int threshold = w->cfg->concurrency / 4;
 	if (threshold < 1)
 		threshold = 1;
-	if (free_slots < threshold && w->njobs > 0) {
-		/* Wait a moment for more slots so reads stay large under load. */
+	if (free_slots < threshold && w->njobs > 0 && w->read_backlog) {
+		/* A backlog (the last read was full): wait a moment for more slots so reads
+		 * stay large. Without one, read now: waiting would only add latency. */
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 5, 0);
 		return;
