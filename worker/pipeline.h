@@ -86,6 +86,8 @@ struct worker {
 	int max_loads, max_commits;
 
 	bool reading;                /* an XREADGROUP is outstanding */
+	int read_asked;              /* COUNT of the last XREADGROUP */
+	bool read_backlog;           /* it returned COUNT entries: more may be waiting */
 	bool group_ready;            /* XGROUP CREATE done on the current read connection */
 	bool group_creating;
 	bool own_pending_done;       /* our own pending entries were picked up at start */
