@@ -75,6 +75,76 @@ static bool is_punct(int32_t c)
 	return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
 }
 
+/* Classes of the ASCII characters for the one-pass fast path: white space (the rule of
+ * norm_is_space), punctuation (is_punct) and the two separator characters besides space. */
+enum { A_SPACE = 1, A_PUNCT = 2, A_SEP = 4 };
+static const unsigned char ascii_class[128] = {   /* checked against both rules by test-norm */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	1, 2, 2, 2, 0, 2, 2, 2, 2, 2, 2, 0, 2, 6, 2, 2,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 2,
+	2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 0, 6,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0,
+};
+
+/* norm_text_buf on pure-ASCII text: NFKC changes nothing there and case folding maps A-Z, so
+ * the steps are one table-driven pass and a trim of both ends (same result as the general
+ * path, which the unit tests compare on every ASCII character). */
+static char *ascii_pass(unsigned steps, const char *s, size_t len, char *buf, size_t cap,
+                        size_t *outlen)
+{
+	char *out = buf && len + 2 <= cap ? buf : xmalloc(len + 2);
+	bool fold = steps & NORM_CASEFOLD, sep = steps & NORM_SEPARATORS;
+	bool punct = steps & NORM_PUNCTUATION, ws = steps & NORM_WHITESPACE;
+	size_t w = 0;
+	if (!sep && !punct && !ws) {
+		for (size_t i = 0; i < len; i++) {
+			unsigned char c = (unsigned char)s[i];
+			out[i] = (char)(c + (fold && (unsigned char)(c - 'A') < 26) * ('a' - 'A'));
+		}
+		w = len;
+	} else {
+		bool pending = false;
+		for (size_t i = 0; i < len; i++) {
+			unsigned char c = (unsigned char)s[i];
+			if (fold && (unsigned char)(c - 'A') < 26)
+				c = (unsigned char)(c + ('a' - 'A'));
+			unsigned k = ascii_class[c];
+			if (sep && (k & (A_SPACE | A_SEP))) {
+				c = ' ';
+				k = A_SPACE;
+			}
+			if (punct && (k & A_PUNCT))
+				continue;
+			if (ws && (k & A_SPACE)) {
+				pending = true;
+				continue;
+			}
+			if (pending)
+				out[w++] = ' ';
+			pending = false;
+			out[w++] = (char)c;
+		}
+		if (pending)
+			out[w++] = ' ';
+	}
+	size_t start = 0, end = w;
+	if (steps & NORM_TRIM) {
+		while (start < end && (ascii_class[(unsigned char)out[start]] & A_SPACE))
+			start++;
+		while (end > start && (ascii_class[(unsigned char)out[end - 1]] & A_SPACE))
+			end--;
+	}
+	if (start)
+		memmove(out, out + start, end - start);
+	w = end - start;
+	out[w] = 0;
+	*outlen = w;
+	return out;
+}
+
 char *norm_text(unsigned steps, const char *s, size_t len, size_t *outlen)
 {
 	return norm_text_buf(steps, s, len, NULL, 0, outlen);
@@ -107,7 +177,9 @@ char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t
 			wlen = (size_t)n;
 		}
 	}
-	/* Folding A-Z while copying: ASCII text, or text utf8proc rejected (invalid UTF-8). */
+	if (ascii)
+		return ascii_pass(steps, s, len, buf, cap, outlen);
+	/* Folding A-Z while copying: text utf8proc rejected (invalid UTF-8). */
 	bool fold_ascii = (steps & NORM_CASEFOLD) && !work;
 	const char *src = work ? work : s;
 	/* One pass: fold, separators → space, drop punctuation, collapse whitespace; then trim. */
