@@ -11,6 +11,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "dec.h"
 #include "jcanon.h"
 #include "util.h"
 
@@ -52,6 +53,20 @@ void norm_describe(unsigned steps, char *buf, size_t n)
 	for (size_t k = 0; k < NSTEPS; k++)
 		if (steps & (1u << k) && off < n)
 			off += (size_t)snprintf(buf + off, n - off, "%s%s", off ? "," : "", step_names[k]);
+}
+
+bool norm_is_ascii(const char *s, size_t len)
+{
+	uint64_t any = 0;   /* high bits of 8 bytes at a time */
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		any |= w;
+	}
+	for (; i < len; i++)
+		any |= (unsigned char)s[i];
+	return !(any & 0x8080808080808080ull);
 }
 
 bool norm_is_space(int32_t c)
@@ -155,9 +170,7 @@ char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t
 {
 	char *work = NULL;   /* owned result of the Unicode passes, if any */
 	size_t wlen = len;
-	bool ascii = true;
-	for (size_t i = 0; i < len && ascii; i++)
-		ascii = (unsigned char)s[i] < 0x80;
+	bool ascii = norm_is_ascii(s, len);
 	/* NFKC, then case folding, as two passes: the order the README gives (folding after
 	 * composing can leave a decomposed sequence, e.g. U+01F0 folds to j + U+030C). ASCII
 	 * text is NFKC already and folds by mapping A-Z, done below while copying. */
@@ -279,21 +292,22 @@ char *norm_text_buf(unsigned steps, const char *s, size_t len, char *buf, size_t
 	return out;
 }
 
-/* A JSON number text (RFC 8259 grammar) → number, or NULL. */
-static json_t *as_number(const char *s, size_t n)
+/* A JSON number text (RFC 8259 grammar, at most 64 bytes): 1 with an integer in *iv (integral
+ * and at most 18 characters), 2 with a finite double in *dv, 0 when not such a number. */
+static int parse_number(const char *s, size_t n, long long *iv, double *dv)
 {
 	size_t i = 0;
 	if (i < n && s[i] == '-')
 		i++;
 	if (i >= n)
-		return NULL;
+		return 0;
 	if (s[i] == '0') {
 		i++;
 	} else if (s[i] >= '1' && s[i] <= '9') {
 		while (i < n && s[i] >= '0' && s[i] <= '9')
 			i++;
 	} else {
-		return NULL;
+		return 0;
 	}
 	bool integral = true;
 	if (i < n && s[i] == '.') {
@@ -303,7 +317,7 @@ static json_t *as_number(const char *s, size_t n)
 		while (i < n && s[i] >= '0' && s[i] <= '9')
 			i++;
 		if (i == d)
-			return NULL;
+			return 0;
 	}
 	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
 		integral = false;
@@ -314,17 +328,50 @@ static json_t *as_number(const char *s, size_t n)
 		while (i < n && s[i] >= '0' && s[i] <= '9')
 			i++;
 		if (i == d)
-			return NULL;
+			return 0;
 	}
 	if (i != n || n > 64)
-		return NULL;
+		return 0;
 	char buf[72];
 	memcpy(buf, s, n);
 	buf[n] = 0;
-	if (integral && n <= 18)
-		return json_integer(strtoll(buf, NULL, 10));
-	double d = strtod(buf, NULL);
-	return isfinite(d) ? json_real(d) : NULL;
+	if (integral && n <= 18) {
+		*iv = strtoll(buf, NULL, 10);
+		return 1;
+	}
+	*dv = strtod(buf, NULL);
+	return isfinite(*dv) ? 2 : 0;
+}
+
+/* Numbers are read after trimming ASCII blanks, whatever the steps say. */
+static int numeric_of(const char *t, size_t n, long long *iv, double *dv)
+{
+	size_t a = 0, b = n;
+	while (a < b && (t[a] == ' ' || (t[a] >= 9 && t[a] <= 13)))
+		a++;
+	while (b > a && (t[b - 1] == ' ' || (t[b - 1] >= 9 && t[b - 1] <= 13)))
+		b--;
+	return parse_number(t + a, b - a, iv, dv);
+}
+
+int norm_numeric(const char *t, size_t n, struct dec_num *out)
+{
+	long long iv = 0;
+	double dv = 0;
+	switch (numeric_of(t, n, &iv, &dv)) {
+	case 1:
+		out->m = iv;
+		out->e = 0;
+		while (out->m != 0 && out->m % 10 == 0) {   /* the canonical form dec.h describes */
+			out->m /= 10;
+			out->e++;
+		}
+		return 1;
+	case 2:
+		return dec_num_from_double(dv, out) == 0;
+	default:
+		return 0;
+	}
 }
 
 json_t *norm_value(unsigned steps, const json_t *v)
@@ -336,15 +383,11 @@ json_t *norm_value(unsigned steps, const json_t *v)
 		size_t n;
 		char *t = norm_text(steps, json_string_value(v), json_string_length(v), &n);
 		json_t *r = NULL;
-		if (steps & NORM_NUMERIC) {
-			/* numbers are read after trimming whatever the steps say */
-			size_t a = 0, b = n;
-			while (a < b && (t[a] == ' ' || (t[a] >= 9 && t[a] <= 13)))
-				a++;
-			while (b > a && (t[b - 1] == ' ' || (t[b - 1] >= 9 && t[b - 1] <= 13)))
-				b--;
-			r = as_number(t + a, b - a);
-		}
+		long long iv;
+		double dv;
+		int k = steps & NORM_NUMERIC ? numeric_of(t, n, &iv, &dv) : 0;
+		if (k)
+			r = k == 1 ? json_integer(iv) : json_real(dv);
 		if (!r)
 			r = json_stringn_nocheck(t, n);
 		free(t);

@@ -484,8 +484,12 @@ static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf
 		const json_t *v = jpath_get(d->match_on[k], item, NULL, 0);
 		if (!v)
 			return false;
-		json_t *nv = norm_value(d->norm, v);
 		strbuf_add(sb, k ? "," : "[", 1);
+		if (!d->norm) {
+			jcanon_dump(v, sb);
+			continue;
+		}
+		json_t *nv = norm_value(d->norm, v);
 		jcanon_dump(nv, sb);
 		json_decref(nv);
 	}
@@ -717,17 +721,22 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
                  struct app *ap, struct prim_err *e)
 {
 	bool norm = d->norm && d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP;
-	if (norm && d->prim == PRIM_EXACT_MATCH && !(d->norm & NORM_NUMERIC) && !ap->det &&
-	    !d->case_insensitive &&
+	if (norm && d->prim == PRIM_EXACT_MATCH && !ap->det && !d->case_insensitive &&
 	    json_is_string(got0) && json_is_string(want0)) {
-		/* two strings: compare the normalised texts without building JSON values */
+		/* two strings: compare the normalised texts without building JSON values; with
+		 * `numeric`, texts that become numbers compare as numbers (what norm_value and
+		 * jcanon_equal would decide) */
 		size_t la, lb;
 		char ba[256], bb[256];
 		char *ta = norm_text_buf(d->norm, json_string_value(got0), json_string_length(got0), ba,
 		                         sizeof ba, &la);
 		char *tb = norm_text_buf(d->norm, json_string_value(want0), json_string_length(want0), bb,
 		                         sizeof bb, &lb);
-		bool eq = la == lb && !memcmp(ta, tb, la);
+		struct dec_num xa, xb;
+		int ka = d->norm & NORM_NUMERIC ? norm_numeric(ta, la, &xa) : 0;
+		int kb = d->norm & NORM_NUMERIC ? norm_numeric(tb, lb, &xb) : 0;
+		bool eq = ka != kb ? false : ka ? dec_num_cmp(&xa, &xb) == 0
+		                            : la == lb && !memcmp(ta, tb, la);
 		if (ta != ba)
 			free(ta);
 		if (tb != bb)

@@ -78,6 +78,17 @@ static void run_case(const json_t *c)
 	if (v)
 		is_int(r.verified, json_is_true(v), "%s: verified", name);
 	score_result_clear(&r);
+	/* With explain, the scorer takes its general paths (no fast paths that skip building
+	 * normalised values): the score must not change. */
+	lim.explain = true;
+	if (score_eval(s, json_object_get(c, "answer"), json_object_get(c, "metadata"),
+	               json_object_get(c, "ground_truth"), &m, NULL, &lim, &r, err, sizeof err) == 0) {
+		is_int(r.dims[0].score, json_integer_value(json_object_get(c, "score")),
+		       "%s: score with explain", name);
+		score_result_clear(&r);
+	} else {
+		ok(0, "%s: score_eval with explain (%s)", name, err);
+	}
 out:
 	spec_free(s);
 	json_decref(spec_j);
