@@ -497,13 +497,75 @@ static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf
 	return true;
 }
 
-struct okey { char *k; size_t idx; };
+/* A submitted object's key text with its FNV-1a hash: keys sort by (hash, text, index), so
+ * equal keys are adjacent in submission order and most comparisons are one integer compare
+ * (colliding hashes only cost the text compare; the order is never needed beyond grouping). */
+struct okey { uint64_t h; const char *k; size_t len; size_t idx; };
 
-static int okey_cmp(const void *a, const void *b)
+static uint64_t key_hash(const char *s, size_t n)
 {
-	const struct okey *x = a, *y = b;
-	int r = strcmp(x->k, y->k);
-	return r ? r : (x->idx > y->idx) - (x->idx < y->idx);
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {   /* 8 bytes per multiply, then the tail */
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h ^ (h >> 32);
+}
+
+/* (hash, text) order of x against the probe (h, k, len). */
+static int okey_cmp_to(const struct okey *x, uint64_t h, const char *k, size_t len)
+{
+	if (x->h != h)
+		return x->h < h ? -1 : 1;
+	int r = memcmp(x->k, k, x->len < len ? x->len : len);
+	return r ? r : (x->len > len) - (x->len < len);
+}
+
+static bool okey_before(const struct okey *x, const struct okey *y)
+{
+	if (x->h != y->h)
+		return x->h < y->h;
+	int r = okey_cmp_to(x, y->h, y->k, y->len);
+	return r ? r < 0 : x->idx < y->idx;
+}
+
+/* Sorts a[0..n) by okey_before: a stable bottom-up merge sort (O(n log n) whatever the keys),
+ * with insertion sort on runs of 8; tmp holds n items. */
+static void okey_sort(struct okey *a, struct okey *tmp, size_t n)
+{
+	for (size_t lo = 0; lo < n; lo += 8) {
+		size_t hi = lo + 8 < n ? lo + 8 : n;
+		for (size_t i = lo + 1; i < hi; i++) {
+			struct okey x = a[i];
+			size_t j = i;
+			for (; j > lo && okey_before(&x, &a[j - 1]); j--)
+				a[j] = a[j - 1];
+			a[j] = x;
+		}
+	}
+	struct okey *src = a, *dst = tmp;
+	for (size_t w = 8; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+			while (i < mid && j < hi)
+				dst[k++] = okey_before(&src[j], &src[i]) ? src[j++] : src[i++];
+			while (i < mid)
+				dst[k++] = src[i++];
+			while (j < hi)
+				dst[k++] = src[j++];
+		}
+		struct okey *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof *a);
 }
 
 /* A nested primitive on one element pair; missing sub-values count 0 (ap->nbad). Returns
@@ -543,18 +605,22 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	size_t ns = json_array_size(got), ne = json_array_size(want), nk = 0;
 	struct strbuf sb = { 0 };
 	size_t *off = xcalloc(ns ? ns : 1, sizeof *off);
+	size_t *end = xcalloc(ns ? ns : 1, sizeof *end);
 	bool *has = xcalloc(ns ? ns : 1, sizeof *has);
 	strbuf_addlit(&sb, "");
 	for (size_t i = 0; i < ns; i++) {
 		off[i] = sb.len;
 		has[i] = key_text(d, json_array_get(got, i), &sb);
-		strbuf_add(&sb, "", 1);
+		end[i] = sb.len;
 	}
 	struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
 	for (size_t i = 0; i < ns; i++)
 		if (has[i])
-			keys[nk++] = (struct okey){ sb.buf + off[i], i };
-	qsort(keys, nk, sizeof *keys, okey_cmp);
+			keys[nk++] = (struct okey){ key_hash(sb.buf + off[i], end[i] - off[i]),
+			                            sb.buf + off[i], end[i] - off[i], i };
+	struct okey *ktmp = xmalloc((nk ? nk : 1) * sizeof *ktmp);
+	okey_sort(keys, ktmp, nk);
+	free(ktmp);
 	bool *used = xcalloc(nk ? nk : 1, sizeof *used);
 	dec6 wsum = 0;
 	for (size_t f = 0; f < d->nfields; f++)
@@ -569,17 +635,18 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		strbuf_addlit(&kb, "");
 		if (!key_text(d, w, &kb))
 			continue;
+		uint64_t h = key_hash(kb.buf, kb.len);
 		size_t lo = 0, hi = nk;
 		while (lo < hi) {
 			size_t mid = (lo + hi) / 2;
-			if (strcmp(keys[mid].k, kb.buf) < 0)
+			if (okey_cmp_to(&keys[mid], h, kb.buf, kb.len) < 0)
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
-		while (lo < nk && used[lo] && !strcmp(keys[lo].k, kb.buf))
+		while (lo < nk && used[lo] && !okey_cmp_to(&keys[lo], h, kb.buf, kb.len))
 			lo++;
-		if (lo >= nk || strcmp(keys[lo].k, kb.buf))
+		if (lo >= nk || okey_cmp_to(&keys[lo], h, kb.buf, kb.len))
 			continue;
 		used[lo] = true;
 		matched++;
@@ -623,6 +690,7 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	free(used);
 	free(keys);
 	free(has);
+	free(end);
 	free(off);
 	strbuf_free(&sb);
 	return r;

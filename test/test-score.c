@@ -399,8 +399,66 @@ static void test_v2_totals_gates(void)
 	spec_free(s);
 }
 
+/* match_objects pairs each expected object with the first unused submitted object of the same
+ * key, in submission order, whatever the number of duplicates and however the key sort
+ * orders them: compared with a direct O(n^2) pairing on 300 submitted objects (ids with many
+ * duplicates, some keys as numbers, some missing) and 120 expected ones. */
+static void test_match_objects_pairing(void)
+{
+	enum { NS = 300, NE = 120 };
+	int sid[NS], eid[NE];
+	bool used[NS] = { false };
+	struct strbuf a = { 0 }, g = { 0 };
+	strbuf_addf(&a, "{\"x\":[");
+	for (int i = 0; i < NS; i++) {
+		sid[i] = (i * 37 + i / 7) % 53;
+		if (i % 11 == 5)
+			strbuf_addf(&a, "%s{\"v\":%d}", i ? "," : "", i);   /* no key: never paired */
+		else if (sid[i] % 2)
+			strbuf_addf(&a, "%s{\"id\":%d,\"v\":%d}", i ? "," : "", sid[i], i);
+		else
+			strbuf_addf(&a, "%s{\"id\":\"k%d\",\"v\":%d}", i ? "," : "", sid[i], i);
+		if (i % 11 == 5)
+			sid[i] = -1;
+	}
+	strbuf_addf(&a, "]}");
+	int eq = 0;
+	strbuf_addf(&g, "{\"x\":[");
+	for (int j = 0; j < NE; j++) {
+		eid[j] = (j * 13) % 61;   /* ids 53..60 match nothing */
+		int pick = -1;
+		for (int i = 0; i < NS && pick < 0; i++)
+			if (!used[i] && sid[i] == eid[j])
+				pick = i;
+		if (pick >= 0)
+			used[pick] = true;
+		int v = pick >= 0 && j % 3 ? pick : -1;   /* 2 in 3 pairs agree on v */
+		eq += v >= 0;
+		if (eid[j] % 2)
+			strbuf_addf(&g, "%s{\"id\":%d,\"v\":%d}", j ? "," : "", eid[j], v);
+		else
+			strbuf_addf(&g, "%s{\"id\":\"k%d\",\"v\":%d}", j ? "," : "", eid[j], v);
+	}
+	strbuf_addf(&g, "]}");
+	struct score_result r;
+	char *t = run("{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"m\",\"weight\":1,"
+	              "\"primitive\":\"match_objects\",\"field\":\"x\",\"ground_truth_field\":\"x\","
+	              "\"match_on\":\"id\",\"method\":\"recall\",\"fields\":[{\"primitive\":\"exact_match\","
+	              "\"field\":\"v\"}]}]}", a.buf, NULL, g.buf, NULL, &r);
+	ok(t != NULL, "match_objects on 300 x 120 scores");
+	ok(eq > 40, "the pairing reference found pairs (%d)", eq);
+	if (t)
+		is_int(r.dims[0].score, prim_permille_ratio((unsigned)eq, NE),
+		       "pairs follow submission order among duplicate keys (%d of %d agree)", eq, NE);
+	free(t);
+	score_result_clear(&r);
+	strbuf_free(&a);
+	strbuf_free(&g);
+}
+
 int main(void)
 {
+	test_match_objects_pairing();
 	test_script_value();
 	test_v2_totals_gates();
 	test_warning_sides();
