@@ -380,13 +380,16 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got, con
                  struct app *ap, struct prim_err *e);
 
 /* Text of a term_coverage / token value: a string, or an array of strings joined by "\n".
- * Returns a malloc'd copy or NULL (not text). */
-static char *text_of(const json_t *v, size_t *len)
+ * Returns the string itself (borrowed, *owned false) or a malloc'd join (*owned true), or NULL
+ * (not text). */
+static const char *text_of(const json_t *v, size_t *len, bool *owned)
 {
+	*owned = false;
 	if (json_is_string(v)) {
 		*len = json_string_length(v);
-		return xstrndup(json_string_value(v), *len);
+		return json_string_value(v);
 	}
+	*owned = true;
 	if (!json_is_array(v))
 		return NULL;
 	struct strbuf sb = { 0 };
@@ -427,7 +430,9 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
                        const json_t *want, struct app *ap, struct prim_err *e)
 {
 	size_t tl;
-	char *text = text_of(got, &tl);
+	bool owned;
+	const char *text = text_of(got, &tl, &owned);
+	char *own = owned ? (char *)text : NULL;
 	if (!text)
 		return need_type(got, 0, false, "a string or an array of strings", e);
 	size_t total = d->nterms, found = 0;
@@ -445,14 +450,14 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 		}
 	} else {
 		if (!json_is_array(want)) {
-			free(text);
+			free(own);
 			return need_type(want, 1, false, "an array of strings", e);
 		}
 		total = json_array_size(want);
 		for (size_t i = 0; i < total; i++) {
 			const json_t *w = json_array_get(want, i);
 			if (!json_is_string(w)) {
-				free(text);
+				free(own);
 				return need_type(w, 1, false, "a string (a term)", e);
 			}
 			bool f = json_string_length(w) > 0 &&
@@ -462,7 +467,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 				json_array_append_new(f ? hit : miss, json_copy((json_t *)w));
 		}
 	}
-	free(text);
+	free(own);
 	det_set(ap, "terms_found", hit);
 	det_set(ap, "terms_missing", miss);
 	if (total == 0)
@@ -474,8 +479,9 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	return prim_permille_ratio(found, need);
 }
 
-/* The canonical text of an object's match_on key tuple into sb; false when a key is missing
- * or the item is not an object. */
+/* The canonical text of an object's match_on key tuple into sb (the canonical JSON texts of
+ * its values joined by ",", which reads back unambiguously as the members of an array); false
+ * when a key is missing or the item is not an object. */
 static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf *sb)
 {
 	if (!json_is_object(item))
@@ -484,7 +490,26 @@ static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf
 		const json_t *v = jpath_get(d->match_on[k], item, NULL, 0);
 		if (!v)
 			return false;
-		strbuf_add(sb, k ? "," : "[", 1);
+		if (k)
+			strbuf_addlit(sb, ",");
+		if (!d->norm && json_is_string(v) && json_string_length(v) < 254) {
+			/* a short string needing no escapes: its canonical text in one append */
+			const char *t = json_string_value(v);
+			size_t n = json_string_length(v), i = 0;
+			char q[256];
+			for (; i < n; i++) {
+				unsigned char ch = (unsigned char)t[i];
+				if (ch < 0x20 || ch == '"' || ch == '\\')
+					break;
+				q[i + 1] = (char)ch;
+			}
+			if (i == n) {
+				q[0] = '"';
+				q[n + 1] = '"';
+				strbuf_add(sb, q, n + 2);
+				continue;
+			}
+		}
 		if (!d->norm) {
 			jcanon_dump(v, sb);
 			continue;
@@ -493,11 +518,11 @@ static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf
 		jcanon_dump(nv, sb);
 		json_decref(nv);
 	}
-	strbuf_addlit(sb, "]");
 	return true;
 }
 
-/* A submitted object's key text with its FNV-1a hash: keys sort by (hash, text, index), so
+/* A submitted object's key text with its 64-bit hash (FNV-style, 8 bytes per step): keys sort
+ * by (hash, text, index), so
  * equal keys are adjacent in submission order and most comparisons are one integer compare
  * (colliding hashes only cost the text compare; the order is never needed beyond grouping). */
 struct okey { uint64_t h; const char *k; size_t len; size_t idx; };
@@ -524,6 +549,23 @@ static int okey_cmp_to(const struct okey *x, uint64_t h, const char *k, size_t l
 		return x->h < h ? -1 : 1;
 	int r = memcmp(x->k, k, x->len < len ? x->len : len);
 	return r ? r : (x->len > len) - (x->len < len);
+}
+
+static bool okey_same(const struct okey *x, const char *k, size_t len)
+{
+	return x->len == len && !memcmp(x->k, k, len);
+}
+
+/* The first position in keys[0..n) (sorted) whose hash is not below h; branch-free steps. */
+static size_t hash_lower_bound(const struct okey *keys, size_t n, uint64_t h)
+{
+	const struct okey *base = keys;
+	while (n > 1) {
+		size_t half = n / 2;
+		base = base[half - 1].h < h ? base + half : base;
+		n -= half;
+	}
+	return (size_t)(base - keys) + (n == 1 && base->h < h);
 }
 
 static bool okey_before(const struct okey *x, const struct okey *y)
@@ -621,7 +663,10 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	struct okey *ktmp = xmalloc((nk ? nk : 1) * sizeof *ktmp);
 	okey_sort(keys, ktmp, nk);
 	free(ktmp);
-	bool *used = xcalloc(nk ? nk : 1, sizeof *used);
+	/* taken[g]: how many of the equal keys starting at sorted position g are paired already
+	 * (they are paired in order, so the next one is g + taken[g]): no rescan of used keys,
+	 * whatever the number of duplicates. */
+	size_t *taken = xcalloc(nk ? nk : 1, sizeof *taken);
 	dec6 wsum = 0;
 	for (size_t f = 0; f < d->nfields; f++)
 		wsum += d->fweights[f];
@@ -636,19 +681,25 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		if (!key_text(d, w, &kb))
 			continue;
 		uint64_t h = key_hash(kb.buf, kb.len);
-		size_t lo = 0, hi = nk;
-		while (lo < hi) {
-			size_t mid = (lo + hi) / 2;
-			if (okey_cmp_to(&keys[mid], h, kb.buf, kb.len) < 0)
-				lo = mid + 1;
-			else
-				hi = mid;
+		size_t lo = hash_lower_bound(keys, nk, h);
+		if (lo < nk && keys[lo].h == h && !okey_same(&keys[lo], kb.buf, kb.len)) {
+			/* another key with the same hash sorts first: search the run by text */
+			size_t hi = nk;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (okey_cmp_to(&keys[mid], h, kb.buf, kb.len) < 0)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
 		}
-		while (lo < nk && used[lo] && !okey_cmp_to(&keys[lo], h, kb.buf, kb.len))
-			lo++;
-		if (lo >= nk || okey_cmp_to(&keys[lo], h, kb.buf, kb.len))
+		if (lo >= nk || keys[lo].h != h || !okey_same(&keys[lo], kb.buf, kb.len))
 			continue;
-		used[lo] = true;
+		size_t first = lo;
+		lo += taken[first];
+		if (lo >= nk || (taken[first] && (keys[lo].h != h || !okey_same(&keys[lo], kb.buf, kb.len))))
+			continue;   /* every submitted object with this key is paired already */
+		taken[first]++;
 		matched++;
 		const json_t *g = json_array_get(got, keys[lo].idx);
 		int64_t pn = 0;
@@ -687,7 +738,7 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	det_set(ap, "objects", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)ns,
 	                                 "expected", (json_int_t)ne, "matched", (json_int_t)matched));
 	det_set(ap, "pairs", pairs);
-	free(used);
+	free(taken);
 	free(keys);
 	free(has);
 	free(end);
