@@ -332,13 +332,16 @@ static int parse_number(const char *s, size_t n, long long *iv, double *dv)
 	}
 	if (i != n || n > 64)
 		return 0;
+	if (integral && n <= 18) {   /* at most 18 digits: fits, no overflow */
+		long long x = 0;
+		for (size_t k = s[0] == '-'; k < n; k++)
+			x = x * 10 + (s[k] - '0');
+		*iv = s[0] == '-' ? -x : x;
+		return 1;
+	}
 	char buf[72];
 	memcpy(buf, s, n);
 	buf[n] = 0;
-	if (integral && n <= 18) {
-		*iv = strtoll(buf, NULL, 10);
-		return 1;
-	}
 	*dv = strtod(buf, NULL);
 	return isfinite(*dv) ? 2 : 0;
 }
@@ -374,25 +377,34 @@ int norm_numeric(const char *t, size_t n, struct dec_num *out)
 	}
 }
 
+/* norm_value of a string. The normalised text goes to a stack buffer when it fits (jansson
+ * copies it anyway); not inlined, so the recursion over arrays and objects in norm_value does
+ * not carry the buffer in every frame. */
+__attribute__((noinline)) static json_t *norm_string(unsigned steps, const json_t *v)
+{
+	char buf[4096];
+	size_t n;
+	char *t = norm_text_buf(steps, json_string_value(v), json_string_length(v), buf, sizeof buf, &n);
+	json_t *r = NULL;
+	long long iv;
+	double dv;
+	int k = steps & NORM_NUMERIC ? numeric_of(t, n, &iv, &dv) : 0;
+	if (k)
+		r = k == 1 ? json_integer(iv) : json_real(dv);
+	if (!r)
+		r = json_stringn_nocheck(t, n);
+	if (t != buf)
+		free(t);
+	return r;
+}
+
 json_t *norm_value(unsigned steps, const json_t *v)
 {
 	if (!steps || !v)
 		return json_incref((json_t *)v);
 	switch (json_typeof(v)) {
-	case JSON_STRING: {
-		size_t n;
-		char *t = norm_text(steps, json_string_value(v), json_string_length(v), &n);
-		json_t *r = NULL;
-		long long iv;
-		double dv;
-		int k = steps & NORM_NUMERIC ? numeric_of(t, n, &iv, &dv) : 0;
-		if (k)
-			r = k == 1 ? json_integer(iv) : json_real(dv);
-		if (!r)
-			r = json_stringn_nocheck(t, n);
-		free(t);
-		return r;
-	}
+	case JSON_STRING:
+		return norm_string(steps, v);
 	case JSON_ARRAY: {
 		json_t *a = json_array();
 		for (size_t i = 0; i < json_array_size(v); i++)
