@@ -83,6 +83,8 @@ struct ctx {
 	bool verified;
 	bool explain;
 	uint64_t rx_budget;
+	uint64_t work_left, work_used;   /* README "Work budget" */
+	bool over;                  /* a charge did not fit during the current dimension */
 	int clean[4];               /* per root document: 0 unknown, 1 no string over max_str, 2 has */
 	json_t *warnings;
 };
@@ -418,10 +420,73 @@ static int need_type(const json_t *v, int side, bool ok, const char *what, struc
 	return PRIM_BAD;
 }
 
+/* Work units of the costly steps (README "Work budget"), about a nanosecond each here. */
+enum {
+	W_NODE = 200,          /* an array element or object member dumped, sorted or paired */
+	W_STRING = 32,         /* a string normalised or dumped (allocation, call) */
+	W_BYTE = 4,            /* a byte dumped and compared, or normalised in ASCII text */
+	W_NORM_UNICODE = 64,   /* a byte of non-ASCII text through nfkc or casefold */
+	W_NORM_OTHER = 16,     /* a byte of non-ASCII text through the other steps */
+	W_TOKEN = 64,          /* a byte tokenised and sorted (token_overlap) */
+	W_SCAN = 1,            /* a byte scanned once (a literal term, counting words) */
+	W_RX_STEP = 3,         /* a regular-expression state visit */
+};
+
+/* Charges units to the evaluation's budget; false when they do not fit what is left (the
+ * step is then not run, nothing is charged, and the current dimension will score 0; later
+ * steps that fit still run). */
+static bool charge(struct ctx *c, uint64_t units)
+{
+	if (units <= c->work_left) {
+		c->work_left -= units;
+		c->work_used += units;
+		return true;
+	}
+	c->over = true;
+	return false;
+}
+
+/* Units to normalise a string with steps (0: to dump and compare it). */
+static uint64_t string_units(const json_t *v, unsigned steps)
+{
+	size_t n = json_string_length(v);
+	uint64_t per = W_BYTE;
+	if (steps && !norm_is_ascii(json_string_value(v), n))
+		per = steps & (NORM_NFKC | NORM_CASEFOLD) ? W_NORM_UNICODE : W_NORM_OTHER;
+	return W_STRING + per * (uint64_t)n;
+}
+
+/* Units to normalise (steps) or canonically dump and sort (0) all of v. */
+static uint64_t value_units(const json_t *v, unsigned steps)
+{
+	if (!v)
+		return 0;
+	if (json_is_string(v))
+		return string_units(v, steps);
+	uint64_t u = W_NODE;
+	if (json_is_array(v)) {
+		for (size_t i = 0; i < json_array_size(v); i++)
+			u += value_units(json_array_get(v, i), steps);
+	} else if (json_is_object(v)) {
+		const char *k;
+		json_t *x;
+		json_object_foreach((json_t *)v, k, x)
+			u += W_BYTE * strlen(k) + value_units(x, steps);
+	}
+	return u;
+}
+
 static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
 {
-	int m = rx_search(r, t, n, &c->rx_budget);
-	if (m < 0)
+	/* The regex budget of the evaluation, and no more steps than the work budget pays for. */
+	uint64_t cap = c->work_left / W_RX_STEP, b = c->rx_budget < cap ? c->rx_budget : cap;
+	uint64_t before = b;
+	int m = rx_search(r, t, n, &b);
+	c->rx_budget -= before - b;
+	charge(c, (before - b) * W_RX_STEP);
+	if (m < 0 && c->rx_budget > 0)
+		charge(c, UINT64_MAX);   /* stopped by the work budget: it is spent */
+	else if (m < 0)
 		ap->nrx++;
 	return m > 0;
 }
@@ -436,6 +501,16 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	if (!text)
 		return need_type(got, 0, false, "a string or an array of strings", e);
 	size_t total = d->nterms, found = 0;
+	size_t nscan = 0;   /* literal scans of the text */
+	for (size_t i = 0; i < d->nterms; i++)
+		for (size_t k = 0; k < d->terms[i].nalt; k++)
+			nscan += !d->terms[i].rx[k];
+	if (!d->nterms && json_is_array(want))
+		nscan = json_array_size(want);
+	if (!charge(c, W_STRING + (uint64_t)tl * W_SCAN * (nscan + 1))) {
+		free(own);
+		return 0;
+	}
 	json_t *hit = ap->det ? json_array() : NULL, *miss = ap->det ? json_array() : NULL;
 	if (d->nterms) {
 		for (size_t i = 0; i < d->nterms; i++) {
@@ -835,6 +910,39 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 	return prim_ramp(n, d->points, d->npoints, d->steps);
 }
 
+/* Units a primitive's own work costs on its (normalised) values, besides normalising them,
+ * its regexes (charged per step as they run) and its nested primitives (charged each). */
+static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	switch (d->prim) {
+	case PRIM_EXACT_MATCH_RATIO:
+	case PRIM_COVERAGE_RATIO:
+	case PRIM_SET_OVERLAP:   /* every element dumped canonically and sorted */
+		return (json_is_array(got) ? value_units(got, 0) : 0) +
+		       (json_is_array(want) ? value_units(want, 0) : 0);
+	case PRIM_COUNT:
+		if (d->count_of == SPEC_C_DISTINCT || d->count_of == SPEC_C_UNIQUE_RATIO)
+			return json_is_array(got) ? value_units(got, 0) : 0;
+		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
+	case PRIM_TEXT_LENGTH:
+		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
+	case PRIM_TOKEN_OVERLAP:
+		return (json_is_string(got) ? W_TOKEN * (uint64_t)json_string_length(got) : 0) +
+		       (json_is_string(want) ? W_TOKEN * (uint64_t)json_string_length(want) : 0);
+	case PRIM_MATCH_OBJECTS:   /* keys dumped, hashed, sorted; pairs looked up */
+		return W_NODE * ((json_is_array(got) ? (uint64_t)json_array_size(got) : 0) +
+		                 (json_is_array(want) ? (uint64_t)json_array_size(want) : 0));
+	case PRIM_KEYED_MAP:
+		return W_NODE * (d->keys ? (uint64_t)json_array_size(d->keys)
+		                         : json_is_object(want) ? (uint64_t)json_object_size(want) : 0);
+	case PRIM_NUMERIC_TOLERANCE:
+		return json_is_array(want) ? W_NODE / 4 * (uint64_t)json_array_size(want) : 0;
+	default:   /* constant work, or linear and cheap (exact_match compares; fuzzy_string has
+	            * its own bound on the distance matrix) */
+		return 0;
+	}
+}
+
 /* Applies a field-reading primitive to resolved values (normalised here); PRIM_BAD with e. */
 static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, const json_t *want0,
                  struct app *ap, struct prim_err *e)
@@ -845,6 +953,8 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		/* two strings: compare the normalised texts without building JSON values; with
 		 * `numeric`, texts that become numbers compare as numbers (what norm_value and
 		 * jcanon_equal would decide) */
+		if (!charge(c, string_units(got0, d->norm) + string_units(want0, d->norm)))
+			return 0;
 		size_t la, lb;
 		char ba[256], bb[256];
 		char *ta = norm_text_buf(d->norm, json_string_value(got0), json_string_length(got0), ba,
@@ -862,9 +972,15 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 			free(tb);
 		return eq ? 1000 : 0;
 	}
+	if (norm && !charge(c, value_units(got0, d->norm) + value_units(want0, d->norm)))
+		return 0;
 	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
 	json_t *want = norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
 	int r, nbad = 0;
+	if (!charge(c, prim_units(d, got, want))) {
+		r = 0;
+		goto out;
+	}
 	if (norm && ap->det) {
 		det_set(ap, "submitted_normalized", brief(got));
 		if (want)
@@ -936,6 +1052,7 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		r = 0;
 		break;
 	}
+out:
 	if (norm) {   /* norm_value gave new references (possibly to the same values) */
 		json_decref(got);
 		if (want0)
@@ -971,7 +1088,14 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 		if (want)
 			json_object_set_new(det, "expected", brief(want));
 	}
+	c->over = false;
 	r = apply(c, d, got, want, &ap, &e);
+	if (c->over) {
+		warn(c->warnings, "error", d->field_text, "dimension '%s': not scored (0): the "
+		     "evaluation's work budget of %llu units is spent (README \"Work budget\")", d->key,
+		     (unsigned long long)SCORE_WORK_BUDGET);
+		return 0;
+	}
 	if (r != PRIM_BAD && ap.nbad > 0) {
 		if (d->prim == PRIM_NUMERIC_TOLERANCE)
 			warn(c->warnings, "warning", d->field_text, "dimension '%s': %d of %zu "
@@ -1035,6 +1159,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 		                                        : SCORE_DEFAULT_MAX_STRING_BYTES,
 		.explain = lim && lim->explain,
 		.rx_budget = SCORE_RX_BUDGET,
+		.work_left = SCORE_WORK_BUDGET,
 	};
 	size_t nd = spec_ndims(s);
 	if (spec_evaluator(s) != SPEC_DETERMINISTIC && !ext) {
@@ -1137,6 +1262,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	}
 	int64_t total = 0;
 	out->ndims = nd;
+	out->work = c.work_used;
 	for (size_t i = 0; i < nd; i++) {
 		const struct spec_dim *d = spec_dim(s, i);
 		struct score_dim *o = &out->dims[i];
