@@ -310,11 +310,40 @@ static double value_len(const json_t *x)
 	return NAN;
 }
 
+/* The exact value of a variable: its JSON number (an integer, or a real's shortest decimal,
+ * so 0.1 is 1/10), else the double v (a default, a boolean 0/1; NaN is missing). */
+static struct expr_q exact_of(const json_t *x, double v)
+{
+	if (x && json_is_integer(x))
+		return expr_q_int((long long)json_integer_value(x));
+	if (isnan(v))
+		return expr_q_missing();
+	struct dec_num dn;
+	if (dec_num_from_double(x ? json_real_value(x) : v, &dn) < 0)
+		return expr_q_from_dec(0, 1000, v);   /* not finite: stays a double */
+	return expr_q_from_dec(dn.m, dn.e, v);
+}
+
+/* An expression's value clamped to [0, 1] in permille, rounded half up: exactly when the
+ * value is an exact fraction. */
+static int permille_q(struct expr_q q)
+{
+	if (q.missing || !q.exact)
+		return prim_permille_double((long double)(q.missing ? NAN : q.d));
+	if (q.num <= 0)
+		return 0;
+	if (q.num >= q.den)
+		return 1000;
+	return prim_permille_ratio((unsigned __int128)q.num, (unsigned __int128)q.den);
+}
+
 static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
 	double vals[64], lvals[64];
+	const json_t *vjs[64];
 	double *values = d->nvars <= 64 ? vals : xcalloc(d->nvars, sizeof *values);
 	double *lens = d->nvars <= 64 ? lvals : xcalloc(d->nvars, sizeof *lens);
+	const json_t **vjson = d->nvars <= 64 ? vjs : xcalloc(d->nvars, sizeof *vjson);
 	char why[200];
 	bool ok = true, tolerant = expr_has_coalesce(d->expr);
 	size_t nmissing = 0;
@@ -322,6 +351,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		const struct spec_var *v = &d->vars[i];
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
 		values[i] = lens[i] = NAN;
+		vjson[i] = x && json_is_number(x) ? x : NULL;
 		if (!x && v->has_default) {
 			values[i] = v->def;
 		} else if (!x) {
@@ -346,7 +376,21 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	int score = 0;
 	if (ok) {
 		int div_zero = 0;
-		double r = expr_eval_ex(d->expr, values, lens, &div_zero);
+		struct expr_q qv[64], ql[64];
+		struct expr_q *qvals = d->nvars <= 64 ? qv : xcalloc(d->nvars, sizeof *qvals);
+		struct expr_q *qlens = d->nvars <= 64 ? ql : xcalloc(d->nvars, sizeof *qlens);
+		for (size_t i = 0; i < d->nvars; i++) {
+			qvals[i] = exact_of(vjson[i], values[i]);
+			qlens[i] = isnan(lens[i]) ? expr_q_missing() : expr_q_int((long long)lens[i]);
+		}
+		struct expr_q q = expr_eval_q(d->expr, qvals, qlens, &div_zero);
+		if (qvals != qv) {
+			free(qvals);
+			free(qlens);
+		}
+		if (!q.missing && d->scale != 1.0)
+			q = expr_q_div(q, exact_of(NULL, d->scale));
+		double r = q.missing ? NAN : q.d;
 		if (div_zero)
 			warn(c->warnings, "warning", d->key, "dimension '%s': division by zero in the "
 			     "expression (that division counted as 0)", d->key);
@@ -358,9 +402,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 					     "at '%s' and no alternative applied", d->key, v->name, v->text);
 			}
 		}
-		if (d->scale != 1.0)
-			r /= d->scale;
-		score = prim_permille_double((long double)r);
+		score = permille_q(q);
 		if (ap->det)
 			det_set(ap, "value", isfinite(r) ? json_real(r) : json_null());
 	}
@@ -374,6 +416,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	if (values != vals) {
 		free(values);
 		free(lens);
+		free(vjson);
 	}
 	return score;
 }
@@ -1236,11 +1279,11 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 		fin[i] = raw[i];
 		bool pass = true;
 		if (d->gate_expr) {
-			double v[SPEC_MAX_DIMS];
+			struct expr_q v[SPEC_MAX_DIMS];
 			for (size_t k = 0; k < nd; k++)
-				v[k] = fin[k];   /* targets come first in this order; others are unused */
-			double g = expr_eval(d->gate_expr, v, NULL);
-			pass = !isnan(g) && g != 0.0;
+				v[k] = expr_q_int(fin[k]);   /* targets come first in this order */
+			struct expr_q g = expr_eval_q(d->gate_expr, v, NULL, NULL);
+			pass = !g.missing && (g.exact ? g.num != 0 : g.d != 0.0);
 		} else if (d->has_gate) {
 			pass = (double)fin[d->gate_dim] > d->gate_above;
 		}
