@@ -120,7 +120,7 @@ static struct expr_q q_inexact(double d)
 
 static double q_double(const struct expr_q *x)
 {
-	return x->missing ? NAN : x->exact ? (double)((long double)x->num / (long double)x->den) : x->d;
+	return x->missing ? NAN : x->exact ? (double)x->num / (double)x->den : x->d;
 }
 
 /* num/den reduced (den != 0; |num|, |den| below 2^127). */
@@ -138,7 +138,7 @@ static struct expr_q q_make(i128 num, i128 den)
 	if (num == 0)
 		den = 1;
 	struct expr_q q = { .num = num, .den = den, .exact = true };
-	q.d = (double)((long double)num / (long double)den);
+	q.d = (double)num / (double)den;   /* both rounded to double, then IEEE division */
 	return q;
 }
 
@@ -232,12 +232,17 @@ static struct expr_q q_mul(struct expr_q x, struct expr_q y)
 	return q_inexact(q_double(&x) * q_double(&y));
 }
 
+/* x / y, y not zero. */
 static struct expr_q q_div(struct expr_q x, struct expr_q y)
 {
-	if (y.exact) {
-		struct expr_q inv = y.num < 0 ? (struct expr_q){ .num = -y.den, .den = -y.num, .exact = true }
-		                              : (struct expr_q){ .num = y.den, .den = y.num, .exact = true };
-		return q_mul(x, inv);
+	if (x.exact && y.exact) {
+		i128 g1 = gcd128(x.num, y.num), g2 = gcd128(x.den, y.den);   /* y.num != 0 */
+		if (g1 == 0)
+			g1 = 1;
+		i128 n, d;
+		if (!__builtin_mul_overflow(x.num / g1, y.den / g2, &n) &&
+		    !__builtin_mul_overflow(x.den / g2, y.num / g1, &d))
+			return q_make(n, d);
 	}
 	return q_inexact(q_double(&x) / q_double(&y));
 }
