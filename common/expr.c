@@ -123,9 +123,13 @@ static double q_double(const struct expr_q *x)
 	return x->missing ? NAN : x->exact ? (double)x->num / (double)x->den : x->d;
 }
 
-/* num/den reduced (den != 0; |num|, |den| below 2^127). */
+#define I128_MIN (-I128_MAX - 1)
+
+/* num/den reduced (den != 0). -2^127 has no negation: such a value is not kept exact. */
 static struct expr_q q_make(i128 num, i128 den)
 {
+	if (num == I128_MIN || den == I128_MIN)
+		return q_inexact((double)num / (double)den);
 	if (den < 0) {
 		num = -num;
 		den = -den;

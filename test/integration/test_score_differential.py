@@ -532,6 +532,8 @@ class Q:
 
 
 def q_make(n, d):
+    if n == I128_MIN or d == I128_MIN:   # -2^127 has no negation: not kept exact
+        return Q(0, 1, float(n) / float(d), False)
     if d < 0:
         n, d = -n, -d
     g = math.gcd(n, d)
