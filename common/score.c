@@ -569,6 +569,8 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	} else {
 		if (!json_is_array(want)) {
 			free(own);
+			json_decref(hit);
+			json_decref(miss);
 			return need_type(want, 1, false, "an array of strings", e);
 		}
 		total = json_array_size(want);
@@ -576,6 +578,8 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 			const json_t *w = json_array_get(want, i);
 			if (!json_is_string(w)) {
 				free(own);
+				json_decref(hit);
+				json_decref(miss);
 				return need_type(w, 1, false, "a string (a term)", e);
 			}
 			bool f = json_string_length(w) > 0 &&
