@@ -473,8 +473,8 @@ static void test_work_budget(void)
 	u[big - big % (sizeof unit - 1)] = 0;   /* whole units only: valid UTF-8 */
 	json_t *ans = json_pack("{s:s, s:s}", "t", t, "u", u);
 	static const char *const heavy[] = {
-		"\"primitive\":\"term_coverage\",\"field\":\"t\",\"terms\":[\"zz\",\"na\\u00efve\",{\"regex\":\"(a|aa)*c\"}],"
-		"\"normalize\":[\"nfkc\",\"casefold\",\"punctuation\",\"whitespace\"]",
+		("\"primitive\":\"term_coverage\",\"field\":\"t\",\"terms\":[\"zz\",\"na\\u00efve\",{\"regex\":\"(a|aa)*c\"}],"
+		 "\"normalize\":[\"nfkc\",\"casefold\",\"punctuation\",\"whitespace\"]"),
 		"\"primitive\":\"token_overlap\",\"field\":\"t\",\"ground_truth_field\":\"t\",\"method\":\"f1\"",
 		"\"primitive\":\"exact_match\",\"field\":\"t\",\"ground_truth_field\":\"t\",\"normalize\":[\"nfkc\",\"casefold\"]",
 		"\"primitive\":\"regex_match\",\"field\":\"t\",\"pattern\":\"(.*a){12}x\"",
