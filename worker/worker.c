@@ -636,6 +636,28 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 	score_now(w, j, ext);
 }
 
+/* The sandbox could not be set up (at start, or when last tried): try again, at most
+ * once per SANDBOX_REOPEN_MS (it blocks the loop for one probe sandbox). What failed may
+ * have passed (another process's cgroup clean-up, a language table being deployed); else
+ * every sandboxed job of this worker would spend its attempts until it ended failed.
+ * Returns 1 when the sandbox is up, 0 when the next try is not due yet, -1 when it was
+ * tried and failed (w->sp_err says why). */
+#define SANDBOX_REOPEN_MS 1000
+static int sandbox_reopen(struct worker *w)
+{
+	uint64_t now = uv_now(w->loop);
+	if (w->sp_retry_at && now < w->sp_retry_at)
+		return 0;
+	w->sp_retry_at = now + SANDBOX_REOPEN_MS;
+	if (sandbox_pool_new(w->loop, w->cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
+		w->sp = NULL;
+		LOGW(NULL, NULL, "sandbox still unavailable: %s", w->sp_err);
+		return -1;
+	}
+	LOGI(NULL, NULL, "sandbox available again");
+	return 1;
+}
+
 static void run_sandbox(struct worker *w, struct job *j)
 {
 	char started[32], submitted[32];
@@ -693,7 +715,13 @@ static void evaluate(struct worker *w, struct job *j)
 		run_judge(w, j, NULL);
 		return;
 	}
-	if (!w->sp) {
+	int up = w->sp ? 1 : sandbox_reopen(w);
+	if (up == 0) {
+		/* Only a failed set-up try counts against a job. */
+		pipeline_retry(w, j, STAGE_EVAL, false, "sandbox unavailable: waiting for the next set-up try");
+		return;
+	}
+	if (up < 0) {
 		char why[320];
 		snprintf(why, sizeof why, "internal_error: sandbox unavailable: %s", w->sp_err);
 		pipeline_retry(w, j, STAGE_EVAL, true, why);
@@ -1640,6 +1668,7 @@ int worker_run(const struct config *cfg)
 	w->cfg = cfg;
 	w->state = W_RUNNING;
 	w->db_version = 0;
+	pipeline_db_probe_first(w);   /* no job read before the database is known to take writes */
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
 	/* Key names: one place (rkeys.h); "auto" is tagged only in Cluster mode. */
 	char err[512];
