@@ -782,7 +782,7 @@ size_t prim_count_words(const char *s, size_t len)
 		uint64_t ws = ascii_space_bits(w);
 		uint64_t prev_ws = (ws << 8) | (in ? 0 : 0x80);   /* little-endian: byte k-1 below k */
 		uint64_t starts = ~ws & prev_ws & 0x8080808080808080ull;
-		n += (size_t)__builtin_popcountll(starts);
+		n += (size_t)(((starts >> 7) * 0x0101010101010101ull) >> 56);   /* one bit per byte */
 		in = !(ws >> 63);
 	}
 #endif
