@@ -50,6 +50,7 @@ struct node {
 	enum op op;
 	uint32_t a, b;      /* binary: children; NEG: a; VAR: a = index; calls: args[a..a+b) */
 	double num;         /* OP_NUM */
+	struct expr_q q;    /* OP_NUM: the literal's exact value (when it fits) */
 };
 
 struct expr {
@@ -91,6 +92,191 @@ static void fail_at(struct parser *p, size_t at, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
 	va_end(ap);
+}
+
+/* ---- exact rationals --------------------------------------------------------------- */
+
+typedef __int128 i128;
+#define I128_MAX ((i128)(((unsigned __int128)1 << 127) - 1))
+
+static i128 gcd128(i128 a, i128 b)
+{
+	if (a < 0)
+		a = -a;
+	if (b < 0)
+		b = -b;
+	while (b) {
+		i128 t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+static struct expr_q q_inexact(double d)
+{
+	return (struct expr_q){ .exact = false, .d = d, .num = 0, .den = 1 };
+}
+
+static double q_double(const struct expr_q *x)
+{
+	return x->missing ? NAN : x->exact ? (double)x->num / (double)x->den : x->d;
+}
+
+#define I128_MIN (-I128_MAX - 1)
+
+/* num/den reduced (den != 0). -2^127 has no negation: such a value is not kept exact. */
+static struct expr_q q_make(i128 num, i128 den)
+{
+	if (num == I128_MIN || den == I128_MIN)
+		return q_inexact((double)num / (double)den);
+	if (den < 0) {
+		num = -num;
+		den = -den;
+	}
+	i128 g = gcd128(num, den);
+	if (g > 1) {
+		num /= g;
+		den /= g;
+	}
+	if (num == 0)
+		den = 1;
+	struct expr_q q = { .num = num, .den = den, .exact = true };
+	q.d = (double)num / (double)den;   /* both rounded to double, then IEEE division */
+	return q;
+}
+
+struct expr_q expr_q_int(long long v)
+{
+	return q_make(v, 1);
+}
+
+struct expr_q expr_q_missing(void)
+{
+	return (struct expr_q){ .missing = true, .d = NAN, .num = 0, .den = 1 };
+}
+
+/* m × 10^e exactly, when it fits. */
+static struct expr_q q_pow10(i128 m, int e, double approx)
+{
+	i128 p = 1;
+	for (int k = 0; k < (e < 0 ? -e : e); k++)
+		if (__builtin_mul_overflow(p, (i128)10, &p))
+			return q_inexact(approx);
+	if (e >= 0) {
+		i128 r;
+		if (__builtin_mul_overflow(m, p, &r))
+			return q_inexact(approx);
+		return q_make(r, 1);
+	}
+	return q_make(m, p);
+}
+
+/* The exact value of a literal's text (digits, '.', exponent), or its double when it does
+ * not fit in 127 bits. */
+static struct expr_q q_from_text(const char *t, double approx)
+{
+	i128 m = 0;
+	int e = 0;
+	size_t i = 0;
+	bool frac = false;
+	for (; t[i] && t[i] != 'e' && t[i] != 'E'; i++) {
+		if (t[i] == '.') {
+			frac = true;
+			continue;
+		}
+		if (__builtin_mul_overflow(m, (i128)10, &m) || __builtin_add_overflow(m, (i128)(t[i] - '0'), &m))
+			return q_inexact(approx);
+		e -= frac;
+	}
+	if (t[i]) {
+		long x = strtol(t + i + 1, NULL, 10);
+		if (x > 80 || x < -80)
+			return q_inexact(approx);
+		e += (int)x;
+	}
+	if (e > 80 || e < -80)
+		return q_inexact(approx);
+	return q_pow10(m, e, approx);
+}
+
+struct expr_q expr_q_from_dec(long long m, int e, double approx)
+{
+	if (e > 80 || e < -80)
+		return q_inexact(approx);
+	return q_pow10(m, e, approx);
+}
+
+static struct expr_q q_add(struct expr_q x, struct expr_q y, int sign)
+{
+	if (x.exact && y.exact) {
+		i128 a, b, n, d;
+		if (!__builtin_mul_overflow(x.num, y.den, &a) && !__builtin_mul_overflow(y.num, x.den, &b) &&
+		    !(sign > 0 ? __builtin_add_overflow(a, b, &n) : __builtin_sub_overflow(a, b, &n)) &&
+		    !__builtin_mul_overflow(x.den, y.den, &d))
+			return q_make(n, d);
+	}
+	return q_inexact(sign > 0 ? q_double(&x) + q_double(&y) : q_double(&x) - q_double(&y));
+}
+
+static struct expr_q q_mul(struct expr_q x, struct expr_q y)
+{
+	if (x.exact && y.exact) {
+		/* cross-reduce first: keeps the products small */
+		i128 g1 = gcd128(x.num, y.den), g2 = gcd128(y.num, x.den);
+		if (g1 == 0)
+			g1 = 1;
+		if (g2 == 0)
+			g2 = 1;
+		i128 n, d;
+		if (!__builtin_mul_overflow(x.num / g1, y.num / g2, &n) &&
+		    !__builtin_mul_overflow(x.den / g2, y.den / g1, &d))
+			return q_make(n, d);
+	}
+	return q_inexact(q_double(&x) * q_double(&y));
+}
+
+/* x / y, y not zero. */
+static struct expr_q q_div(struct expr_q x, struct expr_q y)
+{
+	if (x.exact && y.exact) {
+		i128 g1 = gcd128(x.num, y.num), g2 = gcd128(x.den, y.den);   /* y.num != 0 */
+		if (g1 == 0)
+			g1 = 1;
+		i128 n, d;
+		if (!__builtin_mul_overflow(x.num / g1, y.den / g2, &n) &&
+		    !__builtin_mul_overflow(x.den / g2, y.num / g1, &d))
+			return q_make(n, d);
+	}
+	return q_inexact(q_double(&x) / q_double(&y));
+}
+
+/* Sign of x - y: exact when both are and the cross products fit, else on the doubles. */
+static int q_cmp(struct expr_q x, struct expr_q y)
+{
+	if (x.exact && y.exact) {
+		i128 a, b;
+		if (!__builtin_mul_overflow(x.num, y.den, &a) && !__builtin_mul_overflow(y.num, x.den, &b))
+			return (a > b) - (a < b);
+	}
+	double dx = q_double(&x), dy = q_double(&y);
+	return (dx > dy) - (dx < dy);
+}
+
+static bool q_zero(const struct expr_q *x)
+{
+	return x->exact ? x->num == 0 : x->d == 0.0;
+}
+
+/* floor (dir -1) or ceiling (dir 1). */
+static struct expr_q q_round_dir(struct expr_q x, int dir)
+{
+	if (!x.exact)
+		return q_inexact(dir < 0 ? floor(x.d) : ceil(x.d));
+	i128 q = x.num / x.den, r = x.num % x.den;   /* truncates toward zero */
+	if (r != 0 && (dir < 0) == (x.num < 0))
+		q += dir;
+	return q_make(q, 1);
 }
 
 static uint32_t add_node(struct parser *p, enum op op, uint32_t a, uint32_t b, double num)
@@ -213,7 +399,10 @@ static uint32_t parse_number(struct parser *p)
 		return 0;
 	}
 	p->pos = end;
-	return add_node(p, OP_NUM, 0, 0, v);
+	uint32_t k = add_node(p, OP_NUM, 0, 0, v);
+	if (!p->failed)
+		p->e->nodes[k].q = q_from_text(buf, v);
+	return k;
 }
 
 static uint32_t parse_call(struct parser *p, enum op op, size_t at)
@@ -648,6 +837,127 @@ static double eval_node(const struct expr *e, uint32_t i, const struct evctx *c)
 	case OP_OR: return x != 0.0 || y != 0.0;
 	default: return 0.0;
 	}
+}
+
+struct qctx { const struct expr_q *values, *lens; int *dz; };
+
+/* eval_node on exact values: the same rules, missing for NaN. */
+static struct expr_q qeval(const struct expr *e, uint32_t i, const struct qctx *c)
+{
+	const struct node *n = &e->nodes[i];
+	struct expr_q x, y;
+
+	switch (n->op) {
+	case OP_NUM:
+		return n->q;
+	case OP_VAR:
+		return c->values[n->a];
+	case OP_LEN:
+		return c->lens ? c->lens[n->a] : expr_q_missing();
+	case OP_NEG:
+		x = qeval(e, n->a, c);
+		if (x.missing)
+			return x;
+		return x.exact ? q_make(-x.num, x.den) : q_inexact(-x.d);
+	case OP_NOT:
+		x = qeval(e, n->a, c);
+		return x.missing ? x : expr_q_int(q_zero(&x));
+	case OP_ABS:
+		x = qeval(e, e->args[n->a], c);
+		if (x.missing)
+			return x;
+		return x.exact ? q_make(x.num < 0 ? -x.num : x.num, x.den) : q_inexact(fabs(x.d));
+	case OP_FLOOR:
+	case OP_CEIL:
+		x = qeval(e, e->args[n->a], c);
+		return x.missing ? x : q_round_dir(x, n->op == OP_FLOOR ? -1 : 1);
+	case OP_ROUND:   /* half up: floor(x + 1/2) */
+		x = qeval(e, e->args[n->a], c);
+		return x.missing ? x : q_round_dir(q_add(x, q_make(1, 2), 1), -1);
+	case OP_IF:
+		x = qeval(e, e->args[n->a], c);
+		if (x.missing)
+			return x;
+		return qeval(e, e->args[n->a + (!q_zero(&x) ? 1 : 2)], c);
+	case OP_COALESCE:
+		for (uint32_t k = 0; k < n->b; k++) {
+			x = qeval(e, e->args[n->a + k], c);
+			if (!x.missing)
+				return x;
+		}
+		return expr_q_missing();
+	case OP_MIN:
+	case OP_MAX:
+		x = qeval(e, e->args[n->a], c);
+		for (uint32_t k = 1; k < n->b; k++) {
+			y = qeval(e, e->args[n->a + k], c);
+			if (y.missing)
+				x = y;
+			if (!x.missing && (n->op == OP_MIN ? q_cmp(y, x) < 0 : q_cmp(y, x) > 0))
+				x = y;
+		}
+		return x;
+	case OP_CLAMP: {
+		struct expr_q v = qeval(e, e->args[n->a], c);
+		struct expr_q lo = qeval(e, e->args[n->a + 1], c);
+		struct expr_q hi = qeval(e, e->args[n->a + 2], c);
+		if (lo.missing || hi.missing)
+			return expr_q_missing();
+		if (v.missing)
+			return v;
+		if (q_cmp(v, lo) < 0)
+			v = lo;
+		if (q_cmp(v, hi) > 0)
+			v = hi;
+		return v;
+	}
+	default:
+		break;
+	}
+	x = qeval(e, n->a, c);
+	y = qeval(e, n->b, c);
+	if (x.missing)
+		return x;
+	if (y.missing)
+		return y;
+	switch (n->op) {
+	case OP_ADD: return q_add(x, y, 1);
+	case OP_SUB: return q_add(x, y, -1);
+	case OP_MUL: return q_mul(x, y);
+	case OP_DIV:
+		if (q_zero(&y)) {
+			if (c->dz)
+				*c->dz = 1;
+			return expr_q_int(0);
+		}
+		return q_div(x, y);
+	case OP_LT: return expr_q_int(q_cmp(x, y) < 0);
+	case OP_LE: return expr_q_int(q_cmp(x, y) <= 0);
+	case OP_GT: return expr_q_int(q_cmp(x, y) > 0);
+	case OP_GE: return expr_q_int(q_cmp(x, y) >= 0);
+	case OP_EQ: return expr_q_int(q_cmp(x, y) == 0);
+	case OP_NE: return expr_q_int(q_cmp(x, y) != 0);
+	case OP_AND: return expr_q_int(!q_zero(&x) && !q_zero(&y));
+	case OP_OR: return expr_q_int(!q_zero(&x) || !q_zero(&y));
+	default: return expr_q_int(0);
+	}
+}
+
+struct expr_q expr_q_div(struct expr_q a, struct expr_q b)
+{
+	return q_div(a, b);
+}
+
+int expr_q_cmp(struct expr_q a, struct expr_q b)
+{
+	return q_cmp(a, b);
+}
+
+struct expr_q expr_eval_q(const struct expr *e, const struct expr_q *values,
+                          const struct expr_q *lens, int *div_zero)
+{
+	struct qctx c = { values, lens, div_zero };
+	return qeval(e, e->root, &c);
 }
 
 double expr_eval(const struct expr *e, const double *values, int *div_zero)

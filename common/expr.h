@@ -5,7 +5,8 @@
  * yielding 1 or 0; a comparison's operands may not themselves be bare comparisons,
  * so `a < b < c` is rejected), boolean ! && || (1 or 0), if(c, a, b), abs,
  * round (half up), floor, ceil, len(var), coalesce(a, ...). A recursive-descent parser builds an immutable
- * tree; there is no eval of source text. Evaluation is in double. Pure: no I/O.
+ * tree; there is no eval of source text. Evaluation is exact on fractions (expr_eval_q;
+ * README "Exact expressions"), or in double (expr_eval, expr_eval_ex). Pure: no I/O.
  */
 #ifndef ARBITER_EXPR_H
 #define ARBITER_EXPR_H
@@ -34,6 +35,27 @@ double expr_eval(const struct expr *e, const double *values, int *div_zero);
  * it propagates through every operator except coalesce (first non-missing argument) and the
  * branch of if that is not taken; the caller reports a NaN result. */
 double expr_eval_ex(const struct expr *e, const double *values, const double *lens, int *div_zero);
+/* A value of the exact evaluation: the fraction num/den (den > 0, reduced) when exact;
+ * otherwise (a step whose result does not fit 127-bit integers, or a literal that does not)
+ * the binary double d, and every step using it is in double too. missing: no value. */
+struct expr_q {
+	__int128 num, den;
+	double d;        /* the value as a double (always set) */
+	bool exact, missing;
+};
+/* Exact values for variables: an integer; m × 10^e (a JSON number's shortest decimal, see
+ * dec.h), approx its double (used when it does not fit); no value. */
+struct expr_q expr_q_int(long long v);
+struct expr_q expr_q_from_dec(long long m, int e, double approx);
+struct expr_q expr_q_missing(void);
+/* expr_eval_ex in exact rational arithmetic (README "Expressions"): + - * /, min, max,
+ * clamp, comparisons, abs, floor, ceil, round and the logic operators are exact on
+ * fractions; x / 0 is 0 and sets *div_zero. lens may be NULL. */
+struct expr_q expr_eval_q(const struct expr *e, const struct expr_q *values,
+                          const struct expr_q *lens, int *div_zero);
+/* a / b (b not zero) and the sign of a - b, exact as in the evaluation. */
+struct expr_q expr_q_div(struct expr_q a, struct expr_q b);
+int expr_q_cmp(struct expr_q a, struct expr_q b);
 /* How variable i is used: bit 1 as a number, bit 2 inside len(); 0 if unused. */
 unsigned expr_var_use(const struct expr *e, size_t i);
 /* True when the expression calls coalesce (missing variables are then allowed). */

@@ -83,6 +83,8 @@ struct ctx {
 	bool verified;
 	bool explain;
 	uint64_t rx_budget;
+	uint64_t work_left, work_used;   /* README "Work budget" */
+	bool over;                  /* a charge did not fit during the current dimension */
 	int clean[4];               /* per root document: 0 unknown, 1 no string over max_str, 2 has */
 	json_t *warnings;
 };
@@ -308,11 +310,40 @@ static double value_len(const json_t *x)
 	return NAN;
 }
 
+/* The exact value of a variable: its JSON number (an integer, or a real's shortest decimal,
+ * so 0.1 is 1/10), else the double v (a default, a boolean 0/1; NaN is missing). */
+static struct expr_q exact_of(const json_t *x, double v)
+{
+	if (x && json_is_integer(x))
+		return expr_q_int((long long)json_integer_value(x));
+	if (isnan(v))
+		return expr_q_missing();
+	struct dec_num dn;
+	if (dec_num_from_double(x ? json_real_value(x) : v, &dn) < 0)
+		return expr_q_from_dec(0, 1000, v);   /* not finite: stays a double */
+	return expr_q_from_dec(dn.m, dn.e, v);
+}
+
+/* An expression's value clamped to [0, 1] in permille, rounded half up: exactly when the
+ * value is an exact fraction. */
+static int permille_q(struct expr_q q)
+{
+	if (q.missing || !q.exact)
+		return prim_permille_double((long double)(q.missing ? NAN : q.d));
+	if (q.num <= 0)
+		return 0;
+	if (q.num >= q.den)
+		return 1000;
+	return prim_permille_ratio((unsigned __int128)q.num, (unsigned __int128)q.den);
+}
+
 static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
 	double vals[64], lvals[64];
+	const json_t *vjs[64];
 	double *values = d->nvars <= 64 ? vals : xcalloc(d->nvars, sizeof *values);
 	double *lens = d->nvars <= 64 ? lvals : xcalloc(d->nvars, sizeof *lens);
+	const json_t **vjson = d->nvars <= 64 ? vjs : xcalloc(d->nvars, sizeof *vjson);
 	char why[200];
 	bool ok = true, tolerant = expr_has_coalesce(d->expr);
 	size_t nmissing = 0;
@@ -320,6 +351,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		const struct spec_var *v = &d->vars[i];
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
 		values[i] = lens[i] = NAN;
+		vjson[i] = x && json_is_number(x) ? x : NULL;
 		if (!x && v->has_default) {
 			values[i] = v->def;
 		} else if (!x) {
@@ -344,7 +376,21 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	int score = 0;
 	if (ok) {
 		int div_zero = 0;
-		double r = expr_eval_ex(d->expr, values, lens, &div_zero);
+		struct expr_q qv[64], ql[64];
+		struct expr_q *qvals = d->nvars <= 64 ? qv : xcalloc(d->nvars, sizeof *qvals);
+		struct expr_q *qlens = d->nvars <= 64 ? ql : xcalloc(d->nvars, sizeof *qlens);
+		for (size_t i = 0; i < d->nvars; i++) {
+			qvals[i] = exact_of(vjson[i], values[i]);
+			qlens[i] = isnan(lens[i]) ? expr_q_missing() : expr_q_int((long long)lens[i]);
+		}
+		struct expr_q q = expr_eval_q(d->expr, qvals, qlens, &div_zero);
+		if (qvals != qv) {
+			free(qvals);
+			free(qlens);
+		}
+		if (!q.missing && d->scale != 1.0)
+			q = expr_q_div(q, exact_of(NULL, d->scale));
+		double r = q.missing ? NAN : q.d;
 		if (div_zero)
 			warn(c->warnings, "warning", d->key, "dimension '%s': division by zero in the "
 			     "expression (that division counted as 0)", d->key);
@@ -356,9 +402,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 					     "at '%s' and no alternative applied", d->key, v->name, v->text);
 			}
 		}
-		if (d->scale != 1.0)
-			r /= d->scale;
-		score = prim_permille_double((long double)r);
+		score = permille_q(q);
 		if (ap->det)
 			det_set(ap, "value", isfinite(r) ? json_real(r) : json_null());
 	}
@@ -372,6 +416,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	if (values != vals) {
 		free(values);
 		free(lens);
+		free(vjson);
 	}
 	return score;
 }
@@ -380,13 +425,16 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got, con
                  struct app *ap, struct prim_err *e);
 
 /* Text of a term_coverage / token value: a string, or an array of strings joined by "\n".
- * Returns a malloc'd copy or NULL (not text). */
-static char *text_of(const json_t *v, size_t *len)
+ * Returns the string itself (borrowed, *owned false) or a malloc'd join (*owned true), or NULL
+ * (not text). */
+static const char *text_of(const json_t *v, size_t *len, bool *owned)
 {
+	*owned = false;
 	if (json_is_string(v)) {
 		*len = json_string_length(v);
-		return xstrndup(json_string_value(v), *len);
+		return json_string_value(v);
 	}
+	*owned = true;
 	if (!json_is_array(v))
 		return NULL;
 	struct strbuf sb = { 0 };
@@ -415,10 +463,73 @@ static int need_type(const json_t *v, int side, bool ok, const char *what, struc
 	return PRIM_BAD;
 }
 
+/* Work units of the costly steps (README "Work budget"), about a nanosecond each here. */
+enum {
+	W_NODE = 200,          /* an array element or object member dumped, sorted or paired */
+	W_STRING = 32,         /* a string normalised or dumped (allocation, call) */
+	W_BYTE = 4,            /* a byte dumped and compared, or normalised in ASCII text */
+	W_NORM_UNICODE = 64,   /* a byte of non-ASCII text through nfkc or casefold */
+	W_NORM_OTHER = 16,     /* a byte of non-ASCII text through the other steps */
+	W_TOKEN = 64,          /* a byte tokenised and sorted (token_overlap) */
+	W_SCAN = 1,            /* a byte scanned once (a literal term, counting words) */
+	W_RX_STEP = 3,         /* a regular-expression state visit */
+};
+
+/* Charges units to the evaluation's budget; false when they do not fit what is left (the
+ * step is then not run, nothing is charged, and the current dimension will score 0; later
+ * steps that fit still run). */
+static bool charge(struct ctx *c, uint64_t units)
+{
+	if (units <= c->work_left) {
+		c->work_left -= units;
+		c->work_used += units;
+		return true;
+	}
+	c->over = true;
+	return false;
+}
+
+/* Units to normalise a string with steps (0: to dump and compare it). */
+static uint64_t string_units(const json_t *v, unsigned steps)
+{
+	size_t n = json_string_length(v);
+	uint64_t per = W_BYTE;
+	if (steps && !norm_is_ascii(json_string_value(v), n))
+		per = steps & (NORM_NFKC | NORM_CASEFOLD) ? W_NORM_UNICODE : W_NORM_OTHER;
+	return W_STRING + per * (uint64_t)n;
+}
+
+/* Units to normalise (steps) or canonically dump and sort (0) all of v. */
+static uint64_t value_units(const json_t *v, unsigned steps)
+{
+	if (!v)
+		return 0;
+	if (json_is_string(v))
+		return string_units(v, steps);
+	uint64_t u = W_NODE;
+	if (json_is_array(v)) {
+		for (size_t i = 0; i < json_array_size(v); i++)
+			u += value_units(json_array_get(v, i), steps);
+	} else if (json_is_object(v)) {
+		const char *k;
+		json_t *x;
+		json_object_foreach((json_t *)v, k, x)
+			u += W_BYTE * strlen(k) + value_units(x, steps);
+	}
+	return u;
+}
+
 static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
 {
-	int m = rx_search(r, t, n, &c->rx_budget);
-	if (m < 0)
+	/* The regex budget of the evaluation, and no more steps than the work budget pays for. */
+	uint64_t cap = c->work_left / W_RX_STEP, b = c->rx_budget < cap ? c->rx_budget : cap;
+	uint64_t before = b;
+	int m = rx_search(r, t, n, &b);
+	c->rx_budget -= before - b;
+	charge(c, (before - b) * W_RX_STEP);
+	if (m < 0 && c->rx_budget > 0)
+		charge(c, UINT64_MAX);   /* stopped by the work budget: it is spent */
+	else if (m < 0)
 		ap->nrx++;
 	return m > 0;
 }
@@ -427,10 +538,22 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
                        const json_t *want, struct app *ap, struct prim_err *e)
 {
 	size_t tl;
-	char *text = text_of(got, &tl);
+	bool owned;
+	const char *text = text_of(got, &tl, &owned);
+	char *own = owned ? (char *)text : NULL;
 	if (!text)
 		return need_type(got, 0, false, "a string or an array of strings", e);
 	size_t total = d->nterms, found = 0;
+	size_t nscan = 0;   /* literal scans of the text */
+	for (size_t i = 0; i < d->nterms; i++)
+		for (size_t k = 0; k < d->terms[i].nalt; k++)
+			nscan += !d->terms[i].rx[k];
+	if (!d->nterms && json_is_array(want))
+		nscan = json_array_size(want);
+	if (!charge(c, W_STRING + (uint64_t)tl * W_SCAN * (nscan + 1))) {
+		free(own);
+		return 0;
+	}
 	json_t *hit = ap->det ? json_array() : NULL, *miss = ap->det ? json_array() : NULL;
 	if (d->nterms) {
 		for (size_t i = 0; i < d->nterms; i++) {
@@ -445,14 +568,18 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 		}
 	} else {
 		if (!json_is_array(want)) {
-			free(text);
+			free(own);
+			json_decref(hit);
+			json_decref(miss);
 			return need_type(want, 1, false, "an array of strings", e);
 		}
 		total = json_array_size(want);
 		for (size_t i = 0; i < total; i++) {
 			const json_t *w = json_array_get(want, i);
 			if (!json_is_string(w)) {
-				free(text);
+				free(own);
+				json_decref(hit);
+				json_decref(miss);
 				return need_type(w, 1, false, "a string (a term)", e);
 			}
 			bool f = json_string_length(w) > 0 &&
@@ -462,7 +589,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 				json_array_append_new(f ? hit : miss, json_copy((json_t *)w));
 		}
 	}
-	free(text);
+	free(own);
 	det_set(ap, "terms_found", hit);
 	det_set(ap, "terms_missing", miss);
 	if (total == 0)
@@ -474,8 +601,9 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	return prim_permille_ratio(found, need);
 }
 
-/* The canonical text of an object's match_on key tuple into sb; false when a key is missing
- * or the item is not an object. */
+/* The canonical text of an object's match_on key tuple into sb (the canonical JSON texts of
+ * its values joined by ",", which reads back unambiguously as the members of an array); false
+ * when a key is missing or the item is not an object. */
 static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf *sb)
 {
 	if (!json_is_object(item))
@@ -484,22 +612,124 @@ static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf
 		const json_t *v = jpath_get(d->match_on[k], item, NULL, 0);
 		if (!v)
 			return false;
+		if (k)
+			strbuf_addlit(sb, ",");
+		if (!d->norm && json_is_string(v) && json_string_length(v) < 254) {
+			/* a short string needing no escapes: its canonical text in one append */
+			const char *t = json_string_value(v);
+			size_t n = json_string_length(v), i = 0;
+			char q[256];
+			for (; i < n; i++) {
+				unsigned char ch = (unsigned char)t[i];
+				if (ch < 0x20 || ch == '"' || ch == '\\')
+					break;
+				q[i + 1] = (char)ch;
+			}
+			if (i == n) {
+				q[0] = '"';
+				q[n + 1] = '"';
+				strbuf_add(sb, q, n + 2);
+				continue;
+			}
+		}
+		if (!d->norm) {
+			jcanon_dump(v, sb);
+			continue;
+		}
 		json_t *nv = norm_value(d->norm, v);
-		strbuf_add(sb, k ? "," : "[", 1);
 		jcanon_dump(nv, sb);
 		json_decref(nv);
 	}
-	strbuf_addlit(sb, "]");
 	return true;
 }
 
-struct okey { char *k; size_t idx; };
+/* A submitted object's key text with its 64-bit hash (FNV-style, 8 bytes per step): keys sort
+ * by (hash, text, index), so
+ * equal keys are adjacent in submission order and most comparisons are one integer compare
+ * (colliding hashes only cost the text compare; the order is never needed beyond grouping). */
+struct okey { uint64_t h; const char *k; size_t len; size_t idx; };
 
-static int okey_cmp(const void *a, const void *b)
+static uint64_t key_hash(const char *s, size_t n)
 {
-	const struct okey *x = a, *y = b;
-	int r = strcmp(x->k, y->k);
-	return r ? r : (x->idx > y->idx) - (x->idx < y->idx);
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {   /* 8 bytes per multiply, then the tail */
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h ^ (h >> 32);
+}
+
+/* (hash, text) order of x against the probe (h, k, len). */
+static int okey_cmp_to(const struct okey *x, uint64_t h, const char *k, size_t len)
+{
+	if (x->h != h)
+		return x->h < h ? -1 : 1;
+	int r = memcmp(x->k, k, x->len < len ? x->len : len);
+	return r ? r : (x->len > len) - (x->len < len);
+}
+
+static bool okey_same(const struct okey *x, const char *k, size_t len)
+{
+	return x->len == len && !memcmp(x->k, k, len);
+}
+
+/* The first position in keys[0..n) (sorted) whose hash is not below h; branch-free steps. */
+static size_t hash_lower_bound(const struct okey *keys, size_t n, uint64_t h)
+{
+	const struct okey *base = keys;
+	while (n > 1) {
+		size_t half = n / 2;
+		base = base[half - 1].h < h ? base + half : base;
+		n -= half;
+	}
+	return (size_t)(base - keys) + (n == 1 && base->h < h);
+}
+
+static bool okey_before(const struct okey *x, const struct okey *y)
+{
+	if (x->h != y->h)
+		return x->h < y->h;
+	int r = okey_cmp_to(x, y->h, y->k, y->len);
+	return r ? r < 0 : x->idx < y->idx;
+}
+
+/* Sorts a[0..n) by okey_before: a stable bottom-up merge sort (O(n log n) whatever the keys),
+ * with insertion sort on runs of 8; tmp holds n items. */
+static void okey_sort(struct okey *a, struct okey *tmp, size_t n)
+{
+	for (size_t lo = 0; lo < n; lo += 8) {
+		size_t hi = lo + 8 < n ? lo + 8 : n;
+		for (size_t i = lo + 1; i < hi; i++) {
+			struct okey x = a[i];
+			size_t j = i;
+			for (; j > lo && okey_before(&x, &a[j - 1]); j--)
+				a[j] = a[j - 1];
+			a[j] = x;
+		}
+	}
+	struct okey *src = a, *dst = tmp;
+	for (size_t w = 8; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+			while (i < mid && j < hi)
+				dst[k++] = okey_before(&src[j], &src[i]) ? src[j++] : src[i++];
+			while (i < mid)
+				dst[k++] = src[i++];
+			while (j < hi)
+				dst[k++] = src[j++];
+		}
+		struct okey *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof *a);
 }
 
 /* A nested primitive on one element pair; missing sub-values count 0 (ap->nbad). Returns
@@ -539,19 +769,26 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	size_t ns = json_array_size(got), ne = json_array_size(want), nk = 0;
 	struct strbuf sb = { 0 };
 	size_t *off = xcalloc(ns ? ns : 1, sizeof *off);
+	size_t *end = xcalloc(ns ? ns : 1, sizeof *end);
 	bool *has = xcalloc(ns ? ns : 1, sizeof *has);
 	strbuf_addlit(&sb, "");
 	for (size_t i = 0; i < ns; i++) {
 		off[i] = sb.len;
 		has[i] = key_text(d, json_array_get(got, i), &sb);
-		strbuf_add(&sb, "", 1);
+		end[i] = sb.len;
 	}
 	struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
 	for (size_t i = 0; i < ns; i++)
 		if (has[i])
-			keys[nk++] = (struct okey){ sb.buf + off[i], i };
-	qsort(keys, nk, sizeof *keys, okey_cmp);
-	bool *used = xcalloc(nk ? nk : 1, sizeof *used);
+			keys[nk++] = (struct okey){ key_hash(sb.buf + off[i], end[i] - off[i]),
+			                            sb.buf + off[i], end[i] - off[i], i };
+	struct okey *ktmp = xmalloc((nk ? nk : 1) * sizeof *ktmp);
+	okey_sort(keys, ktmp, nk);
+	free(ktmp);
+	/* taken[g]: how many of the equal keys starting at sorted position g are paired already
+	 * (they are paired in order, so the next one is g + taken[g]): no rescan of used keys,
+	 * whatever the number of duplicates. */
+	size_t *taken = xcalloc(nk ? nk : 1, sizeof *taken);
 	dec6 wsum = 0;
 	for (size_t f = 0; f < d->nfields; f++)
 		wsum += d->fweights[f];
@@ -565,19 +802,26 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		strbuf_addlit(&kb, "");
 		if (!key_text(d, w, &kb))
 			continue;
-		size_t lo = 0, hi = nk;
-		while (lo < hi) {
-			size_t mid = (lo + hi) / 2;
-			if (strcmp(keys[mid].k, kb.buf) < 0)
-				lo = mid + 1;
-			else
-				hi = mid;
+		uint64_t h = key_hash(kb.buf, kb.len);
+		size_t lo = hash_lower_bound(keys, nk, h);
+		if (lo < nk && keys[lo].h == h && !okey_same(&keys[lo], kb.buf, kb.len)) {
+			/* another key with the same hash sorts first: search the run by text */
+			size_t hi = nk;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (okey_cmp_to(&keys[mid], h, kb.buf, kb.len) < 0)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
 		}
-		while (lo < nk && used[lo] && !strcmp(keys[lo].k, kb.buf))
-			lo++;
-		if (lo >= nk || strcmp(keys[lo].k, kb.buf))
+		if (lo >= nk || keys[lo].h != h || !okey_same(&keys[lo], kb.buf, kb.len))
 			continue;
-		used[lo] = true;
+		size_t first = lo;
+		lo += taken[first];
+		if (lo >= nk || (taken[first] && (keys[lo].h != h || !okey_same(&keys[lo], kb.buf, kb.len))))
+			continue;   /* every submitted object with this key is paired already */
+		taken[first]++;
 		matched++;
 		const json_t *g = json_array_get(got, keys[lo].idx);
 		int64_t pn = 0;
@@ -616,9 +860,10 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	det_set(ap, "objects", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)ns,
 	                                 "expected", (json_int_t)ne, "matched", (json_int_t)matched));
 	det_set(ap, "pairs", pairs);
-	free(used);
+	free(taken);
 	free(keys);
 	free(has);
+	free(end);
 	free(off);
 	strbuf_free(&sb);
 	return r;
@@ -712,31 +957,77 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 	return prim_ramp(n, d->points, d->npoints, d->steps);
 }
 
+/* Units a primitive's own work costs on its (normalised) values, besides normalising them,
+ * its regexes (charged per step as they run) and its nested primitives (charged each). */
+static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	switch (d->prim) {
+	case PRIM_EXACT_MATCH_RATIO:
+	case PRIM_COVERAGE_RATIO:
+	case PRIM_SET_OVERLAP:   /* every element dumped canonically and sorted */
+		return (json_is_array(got) ? value_units(got, 0) : 0) +
+		       (json_is_array(want) ? value_units(want, 0) : 0);
+	case PRIM_COUNT:
+		if (d->count_of == SPEC_C_DISTINCT || d->count_of == SPEC_C_UNIQUE_RATIO)
+			return json_is_array(got) ? value_units(got, 0) : 0;
+		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
+	case PRIM_TEXT_LENGTH:
+		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
+	case PRIM_TOKEN_OVERLAP:
+		return (json_is_string(got) ? W_TOKEN * (uint64_t)json_string_length(got) : 0) +
+		       (json_is_string(want) ? W_TOKEN * (uint64_t)json_string_length(want) : 0);
+	case PRIM_MATCH_OBJECTS:   /* keys dumped, hashed, sorted; pairs looked up */
+		return W_NODE * ((json_is_array(got) ? (uint64_t)json_array_size(got) : 0) +
+		                 (json_is_array(want) ? (uint64_t)json_array_size(want) : 0));
+	case PRIM_KEYED_MAP:
+		return W_NODE * (d->keys ? (uint64_t)json_array_size(d->keys)
+		                         : json_is_object(want) ? (uint64_t)json_object_size(want) : 0);
+	case PRIM_NUMERIC_TOLERANCE:
+		return json_is_array(want) ? W_NODE / 4 * (uint64_t)json_array_size(want) : 0;
+	default:   /* constant work, or linear and cheap (exact_match compares; fuzzy_string has
+	            * its own bound on the distance matrix) */
+		return 0;
+	}
+}
+
 /* Applies a field-reading primitive to resolved values (normalised here); PRIM_BAD with e. */
 static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, const json_t *want0,
                  struct app *ap, struct prim_err *e)
 {
 	bool norm = d->norm && d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP;
-	if (norm && d->prim == PRIM_EXACT_MATCH && !(d->norm & NORM_NUMERIC) && !ap->det &&
-	    !d->case_insensitive &&
+	if (norm && d->prim == PRIM_EXACT_MATCH && !ap->det && !d->case_insensitive &&
 	    json_is_string(got0) && json_is_string(want0)) {
-		/* two strings: compare the normalised texts without building JSON values */
+		/* two strings: compare the normalised texts without building JSON values; with
+		 * `numeric`, texts that become numbers compare as numbers (what norm_value and
+		 * jcanon_equal would decide) */
+		if (!charge(c, string_units(got0, d->norm) + string_units(want0, d->norm)))
+			return 0;
 		size_t la, lb;
 		char ba[256], bb[256];
 		char *ta = norm_text_buf(d->norm, json_string_value(got0), json_string_length(got0), ba,
 		                         sizeof ba, &la);
 		char *tb = norm_text_buf(d->norm, json_string_value(want0), json_string_length(want0), bb,
 		                         sizeof bb, &lb);
-		bool eq = la == lb && !memcmp(ta, tb, la);
+		struct dec_num xa, xb;
+		int ka = d->norm & NORM_NUMERIC ? norm_numeric(ta, la, &xa) : 0;
+		int kb = d->norm & NORM_NUMERIC ? norm_numeric(tb, lb, &xb) : 0;
+		bool eq = ka != kb ? false : ka ? dec_num_cmp(&xa, &xb) == 0
+		                            : la == lb && !memcmp(ta, tb, la);
 		if (ta != ba)
 			free(ta);
 		if (tb != bb)
 			free(tb);
 		return eq ? 1000 : 0;
 	}
+	if (norm && !charge(c, value_units(got0, d->norm) + value_units(want0, d->norm)))
+		return 0;
 	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
 	json_t *want = norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
 	int r, nbad = 0;
+	if (!charge(c, prim_units(d, got, want))) {
+		r = 0;
+		goto out;
+	}
 	if (norm && ap->det) {
 		det_set(ap, "submitted_normalized", brief(got));
 		if (want)
@@ -808,6 +1099,7 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		r = 0;
 		break;
 	}
+out:
 	if (norm) {   /* norm_value gave new references (possibly to the same values) */
 		json_decref(got);
 		if (want0)
@@ -843,7 +1135,14 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 		if (want)
 			json_object_set_new(det, "expected", brief(want));
 	}
+	c->over = false;
 	r = apply(c, d, got, want, &ap, &e);
+	if (c->over) {
+		warn(c->warnings, "error", d->field_text, "dimension '%s': not scored (0): the "
+		     "evaluation's work budget of %llu units is spent (README \"Work budget\")", d->key,
+		     (unsigned long long)SCORE_WORK_BUDGET);
+		return 0;
+	}
 	if (r != PRIM_BAD && ap.nbad > 0) {
 		if (d->prim == PRIM_NUMERIC_TOLERANCE)
 			warn(c->warnings, "warning", d->field_text, "dimension '%s': %d of %zu "
@@ -907,6 +1206,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 		                                        : SCORE_DEFAULT_MAX_STRING_BYTES,
 		.explain = lim && lim->explain,
 		.rx_budget = SCORE_RX_BUDGET,
+		.work_left = SCORE_WORK_BUDGET,
 	};
 	size_t nd = spec_ndims(s);
 	if (spec_evaluator(s) != SPEC_DETERMINISTIC && !ext) {
@@ -983,11 +1283,11 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 		fin[i] = raw[i];
 		bool pass = true;
 		if (d->gate_expr) {
-			double v[SPEC_MAX_DIMS];
+			struct expr_q v[SPEC_MAX_DIMS];
 			for (size_t k = 0; k < nd; k++)
-				v[k] = fin[k];   /* targets come first in this order; others are unused */
-			double g = expr_eval(d->gate_expr, v, NULL);
-			pass = !isnan(g) && g != 0.0;
+				v[k] = expr_q_int(fin[k]);   /* targets come first in this order */
+			struct expr_q g = expr_eval_q(d->gate_expr, v, NULL, NULL);
+			pass = !g.missing && (g.exact ? g.num != 0 : g.d != 0.0);
 		} else if (d->has_gate) {
 			pass = (double)fin[d->gate_dim] > d->gate_above;
 		}
@@ -1009,6 +1309,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	}
 	int64_t total = 0;
 	out->ndims = nd;
+	out->work = c.work_used;
 	for (size_t i = 0; i < nd; i++) {
 		const struct spec_dim *d = spec_dim(s, i);
 		struct score_dim *o = &out->dims[i];

@@ -32,6 +32,12 @@ struct score_ext {
 /* Regex work (NFA state visits) one evaluation may spend in all; beyond it a regex counts as
  * not matching and the dimension gets an error warning. About 20 ms here. */
 #define SCORE_RX_BUDGET ((uint64_t)6 * 1000 * 1000)
+/* Work units one evaluation may spend in all dimensions together (README "Work budget"): each
+ * costly step is charged, from its input size, before it runs (a unit is about a nanosecond
+ * here); a step that does not fit is not run, its dimension scores 0 with an error warning,
+ * and so does every later dimension that needs work. Deterministic: units depend on the
+ * inputs and the spec only, never on the clock. */
+#define SCORE_WORK_BUDGET ((uint64_t)40 * 1000 * 1000)
 struct score_limits {
 	size_t max_string_bytes;   /* default 1 MiB */
 	bool explain;              /* fill every dimension's detail with how it was scored */
@@ -47,6 +53,7 @@ struct score_result {
 	size_t ndims; struct score_dim dims[16];
 	json_t *warnings;   /* owned array */   json_t *violations; /* owned array */
 	json_t *extra;      /* owned object or NULL (tests, compile) */
+	uint64_t work;      /* work units charged (at most the budget) */
 };
 /* Evaluates deterministically (never reads the clock). answer/metadata/ground_truth may be NULL
  * (treated as {}). ext may be NULL for the deterministic evaluator. lim may be NULL (defaults).

@@ -267,9 +267,71 @@ static void seed_formulas(void)
 	is_str(err, "position 65: unknown variable 'hard_failures'", "names the undeclared variable");
 }
 
+/* Exact rational evaluation (README "Expressions"): results as reduced fractions. */
+static void exact(void)
+{
+	static const struct { const char *src; long long num, den; } cases[] = {
+		{ "0.1 + 0.2 == 0.3", 1, 1 },            /* 0 in binary double */
+		{ "(1 / 3) * 3 == 1", 1, 1 },
+		{ "1/3 + 1/3 + 1/3 - 1", 0, 1 },
+		{ "round(2.675 * 100)", 268, 1 },         /* 267 in binary double */
+		{ "floor(-7 / 2)", -4, 1 }, { "ceil(-7 / 2)", -3, 1 }, { "round(-2.5)", -2, 1 },
+		{ "min(1/3, 0.333, 1)", 333, 1000 }, { "max(1/3, 0.333)", 1, 3 },
+		{ "clamp(y * 3, 0, 1)", 1, 1 }, { "x / 7", 3, 7 }, { "1.5e2 - 1e-2", 14999, 100 },
+		{ "x / zero + 1", 1, 1 }, { "abs(-0.125)", 1, 8 }, { "if(0.1 * 3 == 0.3, 2, 5)", 2, 1 },
+		{ "(x > y) && !(zero)", 1, 1 }, { "1 - 0.1 * min_score", 3, 10 },
+	};
+	struct expr_q qv[NVARS];
+	for (size_t i = 0; i < NVARS; i++)   /* 3, 0.5, 0, 7 */
+		qv[i] = i == 1 ? expr_q_from_dec(5, -1, 0.5) : expr_q_int((long long)values[i]);
+	char err[256];
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct expr *e;
+		if (expr_parse(cases[i].src, vars, NVARS, &e, err, sizeof err) < 0) {
+			ok(0, "%s parses (%s)", cases[i].src, err);
+			continue;
+		}
+		int dz = 0;
+		struct expr_q q = expr_eval_q(e, qv, NULL, &dz);
+		ok(q.exact && !q.missing && q.num == cases[i].num && q.den == cases[i].den,
+		   "exact: %s = %lld/%lld", cases[i].src, cases[i].num, cases[i].den);
+		if (!q.exact || q.num != cases[i].num || q.den != cases[i].den)
+			diag("got exact %d %lld/%lld (%g)", q.exact, (long long)q.num, (long long)q.den, q.d);
+		expr_free(e);
+	}
+	/* Beyond 127 bits the value continues as a binary double, said by exact = false. */
+	struct expr *e;
+	if (expr_parse("1e30 * 1e30 * 1e30 * 1e30 * 1e30 * 1e30", vars, NVARS, &e, err, sizeof err) == 0) {
+		struct expr_q q = expr_eval_q(e, qv, NULL, NULL);
+		ok(!q.exact && q.d > 0.99e180 && q.d < 1.01e180, "1e180 is not exact, its double is %g", q.d);
+		expr_free(e);
+	}
+	if (expr_parse("1e30 * 1e30 * 1e30 * 1e30 / 1e30 / 1e30 / 1e30 / 1e30 > 0.5", vars, NVARS, &e,
+	               err, sizeof err) == 0) {
+		struct expr_q q = expr_eval_q(e, qv, NULL, NULL);
+		ok(q.exact && q.num == 1, "a comparison of inexact values still yields 1 or 0");
+		expr_free(e);
+	}
+	/* The exact and the double evaluation agree on every value case (to double precision). */
+	int differ = 0;
+	for (size_t i = 0; i < sizeof val_cases / sizeof val_cases[0]; i++) {
+		if (expr_parse(val_cases[i].src, vars, NVARS, &e, err, sizeof err) < 0)
+			continue;
+		struct expr_q q = expr_eval_q(e, qv, NULL, NULL);
+		double d = expr_eval(e, values, NULL);
+		if (!(q.d == d || fabs(q.d - d) <= 1e-12 * fabs(d)) && differ++ < 5)
+			diag("%s: exact %.17g, double %.17g", val_cases[i].src, q.d, d);
+		expr_free(e);
+	}
+	is_int(differ, 0, "exact and double evaluation agree on the %zu value cases",
+	       sizeof val_cases / sizeof val_cases[0]);
+}
+
 int main(void)
 {
 	char err[256];
+
+	exact();
 
 	for (size_t i = 0; i < sizeof val_cases / sizeof val_cases[0]; i++) {
 		const struct val_case *c = &val_cases[i];

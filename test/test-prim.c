@@ -78,6 +78,17 @@ static void run_case(const json_t *c)
 	if (v)
 		is_int(r.verified, json_is_true(v), "%s: verified", name);
 	score_result_clear(&r);
+	/* With explain, the scorer takes its general paths (no fast paths that skip building
+	 * normalised values): the score must not change. */
+	lim.explain = true;
+	if (score_eval(s, json_object_get(c, "answer"), json_object_get(c, "metadata"),
+	               json_object_get(c, "ground_truth"), &m, NULL, &lim, &r, err, sizeof err) == 0) {
+		is_int(r.dims[0].score, json_integer_value(json_object_get(c, "score")),
+		       "%s: score with explain", name);
+		score_result_clear(&r);
+	} else {
+		ok(0, "%s: score_eval with explain (%s)", name, err);
+	}
 out:
 	spec_free(s);
 	json_decref(spec_j);
@@ -218,6 +229,42 @@ static void test_efficiency_direct(void)
 	json_decref(neg);
 }
 
+/* prim_count_words (8 bytes at a time on ASCII) against a byte-by-byte count: random texts of
+ * spaces, tabs, newlines, vertical tab, form feed, other controls, letters and some UTF-8,
+ * at every length and offset up to 40 bytes. */
+static void test_count_words(void)
+{
+	static const char alphabet[] = " \t\n\v\f\r\x01\x08\x0e\x1f!ab~\x7f";
+	unsigned seed = 12345;
+	int bad = 0;
+	for (int round = 0; round < 4000; round++) {
+		char t[48];
+		size_t n = (size_t)round % 41;
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			t[i] = alphabet[(seed >> 16) % (sizeof alphabet - 1)];
+		}
+		if (round % 7 == 3 && n >= 2) {   /* a two-byte UTF-8 letter (e acute) somewhere */
+			size_t at = (seed >> 8) % (n - 1);
+			t[at] = (char)0xC3;
+			t[at + 1] = (char)0xA9;
+		}
+		size_t want = 0;
+		bool in = false;
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)t[i];
+			bool ws = c == ' ' || (c >= 9 && c <= 13);
+			want += !ws && !in;
+			in = !ws;
+		}
+		if (prim_count_words(t, n) != want && bad++ < 5)
+			diag("round %d: %zu words, counted %zu", round, want, prim_count_words(t, n));
+	}
+	is_int(bad, 0, "count_words agrees with a byte-by-byte count on 4000 random texts");
+	static const char nine[] = "one two\tthree\nfour  five\r\nsix seven eight nine";
+	is_int((long long)prim_count_words(nine, strlen(nine)), 9, "nine words across 8-byte blocks");
+}
+
 static void test_names(void)
 {
 	enum prim_kind k;
@@ -257,5 +304,6 @@ int main(void)
 	test_time_decay_direct();
 	test_efficiency_direct();
 	test_names();
+	test_count_words();
 	return tap_done();
 }

@@ -399,8 +399,146 @@ static void test_v2_totals_gates(void)
 	spec_free(s);
 }
 
+/* match_objects pairs each expected object with the first unused submitted object of the same
+ * key, in submission order, whatever the number of duplicates and however the key sort
+ * orders them: compared with a direct O(n^2) pairing on 300 submitted objects (ids with many
+ * duplicates, some keys as numbers, some missing) and 120 expected ones. */
+static void test_match_objects_pairing(void)
+{
+	enum { NS = 300, NE = 120 };
+	int sid[NS], eid[NE];
+	bool used[NS] = { false };
+	struct strbuf a = { 0 }, g = { 0 };
+	strbuf_addf(&a, "{\"x\":[");
+	for (int i = 0; i < NS; i++) {
+		sid[i] = (i * 37 + i / 7) % 53;
+		if (i % 11 == 5)
+			strbuf_addf(&a, "%s{\"v\":%d}", i ? "," : "", i);   /* no key: never paired */
+		else if (sid[i] % 2)
+			strbuf_addf(&a, "%s{\"id\":%d,\"v\":%d}", i ? "," : "", sid[i], i);
+		else
+			strbuf_addf(&a, "%s{\"id\":\"k%d\",\"v\":%d}", i ? "," : "", sid[i], i);
+		if (i % 11 == 5)
+			sid[i] = -1;
+	}
+	strbuf_addf(&a, "]}");
+	int eq = 0;
+	strbuf_addf(&g, "{\"x\":[");
+	for (int j = 0; j < NE; j++) {
+		eid[j] = (j * 13) % 61;   /* ids 53..60 match nothing */
+		int pick = -1;
+		for (int i = 0; i < NS && pick < 0; i++)
+			if (!used[i] && sid[i] == eid[j])
+				pick = i;
+		if (pick >= 0)
+			used[pick] = true;
+		int v = pick >= 0 && j % 3 ? pick : -1;   /* 2 in 3 pairs agree on v */
+		eq += v >= 0;
+		if (eid[j] % 2)
+			strbuf_addf(&g, "%s{\"id\":%d,\"v\":%d}", j ? "," : "", eid[j], v);
+		else
+			strbuf_addf(&g, "%s{\"id\":\"k%d\",\"v\":%d}", j ? "," : "", eid[j], v);
+	}
+	strbuf_addf(&g, "]}");
+	struct score_result r;
+	char *t = run("{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"m\",\"weight\":1,"
+	              "\"primitive\":\"match_objects\",\"field\":\"x\",\"ground_truth_field\":\"x\","
+	              "\"match_on\":\"id\",\"method\":\"recall\",\"fields\":[{\"primitive\":\"exact_match\","
+	              "\"field\":\"v\"}]}]}", a.buf, NULL, g.buf, NULL, &r);
+	ok(t != NULL, "match_objects on 300 x 120 scores");
+	ok(eq > 40, "the pairing reference found pairs (%d)", eq);
+	if (t)
+		is_int(r.dims[0].score, prim_permille_ratio((unsigned)eq, NE),
+		       "pairs follow submission order among duplicate keys (%d of %d agree)", eq, NE);
+	free(t);
+	score_result_clear(&r);
+	strbuf_free(&a);
+	strbuf_free(&g);
+}
+
+/* One evaluation's work is bounded as a whole (README "Work budget"): a spec of 16 heavy text
+ * dimensions on a 1 MiB answer is charged at most SCORE_WORK_BUDGET units; the dimensions
+ * that no longer fit score 0 with the budget warning, the same ones on every run. Counts
+ * work units, never time. */
+static void test_work_budget(void)
+{
+	size_t big = (size_t)1 << 20;
+	static const char unit[] = "Caf\xC3\xA9 na\xC3\xAFve r\xC3\xA9sum\xC3\xA9 aaaab ";   /* 26 bytes */
+	char *t = xmalloc(big + 1), *u = xmalloc(big + 1);
+	for (size_t i = 0; i < big; i++) {
+		t[i] = "Cafe naive resume aaaab "[i % 24];   /* ASCII */
+		u[i] = unit[i % (sizeof unit - 1)];
+	}
+	t[big] = 0;
+	u[big - big % (sizeof unit - 1)] = 0;   /* whole units only: valid UTF-8 */
+	json_t *ans = json_pack("{s:s, s:s}", "t", t, "u", u);
+	static const char *const heavy[] = {
+		("\"primitive\":\"term_coverage\",\"field\":\"t\",\"terms\":[\"zz\",\"na\\u00efve\",{\"regex\":\"(a|aa)*c\"}],"
+		 "\"normalize\":[\"nfkc\",\"casefold\",\"punctuation\",\"whitespace\"]"),
+		"\"primitive\":\"token_overlap\",\"field\":\"t\",\"ground_truth_field\":\"t\",\"method\":\"f1\"",
+		"\"primitive\":\"exact_match\",\"field\":\"t\",\"ground_truth_field\":\"t\",\"normalize\":[\"nfkc\",\"casefold\"]",
+		"\"primitive\":\"regex_match\",\"field\":\"t\",\"pattern\":\"(.*a){12}x\"",
+	};
+	struct strbuf sp = { 0 };
+	strbuf_addf(&sp, "{\"evaluator\":\"deterministic\",\"total\":\"round_each\",\"dimensions\":[");
+	for (int i = 0; i < 16; i++)
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":0.0625,%s}", i ? "," : "", i, heavy[i % 4]);
+	strbuf_addf(&sp, "]}");
+	struct spec *s = parse(sp.buf);
+	ok(s != NULL, "16 heavy text dimensions parse");
+	char err[256], *first = NULL;
+	for (int run = 0; s && run < 2; run++) {
+		struct score_result r;
+		struct score_limits lim = { (size_t)2 << 20, false, 0 };
+		if (score_eval(s, ans, NULL, ans, NULL, NULL, &lim, &r, err, sizeof err) < 0) {
+			ok(0, "score_eval: %s", err);
+			break;
+		}
+		char *dump = score_result_dumps(&r);
+		if (run == 0) {
+			ok(r.work > SCORE_WORK_BUDGET / 2 && r.work <= SCORE_WORK_BUDGET,
+			   "work charged within the budget: %llu of %llu units", (unsigned long long)r.work,
+			   (unsigned long long)SCORE_WORK_BUDGET);
+			/* d0 (terms on ASCII text: normalising ~4.2 M, scans ~3.1 M, its regex) and d2
+			 * (exact_match, normalising both sides ~8.4 M) fit; d1, token_overlap of 1 MiB
+			 * against itself (~134 M), never fits, and d3's regex spends what is left. */
+			struct strbuf got = { 0 };
+			strbuf_addlit(&got, "");
+			for (size_t i = 0; i < json_array_size(r.warnings); i++) {
+				const char *m = json_string_value(json_object_get(json_array_get(r.warnings, i), "message"));
+				int k = -1;
+				if (m && strstr(m, "work budget of 40000000 units is spent") &&
+				    sscanf(m, "dimension 'd%d'", &k) == 1)
+					strbuf_addf(&got, "%s%d", got.len ? "," : "", k);
+			}
+			is_str(got.buf, "1,3,4,5,6,7,8,9,10,11,12,13,14,15",
+			       "the dimensions that did not fit are named in the warnings");
+			strbuf_free(&got);
+			is_int(r.dims[0].score, 333, "d0 (1 of 3 terms) was scored");
+			is_int(r.dims[1].score, 0, "d1 scores 0");
+			is_int(r.dims[2].score, 1000, "d2, after a dimension that did not fit, was scored");
+			for (size_t i = 3; i < 16; i++)
+				if (r.dims[i].score != 0)
+					ok(0, "d%zu scores 0", i);
+			first = dump;
+		} else {
+			is_str(dump, first, "a second run gives the same result (deterministic)");
+			free(dump);
+		}
+		score_result_clear(&r);
+	}
+	free(first);
+	spec_free(s);
+	strbuf_free(&sp);
+	json_decref(ans);
+	free(t);
+	free(u);
+}
+
 int main(void)
 {
+	test_work_budget();
+	test_match_objects_pairing();
 	test_script_value();
 	test_v2_totals_gates();
 	test_warning_sides();

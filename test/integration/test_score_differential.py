@@ -9,7 +9,8 @@ README's "Choices where the contract is silent" (not from the C sources).
    constraints, replay logs; and spec language v2: normalisation steps, set methods,
    text_length, count, regex_match, term_coverage, token_overlap, match_objects with
    nested field primitives, keyed_map, path roots and the round_each total, about
-   SCORE_DIFF_V2_SHARE of the dimensions), runs `$ARBITER_BIN score` on each and compares the
+   SCORE_DIFF_V2_SHARE of the dimensions; expressions in exact rational arithmetic, with
+   probes such as `(0.1 + 0.2 == 0.3)`), runs `$ARBITER_BIN score` on each and compares the
    whole result JSON: key order, scores, exact decimal weights and weighted
    values, result, verified, constraint violations, and warnings by
    (severity, field) (their wording is left open by the contract).
@@ -407,7 +408,7 @@ def expr_tokens(src):
             v = float(src[i:j])
             if math.isinf(v):
                 raise ExprError('number out of range')
-            toks.append(('num', v))
+            toks.append(('num', src[i:j]))   # the text: its exact value is read from it
             i = j
         elif c.isalpha() or c == '_':
             j = i
@@ -513,45 +514,171 @@ def expr_parse(src, names):
     return e
 
 
+# Exact evaluation (README "Exact expressions"): fractions whose numerator and denominator
+# stay within 127-bit signed integers, the steps computed as arbiter computes them (cross
+# products checked for overflow); a step that overflows continues as an IEEE double.
+I128_MIN, I128_MAX = -(1 << 127), (1 << 127) - 1
+
+
+def fits(*xs):
+    return all(I128_MIN <= x <= I128_MAX for x in xs)
+
+
+class Q:
+    __slots__ = ('n', 'd', 'f', 'exact')
+
+    def __init__(self, n=0, d=1, f=0.0, exact=True):
+        self.n, self.d, self.f, self.exact = n, d, f, exact
+
+
+def q_make(n, d):
+    if n == I128_MIN or d == I128_MIN:   # -2^127 has no negation: not kept exact
+        return Q(0, 1, float(n) / float(d), False)
+    if d < 0:
+        n, d = -n, -d
+    g = math.gcd(n, d)
+    if g > 1:
+        n, d = n // g, d // g
+    if n == 0:
+        d = 1
+    return Q(n, d, float(n) / float(d), True)
+
+
+def q_inexact(f):
+    return Q(0, 1, f, False)
+
+
+def q_pow10(m, e, approx):
+    p = 10 ** abs(e)
+    if not fits(p):
+        return q_inexact(approx)
+    if e >= 0:
+        return q_make(m * p, 1) if fits(m * p) else q_inexact(approx)
+    return q_make(m, p)
+
+
+def q_literal(text):
+    approx = float(text)
+    mant, _, ex = text.lower().partition('e')
+    m, e, frac = 0, 0, False
+    for ch in mant:
+        if ch == '.':
+            frac = True
+            continue
+        m = m * 10 + int(ch)
+        if not fits(m):
+            return q_inexact(approx)
+        e -= frac
+    if ex:
+        x = int(ex)
+        if x > 80 or x < -80:
+            return q_inexact(approx)
+        e += x
+    if e > 80 or e < -80:
+        return q_inexact(approx)
+    return q_pow10(m, e, approx)
+
+
+def q_var(v):
+    if isinstance(v, bool):
+        return q_make(int(v), 1)
+    if isinstance(v, int):
+        return q_make(v, 1)
+    t = Decimal(repr(v)).as_tuple()
+    m = int(''.join(map(str, t.digits))) * (-1 if t.sign else 1)
+    if t.exponent > 80 or t.exponent < -80:
+        return q_inexact(v)
+    return q_pow10(m, t.exponent, v)
+
+
+def q_add(x, y, sign):
+    if x.exact and y.exact:
+        a, b, dd = x.n * y.d, y.n * x.d, x.d * y.d
+        n = a + b if sign > 0 else a - b
+        if fits(a, b, n, dd):
+            return q_make(n, dd)
+    return q_inexact(x.f + y.f if sign > 0 else x.f - y.f)
+
+
+def q_mul(x, y):
+    if x.exact and y.exact:
+        g1 = math.gcd(x.n, y.d) or 1
+        g2 = math.gcd(y.n, x.d) or 1
+        n, dd = (x.n // g1) * (y.n // g2), (x.d // g2) * (y.d // g1)
+        if fits(n, dd):
+            return q_make(n, dd)
+    return q_inexact(x.f * y.f)
+
+
+def q_div(x, y):
+    if x.exact and y.exact:
+        g1 = math.gcd(x.n, y.n) or 1
+        g2 = math.gcd(x.d, y.d)
+        n, dd = (x.n // g1) * (y.d // g2), (x.d // g2) * (y.n // g1)
+        if fits(n, dd):
+            return q_make(n, dd)
+    return q_inexact(x.f / y.f)
+
+
+def q_cmp(x, y):
+    if x.exact and y.exact:
+        a, b = x.n * y.d, y.n * x.d
+        if fits(a, b):
+            return (a > b) - (a < b)
+    return (x.f > y.f) - (x.f < y.f)
+
+
+def q_zero(x):
+    return x.n == 0 if x.exact else x.f == 0.0
+
+
 def expr_eval(e, env, dz):
     k = e[0]
     if k == 'num':
-        return e[1]
+        return q_literal(e[1])
     if k == 'var':
         return env[e[1]]
     if k == 'neg':
-        return -expr_eval(e[1], env, dz)
+        x = expr_eval(e[1], env, dz)
+        return q_make(-x.n, x.d) if x.exact else q_inexact(-x.f)
     if k == 'bin':
         a = expr_eval(e[2], env, dz)
         b = expr_eval(e[3], env, dz)
         if e[1] == '+':
-            return a + b
+            return q_add(a, b, 1)
         if e[1] == '-':
-            return a - b
+            return q_add(a, b, -1)
         if e[1] == '*':
-            return a * b
-        if b == 0:
+            return q_mul(a, b)
+        if q_zero(b):
             dz[0] = True
-            return 0.0
-        return a / b
+            return q_make(0, 1)
+        return q_div(a, b)
     if k == 'cmp':
-        a = expr_eval(e[2], env, dz)
-        b = expr_eval(e[3], env, dz)
-        return 1.0 if {'<': a < b, '<=': a <= b, '>': a > b, '>=': a >= b,
-                       '==': a == b, '!=': a != b}[e[1]] else 0.0
+        c = q_cmp(expr_eval(e[2], env, dz), expr_eval(e[3], env, dz))
+        return q_make(1 if {'<': c < 0, '<=': c <= 0, '>': c > 0, '>=': c >= 0,
+                            '==': c == 0, '!=': c != 0}[e[1]] else 0, 1)
     args = [expr_eval(x, env, dz) for x in e[1]]
-    if k == 'min':
+    if k in ('min', 'max'):
         r = args[0]
         for x in args[1:]:
-            r = x if x < r else r
-        return r
-    if k == 'max':
-        r = args[0]
-        for x in args[1:]:
-            r = x if x > r else r
+            if (q_cmp(x, r) < 0) if k == 'min' else (q_cmp(x, r) > 0):
+                r = x
         return r
     x, lo, hi = args
-    return min(max(x, lo), hi)
+    if q_cmp(x, lo) < 0:
+        x = lo
+    if q_cmp(x, hi) > 0:
+        x = hi
+    return x
+
+
+def q_permille(q):
+    """An expression's result in permille: exact fractions half up in integer arithmetic,
+    inexact ones rounded as binary results."""
+    if not q.exact:
+        return bin_round(q.f)
+    return half_up(Fraction(q.n, q.d))
 
 
 # ---------------------------------------------------------------------------
@@ -961,10 +1088,8 @@ def reference_score(spec, sub, gt, match):
                     v = resolve(gt, path[len('ground_truth.'):])
                 else:
                     v = resolve(answer, path)
-                if isinstance(v, bool):
-                    env[name] = 1.0 if v else 0.0
-                elif is_num(v):
-                    env[name] = float(v)
+                if isinstance(v, bool) or is_num(v):
+                    env[name] = q_var(v)
                 else:
                     err(path)
                     bad = True
@@ -973,7 +1098,7 @@ def reference_score(spec, sub, gt, match):
                 x = expr_eval(expr_parse(d['expr'], list(env)), env, dz)
                 if dz[0]:
                     adv(key)
-                score = bin_round(x)
+                score = q_permille(x)
         raw[key] = score
 
     # gates, in topological order
@@ -1627,7 +1752,8 @@ def gen_expression(case, d):
         if names and rng.random() < 0.6:
             return rng.choice(names)
         return rng.choice(['0', '1', '2', '0.1', '0.5', '0.2', '3', '10', '0.75', '1.5', '.5', '2.',
-                           '1e-1', '2.5E+2', '5e-4', '007', '0.0005', '0.9995'])
+                           '1e-1', '2.5E+2', '5e-4', '007', '0.0005', '0.9995', '0.3', '0.7',
+                           '3.3', '1e-3', '0.6745', '1e30'])
 
     def gen(depth):
         if depth > 4 or rng.random() < 0.3:
@@ -1648,7 +1774,16 @@ def gen_expression(case, d):
         return '-%s' % gen(depth + 1) if rng.random() < 0.5 else '(-%s)' % gen(depth + 1)
 
     r = rng.random()
-    if r < 0.15 and len(names) >= 3:
+    if r < 0.12:
+        # exactness probes: a sum or product of decimals compared with its exact value (binary
+        # floating point gets most of them wrong), scaled so the comparison decides the score
+        x = Fraction(rng.randint(1, 999), rng.choice([10, 100, 1000]))
+        y = Fraction(rng.randint(1, 999), rng.choice([10, 100, 1000]))
+        op = rng.choice(['+', '-', '*'])
+        z = x + y if op == '+' else x - y if op == '-' else x * y
+        txt = lambda q: str(Decimal(q.numerator) / Decimal(q.denominator))
+        e = '(%s %s %s == %s) * %s' % (txt(x), op, txt(y), txt(z), rng.choice(['1', '0.5', '0.25']))
+    elif r < 0.15 and len(names) >= 3:
         a, b, c = names[:3]
         e = '%s * %s / %s' % (a, b, c)
     elif r < 0.25 and len(names) >= 4:
