@@ -413,6 +413,53 @@ static void test_paths(void)
 	ok(sandbox_run(sb, &req, on_run, NULL) < 0, "sandbox_run refuses ../escape");
 }
 
+/* A run's network namespace is handed to a later run only when the run left no socket in
+ * it (the reuse saves making and destroying one per run); one it left a socket in flight
+ * in is dropped, or found empty once the kernel collected the cycle. */
+static void netns_look(struct got *g, const char *src)
+{
+	struct sandbox_file f = { "n.py", src, strlen(src), false };
+	static const char *const av[] = { "python3", "n.py", NULL };
+	run(g, av, &f, 1, NULL, small);
+}
+
+static void test_netns_reuse(void)
+{
+	static const char look[] =
+		"import os\n"
+		"print(os.readlink('/proc/self/ns/net'),\n"
+		"      len(open('/proc/self/net/unix').read().splitlines()) - 1)\n";
+	static const char dirty[] =
+		"import array, os, socket\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+		"fds = array.array('i', [a.fileno(), b.fileno(), c.fileno(), d.fileno()])\n"
+		"a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])\n"
+		"print(os.readlink('/proc/self/ns/net'),\n"
+		"      len(open('/proc/self/net/unix').read().splitlines()) - 1)\n";
+	struct got g1, g2, g3, g4;
+	netns_look(&g1, look);
+	netns_look(&g2, look);
+	char ns1[64] = "", ns2[64] = "", ns3[64] = "", ns4[64] = "";
+	int n1 = -1, n2 = -1, n3 = -1, n4 = -1;
+	sscanf(g1.out, "%63s %d", ns1, &n1);
+	sscanf(g2.out, "%63s %d", ns2, &n2);
+	ok(ns1[0] && n1 == 0 && n2 == 0, "netns: a run starts without sockets (%s | %s)",
+	   tap_flat(g1.out), tap_flat(g2.out));
+	is_str(ns2, ns1, "netns: the namespace of a run that left no socket is used again");
+	netns_look(&g3, dirty);
+	sscanf(g3.out, "%63s %d", ns3, &n3);
+	ok(n3 == 4, "netns: the run made 4 sockets and left them in flight (%s)", tap_flat(g3.out));
+	netns_look(&g4, look);
+	sscanf(g4.out, "%63s %d", ns4, &n4);
+	is_int(n4, 0, "netns: the next run sees none of them (%s, after %s)", tap_flat(g4.out),
+	       tap_flat(g3.out));
+	got_free(&g1);
+	got_free(&g2);
+	got_free(&g3);
+	got_free(&g4);
+}
+
 /* -- regressions: attacks on the sandbox that once worked -------------------------------- */
 
 /* A second sandbox in this process (another arbiter process, as far as the kernel cares);
@@ -905,6 +952,8 @@ static void on_many(const struct sandbox_result *r, void *data)
 	(void)data;
 	if (!r->internal_error && r->exit_code == 0)
 		finished++;
+	else
+		diag("slots: a run failed: end %d exit %d: %s", (int)r->end, r->exit_code, r->error);
 }
 static void on_tick(uv_timer_t *t)
 {
@@ -985,6 +1034,7 @@ int main(void)
 	test_unique_uids();
 	test_unwaited_cpu();
 	test_cross_run();
+	test_netns_reuse();
 	test_inherited_charge();
 	test_busy_loop();
 	sandbox_free(sb);
