@@ -1693,21 +1693,31 @@ static void cg_after(uv_work_t *req, int status)
 	queue_pump(sb);
 }
 
-/* After a run: the slot's cgroups are renewed in the thread pool (on the spot if the pool
- * refuses the work). The slot is free again once they are. */
-static void slot_recycle(struct sandbox *sb, struct sb_slot *s)
+/* After a run: the slot's cgroups are to be renewed; it is not handed out until they are.
+ * slot_recycle_start then queues the work: after the run's callback, so that the worker
+ * thread it wakes (which on a small machine may take the CPU at once) does not delay the
+ * result. */
+static void slot_recycle(struct sb_slot *s)
 {
-	if (sb->ngrave)
-		cg_graves(sb);
 	struct sb_cgwork *w = xcalloc(1, sizeof *w);
-	w->sb = sb;
 	w->slot = s;
 	w->req.data = w;
 	s->cgw = w;
+}
+
+static void slot_recycle_start(struct sandbox *sb, struct sb_slot *s)
+{
+	struct sb_cgwork *w = s->cgw;
+	if (!w || w->sb)
+		return;
+	if (sb->ngrave)
+		cg_graves(sb);
+	w->sb = sb;
 	if (uv_queue_work(sb->loop, &w->req, cg_work, cg_after) < 0) {
 		s->cgw = NULL;
 		free(w);
 		slot_close_cg(sb, s);
+		queue_pump(sb);
 	}
 }
 
@@ -1721,6 +1731,10 @@ static void cg_work_detach(struct sandbox *sb)
 		if (!w)
 			continue;
 		sb->slots[i].cgw = NULL;
+		if (!w->sb) {   /* never queued */
+			free(w);
+			continue;
+		}
 		/* cancelled: it never runs, the slot keeps its used cgroups for the teardown */
 		if (uv_cancel((uv_req_t *)&w->req) != 0)
 			while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
@@ -2689,16 +2703,17 @@ static void run_finish(struct sb_run *r)
 	if (r->collect_fd >= 0)
 		close(r->collect_fd);
 	r->collect_fd = -1;
-	if (r->reaped)
-		ns_return(sb, r->netns_fd);   /* empty: used again; else dropped */
-	else if (r->netns_fd >= 0)
-		close(r->netns_fd);
+	int used_ns = r->netns_fd;   /* returned after the callback (like the cgroups) */
 	r->netns_fd = -1;
+	if (!r->reaped && used_ns >= 0) {
+		close(used_ns);
+		used_ns = -1;
+	}
 	if (r->pidfd >= 0 && !r->reaped)
 		run_hardkill(r);  /* cannot happen: finish waits for the reap */
 
 	if (sb->cg != CG_NONE)
-		slot_recycle(sb, s);   /* the next run gets fresh cgroups, made ahead */
+		slot_recycle(s);   /* the next run gets fresh cgroups, made ahead */
 	/* Free the slot before the callback, so a run it queues can take it. */
 	s->busy = false;
 	s->run = NULL;
@@ -2728,6 +2743,8 @@ static void run_finish(struct sb_run *r)
 	uv_close((uv_handle_t *)&r->timer, on_close);
 	uv_timer_stop(&r->cpu_timer);
 	uv_close((uv_handle_t *)&r->cpu_timer, on_close);
+	ns_return(sb, used_ns);   /* empty: used again; else dropped */
+	slot_recycle_start(sb, s);
 	queue_pump(sb);
 }
 
