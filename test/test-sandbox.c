@@ -682,6 +682,63 @@ static void test_shared_uids(void)
  * `arbiter score`, so the per-user kernel quotas (processes, inotify, pipe pages, signals)
  * were shared, and another process's runs could break ours. Each pool now owns a locked
  * uid range: two pools with the same base never share a uid. */
+/* The uid lock files: one per block of 64 uids ever used stayed in the lock directory
+ * (hundreds after a day of test runs). A pool removes its own when it ends, and at start
+ * the files nobody holds; a file another pool holds stays. */
+static bool lock_file_exists(const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+static void test_lock_files(void)
+{
+	char dir[] = "/tmp/arbiter-locks-XXXXXX";
+	if (!mkdtemp(dir)) {
+		ok(0, "lock files: mkdtemp");
+		return;
+	}
+	char path[512];
+	static const char *const names[] = { "uid-64000", "uid-64064", "uid-x", "notes" };
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			close(fd);
+	}
+	snprintf(path, sizeof path, "%s/uid-64064", dir);
+	int held = open(path, O_RDWR | O_CLOEXEC);   /* another pool's block */
+	ok(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0, "lock files: one held by another pool");
+	setenv("ARBITER_SANDBOX_LOCK_DIR", dir, 1);
+	struct sandbox *other = other_sandbox((uint32_t)uid_base, NULL);
+	unsetenv("ARBITER_SANDBOX_LOCK_DIR");
+	if (!other) {
+		ok(0, "lock files: a pool started");
+	} else {
+		char own[64];
+		snprintf(own, sizeof own, "uid-%lu", uid_base / 64 * 64);
+		ok(!lock_file_exists(dir, "uid-64000"), "lock files: a stale one is removed at start");
+		ok(lock_file_exists(dir, "uid-64064"), "lock files: a held one stays");
+		ok(lock_file_exists(dir, "uid-x") && lock_file_exists(dir, "notes"),
+		   "lock files: other files stay");
+		ok(lock_file_exists(dir, own), "lock files: the pool holds %s", own);
+		sandbox_free(other);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		ok(!lock_file_exists(dir, own), "lock files: the pool removes its own when it ends");
+		ok(lock_file_exists(dir, "uid-64064"), "lock files: the held one still stays");
+	}
+	if (held >= 0)
+		close(held);
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		(void)unlink(path);
+	}
+	snprintf(path, sizeof path, "%s/cgroup2", dir);   /* where a cgroup2 mount of its own goes */
+	(void)rmdir(path);
+	ok(rmdir(dir) == 0, "lock files: nothing else left in the directory");
+}
+
 static void test_unique_uids(void)
 {
 	struct sandbox *other = other_sandbox((uint32_t)uid_base, NULL);
@@ -1032,6 +1089,7 @@ int main(void)
 	test_stale_cleanup();
 	test_shared_uids();
 	test_unique_uids();
+	test_lock_files();
 	test_unwaited_cpu();
 	test_cross_run();
 	test_netns_reuse();

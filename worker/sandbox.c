@@ -192,6 +192,7 @@ struct sandbox {
 	char **grave;                   /* slot cgroups whose rmdir failed, retried later */
 	size_t ngrave;
 	int uid_locks[SB_UID_MAX_BLOCKS + 1]; /* flocks on the uid blocks this pool owns (-1 unused) */
+	char *uid_lock_paths[SB_UID_MAX_BLOCKS + 1]; /* their files, removed at the end */
 	struct sock_fprog seccomp;      /* .filter NULL: no filter */
 	struct sb_step steps[SB_MAX_STEPS];
 	int nsteps;
@@ -2916,6 +2917,76 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	return -1;
 }
 
+/* True when fd (open on path) is still the file path names: a lock file removed by
+ * uid_locks_sweep or by its last owner after we opened it no longer guards anything. */
+static bool same_file(int fd, const char *path)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* Removes the lock files of dir nobody holds (pools that ended without removing theirs:
+ * killed). A file is removed only while we hold its lock and only if the path still names
+ * the file we locked; an allocator that opened it before checks the same after locking
+ * (uid_lock_block), so two pools never hold the same block through different files. */
+static void uid_locks_sweep(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		unsigned long long first;
+		char tail;
+		if (sscanf(de->d_name, "uid-%llu%c", &first, &tail) != 1)
+			continue;
+		char path[PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, path))
+			(void)unlink(path);
+		close(fd);
+	}
+	closedir(d);
+}
+
+/* Opens and locks the lock file of one uid block: the fd, -1 when another pool holds it,
+ * -2 with errno when the file cannot be opened. */
+static int uid_lock_block(const char *path)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -2;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			close(fd);
+			return -1;
+		}
+		if (same_file(fd, path))
+			return fd;
+		close(fd);   /* removed meanwhile: lock the file that is there now */
+	}
+	return -1;
+}
+
+/* Releases the pool's uid blocks, removing their lock files (while still holding them). */
+static void uid_release(struct sandbox *sb)
+{
+	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++) {
+		if (sb->uid_locks[i] < 0)
+			continue;
+		if (sb->uid_lock_paths[i] && same_file(sb->uid_locks[i], sb->uid_lock_paths[i]))
+			(void)unlink(sb->uid_lock_paths[i]);
+		close(sb->uid_locks[i]);
+		sb->uid_locks[i] = -1;
+		free(sb->uid_lock_paths[i]);
+		sb->uid_lock_paths[i] = NULL;
+	}
+}
+
 /* Gives the pool a uid range of its own: [start, start + nslots) where every block of
  * SB_UID_BLOCK uids it touches is locked (an flock on <lock dir>/uid-<block>, held for the
  * pool's life) by no other pool. Ranges are tried from base upwards, starting at a random
@@ -2935,6 +3006,7 @@ static uint32_t uid_allocate(struct sandbox *sb, uint32_t base, bool randomize, 
 		         "processes of this host): %s", dir, strerror(errno));
 		return 0;
 	}
+	uid_locks_sweep(dir);
 	uint32_t stride = ((uint32_t)sb->nslots + SB_UID_BLOCK - 1) / SB_UID_BLOCK * SB_UID_BLOCK;
 	uint64_t nranges = ((uint64_t)UINT32_MAX - 1 - base) / stride;
 	if (nranges == 0) {
@@ -2960,26 +3032,22 @@ static uint32_t uid_allocate(struct sandbox *sb, uint32_t base, bool randomize, 
 		for (uint64_t b = b0; b <= b1 && got; b++) {
 			char path[PATH_MAX];
 			snprintf(path, sizeof path, "%s/uid-%llu", dir, (unsigned long long)(b * SB_UID_BLOCK));
-			int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-			if (fd < 0) {
+			int fd = n < SB_UID_MAX_BLOCKS + 1 ? uid_lock_block(path) : -1;
+			if (fd == -2) {
 				snprintf(err, errlen, "cannot open the uid lock %.300s: %s", path, strerror(errno));
-				for (int i = 0; i < n; i++)
-					close(sb->uid_locks[i]);
+				uid_release(sb);
 				return 0;
 			}
-			if (flock(fd, LOCK_EX | LOCK_NB) < 0 || n >= SB_UID_MAX_BLOCKS + 1) {
-				close(fd);
+			if (fd < 0) {
 				got = false;
 				break;
 			}
+			sb->uid_lock_paths[n] = xstrdup(path);
 			sb->uid_locks[n++] = fd;
 		}
 		if (got)
 			return (uint32_t)start;
-		for (int i = 0; i < n; i++) {
-			close(sb->uid_locks[i]);
-			sb->uid_locks[i] = -1;
-		}
+		uid_release(sb);
 	}
 	snprintf(err, errlen, "every sandbox uid range above %u is in use by other arbiter processes "
 	         "(locks in %.300s)", base, dir);
@@ -3154,9 +3222,7 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->stage_tmp);
 	free(sb->stage_work);
 	free(sb->seccomp.filter);
-	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
-		if (sb->uid_locks[i] >= 0)
-			close(sb->uid_locks[i]);
+	uid_release(sb);
 	if (sb->status_pages)
 		munmap(sb->status_pages, (size_t)sb->nslots * SB_STATUS_PAGE);
 	free(sb->slots);
