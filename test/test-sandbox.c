@@ -462,18 +462,19 @@ static void test_netns_reuse(void)
 
 /* -- regressions: attacks on the sandbox that once worked -------------------------------- */
 
-/* A second sandbox in this process (another arbiter process, as far as the kernel cares);
- * env: ARBITER_SANDBOX_CGROUP for its set-up, or NULL. */
-static struct sandbox *other_sandbox(uint32_t base, const char *cgroup_env)
+/* A second sandbox in this process (another arbiter process, as far as the kernel cares)
+ * with the settings of o (slots 1 and the uid base filled in here), or default ones. */
+static struct sandbox *other_sandbox(uint32_t base, const struct sandbox_opts *o)
 {
-	if (cgroup_env)
-		setenv("ARBITER_SANDBOX_CGROUP", cgroup_env, 1);
-	struct sandbox_opts o = { .slots = 1, .uid_base = base };
+	struct sandbox_opts oo = { 0 };
+	if (o)
+		oo = *o;
+	oo.slots = 1;
+	oo.uid_base = base;
 	struct sandbox *s = NULL;
 	char err[512];
-	if (sandbox_new(&loop, &o, &s, err, sizeof err) < 0)
+	if (sandbox_new(&loop, &oo, &s, err, sizeof err) < 0)
 		diag("second sandbox: %s", err);
-	unsetenv("ARBITER_SANDBOX_CGROUP");
 	return s;
 }
 
@@ -499,9 +500,8 @@ static void test_memory_figure(void)
 	got_free(&g);
 
 	struct sandbox *keep = sb;
-	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
-	sb = other_sandbox((uint32_t)uid_base + 32, "none");
-	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+	struct sandbox_opts rl = { .no_cgroups = true, .allow_unsafe_memory = true };
+	sb = other_sandbox((uint32_t)uid_base + 32, &rl);
 	if (sb) {
 		struct sandbox_limits lim = small;
 		lim.memory_bytes = 64u << 20;
@@ -524,9 +524,7 @@ static void test_memory_figure(void)
  * unless the operator opts in with the setting that says it is unsafe. */
 static void test_unsafe_memory(void)
 {
-	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
-	setenv("ARBITER_SANDBOX_CGROUP", "none", 1);
-	struct sandbox_opts o = { .slots = 1, .uid_base = (uint32_t)uid_base + 32 };
+	struct sandbox_opts o = { .slots = 1, .uid_base = (uint32_t)uid_base + 32, .no_cgroups = true };
 	struct sandbox *s = NULL;
 	char err[1024] = "";
 	int rc = sandbox_new(&loop, &o, &s, err, sizeof err);
@@ -538,7 +536,7 @@ static void test_unsafe_memory(void)
 		sandbox_free(s);
 		uv_run(&loop, UV_RUN_DEFAULT);
 	}
-	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
+	o.allow_unsafe_memory = true;
 	s = NULL;
 	rc = sandbox_new(&loop, &o, &s, err, sizeof err);
 	ok(rc == 0 && s, "no memory cgroup: starts with the explicit unsafe opt-in (%s)",
@@ -546,8 +544,6 @@ static void test_unsafe_memory(void)
 	ok(s && strstr(sandbox_describe(s), "rlimits only"), "unsafe opt-in: describe says so");
 	sandbox_free(s);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
-	unsetenv("ARBITER_SANDBOX_CGROUP");
 }
 
 /* Stale-pool cleanup took kill(pid, 0) == ESRCH as proof that a pool's owner was dead; an
@@ -710,9 +706,8 @@ static void test_lock_files(void)
 	snprintf(path, sizeof path, "%s/uid-64064", dir);
 	int held = open(path, O_RDWR | O_CLOEXEC);   /* another pool's block */
 	ok(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0, "lock files: one held by another pool");
-	setenv("ARBITER_SANDBOX_LOCK_DIR", dir, 1);
-	struct sandbox *other = other_sandbox((uint32_t)uid_base, NULL);
-	unsetenv("ARBITER_SANDBOX_LOCK_DIR");
+	struct sandbox_opts lo = { .lock_dir = dir };
+	struct sandbox *other = other_sandbox((uint32_t)uid_base, &lo);
 	if (!other) {
 		ok(0, "lock files: a pool started");
 	} else {

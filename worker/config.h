@@ -47,6 +47,9 @@ struct config {
 	int pg_lock_timeout_ms;                       /* lock_timeout of worker sessions, default 2000 */
 	size_t spec_cache_bytes;                      /* spec cache bound, default 64 MiB */
 	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
+	char *sandbox_lock_dir;                       /* uid locks + own cgroup2 mount */
+	char *sandbox_cgroup_mount;                   /* auto|no */
+	char *sandbox_allow_unsafe_memory;            /* 0|1 */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

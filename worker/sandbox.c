@@ -172,6 +172,8 @@ struct sb_cgwork;
 
 struct sandbox {
 	bool no_cgroups;            /* ARBITER_SANDBOX_CGROUP=none (struct sandbox_opts) */
+	bool no_cgroup_mount, allow_unsafe_memory;   /* struct sandbox_opts */
+	char *lock_dir;             /* uid locks and our own cgroup2 mount point */
 	uv_loop_t *loop;
 	int nslots;
 	struct sb_slot *slots;
@@ -1901,10 +1903,9 @@ out:
 }
 
 /* The directory our own cgroup2 mount goes to when we make one (see cg_setup_v2). */
-static void cg_own_mount_dir(char *buf, size_t n)
+static void cg_own_mount_dir(const struct sandbox *sb, char *buf, size_t n)
 {
-	const char *dir = getenv("ARBITER_SANDBOX_LOCK_DIR");
-	snprintf(buf, n, "%s/cgroup2", dir && *dir ? dir : SB_DEFAULT_LOCK_DIR);
+	snprintf(buf, n, "%s/cgroup2", sb->lock_dir);
 }
 
 /* cgroup v2: below the cgroup2 mount we find; failing that (a container's cgroup mount is
@@ -1920,14 +1921,13 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 		rc = cg_setup_v2_at(sb, mnt, self, why, n);
 	else
 		snprintf(why, n, "no cgroup2 hierarchy mounted");
-	const char *off = getenv("ARBITER_SANDBOX_CGROUP_MOUNT");
-	if (rc < 0 && self && !(off && !strcmp(off, "no"))) {
+	if (rc < 0 && self && !sb->no_cgroup_mount) {
 		char own[PATH_MAX], why2[512];
-		cg_own_mount_dir(own, sizeof own);
+		cg_own_mount_dir(sb, own, sizeof own);
 		struct statfs fs;
 		bool mounted = statfs(own, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
 		bool ours = false;
-		(void)mkdir(SB_DEFAULT_LOCK_DIR, 0700);
+		(void)mkdir(sb->lock_dir, 0700);
 		if (!mounted && (mkdir(own, 0700) == 0 || errno == EEXIST) &&
 		    mount("cgroup2", own, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
 			mounted = ours = true;
@@ -2046,8 +2046,7 @@ static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 static void cg_setup(struct sandbox *sb)
 {
 	char why2[512] = "", why1[1024] = "";
-	if (sb->no_cgroups ||
-	    (getenv("ARBITER_SANDBOX_CGROUP") && !strcmp(getenv("ARBITER_SANDBOX_CGROUP"), "none"))) {
+	if (sb->no_cgroups) {
 		snprintf(sb->cg_why, sizeof sb->cg_why, "cgroups disabled by ARBITER_SANDBOX_CGROUP=none");
 		LOGW(NULL, NULL, "sandbox: cgroups disabled by ARBITER_SANDBOX_CGROUP=none; "
 		     "memory and process limits fall back to rlimits");
@@ -2997,9 +2996,7 @@ static void uid_release(struct sandbox *sb)
 static uint32_t uid_allocate(struct sandbox *sb, uint32_t base, bool randomize, char *err,
                              size_t errlen)
 {
-	const char *dir = getenv("ARBITER_SANDBOX_LOCK_DIR");
-	if (!dir || !*dir)
-		dir = SB_DEFAULT_LOCK_DIR;
+	const char *dir = sb->lock_dir;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create the uid lock directory %.300s (set "
 		         "ARBITER_SANDBOX_LOCK_DIR to a writable directory shared by the arbiter "
@@ -3081,6 +3078,9 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	sb->loop = loop;
 	sb->netns_fd = -1;
 	sb->no_cgroups = o && o->no_cgroups;
+	sb->no_cgroup_mount = o && o->no_cgroup_mount;
+	sb->allow_unsafe_memory = o && o->allow_unsafe_memory;
+	sb->lock_dir = xstrdup(o && o->lock_dir && *o->lock_dir ? o->lock_dir : SB_DEFAULT_LOCK_DIR);
 	sb->cg_lock[0] = sb->cg_lock[1] = sb->cg_lock[2] = sb->cg_lock[3] = -1;
 	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
 		sb->uid_locks[i] = -1;
@@ -3148,8 +3148,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	 * without a memory cgroup a run's memory limit cannot be enforced, and untrusted code
 	 * does not run unless the operator said so in a setting that names the risk. */
 	if (!sb->cg_mem) {
-		const char *unsafe = getenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
-		if (!unsafe || strcmp(unsafe, "1")) {
+		if (!sb->allow_unsafe_memory) {
 			snprintf(err, errlen, "no usable memory cgroup (%.700s): the memory limit of a run "
 			         "cannot be enforced; give the worker a writable cgroup subtree with the "
 			         "memory and pids controllers (systemd Delegate=yes, a container with its own "
@@ -3223,6 +3222,7 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->stage_work);
 	free(sb->seccomp.filter);
 	uid_release(sb);
+	free(sb->lock_dir);
 	if (sb->status_pages)
 		munmap(sb->status_pages, (size_t)sb->nslots * SB_STATUS_PAGE);
 	free(sb->slots);
