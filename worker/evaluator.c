@@ -1119,6 +1119,7 @@ static json_t *last_scores_line(const char *out, size_t n)
 	return NULL;
 }
 
+/* (Long: every way a script's run can end, in the order they are told apart.) */
 static void on_script(const struct sandbox_result *r, void *data)
 {
 	struct ev *e = data;

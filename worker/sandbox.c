@@ -629,14 +629,11 @@ static int probe_seccomp(struct sandbox *sb, struct sb_status *st)
 	return WIFEXITED(ws) ? WEXITSTATUS(ws) : EINVAL;
 }
 
-/* PID 1 of the sandbox. probe: build everything, test the seccomp filter, exit 0. */
-__attribute__((noreturn))
-static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int out_w, int err_w,
-                      int collect_fd, bool probe)
+/* init's first steps: die with the worker, default signal dispositions, nothing blocked,
+ * umask 0; only the fds *mv[0..n) (n <= 8) stay open, moved above 2 (updated in place), and
+ * 0..2 are /dev/null so that nothing created later (the stdin memfd) lands on them. */
+static void init_reset(struct sb_status *st, int *const *mv, int n)
 {
-	struct sb_status *st = r->slot->st;
-	uid_t uid = r->slot->uid;
-
 	/* Die with the worker; default signal dispositions, nothing blocked. */
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	struct sigaction dfl;
@@ -653,63 +650,33 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 
 	/* Keep only our fds, all above 2; 0..2 become /dev/null so that nothing created
 	 * later (the stdin memfd) lands on them. */
-	int netns_fd = r->netns_fd;
-	int join0 = join[0], join1 = join[1], join2 = join[2];
-	{
-		int keep[] = { netns_fd, join0, join1, join2, out_w, err_w, collect_fd };
-		close_all_but(keep, 7);
-		int *mv[] = { &netns_fd, &join0, &join1, &join2, &out_w, &err_w, &collect_fd };
-		for (int i = 0; i < 7; i++)
-			if (*mv[i] >= 0 && *mv[i] < 3) {
-				int nfd = fcntl(*mv[i], F_DUPFD_CLOEXEC, 3);
-				if (nfd < 0)
-					child_fail(st, ST_FDS, i);
-				close(*mv[i]);
-				*mv[i] = nfd;
-			}
-		for (;;) {
-			int nul = open("/dev/null", O_RDWR);
-			if (nul < 0)
-				child_fail(st, ST_FDS, 9);
-			if (nul > 2) {
-				close(nul);
-				break;
-			}
+	int keep[8];
+	for (int i = 0; i < n && i < 8; i++)
+		keep[i] = *mv[i];
+	close_all_but(keep, n < 8 ? n : 8);
+	for (int i = 0; i < n; i++)
+		if (*mv[i] >= 0 && *mv[i] < 3) {
+			int nfd = fcntl(*mv[i], F_DUPFD_CLOEXEC, 3);
+			if (nfd < 0)
+				child_fail(st, ST_FDS, i);
+			close(*mv[i]);
+			*mv[i] = nfd;
+		}
+	for (;;) {
+		int nul = open("/dev/null", O_RDWR);
+		if (nul < 0)
+			child_fail(st, ST_FDS, 9);
+		if (nul > 2) {
+			close(nul);
+			break;
 		}
 	}
+}
 
-	/* Into the slot's cgroups first, so that everything from here on (the files in /work
-	 * included) is charged to the run: "0" is the writer itself, v1 and v2 alike. */
-	st->stage = ST_CGROUP;
-	if ((join0 >= 0 && pwrite(join0, "0", 1, 0) != 1) || (join1 >= 0 && pwrite(join1, "0", 1, 0) != 1) ||
-	    (join2 >= 0 && pwrite(join2, "0", 1, 0) != 1))
-		child_fail(st, ST_CGROUP, 0);
-	if (join0 >= 0)
-		close(join0);
-	if (join1 >= 0)
-		close(join1);
-	if (join2 >= 0)
-		close(join2);
-	/* A cgroup namespace rooted at the run's own cgroups: /proc/self/cgroup shows "/", not
-	 * the host's paths (best effort: kernels before 4.6 have none). */
-	(void)unshare(CLONE_NEWCGROUP);
-
-	if (sb->clone_flags & CLONE_NEWUTS)
-		(void)sethostname("sandbox", 7);   /* not the host's name */
-
-	st->stage = ST_NETNS;
-	if (setns(netns_fd, CLONE_NEWNET) < 0)
-		child_fail(st, ST_NETNS, 0);
-	close(netns_fd);
-
-	st->stage = ST_PRIVATE;
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		child_fail(st, ST_PRIVATE, 0);
-
-	st->stage = ST_ROOT;
-	if (mount("tmpfs", SB_STAGE, "tmpfs", MS_NOSUID, "size=4m,nr_inodes=512,mode=755") < 0)
-		child_fail(st, ST_ROOT, 0);
-
+/* init: the mount plan's steps (directories, symlinks, copies, read-only binds of the
+ * runtime) under the new root. */
+static void init_plan(struct sandbox *sb, struct sb_status *st)
+{
 	st->stage = ST_PLAN;
 	for (int i = 0; i < sb->nsteps; i++) {
 		const struct sb_step *s = &sb->steps[i];
@@ -746,6 +713,21 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 			break;
 		}
 	}
+}
+
+/* init: the run's root file system (the mount plan, /dev, /proc, /tmp, /work with the
+ * request's files), pivoted into and remounted read-only. */
+static void init_build_root(struct sandbox *sb, struct sb_run *r, struct sb_status *st, uid_t uid)
+{
+	st->stage = ST_PRIVATE;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		child_fail(st, ST_PRIVATE, 0);
+
+	st->stage = ST_ROOT;
+	if (mount("tmpfs", SB_STAGE, "tmpfs", MS_NOSUID, "size=4m,nr_inodes=512,mode=755") < 0)
+		child_fail(st, ST_ROOT, 0);
+
+	init_plan(sb, st);
 
 	st->stage = ST_DEV;
 	{
@@ -801,55 +783,12 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	st->stage = ST_RDONLY;
 	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
 		child_fail(st, ST_RDONLY, 0);
+}
 
-	/* The OOM killer must pick the command, not us (we hold the accounting): -1000 here
-	 * when we have CAP_SYS_RESOURCE, and +1000 for the command in any case. */
-	set_oom_adj("-1000");
-
-	if (probe)
-		st->seccomp_errno = probe_seccomp(sb, st);
-
-	if (probe) {
-		st->probe_ok = 1;
-		st->stage = ST_DONE;
-		_exit(0);
-	}
-
-	st->stage = ST_STDIN;
-	int in_fd;
-	if (r->req.stdin_len) {
-		in_fd = (int)syscall(SYS_memfd_create, "stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (in_fd < 0 || write_all(in_fd, r->req.stdin_data, r->req.stdin_len) < 0 ||
-		    lseek(in_fd, 0, SEEK_SET) < 0)
-			child_fail(st, ST_STDIN, 0);
-		(void)fcntl(in_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-	} else {
-		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (in_fd < 0)
-			child_fail(st, ST_STDIN, 1);
-	}
-
-	st->stage = ST_FORK;
-	/* The command is vforked from us, and the kernel records the peak RSS of the memory
-	 * it leaves at execve: ours, which is a copy of the worker's (it can be hundreds of
-	 * MB). Remember it, so that the command's own peak can be told apart (below). */
-	{
-		struct rusage self0;
-		if (getrusage(RUSAGE_SELF, &self0) == 0)
-			st->init_rss_kb = self0.ru_maxrss;
-	}
-	struct sigaction term;
-	for (size_t i = 0; i < sizeof term; i++)
-		((char *)&term)[i] = 0;
-	term.sa_handler = init_on_term;   /* no SA_RESTART: wait4 returns EINTR */
-	(void)sigaction(SIGTERM, &term, NULL);
-	pid_t payload = spawn_payload(sb, r, in_fd, out_w, err_w);
-	if (payload < 0)
-		child_fail(st, ST_FORK, 0);
-	close(in_fd);
-	close(out_w);
-	close(err_w);
-
+/* init, once the command runs: reaps everything until the namespace is empty; when the
+ * command ends, or the worker asks (SIGTERM: a limit was hit), kills whatever else runs. */
+static void init_reap(struct sb_status *st, pid_t payload)
+{
 	/* Reap everything. When the command ends, or the worker asks (SIGTERM: a limit was
 	 * hit), kill whatever else runs in the namespace and reap it too, so that its CPU time
 	 * is accounted to us and so to the worker's waitid. */
@@ -886,8 +825,30 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 			killed_all = true;
 		}
 	}
+}
 
-	/* A compile step hands its output file back through the memfd. */
+/* init: the command's stdin, a sealed memfd holding the request's (or /dev/null). */
+static int init_stdin(struct sb_run *r, struct sb_status *st)
+{
+	st->stage = ST_STDIN;
+	int in_fd;
+	if (r->req.stdin_len) {
+		in_fd = (int)syscall(SYS_memfd_create, "stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (in_fd < 0 || write_all(in_fd, r->req.stdin_data, r->req.stdin_len) < 0 ||
+		    lseek(in_fd, 0, SEEK_SET) < 0)
+			child_fail(st, ST_STDIN, 0);
+		(void)fcntl(in_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+	} else {
+		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in_fd < 0)
+			child_fail(st, ST_STDIN, 1);
+	}
+	return in_fd;
+}
+
+/* init, at the end: a compile step hands its output file back through the memfd. */
+static void init_collect(struct sb_run *r, struct sb_status *st, int collect_fd)
+{
 	if (collect_fd >= 0 && st->payload_done && WIFEXITED(st->payload_status) &&
 	    WEXITSTATUS(st->payload_status) == 0 && r->req.collect) {
 		int wd = open("/work", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -909,6 +870,89 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 				st->collected = total;
 		}
 	}
+}
+
+/* (Long: the stages of a run's set-up, in the order the child takes them.) */
+/* PID 1 of the sandbox. probe: build everything, test the seccomp filter, exit 0. */
+__attribute__((noreturn))
+static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int out_w, int err_w,
+                      int collect_fd, bool probe)
+{
+	struct sb_status *st = r->slot->st;
+	uid_t uid = r->slot->uid;
+
+	int netns_fd = r->netns_fd;
+	int join0 = join[0], join1 = join[1], join2 = join[2];
+	{
+		int *mv[] = { &netns_fd, &join0, &join1, &join2, &out_w, &err_w, &collect_fd };
+		init_reset(st, mv, 7);
+	}
+
+	/* Into the slot's cgroups first, so that everything from here on (the files in /work
+	 * included) is charged to the run: "0" is the writer itself, v1 and v2 alike. */
+	st->stage = ST_CGROUP;
+	if ((join0 >= 0 && pwrite(join0, "0", 1, 0) != 1) || (join1 >= 0 && pwrite(join1, "0", 1, 0) != 1) ||
+	    (join2 >= 0 && pwrite(join2, "0", 1, 0) != 1))
+		child_fail(st, ST_CGROUP, 0);
+	if (join0 >= 0)
+		close(join0);
+	if (join1 >= 0)
+		close(join1);
+	if (join2 >= 0)
+		close(join2);
+	/* A cgroup namespace rooted at the run's own cgroups: /proc/self/cgroup shows "/", not
+	 * the host's paths (best effort: kernels before 4.6 have none). */
+	(void)unshare(CLONE_NEWCGROUP);
+
+	if (sb->clone_flags & CLONE_NEWUTS)
+		(void)sethostname("sandbox", 7);   /* not the host's name */
+
+	st->stage = ST_NETNS;
+	if (setns(netns_fd, CLONE_NEWNET) < 0)
+		child_fail(st, ST_NETNS, 0);
+	close(netns_fd);
+
+	init_build_root(sb, r, st, uid);
+
+	/* The OOM killer must pick the command, not us (we hold the accounting): -1000 here
+	 * when we have CAP_SYS_RESOURCE, and +1000 for the command in any case. */
+	set_oom_adj("-1000");
+
+	if (probe)
+		st->seccomp_errno = probe_seccomp(sb, st);
+
+	if (probe) {
+		st->probe_ok = 1;
+		st->stage = ST_DONE;
+		_exit(0);
+	}
+
+	int in_fd = init_stdin(r, st);
+
+	st->stage = ST_FORK;
+	/* The command is vforked from us, and the kernel records the peak RSS of the memory
+	 * it leaves at execve: ours, which is a copy of the worker's (it can be hundreds of
+	 * MB). Remember it, so that the command's own peak can be told apart (below). */
+	{
+		struct rusage self0;
+		if (getrusage(RUSAGE_SELF, &self0) == 0)
+			st->init_rss_kb = self0.ru_maxrss;
+	}
+	struct sigaction term;
+	for (size_t i = 0; i < sizeof term; i++)
+		((char *)&term)[i] = 0;
+	term.sa_handler = init_on_term;   /* no SA_RESTART: wait4 returns EINTR */
+	(void)sigaction(SIGTERM, &term, NULL);
+	pid_t payload = spawn_payload(sb, r, in_fd, out_w, err_w);
+	if (payload < 0)
+		child_fail(st, ST_FORK, 0);
+	close(in_fd);
+	close(out_w);
+	close(err_w);
+
+	init_reap(st, payload);
+
+	init_collect(r, st, collect_fd);
 	struct rusage self;
 	if (getrusage(RUSAGE_SELF, &self) == 0)
 		st->self_cpu_us = (long)(self.ru_utime.tv_sec + self.ru_stime.tv_sec) * 1000000L +
@@ -1263,6 +1307,7 @@ static const char *const allowed_syscalls[] = {
 	"getsockname", "getpeername", "setsockopt", "getsockopt",
 };
 
+/* (Long: one filter, its rules in the order the kernel applies them.) */
 static int build_seccomp(struct sandbox *sb, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
@@ -1959,6 +2004,7 @@ static int cg_setup_v2(struct sandbox *sb, char *why, size_t n)
 	return rc;
 }
 
+/* (Long: three hierarchies set up alike, each step's failure reported as it is.) */
 /* cgroup v1: separate memory and pids hierarchies; either may be missing. */
 static int cg_setup_v1(struct sandbox *sb, char *why, size_t n)
 {
@@ -2500,6 +2546,7 @@ static pid_t do_clone(struct sandbox *sb, struct sb_slot *slot, int *pidfd, bool
 	return (pid_t)rc;
 }
 
+/* (Long: one run's start, each step's failure reported through the same path.) */
 /* Spawns r into its slot. On failure sets the error and schedules the report. */
 static void run_start(struct sb_run *r)
 {
@@ -2595,102 +2642,112 @@ fail:
 	uv_timer_start(&r->timer, on_timer, 0, 0);
 }
 
-static void run_finish(struct sb_run *r)
+/* (Long: every figure of the result, each with the rule it follows.) */
+/* The figures of a run that started (its end, CPU, memory, limits hit, collected file),
+ * from init's status page, its rusage and the run's cgroups, into r->res. */
+static void finish_figures(struct sb_run *r)
 {
 	struct sandbox *sb = r->sb;
 	struct sb_slot *s = r->slot;
 	struct sb_status *st = s->st;
+	struct sandbox_result *res = &r->res;
+	/* CPU: everything init reaped, minus init's own set-up work. */
+	long total_us = (long)(r->ru.ru_utime.tv_sec + r->ru.ru_stime.tv_sec) * 1000000L +
+	                r->ru.ru_utime.tv_usec + r->ru.ru_stime.tv_usec;
+	long cpu_us = total_us - (st->self_cpu_us > 0 ? st->self_cpu_us : 0);
+	res->cpu_ms = cpu_us > 0 ? (uint64_t)cpu_us / 1000 : 0;
+	/* The cgroup counts what waitid cannot see: children the command never waited
+	 * for (SIGCHLD ignored: the kernel reaps them, their time reaches nobody). */
+	if (sb->cg_cpu) {
+		uint64_t cg_us = slot_cpu_us(sb, s);
+		uint64_t self = st->self_cpu_us > 0 ? (uint64_t)st->self_cpu_us : 0;
+		uint64_t ms = cg_us > self ? (cg_us - self) / 1000 : 0;
+		if (ms > res->cpu_ms)
+			res->cpu_ms = ms;
+	}
+	/* memory_kb: the larger of the peak RSS of its processes (init's own excluded, see
+	 * init_main) and how far the cgroup's charge rose above where the run found it
+	 * (the files in /work and /tmp count there, shared libraries do not). */
+	res->memory_kb = st->maxrss_kb > 0 ? (uint64_t)st->maxrss_kb : 0;
+	uint64_t peak = 0;
+	if (sb->cg == CG_V2) {
+		if (fd_kv_get(s->v2_events, "oom_kill") > r->oom_base)
+			res->memory_exceeded = true;
+		if (r->peak_ok)
+			peak = fd_u64(s->v2_peak);
+	} else if (sb->cg_mem) {
+		if (fd_kv_get(s->mem_oom, "oom_kill") > r->oom_base)
+			res->memory_exceeded = true;
+		if (r->peak_ok)
+			peak = fd_u64(s->mem_maxusage);
+	}
+	if (peak > r->mem_base && (peak - r->mem_base) / 1024 > res->memory_kb)
+		res->memory_kb = (peak - r->mem_base) / 1024;
+	if (st->payload_done) {
+		int ws = st->payload_status;
+		/* the command's own wall time, not when the loop got round to the reap */
+		if (st->payload_end_ns >= r->start_ns)
+			res->wall_ms = (st->payload_end_ns - r->start_ns) / 1000000;
+		if (WIFEXITED(ws)) {
+			res->end = SANDBOX_EXITED;
+			res->exit_code = WEXITSTATUS(ws);
+		} else {
+			res->end = SANDBOX_SIGNALED;
+			res->signal = WTERMSIG(ws);
+		}
+		/* A file of /work (a compiled submission) that cannot be executed is the
+		 * command's failure (exit 127); a runtime of the host that cannot be is ours. */
+		res->exec_errno = st->exec_errno;
+		const char *a0 = r->req.argv[0];
+		bool in_work = !strncmp(a0, "/work/", 6) || (a0[0] != '/' && strchr(a0, '/'));
+		if (st->exec_errno && !in_work)
+			set_err(r, "cannot execute %s: %s", a0, strerror(st->exec_errno));
+	} else if (st->fail_stage) {
+		res->end = SANDBOX_NOT_RUN;
+		set_err(r, "sandbox set-up failed while %s (step %d): %s",
+		        stage_names[st->fail_stage], st->fail_detail, strerror(st->fail_errno));
+	} else {
+		/* init was killed (a limit, or the OOM killer chose it) */
+		res->end = SANDBOX_SIGNALED;
+		res->signal = r->init_status < 0 ? (int)-r->init_status : SIGKILL;
+		if (!r->killed && !res->memory_exceeded && st->stage < ST_FORK)
+			set_err(r, "sandbox init ended early (stage: %s, status %ld)",
+			        stage_names[st->stage], r->init_status);
+	}
+	if (r->req.lim.cpu_ms && res->cpu_ms > r->req.lim.cpu_ms)
+		res->cpu_exceeded = true;
+	if (res->end == SANDBOX_SIGNALED && res->signal == SIGXCPU)
+		res->cpu_exceeded = true;
+	/* Without a memory cgroup the kernel tells nobody that an allocation failed on
+	 * RLIMIT_DATA: a run that failed with its peak RSS at 70% of the limit or more is
+	 * taken as a failed allocation at the limit (heuristic of the degraded mode). */
+	if (!sb->cg_mem && !res->memory_exceeded && res->memory_kb &&
+	    res->memory_kb * 1024 >= r->req.lim.memory_bytes / 10 * 7 &&
+	    (res->end == SANDBOX_SIGNALED || res->exit_code != 0))
+		res->memory_exceeded = true;
+	if (r->collect_fd >= 0 && st->collected >= 0) {
+		size_t n = (size_t)st->collected;
+		char *buf = xmalloc(n + 1);
+		if (pread(r->collect_fd, buf, n, 0) == (ssize_t)n) {
+			buf[n] = 0;
+			res->collected = buf;
+			res->collected_len = n;
+		} else {
+			free(buf);
+		}
+	}
+}
+
+static void run_finish(struct sb_run *r)
+{
+	struct sandbox *sb = r->sb;
+	struct sb_slot *s = r->slot;
 	r->finished = true;
 	uv_timer_stop(&r->timer);
 	struct sandbox_result *res = &r->res;
 
-	if (r->started) {
-		/* CPU: everything init reaped, minus init's own set-up work. */
-		long total_us = (long)(r->ru.ru_utime.tv_sec + r->ru.ru_stime.tv_sec) * 1000000L +
-		                r->ru.ru_utime.tv_usec + r->ru.ru_stime.tv_usec;
-		long cpu_us = total_us - (st->self_cpu_us > 0 ? st->self_cpu_us : 0);
-		res->cpu_ms = cpu_us > 0 ? (uint64_t)cpu_us / 1000 : 0;
-		/* The cgroup counts what waitid cannot see: children the command never waited
-		 * for (SIGCHLD ignored: the kernel reaps them, their time reaches nobody). */
-		if (sb->cg_cpu) {
-			uint64_t cg_us = slot_cpu_us(sb, s);
-			uint64_t self = st->self_cpu_us > 0 ? (uint64_t)st->self_cpu_us : 0;
-			uint64_t ms = cg_us > self ? (cg_us - self) / 1000 : 0;
-			if (ms > res->cpu_ms)
-				res->cpu_ms = ms;
-		}
-		/* memory_kb: the larger of the peak RSS of its processes (init's own excluded, see
-		 * init_main) and how far the cgroup's charge rose above where the run found it
-		 * (the files in /work and /tmp count there, shared libraries do not). */
-		res->memory_kb = st->maxrss_kb > 0 ? (uint64_t)st->maxrss_kb : 0;
-		uint64_t peak = 0;
-		if (sb->cg == CG_V2) {
-			if (fd_kv_get(s->v2_events, "oom_kill") > r->oom_base)
-				res->memory_exceeded = true;
-			if (r->peak_ok)
-				peak = fd_u64(s->v2_peak);
-		} else if (sb->cg_mem) {
-			if (fd_kv_get(s->mem_oom, "oom_kill") > r->oom_base)
-				res->memory_exceeded = true;
-			if (r->peak_ok)
-				peak = fd_u64(s->mem_maxusage);
-		}
-		if (peak > r->mem_base && (peak - r->mem_base) / 1024 > res->memory_kb)
-			res->memory_kb = (peak - r->mem_base) / 1024;
-		if (st->payload_done) {
-			int ws = st->payload_status;
-			/* the command's own wall time, not when the loop got round to the reap */
-			if (st->payload_end_ns >= r->start_ns)
-				res->wall_ms = (st->payload_end_ns - r->start_ns) / 1000000;
-			if (WIFEXITED(ws)) {
-				res->end = SANDBOX_EXITED;
-				res->exit_code = WEXITSTATUS(ws);
-			} else {
-				res->end = SANDBOX_SIGNALED;
-				res->signal = WTERMSIG(ws);
-			}
-			/* A file of /work (a compiled submission) that cannot be executed is the
-			 * command's failure (exit 127); a runtime of the host that cannot be is ours. */
-			res->exec_errno = st->exec_errno;
-			const char *a0 = r->req.argv[0];
-			bool in_work = !strncmp(a0, "/work/", 6) || (a0[0] != '/' && strchr(a0, '/'));
-			if (st->exec_errno && !in_work)
-				set_err(r, "cannot execute %s: %s", a0, strerror(st->exec_errno));
-		} else if (st->fail_stage) {
-			res->end = SANDBOX_NOT_RUN;
-			set_err(r, "sandbox set-up failed while %s (step %d): %s",
-			        stage_names[st->fail_stage], st->fail_detail, strerror(st->fail_errno));
-		} else {
-			/* init was killed (a limit, or the OOM killer chose it) */
-			res->end = SANDBOX_SIGNALED;
-			res->signal = r->init_status < 0 ? (int)-r->init_status : SIGKILL;
-			if (!r->killed && !res->memory_exceeded && st->stage < ST_FORK)
-				set_err(r, "sandbox init ended early (stage: %s, status %ld)",
-				        stage_names[st->stage], r->init_status);
-		}
-		if (r->req.lim.cpu_ms && res->cpu_ms > r->req.lim.cpu_ms)
-			res->cpu_exceeded = true;
-		if (res->end == SANDBOX_SIGNALED && res->signal == SIGXCPU)
-			res->cpu_exceeded = true;
-		/* Without a memory cgroup the kernel tells nobody that an allocation failed on
-		 * RLIMIT_DATA: a run that failed with its peak RSS at 70% of the limit or more is
-		 * taken as a failed allocation at the limit (heuristic of the degraded mode). */
-		if (!sb->cg_mem && !res->memory_exceeded && res->memory_kb &&
-		    res->memory_kb * 1024 >= r->req.lim.memory_bytes / 10 * 7 &&
-		    (res->end == SANDBOX_SIGNALED || res->exit_code != 0))
-			res->memory_exceeded = true;
-		if (r->collect_fd >= 0 && st->collected >= 0) {
-			size_t n = (size_t)st->collected;
-			char *buf = xmalloc(n + 1);
-			if (pread(r->collect_fd, buf, n, 0) == (ssize_t)n) {
-				buf[n] = 0;
-				res->collected = buf;
-				res->collected_len = n;
-			} else {
-				free(buf);
-			}
-		}
-	}
+	if (r->started)
+		finish_figures(r);
 	if (!r->out.buf)
 		strbuf_addlit(&r->out, "");
 	if (!r->err.buf)
@@ -3066,6 +3123,7 @@ static void describe(struct sandbox *sb)
 	         cg, sb->cg == CG_V2 ? sb->cg_where : "", sb->seccomp.filter ? "seccomp filter" : "NO seccomp filter");
 }
 
+/* (Long: start-up in order, each degraded feature reported where it is found.) */
 int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **out,
                 char *err, size_t errlen)
 {
