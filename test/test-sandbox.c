@@ -996,6 +996,55 @@ static void test_busy_loop(void)
 }
 
 
+/* The slots' cgroups are renewed in the uv thread pool, which the worker also scores in:
+ * with every pool thread busy, a waiting run must not wait for them (the renewal that has
+ * not started is done on the spot). */
+static int sleepers_done, busy_ok, busy_early;
+static void sleeper(uv_work_t *w)
+{
+	(void)w;
+	sleep(3 * slow);
+}
+static void sleeper_done(uv_work_t *w, int status)
+{
+	(void)w;
+	(void)status;
+	sleepers_done++;
+}
+static void on_busy_run(const struct sandbox_result *r, void *data)
+{
+	(void)data;
+	if (!r->internal_error && r->end == SANDBOX_EXITED && r->exit_code == 0)
+		busy_ok++;
+	else
+		diag("busy pool: a run failed: %s", r->error);
+	if (!sleepers_done)
+		busy_early++;
+}
+
+static void test_busy_pool(void)
+{
+	const char *env = getenv("UV_THREADPOOL_SIZE");
+	int n = env && atoi(env) > 0 ? atoi(env) : 4;
+	if (n > 128)
+		n = 128;
+	static uv_work_t w[128];
+	sleepers_done = busy_ok = busy_early = 0;
+	for (int i = 0; i < n; i++)
+		uv_queue_work(&loop, &w[i], sleeper, sleeper_done);
+	static const char *const argv[] = { "/bin/true", NULL };
+	struct sandbox_req req = { 0 };
+	req.argv = argv;
+	req.lim = small;
+	int runs = sandbox_slots(sb) + 2;
+	for (int i = 0; i < runs; i++)
+		sandbox_run(sb, &req, on_busy_run, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(busy_ok, runs, "busy pool: every run succeeded");
+	is_int(busy_early, runs, "busy pool: no run waited for the busy thread pool");
+	is_int(sleepers_done, n, "busy pool: the pool's own work finished too");
+}
+
 /* -- slots, queueing and the loop staying responsive ---------------------------------- */
 
 static int max_busy, finished, ticks;
@@ -1088,6 +1137,7 @@ int main(void)
 	test_unwaited_cpu();
 	test_cross_run();
 	test_netns_reuse();
+	test_busy_pool();
 	test_inherited_charge();
 	test_busy_loop();
 	sandbox_free(sb);

@@ -1718,6 +1718,20 @@ static void cg_work(uv_work_t *req)
 	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 }
 
+/* The end of a renewal, on the loop thread: the slot is free again (its used cgroups that
+ * could not be removed yet are retried later). */
+static void cg_done(struct sandbox *sb, struct sb_cgwork *w, int status)
+{
+	struct sb_slot *s = w->slot;
+	s->cgw = NULL;
+	for (int i = 0; i < 4; i++) {
+		cg_rmdir(sb, w->left[i]);   /* retried later (cg_graves) */
+		w->left[i] = NULL;
+	}
+	if (status < 0 || w->rc < 0)
+		slot_close_cg(sb, s);   /* the next run tries again and reports the error */
+}
+
 static void cg_after(uv_work_t *req, int status)
 {
 	struct sb_cgwork *w = req->data;
@@ -1731,14 +1745,28 @@ static void cg_after(uv_work_t *req, int status)
 		free(w);
 		return;
 	}
-	struct sb_slot *s = w->slot;
-	s->cgw = NULL;
-	for (int i = 0; i < 4; i++)
-		cg_rmdir(sb, w->left[i]);   /* retried later (cg_graves) */
-	if (status < 0 || w->rc < 0)
-		slot_close_cg(sb, s);   /* the next run tries again and reports the error */
+	cg_done(sb, w, status);
 	free(w);
 	queue_pump(sb);
+}
+
+/* A run waits while the thread pool is busy with other work (the worker scores there too)
+ * and a free slot's renewal has not started: it is taken back and done here, now. Returns
+ * that slot, ready, or NULL. */
+static struct sb_slot *slot_renew_now(struct sandbox *sb)
+{
+	for (int i = 0; i < sb->nslots; i++) {
+		struct sb_slot *s = &sb->slots[i];
+		struct sb_cgwork *w = s->cgw;
+		if (s->busy || !w || !w->sb || uv_cancel((uv_req_t *)&w->req) != 0)
+			continue;
+		cg_work(&w->req);
+		cg_done(sb, w, 0);
+		w->sb = NULL;   /* its cancelled callback only frees it */
+		if (s->cg_open)
+			return s;
+	}
+	return NULL;
 }
 
 /* After a run: the slot's cgroups are to be renewed; it is not handed out until they are.
@@ -2814,6 +2842,8 @@ static void queue_pump(struct sandbox *sb)
 				slot = &sb->slots[i];
 				break;
 			}
+		if (!slot)
+			slot = slot_renew_now(sb);
 		if (!slot)
 			return;   /* the free slots' cgroups are being renewed: cg_after pumps */
 		struct sb_run *r = sb->qhead;
