@@ -196,7 +196,8 @@ static void test_network(void)
 	sh(&g, "cat /proc/self/net/dev | tail -n +3 | wc -l; "
 	       "python3 -c 'import socket; socket.socket()' 2>&1 | tail -1", NULL, small);
 	ok(g.out && !strncmp(g.out, "1\n", 2), "net: only one interface (lo) in the namespace");
-	ok(strstr(g.out, "Permission denied") != NULL, "net: socket() refused by seccomp");
+	ok(strstr(g.out, "Permission denied") != NULL, "net: socket() refused by seccomp (%s)",
+	   tap_flat(g.out));
 	got_free(&g);
 }
 
