@@ -1033,6 +1033,39 @@ static void test_language_file(void)
 	uv_run(&loop, UV_RUN_DEFAULT);
 }
 
+/* `arbiter score` has no worker configuration: the sandbox settings come from the same
+ * settings table, read from the environment (values checked as for the worker). */
+static void test_settings_from_env(void)
+{
+	char dir[] = "/tmp/arbiter-evlocks-XXXXXX";
+	if (!mkdtemp(dir)) {
+		ok(0, "settings: mkdtemp");
+		return;
+	}
+	char err[512] = "";
+	struct sandbox_pool *p = NULL;
+	unsetenv("ARBITER_LANGUAGES_FILE");   /* a slow run's table is gone by now: the built-in */
+	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "yes", 1);
+	ok(sandbox_pool_new(&loop, NULL, &p, err, sizeof err) < 0 &&
+	   strstr(err, "ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY"),
+	   "settings: a bad ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY is refused, named (%s)", err);
+	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+	setenv("ARBITER_SANDBOX_LOCK_DIR", dir, 1);
+	p = NULL;
+	int rc = sandbox_pool_new(&loop, NULL, &p, err, sizeof err);
+	ok(rc == 0, "settings: a pool with ARBITER_SANDBOX_LOCK_DIR from the environment (%s)",
+	   rc == 0 ? "" : err);
+	char lock[256];
+	snprintf(lock, sizeof lock, "%s/uid-%lu", dir, uid_base / 64 * 64);
+	ok(access(lock, F_OK) == 0, "settings: its uid lock is in that directory (%s)", lock);
+	sandbox_pool_free(p);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unsetenv("ARBITER_SANDBOX_LOCK_DIR");
+	snprintf(lock, sizeof lock, "%s/cgroup2", dir);
+	(void)rmdir(lock);
+	ok(rmdir(dir) == 0, "settings: the lock directory is left empty");
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -1095,6 +1128,7 @@ int main(void)
 	is_int(sandbox_pool_busy(sp), 0, "pool idle at the end");
 	sandbox_pool_free(sp);
 	uv_run(&loop, UV_RUN_DEFAULT);
+	test_settings_from_env();
 	is_int(sandbox_cgroup_leftovers(), 0, "no cgroup directory left behind");
 	ok(uv_loop_close(&loop) == 0, "loop closes cleanly");
 	return tap_done();

@@ -196,7 +196,8 @@ static void test_network(void)
 	sh(&g, "cat /proc/self/net/dev | tail -n +3 | wc -l; "
 	       "python3 -c 'import socket; socket.socket()' 2>&1 | tail -1", NULL, small);
 	ok(g.out && !strncmp(g.out, "1\n", 2), "net: only one interface (lo) in the namespace");
-	ok(strstr(g.out, "Permission denied") != NULL, "net: socket() refused by seccomp");
+	ok(strstr(g.out, "Permission denied") != NULL, "net: socket() refused by seccomp (%s)",
+	   tap_flat(g.out));
 	got_free(&g);
 }
 
@@ -413,20 +414,68 @@ static void test_paths(void)
 	ok(sandbox_run(sb, &req, on_run, NULL) < 0, "sandbox_run refuses ../escape");
 }
 
+/* A run's network namespace is handed to a later run only when the run left no socket in
+ * it (the reuse saves making and destroying one per run); one it left a socket in flight
+ * in is dropped, or found empty once the kernel collected the cycle. */
+static void netns_look(struct got *g, const char *src)
+{
+	struct sandbox_file f = { "n.py", src, strlen(src), false };
+	static const char *const av[] = { "python3", "n.py", NULL };
+	run(g, av, &f, 1, NULL, small);
+}
+
+static void test_netns_reuse(void)
+{
+	static const char look[] =
+		"import os\n"
+		"print(os.readlink('/proc/self/ns/net'),\n"
+		"      len(open('/proc/self/net/unix').read().splitlines()) - 1)\n";
+	static const char dirty[] =
+		"import array, os, socket\n"
+		"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+		"c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+		"fds = array.array('i', [a.fileno(), b.fileno(), c.fileno(), d.fileno()])\n"
+		"a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])\n"
+		"print(os.readlink('/proc/self/ns/net'),\n"
+		"      len(open('/proc/self/net/unix').read().splitlines()) - 1)\n";
+	struct got g1, g2, g3, g4;
+	netns_look(&g1, look);
+	netns_look(&g2, look);
+	char ns1[64] = "", ns2[64] = "", ns3[64] = "", ns4[64] = "";
+	int n1 = -1, n2 = -1, n3 = -1, n4 = -1;
+	sscanf(g1.out, "%63s %d", ns1, &n1);
+	sscanf(g2.out, "%63s %d", ns2, &n2);
+	ok(ns1[0] && n1 == 0 && n2 == 0, "netns: a run starts without sockets (%s | %s)",
+	   tap_flat(g1.out), tap_flat(g2.out));
+	is_str(ns2, ns1, "netns: the namespace of a run that left no socket is used again");
+	netns_look(&g3, dirty);
+	sscanf(g3.out, "%63s %d", ns3, &n3);
+	ok(n3 == 4, "netns: the run made 4 sockets and left them in flight (%s)", tap_flat(g3.out));
+	netns_look(&g4, look);
+	sscanf(g4.out, "%63s %d", ns4, &n4);
+	is_int(n4, 0, "netns: the next run sees none of them (%s, after %s)", tap_flat(g4.out),
+	       tap_flat(g3.out));
+	got_free(&g1);
+	got_free(&g2);
+	got_free(&g3);
+	got_free(&g4);
+}
+
 /* -- regressions: attacks on the sandbox that once worked -------------------------------- */
 
-/* A second sandbox in this process (another arbiter process, as far as the kernel cares);
- * env: ARBITER_SANDBOX_CGROUP for its set-up, or NULL. */
-static struct sandbox *other_sandbox(uint32_t base, const char *cgroup_env)
+/* A second sandbox in this process (another arbiter process, as far as the kernel cares)
+ * with the settings of o (slots 1 and the uid base filled in here), or default ones. */
+static struct sandbox *other_sandbox(uint32_t base, const struct sandbox_opts *o)
 {
-	if (cgroup_env)
-		setenv("ARBITER_SANDBOX_CGROUP", cgroup_env, 1);
-	struct sandbox_opts o = { .slots = 1, .uid_base = base };
+	struct sandbox_opts oo = { 0 };
+	if (o)
+		oo = *o;
+	oo.slots = 1;
+	oo.uid_base = base;
 	struct sandbox *s = NULL;
 	char err[512];
-	if (sandbox_new(&loop, &o, &s, err, sizeof err) < 0)
+	if (sandbox_new(&loop, &oo, &s, err, sizeof err) < 0)
 		diag("second sandbox: %s", err);
-	unsetenv("ARBITER_SANDBOX_CGROUP");
 	return s;
 }
 
@@ -452,9 +501,8 @@ static void test_memory_figure(void)
 	got_free(&g);
 
 	struct sandbox *keep = sb;
-	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
-	sb = other_sandbox((uint32_t)uid_base + 32, "none");
-	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
+	struct sandbox_opts rl = { .no_cgroups = true, .allow_unsafe_memory = true };
+	sb = other_sandbox((uint32_t)uid_base + 32, &rl);
 	if (sb) {
 		struct sandbox_limits lim = small;
 		lim.memory_bytes = 64u << 20;
@@ -477,9 +525,7 @@ static void test_memory_figure(void)
  * unless the operator opts in with the setting that says it is unsafe. */
 static void test_unsafe_memory(void)
 {
-	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
-	setenv("ARBITER_SANDBOX_CGROUP", "none", 1);
-	struct sandbox_opts o = { .slots = 1, .uid_base = (uint32_t)uid_base + 32 };
+	struct sandbox_opts o = { .slots = 1, .uid_base = (uint32_t)uid_base + 32, .no_cgroups = true };
 	struct sandbox *s = NULL;
 	char err[1024] = "";
 	int rc = sandbox_new(&loop, &o, &s, err, sizeof err);
@@ -491,7 +537,7 @@ static void test_unsafe_memory(void)
 		sandbox_free(s);
 		uv_run(&loop, UV_RUN_DEFAULT);
 	}
-	setenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", "1", 1);
+	o.allow_unsafe_memory = true;
 	s = NULL;
 	rc = sandbox_new(&loop, &o, &s, err, sizeof err);
 	ok(rc == 0 && s, "no memory cgroup: starts with the explicit unsafe opt-in (%s)",
@@ -499,8 +545,6 @@ static void test_unsafe_memory(void)
 	ok(s && strstr(sandbox_describe(s), "rlimits only"), "unsafe opt-in: describe says so");
 	sandbox_free(s);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	unsetenv("ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY");
-	unsetenv("ARBITER_SANDBOX_CGROUP");
 }
 
 /* Stale-pool cleanup took kill(pid, 0) == ESRCH as proof that a pool's owner was dead; an
@@ -635,6 +679,62 @@ static void test_shared_uids(void)
  * `arbiter score`, so the per-user kernel quotas (processes, inotify, pipe pages, signals)
  * were shared, and another process's runs could break ours. Each pool now owns a locked
  * uid range: two pools with the same base never share a uid. */
+/* The uid lock files: one per block of 64 uids ever used stayed in the lock directory
+ * (hundreds after a day of test runs). A pool removes its own when it ends, and at start
+ * the files nobody holds; a file another pool holds stays. */
+static bool lock_file_exists(const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+static void test_lock_files(void)
+{
+	char dir[] = "/tmp/arbiter-locks-XXXXXX";
+	if (!mkdtemp(dir)) {
+		ok(0, "lock files: mkdtemp");
+		return;
+	}
+	char path[512];
+	static const char *const names[] = { "uid-64000", "uid-64064", "uid-x", "notes" };
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			close(fd);
+	}
+	snprintf(path, sizeof path, "%s/uid-64064", dir);
+	int held = open(path, O_RDWR | O_CLOEXEC);   /* another pool's block */
+	ok(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0, "lock files: one held by another pool");
+	struct sandbox_opts lo = { .lock_dir = dir };
+	struct sandbox *other = other_sandbox((uint32_t)uid_base, &lo);
+	if (!other) {
+		ok(0, "lock files: a pool started");
+	} else {
+		char own[64];
+		snprintf(own, sizeof own, "uid-%lu", uid_base / 64 * 64);
+		ok(!lock_file_exists(dir, "uid-64000"), "lock files: a stale one is removed at start");
+		ok(lock_file_exists(dir, "uid-64064"), "lock files: a held one stays");
+		ok(lock_file_exists(dir, "uid-x") && lock_file_exists(dir, "notes"),
+		   "lock files: other files stay");
+		ok(lock_file_exists(dir, own), "lock files: the pool holds %s", own);
+		sandbox_free(other);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		ok(!lock_file_exists(dir, own), "lock files: the pool removes its own when it ends");
+		ok(lock_file_exists(dir, "uid-64064"), "lock files: the held one still stays");
+	}
+	if (held >= 0)
+		close(held);
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		(void)unlink(path);
+	}
+	snprintf(path, sizeof path, "%s/cgroup2", dir);   /* where a cgroup2 mount of its own goes */
+	(void)rmdir(path);
+	ok(rmdir(dir) == 0, "lock files: nothing else left in the directory");
+}
+
 static void test_unique_uids(void)
 {
 	struct sandbox *other = other_sandbox((uint32_t)uid_base, NULL);
@@ -897,6 +997,55 @@ static void test_busy_loop(void)
 }
 
 
+/* The slots' cgroups are renewed in the uv thread pool, which the worker also scores in:
+ * with every pool thread busy, a waiting run must not wait for them (the renewal that has
+ * not started is done on the spot). */
+static int sleepers_done, busy_ok, busy_early;
+static void sleeper(uv_work_t *w)
+{
+	(void)w;
+	sleep(3 * slow);
+}
+static void sleeper_done(uv_work_t *w, int status)
+{
+	(void)w;
+	(void)status;
+	sleepers_done++;
+}
+static void on_busy_run(const struct sandbox_result *r, void *data)
+{
+	(void)data;
+	if (!r->internal_error && r->end == SANDBOX_EXITED && r->exit_code == 0)
+		busy_ok++;
+	else
+		diag("busy pool: a run failed: %s", r->error);
+	if (!sleepers_done)
+		busy_early++;
+}
+
+static void test_busy_pool(void)
+{
+	const char *env = getenv("UV_THREADPOOL_SIZE");
+	int n = env && atoi(env) > 0 ? atoi(env) : 4;
+	if (n > 128)
+		n = 128;
+	static uv_work_t w[128];
+	sleepers_done = busy_ok = busy_early = 0;
+	for (int i = 0; i < n; i++)
+		uv_queue_work(&loop, &w[i], sleeper, sleeper_done);
+	static const char *const argv[] = { "/bin/true", NULL };
+	struct sandbox_req req = { 0 };
+	req.argv = argv;
+	req.lim = small;
+	int runs = sandbox_slots(sb) + 2;
+	for (int i = 0; i < runs; i++)
+		sandbox_run(sb, &req, on_busy_run, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	is_int(busy_ok, runs, "busy pool: every run succeeded");
+	is_int(busy_early, runs, "busy pool: no run waited for the busy thread pool");
+	is_int(sleepers_done, n, "busy pool: the pool's own work finished too");
+}
+
 /* -- slots, queueing and the loop staying responsive ---------------------------------- */
 
 static int max_busy, finished, ticks;
@@ -905,6 +1054,8 @@ static void on_many(const struct sandbox_result *r, void *data)
 	(void)data;
 	if (!r->internal_error && r->exit_code == 0)
 		finished++;
+	else
+		diag("slots: a run failed: end %d exit %d: %s", (int)r->end, r->exit_code, r->error);
 }
 static void on_tick(uv_timer_t *t)
 {
@@ -983,8 +1134,11 @@ int main(void)
 	test_stale_cleanup();
 	test_shared_uids();
 	test_unique_uids();
+	test_lock_files();
 	test_unwaited_cpu();
 	test_cross_run();
+	test_netns_reuse();
+	test_busy_pool();
 	test_inherited_charge();
 	test_busy_loop();
 	sandbox_free(sb);

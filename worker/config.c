@@ -114,6 +114,15 @@ static const struct cfg_key keys[] = {
 	  "prepare the batches' statements once per connection; off behind PgBouncer < 1.21 in transaction pooling" },
 	{ "ARBITER_SANDBOX_CGROUP", CFG_ENUM, OFF(sandbox_cgroup), "auto", 0, 0, "auto|none",
 	  "auto: cgroup v2, else v1, else rlimits; none: rlimits only (no cgroups)" },
+	{ "ARBITER_SANDBOX_LOCK_DIR", CFG_STR_NONEMPTY, OFF(sandbox_lock_dir), "/run/arbiter-sandbox", 0, 0,
+	  NULL, "directory of the sandbox's uid-block locks (shared by the arbiter processes of a host) "
+	  "and of its own cgroup2 mount" },
+	{ "ARBITER_SANDBOX_CGROUP_MOUNT", CFG_ENUM, OFF(sandbox_cgroup_mount), "auto", 0, 0, "auto|no",
+	  "auto: when the cgroup2 mount found is unusable (a container's), mount cgroup2 in the lock "
+	  "directory and delegate below our own cgroup; no: never" },
+	{ "ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY", CFG_ENUM, OFF(sandbox_allow_unsafe_memory), "0", 0, 0,
+	  "0|1", "1: run untrusted code even without a memory cgroup (memory limits then unenforced); "
+	  "0: the sandbox refuses to start" },
 	{ "ARBITER_JOB_LOG_LEVEL", CFG_ENUM, OFF(job_log_level), "same", 0, 0, "same|debug|info|warn|error",
 	  "minimum level of per-job lines (e.g. warn on a large backlog); same = ARBITER_LOG_LEVEL" },
 	{ "ARBITER_LOG_FORMAT", CFG_ENUM, OFF(log_format), "auto", 0, 0, "auto|json|text",

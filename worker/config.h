@@ -48,6 +48,9 @@ struct config {
 	size_t spec_cache_bytes;                      /* spec cache bound, default 64 MiB */
 	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 	char *notify;                                 /* on|off: completion notifications */
+	char *sandbox_lock_dir;                       /* uid locks + own cgroup2 mount */
+	char *sandbox_cgroup_mount;                   /* auto|no */
+	char *sandbox_allow_unsafe_memory;            /* 0|1 */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the

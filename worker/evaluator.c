@@ -305,28 +305,39 @@ static const struct lang *lang_find(const struct sandbox_pool *sp, const char *n
 
 #define DEFAULT_LANGUAGES_FILE "deploy/languages.json"
 
+static int pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_pool **out,
+                    char *err, size_t errlen);
+
 int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_pool **out,
                      char *err, size_t errlen)
 {
 	*out = NULL;
-	int slots = 0;
-	const char *file = NULL;
-	if (cfg) {
-		slots = cfg->sandbox_slots;
-		file = cfg->languages_file;
-	} else {
-		const char *e = getenv("ARBITER_SANDBOX_SLOTS");
-		if (e && *e) {
-			char *end;
-			long v = strtol(e, &end, 10);
-			if (*end || v < 0 || v > 4096) {
-				snprintf(err, errlen, "ARBITER_SANDBOX_SLOTS must be 0..4096");
-				return -1;
-			}
-			slots = (int)v;
+	/* Without the worker's configuration (`arbiter score`), the same settings table read
+	 * from the environment and ARBITER_CONFIG's file (README "Configuration"). */
+	struct config own;
+	bool own_cfg = !cfg;
+	if (own_cfg) {
+		static char *const argv[] = { "score", NULL };
+		if (config_load(1, (char **)argv, &own, err, errlen) != 0)
+			return -1;
+		if (own.sandbox_uid_base && own.sandbox_uid_base < 1000) {
+			snprintf(err, errlen, "ARBITER_SANDBOX_UID_BASE must be 0 or 1000..4000000000");
+			config_free(&own);
+			return -1;
 		}
-		file = getenv("ARBITER_LANGUAGES_FILE");
+		cfg = &own;
 	}
+	int rc = pool_new(loop, cfg, out, err, errlen);
+	if (own_cfg)
+		config_free(&own);
+	return rc;
+}
+
+static int pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_pool **out,
+                    char *err, size_t errlen)
+{
+	int slots = cfg->sandbox_slots;
+	const char *file = cfg->languages_file;
 	struct sandbox_pool *sp = xcalloc(1, sizeof *sp);
 	sp->loop = loop;
 
@@ -365,21 +376,12 @@ int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_p
 		return -1;
 	}
 	struct sandbox_opts o = { .slots = slots };
-	const char *ub = cfg ? NULL : getenv("ARBITER_SANDBOX_UID_BASE");
-	if (cfg) {
-		o.uid_base = (uint32_t)cfg->sandbox_uid_base;   /* checked by config_validate */
-		o.no_cgroups = cfg->sandbox_cgroup && !strcmp(cfg->sandbox_cgroup, "none");
-	} else if (ub && *ub) {
-		char *end;
-		unsigned long v = strtoul(ub, &end, 10);
-		if (*end || v < 1000 || v > 4000000000ul) {
-			snprintf(err, errlen, "ARBITER_SANDBOX_UID_BASE must be 1000..4000000000");
-			langs_free(sp->langs, sp->nlangs);
-			free(sp);
-			return -1;
-		}
-		o.uid_base = (uint32_t)v;
-	}
+	o.uid_base = (uint32_t)cfg->sandbox_uid_base;   /* 0 or 1000..4e9 (config_validate) */
+	o.no_cgroups = cfg->sandbox_cgroup && !strcmp(cfg->sandbox_cgroup, "none");
+	o.lock_dir = cfg->sandbox_lock_dir;
+	o.no_cgroup_mount = cfg->sandbox_cgroup_mount && !strcmp(cfg->sandbox_cgroup_mount, "no");
+	o.allow_unsafe_memory = cfg->sandbox_allow_unsafe_memory &&
+	                        !strcmp(cfg->sandbox_allow_unsafe_memory, "1");
 	if (sandbox_new(loop, &o, &sp->sb, err, errlen) < 0) {
 		langs_free(sp->langs, sp->nlangs);
 		free(sp);
@@ -1117,6 +1119,7 @@ static json_t *last_scores_line(const char *out, size_t n)
 	return NULL;
 }
 
+/* (Long: every way a script's run can end, in the order they are told apart.) */
 static void on_script(const struct sandbox_result *r, void *data)
 {
 	struct ev *e = data;

@@ -94,6 +94,9 @@ struct sandbox_opts {
 	int slots;                 /* concurrent sandboxes; <= 0: number of online CPUs */
 	uint32_t uid_base;         /* slot i runs as uid/gid uid_base + i; 0: default */
 	bool no_cgroups;           /* ARBITER_SANDBOX_CGROUP=none: rlimits only */
+	const char *lock_dir;      /* ARBITER_SANDBOX_LOCK_DIR; NULL or "": /run/arbiter-sandbox */
+	bool no_cgroup_mount;      /* ARBITER_SANDBOX_CGROUP_MOUNT=no: never mount cgroup2 ourselves */
+	bool allow_unsafe_memory;  /* ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1: start without a memory cgroup */
 };
 
 /* Prepares the process-wide sandbox state on loop: the empty network namespace, the

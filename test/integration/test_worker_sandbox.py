@@ -67,6 +67,23 @@ def main():
         eq(a.val("SELECT attempts FROM submissions WHERE id = %s", scored), 1, "one attempt recorded")
         eq(a.val("SELECT count(*) FROM elo_history WHERE agent_id = %s", ag), 3, "Elo moved for each")
 
+        # An answer nested deeper than 64 levels is scored, not handed to the script (a
+        # parser's recursion limit would make its crash an internal error the submission
+        # forced, and a failure or a rejection moves no Elo): the script's dimensions score 0,
+        # with a warning naming the limit, and the match is a loss.
+        deep = 900
+        for _ in range(100):
+            deep = [deep]
+        m4, nested = a.submit(ag, script, {"points": 900, "deep": deep})
+        ok(a.wait_final([nested], 60), "deep answer: finished", w.tail())
+        r = a.q1("SELECT s.status, r.score, r.result, r.submission_warnings::text "
+                 "FROM submissions s JOIN evaluation_results r ON r.submission_id = s.id "
+                 "WHERE s.id = %s", nested)
+        eq(r[:3], ("completed", 0, "loss"), "deep answer: completed, scored 0, a loss")
+        ok("64 levels" in (r[3] or ""), "deep answer: a warning names the limit", r[3])
+        eq(a.val("SELECT count(*) FROM elo_history WHERE agent_id = %s", ag), 4,
+           "deep answer: Elo moved")
+
         # A slow script does not hold up deterministic jobs.
         _, slow = a.submit(ag, script, {"points": 900, "sleep": 3})
         ok(wait_for(lambda: a.status(slow) == "evaluating", 10), "slow script: status evaluating",
