@@ -127,6 +127,11 @@ struct job_row {
 	int rating;
 	int time_limit_secs;
 	size_t input_bytes;                /* answer + metadata text length */
+	/* Why the answer or metadata could not be read (jsonb that jansson refuses: nested deeper
+	 * than 2,048 levels, a number beyond a double), "" when both were read. Such a value is
+	 * scored as null (metadata as {}) and this becomes an error warning of the result: the
+	 * submission's own doing ends as its score, never as `failed`. */
+	char unreadable[200];
 };
 
 struct spec_entry;     /* worker.c's spec cache entry (refcounted) */

@@ -148,12 +148,29 @@ static bool get_bool(PGresult *res, int row, int col)
 	return !PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't';
 }
 
-/* Fills j->row from row i. Returns 0, or -1 with a message if the answer or
- * metadata cannot be parsed. */
-static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errlen)
+/* Parses the answer or metadata text of a row. jsonb is valid JSON, so a value jansson
+ * refuses (too deep, a number beyond a double) is the submission's doing: it reads as
+ * `fallback` and the reason goes to r->unreadable (README, Worker, step 3). */
+static json_t *load_input(struct job_row *r, const char *what, const char *text, size_t len,
+                          json_t *fallback)
+{
+	json_error_t jerr;
+	json_t *v = job_json_load(text, len, &jerr);
+	if (v) {
+		json_decref(fallback);
+		return v;
+	}
+	size_t n = strlen(r->unreadable);
+	snprintf(r->unreadable + n, sizeof r->unreadable - n, "%sthe %s cannot be read (%s): scored as %s",
+	         n ? "; " : "", what, jerr.text, json_is_null(fallback) ? "null" : "{}");
+	return fallback;
+}
+
+/* Fills j->row from row i (an unreadable answer or metadata is not an error: see
+ * load_input). */
+static void fill_row(struct job *j, PGresult *res, int i)
 {
 	struct job_row *r = &j->row;
-	json_error_t jerr;
 
 	r->status = job_status_parse(PQgetisnull(res, i, 1) ? "" : PQgetvalue(res, i, 1));
 	copy_text(r->agent_id, sizeof r->agent_id, res, i, 2);
@@ -176,19 +193,15 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 	/* The answer and metadata are only needed to evaluate: final submissions
 	 * (duplicates) skip the parse. */
 	if (j->kind == JOB_EVALUATE && job_status_final(r->status))
-		return 0;
+		return;
 	r->input_bytes = (size_t)PQgetlength(res, i, 5) + (size_t)PQgetlength(res, i, 6);
-	r->answer = job_json_load(PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5), &jerr);
-	if (!r->answer) {
-		snprintf(err, errlen, "answer cannot be parsed: %s", jerr.text);
-		return -1;
-	}
-	r->metadata = job_json_load(PQgetvalue(res, i, 6), (size_t)PQgetlength(res, i, 6), &jerr);
-	if (!r->metadata) {
-		snprintf(err, errlen, "metadata cannot be parsed: %s", jerr.text);
-		return -1;
-	}
-	return 0;
+	r->unreadable[0] = '\0';
+	r->answer = load_input(r, "answer", PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5),
+	                       json_null());
+	r->metadata = load_input(r, "metadata", PQgetvalue(res, i, 6),
+	                         (size_t)PQgetlength(res, i, 6), json_object());
+	if (r->unreadable[0])
+		LOGW(j->sub, j->id, "%s", r->unreadable);
 }
 
 static void after_load(struct worker *w, struct job *j);
@@ -237,7 +250,6 @@ static void on_load(const struct pgc_result *r, void *data)
 {
 	struct lbatch *b = data;
 	struct worker *w = b->w;
-	char err[512];
 
 	w->loads_inflight--;
 	if (r->err) {
@@ -272,10 +284,7 @@ static void on_load(const struct pgc_result *r, void *data)
 			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", OUTCOME_DEAD_LETTERED);
 			continue;
 		}
-		if (fill_row(j, rows, row, err, sizeof err) < 0) {
-			pipeline_fail(w, j, err);
-			continue;
-		}
+		fill_row(j, rows, row);
 		for (int c = 0; c < nch; c++)
 			if (!strcmp(ents[c]->challenge_id, j->row.challenge_id)) {
 				j->spec = ents[c];
@@ -351,6 +360,9 @@ static void finish_eval(struct worker *w, struct job *j)
 {
 	j->has_res = true;
 	j->eval_done_ms = job_now_ms();
+	if (j->row.unreadable[0] && j->res.warnings)
+		json_array_append_new(j->res.warnings, json_pack("{s:s, s:s, s:s}", "severity", "error",
+		                      "field", "answer", "message", j->row.unreadable));
 	metrics_eval_seconds(pipeline_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
 	j->res_json = score_result_dumps(&j->res);
 	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;

@@ -388,9 +388,6 @@ def hostile_rows(s):
     diag("rows: %.1fs" % (time.time() - t0))
 
     want = {
-        "answer nested to the maximum depth": ("failed", None, "depth"),
-        "answer nested 3000 deep": ("failed", None, "depth"),
-        "number beyond a double": ("failed", None, "overflow"),
         "ground truth beyond a double": ("rejected", "invalid_spec", "ground_truth"),
         "spec an array": ("rejected", "invalid_spec", "object"),
         "spec a string": ("rejected", "invalid_spec", ""),
@@ -405,6 +402,14 @@ def hostile_rows(s):
         ok(st == wst and reason == wreason and (werr is None or werr in (err or "")) and
            nres == (1 if wst == "completed" else 0),
            "rows: %s -> %s%s" % (name, wst, " " + wreason if wreason else ""), (st, reason, err, nres))
+    # jsonb that jansson refuses is the submission's doing: scored (as null), a loss like
+    # any wrong answer, with the reason as an error warning; never `failed` (no dodge).
+    for name, why in (("answer nested to the maximum depth", "depth"),
+                      ("answer nested 3000 deep", "depth"), ("number beyond a double", "overflow")):
+        row = a.q1("SELECT r.score, r.result, r.submission_warnings::text FROM evaluation_results r "
+                   "WHERE r.submission_id = %s", cases[name])
+        ok(row is not None and row[0] == 0 and row[1] == "loss" and "cannot be read" in row[2]
+           and why in row[2], "rows: %s -> scored 0, a loss, with the reason as a warning" % name, row)
     dead = [f for _, f in a.dead_entries()]
     failed = [sid for name, sid in cases.items() if want.get(name, ("completed",))[0] == "failed"]
     ok(all(any(f.get("submission_id") == sid and f.get("reason", "").startswith("failed:") for f in dead)
