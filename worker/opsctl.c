@@ -49,6 +49,10 @@ static const char leave_lua[] =
 	"redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])\n"
 	"return 1\n";
 
+/* A NOPERM reply counts as current for this long unless its command succeeds meanwhile
+ * (the worker retries its reads and group creation every second or so). */
+#define ACL_REFUSAL_MS 120000
+
 /* The dead-letter stream is trimmed to ARBITER_DEAD_LETTER_MAX this often. */
 #define DEAD_TRIM_MS 60000
 
@@ -60,6 +64,8 @@ struct opsctl {
 	struct lanes *lanes;
 	char cause[256];
 	uint64_t cause_logged;
+	char rcause[1024];          /* the Redis trouble last reported ("" = none) */
+	uint64_t rcause_logged;
 	char **held;                /* challenge ids of the paused slugs */
 	size_t nheld;
 	bool resolving, resolve_again;
@@ -265,6 +271,48 @@ bool opsctl_may_take(struct opsctl *o, char *why, size_t n)
 	if (why && n)
 		snprintf(why, n, "%s", cause);
 	return false;
+}
+
+/* One client's trouble into buf: 0 fine; 1 not connected, no attempt failed yet (a blip);
+ * 2 not connected with the last attempt's reason, or a recent ACL refusal. */
+static int redis_client_trouble(const char *name, const struct rq *r, char *buf, size_t n)
+{
+	if (!rq_connected(r)) {
+		const char *e = rq_last_error(r);
+		snprintf(buf, n, "redis not connected (%s)%s%s", name, *e ? ": " : "", e);
+		return *e ? 2 : 1;
+	}
+	const char *acl = rq_acl_refusal(r, ACL_REFUSAL_MS);
+	if (acl) {
+		snprintf(buf, n, "redis ACL (%s): %s (a permanent error: the ACL must allow it, README "
+		         "\"ACL users\")", name, acl);
+		return 2;
+	}
+	return 0;
+}
+
+bool opsctl_redis_cause(struct opsctl *o, char *why, size_t n)
+{
+	struct worker *w = o->w;
+	char cause[1024];
+	int t = redis_client_trouble("reader", w->rq_read, cause, sizeof cause);
+	if (!t)
+		t = redis_client_trouble("commands", w->rq_cmd, cause, sizeof cause);
+	if (!t) {
+		if (o->rcause[0])
+			LOGI(NULL, NULL, "redis is usable again (was: %s)", o->rcause);
+		o->rcause[0] = '\0';
+		return false;
+	}
+	uint64_t now = uv_now(w->loop);
+	if (t == 2 && (strcmp(cause, o->rcause) || now - o->rcause_logged >= CAUSE_LOG_MS)) {
+		LOGW(NULL, NULL, "not ready: %s", cause);
+		o->rcause_logged = now;
+		snprintf(o->rcause, sizeof o->rcause, "%s", cause);
+	}
+	if (why && n)
+		snprintf(why, n, "%s", cause);
+	return true;
 }
 
 bool opsctl_holds(const struct opsctl *o, const struct job *j)

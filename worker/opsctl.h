@@ -36,6 +36,14 @@ void opsctl_free(struct opsctl *o);
  * /readyz). Logs the cause when it appears and every 30 s while it lasts. */
 bool opsctl_may_take(struct opsctl *o, char *why, size_t n);
 
+/* True when Redis is not usable for a reason worth reporting, with the reason in why
+ * (n 0: none wanted): one of the worker's clients is not connected (with why its last
+ * attempt failed: refused, WRONGPASS, NOAUTH, a bad DB index, TLS, ...) or the ACL refused
+ * one of its commands (NOPERM) recently and that command has not succeeded since. A cause
+ * with a reason is logged when it appears and every 30 s while it lasts; its end is
+ * logged too. Call it at least every few seconds for the log (the gauges timer does). */
+bool opsctl_redis_cause(struct opsctl *o, char *why, size_t n);
+
 /* True when j's challenge is paused (j must be loaded). */
 bool opsctl_holds(const struct opsctl *o, const struct job *j);
 

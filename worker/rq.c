@@ -162,6 +162,9 @@ struct rq {
 	char logged_err[1024];      /* the last error logged loudly */
 	char perm_logged[16][24];   /* commands whose NOPERM was logged */
 	int nperm;
+	char acl_err[512];          /* the last NOPERM ("CMD: NOPERM ..."), "" = none or cleared */
+	char acl_cmd[24];           /* its command: cleared when that command succeeds */
+	uint64_t acl_at;            /* loop time of that refusal */
 
 	/* Sentinel (url.sentinel). */
 	enum conn_role next_role;   /* what the next attempt connects to */
@@ -560,6 +563,9 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 			freeReplyObject(rep);
 			return -1;
 		}
+		if (reply->type != REDIS_REPLY_ERROR && !q->internal && r->acl_cmd[0] &&
+		    !strcmp(q->cmd, r->acl_cmd))
+			r->acl_err[0] = r->acl_cmd[0] = '\0';   /* the ACL allows it now */
 		if (reply->type == REDIS_REPLY_ERROR && !r->closing) {
 			acl_check(r, q, reply);
 			/* Sentinel: the node we write to was demoted to a replica. */
@@ -1507,6 +1513,10 @@ static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply)
 {
 	if (q->internal || !reply->str || strncmp(reply->str, "NOPERM", 6))
 		return;
+	snprintf(r->acl_cmd, sizeof r->acl_cmd, "%s", q->cmd);
+	snprintf(r->acl_err, sizeof r->acl_err, "%s refused to user \"%s\": %s",
+	         q->cmd[0] ? q->cmd : "a command", r->url.user[0] ? r->url.user : "default", reply->str);
+	r->acl_at = uv_now(r->loop);
 	for (int i = 0; i < r->nperm; i++)
 		if (!strcmp(r->perm_logged[i], q->cmd))
 			return;
@@ -1698,6 +1708,18 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data)
 bool rq_connected(const struct rq *r)
 {
 	return r && r->state == RQ_READY && !r->closing;
+}
+
+const char *rq_last_error(const struct rq *r)
+{
+	return !r || rq_connected(r) ? "" : r->last_err;
+}
+
+const char *rq_acl_refusal(const struct rq *r, uint64_t within_ms)
+{
+	if (!r || !r->acl_err[0] || uv_now(r->loop) - r->acl_at > within_ms)
+		return NULL;
+	return r->acl_err;
 }
 
 uint64_t rq_reconnects(const struct rq *r)

@@ -897,7 +897,8 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 				create_group(w);
 			return;
 		}
-		LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
+		if (strncmp(reply->str, "NOPERM", 6))   /* (NOPERM: see on_group) */
+			LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
 		if (w->state == W_DRAINING)
 			maybe_finish_drain(w);
 		else if (!uv_is_active((uv_handle_t *)&w->t_read))
@@ -1017,7 +1018,9 @@ static void on_group(struct rq *r, redisReply *reply, const char *err, void *dat
 	if (w->state == W_STOPPING)
 		return;
 	if (err || (reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "BUSYGROUP"))) {
-		LOGW(NULL, NULL, "XGROUP CREATE: %s", err ? err : reply->str);
+		/* NOPERM: rq logs it once, /readyz and opsctl's 30 s log repeat it. */
+		if (err || strncmp(reply->str, "NOPERM", 6))
+			LOGW(NULL, NULL, "XGROUP CREATE: %s", err ? err : reply->str);
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
 		return;
@@ -1190,6 +1193,8 @@ static void gauges_cb(uv_timer_t *t)
 		                            judge_inflight(w->judge) };
 		metrics_judge(&mj);
 	}
+	if (w->ops)
+		opsctl_redis_cause(w->ops, NULL, 0);   /* logs a lasting Redis cause every 30 s */
 	if (!w->migcheck_busy && (!w->migrations_ok ||
 	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))
 		check_migrations(w);
@@ -1254,10 +1259,8 @@ static bool readiness(void *data, char *why, size_t n)
 		snprintf(why, n, "draining");
 		return false;
 	}
-	if (!rq_connected(w->rq_cmd) || !rq_connected(w->rq_read)) {
-		snprintf(why, n, "redis not connected");
+	if (opsctl_redis_cause(w->ops, why, n))      /* not connected and why; NOPERM */
 		return false;
-	}
 	if (!pgc_pool_ready(w->pg)) {
 		const char *e = pgc_pool_last_error(w->pg);
 		snprintf(why, n, "postgresql not connected%s%s", *e ? ": " : "", e);
