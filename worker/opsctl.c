@@ -326,6 +326,8 @@ bool opsctl_holds(const struct opsctl *o, const struct job *j)
 struct hold_req {
 	struct opsctl *o;
 	struct job *j;
+	int attempt;                /* 0: a pause hold; else the retry's attempt number */
+	uint32_t delay_ms;
 	void (*done)(struct worker *w, struct job *j, bool ok);
 };
 
@@ -337,38 +339,49 @@ static void on_hold(struct rq *r, redisReply *reply, const char *err, void *data
 	o->refs--;
 	bool ok = !err && reply && reply->type == REDIS_REPLY_INTEGER;
 	if (!ok)
-		LOGW(h->j->sub, h->j->id, "holding a paused challenge's job failed: %s",
+		LOGW(h->j->sub, h->j->id, "%s failed: %s", h->attempt ? "moving a retry to the delayed "
+		     "set" : "holding a paused challenge's job",
 		     err ? err : reply && reply->str ? reply->str : "unexpected reply");
+	else if (reply->integer == 1 && h->attempt)
+		LOGD(h->j->sub, h->j->id, "attempt %d waits %u ms in the delayed set", h->attempt,
+		     h->delay_ms);
 	else if (reply->integer == 1)
-		LOGD(h->j->sub, h->j->id, "challenge paused: job held for %d ms", PAUSE_HOLD_MS);
+		LOGD(h->j->sub, h->j->id, "challenge paused: job held for %u ms", h->delay_ms);
 	/* integer 0: no longer pending for us, someone else handled it: drop it too. */
 	h->done(o->w, h->j, ok);
 	free(h);
 	maybe_free(o);
 }
 
-void opsctl_hold(struct opsctl *o, struct job *j,
-                 void (*done)(struct worker *w, struct job *j, bool ok))
+/* The hold script for j, due in delay_ms; attempt > 0 adds the field attempt (first, so it
+ * wins over an older one). */
+static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int attempt,
+                       void (*done)(struct worker *w, struct job *j, bool ok))
 {
 	struct worker *w = o->w;
-	int argc = 9 + 2 * j->nf;
+	int argc = 10 + 2 * j->nf;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-	char delay[16];
-	snprintf(delay, sizeof delay, "%d", PAUSE_HOLD_MS);
-	const char *head[] = { "EVAL", hold_lua, "2", w->k_jobs, w->k_delayed, w->k_group, j->id, delay };
-	for (int i = 0; i < 8; i++) {
+	char delay[16], att[16];
+	snprintf(delay, sizeof delay, "%u", delay_ms);
+	snprintf(att, sizeof att, "%d", attempt);
+	const char *head[] = { "EVAL", hold_lua, "2", w->k_jobs, w->k_delayed, w->k_group, j->id, delay,
+	                       "attempt", att };
+	int nh = attempt > 0 ? 10 : 8;
+	for (int i = 0; i < nh; i++) {
 		argv[i] = head[i];
 		lens[i] = strlen(head[i]);
 	}
 	for (int i = 0; i < 2 * j->nf; i++) {
-		argv[8 + i] = j->fields[i];
-		lens[8 + i] = j->flens[i];
+		argv[nh + i] = j->fields[i];
+		lens[nh + i] = j->flens[i];
 	}
-	argc = 8 + 2 * j->nf;
+	argc = nh + 2 * j->nf;
 	struct hold_req *h = xcalloc(1, sizeof *h);
 	h->o = o;
 	h->j = j;
+	h->attempt = attempt;
+	h->delay_ms = delay_ms;
 	h->done = done;
 	o->refs++;
 	if (rq_cmdv(w->rq_cmd, 0, on_hold, h, argc, argv, lens) < 0) {
@@ -383,6 +396,18 @@ void opsctl_hold(struct opsctl *o, struct job *j,
 	}
 	free(argv);
 	free(lens);
+}
+
+void opsctl_hold(struct opsctl *o, struct job *j,
+                 void (*done)(struct worker *w, struct job *j, bool ok))
+{
+	to_delayed(o, j, PAUSE_HOLD_MS, 0, done);
+}
+
+void opsctl_park(struct opsctl *o, struct job *j, uint32_t delay_ms,
+                 void (*done)(struct worker *w, struct job *j, bool ok))
+{
+	to_delayed(o, j, delay_ms, j->attempts, done);
 }
 
 struct leave_req {

@@ -15,7 +15,8 @@
  * jobs in queues and call pipeline_kick, which flushes on the next iteration.
  *
  * Failures: pipeline_retry puts a job in retry_q (sorted by due time) with
- * exponential backoff and jitter; counted failures use up attempts and end in
+ * exponential backoff and jitter; counted failures use up attempts, wait in
+ * the delayed set (park, opsctl_park) when Redis takes them, and end in
  * pipeline_fail (status failed + dead letter). Entries of dead consumers are
  * taken over with XAUTOCLAIM; our own in-flight entries are re-claimed
  * (XCLAIM JUSTID) before they look idle (claim.c). SIGTERM drains (see
@@ -758,6 +759,37 @@ static void on_held(struct worker *w, struct job *j, bool ok)
 		return;
 	}
 	pipeline_retry(w, j, STAGE_EVAL, false, "challenge paused: the job could not be held");
+}
+
+static void on_parked(struct worker *w, struct job *j, bool ok)
+{
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		pipeline_drop(w, j);
+		return;
+	}
+	if (ok) {
+		pipeline_drop(w, j);    /* its entry waits in the delayed set (or someone has it) */
+		return;
+	}
+	/* Redis refused or is gone: wait here instead, until the planned time. */
+	uint64_t now = uv_now(w->loop);
+	pipeline_wait(w, j, j->retry_stage, j->retry_at > now ? (uint32_t)(j->retry_at - now) : 0);
+}
+
+/* hooks.park: a counted retry's entry goes to the delayed set with its attempt number
+ * (README "Failures, retries, dead letters"). Not when its commit may have happened (a
+ * re-evaluation is known by its entry id), nor without Redis. */
+static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms)
+{
+	if (w->state == W_STOPPING || !w->ops || j->commit_unknown || j->poison || j->nf == 0 ||
+	    !rq_connected(w->rq_cmd))
+		return false;
+	j->retry_stage = stage;
+	j->retry_at = uv_now(w->loop) + delay_ms;    /* (for on_parked's fallback) */
+	job_set_state(j, JOB_BACKOFF);
+	job_set_state(j, JOB_RATELIMIT);   /* (held by on_parked, like a rate limit check) */
+	opsctl_park(w->ops, j, delay_ms, on_parked);
+	return true;
 }
 
 static void start_eval_stage(struct worker *w, struct job *j)
@@ -1675,6 +1707,7 @@ int worker_run(const struct config *cfg)
 	w->hooks.flush = flush_stages;
 	w->hooks.restart = restart;
 	w->hooks.job_gone = maybe_finish_drain;
+	w->hooks.park = park;
 
 	/* SIGTERM / SIGINT during start-up (connecting, the sandbox pool) would
 	 * kill the process with the default action: hold them back until the
