@@ -721,6 +721,18 @@ static void test_errors_kept(struct client *admin)
 	run_cmd(a.r, 0, &x, "DEL %s", "rq:nodel", NULL);
 	is_int(x.type, REDIS_REPLY_INTEGER, "DEL allowed now");
 	ok(rq_acl_refusal(a.r, 60000) == NULL, "the same command's success clears the refusal");
+	/* Redis 7.0 reports a refusal inside a script as an ERR, not NOPERM. */
+	run_cmd(admin->r, 0, &x, "ACL SETUSER nodel -xack", NULL, NULL);
+	run_cmd(a.r, 0, &x, "EVAL %s 0", "return redis.call('XACK', 'rq:s', 'g', '1-0')", NULL);
+	ok(x.type == REDIS_REPLY_ERROR && rq_is_acl_refusal(x.str), "a script's refused command is "
+	   "an ACL refusal (%s)", x.str);
+	acl = rq_acl_refusal(a.r, 60000);
+	ok(acl && strstr(acl, "EVAL"), "rq_acl_refusal names the script's command (%s)",
+	   acl ? acl : "NULL");
+	run_cmd(a.r, 0, &x, "EVAL %s 0", "return 1", NULL);
+	ok(rq_acl_refusal(a.r, 60000) != NULL, "another script's success does not clear it");
+	ok(!rq_is_acl_refusal("ERR unknown command") && !rq_is_acl_refusal(NULL) &&
+	   rq_is_acl_refusal("NOPERM this user has no permissions"), "rq_is_acl_refusal: only refusals");
 	cl_close(&a);
 }
 

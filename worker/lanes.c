@@ -75,7 +75,7 @@ static void on_fed(struct rq *r, redisReply *reply, const char *err, void *data)
 			     reply->element[0]->integer);
 	} else if (!err && reply && reply->type == REDIS_REPLY_ERROR) {
 		/* NOPERM: rq logs it once and /readyz reports it; not every tick. */
-		if (!strncmp(reply->str, "NOPERM", 6))
+		if (rq_is_acl_refusal(reply->str))
 			LOGD(NULL, NULL, "bulk lane: %s", reply->str);
 		else
 			LOGW(NULL, NULL, "bulk lane: %s", reply->str);

@@ -249,14 +249,16 @@ bool opsctl_may_take(struct opsctl *o, char *why, size_t n)
 		if (w->db_version >= 0)
 			snprintf(cause, sizeof cause, "database schema at version %d, this binary needs %d: "
 			         "run arbiter migrate", w->db_version, migrate_latest());
+		else if (w->db_version == -1)
+			snprintf(cause, sizeof cause, "database schema unknown: the arbiter_migrations "
+			         "table is not readable: run arbiter migrate");
 		else
-			snprintf(cause, sizeof cause, "database schema not checked yet (or no "
-			         "arbiter_migrations table: run arbiter migrate)");
+			snprintf(cause, sizeof cause, "database schema not checked yet");
 	} else if (o->pp && pause_poller_state(o->pp)->all) {
 		snprintf(cause, sizeof cause, "paused (arbiter resume)");
 	}
 	if (!cause[0]) {
-		if (o->cause[0])
+		if (o->cause[0] && strncmp(o->cause, "database schema not checked", 27))
 			LOGI(NULL, NULL, "taking jobs again (was: %s)", o->cause);
 		o->cause[0] = '\0';
 		return true;

@@ -95,7 +95,7 @@ struct worker {
 	bool reclaim_busy, reconcile_busy, gauges_busy, migcheck_busy;
 	bool migrations_ok;
 	bool leaving;                /* clean exit: removing our consumer from the group */
-	int db_version;
+	int db_version;              /* arbiter_migrations version; -1 not readable, -2 not checked yet */
 	uint64_t migcheck_at;
 	uint64_t autoclaim_at;       /* loop time of the last XAUTOCLAIM (0 = never) */
 	uint64_t db_down_since;      /* loop time since when no database connection is up (0 = up) */

@@ -679,7 +679,7 @@ static void promote_cb(struct rq *r, redisReply *reply, const char *err, void *d
 				return;
 		}
 	} else if (!err && reply && reply->type == REDIS_REPLY_ERROR &&
-	           !strncmp(reply->str, "NOPERM", 6)) {
+	           rq_is_acl_refusal(reply->str)) {
 		/* An ACL refusal: rq logs it once and /readyz reports it; not every tick. */
 		LOGD(NULL, NULL, "rate limit: promoting deferred jobs failed: %s", reply->str);
 	} else {

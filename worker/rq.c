@@ -163,7 +163,8 @@ struct rq {
 	char perm_logged[16][24];   /* commands whose NOPERM was logged */
 	int nperm;
 	char acl_err[512];          /* the last NOPERM ("CMD: NOPERM ..."), "" = none or cleared */
-	char acl_cmd[24];           /* its command: cleared when that command succeeds */
+	char acl_cmd[24];           /* its command: cleared when that command succeeds ("" for a
+	                               refusal inside a script: another script may succeed) */
 	uint64_t acl_at;            /* loop time of that refusal */
 
 	/* Sentinel (url.sentinel). */
@@ -1511,9 +1512,9 @@ int rq_cmdf(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data, const char
  * as an error naming the command, once per command and client. */
 static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply)
 {
-	if (q->internal || !reply->str || strncmp(reply->str, "NOPERM", 6))
+	if (q->internal || !rq_is_acl_refusal(reply->str))
 		return;
-	snprintf(r->acl_cmd, sizeof r->acl_cmd, "%s", q->cmd);
+	snprintf(r->acl_cmd, sizeof r->acl_cmd, "%s", strncmp(reply->str, "NOPERM", 6) ? "" : q->cmd);
 	snprintf(r->acl_err, sizeof r->acl_err, "%s refused to user \"%s\": %s",
 	         q->cmd[0] ? q->cmd : "a command", r->url.user[0] ? r->url.user : "default", reply->str);
 	r->acl_at = uv_now(r->loop);
@@ -1708,6 +1709,12 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data)
 bool rq_connected(const struct rq *r)
 {
 	return r && r->state == RQ_READY && !r->closing;
+}
+
+bool rq_is_acl_refusal(const char *s)
+{
+	return s && (!strncmp(s, "NOPERM", 6) ||
+	             strstr(s, "can't run this command or subcommand") != NULL);
 }
 
 const char *rq_last_error(const struct rq *r)

@@ -929,7 +929,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 				create_group(w);
 			return;
 		}
-		if (strncmp(reply->str, "NOPERM", 6))   /* (NOPERM: see on_group) */
+		if (!rq_is_acl_refusal(reply->str))   /* (NOPERM: see on_group) */
 			LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
 		if (w->state == W_DRAINING)
 			maybe_finish_drain(w);
@@ -1051,7 +1051,7 @@ static void on_group(struct rq *r, redisReply *reply, const char *err, void *dat
 		return;
 	if (err || (reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "BUSYGROUP"))) {
 		/* NOPERM: rq logs it once, /readyz and opsctl's 30 s log repeat it. */
-		if (err || strncmp(reply->str, "NOPERM", 6))
+		if (err || !rq_is_acl_refusal(reply->str))
 			LOGW(NULL, NULL, "XGROUP CREATE: %s", err ? err : reply->str);
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
@@ -1674,7 +1674,7 @@ int worker_run(const struct config *cfg)
 	w->loop = uv_default_loop();
 	w->cfg = cfg;
 	w->state = W_RUNNING;
-	w->db_version = 0;
+	w->db_version = -2;         /* not checked yet (opsctl: not logged as a cause) */
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
 	/* Key names: one place (rkeys.h); "auto" is tagged only in Cluster mode. */
 	char err[512];

@@ -12,7 +12,10 @@ that Redis is the only thing wrong), real `arbiter worker` processes:
 3. a password given while the server has none configured for the user
    (`AUTH ... called without any password configured`);
 4. a database index the server does not have: "DB index is out of range";
-5. a server that wants a password and a URL without one: NOAUTH.
+5. a server that wants a password and a URL without one: NOAUTH;
+6. a user without ZRANGEBYSCORE: refused inside the promotion script (Redis
+   7.0's "can't run this command" error, not NOPERM): /readyz names it, the
+   log does not repeat it every tick.
 """
 import os
 import subprocess
@@ -153,10 +156,29 @@ def main():
         finally:
             w.term()
 
+        # 6. A user without ZRANGEBYSCORE: refused inside the promotion script (Redis 7.0 says
+        #    "ERR The user executing the script can't run this command ...", not NOPERM).
+        rd.execute_command("ACL", "SETUSER", "noz", "on", ">nz-pw", "~*", "&*", "+@all",
+                           "-zrangebyscore")
+        w, port = worker(s, "w-noz", "redis://noz:nz-pw@" + hostport)
+        try:
+            good, st = readyz_with(port, "redis ACL", '"noz"', "can't run this command")
+            ok(good, "a command refused inside a script: /readyz names it", (st, w.tail()))
+            time.sleep(3)
+            n0 = nlines(w, "can't run this command")
+            time.sleep(5)
+            n1 = nlines(w, "can't run this command")
+            ok(n0 >= 1 and n1 - n0 <= 1, "a command refused inside a script: not logged every 250 ms "
+               "(%d lines, %d more in 5 s)" % (n0, n1 - n0), w.tail())
+        finally:
+            w.term()
+
         # 5. The server wants a password, the URL has none (last: it changes the server).
         w, port = worker(s, "w-noauth", "redis://" + hostport)
         try:
             ok(wait_for(lambda: http(port, "/readyz")[0] == 200, 20, 0.2), "no password needed yet: ready")
+            ok("database schema" not in w.output(), "no false schema cause at start (it is migrated)",
+               w.tail())
             rd.execute_command("CONFIG", "SET", "requirepass", "now-needed")
             rd = redis.Redis.from_url("redis://:now-needed@" + hostport, decode_responses=True)
             rd.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
