@@ -186,6 +186,50 @@ int main(void)
 		job_free(j);
 	}
 	{
+		/* attempt: the count of a retry parked in the delayed set goes on. */
+		const char *f[] = { "submission_id", SUB, "attempt", "3" };
+		struct job *j = mk(2, f);
+		ok(!j->poison, "attempt 3 is valid");
+		is_int(j->attempts, 3, "attempt raises attempts above the deliveries");
+		ok(j->rl_done, "a retry (attempt > 1) passed the rate limit already");
+		job_free(j);
+		const char *g[] = { "submission_id", SUB, "attempt", "1" };
+		j = mk(2, g);
+		is_int(j->attempts, 1, "attempt 1: one delivery, attempt 1");
+		ok(!j->rl_done, "attempt 1 is still rate limited");
+		job_free(j);
+		const char *bad[][4] = { { "submission_id", SUB, "attempt", "0" },
+		                         { "submission_id", SUB, "attempt", "-2" },
+		                         { "submission_id", SUB, "attempt", "2x" },
+		                         { "submission_id", SUB, "attempt", "" },
+		                         { "submission_id", SUB, "attempt", "99999999999999999999" } };
+		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+			j = mk(2, bad[i]);
+			is_str(j->poison, "invalid_attempt", "attempt \"%s\" is poison", bad[i][3]);
+			job_free(j);
+		}
+		const char *h[] = { "submission_id", SUB, "attempt", "4" };
+		j = mk(2, h);
+		struct job_argv_bufs bufs;
+		const char **argv;
+		size_t *lens;
+		int argc = job_xadd_argv(j, "dead", true, "failed: x", "w1", 1, &bufs, &argv, &lens);
+		bool has = false;
+		for (int i = 3; i < argc; i += 2)
+			has |= !strcmp(argv[i], "attempt");
+		ok(!has, "a dead-letter copy drops attempt (a replay counts afresh)");
+		free(argv);
+		free(lens);
+		argc = job_xadd_argv(j, "jobs", false, NULL, "w1", 1, &bufs, &argv, &lens);
+		has = false;
+		for (int i = 3; i < argc; i += 2)
+			has |= !strcmp(argv[i], "attempt");
+		ok(has, "a released copy keeps attempt");
+		free(argv);
+		free(lens);
+		job_free(j);
+	}
+	{
 		/* A NUL inside the id value: binary-safe length check. */
 		const char *f[] = { "submission_id", SUB "\0x" };
 		size_t lens[] = { 13, 38 };

@@ -681,6 +681,61 @@ static void test_auth(struct client *admin)
 	cl_close(&a);
 }
 
+/* rq_last_error and rq_acl_refusal: what the worker's /readyz reports. */
+static void test_errors_kept(struct client *admin)
+{
+	struct res x;
+	char url[300];
+	struct client a;
+	snprintf(url, sizeof url, "redis://tester:wrong@127.0.0.1:%d/0", redis_port);
+	cl_open(&a, url, 0, 0, "badpass");
+	WAIT(0, 500);
+	ok(strstr(rq_last_error(a.r), "WRONGPASS") && strstr(rq_last_error(a.r), "\"tester\""),
+	   "rq_last_error names WRONGPASS and the user (%s)", rq_last_error(a.r));
+	cl_close(&a);
+
+	snprintf(url, sizeof url, "redis://127.0.0.1:%d/99", redis_port);
+	cl_open(&a, url, 0, 0, "baddb");
+	WAIT(0, 500);
+	ok(strstr(rq_last_error(a.r), "DB index") != NULL, "rq_last_error names a bad DB index (%s)",
+	   rq_last_error(a.r));
+	cl_close(&a);
+
+	run_cmd(admin->r, 0, &x, "ACL SETUSER nodel on >pw ~* &* +@all -del", NULL, NULL);
+	is_str(x.str, "OK", "ACL SETUSER nodel");
+	snprintf(url, sizeof url, "redis://nodel:pw@127.0.0.1:%d/0", redis_port);
+	cl_open(&a, url, 0, 0, "nodel");
+	WAIT(a.connects, 3000);
+	is_str(rq_last_error(a.r), "", "connected: rq_last_error is empty");
+	ok(rq_acl_refusal(a.r, 60000) == NULL, "no refusal yet");
+	run_cmd(a.r, 0, &x, "DEL %s", "rq:nodel", NULL);
+	ok(x.type == REDIS_REPLY_ERROR && !strncmp(x.str, "NOPERM", 6), "DEL refused (%s)", x.str);
+	const char *acl = rq_acl_refusal(a.r, 60000);
+	ok(acl && strstr(acl, "DEL") && strstr(acl, "NOPERM") && strstr(acl, "\"nodel\""),
+	   "rq_acl_refusal names the command, NOPERM and the user (%s)", acl ? acl : "NULL");
+	run_cmd(a.r, 0, &x, "GET %s", "rq:nodel", NULL);
+	ok(rq_acl_refusal(a.r, 60000) != NULL, "another command's success keeps it");
+	WAIT(0, 20);
+	ok(rq_acl_refusal(a.r, 5) == NULL, "older than within_ms: not reported");
+	run_cmd(admin->r, 0, &x, "ACL SETUSER nodel +del", NULL, NULL);
+	run_cmd(a.r, 0, &x, "DEL %s", "rq:nodel", NULL);
+	is_int(x.type, REDIS_REPLY_INTEGER, "DEL allowed now");
+	ok(rq_acl_refusal(a.r, 60000) == NULL, "the same command's success clears the refusal");
+	/* Redis 7.0 reports a refusal inside a script as an ERR, not NOPERM. */
+	run_cmd(admin->r, 0, &x, "ACL SETUSER nodel -xack", NULL, NULL);
+	run_cmd(a.r, 0, &x, "EVAL %s 0", "return redis.call('XACK', 'rq:s', 'g', '1-0')", NULL);
+	ok(x.type == REDIS_REPLY_ERROR && rq_is_acl_refusal(x.str), "a script's refused command is "
+	   "an ACL refusal (%s)", x.str);
+	acl = rq_acl_refusal(a.r, 60000);
+	ok(acl && strstr(acl, "EVAL"), "rq_acl_refusal names the script's command (%s)",
+	   acl ? acl : "NULL");
+	run_cmd(a.r, 0, &x, "EVAL %s 0", "return 1", NULL);
+	ok(rq_acl_refusal(a.r, 60000) != NULL, "another script's success does not clear it");
+	ok(!rq_is_acl_refusal("ERR unknown command") && !rq_is_acl_refusal(NULL) &&
+	   rq_is_acl_refusal("NOPERM this user has no permissions"), "rq_is_acl_refusal: only refusals");
+	cl_close(&a);
+}
+
 static void test_xreadgroup(struct client *m)
 {
 	struct client b;
@@ -827,6 +882,7 @@ int main(void)
 	test_pipeline(&m, 100000, "rq:counter2");
 	test_restart(&m, &admin, dir);
 	test_auth(&admin);
+	test_errors_kept(&admin);
 
 	cl_close(&admin);
 	cl_close(&m);

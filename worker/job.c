@@ -133,6 +133,22 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 			return j;
 		}
 	}
+	/* attempt: set by a worker when the job waits for its retry in the delayed set (README
+	 * "Failures, retries, dead letters"); the count goes on from there, and the job passed
+	 * the rate limit before its first attempt. */
+	fi = field_index(j, "attempt");
+	if (fi >= 0) {
+		int64_t a;
+		if (strlen(j->fields[2 * fi + 1]) != j->flens[2 * fi + 1] ||
+		    !parse_i64(j->fields[2 * fi + 1], &a) || a < 1 || a > JOB_MAX_ATTEMPT) {
+			j->poison = "invalid_attempt";
+			return j;
+		}
+		if (a > j->attempts)
+			j->attempts = (int)a;
+		if (a > 1)
+			j->rl_done = true;
+	}
 	fi = field_index(j, "source_ip");
 	if (fi >= 0 && j->flens[2 * fi + 1] > 0)
 		/* A value with a NUL byte inside is no address: limited as `invalid`. */
@@ -180,8 +196,9 @@ void job_free(struct job *j)
 
 static bool dead_field(const char *name)
 {
+	/* (attempt: a replayed dead letter starts counting again.) */
 	return !strcmp(name, "reason") || !strcmp(name, "original_id") ||
-	       !strcmp(name, "worker_id") || !strcmp(name, "failed_at");
+	       !strcmp(name, "worker_id") || !strcmp(name, "failed_at") || !strcmp(name, "attempt");
 }
 
 int job_xadd_argv(const struct job *j, const char *stream, bool dead, const char *reason,

@@ -201,8 +201,11 @@ struct job {
 /* Parses one entry. fields: 2*nf strings (copied). Fills the entry part of a
  * new job (state JOB_NEW, attempts = deliveries). A job whose entry is
  * invalid has poison set to the reason ("missing_submission_id",
- * "invalid_submission_id", "invalid_kind", "invalid_elo", "too_many_fields"). Never fails (OOM
- * aborts). Free with job_free. */
+ * "invalid_submission_id", "invalid_kind", "invalid_elo", "invalid_attempt", "too_many_fields").
+ * A valid `attempt` field (1..JOB_MAX_ATTEMPT, set when a retry waits in the delayed set)
+ * raises attempts to it, and above 1 sets rl_done. Never fails (OOM aborts). Free with
+ * job_free. */
+#define JOB_MAX_ATTEMPT 1000000
 struct job *job_new(const char *id, const char *const *fields, const size_t *lens, int nf,
                     int deliveries);
 

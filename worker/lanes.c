@@ -74,7 +74,11 @@ static void on_fed(struct rq *r, redisReply *reply, const char *err, void *data)
 			LOGD(NULL, NULL, "bulk lane: moved %lld job(s) to the live stream",
 			     reply->element[0]->integer);
 	} else if (!err && reply && reply->type == REDIS_REPLY_ERROR) {
-		LOGW(NULL, NULL, "bulk lane: %s", reply->str);
+		/* NOPERM: rq logs it once and /readyz reports it; not every tick. */
+		if (rq_is_acl_refusal(reply->str))
+			LOGD(NULL, NULL, "bulk lane: %s", reply->str);
+		else
+			LOGW(NULL, NULL, "bulk lane: %s", reply->str);
 	}
 	maybe_free(l);
 }

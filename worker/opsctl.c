@@ -49,6 +49,10 @@ static const char leave_lua[] =
 	"redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])\n"
 	"return 1\n";
 
+/* A NOPERM reply counts as current for this long unless its command succeeds meanwhile
+ * (the worker retries its reads and group creation every second or so). */
+#define ACL_REFUSAL_MS 120000
+
 /* The dead-letter stream is trimmed to ARBITER_DEAD_LETTER_MAX this often. */
 #define DEAD_TRIM_MS 60000
 
@@ -60,6 +64,8 @@ struct opsctl {
 	struct lanes *lanes;
 	char cause[256];
 	uint64_t cause_logged;
+	char rcause[1024];          /* the Redis trouble last reported ("" = none) */
+	uint64_t rcause_logged;
 	char **held;                /* challenge ids of the paused slugs */
 	size_t nheld;
 	bool resolving, resolve_again;
@@ -243,14 +249,16 @@ bool opsctl_may_take(struct opsctl *o, char *why, size_t n)
 		if (w->db_version >= 0)
 			snprintf(cause, sizeof cause, "database schema at version %d, this binary needs %d: "
 			         "run arbiter migrate", w->db_version, migrate_latest());
+		else if (w->db_version == -1)
+			snprintf(cause, sizeof cause, "database schema unknown: the arbiter_migrations "
+			         "table is not readable: run arbiter migrate");
 		else
-			snprintf(cause, sizeof cause, "database schema not checked yet (or no "
-			         "arbiter_migrations table: run arbiter migrate)");
+			snprintf(cause, sizeof cause, "database schema not checked yet");
 	} else if (o->pp && pause_poller_state(o->pp)->all) {
 		snprintf(cause, sizeof cause, "paused (arbiter resume)");
 	}
 	if (!cause[0]) {
-		if (o->cause[0])
+		if (o->cause[0] && strncmp(o->cause, "database schema not checked", 27))
 			LOGI(NULL, NULL, "taking jobs again (was: %s)", o->cause);
 		o->cause[0] = '\0';
 		return true;
@@ -267,6 +275,48 @@ bool opsctl_may_take(struct opsctl *o, char *why, size_t n)
 	return false;
 }
 
+/* One client's trouble into buf: 0 fine; 1 not connected, no attempt failed yet (a blip);
+ * 2 not connected with the last attempt's reason, or a recent ACL refusal. */
+static int redis_client_trouble(const char *name, const struct rq *r, char *buf, size_t n)
+{
+	if (!rq_connected(r)) {
+		const char *e = rq_last_error(r);
+		snprintf(buf, n, "redis not connected (%s)%s%s", name, *e ? ": " : "", e);
+		return *e ? 2 : 1;
+	}
+	const char *acl = rq_acl_refusal(r, ACL_REFUSAL_MS);
+	if (acl) {
+		snprintf(buf, n, "redis ACL (%s): %s (a permanent error: the ACL must allow it, README "
+		         "\"ACL users\")", name, acl);
+		return 2;
+	}
+	return 0;
+}
+
+bool opsctl_redis_cause(struct opsctl *o, char *why, size_t n)
+{
+	struct worker *w = o->w;
+	char cause[1024];
+	int t = redis_client_trouble("reader", w->rq_read, cause, sizeof cause);
+	if (!t)
+		t = redis_client_trouble("commands", w->rq_cmd, cause, sizeof cause);
+	if (!t) {
+		if (o->rcause[0])
+			LOGI(NULL, NULL, "redis is usable again (was: %s)", o->rcause);
+		o->rcause[0] = '\0';
+		return false;
+	}
+	uint64_t now = uv_now(w->loop);
+	if (t == 2 && (strcmp(cause, o->rcause) || now - o->rcause_logged >= CAUSE_LOG_MS)) {
+		LOGW(NULL, NULL, "not ready: %s", cause);
+		o->rcause_logged = now;
+		snprintf(o->rcause, sizeof o->rcause, "%s", cause);
+	}
+	if (why && n)
+		snprintf(why, n, "%s", cause);
+	return true;
+}
+
 bool opsctl_holds(const struct opsctl *o, const struct job *j)
 {
 	for (size_t i = 0; i < o->nheld; i++)
@@ -278,6 +328,8 @@ bool opsctl_holds(const struct opsctl *o, const struct job *j)
 struct hold_req {
 	struct opsctl *o;
 	struct job *j;
+	int attempt;                /* 0: a pause hold; else the retry's attempt number */
+	uint32_t delay_ms;
 	void (*done)(struct worker *w, struct job *j, bool ok);
 };
 
@@ -289,38 +341,49 @@ static void on_hold(struct rq *r, redisReply *reply, const char *err, void *data
 	o->refs--;
 	bool ok = !err && reply && reply->type == REDIS_REPLY_INTEGER;
 	if (!ok)
-		LOGW(h->j->sub, h->j->id, "holding a paused challenge's job failed: %s",
+		LOGW(h->j->sub, h->j->id, "%s failed: %s", h->attempt ? "moving a retry to the delayed "
+		     "set" : "holding a paused challenge's job",
 		     err ? err : reply && reply->str ? reply->str : "unexpected reply");
+	else if (reply->integer == 1 && h->attempt)
+		LOGD(h->j->sub, h->j->id, "attempt %d waits %u ms in the delayed set", h->attempt,
+		     h->delay_ms);
 	else if (reply->integer == 1)
-		LOGD(h->j->sub, h->j->id, "challenge paused: job held for %d ms", PAUSE_HOLD_MS);
+		LOGD(h->j->sub, h->j->id, "challenge paused: job held for %u ms", h->delay_ms);
 	/* integer 0: no longer pending for us, someone else handled it: drop it too. */
 	h->done(o->w, h->j, ok);
 	free(h);
 	maybe_free(o);
 }
 
-void opsctl_hold(struct opsctl *o, struct job *j,
-                 void (*done)(struct worker *w, struct job *j, bool ok))
+/* The hold script for j, due in delay_ms; attempt > 0 adds the field attempt (first, so it
+ * wins over an older one). */
+static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int attempt,
+                       void (*done)(struct worker *w, struct job *j, bool ok))
 {
 	struct worker *w = o->w;
-	int argc = 9 + 2 * j->nf;
+	int argc = 10 + 2 * j->nf;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-	char delay[16];
-	snprintf(delay, sizeof delay, "%d", PAUSE_HOLD_MS);
-	const char *head[] = { "EVAL", hold_lua, "2", w->k_jobs, w->k_delayed, w->k_group, j->id, delay };
-	for (int i = 0; i < 8; i++) {
+	char delay[16], att[16];
+	snprintf(delay, sizeof delay, "%u", delay_ms);
+	snprintf(att, sizeof att, "%d", attempt);
+	const char *head[] = { "EVAL", hold_lua, "2", w->k_jobs, w->k_delayed, w->k_group, j->id, delay,
+	                       "attempt", att };
+	int nh = attempt > 0 ? 10 : 8;
+	for (int i = 0; i < nh; i++) {
 		argv[i] = head[i];
 		lens[i] = strlen(head[i]);
 	}
 	for (int i = 0; i < 2 * j->nf; i++) {
-		argv[8 + i] = j->fields[i];
-		lens[8 + i] = j->flens[i];
+		argv[nh + i] = j->fields[i];
+		lens[nh + i] = j->flens[i];
 	}
-	argc = 8 + 2 * j->nf;
+	argc = nh + 2 * j->nf;
 	struct hold_req *h = xcalloc(1, sizeof *h);
 	h->o = o;
 	h->j = j;
+	h->attempt = attempt;
+	h->delay_ms = delay_ms;
 	h->done = done;
 	o->refs++;
 	if (rq_cmdv(w->rq_cmd, 0, on_hold, h, argc, argv, lens) < 0) {
@@ -335,6 +398,18 @@ void opsctl_hold(struct opsctl *o, struct job *j,
 	}
 	free(argv);
 	free(lens);
+}
+
+void opsctl_hold(struct opsctl *o, struct job *j,
+                 void (*done)(struct worker *w, struct job *j, bool ok))
+{
+	to_delayed(o, j, PAUSE_HOLD_MS, 0, done);
+}
+
+void opsctl_park(struct opsctl *o, struct job *j, uint32_t delay_ms,
+                 void (*done)(struct worker *w, struct job *j, bool ok))
+{
+	to_delayed(o, j, delay_ms, j->attempts, done);
 }
 
 struct leave_req {

@@ -8,7 +8,8 @@
  * - challenge pauses (`arbiter pause --challenge SLUG`): the slugs are
  *   resolved to challenge ids, and a job of such a challenge is held: moved
  *   atomically (Lua: XACK + XDEL + ZADD) to the delayed set for
- *   PAUSE_HOLD_MS, from which the usual promotion brings it back;
+ *   PAUSE_HOLD_MS, from which the usual promotion brings it back; the same script
+ *   parks a failed job until its next attempt (opsctl_park);
  * - the cap of the dead-letter stream: XTRIM {prefix}:dead MAXLEN
  *   ARBITER_DEAD_LETTER_MAX every minute;
  * - leaving the consumer group on a clean exit: our consumer is deleted
@@ -20,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct worker;
 struct job;
@@ -36,6 +38,14 @@ void opsctl_free(struct opsctl *o);
  * /readyz). Logs the cause when it appears and every 30 s while it lasts. */
 bool opsctl_may_take(struct opsctl *o, char *why, size_t n);
 
+/* True when Redis is not usable for a reason worth reporting, with the reason in why
+ * (n 0: none wanted): one of the worker's clients is not connected (with why its last
+ * attempt failed: refused, WRONGPASS, NOAUTH, a bad DB index, TLS, ...) or the ACL refused
+ * one of its commands (NOPERM) recently and that command has not succeeded since. A cause
+ * with a reason is logged when it appears and every 30 s while it lasts; its end is
+ * logged too. Call it at least every few seconds for the log (the gauges timer does). */
+bool opsctl_redis_cause(struct opsctl *o, char *why, size_t n);
+
 /* True when j's challenge is paused (j must be loaded). */
 bool opsctl_holds(const struct opsctl *o, const struct job *j);
 
@@ -44,6 +54,13 @@ bool opsctl_holds(const struct opsctl *o, const struct job *j);
  * be held (retry it later: safe). done runs exactly once; synchronously only when the
  * command cannot be queued (the Redis client is closing). */
 void opsctl_hold(struct opsctl *o, struct job *j,
+                 void (*done)(struct worker *w, struct job *j, bool ok));
+
+/* A counted retry through the delayed set: moves j's entry there (same script as a hold)
+ * due in delay_ms by Redis's clock, with the field attempt = j->attempts, so the count goes
+ * on when the promotion brings it back as a new entry, and neither a restart nor a crash
+ * loses it. done as for opsctl_hold. */
+void opsctl_park(struct opsctl *o, struct job *j, uint32_t delay_ms,
                  void (*done)(struct worker *w, struct job *j, bool ok));
 
 /* Deletes our consumer from the group if it holds no pending entry, then done(w) (also

@@ -251,6 +251,15 @@ void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool 
 		     j->attempts, w->cfg->max_deliveries, d);
 	else
 		LOGW(j->sub[0] ? j->sub : NULL, j->id, "%s; retrying in %u ms", j->last_error, d);
+	/* A counted failure waits in the delayed set when it can: no slot held meanwhile, and
+	 * a restart loses nothing. */
+	if (counted && w->hooks.park && w->hooks.park(w, j, stage, d))
+		return;
+	pipeline_wait(w, j, stage, d);
+}
+
+void pipeline_wait(struct worker *w, struct job *j, enum job_stage stage, uint32_t d)
+{
 	j->retry_stage = stage;
 	j->retry_at = uv_now(w->loop) + d;
 	job_set_state(j, JOB_BACKOFF);

@@ -49,6 +49,10 @@ struct pipeline_hooks {
 	void (*flush)(struct worker *w);                   /* the kick: flush every stage, read */
 	void (*restart)(struct worker *w, struct job *j);  /* a backoff is over: run its stage */
 	void (*job_gone)(struct worker *w);                /* a job was freed while draining */
+	/* A counted retry due in delay_ms: true when the job was handed over to wait outside
+	 * the process (its entry goes to the delayed set; if that fails, the hook calls
+	 * pipeline_wait itself); false: it cannot, wait here (pipeline_wait). */
+	bool (*park)(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms);
 };
 
 struct worker {
@@ -94,7 +98,7 @@ struct worker {
 	bool reclaim_busy, reconcile_busy, gauges_busy, migcheck_busy;
 	bool migrations_ok;
 	bool leaving;                /* clean exit: removing our consumer from the group */
-	int db_version;
+	int db_version;              /* arbiter_migrations version; -1 not readable, -2 not checked yet */
 	uint64_t migcheck_at;
 	uint64_t autoclaim_at;       /* loop time of the last XAUTOCLAIM (0 = never) */
 	uint64_t db_down_since;      /* loop time since when no database connection is up (0 = up) */
@@ -130,6 +134,10 @@ void pipeline_to_commit(struct worker *w, struct job *j);
  * outcome counted once it is done (NULL = none). */
 void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
                    enum job_outcome outcome);
+
+/* Waits delay_ms in this process (retry_q; the claim is kept fresh), then runs stage again
+ * (hooks.restart). */
+void pipeline_wait(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms);
 
 /* A step failed. counted: the failure is the job's (evaluation error, deadlock,
  * a bad statement), it uses up one of ARBITER_MAX_DELIVERIES attempts and the

@@ -678,6 +678,10 @@ static void promote_cb(struct rq *r, redisReply *reply, const char *err, void *d
 			if (promote_send(l, r, false, pc) == 0)
 				return;
 		}
+	} else if (!err && reply && reply->type == REDIS_REPLY_ERROR &&
+	           rq_is_acl_refusal(reply->str)) {
+		/* An ACL refusal: rq logs it once and /readyz reports it; not every tick. */
+		LOGD(NULL, NULL, "rate limit: promoting deferred jobs failed: %s", reply->str);
 	} else {
 		LOGW(NULL, NULL, "rate limit: promoting deferred jobs failed: %s",
 		     err ? err : reply && reply->type == REDIS_REPLY_ERROR ? reply->str

@@ -176,6 +176,10 @@ struct rq {
 	char logged_err[1024];      /* the last error logged loudly */
 	char perm_logged[16][24];   /* commands whose NOPERM was logged */
 	int nperm;
+	char acl_err[512];          /* the last NOPERM ("CMD: NOPERM ..."), "" = none or cleared */
+	char acl_cmd[24];           /* its command: cleared when that command succeeds ("" for a
+	                               refusal inside a script: another script may succeed) */
+	uint64_t acl_at;            /* loop time of that refusal */
 
 	/* Sentinel (url.sentinel). */
 	enum conn_role next_role;   /* what the next attempt connects to */
@@ -664,6 +668,9 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 			freeReplyObject(rep);
 			return -1;
 		}
+		if (reply->type != REDIS_REPLY_ERROR && !q->internal && r->acl_cmd[0] &&
+		    !strcmp(q->cmd, r->acl_cmd))
+			r->acl_err[0] = r->acl_cmd[0] = '\0';   /* the ACL allows it now */
 		if (reply->type == REDIS_REPLY_ERROR && !r->closing) {
 			acl_check(r, q, reply);
 			/* Sentinel: the node we write to was demoted to a replica. */
@@ -1833,8 +1840,12 @@ int rq_cmdf(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data, const char
  * as an error naming the command, once per command and client. */
 static void acl_check(struct rq *r, struct rq_req *q, const redisReply *reply)
 {
-	if (q->internal || !reply->str || strncmp(reply->str, "NOPERM", 6))
+	if (q->internal || !rq_is_acl_refusal(reply->str))
 		return;
+	snprintf(r->acl_cmd, sizeof r->acl_cmd, "%s", strncmp(reply->str, "NOPERM", 6) ? "" : q->cmd);
+	snprintf(r->acl_err, sizeof r->acl_err, "%s refused to user \"%s\": %s",
+	         q->cmd[0] ? q->cmd : "a command", r->url.user[0] ? r->url.user : "default", reply->str);
+	r->acl_at = uv_now(r->loop);
 	for (int i = 0; i < r->nperm; i++)
 		if (!strcmp(r->perm_logged[i], q->cmd))
 			return;
@@ -2043,6 +2054,24 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data)
 bool rq_connected(const struct rq *r)
 {
 	return r && r->state == RQ_READY && !r->closing;
+}
+
+bool rq_is_acl_refusal(const char *s)
+{
+	return s && (!strncmp(s, "NOPERM", 6) ||
+	             strstr(s, "can't run this command or subcommand") != NULL);
+}
+
+const char *rq_last_error(const struct rq *r)
+{
+	return !r || rq_connected(r) ? "" : r->last_err;
+}
+
+const char *rq_acl_refusal(const struct rq *r, uint64_t within_ms)
+{
+	if (!r || !r->acl_err[0] || uv_now(r->loop) - r->acl_at > within_ms)
+		return NULL;
+	return r->acl_err;
 }
 
 uint64_t rq_reconnects(const struct rq *r)

@@ -98,6 +98,21 @@ bool rq_connected(const struct rq *r);
  * callback; a second call is ignored. done may be NULL. */
 void rq_close(struct rq *r, void (*done)(void *data), void *data);
 
+/* True when an error reply's text is an ACL refusal: NOPERM, or (Redis 7.0) a script's
+ * "The user executing the script can't run this command or subcommand". */
+bool rq_is_acl_refusal(const char *s);
+
+/* Why r is not connected: the reason its last connection attempt failed
+ * (refused, WRONGPASS, NOAUTH, a bad DB index, TLS, ...); "" while connected
+ * or before an attempt failed. Valid until the next attempt. */
+const char *rq_last_error(const struct rq *r);
+
+/* The last ACL refusal (NOPERM) of one of r's commands, as "CMD refused to
+ * user "U": NOPERM ...", if it came within the last within_ms ms and that
+ * command has not succeeded since (a refusal inside a script is not cleared by
+ * another script's success: it counts for within_ms); NULL otherwise. */
+const char *rq_acl_refusal(const struct rq *r, uint64_t within_ms);
+
 /* Counters for the metrics and the tests. */
 
 /* The Redis Cluster hash slot (0..16383) of key: CRC16 of its hash tag

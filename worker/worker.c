@@ -15,7 +15,8 @@
  * jobs in queues and call pipeline_kick, which flushes on the next iteration.
  *
  * Failures: pipeline_retry puts a job in retry_q (sorted by due time) with
- * exponential backoff and jitter; counted failures use up attempts and end in
+ * exponential backoff and jitter; counted failures use up attempts, wait in
+ * the delayed set (park, opsctl_park) when Redis takes them, and end in
  * pipeline_fail (status failed + dead letter). Entries of dead consumers are
  * taken over with XAUTOCLAIM; our own in-flight entries are re-claimed
  * (XCLAIM JUSTID) before they look idle (claim.c). SIGTERM drains (see
@@ -808,6 +809,37 @@ static void on_held(struct worker *w, struct job *j, bool ok)
 	pipeline_retry(w, j, STAGE_EVAL, false, "challenge paused: the job could not be held");
 }
 
+static void on_parked(struct worker *w, struct job *j, bool ok)
+{
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		pipeline_drop(w, j);
+		return;
+	}
+	if (ok) {
+		pipeline_drop(w, j);    /* its entry waits in the delayed set (or someone has it) */
+		return;
+	}
+	/* Redis refused or is gone: wait here instead, until the planned time. */
+	uint64_t now = uv_now(w->loop);
+	pipeline_wait(w, j, j->retry_stage, j->retry_at > now ? (uint32_t)(j->retry_at - now) : 0);
+}
+
+/* hooks.park: a counted retry's entry goes to the delayed set with its attempt number
+ * (README "Failures, retries, dead letters"). Not when its commit may have happened (a
+ * re-evaluation is known by its entry id), nor without Redis. */
+static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms)
+{
+	if (w->state == W_STOPPING || !w->ops || j->commit_unknown || j->poison || j->nf == 0 ||
+	    !rq_connected(w->rq_cmd))
+		return false;
+	j->retry_stage = stage;
+	j->retry_at = uv_now(w->loop) + delay_ms;    /* (for on_parked's fallback) */
+	job_set_state(j, JOB_BACKOFF);
+	job_set_state(j, JOB_RATELIMIT);   /* (held by on_parked, like a rate limit check) */
+	opsctl_park(w->ops, j, delay_ms, on_parked);
+	return true;
+}
+
 static void start_eval_stage(struct worker *w, struct job *j)
 {
 	if (opsctl_holds(w->ops, j)) {
@@ -950,7 +982,8 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 				create_group(w);
 			return;
 		}
-		LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
+		if (!rq_is_acl_refusal(reply->str))   /* (NOPERM: see on_group) */
+			LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
 		if (w->state == W_DRAINING)
 			maybe_finish_drain(w);
 		else if (!uv_is_active((uv_handle_t *)&w->t_read))
@@ -1072,7 +1105,9 @@ static void on_group(struct rq *r, redisReply *reply, const char *err, void *dat
 	if (w->state == W_STOPPING)
 		return;
 	if (err || (reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "BUSYGROUP"))) {
-		LOGW(NULL, NULL, "XGROUP CREATE: %s", err ? err : reply->str);
+		/* NOPERM: rq logs it once, /readyz and opsctl's 30 s log repeat it. */
+		if (err || !rq_is_acl_refusal(reply->str))
+			LOGW(NULL, NULL, "XGROUP CREATE: %s", err ? err : reply->str);
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
 		return;
@@ -1245,6 +1280,8 @@ static void gauges_cb(uv_timer_t *t)
 		                            judge_inflight(w->judge) };
 		metrics_judge(&mj);
 	}
+	if (w->ops)
+		opsctl_redis_cause(w->ops, NULL, 0);   /* logs a lasting Redis cause every 30 s */
 	if (!w->migcheck_busy && (!w->migrations_ok ||
 	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))
 		check_migrations(w);
@@ -1309,10 +1346,8 @@ static bool readiness(void *data, char *why, size_t n)
 		snprintf(why, n, "draining");
 		return false;
 	}
-	if (!rq_connected(w->rq_cmd) || !rq_connected(w->rq_read)) {
-		snprintf(why, n, "redis not connected");
+	if (opsctl_redis_cause(w->ops, why, n))      /* not connected and why; NOPERM */
 		return false;
-	}
 	if (!pgc_pool_ready(w->pg)) {
 		const char *e = pgc_pool_last_error(w->pg);
 		snprintf(why, n, "postgresql not connected%s%s", *e ? ": " : "", e);
@@ -1743,7 +1778,7 @@ int worker_run(const struct config *cfg)
 	w->loop = uv_default_loop();
 	w->cfg = cfg;
 	w->state = W_RUNNING;
-	w->db_version = 0;
+	w->db_version = -2;         /* not checked yet (opsctl: not logged as a cause) */
 	pipeline_db_probe_first(w);   /* no job read before the database is known to take writes */
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
 	if (init_keys(w, cfg) < 0) {
@@ -1755,6 +1790,7 @@ int worker_run(const struct config *cfg)
 	w->hooks.flush = flush_stages;
 	w->hooks.restart = restart;
 	w->hooks.job_gone = maybe_finish_drain;
+	w->hooks.park = park;
 
 	/* SIGTERM / SIGINT during start-up (connecting, the sandbox pool) would
 	 * kill the process with the default action: hold them back until the

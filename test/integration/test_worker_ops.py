@@ -72,9 +72,9 @@ def main():
         w = Worker(s, "w-unmigrated", env={"ARBITER_METRICS_ADDR": "127.0.0.1:%d" % port})
         try:
             rd.xadd("arbiter:jobs", {"submission_id": "6b0c0000-0000-4000-8000-0000000000e1"})
-            st = wait_for(lambda: (lambda r: r if r[0] == 503 and "schema" in r[1] else None)(
+            st = wait_for(lambda: (lambda r: r if r[0] == 503 and "arbiter migrate" in r[1] else None)(
                 http(port, "/readyz")), 20)
-            ok(st and "arbiter migrate" in st[1], "unmigrated: /readyz 503 names the cause and the fix",
+            ok(st and "schema" in st[1], "unmigrated: /readyz 503 names the cause and the fix",
                (st, w.tail()))
             time.sleep(2.5)
             groups = rd.xinfo_groups("arbiter:jobs")
