@@ -1,8 +1,9 @@
 /*
- * The LLM judge's verdict flow (see judge.h): cache lookup in PostgreSQL,
- * provider calls with retries, repair and a circuit breaker, and storing the
- * verdict. One `struct jrun` per verdict; it lives until its callback ran and
- * its retry timer (if any) closed.
+ * The LLM judge's verdict flow (see judge.h): cache lookup in PostgreSQL, then
+ * among the verdicts paid for and not committed yet (Redis), provider calls
+ * with retries, repair and a circuit breaker, and keeping a verdict paid for
+ * in Redis until the job's commit stores it. One `struct jrun` per verdict; it
+ * lives until its callback ran and its retry timer (if any) closed.
  */
 #include "judge.h"
 
@@ -16,6 +17,7 @@
 #include "judge_http.h"
 #include "log.h"
 #include "pgc.h"
+#include "rq.h"
 #include "util.h"
 
 #define MAX_BREAKERS 32
@@ -34,6 +36,8 @@ struct jrun;
 struct judge {
 	uv_loop_t *loop;
 	struct pgc_pool *pg;
+	struct rq *rq;
+	char *kbase;            /* "<base>:judge" */
 	struct jhttp *http;
 	struct judge_opts o;
 	struct breaker br[MAX_BREAKERS];
@@ -50,6 +54,7 @@ struct jrun {
 	const struct rubric *r;
 	judge_cb *cb;
 	void *data;
+	char *job_id;           /* NULL = unknown */
 	bool rejudge;
 	json_t *materials;
 	char *system, *user;
@@ -69,22 +74,6 @@ struct jrun {
 static const char SQL_LOOKUP[] =
 	"SELECT verdict::text, tokens_in, tokens_out, cost_usd::float8, calls FROM judge_verdicts "
 	"WHERE key = $1";
-/* Stores a paid-for verdict; if another worker stored one first, that one wins (returned). */
-static const char SQL_STORE[] =
-	"WITH ins AS (INSERT INTO judge_verdicts (key, provider, model, prompt_version, verdict, "
-	"tokens_in, tokens_out, cost_usd, calls) VALUES ($1, $2, $3, $4, $5::jsonb, $6::bigint, "
-	"$7::bigint, $8::numeric, $9::int) ON CONFLICT (key) DO NOTHING RETURNING verdict) "
-	"SELECT verdict::text FROM ins UNION ALL SELECT verdict::text FROM judge_verdicts "
-	"WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)";
-static const char SQL_REPLACE[] =
-	"INSERT INTO judge_verdicts (key, provider, model, prompt_version, verdict, tokens_in, "
-	"tokens_out, cost_usd, calls) VALUES ($1, $2, $3, $4, $5::jsonb, $6::bigint, $7::bigint, "
-	"$8::numeric, $9::int) ON CONFLICT (key) DO UPDATE SET verdict = EXCLUDED.verdict, "
-	"tokens_in = judge_verdicts.tokens_in + EXCLUDED.tokens_in, "
-	"tokens_out = judge_verdicts.tokens_out + EXCLUDED.tokens_out, "
-	"cost_usd = judge_verdicts.cost_usd + EXCLUDED.cost_usd, "
-	"calls = judge_verdicts.calls + EXCLUDED.calls, rejudged_at = now() RETURNING verdict::text";
-
 static uint32_t rnd32(struct jrun *x)
 {
 	/* xorshift, seeded from getrandom per run: jitter only, not security */
@@ -138,6 +127,7 @@ static void run_free(struct jrun *x)
 		free(x->key_header);
 	}
 	json_decref(x->materials);
+	free(x->job_id);
 	free(x->system);
 	free(x->user);
 	free(x->repair_text);
@@ -146,8 +136,10 @@ static void run_free(struct jrun *x)
 	rubric_verdict_clear(&x->res.v);
 	free(x);
 	jg->nruns--;
-	if (jg->closing && jg->nruns == 0)
+	if (jg->closing && jg->nruns == 0) {
+		free(jg->kbase);
 		free(jg);
+	}
 }
 
 static void timer_closed(uv_handle_t *h)
@@ -217,41 +209,109 @@ static void provider_ok(struct jrun *x)
 
 static void send_request(struct jrun *x);
 
-static void on_stored(const struct pgc_result *pr, void *data)
+/* "<base>:judge:paid:<key>": a verdict paid for, until JUDGE_GRACE_MS after its commit. */
+static char *paid_key(const struct judge *jg, const char *key)
 {
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "%s:paid:%s", jg->kbase, key);
+	return sb.buf;
+}
+
+/* The Redis entry of the verdict x paid for: {"job", "verdict", "ti", "to", "cost", "calls"}. */
+static char *entry_dumps(const struct jrun *x)
+{
+	json_t *v = json_loads(x->verdict_text, 0, NULL);
+	json_t *e = json_pack("{s:s?, s:o, s:I, s:I, s:f, s:i}", "job", x->job_id,
+	                      "verdict", v ? v : json_null(), "ti", (json_int_t)x->res.tokens_in,
+	                      "to", (json_int_t)x->res.tokens_out, "cost", x->res.cost_usd,
+	                      "calls", x->res.calls);
+	char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	json_decref(e);
+	return t;
+}
+
+/* Takes the verdict of a Redis entry into x->res (pending). own_only: only an entry this job
+ * paid for. Returns 0, or -1 when the entry is unusable (or not this job's). */
+static int entry_take(struct jrun *x, const char *t, size_t len, bool own_only)
+{
+	json_t *e = json_loadb(t, len, 0, NULL);
+	json_t *v = json_object_get(e, "verdict");
+	const char *job = json_string_value(json_object_get(e, "job"));
+	char *vt = NULL;
+	struct rubric_verdict rv;
+	char err[256];
+	if (!json_is_object(v) || (own_only && (!job || !x->job_id || strcmp(job, x->job_id))) ||
+	    !(vt = json_dumps(v, JSON_COMPACT)) ||
+	    rubric_verdict_parse(x->r, vt, strlen(vt), &rv, err, sizeof err) < 0) {
+		free(vt);
+		json_decref(e);
+		return -1;
+	}
+	rubric_verdict_clear(&x->res.v);
+	x->res.v = rv;
+	free(x->verdict_text);
+	x->verdict_text = vt;
+	x->res.verdict_text = vt;
+	x->res.tokens_in = json_integer_value(json_object_get(e, "ti"));
+	x->res.tokens_out = json_integer_value(json_object_get(e, "to"));
+	x->res.cost_usd = json_number_value(json_object_get(e, "cost"));
+	x->res.paid_calls = (int)json_integer_value(json_object_get(e, "calls"));
+	x->res.pending = true;
+	json_decref(e);
+	return 0;
+}
+
+static void on_other(struct rq *rq, redisReply *reply, const char *err, void *data)
+{
+	(void)rq;
+	(void)err;
 	struct jrun *x = data;
-	if (pr->err) {
-		/* Paid for and valid: use it even though it could not be stored. */
-		LOGW(NULL, NULL, "judge: storing verdict %.12s failed: %s", x->res.key, pr->err);
-	} else if (pr->nres > 0 && PQntuples(pr->res[pr->nres - 1]) > 0) {
-		PGresult *res = pr->res[pr->nres - 1];
-		const char *t = PQgetvalue(res, 0, 0);
-		struct rubric_verdict v;
-		char err[256];
-		if (rubric_verdict_parse(x->r, t, strlen(t), &v, err, sizeof err) == 0) {
-			rubric_verdict_clear(&x->res.v);
-			x->res.v = v;   /* another worker's verdict stored first: everyone uses that one */
-		}
+	/* Unusable or gone (committed and expired meanwhile): keep our own. */
+	if (reply && reply->type == REDIS_REPLY_STRING)
+		entry_take(x, reply->str, reply->len, false);
+	finish(x, JUDGE_OK, NULL);
+}
+
+static void on_kept(struct rq *rq, redisReply *reply, const char *err, void *data)
+{
+	(void)rq;
+	struct jrun *x = data;
+	if (reply && reply->type == REDIS_REPLY_NIL && !x->jg->closing) {
+		/* Another job kept a verdict for this key first: everyone uses that one. */
+		char *k = paid_key(x->jg, x->res.key);
+		const char *argv[] = { "GET", k };
+		int rc = rq_cmdv(x->jg->rq, 0, on_other, x, 2, argv, NULL);
+		free(k);
+		if (rc == 0)
+			return;
+	} else if (!reply || reply->type == REDIS_REPLY_ERROR) {
+		/* Paid for and valid: used now; only a lost lease would pay for it again. */
+		LOGW(NULL, NULL, "judge: keeping verdict %.12s in redis failed: %s", x->res.key,
+		     reply ? reply->str : err);
 	}
 	finish(x, JUDGE_OK, NULL);
 }
 
-static void store(struct jrun *x)
+/* A verdict was paid for: kept in Redis until the commit stores it (a re-judged one replaces
+ * what is kept; a first one is kept only if no other job kept one first). */
+static void keep(struct jrun *x)
 {
 	struct judge *jg = x->jg;
-	if (!jg->pg || jg->closing) {
+	x->res.pending = true;
+	x->res.replace = x->rejudge;
+	x->res.verdict_text = x->verdict_text;
+	x->res.paid_calls = x->res.calls;
+	if (!jg->rq || jg->closing) {
 		finish(x, JUDGE_OK, NULL);
 		return;
 	}
-	char ti[24], to[24], cost[40], calls[16];
-	snprintf(ti, sizeof ti, "%lld", (long long)x->res.tokens_in);
-	snprintf(to, sizeof to, "%lld", (long long)x->res.tokens_out);
-	snprintf(cost, sizeof cost, "%.9f", x->res.cost_usd);
-	snprintf(calls, sizeof calls, "%d", x->res.calls);
-	const char *params[] = { x->res.key, rubric_provider_name(x->r->provider), x->r->model,
-	                         RUBRIC_PROMPT_VERSION, x->verdict_text, ti, to, cost, calls };
-	struct pgc_stmt st = { x->rejudge ? SQL_REPLACE : SQL_STORE, 9, params };
-	if (pgc_run(jg->pg, &st, 1, on_stored, x) < 0)
+	char *k = paid_key(jg, x->res.key), *e = entry_dumps(x), ttl[24];
+	snprintf(ttl, sizeof ttl, "%d", JUDGE_PENDING_MS);
+	const char *argv[] = { "SET", k, e ? e : "", "PX", ttl, "NX" };
+	int rc = e ? rq_cmdv(jg->rq, 0, on_kept, x, x->rejudge ? 5 : 6, argv, NULL) : -1;
+	free(k);
+	free(e);
+	if (rc < 0)
 		finish(x, JUDGE_OK, NULL);
 }
 
@@ -354,7 +414,7 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 	x->res.v = v;
 	free(x->verdict_text);
 	x->verdict_text = rubric_verdict_dumps(r, &v);
-	store(x);
+	keep(x);
 }
 
 static void send_request(struct jrun *x)
@@ -442,6 +502,40 @@ static void ask(struct jrun *x)
 	send_request(x);
 }
 
+static void on_pending(struct rq *rq, redisReply *reply, const char *err, void *data)
+{
+	(void)rq;
+	(void)err;
+	struct jrun *x = data;
+	if (x->jg->closing) {
+		finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	/* A verdict paid for and not committed yet (by a job that lost its lease, crashed, or
+	 * judged the same content): reused. A re-judging job takes only one it paid for itself. */
+	if (reply && reply->type == REDIS_REPLY_STRING &&
+	    entry_take(x, reply->str, reply->len, x->rejudge) == 0) {
+		x->res.calls = 0;   /* none now */
+		x->res.replace = x->rejudge;
+		finish(x, JUDGE_OK, NULL);
+		return;
+	}
+	/* Not there, or Redis unreachable: ask (a lost lease may then pay twice). */
+	ask(x);
+}
+
+/* Looks for a verdict paid for and not committed. Returns 0 (on_pending will run) or -1. */
+static int pending_get(struct jrun *x)
+{
+	if (!x->jg->rq)
+		return -1;
+	char *k = paid_key(x->jg, x->res.key);
+	const char *argv[] = { "GET", k };
+	int rc = rq_cmdv(x->jg->rq, 0, on_pending, x, 2, argv, NULL);
+	free(k);
+	return rc;
+}
+
 static void on_lookup(const struct pgc_result *pr, void *data)
 {
 	struct jrun *x = data;
@@ -472,7 +566,8 @@ static void on_lookup(const struct pgc_result *pr, void *data)
 		     err);
 		x->rejudge = true;   /* replace it */
 	}
-	ask(x);
+	if (pending_get(x) < 0)
+		ask(x);
 }
 
 static void on_start_timer(uv_timer_t *t)
@@ -492,6 +587,9 @@ int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out)
 	if (o)
 		jg->o = *o;
 	jg->pg = jg->o.pg;
+	jg->rq = jg->o.kbase ? jg->o.rq : NULL;
+	jg->kbase = jg->rq ? xstrdup(jg->o.kbase) : NULL;
+	jg->o.kbase = NULL;
 	if (jg->o.max_inflight <= 0)
 		jg->o.max_inflight = 512;
 	if (jg->o.breaker_failures <= 0)
@@ -501,6 +599,7 @@ int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out)
 	if (jg->o.backoff_base_ms <= 0)
 		jg->o.backoff_base_ms = 500;
 	if (jhttp_new(loop, jg->o.max_inflight, &jg->http) < 0) {
+		free(jg->kbase);
 		free(jg);
 		*out = NULL;
 		return -1;
@@ -510,7 +609,7 @@ int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out)
 }
 
 int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
-              const json_t *tests, bool rejudge, judge_cb *cb, void *data)
+              const json_t *tests, const char *job_id, bool rejudge, judge_cb *cb, void *data)
 {
 	if (!jg || jg->closing || !r || !cb)
 		return -1;
@@ -520,6 +619,7 @@ int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
 	x->cb = cb;
 	x->data = data;
 	x->rejudge = rejudge;
+	x->job_id = job_id ? xstrdup(job_id) : NULL;
 	x->materials = rubric_materials(r, answer, tests);
 	judge_key(r, answer, tests, x->res.key);
 	x->next = jg->runs;
@@ -533,6 +633,8 @@ int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
 		if (pgc_run(jg->pg, &st, 1, on_lookup, x) == 0)
 			return 0;
 	}
+	if (pending_get(x) == 0)
+		return 0;
 	/* No cache (or it refused): ask on the next loop turn, never inside this call. */
 	uv_timer_init(jg->loop, &x->timer);
 	x->timer.data = x;
@@ -591,6 +693,36 @@ void judge_close(struct judge *jg)
 	}
 	jhttp_close(jg->http);
 	jg->http = NULL;
-	if (--jg->nruns == 0)
+	if (--jg->nruns == 0) {
+		free(jg->kbase);
 		free(jg);
+	}
+}
+
+char *judge_row(const struct rubric *r, const struct judge_result *res)
+{
+	if (!res->pending || !res->verdict_text)
+		return NULL;
+	json_t *v = json_loads(res->verdict_text, 0, NULL);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:f, s:i, s:b}", "key", res->key,
+	                      "provider", rubric_provider_name(r->provider), "model", r->model,
+	                      "pv", RUBRIC_PROMPT_VERSION, "verdict", v ? v : json_null(),
+	                      "ti", (json_int_t)res->tokens_in, "tout", (json_int_t)res->tokens_out,
+	                      "cost", res->cost_usd, "calls", res->paid_calls > 0 ? res->paid_calls : 1,
+	                      "replace", res->replace);
+	char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return t;
+}
+
+void judge_committed(struct judge *jg, const char *key)
+{
+	if (!jg || jg->closing || !jg->rq || !key || !*key)
+		return;
+	char *k = paid_key(jg, key), ttl[24];
+	snprintf(ttl, sizeof ttl, "%d", JUDGE_GRACE_MS);
+	const char *argv[] = { "PEXPIRE", k, ttl };
+	rq_cmdv(jg->rq, 0, rq_reply_logged, (void *)"judge: PEXPIRE of a committed verdict", 3, argv,
+	        NULL);
+	free(k);
 }

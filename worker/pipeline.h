@@ -64,6 +64,7 @@ struct worker {
 	struct judge *judge;         /* LLM judge client (worker/judge.h), NULL if it cannot start */
 	double judge_budget_usd;     /* ARBITER_JUDGE_BUDGET per period, 0 = none */
 	int judge_budget_period_s;   /* 3600 or 86400 */
+	char *k_judge;               /* "<base>:judge", the judge's Redis keys (rkeys_judge) */
 	char sp_err[256];
 	struct http_server *http;
 

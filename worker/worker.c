@@ -512,16 +512,20 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	judge_job_free(jj);
 	/* Each judged dimension keeps its criterion, the judge's 0-100 score and reasoning. */
 	rubric_annotate(r, &res->v, j->res.dims, j->res.ndims);
-	if (!res->cached)
+	/* A verdict not stored yet is written by the commit, with the result. */
+	j->judge_row = judge_row(r, res);
+	if (j->judge_row)
+		snprintf(j->judge_key, sizeof j->judge_key, "%s", res->key);
+	if (res->calls > 0)
 		budget_spend(w, res->cost_usd);
 	finish_eval(w, j);
 }
 
-/* The spend key of the current budget period: {prefix}:judge:spend:<period start, Unix s>. */
+/* The spend key of the current budget period: <base>:judge:spend:<period start, Unix s>. */
 static void budget_key(const struct worker *w, char *buf, size_t n)
 {
 	int64_t now = job_now_ms() / 1000;
-	snprintf(buf, n, "%s:judge:spend:%lld", w->cfg->prefix,
+	snprintf(buf, n, "%s:spend:%lld", w->k_judge,
 	         (long long)(now - now % w->judge_budget_period_s));
 }
 
@@ -603,8 +607,8 @@ static void judge_go(struct worker *w, struct job *j, struct judge_job *jj)
 {
 	const char *rj = job_field(j, "rejudge");
 	if (judge_run(w->judge, spec_rubric(j->spec->spec), j->row.answer,
-	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, rj && !strcmp(rj, "1"),
-	              on_judge, jj) < 0) {
+	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, j->id,
+	              rj && !strcmp(rj, "1"), on_judge, jj) < 0) {
 		judge_job_free(jj);
 		pipeline_retry(w, j, STAGE_EVAL, false, "judge unavailable: the judge client is closed");
 	}
@@ -1582,7 +1586,8 @@ static int open_parts(struct worker *w)
 		        "(e.g. 20/day)\n", w->cfg->judge_budget);
 		return -1;
 	}
-	struct judge_opts jo = { .pg = w->pg, .max_inflight = w->cfg->judge_inflight,
+	struct judge_opts jo = { .pg = w->pg, .rq = w->rq_cmd, .kbase = w->k_judge,
+	                         .max_inflight = w->cfg->judge_inflight,
 	                         .breaker_failures = w->cfg->judge_breaker_failures,
 	                         .breaker_cooldown_ms = w->cfg->judge_breaker_cooldown_ms };
 	if (judge_new(w->loop, &jo, &w->judge) < 0)
@@ -1666,6 +1671,7 @@ int worker_run(const struct config *cfg)
 	w->k_dead = key(rk.dead, "");
 	w->k_delayed = key(rk.delayed, "");
 	w->k_lock = key(rk.reconcile_lock, "");
+	w->k_judge = rkeys_judge(&rk);
 	rkeys_free(&rk);
 	w->max_loads = cfg->pg_pool_size / 4 > 0 ? cfg->pg_pool_size / 4 : 1;
 	w->max_commits = cfg->pg_pool_size / 2 > 0 ? cfg->pg_pool_size / 2 : 1;
@@ -1729,6 +1735,7 @@ cleanup:
 	free(w->k_dead);
 	free(w->k_delayed);
 	free(w->k_lock);
+	free(w->k_judge);
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;

@@ -14,7 +14,9 @@ internal_error with the raw answer when it stays malformed; a hanging
 provider: the circuit breaker opens (jobs wait, not failed) while
 deterministic jobs keep flowing, and closes when the provider answers again;
 a hybrid blend (tests + judge, when the sandbox is usable); exactly once when
-the worker is SIGKILLed between paying for a verdict and committing; `arbiter
+the worker is SIGKILLed between paying for a verdict and committing (the
+verdict is kept in Redis and written by the commit, with the result); a
+commit that rolls back leaves no verdict row and the retry pays nothing; `arbiter
 score` against the provider and replaying a verdict; the spend budget shared
 through Redis (exhausted: judge jobs wait while deterministic jobs flow).
 """
@@ -162,6 +164,9 @@ def main():
             r3 = reeval(a, sid, 3, rejudge="1")
             eq(r3 and r3[0], 700, "rejudged: same score from this provider")
             eq(p.count() - n1, 1, "rejudge: one provider call")
+            eq(a.q1("SELECT calls, tokens_in, rejudged_at IS NOT NULL FROM judge_verdicts "
+                    "WHERE key = %s", log.get("judge", {}).get("verdict_key")), (2, 2000, True),
+               "rejudge: the commit replaced the verdict row and added up what was paid")
 
             # -- Gemini and Anthropic shapes ----------------------------------------------
             for prov, path, hdr in (("gemini", "/v1beta/models/test-model:generateContent",
@@ -286,21 +291,58 @@ def main():
             a2 = Arena(s)
             n = p.count()
             nv = a2.val("SELECT count(*) FROM judge_verdicts")
+            npaid = len(a2.r.keys("arbiter:judge:paid:*"))
             _, sidk = a2.submit(ag, ch, {"work": {"quality": 50, "docs": 50}})
-            paid = wait_for(lambda: p.count() - n == 1 and
-                            a2.val("SELECT count(*) FROM judge_verdicts") == nv + 1, 20)
+            paid = wait_for(lambda: p.count() - n == 1 and len(a2.r.keys("arbiter:judge:paid:*")) > npaid, 20)
             time.sleep(0.5)   # the commit is now waiting for the agent row
-            ok(paid, "verdict paid for; commit blocked on the agent row")
+            ok(paid, "verdict paid for and kept in Redis; commit blocked on the agent row")
+            eq(a2.val("SELECT count(*) FROM judge_verdicts"), nv,
+               "no verdict row before the commit (it is written with the result)")
             w.kill()
             a.db.rollback()
             a.db.autocommit = True
-            w2 = Worker(s, "judge-2", env=env)
+            w2 = Worker(s, "judge-2", env=dict(env, ARBITER_RETRY_BASE_MS="2000"))
             ok(a2.wait_final([sidk], 40), "reclaimed after SIGKILL and completed", w2.tail())
             eq(a2.val("SELECT count(*) FROM evaluation_results WHERE submission_id = %s", sidk), 1,
                "exactly one result")
             eq(result(a2, sidk) and result(a2, sidk)[0], 500, "score")
             eq(p.count() - n, 1, "the verdict was reused, not paid for twice")
             eq(a2.val("SELECT match_count FROM agents WHERE id = %s", ag), 1, "Elo moved once")
+            vk = result(a2, sidk)[2].get("judge", {})
+            eq((vk.get("cached"), vk.get("calls")), (False, 0),
+               "the reclaimed job took the paid verdict from Redis (no call, not from the table)")
+            eq(a2.q1("SELECT calls, tokens_in FROM judge_verdicts WHERE key = %s",
+                     vk.get("verdict_key")), (1, 1000),
+               "the verdict row was written by the commit, with what was paid once")
+            ttl = a2.r.pttl("arbiter:judge:paid:" + vk.get("verdict_key", ""))
+            ok(0 < ttl <= 30000, "after the commit the Redis copy expires soon (pttl %s ms)" % ttl)
+
+            # -- a commit that rolls back leaves no verdict row -----------------------------
+            a2.q("CREATE TABLE judge_test_block (agent uuid)")
+            a2.q("CREATE FUNCTION judge_test_block() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                 "BEGIN IF EXISTS (SELECT 1 FROM judge_test_block b JOIN submissions s "
+                 "ON s.agent_id = b.agent WHERE s.id = NEW.submission_id) THEN "
+                 "RAISE EXCEPTION 'judge test: commit refused'; END IF; RETURN NEW; END $$")
+            a2.q("CREATE TRIGGER judge_test_block BEFORE INSERT ON evaluation_results "
+                 "FOR EACH ROW EXECUTE FUNCTION judge_test_block()")
+            agb = a2.agent()
+            a2.q("INSERT INTO judge_test_block VALUES (%s)", agb)
+            n = p.count()
+            nv = a2.val("SELECT count(*) FROM judge_verdicts")
+            _, sidb = a2.submit(agb, ch, {"work": {"quality": 45, "docs": 45}})
+            refused = wait_for(lambda: "judge test: commit refused" in w2.output(), 20)
+            ok(refused, "the commit was refused (rolled back)", w2.tail())
+            eq(a2.val("SELECT count(*) FROM judge_verdicts"), nv, "rolled back: no verdict row")
+            eq(a2.val("SELECT count(*) FROM evaluation_results WHERE submission_id = %s", sidb), 0,
+               "rolled back: no result")
+            a2.q("DELETE FROM judge_test_block")
+            ok(a2.wait_final([sidb], 40), "retried after the rollback", w2.tail())
+            eq(result(a2, sidb) and result(a2, sidb)[0], 450, "judged once the commit goes through")
+            eq(a2.val("SELECT count(*) FROM judge_verdicts"), nv + 1, "now the verdict row exists")
+            eq(p.count() - n, 1, "one provider call across the rollback")
+            a2.q("DROP TRIGGER judge_test_block ON evaluation_results")
+            a2.q("DROP FUNCTION judge_test_block()")
+            a2.q("DROP TABLE judge_test_block")
 
             out = w.output() + w2.output()
             ok(KEY not in out, "the API key never appears in the worker's log")
