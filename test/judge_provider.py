@@ -73,6 +73,8 @@ class Provider:
         self.stop_event = threading.Event()
         self.server = None
         self.port = None
+        self.inflight = 0     # requests being answered now
+        self.peak = 0         # the most at once since reset_peak()
 
     # -- control -----------------------------------------------------------
     def start(self):
@@ -87,7 +89,14 @@ class Provider:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
-                prov._handle(self, body)
+                with prov.lock:
+                    prov.inflight += 1
+                    prov.peak = max(prov.peak, prov.inflight)
+                try:
+                    prov._handle(self, body)
+                finally:
+                    with prov.lock:
+                        prov.inflight -= 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.server.daemon_threads = True
@@ -108,6 +117,10 @@ class Provider:
     def count(self):
         with self.lock:
             return len(self.requests)
+
+    def reset_peak(self):
+        with self.lock:
+            self.peak = self.inflight
 
     # -- protocol ----------------------------------------------------------
     def _next_mode(self):

@@ -15,6 +15,7 @@
 #include <sys/random.h>
 
 #include "judge_http.h"
+#include "judge_limits.h"
 #include "log.h"
 #include "pgc.h"
 #include "rq.h"
@@ -38,6 +39,7 @@ struct judge {
 	struct pgc_pool *pg;
 	struct rq *rq;
 	char *kbase;            /* "<base>:judge" */
+	struct jlim *lim;       /* shared limits and circuits (Redis); NULL = these per process */
 	struct jhttp *http;
 	struct judge_opts o;
 	struct breaker br[MAX_BREAKERS];
@@ -59,8 +61,12 @@ struct jrun {
 	json_t *materials;
 	char *system, *user;
 	char *key_header;       /* "<header>: <key>"; wiped and freed at the end */
-	struct breaker *br;
-	bool probe;
+	struct breaker *br;     /* per-process circuit (no shared limits) */
+	bool probe;             /* this run's requests are the circuit's probe */
+	char run_id[33];        /* random: its in-flight slot and probe in Redis */
+	bool admitted;          /* holds what jlim_admit gave: jlim_done owed */
+	int brk_fails;          /* the shared circuit's failure count at the last admit */
+	int full_waits;         /* admits refused by the shared in-flight limit in a row */
 	int attempt;            /* retries of transport/5xx/429 failures so far */
 	bool repaired;
 	char *repair_text, *repair_err;
@@ -137,6 +143,7 @@ static void run_free(struct jrun *x)
 	free(x);
 	jg->nruns--;
 	if (jg->closing && jg->nruns == 0) {
+		jlim_free(jg->lim);
 		free(jg->kbase);
 		free(jg);
 	}
@@ -145,6 +152,19 @@ static void run_free(struct jrun *x)
 static void timer_closed(uv_handle_t *h)
 {
 	run_free(h->data);
+}
+
+/* The request admitted by the shared limits is over: its slot back, its tokens counted, the
+ * outcome recorded for the circuit (only when any of that matters). */
+static void release(struct jrun *x, int64_t tokens, enum jlim_outcome o)
+{
+	struct judge *jg = x->jg;
+	if (!jg->lim || !x->admitted)
+		return;
+	x->admitted = false;
+	if (jg->o.shared_inflight > 0 || (jg->o.tpm > 0 && tokens > 0) || o == JLIM_FAILED ||
+	    x->probe || x->brk_fails > 0)
+		jlim_done(jg->lim, x->r->base_url, x->run_id, tokens, o, x->probe);
 }
 
 static void finish(struct jrun *x, int rc, const char *err)
@@ -156,10 +176,10 @@ static void finish(struct jrun *x, int rc, const char *err)
 		jg->runs = x->next;
 	if (x->next)
 		x->next->prev = x->prev;
-	if (x->probe) {
+	release(x, 0, JLIM_RELEASE);
+	if (x->probe && x->br)
 		x->br->probing = false;
-		x->probe = false;
-	}
+	x->probe = false;
 	switch (rc) {
 	case JUDGE_OK:
 		if (x->res.cached)
@@ -185,6 +205,12 @@ static void provider_failed(struct jrun *x, const char *why)
 {
 	struct judge *jg = x->jg;
 	struct breaker *b = x->br;
+	if (!b) {
+		/* Shared circuit: Redis counts the failure (and logs when it opens). */
+		release(x, 0, JLIM_FAILED);
+		finish(x, JUDGE_UNAVAILABLE, why);
+		return;
+	}
 	b->fails++;
 	if (x->probe || b->fails >= jg->o.breaker_failures) {
 		if (!b->open)
@@ -200,6 +226,8 @@ static void provider_failed(struct jrun *x, const char *why)
 static void provider_ok(struct jrun *x)
 {
 	struct breaker *b = x->br;
+	if (!b)
+		return;   /* shared circuit: release() records the answer */
 	if (b->open)
 		LOGI(NULL, NULL, "judge: circuit closed for %s (the provider answers again)", b->url);
 	b->fails = 0;
@@ -362,6 +390,7 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 			snprintf(why, sizeof why, "provider %s answered HTTP %ld", r->base_url, st);
 		int64_t ra = st == 429 ? resp->retry_after_ms : -1;
 		if (x->attempt < r->max_retries && ra <= RETRY_AFTER_CAP_MS) {
+			release(x, 0, JLIM_RELEASE);
 			x->attempt++;
 			jg->st.retries++;
 			uint64_t d;
@@ -386,6 +415,7 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 		snprintf(why, sizeof why, "provider %s answered HTTP %ld: %.200s", r->base_url, st,
 		         resp->body);
 		provider_ok(x);   /* it answers: the request is wrong, not the provider down */
+		release(x, 0, JLIM_ANSWERED);
 		finish(x, JUDGE_CONFIG, why);
 		return;
 	}
@@ -393,9 +423,11 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 	struct rubric_reply rep;
 	char err[300];
 	if (rubric_reply_parse(r->provider, resp->body, resp->len, &rep, err, sizeof err) < 0) {
+		release(x, 0, JLIM_ANSWERED);
 		invalid(x, err, resp->body);
 		return;
 	}
+	release(x, rep.tokens_in + rep.tokens_out, JLIM_ANSWERED);
 	x->res.tokens_in += rep.tokens_in;
 	x->res.tokens_out += rep.tokens_out;
 	double c = ((double)rep.tokens_in * r->price_in + (double)rep.tokens_out * r->price_out) / 1e6;
@@ -417,7 +449,73 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 	keep(x);
 }
 
+static void post(struct jrun *x);
+
+static void wait_then_send(struct jrun *x, uint64_t ms)
+{
+	if (!x->timer_on) {
+		uv_timer_init(x->jg->loop, &x->timer);
+		x->timer.data = x;
+		x->timer_on = true;
+	}
+	uv_timer_start(&x->timer, on_retry_timer, ms, 0);
+}
+
+static void on_admit(int decision, int64_t wait_ms, int fails, const char *err, void *data)
+{
+	struct jrun *x = data;
+	struct judge *jg = x->jg;
+	char why[400];
+	if (jg->closing) {
+		finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	x->brk_fails = fails;
+	switch (decision) {
+	case JLIM_PROBE:
+		x->probe = true;
+		/* fallthrough */
+	case JLIM_GO:
+		x->admitted = true;
+		x->full_waits = 0;
+		post(x);
+		return;
+	case JLIM_OPEN:
+		snprintf(why, sizeof why, "provider %s: circuit open after %d failed verdicts; next "
+		         "probe in %lld ms", x->r->base_url, fails, (long long)wait_ms);
+		finish(x, JUDGE_UNAVAILABLE, why);
+		return;
+	case JLIM_TPM:
+		/* Until the next minute, looking again every second (an operator may reset it). */
+		wait_then_send(x, (uint64_t)(wait_ms > 0 && wait_ms < 1000 ? wait_ms : 1000) +
+		               rnd32(x) % 250);
+		return;
+	case JLIM_FULL: {
+		/* Slots free as answers come: poll again soon, backing off to 640 ms. */
+		uint64_t d = 10u << (x->full_waits < 6 ? x->full_waits : 6);
+		x->full_waits++;
+		wait_then_send(x, d / 2 + rnd32(x) % (d / 2 + 1));
+		return;
+	}
+	default:
+		/* Redis did not answer: the per-process limits still hold; go on. */
+		LOGD(NULL, NULL, "%s: sending without the shared limits", err ? err : "judge limits");
+		post(x);
+		return;
+	}
+}
+
+/* Sends the next request of x, through the shared limits when there are some. */
 static void send_request(struct jrun *x)
+{
+	struct judge *jg = x->jg;
+	if (jg->lim && jlim_admit(jg->lim, x->r->base_url, x->run_id, x->r->timeout_ms + 10000,
+	                          on_admit, x) == 0)
+		return;
+	post(x);
+}
+
+static void post(struct jrun *x)
 {
 	const struct rubric *r = x->r;
 	char *path = NULL, *body = NULL;
@@ -446,8 +544,8 @@ static void ask(struct jrun *x)
 	struct judge *jg = x->jg;
 	const struct rubric *r = x->r;
 	char why[300];
-	x->br = breaker_for(jg, r->base_url);
-	if (x->br->open) {
+	x->br = jg->lim ? NULL : breaker_for(jg, r->base_url);
+	if (x->br && x->br->open) {
 		uint64_t now = uv_now(jg->loop);
 		if (now < x->br->until || x->br->probing) {
 			snprintf(why, sizeof why, "provider %s: circuit open after %d failed verdicts; next "
@@ -590,6 +688,15 @@ int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out)
 	jg->rq = jg->o.kbase ? jg->o.rq : NULL;
 	jg->kbase = jg->rq ? xstrdup(jg->o.kbase) : NULL;
 	jg->o.kbase = NULL;
+	if (jg->rq) {
+		struct jlim_opts lo = { jg->rq, jg->kbase, jg->o.shared_inflight, jg->o.tpm,
+		                        jg->o.breaker_failures, jg->o.breaker_cooldown_ms };
+		if (lo.breaker_failures <= 0)
+			lo.breaker_failures = 5;
+		if (lo.breaker_cooldown_ms <= 0)
+			lo.breaker_cooldown_ms = 30000;
+		jlim_new(&lo, &jg->lim);
+	}
 	if (jg->o.max_inflight <= 0)
 		jg->o.max_inflight = 512;
 	if (jg->o.breaker_failures <= 0)
@@ -599,6 +706,7 @@ int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out)
 	if (jg->o.backoff_base_ms <= 0)
 		jg->o.backoff_base_ms = 500;
 	if (jhttp_new(loop, jg->o.max_inflight, &jg->http) < 0) {
+		jlim_free(jg->lim);
 		free(jg->kbase);
 		free(jg);
 		*out = NULL;
@@ -620,6 +728,11 @@ int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
 	x->data = data;
 	x->rejudge = rejudge;
 	x->job_id = job_id ? xstrdup(job_id) : NULL;
+	unsigned char rb[16];
+	if (getrandom(rb, sizeof rb, 0) != (ssize_t)sizeof rb)
+		memcpy(rb, &x, sizeof x < sizeof rb ? sizeof x : sizeof rb);
+	for (size_t i = 0; i < sizeof rb; i++)
+		snprintf(x->run_id + 2 * i, 3, "%02x", rb[i]);
 	x->materials = rubric_materials(r, answer, tests);
 	judge_key(r, answer, tests, x->res.key);
 	x->next = jg->runs;
@@ -670,9 +783,11 @@ int judge_inflight(const struct judge *jg)
 
 void judge_stats(const struct judge *jg, struct judge_stats *out)
 {
-	if (jg)
+	if (jg) {
 		*out = jg->st;
-	else
+		if (jg->lim)
+			out->breakers_open = jlim_open_circuits(jg->lim);
+	} else
 		memset(out, 0, sizeof *out);
 }
 
@@ -694,6 +809,7 @@ void judge_close(struct judge *jg)
 	jhttp_close(jg->http);
 	jg->http = NULL;
 	if (--jg->nruns == 0) {
+		jlim_free(jg->lim);
 		free(jg->kbase);
 		free(jg);
 	}

@@ -10,7 +10,9 @@
  *    repair attempt when the answer is not a valid verdict, a per-verdict
  *    cost bound, and a circuit breaker per provider URL that fails fast
  *    (JUDGE_UNAVAILABLE) after repeated provider failures, letting one probe
- *    through every cool-down until the provider answers again;
+ *    through every cool-down until the provider answers again; with Redis
+ *    (judge_opts.rq) the circuits, an in-flight limit and a tokens-per-minute
+ *    limit are shared by every replica (judge_limits.h);
  *  - keeps a verdict it paid for in Redis ("<prefix>:judge:paid:<key>", one
  *    hour) until the job's commit writes it to judge_verdicts in the same
  *    transaction as the result (judge_row): a job that loses its lease or
@@ -72,6 +74,8 @@ struct judge_opts {
 	int breaker_failures;         /* consecutive failed verdicts that open it (default 5) */
 	int breaker_cooldown_ms;      /* before a probe (default 30000) */
 	int backoff_base_ms;          /* first retry delay (default 500, doubling, jittered) */
+	int shared_inflight;          /* with rq: requests in flight across replicas, 0 = no limit */
+	int64_t tpm;                  /* with rq: tokens per minute across replicas, 0 = no limit */
 };
 
 /* Creates a client on loop. o may be NULL (defaults). Returns 0 or -1. */

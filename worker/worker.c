@@ -1588,6 +1588,8 @@ static int open_parts(struct worker *w)
 	}
 	struct judge_opts jo = { .pg = w->pg, .rq = w->rq_cmd, .kbase = w->k_judge,
 	                         .max_inflight = w->cfg->judge_inflight,
+	                         .shared_inflight = w->cfg->judge_shared_inflight,
+	                         .tpm = w->cfg->judge_tpm,
 	                         .breaker_failures = w->cfg->judge_breaker_failures,
 	                         .breaker_cooldown_ms = w->cfg->judge_breaker_cooldown_ms };
 	if (judge_new(w->loop, &jo, &w->judge) < 0)

@@ -18,8 +18,11 @@ the worker is SIGKILLed between paying for a verdict and committing (the
 verdict is kept in Redis and written by the commit, with the result); a
 commit that rolls back leaves no verdict row and the retry pays nothing; `arbiter
 score` against the provider and replaying a verdict; the spend budget shared
-through Redis (exhausted: judge jobs wait while deterministic jobs flow).
+through Redis (exhausted: judge jobs wait while deterministic jobs flow); with
+two workers, the in-flight limit, the tokens-per-minute limit and the circuit
+breaker shared through Redis.
 """
+import hashlib
 import json
 import os
 import time
@@ -111,6 +114,68 @@ def cli(p, tmp):
                         "--verdict", files["verdict"]], capture_output=True, text=True, timeout=60)
     ok(r.returncode == 2 and "criterion 'docs' has no score" in r.stderr,
        "an incomplete verdict file is refused (exit 2)", r.stderr)
+
+
+def breaker_key(url):
+    return "arbiter:judge:breaker:" + hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def shared_limits(s, a, p, ch, env):
+    """Two workers share the in-flight limit, the tokens-per-minute limit and the circuit."""
+    # -- in-flight: 2 jobs per worker at most, 3 requests across both -------------------
+    e2 = dict(env, ARBITER_CONCURRENCY="2", ARBITER_JUDGE_SHARED_INFLIGHT="3")
+    wa, wb = Worker(s, "judge-a", env=e2), Worker(s, "judge-b", env=e2)
+    p.mode = "slow:0.6"
+    p.reset_peak()
+    base = p.inflight               # requests still hanging from the circuit test above
+    subs = [a.submit(a.agent(), ch, {"work": {"quality": 11 + i, "docs": 11}})[1] for i in range(10)]
+    ok(a.wait_final(subs, 60), "ten slow judge jobs on two workers", wa.tail() + wb.tail())
+    p.mode = "ok"
+    eq(p.peak - base, 3, "peak provider requests in flight = the shared limit 3 (each worker "
+       "alone could send 2, both 4)")
+    ok("completed: score" in wa.output() and "completed: score" in wb.output(),
+       "both workers judged some")
+
+    # -- circuit: opened elsewhere (in Redis) -> this replica waits, then probes ---------
+    t = a.r.time()
+    now_ms = t[0] * 1000 + t[1] // 1000
+    bk = breaker_key(p.url("openai"))
+    a.r.hset(bk, mapping={"fails": 5, "until": now_ms + 3000})
+    n = p.count()
+    _, sid = a.submit(a.agent(), ch, {"work": {"quality": 33, "docs": 33}})
+    held = wait_for(lambda: "circuit open after 5 failed verdicts" in wa.output() + wb.output(), 10)
+    ok(held, "a circuit another replica opened holds this one's judge jobs", wa.tail())
+    eq(p.count() - n, 0, "no provider call while it is open")
+    ok(a.status(sid) in ("queued", "evaluating"), "the job waits (not failed)")
+    ok(a.wait_final([sid], 40), "after the cool-down the probe goes through: judged")
+    eq(p.count() - n, 1, "one call (the probe)")
+    ok(not a.r.exists(bk), "the probe's answer closed the shared circuit")
+    eq(wa.term(), 0, "worker a exits 0")
+    eq(wb.term(), 0, "worker b exits 0")
+
+    # -- tokens per minute: 2500 across replicas; each verdict uses 1100 --------------------
+    t = a.r.time()
+    if t[0] % 60 > 40:              # the count is per clock minute: start early in one
+        time.sleep(61 - t[0] % 60)
+    for k in a.r.keys("arbiter:judge:tpm:*"):
+        a.r.delete(k)
+    e3 = dict(env, ARBITER_JUDGE_TPM="2500", ARBITER_JUDGE_SHARED_INFLIGHT="1")
+    wa, wb = Worker(s, "judge-c", env=e3), Worker(s, "judge-d", env=e3)
+    n = p.count()
+    subs = [a.submit(a.agent(), ch, {"work": {"quality": 51 + i, "docs": 51}})[1] for i in range(4)]
+    three = wait_for(lambda: p.count() - n >= 3, 20)
+    time.sleep(2.5)
+    eq(p.count() - n, 3, "three verdicts (0, 1100, 2200 tokens used before each), then the "
+       "limit holds the fourth", three)
+    tk = a.r.keys("arbiter:judge:tpm:*")
+    eq([int(a.r.get(k)) for k in tk], [3300], "tokens counted in Redis for this minute")
+    eq(sorted(a.status(x) for x in subs).count("completed"), 3, "the fourth waits, not failed")
+    for k in tk:
+        a.r.delete(k)               # as if the next minute began
+    ok(a.wait_final(subs, 20), "the next minute: the fourth is judged", wa.tail() + wb.tail())
+    eq(p.count() - n, 4, "four calls in all")
+    eq(wa.term(), 0, "worker c exits 0")
+    eq(wb.term(), 0, "worker d exits 0")
 
 
 def main():
@@ -243,6 +308,8 @@ def main():
             _, sid9 = a.submit(a.agent(), hch, {"work": {"quality": 90, "docs": 90}})
             opened = wait_for(lambda: "circuit open" in w.output(), 20)
             ok(opened, "circuit opens after repeated timeouts", w.tail())
+            bk = a.r.keys("arbiter:judge:breaker:*")
+            ok(len(bk) == 1 and a.r.hget(bk[0], "until"), "the open circuit is in Redis (shared)", bk)
             det = a.challenge(DET_SPEC, {"a": 1})
             t0 = time.time()
             sid10 = run_one(a, det, {"a": 1}, timeout=20)
@@ -255,6 +322,7 @@ def main():
             ok(a.wait_final([sid8, sid9], 40), "the provider answers again: both judged", w.tail())
             eq([result(a, x) and result(a, x)[0] for x in (sid8, sid9)], [900, 900], "scores")
             ok("circuit closed" in w.output(), "circuit closes")
+            ok(len(a.r.keys("arbiter:judge:breaker:*")) == 0, "closed: the shared circuit key is gone")
             ok(a.val("SELECT max(attempts) FROM submissions WHERE id IN (%s, %s)", sid8, sid9) <= 2,
                "provider trouble did not use up delivery attempts")
 
@@ -367,6 +435,7 @@ def main():
             ok(a2.wait_final([sb], 30), "budget available again: judged", w3.tail())
             eq(a2.status(sb), "completed", "completed, not failed")
             eq(w3.term(), 0, "budget worker exits 0")
+            shared_limits(s, a2, p, ch, env)
             a2.close()
             a.close()
     finally:
