@@ -46,12 +46,16 @@ struct judge {
 	int nbr;
 	struct jrun *runs;      /* doubly linked: every verdict in progress */
 	int nruns;
+	struct jrun *lq_head, *lq_tail;   /* waiting for a cache lookup statement (FIFO) */
+	int lq_n;
+	int lookups;            /* lookup statements in flight */
 	bool closing;
 	struct judge_stats st;
 };
 
 struct jrun {
 	struct jrun *next, *prev;
+	struct jrun *lq_next;   /* in jg's lookup queue */
 	struct judge *jg;
 	const struct rubric *r;
 	judge_cb *cb;
@@ -77,9 +81,19 @@ struct jrun {
 	uint32_t rnd;
 };
 
+/* The cache lookups of many verdicts in one statement (keys as a text[] literal). */
 static const char SQL_LOOKUP[] =
-	"SELECT verdict::text, tokens_in, tokens_out, cost_usd::float8, calls FROM judge_verdicts "
-	"WHERE key = $1";
+	"SELECT key, verdict::text, tokens_in, tokens_out, cost_usd::float8 FROM judge_verdicts "
+	"WHERE key = ANY($1::text[])";
+
+#define LOOKUP_BATCH 512      /* keys per lookup statement */
+#define LOOKUPS_INFLIGHT 2    /* lookup statements at once; more keys wait and join one batch */
+
+struct lbatch {
+	struct judge *jg;
+	int n;
+	struct jrun *runs[];
+};
 static uint32_t rnd32(struct jrun *x)
 {
 	/* xorshift, seeded from getrandom per run: jitter only, not security */
@@ -634,28 +648,17 @@ static int pending_get(struct jrun *x)
 	return rc;
 }
 
-static void on_lookup(const struct pgc_result *pr, void *data)
+/* The cache answered for x: row is its judge_verdicts row (NULL = none). */
+static void looked_up(struct jrun *x, PGresult *res, int row)
 {
-	struct jrun *x = data;
-	char why[400];
-	if (x->jg->closing) {
-		finish(x, JUDGE_UNAVAILABLE, "shutting down");
-		return;
-	}
-	if (pr->err) {
-		snprintf(why, sizeof why, "verdict cache: %s", pr->err);
-		finish(x, JUDGE_UNAVAILABLE, why);
-		return;
-	}
-	PGresult *res = pr->nres > 0 ? pr->res[0] : NULL;
-	if (res && PQntuples(res) > 0) {
-		const char *t = PQgetvalue(res, 0, 0);
+	if (row >= 0) {
+		const char *t = PQgetvalue(res, row, 1);
 		char err[256];
 		if (rubric_verdict_parse(x->r, t, strlen(t), &x->res.v, err, sizeof err) == 0) {
 			x->res.cached = true;
-			x->res.tokens_in = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-			x->res.tokens_out = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
-			x->res.cost_usd = strtod(PQgetvalue(res, 0, 3), NULL);
+			x->res.tokens_in = strtoll(PQgetvalue(res, row, 2), NULL, 10);
+			x->res.tokens_out = strtoll(PQgetvalue(res, row, 3), NULL, 10);
+			x->res.cost_usd = strtod(PQgetvalue(res, row, 4), NULL);
 			x->res.calls = 0;   /* none now */
 			finish(x, JUDGE_OK, NULL);
 			return;
@@ -666,6 +669,85 @@ static void on_lookup(const struct pgc_result *pr, void *data)
 	}
 	if (pending_get(x) < 0)
 		ask(x);
+}
+
+static void lookup_flush(struct judge *jg);
+
+static void on_lookup(const struct pgc_result *pr, void *data)
+{
+	struct lbatch *b = data;
+	struct judge *jg = b->jg;
+	char why[400];
+	PGresult *res = pr->nres > 0 ? pr->res[0] : NULL;
+	int rows = res && !pr->err ? PQntuples(res) : 0;
+	jg->lookups--;
+	jg->nruns++;   /* keeps jg alive while the callbacks below run */
+	if (pr->err)
+		snprintf(why, sizeof why, "verdict cache: %s", pr->err);
+	for (int i = 0; i < b->n; i++) {
+		struct jrun *x = b->runs[i];
+		if (jg->closing) {
+			finish(x, JUDGE_UNAVAILABLE, "shutting down");
+		} else if (pr->err) {
+			finish(x, JUDGE_UNAVAILABLE, why);
+		} else {
+			int row = -1;
+			for (int k = 0; k < rows && row < 0; k++)
+				if (!strcmp(PQgetvalue(res, k, 0), x->res.key))
+					row = k;
+			looked_up(x, res, row);
+		}
+	}
+	free(b);
+	if (!jg->closing)
+		lookup_flush(jg);
+	if (--jg->nruns == 0 && jg->closing) {
+		jlim_free(jg->lim);
+		free(jg->kbase);
+		free(jg);
+	}
+}
+
+static void start_later(struct jrun *x);
+
+/* Sends the queued lookups, LOOKUP_BATCH keys per statement, while fewer than LOOKUPS_INFLIGHT
+ * statements are out: keys that arrive meanwhile wait and go together in the next one. */
+static void lookup_flush(struct judge *jg)
+{
+	while (jg->lq_n > 0 && jg->lookups < LOOKUPS_INFLIGHT) {
+		int n = jg->lq_n < LOOKUP_BATCH ? jg->lq_n : LOOKUP_BATCH;
+		struct lbatch *b = xcalloc(1, sizeof *b + (size_t)n * sizeof b->runs[0]);
+		struct strbuf keys = { 0 };
+		b->jg = jg;
+		b->n = n;
+		strbuf_addlit(&keys, "{");
+		for (int i = 0; i < n; i++) {
+			struct jrun *x = jg->lq_head;
+			jg->lq_head = x->lq_next;
+			x->lq_next = NULL;
+			b->runs[i] = x;
+			if (i)
+				strbuf_addlit(&keys, ",");
+			strbuf_addf(&keys, "\"%s\"", x->res.key);   /* hex (or empty): no escapes */
+		}
+		if (!jg->lq_head)
+			jg->lq_tail = NULL;
+		jg->lq_n -= n;
+		strbuf_addlit(&keys, "}");
+		const char *params[] = { keys.buf };
+		struct pgc_stmt st = { SQL_LOOKUP, 1, params };
+		int rc = pgc_run(jg->pg, &st, 1, on_lookup, b);
+		strbuf_free(&keys);
+		if (rc == 0) {
+			jg->lookups++;
+			continue;
+		}
+		/* The pool refused (closing): no cache; never call back inside judge_run. */
+		for (int i = 0; i < n; i++)
+			if (pending_get(b->runs[i]) < 0)
+				start_later(b->runs[i]);
+		free(b);
+	}
 }
 
 static void on_start_timer(uv_timer_t *t)
@@ -741,19 +823,28 @@ int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
 	jg->runs = x;
 	jg->nruns++;
 	if (jg->pg && !rejudge) {
-		const char *params[] = { x->res.key };
-		struct pgc_stmt st = { SQL_LOOKUP, 1, params };
-		if (pgc_run(jg->pg, &st, 1, on_lookup, x) == 0)
-			return 0;
+		if (jg->lq_tail)
+			jg->lq_tail->lq_next = x;
+		else
+			jg->lq_head = x;
+		jg->lq_tail = x;
+		jg->lq_n++;
+		lookup_flush(jg);
+		return 0;
 	}
 	if (pending_get(x) == 0)
 		return 0;
-	/* No cache (or it refused): ask on the next loop turn, never inside this call. */
-	uv_timer_init(jg->loop, &x->timer);
+	start_later(x);
+	return 0;
+}
+
+/* No cache (or it refused): ask on the next loop turn, never inside judge_run. */
+static void start_later(struct jrun *x)
+{
+	uv_timer_init(x->jg->loop, &x->timer);
 	x->timer.data = x;
 	x->timer_on = true;
 	uv_timer_start(&x->timer, on_start_timer, 0, 0);
-	return 0;
 }
 
 int judge_budget_parse(const char *s, double *usd, int *period_s)
@@ -799,6 +890,13 @@ void judge_close(struct judge *jg)
 	jg->nruns++;   /* keeps jg alive while callbacks run below */
 	/* Runs waiting on a timer end now; those in an HTTP transfer end from jhttp_close; those
 	 * waiting on PostgreSQL end when the pool answers or closes. */
+	while (jg->lq_head) {
+		struct jrun *q = jg->lq_head;
+		jg->lq_head = q->lq_next;
+		jg->lq_n--;
+		finish(q, JUDGE_UNAVAILABLE, "shutting down");
+	}
+	jg->lq_tail = NULL;
 	struct jrun *x = jg->runs;
 	while (x) {
 		struct jrun *n = x->next;
