@@ -466,6 +466,8 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	const struct rubric *r = spec_rubric(s);
 	char why[900];
 
+	w->judge_waiting--;   /* it takes an ARBITER_CONCURRENCY slot again */
+
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 		judge_job_free(jj);
 		pipeline_drop(w, j);
@@ -611,7 +613,10 @@ static void judge_go(struct worker *w, struct job *j, struct judge_job *jj)
 	              rj && !strcmp(rj, "1"), on_judge, jj) < 0) {
 		judge_job_free(jj);
 		pipeline_retry(w, j, STAGE_EVAL, false, "judge unavailable: the judge client is closed");
+		return;
 	}
+	w->judge_waiting++;
+	pipeline_kick(w);   /* its ARBITER_CONCURRENCY slot is free while it waits: read more */
 }
 
 static void on_sandbox(int rc, const struct score_ext *ext, const char *err, void *data)
@@ -942,7 +947,7 @@ static void read_timer_cb(uv_timer_t *t)
 		maybe_read(w);      /* re-arms the timer until the database is back */
 		return;
 	}
-	int free_slots = w->cfg->concurrency - w->njobs;
+	int free_slots = w->cfg->concurrency - pipeline_slots_used(w);
 	if (free_slots > 0 && !w->reading && rq_connected(w->rq_read))
 		do_read(w, free_slots);
 }
@@ -979,13 +984,13 @@ static void maybe_read(struct worker *w)
 			uv_timer_start(&w->t_read, read_timer_cb, paused, 0);
 		return;
 	}
-	int free_slots = w->cfg->concurrency - w->njobs;
+	int free_slots = w->cfg->concurrency - pipeline_slots_used(w);
 	if (free_slots <= 0)
 		return;
 	int threshold = w->cfg->concurrency / 4;
 	if (threshold < 1)
 		threshold = 1;
-	if (free_slots < threshold && w->njobs > 0) {
+	if (free_slots < threshold && pipeline_slots_used(w) > 0) {
 		/* Wait a moment for more slots so reads stay large under load. */
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 5, 0);

@@ -20,7 +20,8 @@ commit that rolls back leaves no verdict row and the retry pays nothing; `arbite
 score` against the provider and replaying a verdict; the spend budget shared
 through Redis (exhausted: judge jobs wait while deterministic jobs flow); with
 two workers, the in-flight limit, the tokens-per-minute limit and the circuit
-breaker shared through Redis.
+breaker shared through Redis; judge jobs waiting on a slow provider leave the
+ARBITER_CONCURRENCY slots to other jobs.
 """
 import hashlib
 import json
@@ -118,6 +119,28 @@ def cli(p, tmp):
 
 def breaker_key(url):
     return "arbiter:judge:breaker:" + hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def judge_slots(s, a, p, ch, env):
+    """Judge jobs waiting on a slow provider do not hold the slots other jobs need."""
+    w = Worker(s, "judge-slots", env=dict(env, ARBITER_CONCURRENCY="2"))
+    p.mode = "slow:4"
+    n = p.count()
+    js = [a.submit(a.agent(), ch, {"work": {"quality": 71, "docs": 20 + i}})[1] for i in range(2)]
+    ok(wait_for(lambda: p.count() - n == 2, 10), "two judge jobs at the provider (concurrency 2)",
+       w.tail())
+    t0 = time.time()
+    det = a.challenge(DET_SPEC, {"a": 1})
+    _, sd = a.submit(a.agent(), det, {"a": 1})
+    ok(wait_for(lambda: a.status(sd) == "completed", 3.5), "a deterministic job completes meanwhile",
+       w.tail())
+    st = [a.status(x) for x in js]
+    eq(st, ["queued", "queued"], "while both judge jobs still wait (they do not take "
+       "ARBITER_CONCURRENCY slots; %.2f s)" % (time.time() - t0),
+       [[(r["t"] - t0, r["body"][-200:]) for r in p.requests[-3:]], w.tail()])
+    p.mode = "ok"
+    ok(a.wait_final(js, 30), "then the judge jobs complete", w.tail())
+    eq(w.term(), 0, "slots worker exits 0")
 
 
 def shared_limits(s, a, p, ch, env):
@@ -435,6 +458,7 @@ def main():
             ok(a2.wait_final([sb], 30), "budget available again: judged", w3.tail())
             eq(a2.status(sb), "completed", "completed, not failed")
             eq(w3.term(), 0, "budget worker exits 0")
+            judge_slots(s, a2, p, ch, env)
             shared_limits(s, a2, p, ch, env)
             a2.close()
             a.close()
