@@ -1,14 +1,15 @@
--- 001_initial: the tables of CONTRACT §2, the worker's additions (DESIGN.md
--- "Database additions"), the indexes behind the worker's queries, and the
--- triggers that make evaluation_results, evaluation_dimensions and
--- elo_history append-only.
+-- 001_initial: the interface's tables (sql/README.md), the worker's own columns
+-- and tables, the indexes behind the worker's queries, and the triggers that
+-- make evaluation_results, evaluation_dimensions and elo_history append-only.
 --
 -- Applied by `arbiter migrate` inside one transaction; arbiter_migrations
--- (created by migrate itself) records it. Never edit an applied migration:
--- add a new numbered file instead (the checksum is verified).
+-- (created by migrate itself) records it. Never edit an applied migration's
+-- statements: add a new numbered file instead (their checksum is verified;
+-- comments are not part of it).
 
--- API servers write these four tables. Their INSERTs name only the §2
--- columns, so every column added here must have a default.
+-- API servers write these four tables. Their INSERTs name only the columns
+-- sql/README.md marks as the API server's, so every other column must have a
+-- default.
 CREATE TABLE agents (
 	id             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
 	name           text NOT NULL,
@@ -27,8 +28,8 @@ CREATE TABLE challenges (
 	slug            text UNIQUE NOT NULL,
 	difficulty      text NOT NULL
 	                CHECK (difficulty IN ('newcomer', 'contender', 'veteran', 'legendary')),
-	rating          int NULL,             -- opponent Elo; NULL = from difficulty (§5)
-	scoring_spec    jsonb NOT NULL,       -- §3
+	rating          int NULL,             -- opponent Elo; NULL = from difficulty (README, Elo)
+	scoring_spec    jsonb NOT NULL,       -- the scoring spec (README, Scoring specs)
 	ground_truth    jsonb NOT NULL DEFAULT '{}',
 	time_limit_secs int NOT NULL CHECK (time_limit_secs > 0)
 );

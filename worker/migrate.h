@@ -9,6 +9,7 @@
 #ifndef ARBITER_MIGRATE_H
 #define ARBITER_MIGRATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The highest migration version compiled into this binary. */
@@ -27,13 +28,20 @@ int migrate_apply_report(const char *conninfo,
 
 /* The compiled-in migrations, in version order (generated from sql/ at build time by
  * scripts/embed-sql). version is NNN of sql/NNN_name.sql; checksum is the SHA-256 (hex) of
- * the file; sql is its text. */
+ * its statements (the text without comments, see sql/README.md); older is a space-separated
+ * list of the other checksums an applied row may hold (what older binaries recorded); sql is
+ * its text. */
 struct migration {
 	int version;
 	const char *name;
 	const char *checksum;
+	const char *older;
 	const char *sql;
 };
+
+/* True when a row of arbiter_migrations with checksum `applied` records mig: its statements'
+ * checksum or one of mig->older. */
+bool migrate_checksum_ok(const struct migration *mig, const char *applied);
 extern const struct migration migrate_list[];
 extern const size_t migrate_nlist;
 

@@ -8,6 +8,7 @@ INSERTs work, the append-only tables refuse UPDATE/DELETE/TRUNCATE, the
 checks hold, an edited migration is detected, and no password is printed.
 """
 import glob
+import hashlib
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import psycopg2
 from services import Services
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import tap
 from tap import ok
@@ -232,6 +234,25 @@ def main():
         s.psql("postgres", "CREATE DATABASE arbiter_edit")
         eurl = db_url(s, "arbiter_edit")
         migrate(eurl)
+        # The recorded checksum covers the statements (comments excluded), as
+        # scripts/embed-sql computes it; rows written by older binaries (SHA-256 of the
+        # whole file; for 001 of its first wording) are still accepted.
+        from importlib.machinery import SourceFileLoader
+        embed = SourceFileLoader("embed_sql", os.path.join(ROOT, "scripts", "embed-sql")).load_module()
+        files = sorted(f for f in os.listdir(os.path.join(ROOT, "sql")) if f.endswith(".sql"))
+        want = {int(f[:3]): hashlib.sha256(embed.statements(
+            open(os.path.join(ROOT, "sql", f), encoding="utf-8").read())).hexdigest() for f in files}
+        got = dict(query(eurl, "SELECT version, checksum FROM arbiter_migrations"))
+        ok(got == want, "arbiter_migrations records each migration's statements checksum", got)
+        ok(embed.statements("SELECT '--not a comment' -- a comment\n/* block */ ;\n\n")
+           == b"SELECT '--not a comment'\n ;", "statements(): comments outside literals dropped")
+        for f in files:
+            raw = hashlib.sha256(open(os.path.join(ROOT, "sql", f), "rb").read()).hexdigest()
+            query(eurl, "UPDATE arbiter_migrations SET checksum = %s WHERE version = %s", (raw, int(f[:3])))
+        query(eurl, "UPDATE arbiter_migrations SET checksum = %s WHERE version = 1",
+              ("8193415dbc724e780da61819aeec66b89d826fdb6f2d32d13ed6093a1f066f3e",))
+        r = migrate(eurl)
+        ok(r.returncode == 0, "rows an older binary wrote (whole-file checksums) are accepted", r.stderr)
         query(eurl, "UPDATE arbiter_migrations SET checksum = repeat('0', 64)")
         r = migrate(eurl)
         ok(r.returncode != 0 and "edited" in r.stderr, "checksum mismatch refused", r.stderr)
