@@ -24,6 +24,7 @@ Use: p = Provider(); p.start(); ...; p.stop()  — or run it as a script:
 """
 import json
 import re
+import ssl
 import sys
 import threading
 import time
@@ -77,8 +78,10 @@ class Provider:
         self.peak = 0         # the most at once since reset_peak()
 
     # -- control -----------------------------------------------------------
-    def start(self):
+    def start(self, tls=None):
+        """tls: (certfile, keyfile) to serve https instead of http."""
         prov = self
+        self.scheme = "https" if tls else "http"
 
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -99,6 +102,10 @@ class Provider:
                         prov.inflight -= 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(tls[0], tls[1])
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -111,7 +118,7 @@ class Provider:
             self.server.server_close()
 
     def url(self, provider):
-        base = "http://127.0.0.1:%d" % self.port
+        base = "%s://127.0.0.1:%d" % (getattr(self, "scheme", "http"), self.port)
         return {"openai": base + "/v1", "gemini": base + "/v1beta", "anthropic": base}[provider]
 
     def count(self):

@@ -794,6 +794,8 @@ int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out)
 		*out = NULL;
 		return -1;
 	}
+	jhttp_set_ca_file(jg->http, jg->o.ca_file);
+	jg->o.ca_file = NULL;
 	*out = jg;
 	return 0;
 }

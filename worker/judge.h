@@ -74,6 +74,7 @@ struct judge_opts {
 	int breaker_failures;         /* consecutive failed verdicts that open it (default 5) */
 	int breaker_cooldown_ms;      /* before a probe (default 30000) */
 	int backoff_base_ms;          /* first retry delay (default 500, doubling, jittered) */
+	const char *ca_file;          /* PEM CA bundle for providers' TLS; NULL/"" = the system's */
 	int shared_inflight;          /* with rq: requests in flight across replicas, 0 = no limit */
 	int64_t tpm;                  /* with rq: tokens per minute across replicas, 0 = no limit */
 };

@@ -43,12 +43,15 @@ struct jhttp {
 	struct jsock *socks;
 	int open_handles;
 	bool closing;
+	char *ca_file;                     /* CA bundle for TLS verification; NULL = the system's */
 };
 
 static void maybe_free(struct jhttp *h)
 {
-	if (h->closing && h->open_handles == 0)
+	if (h->closing && h->open_handles == 0) {
+		free(h->ca_file);
 		free(h);
+	}
 }
 
 static void handle_closed(uv_handle_t *hd)
@@ -131,6 +134,8 @@ static int start(struct jreq *r)
 		return -1;
 	CURL *e = r->easy;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
+	if (h->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_file);
 	curl_easy_setopt(e, CURLOPT_POST, 1L);
 	curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
 	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));
@@ -389,4 +394,12 @@ void jhttp_close(struct jhttp *h)
 		sock_release(h->socks);
 	uv_timer_stop(&h->timer);
 	uv_close((uv_handle_t *)&h->timer, handle_closed);
+}
+
+void jhttp_set_ca_file(struct jhttp *h, const char *path)
+{
+	if (!h)
+		return;
+	free(h->ca_file);
+	h->ca_file = path && *path ? xstrdup(path) : NULL;
 }

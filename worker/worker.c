@@ -1595,6 +1595,7 @@ static int open_parts(struct worker *w)
 	                         .max_inflight = w->cfg->judge_inflight,
 	                         .shared_inflight = w->cfg->judge_shared_inflight,
 	                         .tpm = w->cfg->judge_tpm,
+	                         .ca_file = w->cfg->judge_ca_file,
 	                         .breaker_failures = w->cfg->judge_breaker_failures,
 	                         .breaker_cooldown_ms = w->cfg->judge_breaker_cooldown_ms };
 	if (judge_new(w->loop, &jo, &w->judge) < 0)

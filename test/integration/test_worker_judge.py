@@ -21,11 +21,13 @@ score` against the provider and replaying a verdict; the spend budget shared
 through Redis (exhausted: judge jobs wait while deterministic jobs flow); with
 two workers, the in-flight limit, the tokens-per-minute limit and the circuit
 breaker shared through Redis; judge jobs waiting on a slow provider leave the
-ARBITER_CONCURRENCY slots to other jobs.
+ARBITER_CONCURRENCY slots to other jobs; a provider over https behind a test CA
+(ARBITER_JUDGE_CA_FILE), and refused without it.
 """
 import hashlib
 import json
 import os
+import subprocess
 import time
 import urllib.request
 
@@ -119,6 +121,49 @@ def cli(p, tmp):
 
 def breaker_key(url):
     return "arbiter:judge:breaker:" + hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def test_ca(d):
+    """A test CA and a certificate for 127.0.0.1 it signed, made with openssl in d."""
+    f = {n: os.path.join(d, n) for n in ("ca.key", "ca.pem", "srv.key", "srv.csr", "srv.pem", "ext")}
+    with open(f["ext"], "w") as fh:
+        fh.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                 "extendedKeyUsage=serverAuth\n")
+    run = lambda *a: subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f["ca.key"], "-out", f["ca.pem"],
+        "-days", "2", "-subj", "/CN=arbiter test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f["srv.key"], "-out", f["srv.csr"],
+        "-subj", "/CN=127.0.0.1")
+    run("x509", "-req", "-in", f["srv.csr"], "-CA", f["ca.pem"], "-CAkey", f["ca.key"],
+        "-CAcreateserial", "-out", f["srv.pem"], "-days", "2", "-extfile", f["ext"])
+    return f["ca.pem"], f["srv.pem"], f["srv.key"]
+
+
+def tls_provider(s, a, env):
+    """The judge over https: the test provider behind a test CA; verification is on."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        ca, crt, key = test_ca(d)
+        tp = Provider().start(tls=(crt, key))
+        try:
+            c = a.challenge(spec(tp))
+            ok(spec(tp)["judge"]["base_url"].startswith("https://127.0.0.1:"), "https provider")
+            w = Worker(s, "judge-tls", env=dict(env, ARBITER_JUDGE_CA_FILE=ca))
+            sid = run_one(a, c, {"work": {"quality": 64, "docs": 64}})
+            eq(result(a, sid) and result(a, sid)[0], 640, "judged over https (test CA)", w.tail())
+            eq(tp.count(), 1, "one request over TLS")
+            eq(tp.requests[-1]["headers"].get("Authorization"), "Bearer " + KEY,
+               "the key went inside TLS")
+            eq(w.term(), 0, "tls worker exits 0")
+            w2 = Worker(s, "judge-notrust", env=env)
+            _, sid2 = a.submit(a.agent(), c, {"work": {"quality": 65, "docs": 65}})
+            refused = wait_for(lambda: "certificate" in w2.output().lower(), 20)
+            ok(refused, "without the test CA the provider's certificate is refused", w2.tail())
+            eq(tp.count(), 1, "no request was sent to the untrusted server")
+            ok(a.status(sid2) in ("queued", "evaluating"), "the job waits (provider trouble)")
+            eq(w2.term(), 0, "untrusting worker exits 0")
+        finally:
+            tp.stop()
 
 
 def judge_slots(s, a, p, ch, env):
@@ -458,6 +503,7 @@ def main():
             ok(a2.wait_final([sb], 30), "budget available again: judged", w3.tail())
             eq(a2.status(sb), "completed", "completed, not failed")
             eq(w3.term(), 0, "budget worker exits 0")
+            tls_provider(s, a2, env)
             judge_slots(s, a2, p, ch, env)
             shared_limits(s, a2, p, ch, env)
             a2.close()
