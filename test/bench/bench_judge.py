@@ -16,7 +16,8 @@ once. Phases, each from a preloaded backlog with one fresh worker
    the judge load runs, as a ratio to phase 1.
 
 Usage: bench_judge.py --bin build/worker/arbiter [--judged N] [--det N]
-       [--delay S] [--concurrency C]
+       [--delay S] [--concurrency C]   (C default 512: the issue's >= 500 in flight; judge
+       jobs waiting for a verdict have their own C slots, so up to 2 C jobs are resident)
 """
 import argparse
 import asyncio
@@ -164,7 +165,7 @@ def main():
     ap.add_argument("--judged", type=int, default=5000)
     ap.add_argument("--det", type=int, default=5000)
     ap.add_argument("--delay", type=float, default=0.2)
-    ap.add_argument("--concurrency", type=int, default=1024)
+    ap.add_argument("--concurrency", type=int, default=512)
     args = ap.parse_args()
     prov = Provider(args.delay)
     with Services() as svc:
