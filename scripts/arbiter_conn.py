@@ -4,7 +4,9 @@ The same rules as the worker (worker/redact.h, worker/rq.h): a Redis URL is
 parsed exactly as the worker parses it (redis://[[user]:password@]host[:port][/db],
 the LAST '@' ends the user info so a password may hold '/' or '@', IPv6 hosts
 in [brackets], ?db=/password=/user= parameters, unix://[[user]:password@]/path;
-rediss:// is refused), a PostgreSQL conninfo or URI is parsed by libpq's own
+rediss:// with the TLS parameters ssl_ca_certs, ssl_certfile, ssl_keyfile,
+ssl_cert_reqs=required|none, ssl_server_name; the Sentinel and Cluster forms
+are refused), a PostgreSQL conninfo or URI is parsed by libpq's own
 PQconninfoParse (psycopg2.extensions.parse_dsn). What a person sees is
 printed back from the parsed form with every password as ***; a string that
 does not parse is never echoed. test/data/redact_cases.json holds the table
@@ -16,6 +18,7 @@ import urllib.parse
 INVALID_REDIS = "(unparsable Redis URL, not shown)"
 INVALID_PG = "(unparsable database connection string, not shown)"
 SECRET_KEYS = ("password", "sslpassword")
+TLS_PARAMS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_server_name")
 
 
 class ConnError(ValueError):
@@ -124,8 +127,16 @@ def parse_redis(url):
                 u["password"] = _pct(v, "password")
             elif k in ("user", "username"):
                 u["user"] = _pct(v, "user name")
+            elif k in TLS_PARAMS:
+                u[k] = _pct(v, k)
+                if not u[k] or len(u[k].encode()) > 255:
+                    raise ConnError("invalid or too long %s" % k)
+                if k == "ssl_cert_reqs" and u[k] not in ("required", "none"):
+                    raise ConnError("ssl_cert_reqs must be required (the default) or none")
             else:
-                raise ConnError("unknown URL parameter (db, password, user)")
+                raise ConnError("unknown URL parameter (db, password, user, %s)" % ", ".join(TLS_PARAMS))
+    if not u.get("tls") and any(k in u for k in TLS_PARAMS):
+        raise ConnError("ssl_* parameters need a rediss:// URL")
     if u["user"] and not u["password"]:
         raise ConnError("a user name needs a password")
     return u
@@ -209,10 +220,24 @@ def secret_free(text, *conn):
 
 
 def redis_client(url, **kw):
-    """A redis.Redis for url, parsed by the worker's rules; raises ConnError."""
+    """A redis.Redis for url, parsed by the worker's rules; raises ConnError.
+    rediss://: TLS as the worker does it: the server's certificate verified
+    (unless ssl_cert_reqs=none) against ssl_ca_certs or the system store, for
+    the URL's host (ssl_server_name is refused); a client certificate when given."""
     import redis
     u = parse_redis(url)
     common = dict(db=u["db"], password=u["password"] or None, username=u["user"] or None, **kw)
     if u["path"]:
         return redis.Redis(unix_socket_path=u["path"], **common)
+    if u.get("tls"):
+        if bool(u.get("ssl_certfile")) != bool(u.get("ssl_keyfile")):
+            raise ConnError("ssl_certfile and ssl_keyfile go together")
+        verify = u.get("ssl_cert_reqs", "required") == "required"
+        common.update(ssl=True, ssl_cert_reqs="required" if verify else "none",
+                      ssl_check_hostname=verify, ssl_ca_certs=u.get("ssl_ca_certs"),
+                      ssl_certfile=u.get("ssl_certfile"), ssl_keyfile=u.get("ssl_keyfile"))
+        if u.get("ssl_server_name"):
+            # redis-py checks the host it connects to; it cannot check another name.
+            raise ConnError("ssl_server_name is not supported by the Python tools: connect by a "
+                            "name the server's certificate holds")
     return redis.Redis(host=u["host"], port=u["port"], **common)

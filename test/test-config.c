@@ -270,5 +270,61 @@ int main(void)
 		is_int(config_validate(&c, err, sizeof err), 0, "defaults validate (%s)", err);
 		config_free(&c);
 	}
+
+	/* config_load_some: a few settings for migrate/score, through the same table. */
+	{
+		static const char *const names[] = { "ARBITER_DATABASE_URL", "ARBITER_LOG_LEVEL",
+		                                     "ARBITER_MAX_STRING_BYTES", NULL };
+		unsigned given = 99;
+		clear_env();
+		is_int(config_load_some(names, "", &c, &given, err, sizeof err), 0, "some: defaults");
+		is_int((int)given, 0, "some: nothing given");
+		is_str(c.database_url, "postgresql:///arbiter", "some: the table's default URL");
+		is_str(c.log_level, "info", "some: the table's default level");
+		config_free(&c);
+
+		/* The file sets the URL and (not asked for) a bad concurrency: ignored. */
+		path = write_file("# x\nexport ARBITER_DATABASE_URL='postgresql://f/db'\n"
+		                  "ARBITER_CONCURRENCY=banana\nARBITER_LOG_LEVEL=debug\n");
+		setenv("ARBITER_LOG_LEVEL", "error", 1);
+		setenv("ARBITER_MAX_STRING_BYTES", "77", 1);
+		setenv("ARBITER_CONCURRENCY", "-1", 1);
+		is_int(config_load_some(names, path, &c, &given, err, sizeof err), 0,
+		       "some: file + environment (%s)", err);
+		is_str(c.database_url, "postgresql://f/db", "some: the file's URL");
+		is_str(c.log_level, "error", "some: the environment wins over the file");
+		ok(c.max_string_bytes == 77, "some: size from the environment");
+		is_int((int)given, 7, "some: all three given");
+		config_free(&c);
+
+		/* ARBITER_CONFIG names the file when file is NULL. */
+		unsetenv("ARBITER_LOG_LEVEL");
+		unsetenv("ARBITER_MAX_STRING_BYTES");
+		setenv("ARBITER_CONFIG", path, 1);
+		is_int(config_load_some(names, NULL, &c, &given, err, sizeof err), 0, "some: ARBITER_CONFIG");
+		is_str(c.log_level, "debug", "some: the file's level");
+		is_int((int)given, 3, "some: URL and level given");
+		config_free(&c);
+		unsetenv("ARBITER_CONFIG");
+		unsetenv("ARBITER_CONCURRENCY");
+		unlink(path);
+
+		/* Checked as the worker checks them. */
+		setenv("ARBITER_MAX_STRING_BYTES", "0", 1);
+		is_int(config_load_some(names, "", &c, &given, err, sizeof err), -1, "some: 0 bytes refused");
+		ok(strstr(err, "ARBITER_MAX_STRING_BYTES") && strstr(err, "range"), "message: %s", err);
+		unsetenv("ARBITER_MAX_STRING_BYTES");
+		setenv("ARBITER_LOG_LEVEL", "loud", 1);
+		is_int(config_load_some(names, "", &c, &given, err, sizeof err), -1, "some: bad level refused");
+		ok(strstr(err, "ARBITER_LOG_LEVEL") != NULL, "message: %s", err);
+		unsetenv("ARBITER_LOG_LEVEL");
+		path = write_file("ARBITER_DATABASE_URLL=x\n");
+		is_int(config_load_some(names, path, &c, &given, err, sizeof err), -1,
+		       "some: a typo in the file is refused");
+		ok(strstr(err, "unknown setting") != NULL, "message: %s", err);
+		unlink(path);
+		static const char *const bogus[] = { "ARBITER_NO_SUCH", NULL };
+		is_int(config_load_some(bogus, "", &c, &given, err, sizeof err), -1, "some: unknown name");
+	}
 	return tap_done();
 }

@@ -579,6 +579,35 @@ static void test_session_settings(void)
 	sync_exec("ALTER ROLE CURRENT_USER RESET lock_timeout");
 }
 
+/* ---- a session that refused a write as read-only is replaced --------------------------- */
+
+/* ALTER ROLE/DATABASE ... SET default_transaction_read_only reaches only sessions that
+ * start afterwards, and its RESET likewise: a session opened while it was on refuses
+ * writes for its whole life. pgc replaces a session that refused a write (25006). */
+static void test_read_only_renewed(void)
+{
+	sync_exec("ALTER ROLE CURRENT_USER SET default_transaction_read_only = on");
+	struct pgc_pool *p = new_pool(dburl, 1, 5000);
+	ok(p && wait_ready(p, 5000), "pool of 1 ready (its session read-only)");
+	struct cap c;
+	run1(p, "SELECT pg_backend_pid()::text", 0, NULL, &c, 5000);
+	char pid[64];
+	snprintf(pid, sizeof pid, "%s", c.vals[0]);
+	run1(p, "CREATE TABLE pgc_ro_probe (x int)", 0, NULL, &c, 5000);
+	ok(c.failed && !strcmp(c.sqlstate, "25006"), "a write is refused as read-only (SQLSTATE %s: %s)",
+	   c.sqlstate, c.err);
+	sync_exec("BEGIN READ WRITE; ALTER ROLE CURRENT_USER RESET default_transaction_read_only; COMMIT");
+	run1(p, "SELECT pg_backend_pid()::text", 0, NULL, &c, 5000);
+	ok(!c.failed && strcmp(c.vals[0], pid) != 0, "the next statement runs on a new session "
+	   "(backend %s, was %s)", c.vals[0], pid);
+	run1(p, "SHOW transaction_read_only", 0, NULL, &c, 5000);
+	is_str(c.vals[0], "off", "which takes writes after the RESET");
+	run1(p, "CREATE TABLE pgc_ro_probe (x int)", 0, NULL, &c, 5000);
+	ok(!c.failed, "the write goes through (%s)", c.err);
+	run1(p, "DROP TABLE pgc_ro_probe", 0, NULL, &c, 5000);
+	close_pool(p);
+}
+
 /* ---- more waiters than connections ---------------------------------------------------- */
 
 #define NW 12
@@ -942,6 +971,7 @@ int main(void)
 	test_rollback_on_release();
 	test_query_timeout();
 	test_session_settings();
+	test_read_only_renewed();
 	test_waiters();
 	test_no_server();
 	test_close_inflight();

@@ -21,6 +21,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "job.h"
 #include "log.h"
 #include "standings.h"
 #include "util.h"
@@ -525,16 +526,127 @@ fail:
 	return -1;
 }
 
+/* Reads the window scores of every agent, best first. Returns the count, or -1
+ * (message printed: a database error, or the backfill is pending). */
+static long w_read_db(const struct config *cfg, struct wrow **out)
+{
+	PGconn *pg = connect_db("weights", cfg);
+	if (!pg)
+		return -1;
+	if (require_ready("weights", pg)) {
+		PQfinish(pg);
+		return -1;
+	}
+	PGresult *res = PQexec(pg, "SELECT sa.agent_id, a.name, sa.w_sum FROM standings_agents sa "
+	                       "JOIN agents a ON a.id = sa.agent_id ORDER BY sa.w_sum DESC, sa.agent_id");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		pg_fail("weights", "reading the window scores", pg, res);
+		PQclear(res);
+		PQfinish(pg);
+		return -1;
+	}
+	long n = PQntuples(res);
+	struct wrow *rows = xcalloc((size_t)n + 1, sizeof *rows);
+	for (long i = 0; i < n; i++) {
+		rows[i].id = xstrdup(PQgetvalue(res, (int)i, 0));
+		rows[i].name = xstrdup(PQgetvalue(res, (int)i, 1));
+		rows[i].score = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+	}
+	PQclear(res);
+	PQfinish(pg);
+	*out = rows;
+	return n;
+}
+
+/* Writes the weights as one JSON document, streamed: one line per agent, no
+ * tree built in memory (100,000 agents would take a second in jansson). */
+static void w_print_json(const struct w_opts *o, const struct wrow *rows, long n,
+                         const struct weights_out *w)
+{
+	struct strbuf sb = { 0 };
+	char a[48], b[48];
+	strbuf_addlit(&sb, "{\n  \"cap\": ");
+	job_json_str(&sb, o->cap);
+	strbuf_addf(&sb, ",\n  \"effective_cap\": \"%llu/%llu\",\n  \"agents\": %ld,\n"
+	            "  \"positive\": %zu,\n  \"capped\": %zu,\n  \"scale\": %llu,\n  \"weights\": [",
+	            (unsigned long long)w->cap_num, (unsigned long long)w->cap_den, n, w->positive,
+	            w->capped, (unsigned long long)WEIGHTS_SCALE);
+	fwrite(sb.buf, 1, sb.len, stdout);
+	for (long i = 0; i < n; i++) {
+		sb.len = 0;
+		strbuf_addlit(&sb, "\n    {\"agent_id\": ");
+		job_json_str(&sb, rows[i].id);
+		if (rows[i].name) {
+			strbuf_addlit(&sb, ", \"name\": ");
+			job_json_str(&sb, rows[i].name);
+		}
+		weights_u128 g = weights_gcd(w->num[i], w->den);
+		strbuf_addf(&sb, ", \"score\": %lld, \"weight\": \"%llu.%09llu\", \"units\": %llu, "
+		            "\"exact\": \"%s/%s\"}%s", (long long)rows[i].score,
+		            (unsigned long long)(w->units[i] / WEIGHTS_SCALE),
+		            (unsigned long long)(w->units[i] % WEIGHTS_SCALE),
+		            (unsigned long long)w->units[i], weights_u128_str(w->num[i] / g, a),
+		            weights_u128_str(w->den / g, b), i + 1 < n ? "," : "");
+		fwrite(sb.buf, 1, sb.len, stdout);
+	}
+	fputs(n ? "\n  ]\n}\n" : "]\n}\n", stdout);
+	strbuf_free(&sb);
+}
+
+/* Writes the weights as text: a summary line, then `ID WEIGHT SCORE [NAME]`. */
+static void w_print_text(const struct w_opts *o, const struct wrow *rows, long n,
+                         const struct weights_out *w)
+{
+	printf("# cap %s (effective %llu/%llu), %ld agents, %zu capped; weights sum to 1\n", o->cap,
+	       (unsigned long long)w->cap_num, (unsigned long long)w->cap_den, n, w->capped);
+	for (long i = 0; i < n; i++) {
+		printf("%s  %llu.%09llu  %lld", rows[i].id,
+		       (unsigned long long)(w->units[i] / WEIGHTS_SCALE),
+		       (unsigned long long)(w->units[i] % WEIGHTS_SCALE), (long long)rows[i].score);
+		if (rows[i].name) {
+			fputs("  ", stdout);
+			put_clean(stdout, rows[i].name);
+		}
+		fputc('\n', stdout);
+	}
+}
+
+/* Computes and prints the weights of rows[0..n-1]. Returns 0, or 2 when the
+ * scores are out of range. */
+static int w_compute_print(const struct w_opts *o, uint64_t cap_num, uint64_t cap_den,
+                           const struct wrow *rows, long n)
+{
+	int64_t *scores = xcalloc((size_t)n + 1, sizeof *scores);
+	uint64_t *units = xcalloc((size_t)n + 1, sizeof *units);
+	weights_u128 *num = xcalloc((size_t)n + 1, sizeof *num);
+	for (long i = 0; i < n; i++)
+		scores[i] = rows[i].score;
+	struct weights_out w = { .units = units, .num = num };
+	int rc = 0;
+	if (weights_capped(scores, (size_t)n, cap_num, cap_den, WEIGHTS_SCALE, &w) < 0) {
+		fprintf(stderr, "arbiter weights: the scores are out of range (negative, or their sum "
+		        "above 2^63)\n");
+		rc = 2;
+	} else if (o->fmt == FMT_JSON) {
+		w_print_json(o, rows, n, &w);
+	} else {
+		w_print_text(o, rows, n, &w);
+	}
+	free(scores);
+	free(units);
+	free(num);
+	return rc;
+}
+
 int cmd_weights(int argc, char **argv)
 {
 	struct w_opts o = { .cap = "0.15", .fmt = FMT_TEXT };
 	struct config cfg;
 	struct wrow *rows = NULL;
-	long n = 0;
-	int rc;
+	long n;
 	uint64_t cap_num, cap_den;
 
-	rc = load("weights", argc, argv, w_own, &o, w_usage, &cfg);
+	int rc = load("weights", argc, argv, w_own, &o, w_usage, &cfg);
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	if (weights_parse_cap(o.cap, &cap_num, &cap_den) < 0) {
@@ -543,106 +655,16 @@ int cmd_weights(int argc, char **argv)
 		config_free(&cfg);
 		return 2;
 	}
-	if (o.scores) {
-		config_free(&cfg);
-		n = read_scores(o.scores, &rows);
-		if (n < 0)
-			return 2;
-	} else {
-		PGconn *pg = connect_db("weights", &cfg);
-		config_free(&cfg);
-		if (!pg)
-			return 1;
-		if (require_ready("weights", pg)) {
-			PQfinish(pg);
-			return 1;
-		}
-		PGresult *res = PQexec(pg, "SELECT sa.agent_id, a.name, sa.w_sum FROM standings_agents sa "
-		                       "JOIN agents a ON a.id = sa.agent_id ORDER BY sa.w_sum DESC, sa.agent_id");
-		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-			pg_fail("weights", "reading the window scores", pg, res);
-			PQclear(res);
-			PQfinish(pg);
-			return 1;
-		}
-		n = PQntuples(res);
-		rows = xcalloc((size_t)n + 1, sizeof *rows);
-		for (long i = 0; i < n; i++) {
-			rows[i].id = xstrdup(PQgetvalue(res, (int)i, 0));
-			rows[i].name = xstrdup(PQgetvalue(res, (int)i, 1));
-			rows[i].score = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
-		}
-		PQclear(res);
-		PQfinish(pg);
-	}
-
-	int64_t *scores = xcalloc((size_t)n + 1, sizeof *scores);
-	uint64_t *units = xcalloc((size_t)n + 1, sizeof *units);
-	weights_u128 *num = xcalloc((size_t)n + 1, sizeof *num);
-	for (long i = 0; i < n; i++)
-		scores[i] = rows[i].score;
-	struct weights_out w = { .units = units, .num = num };
-	rc = 0;
-	if (weights_capped(scores, (size_t)n, cap_num, cap_den, WEIGHTS_SCALE, &w) < 0) {
-		fprintf(stderr, "arbiter weights: the scores are out of range (negative, or their sum "
-		        "above 2^63)\n");
-		rc = 2;
-		goto out;
-	}
-	char a[48], b[48];
-	if (o.fmt == FMT_JSON) {
-		json_t *root = json_object(), *arr = json_array();
-		char buf[96];
-		json_object_set_new(root, "cap", json_string(o.cap));
-		snprintf(buf, sizeof buf, "%llu/%llu", (unsigned long long)w.cap_num,
-		         (unsigned long long)w.cap_den);
-		json_object_set_new(root, "effective_cap", json_string(buf));
-		json_object_set_new(root, "agents", json_integer(n));
-		json_object_set_new(root, "positive", json_integer((json_int_t)w.positive));
-		json_object_set_new(root, "capped", json_integer((json_int_t)w.capped));
-		json_object_set_new(root, "scale", json_integer((json_int_t)WEIGHTS_SCALE));
-		for (long i = 0; i < n; i++) {
-			json_t *r = json_object();
-			json_object_set_new(r, "agent_id", json_string(rows[i].id));
-			if (rows[i].name)
-				json_object_set_new(r, "name", json_string(rows[i].name));
-			json_object_set_new(r, "score", json_integer(rows[i].score));
-			snprintf(buf, sizeof buf, "%llu.%09llu", (unsigned long long)(units[i] / WEIGHTS_SCALE),
-			         (unsigned long long)(units[i] % WEIGHTS_SCALE));
-			json_object_set_new(r, "weight", json_string(buf));
-			json_object_set_new(r, "units", json_integer((json_int_t)units[i]));
-			weights_u128 g = weights_gcd(num[i], w.den);
-			snprintf(buf, sizeof buf, "%s/%s", weights_u128_str(num[i] / g, a),
-			         weights_u128_str(w.den / g, b));
-			json_object_set_new(r, "exact", json_string(buf));
-			json_array_append_new(arr, r);
-		}
-		json_object_set_new(root, "weights", arr);
-		print_json(root);
-		json_decref(root);
-	} else {
-		printf("# cap %s (effective %llu/%llu), %ld agents, %zu capped; weights sum to 1\n", o.cap,
-		       (unsigned long long)w.cap_num, (unsigned long long)w.cap_den, n, w.capped);
-		for (long i = 0; i < n; i++) {
-			printf("%s  %llu.%09llu  %lld", rows[i].id,
-			       (unsigned long long)(units[i] / WEIGHTS_SCALE),
-			       (unsigned long long)(units[i] % WEIGHTS_SCALE), (long long)rows[i].score);
-			if (rows[i].name) {
-				fputs("  ", stdout);
-				put_clean(stdout, rows[i].name);
-			}
-			fputc('\n', stdout);
-		}
-	}
-out:
+	n = o.scores ? read_scores(o.scores, &rows) : w_read_db(&cfg, &rows);
+	config_free(&cfg);
+	if (n < 0)
+		return o.scores ? 2 : 1;
+	rc = w_compute_print(&o, cap_num, cap_den, rows, n);
 	for (long i = 0; i < n; i++) {
 		free(rows[i].id);
 		free(rows[i].name);
 	}
 	free(rows);
-	free(scores);
-	free(units);
-	free(num);
 	return rc;
 }
 

@@ -74,52 +74,10 @@ static int backfill_standings(const char *url)
 	return rc;
 }
 
-static char *trim(char *s)
-{
-	while (*s == ' ' || *s == '\t')
-		s++;
-	char *e = s + strlen(s);
-	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
-		*--e = '\0';
-	return s;
-}
-
-/* ARBITER_DATABASE_URL from a configuration file (format of worker/config.c: KEY=value lines,
- * optional `export `, # comments, optional matching quotes). *out NULL if absent. -1 if unreadable. */
-static int url_from_file(const char *path, char **out)
-{
-	FILE *f = fopen(path, "r");
-	char *line = NULL;
-	size_t cap = 0;
-	*out = NULL;
-	if (!f) {
-		fprintf(stderr, "arbiter migrate: config file %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	while (getline(&line, &cap, f) >= 0) {
-		char *s = trim(line);
-		if (!strncmp(s, "export", 6) && (s[6] == ' ' || s[6] == '\t'))
-			s = trim(s + 7);
-		char *eq = strchr(s, '=');
-		if (!*s || *s == '#' || !eq)
-			continue;
-		*eq = '\0';
-		char *key = trim(s), *val = trim(eq + 1);
-		if (!strcmp(key, "ARBITER_DATABASE_URL") && config_file_value(val, &val) == 0) {
-			free(*out);
-			*out = xstrdup(val);
-		}
-	}
-	free(line);
-	fclose(f);
-	return 0;
-}
-
 int cmd_migrate(int argc, char **argv)
 {
 	const char *flag_url = NULL;
-	const char *config = getenv("ARBITER_CONFIG");
-	char *file_url = NULL;
+	const char *config = NULL;     /* NULL: the file named by ARBITER_CONFIG, if any */
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -149,16 +107,16 @@ int cmd_migrate(int argc, char **argv)
 		}
 	}
 
-	const char *url = flag_url;
-	if (!url || !url[0])
-		url = getenv("ARBITER_DATABASE_URL");
-	if ((!url || !url[0]) && config && config[0]) {
-		if (url_from_file(config, &file_url) < 0)
-			return 2;
-		url = file_url;
+	/* The environment, else the file, else the default: worker/config's table. */
+	static const char *const names[] = { "ARBITER_DATABASE_URL", NULL };
+	struct config cfg;
+	unsigned given;
+	char cerr[512];
+	if (config_load_some(names, config, &cfg, &given, cerr, sizeof cerr) < 0) {
+		config_report("migrate", cerr);
+		return 2;
 	}
-	if (!url || !url[0])
-		url = "postgresql:///arbiter";
+	const char *url = flag_url && flag_url[0] ? flag_url : cfg.database_url;
 
 	char err[1024];
 	char *shown = log_redact_url(url);
@@ -166,7 +124,7 @@ int cmd_migrate(int argc, char **argv)
 	if (n < 0) {
 		fprintf(stderr, "arbiter migrate: %s (database %s)\n", err, shown);
 		free(shown);
-		free(file_url);
+		config_free(&cfg);
 		return 1;
 	}
 	if (n == 0)
@@ -177,6 +135,6 @@ int cmd_migrate(int argc, char **argv)
 	/* Standings (sql/002_standings.sql): build them for existing results, in batches. */
 	int brc = backfill_standings(url);
 	free(shown);
-	free(file_url);
+	config_free(&cfg);
 	return brc;
 }

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "cmd.h"
+#include "config.h"
 #include "evaluator.h"
 #include "log.h"
 #include "isotime.h"
@@ -247,6 +248,7 @@ static void start_judge(struct ext_run *x, uv_loop_t *loop)
 }
 
 static uv_loop_t *ext_loop;   /* the private loop of run_external_evaluator */
+static enum log_level ext_log_level = LOG_WARN;   /* ARBITER_LOG_LEVEL when it is set */
 
 static void on_external(int rc, const struct score_ext *ext, const char *err, void *data)
 {
@@ -275,7 +277,7 @@ static void on_external(int rc, const struct score_ext *ext, const char *err, vo
  * pool on a private loop (ARBITER_SANDBOX_SLOTS, ARBITER_LANGUAGES_FILE from the
  * environment), one evaluator_run, then scoring with its score_ext. internal_error: the
  * reason on stderr, exit 3. Log lines below warnings are not printed unless
- * ARBITER_LOG_LEVEL asks for them.
+ * ARBITER_LOG_LEVEL asks for them (score_settings).
  */
 static int run_external_evaluator(const struct spec *s, const json_t *answer,
                                   const json_t *metadata, const json_t *ground_truth,
@@ -283,11 +285,7 @@ static int run_external_evaluator(const struct spec *s, const json_t *answer,
                                   const struct score_limits *lim,
                                   const struct rubric_verdict *replay)
 {
-	enum log_level lvl = LOG_WARN;
-	const char *ll = getenv("ARBITER_LOG_LEVEL");
-	if (ll && *ll)
-		(void)log_level_parse(ll, &lvl);
-	log_setup(lvl, NULL);
+	log_setup(ext_log_level, NULL);
 	uv_loop_t loop;
 	if (uv_loop_init(&loop) < 0) {
 		fprintf(stderr, "arbiter score: cannot create an event loop\n");
@@ -370,6 +368,28 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
 	return 1;
 }
 
+/* The worker's settings `arbiter score` honours, from the environment only (no
+ * configuration file), checked by worker/config's table: ARBITER_MAX_STRING_BYTES into
+ * *max_bytes and ARBITER_LOG_LEVEL into ext_log_level, each only when set. Returns 0, or
+ * -1 with the reason on stderr. */
+static int score_settings(size_t *max_bytes)
+{
+	static const char *const names[] = { "ARBITER_MAX_STRING_BYTES", "ARBITER_LOG_LEVEL", NULL };
+	struct config c;
+	unsigned given;
+	char err[512];
+	if (config_load_some(names, "", &c, &given, err, sizeof err) < 0) {
+		config_report("score", err);
+		return -1;
+	}
+	if (given & 1u)
+		*max_bytes = c.max_string_bytes;
+	if (given & 2u)
+		(void)log_level_parse(c.log_level, &ext_log_level);   /* valid: the table checked it */
+	config_free(&c);
+	return 0;
+}
+
 /* (Long: the command reads as its steps in order: options, the four inputs, scoring,
  * output; each step is a few lines and has one exit code.) */
 int cmd_score(int argc, char **argv)
@@ -412,9 +432,8 @@ int cmd_score(int argc, char **argv)
 		return EXIT_BAD;
 	}
 	struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, explain, 0 };
-	const char *env = getenv("ARBITER_MAX_STRING_BYTES");
-	if (!max_s && env && *env)
-		max_s = env;
+	if (score_settings(&lim.max_string_bytes) < 0)
+		return EXIT_BAD;
 	if (max_s && parse_size(max_s, &lim.max_string_bytes) < 0) {
 		fprintf(stderr, "arbiter score: max string bytes '%s' is not a positive integer\n", max_s);
 		return EXIT_BAD;

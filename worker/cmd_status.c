@@ -6,8 +6,9 @@
  * dead-letter stream. From PostgreSQL: queued/evaluating counts, the oldest
  * queued submission, and per-evaluator results of the last hour.
  *
- * This is a command-line tool, not the daemon: it uses blocking hiredis and
- * libpq with short timeouts. Settings come from config_load (flags >
+ * This is a command-line tool, not the daemon: Redis through the worker's
+ * own transport used blocking (rq_sync, rq.h: TLS, Sentinel and Cluster URLs
+ * work as for the worker), libpq blocking, both with short timeouts. Settings come from config_load (flags >
  * ARBITER_* environment > --config file), like `arbiter worker`. Exit 0 when
  * both servers answered, 1 when one of them did not (what could be read is
  * still printed), 2 on a usage or configuration error.
@@ -89,15 +90,10 @@ static long long now_ms(void)
 
 /* ---- Redis ---- */
 
-static redisReply *cmd(redisContext *c, struct status *st, int argc, const char **argv)
+static redisReply *cmd(struct rq_sync *c, struct status *st, int argc, const char **argv)
 {
-	redisReply *r = redisCommandArgv(c, argc, argv, NULL);
-	if (!r) {
-		snprintf(st->redis_err, sizeof(st->redis_err), "%s: %s", argv[0],
-		         c->errstr[0] ? c->errstr : "no reply");
-		return NULL;
-	}
-	if (r->type == REDIS_REPLY_ERROR) {
+	redisReply *r = rq_sync_cmdv(c, argc, argv, st->redis_err, sizeof(st->redis_err));
+	if (r && r->type == REDIS_REPLY_ERROR) {
 		snprintf(st->redis_err, sizeof(st->redis_err), "%s: %s", argv[0], r->str);
 		freeReplyObject(r);
 		return NULL;
@@ -130,255 +126,229 @@ static long long as_int(const redisReply *v, long long dflt)
 	return dflt;
 }
 
-/* A blocking connection to cfg's Redis (AUTH and SELECT done), or NULL with the reason in
- * err. The password is wiped from the stack before returning. */
-static redisContext *redis_open(const struct config *cfg, char *err, size_t errlen)
-{
-	struct rq_url u;
-	redisContext *c;
-	redisReply *r = NULL;
-	struct timeval tv = { .tv_sec = STATUS_TIMEOUT_SECS };
+/* The names status reads and writes (rkeys.h; the operator switches and the
+ * bulk lane of pause.h and lanes.h share the base, so one Cluster slot). */
+struct status_keys {
+	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
+};
 
-	if (rq_url_parse(cfg->redis_url, &u, err, errlen) < 0)
-		return NULL;
-	if (u.tls || u.sentinel || u.cluster) {
-		/* This command uses a plain blocking hiredis connection. */
-		snprintf(err, errlen, "arbiter status does not speak %s yet: "
-		         "read the worker's /metrics (arbiter_stream_length, ...) instead",
-		         u.sentinel ? "Sentinel" : u.cluster ? "Cluster" : "TLS");
-		memset(&u, 0, sizeof(u));
-		return NULL;
-	}
-	c = u.path[0] ? redisConnectUnixWithTimeout(u.path, tv)
-	              : redisConnectWithTimeout(u.host, u.port, tv);
-	if (!c || c->err) {
-		if (u.path[0])
-			snprintf(err, errlen, "cannot reach %s: %s", u.path, c ? c->errstr : "out of memory");
-		else
-			snprintf(err, errlen, "cannot reach %s:%d: %s", u.host, u.port,
-			         c ? c->errstr : "out of memory");
-		goto fail;
-	}
-	redisSetTimeout(c, tv);
-	if (u.password[0]) {
-		const char *a[] = { "AUTH", u.user, u.password };
-		const char *b[] = { "AUTH", u.password };
-		r = u.user[0] ? redisCommandArgv(c, 3, a, NULL) : redisCommandArgv(c, 2, b, NULL);
-		if (!r || r->type == REDIS_REPLY_ERROR) {
-			snprintf(err, errlen, "AUTH%s%s: %s", u.user[0] ? " as " : "", u.user,
-			         r ? r->str : c->errstr);
-			goto fail;
-		}
-		freeReplyObject(r);
-		r = NULL;
-	}
-	if (u.db) {
-		char db[16];
-		snprintf(db, sizeof(db), "%d", u.db);
-		const char *a[] = { "SELECT", db };
-		r = redisCommandArgv(c, 2, a, NULL);
-		if (!r || r->type == REDIS_REPLY_ERROR) {
-			snprintf(err, errlen, "SELECT %s: %s", db, r ? r->str : c->errstr);
-			goto fail;
-		}
-		freeReplyObject(r);
-		r = NULL;
-	}
-	memset(&u, 0, sizeof(u));
-	return c;
-fail:
-	if (r)
-		freeReplyObject(r);
-	if (c)
-		redisFree(c);
-	memset(&u, 0, sizeof(u));
-	return NULL;
+static int status_keys(const struct config *cfg, struct status_keys *sk, char *err, size_t errlen)
+{
+	struct rkeys k;
+	if (rkeys_init(&k, cfg->prefix, rkeys_style_for_url(cfg->redis_keys, cfg->redis_url), err,
+	               errlen) < 0)
+		return -1;
+	snprintf(sk->jobs, sizeof(sk->jobs), "%s", k.jobs);
+	snprintf(sk->dead, sizeof(sk->dead), "%s", k.dead);
+	snprintf(sk->delayed, sizeof(sk->delayed), "%s", k.delayed);
+	snprintf(sk->group, sizeof(sk->group), "%s", k.group);
+	snprintf(sk->paused, sizeof(sk->paused), "%s" PAUSE_KEY_SUFFIX, k.base);
+	snprintf(sk->pausedc, sizeof(sk->pausedc), "%s" PAUSE_CHALLENGES_KEY_SUFFIX, k.base);
+	snprintf(sk->bulk, sizeof(sk->bulk), "%s" LANES_BULK_FROM_JOBS, k.jobs);
+	rkeys_free(&k);
+	return 0;
 }
 
-static int redis_gather(const struct config *cfg, struct status *st)
+/* A connection to cfg's Redis through the worker's transport (rq.h: every
+ * URL the worker takes, TLS, Sentinel and Cluster included), or NULL with
+ * the reason in err. */
+static struct rq_sync *redis_open(const struct config *cfg, const struct status_keys *sk,
+                                  char *err, size_t errlen)
 {
-	redisContext *c;
+	struct rq_sync *c;
+	/* The transport's own lines: only its errors (a TLS or ACL problem), as
+	 * text; the outcome is reported by the command itself. */
+	log_setup(LOG_ERROR, NULL);
+	log_set_text(1);
+	if (rq_sync_open(cfg->redis_url, sk->jobs, STATUS_TIMEOUT_SECS * 1000, &c, err, errlen) < 0)
+		return NULL;
+	return c;
+}
+
+/* An integer reply of argv into *out. */
+static int gather_int(struct rq_sync *c, struct status *st, int argc, const char **argv,
+                      long long *out)
+{
+	redisReply *r = cmd(c, st, argc, argv);
+	if (!r)
+		return -1;
+	*out = r->integer;
+	freeReplyObject(r);
+	return 0;
+}
+
+/* arbiter pause: the global switch and the paused challenges. */
+static int gather_pause(struct rq_sync *c, struct status *st, const struct status_keys *sk)
+{
 	redisReply *r;
-	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
-	int rc = -1;
+	const char *g[] = { "GET", sk->paused };
+	if (!(r = cmd(c, st, 2, g)))
+		return -1;
+	if (r->type == REDIS_REPLY_STRING) {
+		st->paused = true;
+		st->paused_since_ms = strtoll(r->str, NULL, 10);
+	}
+	freeReplyObject(r);
+	const char *m[] = { "SMEMBERS", sk->pausedc };
+	if (!(r = cmd(c, st, 2, m)))
+		return -1;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements) {
+		st->paused_challenges = xcalloc(r->elements, sizeof(char *));
+		for (size_t i = 0; i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_STRING)
+				st->paused_challenges[st->npaused_challenges++] = xstrdup(r->element[i]->str);
+	}
+	freeReplyObject(r);
+	return 0;
+}
 
-	c = redis_open(cfg, st->redis_err, sizeof(st->redis_err));
-	if (!c)
-		goto out;
+/* The jobs stream: length and oldest entry. */
+static int gather_stream(struct rq_sync *c, struct status *st, const struct status_keys *sk)
+{
+	const char *l[] = { "XLEN", sk->jobs };
+	if (gather_int(c, st, 2, l, &st->xlen) < 0)
+		return -1;
+	const char *a[] = { "XRANGE", sk->jobs, "-", "+", "COUNT", "1" };
+	redisReply *r = cmd(c, st, 6, a);
+	if (!r)
+		return -1;
+	st->oldest_entry_age_ms = -1;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->type == REDIS_REPLY_ARRAY &&
+	    r->element[0]->elements && r->element[0]->element[0]->type == REDIS_REPLY_STRING) {
+		const char *id = r->element[0]->element[0]->str;
+		snprintf(st->oldest_entry, sizeof(st->oldest_entry), "%s", id);
+		long long age = now_ms() - strtoll(id, NULL, 10);
+		st->oldest_entry_age_ms = age < 0 ? 0 : age;
+	}
+	freeReplyObject(r);
+	return 0;
+}
 
-	{
-		/* Key names: rkeys.h. */
-		struct rkeys k;
-		char kerr[256];
-		if (rkeys_init(&k, cfg->prefix, rkeys_style_for_url(cfg->redis_keys, cfg->redis_url), kerr, sizeof kerr) < 0) {
-			snprintf(st->redis_err, sizeof(st->redis_err), "%s", kerr);
-			goto out;
-		}
-		snprintf(jobs, sizeof(jobs), "%s", k.jobs);
-		snprintf(dead, sizeof(dead), "%s", k.dead);
-		snprintf(delayed, sizeof(delayed), "%s", k.delayed);
-		snprintf(group, sizeof(group), "%s", k.group);
-		/* The operator switches and the bulk lane (pause.h, lanes.h): the same base, the
-		 * bulk lane beside the jobs stream (one Cluster slot for the feeder's script). */
-		snprintf(paused, sizeof(paused), "%s" PAUSE_KEY_SUFFIX, k.base);
-		snprintf(pausedc, sizeof(pausedc), "%s" PAUSE_CHALLENGES_KEY_SUFFIX, k.base);
-		snprintf(bulk, sizeof(bulk), "%s" LANES_BULK_FROM_JOBS, k.jobs);
-		rkeys_free(&k);
+/* One XINFO GROUPS entry, if it is our group: pending, last delivered, lag. */
+static void group_entry(struct status *st, const redisReply *g, const char *group)
+{
+	const redisReply *name = field(g, "name");
+	if (!name || name->type != REDIS_REPLY_STRING || strcmp(name->str, group))
+		return;
+	st->group_exists = true;
+	st->pending = as_int(field(g, "pending"), 0);
+	const redisReply *ld = field(g, "last-delivered-id");
+	if (ld && ld->type == REDIS_REPLY_STRING)
+		snprintf(st->last_delivered, sizeof(st->last_delivered), "%s", ld->str);
+	st->entries_read = as_int(field(g, "entries-read"), -1);
+	const redisReply *lag = field(g, "lag");
+	if (lag && lag->type == REDIS_REPLY_INTEGER) {
+		st->lag = lag->integer;
+		st->lag_exact = true;
+	} else {
+		/* Redis < 7 or an unknown lag: the worker XDELs finished
+		 * entries, so the stream is backlog + pending. */
+		st->lag = st->xlen - st->pending;
+		if (st->lag < 0)
+			st->lag = 0;
 	}
-	{
-		const char *a[] = { "XLEN", bulk };
-		if (!(r = cmd(c, st, 2, a)))
-			goto out;
-		st->bulk = r->integer;
-		freeReplyObject(r);
-	}
+}
 
-	{
-		const char *a[] = { "GET", paused };
-		if (!(r = cmd(c, st, 2, a)))
-			goto out;
-		if (r->type == REDIS_REPLY_STRING) {
-			st->paused = true;
-			st->paused_since_ms = strtoll(r->str, NULL, 10);
+/* The consumer group (XINFO GROUPS) and its consumers (XINFO CONSUMERS). */
+static int gather_group(struct rq_sync *c, struct status *st, const struct status_keys *sk)
+{
+	/* XINFO GROUPS fails with "no such key" when the stream does not exist yet. */
+	const char *a[] = { "XINFO", "GROUPS", sk->jobs };
+	redisReply *r = rq_sync_cmdv(c, 3, a, st->redis_err, sizeof(st->redis_err));
+	if (!r)
+		return -1;
+	st->pending = 0;
+	st->lag = st->xlen;
+	if (r->type == REDIS_REPLY_ARRAY)
+		for (size_t i = 0; i < r->elements; i++)
+			group_entry(st, r->element[i], sk->group);
+	freeReplyObject(r);
+	if (!st->group_exists)
+		return 0;
+	const char *b[] = { "XINFO", "CONSUMERS", sk->jobs, sk->group };
+	if (!(r = cmd(c, st, 4, b)))
+		return -1;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements) {
+		st->consumers = xcalloc(r->elements, sizeof(*st->consumers));
+		for (size_t i = 0; i < r->elements; i++) {
+			const redisReply *e = r->element[i];
+			const redisReply *name = field(e, "name");
+			if (!name || name->type != REDIS_REPLY_STRING)
+				continue;
+			struct consumer *k = &st->consumers[st->nconsumers++];
+			k->name = xstrdup(name->str);
+			k->pending = as_int(field(e, "pending"), 0);
+			k->idle_ms = as_int(field(e, "idle"), -1);
+			k->inactive_ms = as_int(field(e, "inactive"), -1);
 		}
-		freeReplyObject(r);
 	}
-	{
-		const char *a[] = { "SMEMBERS", pausedc };
-		if (!(r = cmd(c, st, 2, a)))
-			goto out;
-		if (r->type == REDIS_REPLY_ARRAY && r->elements) {
-			st->paused_challenges = xcalloc(r->elements, sizeof(char *));
-			for (size_t i = 0; i < r->elements; i++)
-				if (r->element[i]->type == REDIS_REPLY_STRING)
-					st->paused_challenges[st->npaused_challenges++] = xstrdup(r->element[i]->str);
-		}
-		freeReplyObject(r);
-	}
+	freeReplyObject(r);
+	return 0;
+}
 
-	{
-		const char *a[] = { "XLEN", jobs };
-		if (!(r = cmd(c, st, 2, a)))
-			goto out;
-		st->xlen = r->integer;
-		freeReplyObject(r);
-	}
-	{
-		const char *a[] = { "XRANGE", jobs, "-", "+", "COUNT", "1" };
-		if (!(r = cmd(c, st, 6, a)))
-			goto out;
-		st->oldest_entry_age_ms = -1;
-		if (r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->type == REDIS_REPLY_ARRAY &&
-		    r->element[0]->elements && r->element[0]->element[0]->type == REDIS_REPLY_STRING) {
-			const char *id = r->element[0]->element[0]->str;
-			snprintf(st->oldest_entry, sizeof(st->oldest_entry), "%s", id);
-			long long age = now_ms() - strtoll(id, NULL, 10);
-			st->oldest_entry_age_ms = age < 0 ? 0 : age;
-		}
-		freeReplyObject(r);
-	}
-	{
-		/* XINFO GROUPS fails with "no such key" when the stream does not exist yet. */
-		const char *a[] = { "XINFO", "GROUPS", jobs };
-		r = redisCommandArgv(c, 3, a, NULL);
-		if (!r) {
-			snprintf(st->redis_err, sizeof(st->redis_err), "XINFO: %s", c->errstr);
-			goto out;
-		}
-		st->pending = 0;
-		st->lag = st->xlen;
-		if (r->type == REDIS_REPLY_ARRAY) {
-			for (size_t i = 0; i < r->elements; i++) {
-				const redisReply *g = r->element[i];
-				const redisReply *name = field(g, "name");
-				if (!name || name->type != REDIS_REPLY_STRING || strcmp(name->str, group))
-					continue;
-				st->group_exists = true;
-				st->pending = as_int(field(g, "pending"), 0);
-				const redisReply *ld = field(g, "last-delivered-id");
-				if (ld && ld->type == REDIS_REPLY_STRING)
-					snprintf(st->last_delivered, sizeof(st->last_delivered), "%s", ld->str);
-				st->entries_read = as_int(field(g, "entries-read"), -1);
-				const redisReply *lag = field(g, "lag");
-				if (lag && lag->type == REDIS_REPLY_INTEGER) {
-					st->lag = lag->integer;
-					st->lag_exact = true;
-				} else {
-					/* Redis < 7 or an unknown lag: the worker XDELs finished
-					 * entries, so the stream is backlog + pending. */
-					st->lag = st->xlen - st->pending;
-					if (st->lag < 0)
-						st->lag = 0;
-				}
-			}
-		}
-		freeReplyObject(r);
-	}
-	if (st->group_exists) {
-		const char *a[] = { "XINFO", "CONSUMERS", jobs, group };
-		if (!(r = cmd(c, st, 4, a)))
-			goto out;
-		if (r->type == REDIS_REPLY_ARRAY && r->elements) {
-			st->consumers = xcalloc(r->elements, sizeof(*st->consumers));
-			for (size_t i = 0; i < r->elements; i++) {
-				const redisReply *e = r->element[i];
-				const redisReply *name = field(e, "name");
-				if (!name || name->type != REDIS_REPLY_STRING)
-					continue;
-				struct consumer *k = &st->consumers[st->nconsumers++];
-				k->name = xstrdup(name->str);
-				k->pending = as_int(field(e, "pending"), 0);
-				k->idle_ms = as_int(field(e, "idle"), -1);
-				k->inactive_ms = as_int(field(e, "inactive"), -1);
-			}
-		}
-		freeReplyObject(r);
-	}
-	/* --prune: consumers that hold nothing and were not seen for the threshold (a stopped
-	 * replica, e.g. a deleted Kubernetes pod). A live worker polls every second. */
+/* --prune: consumers that hold nothing and were not seen for the threshold (a stopped
+ * replica, e.g. a deleted Kubernetes pod). A live worker polls every second. */
+static int prune_consumers(struct rq_sync *c, struct status *st, const struct status_keys *sk)
+{
 	for (size_t i = 0; st->prune_idle_ms >= 0 && i < st->nconsumers; i++) {
 		struct consumer *k = &st->consumers[i];
 		long long idle = k->inactive_ms >= 0 ? k->inactive_ms : k->idle_ms;
 		if (k->pending || idle < st->prune_idle_ms)
 			continue;
-		const char *a[] = { "XGROUP", "DELCONSUMER", jobs, group, k->name };
-		if (!(r = cmd(c, st, 5, a)))
-			goto out;
+		const char *a[] = { "XGROUP", "DELCONSUMER", sk->jobs, sk->group, k->name };
+		redisReply *r = cmd(c, st, 5, a);
+		if (!r)
+			return -1;
 		freeReplyObject(r);
 		k->pruned = true;
 		st->pruned++;
 	}
-	{
-		const char *a[] = { "ZCARD", delayed };
-		if (!(r = cmd(c, st, 2, a)))
-			goto out;
-		st->delayed = r->integer;
-		freeReplyObject(r);
+	return 0;
+}
+
+/* The delayed set (size, next due) and the dead-letter stream's length. */
+static int gather_delayed_dead(struct rq_sync *c, struct status *st, const struct status_keys *sk)
+{
+	const char *z[] = { "ZCARD", sk->delayed };
+	if (gather_int(c, st, 2, z, &st->delayed) < 0)
+		return -1;
+	const char *a[] = { "ZRANGE", sk->delayed, "0", "0", "WITHSCORES" };
+	redisReply *r = cmd(c, st, 5, a);
+	if (!r)
+		return -1;
+	st->next_delayed_due_ms = -1;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[1]->type == REDIS_REPLY_STRING) {
+		long long due = (long long)strtod(r->element[1]->str, NULL) - now_ms();
+		st->next_delayed_due_ms = due < 0 ? 0 : due;
 	}
-	{
-		const char *a[] = { "ZRANGE", delayed, "0", "0", "WITHSCORES" };
-		if (!(r = cmd(c, st, 5, a)))
-			goto out;
-		st->next_delayed_due_ms = -1;
-		if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-		    r->element[1]->type == REDIS_REPLY_STRING) {
-			long long due = (long long)strtod(r->element[1]->str, NULL) - now_ms();
-			st->next_delayed_due_ms = due < 0 ? 0 : due;
-		}
-		freeReplyObject(r);
-	}
-	{
-		const char *a[] = { "XLEN", dead };
-		if (!(r = cmd(c, st, 2, a)))
-			goto out;
-		st->dead = r->integer;
-		freeReplyObject(r);
-	}
-	st->redis_ok = true;
-	rc = 0;
-out:
-	if (c)
-		redisFree(c);
+	freeReplyObject(r);
+	const char *d[] = { "XLEN", sk->dead };
+	return gather_int(c, st, 2, d, &st->dead);
+}
+
+static int redis_gather(const struct config *cfg, struct status *st)
+{
+	struct status_keys sk;
+	if (status_keys(cfg, &sk, st->redis_err, sizeof(st->redis_err)) < 0)
+		return -1;
+	struct rq_sync *c = redis_open(cfg, &sk, st->redis_err, sizeof(st->redis_err));
+	if (!c)
+		return -1;
+	const char *b[] = { "XLEN", sk.bulk };
+	int rc = gather_int(c, st, 2, b, &st->bulk);
+	if (rc == 0)
+		rc = gather_pause(c, st, &sk);
+	if (rc == 0)
+		rc = gather_stream(c, st, &sk);
+	if (rc == 0)
+		rc = gather_group(c, st, &sk);
+	if (rc == 0)
+		rc = prune_consumers(c, st, &sk);
+	if (rc == 0)
+		rc = gather_delayed_dead(c, st, &sk);
+	st->redis_ok = rc == 0;
+	rq_sync_close(c);
 	return rc;
 }
 
@@ -500,67 +470,84 @@ static void fmt_duration(char *buf, size_t n, double secs)
 		snprintf(buf, n, "%dd%02dh", (int)(secs / 86400), (int)(secs / 3600) % 24);
 }
 
-static void print_human(const struct config *cfg, const struct status *st, const char *redis_url,
-                        const char *db_url)
+/* The pause switches (human form). */
+static void human_pause(const struct status *st)
+{
+	if (st->paused) {
+		time_t t = (time_t)(st->paused_since_ms / 1000);
+		struct tm tm;
+		char when[32] = "?";
+		if (st->paused_since_ms > 0 && gmtime_r(&t, &tm))
+			strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		printf("  %-28s yes, since %s (arbiter resume)\n", "PAUSED", when);
+	} else {
+		printf("  %-28s no\n", "paused");
+	}
+	if (st->npaused_challenges) {
+		printf("  %-28s", "paused challenges");
+		for (size_t i = 0; i < st->npaused_challenges; i++)
+			printf("%s%s", i ? ", " : " ", st->paused_challenges[i]);
+		printf("\n");
+	}
+}
+
+/* The consumers table (human form). */
+static void human_consumers(const struct status *st)
 {
 	char d1[32], d2[32];
+	if (st->prune_idle_ms >= 0)
+		printf("  %-28s %zu (no pending entries, idle >= %lld ms)\n", "consumers pruned",
+		       st->pruned, st->prune_idle_ms);
+	if (!st->nconsumers)
+		return;
+	printf("\n  %-36s %8s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE");
+	for (size_t i = 0; i < st->nconsumers; i++) {
+		const struct consumer *k = &st->consumers[i];
+		fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
+		fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
+		printf("  %-36s %8lld %10s %10s%s\n", k->name, k->pending, d1, d2,
+		       k->pruned ? "  (pruned)" : "");
+	}
+}
 
-	printf("arbiter status (prefix %s)\n\n", cfg->prefix);
+/* The Redis section (human form). */
+static void human_redis(const struct status *st, const char *redis_url)
+{
+	char d1[32];
 	printf("Redis %s\n", redis_url);
 	if (!st->redis_ok) {
 		printf("  unavailable: %s\n", st->redis_err);
-	} else {
-		fmt_duration(d1, sizeof(d1), st->oldest_entry_age_ms < 0 ? -1 : st->oldest_entry_age_ms / 1000.0);
-		printf("  %-28s %lld", "stream length", st->xlen);
-		if (st->oldest_entry_age_ms >= 0)
-			printf("  (oldest entry %s old)", d1);
-		printf("\n");
-		if (st->group_exists) {
-			printf("  %-28s %lld%s\n", "consumer group lag", st->lag,
-			       st->lag_exact ? "" : " (estimated: length - pending)");
-			printf("  %-28s %lld\n", "pending (delivered, unacked)", st->pending);
-		} else {
-			printf("  %-28s not created yet (no worker has started)\n", "consumer group");
-		}
-		printf("  %-28s %lld%s\n", "bulk lane (re-evaluations)", st->bulk,
-		       st->bulk ? "  (fed to the stream as live jobs leave room)" : "");
-		fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
-		printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
-		if (st->next_delayed_due_ms >= 0)
-			printf("  (next due in %s)", d1);
-		printf("\n");
-		printf("  %-28s %lld%s\n", "dead letters", st->dead,
-		       st->dead ? "  (scripts/dlq list)" : "");
-		if (st->paused) {
-			time_t t = (time_t)(st->paused_since_ms / 1000);
-			struct tm tm;
-			char when[32] = "?";
-			if (st->paused_since_ms > 0 && gmtime_r(&t, &tm))
-				strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-			printf("  %-28s yes, since %s (arbiter resume)\n", "PAUSED", when);
-		} else {
-			printf("  %-28s no\n", "paused");
-		}
-		if (st->npaused_challenges) {
-			printf("  %-28s", "paused challenges");
-			for (size_t i = 0; i < st->npaused_challenges; i++)
-				printf("%s%s", i ? ", " : " ", st->paused_challenges[i]);
-			printf("\n");
-		}
-		if (st->prune_idle_ms >= 0)
-			printf("  %-28s %zu (no pending entries, idle >= %lld ms)\n", "consumers pruned",
-			       st->pruned, st->prune_idle_ms);
-		if (st->nconsumers) {
-			printf("\n  %-36s %8s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE");
-			for (size_t i = 0; i < st->nconsumers; i++) {
-				const struct consumer *k = &st->consumers[i];
-				fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
-				fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
-				printf("  %-36s %8lld %10s %10s%s\n", k->name, k->pending, d1, d2,
-				       k->pruned ? "  (pruned)" : "");
-			}
-		}
+		return;
 	}
+	fmt_duration(d1, sizeof(d1), st->oldest_entry_age_ms < 0 ? -1 : st->oldest_entry_age_ms / 1000.0);
+	printf("  %-28s %lld", "stream length", st->xlen);
+	if (st->oldest_entry_age_ms >= 0)
+		printf("  (oldest entry %s old)", d1);
+	printf("\n");
+	if (st->group_exists) {
+		printf("  %-28s %lld%s\n", "consumer group lag", st->lag,
+		       st->lag_exact ? "" : " (estimated: length - pending)");
+		printf("  %-28s %lld\n", "pending (delivered, unacked)", st->pending);
+	} else {
+		printf("  %-28s not created yet (no worker has started)\n", "consumer group");
+	}
+	printf("  %-28s %lld%s\n", "bulk lane (re-evaluations)", st->bulk,
+	       st->bulk ? "  (fed to the stream as live jobs leave room)" : "");
+	fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
+	printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
+	if (st->next_delayed_due_ms >= 0)
+		printf("  (next due in %s)", d1);
+	printf("\n");
+	printf("  %-28s %lld%s\n", "dead letters", st->dead,
+	       st->dead ? "  (scripts/dlq list)" : "");
+	human_pause(st);
+	human_consumers(st);
+}
+
+/* The PostgreSQL section (human form). */
+static void human_pg(const struct status *st, const char *db_url)
+{
+	char d1[32];
 	printf("\nPostgreSQL %s\n", db_url);
 	if (!st->pg_ok) {
 		printf("  unavailable: %s\n", st->pg_err);
@@ -588,87 +575,112 @@ static void print_human(const struct config *cfg, const struct status *st, const
 	}
 }
 
-static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
-                       const char *db_url)
+static void print_human(const struct config *cfg, const struct status *st, const char *redis_url,
+                        const char *db_url)
 {
-	json_t *root = json_object(), *redis = json_object(), *pg = json_object();
+	printf("arbiter status (prefix %s)\n\n", cfg->prefix);
+	human_redis(st, redis_url);
+	human_pg(st, db_url);
+}
 
-	json_object_set_new(root, "prefix", json_string(cfg->prefix));
+/* The consumers (JSON form). */
+static json_t *json_consumers(const struct status *st)
+{
+	json_t *cs = json_array();
+	for (size_t i = 0; i < st->nconsumers; i++) {
+		const struct consumer *k = &st->consumers[i];
+		json_t *o = json_object();
+		json_object_set_new(o, "name", json_string(k->name));
+		json_object_set_new(o, "pending", json_integer(k->pending));
+		json_object_set_new(o, "idle_ms", k->idle_ms >= 0 ? json_integer(k->idle_ms) : json_null());
+		json_object_set_new(o, "inactive_ms",
+		                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
+		json_object_set_new(o, "pruned", json_boolean(k->pruned));
+		json_array_append_new(cs, o);
+	}
+	return cs;
+}
+
+/* The Redis section (JSON form). */
+static json_t *json_redis(const struct status *st, const char *redis_url)
+{
+	json_t *redis = json_object();
 	json_object_set_new(redis, "url", json_string(redis_url));
 	json_object_set_new(redis, "ok", json_boolean(st->redis_ok));
 	if (!st->redis_ok) {
 		json_object_set_new(redis, "error", json_string(st->redis_err));
-	} else {
-		json_object_set_new(redis, "stream_length", json_integer(st->xlen));
-		json_object_set_new(redis, "oldest_entry_id",
-		                    st->oldest_entry[0] ? json_string(st->oldest_entry) : json_null());
-		json_object_set_new(redis, "oldest_entry_age_ms",
-		                    st->oldest_entry_age_ms >= 0 ? json_integer(st->oldest_entry_age_ms) : json_null());
-		json_object_set_new(redis, "group_exists", json_boolean(st->group_exists));
-		json_object_set_new(redis, "lag", json_integer(st->lag));
-		json_object_set_new(redis, "lag_exact", json_boolean(st->lag_exact));
-		json_object_set_new(redis, "pending", json_integer(st->pending));
-		json_object_set_new(redis, "last_delivered_id",
-		                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
-		json_object_set_new(redis, "delayed", json_integer(st->delayed));
-		json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
-		json_object_set_new(redis, "next_delayed_due_ms",
-		                    st->next_delayed_due_ms >= 0 ? json_integer(st->next_delayed_due_ms) : json_null());
-		json_object_set_new(redis, "dead", json_integer(st->dead));
-		json_t *cs = json_array();
-		for (size_t i = 0; i < st->nconsumers; i++) {
-			const struct consumer *k = &st->consumers[i];
-			json_t *o = json_object();
-			json_object_set_new(o, "name", json_string(k->name));
-			json_object_set_new(o, "pending", json_integer(k->pending));
-			json_object_set_new(o, "idle_ms", k->idle_ms >= 0 ? json_integer(k->idle_ms) : json_null());
-			json_object_set_new(o, "inactive_ms",
-			                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
-			json_object_set_new(o, "pruned", json_boolean(k->pruned));
-			json_array_append_new(cs, o);
-		}
-		json_object_set_new(redis, "consumers", cs);
-		json_object_set_new(redis, "paused", json_boolean(st->paused));
-		json_object_set_new(redis, "paused_since_ms",
-		                    st->paused ? json_integer(st->paused_since_ms) : json_null());
-		json_t *pc = json_array();
-		for (size_t i = 0; i < st->npaused_challenges; i++)
-			json_array_append_new(pc, json_string(st->paused_challenges[i]));
-		json_object_set_new(redis, "paused_challenges", pc);
-		json_object_set_new(redis, "pruned", json_integer((json_int_t)st->pruned));
+		return redis;
 	}
-	json_object_set_new(root, "redis", redis);
+	json_object_set_new(redis, "stream_length", json_integer(st->xlen));
+	json_object_set_new(redis, "oldest_entry_id",
+	                    st->oldest_entry[0] ? json_string(st->oldest_entry) : json_null());
+	json_object_set_new(redis, "oldest_entry_age_ms",
+	                    st->oldest_entry_age_ms >= 0 ? json_integer(st->oldest_entry_age_ms) : json_null());
+	json_object_set_new(redis, "group_exists", json_boolean(st->group_exists));
+	json_object_set_new(redis, "lag", json_integer(st->lag));
+	json_object_set_new(redis, "lag_exact", json_boolean(st->lag_exact));
+	json_object_set_new(redis, "pending", json_integer(st->pending));
+	json_object_set_new(redis, "last_delivered_id",
+	                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
+	json_object_set_new(redis, "delayed", json_integer(st->delayed));
+	json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
+	json_object_set_new(redis, "next_delayed_due_ms",
+	                    st->next_delayed_due_ms >= 0 ? json_integer(st->next_delayed_due_ms) : json_null());
+	json_object_set_new(redis, "dead", json_integer(st->dead));
+	json_object_set_new(redis, "consumers", json_consumers(st));
+	json_object_set_new(redis, "paused", json_boolean(st->paused));
+	json_object_set_new(redis, "paused_since_ms",
+	                    st->paused ? json_integer(st->paused_since_ms) : json_null());
+	json_t *pc = json_array();
+	for (size_t i = 0; i < st->npaused_challenges; i++)
+		json_array_append_new(pc, json_string(st->paused_challenges[i]));
+	json_object_set_new(redis, "paused_challenges", pc);
+	json_object_set_new(redis, "pruned", json_integer((json_int_t)st->pruned));
+	return redis;
+}
 
+/* The PostgreSQL section (JSON form). */
+static json_t *json_pg(const struct status *st, const char *db_url)
+{
+	json_t *pg = json_object();
 	json_object_set_new(pg, "url", json_string(db_url));
 	json_object_set_new(pg, "ok", json_boolean(st->pg_ok));
 	if (!st->pg_ok) {
 		json_object_set_new(pg, "error", json_string(st->pg_err));
-	} else {
-		json_object_set_new(pg, "queued", json_integer(st->queued));
-		json_object_set_new(pg, "evaluating", json_integer(st->evaluating));
-		if (st->oldest_queued_id[0]) {
-			json_t *o = json_object();
-			json_object_set_new(o, "id", json_string(st->oldest_queued_id));
-			json_object_set_new(o, "age_seconds", json_real(st->oldest_queued_age_s));
-			json_object_set_new(pg, "oldest_queued", o);
-		} else {
-			json_object_set_new(pg, "oldest_queued", json_null());
-		}
-		json_t *ev = json_object();
-		for (size_t i = 0; i < st->nevals; i++) {
-			const struct evaluator_row *e = &st->evals[i];
-			json_t *o = json_object();
-			json_object_set_new(o, "results", json_integer(e->results));
-			json_object_set_new(o, "win", json_integer(e->wins));
-			json_object_set_new(o, "draw", json_integer(e->draws));
-			json_object_set_new(o, "loss", json_integer(e->losses));
-			json_object_set_new(o, "avg_score", json_real(e->avg_score));
-			json_object_set_new(ev, e->name, o);
-		}
-		json_object_set_new(pg, "last_hour", ev);
+		return pg;
 	}
-	json_object_set_new(root, "postgres", pg);
+	json_object_set_new(pg, "queued", json_integer(st->queued));
+	json_object_set_new(pg, "evaluating", json_integer(st->evaluating));
+	if (st->oldest_queued_id[0]) {
+		json_t *o = json_object();
+		json_object_set_new(o, "id", json_string(st->oldest_queued_id));
+		json_object_set_new(o, "age_seconds", json_real(st->oldest_queued_age_s));
+		json_object_set_new(pg, "oldest_queued", o);
+	} else {
+		json_object_set_new(pg, "oldest_queued", json_null());
+	}
+	json_t *ev = json_object();
+	for (size_t i = 0; i < st->nevals; i++) {
+		const struct evaluator_row *e = &st->evals[i];
+		json_t *o = json_object();
+		json_object_set_new(o, "results", json_integer(e->results));
+		json_object_set_new(o, "win", json_integer(e->wins));
+		json_object_set_new(o, "draw", json_integer(e->draws));
+		json_object_set_new(o, "loss", json_integer(e->losses));
+		json_object_set_new(o, "avg_score", json_real(e->avg_score));
+		json_object_set_new(ev, e->name, o);
+	}
+	json_object_set_new(pg, "last_hour", ev);
+	return pg;
+}
 
+static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
+                       const char *db_url)
+{
+	json_t *root = json_object();
+	json_object_set_new(root, "prefix", json_string(cfg->prefix));
+	json_object_set_new(root, "redis", json_redis(st, redis_url));
+	json_object_set_new(root, "postgres", json_pg(st, db_url));
 	char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	printf("%s\n", s);
 	free(s);
@@ -764,6 +776,57 @@ int cmd_status(int argc, char **argv)
 	return rc;
 }
 
+/* The Redis side of pause/resume: sets or clears the switch (pause.h) and
+ * prints what was done. Returns the exit status (0, 1 Redis failed, 2 bad
+ * settings). */
+static int pause_apply(const struct config *cfg, const char *cmdname, bool resume,
+                       const char *slug, bool all)
+{
+	struct status_keys sk;
+	char err[768], now[32];
+	if (status_keys(cfg, &sk, err, sizeof err) < 0) {
+		config_report(cmdname, err);
+		return 2;
+	}
+	struct rq_sync *c = redis_open(cfg, &sk, err, sizeof err);
+	if (!c) {
+		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, err);
+		return 1;
+	}
+	snprintf(now, sizeof now, "%lld", now_ms());
+	const char *argv[3] = { "DEL", sk.paused, NULL };
+	int argc = 2;
+	if (!resume && !slug) {
+		argv[0] = "SET";
+		argv[2] = now;
+		argc = 3;
+	} else if (slug) {
+		argv[0] = resume ? "SREM" : "SADD";
+		argv[1] = sk.pausedc;
+		argv[2] = slug;
+		argc = 3;
+	} else if (all) {
+		argv[2] = sk.pausedc;   /* DEL both */
+		argc = 3;
+	}
+	redisReply *r = rq_sync_cmdv(c, argc, argv, err, sizeof err);
+	int rc = 0;
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, r ? r->str : err);
+		rc = 1;
+	} else if (slug) {
+		printf("%s challenge %s (prefix %s)%s\n", resume ? "resumed" : "paused", slug, cfg->prefix,
+		       r->type == REDIS_REPLY_INTEGER && r->integer == 0
+		           ? (resume ? ": it was not paused" : ": it was paused already") : "");
+	} else {
+		printf("%s every replica (prefix %s)\n", resume ? "resumed" : "paused", cfg->prefix);
+	}
+	if (r)
+		freeReplyObject(r);
+	rq_sync_close(c);
+	return rc;
+}
+
 /* `arbiter pause|resume [--challenge SLUG] [--all] [settings]`. */
 static int pause_resume(int argc, char **argv, bool resume)
 {
@@ -820,56 +883,7 @@ static int pause_resume(int argc, char **argv, bool resume)
 		config_free(&cfg);
 		return 2;
 	}
-	redisContext *c = redis_open(&cfg, err, sizeof err);
-	if (!c) {
-		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, err);
-		config_free(&cfg);
-		return 1;
-	}
-	char key[512], ckey[512], now[32];
-	struct rkeys k;
-	if (rkeys_init(&k, cfg.prefix, rkeys_style_for_url(cfg.redis_keys, cfg.redis_url), err,
-	               sizeof err) < 0) {
-		config_report(cmdname, err);
-		redisFree(c);
-		config_free(&cfg);
-		return 2;
-	}
-	snprintf(key, sizeof key, "%s" PAUSE_KEY_SUFFIX, k.base);
-	snprintf(ckey, sizeof ckey, "%s" PAUSE_CHALLENGES_KEY_SUFFIX, k.base);
-	rkeys_free(&k);
-	snprintf(now, sizeof now, "%lld", now_ms());
-	redisReply *r;
-	if (!resume && !slug) {
-		const char *a[] = { "SET", key, now };
-		r = redisCommandArgv(c, 3, a, NULL);
-	} else if (!resume) {
-		const char *a[] = { "SADD", ckey, slug };
-		r = redisCommandArgv(c, 3, a, NULL);
-	} else if (slug) {
-		const char *a[] = { "SREM", ckey, slug };
-		r = redisCommandArgv(c, 3, a, NULL);
-	} else if (all) {
-		const char *a[] = { "DEL", key, ckey };
-		r = redisCommandArgv(c, 3, a, NULL);
-	} else {
-		const char *a[] = { "DEL", key };
-		r = redisCommandArgv(c, 2, a, NULL);
-	}
-	rc = 0;
-	if (!r || r->type == REDIS_REPLY_ERROR) {
-		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, r ? r->str : c->errstr);
-		rc = 1;
-	} else if (slug) {
-		printf("%s challenge %s (prefix %s)%s\n", resume ? "resumed" : "paused", slug, cfg.prefix,
-		       r->type == REDIS_REPLY_INTEGER && r->integer == 0
-		           ? (resume ? ": it was not paused" : ": it was paused already") : "");
-	} else {
-		printf("%s every replica (prefix %s)\n", resume ? "resumed" : "paused", cfg.prefix);
-	}
-	if (r)
-		freeReplyObject(r);
-	redisFree(c);
+	rc = pause_apply(&cfg, cmdname, resume, slug, all);
 	config_free(&cfg);
 	return rc;
 }

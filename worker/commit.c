@@ -698,6 +698,29 @@ static void drop_locked_agents(struct cbatch *b, const struct cplan_agent *ag, i
 	b->n = k;
 }
 
+/* The $1 of NOTIFY_SQL for the plan's outcomes (README "Reading results"; PostgreSQL
+ * delivers them at COMMIT), or NULL: none to send, or ARBITER_NOTIFY=off (a notifying
+ * COMMIT waits for every other one). Caller frees. */
+static char *notify_events(const struct cbatch *b, const struct cplan *plan)
+{
+	if (b->w->cfg->notify && !strcmp(b->w->cfg->notify, "off"))
+		return NULL;
+	json_t *events = json_array();
+	for (int i = 0; i < plan->nsteps; i++) {
+		const struct job *j = b->jobs[plan->steps[i].pos];
+		if (j->op_eff == OP_COMPLETE || j->op_eff == OP_REEVAL)
+			notify_add(events, j->sub, "completed", j->op_eff == OP_REEVAL ? j->eval_seq : 1,
+			           j->res.score, score_outcome_name(j->res.result), NULL);
+		else if (j->op_eff == OP_REJECT)
+			notify_add(events, j->sub, "rejected", 0, 0, NULL, job_reason_name(j->reason));
+		else if (j->op_eff == OP_FAIL && j->kind == JOB_EVALUATE)
+			notify_add(events, j->sub, "failed", 0, 0, NULL, NULL);
+	}
+	char *notify = notify_param(events);
+	json_decref(events);
+	return notify;
+}
+
 /* Phase 1 is back: decide (cplan), then send the writes and COMMIT. */
 static void on_phase1(const struct pgc_result *r, void *data)
 {
@@ -721,20 +744,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	struct rows x = { 0 };
 	plan_rows(&x, w, b, &plan, ag, na);
 
-	/* Completion notifications (README "Reading results"), delivered by PostgreSQL at COMMIT. */
-	json_t *events = json_array();
-	for (int i = 0; i < plan.nsteps; i++) {
-		const struct job *j = b->jobs[plan.steps[i].pos];
-		if (j->op_eff == OP_COMPLETE || j->op_eff == OP_REEVAL)
-			notify_add(events, j->sub, "completed", j->op_eff == OP_REEVAL ? j->eval_seq : 1,
-			           j->res.score, score_outcome_name(j->res.result), NULL);
-		else if (j->op_eff == OP_REJECT)
-			notify_add(events, j->sub, "rejected", 0, 0, NULL, job_reason_name(j->reason));
-		else if (j->op_eff == OP_FAIL && j->kind == JOB_EVALUATE)
-			notify_add(events, j->sub, "failed", 0, 0, NULL, NULL);
-	}
-	char *notify = notify_param(events);
-	json_decref(events);
+	char *notify = notify_events(b, &plan);
 	const char *p_notify[] = { notify };
 
 	struct pgc_stmt st[12];

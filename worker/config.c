@@ -141,6 +141,9 @@ static const struct cfg_key keys[] = {
 	{ "ARBITER_SPEC_CACHE_BYTES", CFG_SIZE, OFF(spec_cache_bytes), "67108864", 1048576,
 	  17179869184, NULL, "memory for parsed challenge specs and ground truths (least recently "
 	  "used evicted)" },
+	{ "ARBITER_NOTIFY", CFG_ENUM, OFF(notify), "on", 0, 0, "on|off",
+	  "completion notifications (LISTEN arbiter_results) sent by the commit; off when no API "
+	  "server listens: notifying commits are serialized by PostgreSQL" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -347,7 +350,20 @@ int config_file_value(char *val, char **out)
 	return 0;
 }
 
-static int load_file(struct config *c, const char *path, char *err, size_t errlen)
+/* Index of name in the NULL-terminated list names, or -1. */
+static int name_index(const char *const *names, const char *name)
+{
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(names[i], name))
+			return i;
+	return -1;
+}
+
+/* Applies the settings of the file at path to c. With only non-NULL (a NULL-terminated
+ * list of environment names, at most 32), the other settings are checked for syntax and
+ * known names but not applied, and bit i of *seen is set when only[i] was applied. */
+static int load_file(struct config *c, const char *path, const char *const *only,
+                     unsigned *seen, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
 	char *line = NULL;
@@ -392,6 +408,11 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
 			rc = -1;
 			break;
 		}
+		int oi = only ? name_index(only, k->env) : -1;
+		if (only && oi < 0)
+			continue;
+		if (only)
+			*seen |= 1u << oi;
 		snprintf(src, sizeof src, "file line %d", lineno);
 		if (apply(c, k, val, src, err, errlen) < 0) {
 			rc = -1;
@@ -477,7 +498,7 @@ int config_load(int argc, char **argv, struct config *out, char *err, size_t err
 			i++;    /* skip the value of another flag */
 		}
 	}
-	if (file && *file && load_file(&c, file, err, errlen) < 0)
+	if (file && *file && load_file(&c, file, NULL, NULL, err, errlen) < 0)
 		goto fail;
 
 	for (size_t i = 0; i < NKEYS; i++) {
@@ -519,6 +540,43 @@ int config_load(int argc, char **argv, struct config *out, char *err, size_t err
 		snprintf(src, sizeof src, "flag --%.*s", (int)nl, a + 2);
 		if (apply(&c, k, val, src, err, errlen) < 0)
 			goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	config_free(&c);
+	return -1;
+}
+
+int config_load_some(const char *const *names, const char *file, struct config *out,
+                     unsigned *given, char *err, size_t errlen)
+{
+	struct config c;
+	int n = 0;
+
+	memset(&c, 0, sizeof c);
+	*given = 0;
+	for (; names[n]; n++) {
+		if (n >= 32 || !find_env(names[n], strlen(names[n]))) {
+			set_err(err, errlen, "%s: not a setting (or more than 32 asked for)", names[n]);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < NKEYS; i++)
+		if (keys[i].def && apply(&c, &keys[i], keys[i].def, "default", err, errlen) < 0)
+			goto fail;
+	c.worker_id = default_worker_id();
+	if (!file)
+		file = getenv("ARBITER_CONFIG");
+	if (file && *file && load_file(&c, file, names, given, err, errlen) < 0)
+		goto fail;
+	for (int i = 0; i < n; i++) {
+		const struct cfg_key *k = find_env(names[i], strlen(names[i]));
+		const char *v = getenv(k->env);
+		if (v && apply(&c, k, v, "environment", err, errlen) < 0)
+			goto fail;
+		if (v)
+			*given |= 1u << i;
 	}
 	*out = c;
 	return 0;

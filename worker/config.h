@@ -50,6 +50,7 @@ struct config {
 	int pg_lock_timeout_ms;                       /* lock_timeout of worker sessions, default 2000 */
 	size_t spec_cache_bytes;                      /* spec cache bound, default 64 MiB */
 	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
+	char *notify;                                 /* on|off: completion notifications */
 };
 
 /* Fills *out from argv (argv[0] is the command name and is skipped), the
@@ -58,6 +59,18 @@ struct config {
  * with config_free), 1 when --help was given (usage printed on stdout,
  * nothing to free), or -1 with a message in err (nothing to free). */
 int config_load(int argc, char **argv, struct config *out, char *err, size_t errlen);
+
+/* For commands that take a few of the worker's settings (migrate, score): fills *out
+ * with every setting's default, then, for the settings named in names only (a
+ * NULL-terminated list of at most 32 environment names, e.g. "ARBITER_DATABASE_URL"),
+ * the configuration file's value and then the environment's, each checked as
+ * config_load checks it. file NULL = the file named by ARBITER_CONFIG (if any); "" =
+ * no file. The file's other lines are checked for syntax and known names but not
+ * applied. Bit i of *given is set when names[i] came from the file or the
+ * environment (not the default). Returns 0 (free *out with config_free) or -1 with a
+ * message in err (nothing to free). */
+int config_load_some(const char *const *names, const char *file, struct config *out,
+                     unsigned *given, char *err, size_t errlen);
 
 /* Checks what the table's types cannot: the rate limit and burst, the metrics
  * address, the Redis URL, the database conninfo, the sandbox uid base. Call it

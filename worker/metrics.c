@@ -415,7 +415,8 @@ static void process_metrics(struct strbuf *out)
 		      "Start time of the process since unix epoch in seconds.", st);
 }
 
-int metrics_render(struct strbuf *out)
+/* Jobs: outcomes, rejections, evaluation and end-to-end times, commit batches. */
+static void render_jobs(struct strbuf *out)
 {
 	header(out, "arbiter_jobs_total", "counter",
 	       "Jobs finished, by evaluator and outcome.");
@@ -449,7 +450,12 @@ int metrics_render(struct strbuf *out)
 	       "Evaluations committed per database transaction.");
 	histogram_samples(out, "arbiter_commit_batch_size", NULL, NULL, &M.batch,
 	                  batch_bounds, COUNTOF(batch_bounds));
+}
 
+/* The queue and the process around it: gauges, reconciler, reconnects, rate limit,
+ * pause, bulk lane, build. */
+static void render_queue(struct strbuf *out)
+{
 	gauge(out, "arbiter_jobs_in_flight", "Jobs currently in flight in this process.",
 	      (double)M.inflight);
 	gauge(out, "arbiter_sandbox_slots_busy", "Sandbox slots currently in use.",
@@ -492,6 +498,11 @@ int metrics_render(struct strbuf *out)
 		const char *labels[] = { "version", ARBITER_VERSION, NULL };
 		sample(out, "arbiter_build_info", labels, 1);
 	}
+}
+
+/* The LLM judge: verdicts, requests, tokens, cost, circuits. */
+static void render_judge(struct strbuf *out)
+{
 	header(out, "arbiter_judge_verdicts_total", "counter",
 	       "LLM judge verdicts, by outcome: cached (no provider call), fresh, invalid "
 	       "(no valid verdict after the repair), unavailable (provider trouble, retried later).");
@@ -516,6 +527,13 @@ int metrics_render(struct strbuf *out)
 	      (double)M.judge.circuits_open);
 	gauge(out, "arbiter_judge_in_flight", "LLM judge verdicts in progress in this process.",
 	      (double)M.judge.in_flight);
+}
+
+int metrics_render(struct strbuf *out)
+{
+	render_jobs(out);
+	render_queue(out);
+	render_judge(out);
 	header(out, "arbiter_job_bad_transitions_total", "counter",
 	       "Job state changes outside the allowed-transition table (a bug; release builds).");
 	sample(out, "arbiter_job_bad_transitions_total", NULL, (double)job_bad_transitions());

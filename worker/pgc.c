@@ -107,6 +107,7 @@ struct pgc_conn {
 	bool reserved;           /* a caller holds the slot (pgc_acquire .. pgc_release) */
 	bool broken;             /* lost while reserved: sends fail until pgc_release */
 	bool release_after_op;   /* pgc_release was called with an op in flight */
+	bool renew;              /* refused a write as read-only: reconnect when released */
 	bool ever_connected;
 	bool failing;            /* the last connection attempt failed (log the first one only) */
 	uint32_t backoff_ms;
@@ -357,6 +358,12 @@ static void deliver(struct pgc_conn *c)
 		r.err = o.err ? o.err : "unknown error";
 		memcpy(r.sqlstate, o.sqlstate, sizeof r.sqlstate);
 		r.transient = o.transient;
+		/* A session's default_transaction_read_only is fixed when it starts when it
+		 * comes from ALTER DATABASE / ALTER ROLE ... SET: after a RESET only a new
+		 * session takes writes. So a session that refused a write as read-only
+		 * is replaced once its caller is done with it. */
+		if (!strcmp(o.sqlstate, "25006"))
+			c->renew = true;
 		/* Only statements before the failing one are reported. */
 		if (o.res)
 			for (int i = o.failed; i < o.n; i++) {
@@ -1315,8 +1322,17 @@ static void release_now(struct pgc_conn *c)
 		return;
 	}
 	if (broken || c->state != CS_READY) {
+		c->renew = false;
 		if (c->state == CS_DOWN && !uv_is_active((uv_handle_t *)&c->timer))
 			schedule_retry(c);
+		return;
+	}
+	if (c->renew) {
+		c->renew = false;
+		LOGI(NULL, NULL, "postgres[%d]: the session refused a write as read-only: "
+		     "opening a new one (a new session gets the current read-only default)", c->idx);
+		drop_pg(c);
+		schedule_retry(c);
 		return;
 	}
 	static const struct pgc_stmt rollback = { "ROLLBACK", 0, NULL };

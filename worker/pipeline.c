@@ -6,6 +6,7 @@
 #include "pipeline.h"
 
 #include "pgc.h"
+#include "rq.h"
 #include "sqlstate.h"
 
 #include <stdio.h>
@@ -346,25 +347,107 @@ void pipeline_kick(struct worker *w)
 		uv_timer_start(&w->t_kick, kick_cb, 0, 0);
 }
 
+/* Ends a blocked XREADGROUP now, so it delivers nothing once intake pauses. */
+static void unblock_read(struct worker *w)
+{
+	if (!w->reading || w->read_client_id <= 0)
+		return;
+	char id[24];
+	snprintf(id, sizeof id, "%lld", w->read_client_id);
+	const char *argv[] = { "CLIENT", "UNBLOCK", id };
+	rq_cmdv(w->rq_cmd, 0, rq_reply_logged, (void *)"CLIENT UNBLOCK", 3, argv, NULL);
+}
+
 void pipeline_note_db_error(struct worker *w, const struct pgc_result *r)
 {
 	if (!r || !r->sqlstate[0] || sqlstate_kind(r->sqlstate) != SQLSTATE_DB_DOWN)
 		return;
-	if (!pipeline_intake_paused_ms(w))
+	if (!w->db_refused_logged) {
 		LOGW(NULL, NULL, "the database refuses writes (SQLSTATE %s: %s): pausing intake, "
 		     "no attempts spent", r->sqlstate, r->err ? r->err : "");
+		unblock_read(w);
+	}
+	w->db_refused_logged = true;
+	snprintf(w->db_refused, sizeof w->db_refused, "%s", r->sqlstate);
 	w->db_refusing_until = uv_now(w->loop) + PIPELINE_DB_REFUSING_PAUSE_MS;
 }
 
 void pipeline_note_db_ok(struct worker *w)
 {
-	if (w->db_refusing_until && pipeline_intake_paused_ms(w))
+	if (w->db_refused_logged)
 		LOGI(NULL, NULL, "the database takes writes again: intake resumes");
+	w->db_refused_logged = false;
+	w->db_refused[0] = '\0';
 	w->db_refusing_until = 0;
 }
+
+void pipeline_db_probe_first(struct worker *w)
+{
+	snprintf(w->db_refused, sizeof w->db_refused, "25006");
+	w->db_refusing_until = 0;
+}
+
+/* A write that fails as a real one would while the database is read-only
+ * (default_transaction_read_only, a standby in recovery: 25006 before any row
+ * is touched), and otherwise writes nothing: no row matches. A session that
+ * refuses it is replaced (pgc), so the next probe sees the current default. */
+static const char SQL_WRITE_PROBE[] = "UPDATE submissions SET status = status WHERE false";
+
+static void on_probe(const struct pgc_result *r, void *data)
+{
+	struct worker *w = data;
+	w->db_probe_busy = false;
+	if (w->state != W_RUNNING || !w->db_refused[0])
+		return;       /* stopping, or a write committed meanwhile */
+	uint64_t again = uv_now(w->loop) + PIPELINE_DB_REFUSING_PAUSE_MS;
+	if (r->err && strcmp(r->sqlstate, "25006") != 0) {
+		if (r->transient)
+			LOGD(NULL, NULL, "writability probe failed: %s", r->err);
+		else
+			LOGW(NULL, NULL, "writability probe failed (intake stays paused): %s", r->err);
+		w->db_refusing_until = again;
+		return;
+	}
+	if (r->err) {
+		if (!w->db_refused_logged)
+			LOGW(NULL, NULL, "the database is read-only (default_transaction_read_only, or a "
+			     "standby): intake waits until it takes writes");
+		w->db_refused_logged = true;
+		snprintf(w->db_refused, sizeof w->db_refused, "25006");
+		w->db_refusing_until = again;
+		return;
+	}
+	/* Writable as far as a probe can tell. A read-only refusal is over; any
+	 * other (disk full...) is over only once a job in hand commits, or when
+	 * there is none to try. */
+	if (strcmp(w->db_refused, "25006") != 0 && w->njobs > 0) {
+		w->db_refusing_until = again;
+		return;
+	}
+	if (w->db_refused_logged)
+		LOGI(NULL, NULL, "the database takes writes again (probe): intake resumes");
+	w->db_refused_logged = false;
+	w->db_refused[0] = '\0';
+	w->db_refusing_until = 0;
+	pipeline_kick(w);
+}
+
+#define DB_PROBE_RECHECK_MS 50
 
 uint64_t pipeline_intake_paused_ms(struct worker *w)
 {
 	uint64_t now = uv_now(w->loop);
-	return w->db_refusing_until > now ? w->db_refusing_until - now : 0;
+	if (w->db_refusing_until > now)
+		return w->db_refusing_until - now;
+	if (!w->db_refused[0])
+		return 0;
+	if (!w->db_probe_busy) {
+		struct pgc_stmt st = { SQL_WRITE_PROBE, 0, NULL };
+		if (pgc_run(w->pg, &st, 1, on_probe, w) < 0) {
+			w->db_refusing_until = now + PIPELINE_DB_REFUSING_PAUSE_MS;
+			return PIPELINE_DB_REFUSING_PAUSE_MS;
+		}
+		w->db_probe_busy = true;
+	}
+	return DB_PROBE_RECHECK_MS;
 }

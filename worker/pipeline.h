@@ -67,6 +67,7 @@ struct worker {
 	char *k_judge;               /* "<base>:judge", the judge's Redis keys (rkeys_judge) */
 	int judge_waiting;           /* jobs waiting for the judge's verdict (judge_run .. cb) */
 	char sp_err[256];
+	uint64_t sp_retry_at;        /* loop time before which a failed sandbox is not tried again */
 	struct http_server *http;
 
 	uv_signal_t sig_term, sig_int, sig_hup;
@@ -87,6 +88,8 @@ struct worker {
 	int max_loads, max_commits;
 
 	bool reading;                /* an XREADGROUP is outstanding */
+	int read_asked;              /* COUNT of the last XREADGROUP */
+	bool read_backlog;           /* it returned COUNT entries: more may be waiting */
 	bool group_ready;            /* XGROUP CREATE done on the current read connection */
 	bool group_creating;
 	bool own_pending_done;       /* our own pending entries were picked up at start */
@@ -98,6 +101,9 @@ struct worker {
 	uint64_t autoclaim_at;       /* loop time of the last XAUTOCLAIM (0 = never) */
 	uint64_t db_down_since;      /* loop time since when no database connection is up (0 = up) */
 	uint64_t db_refusing_until;  /* intake paused until then: the database refuses writes */
+	char db_refused[6];          /* SQLSTATE of the refusal no write has cleared yet ("" = none) */
+	bool db_refused_logged;      /* the refusal was logged: say when it ends */
+	bool db_probe_busy;          /* a writability probe is outstanding */
 
 	struct speccache specs;      /* parsed specs by challenge id */
 
@@ -170,7 +176,14 @@ void pipeline_dispatch(struct worker *w, struct job *j);
 
 /* How long intake pauses after the database refused a write for its own
  * condition (read-only, disk full, shutting down: SQLSTATE_DB_DOWN with a
- * server answer); each further refusal extends it, a committed write ends it. */
+ * server answer); each further refusal extends it, a committed write ends it.
+ * When the pause lapses before any write committed, intake stays closed
+ * until a probe says the database takes writes. The probe is a write that
+ * matches no row: for a read-only refusal (25006) it fails the same way, so
+ * its success ends the pause; other refusals (disk full...) no cheap
+ * statement reproduces, so there the jobs in hand are the probe: intake
+ * reopens when one commits, or when the worker holds none. A worker starts
+ * as after a read-only refusal: it probes before its first read. */
 #define PIPELINE_DB_REFUSING_PAUSE_MS 2000
 
 struct pgc_result;
@@ -182,7 +195,13 @@ void pipeline_note_db_error(struct worker *w, const struct pgc_result *r);
 /* A write committed: the database takes writes again, intake resumes. */
 void pipeline_note_db_ok(struct worker *w);
 
-/* Milliseconds intake stays paused because the database refuses writes (0 = not). */
+/* Before the first read: intake waits for a writability probe. */
+void pipeline_db_probe_first(struct worker *w);
+
+/* Milliseconds intake stays paused because the database refuses writes (0 =
+ * not); while the database has not shown it takes writes again, starts the
+ * probe described above (asynchronously; it kicks the pipeline when intake
+ * may resume) and returns a short recheck delay. */
 uint64_t pipeline_intake_paused_ms(struct worker *w);
 
 /* Random 32-bit value (xorshift, seeded at start). */

@@ -16,7 +16,8 @@
  *    between 1 and 2 was acknowledged and deleted, and must not come back).
  * 4. XADD the rest (kind evaluate, reconciled 1). Each XADD's reply is
  *    checked: only those Redis accepted are counted; a failure is logged and
- *    the next run tries again.
+ *    the next run tries again. A refused run lock (Redis out of memory, say)
+ *    is logged too; that run does nothing.
  * A normal backlog is therefore never duplicated: whatever sits in the
  * stream or in the delayed set is left alone.
  */
@@ -294,7 +295,13 @@ static void on_lock(struct rq *rq, redisReply *reply, const char *err, void *dat
 	struct worker *w = c->w;
 	(void)rq;
 	if (w->state != W_RUNNING || err || reply->type != REDIS_REPLY_STATUS) {
-		/* nil: another replica reconciles this period. */
+		/* nil: another replica reconciles this period. An error (OOM,
+		 * NOPERM, READONLY...) is Redis refusing the write: said, so that a
+		 * reconciler that cannot run is not mistaken for one with nothing
+		 * to do. */
+		if (w->state == W_RUNNING && (err || reply->type == REDIS_REPLY_ERROR))
+			LOGW(NULL, NULL, "reconciler: cannot take the run lock (%s): the next period tries again",
+			     err ? err : reply->str);
 		done(c);
 		return;
 	}

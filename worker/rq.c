@@ -14,6 +14,9 @@
  *     per client armed at the earliest deadline.
  *   - reconnection with exponential backoff and jitter.
  *   - commands issued while not connected, failed asynchronously.
+ *   - Cluster ASK: a command the slot's owner answers "-ASK" is resent to
+ *     the importing node after ASKING; replies of later commands wait on
+ *     r->hold so callbacks keep the issue order.
  *   - clear messages for what an operator must fix: TLS verification (unknown
  *     CA, name mismatch), a TLS handshake timeout, WRONGPASS/NOAUTH, and an
  *     ACL that refuses a command (NOPERM), logged as errors naming it.
@@ -81,6 +84,15 @@ struct rq_req {
 	bool timed_out;             /* its deadline passed: report "timeout" */
 	bool internal;              /* handshake command, not counted in r->pending */
 	char cmd[24];               /* the command's name, for ACL messages */
+	/* Cluster: ASK redirects. */
+	char *bytes;                /* the formatted command (cluster mode only) */
+	size_t nbytes;
+	bool in_tx;                 /* sent inside MULTI/WATCH ... EXEC: never resent alone */
+	struct rq_req *ask_for;     /* internal: resends this user command to the importing node */
+	struct rq_req *hold_next;   /* on r->hold: completion in issue order */
+	bool ready;                 /* on r->hold: reply (or held_err) known */
+	redisReply *held;           /* on r->hold: the reply, owned until delivered */
+	const char *held_err;
 };
 
 /* Where a connection is: TCP connect, TLS handshake, open (the AUTH/SELECT/
@@ -89,7 +101,7 @@ enum conn_phase { PH_CONNECT, PH_TLS, PH_OPEN };
 
 /* What a connection is for: the data node (user commands), asking a Sentinel
  * where the master is, or a Sentinel subscription to +switch-master. */
-enum conn_role { CR_DATA, CR_DISCOVER, CR_WATCH };
+enum conn_role { CR_DATA, CR_DISCOVER, CR_WATCH, CR_ASK };
 
 /* One connection: socket, poll handle, TLS session, reply parser and the
  * commands written on it. Owned by the rq while current (r->conn); once
@@ -110,6 +122,8 @@ struct rq_conn {
 	size_t out_len, out_off, out_cap;
 	struct rq_req pending;      /* sentinel: commands written, replies due */
 	enum conn_role role;
+	bool in_multi, watching;    /* user commands sent: inside MULTI / after WATCH */
+	uint64_t asked;             /* CR_ASK: commands answered through ASKING */
 };
 
 /* A name resolution in flight. Owned by libuv until its callback; r is set to
@@ -178,6 +192,14 @@ struct rq {
 	bool connect_now;           /* the next attempt starts without backoff */
 	bool keep_target;           /* this drop keeps master_host (a redirect) */
 	int slot;                   /* Cluster: the hash slot we serve */
+	/* Cluster ASK: commands answered by the importing node. Their replies,
+	 * and those of every command issued after them, wait on r->hold so
+	 * callbacks still run in the order the commands were issued. */
+	struct rq_conn *askc;       /* connection to the importing node, NULL when none */
+	char ask_host[256];
+	int ask_port;
+	struct rq_req *hold_head, *hold_tail;
+	uint64_t asks;              /* commands resent with ASKING, in total */
 };
 
 static void conn_drop(struct rq *r, const char *why);
@@ -190,6 +212,10 @@ static void watch_start(struct rq *r);
 static void watch_drop(struct rq *r, const char *why);
 static void on_backoff(uv_timer_t *t);
 static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *reply);
+static void ask_close(struct rq *r);
+static void hold_drain(struct rq *r, bool all);
+static struct rq_conn *conn_new(struct rq *r, const struct sockaddr *sa, socklen_t salen,
+                                const char *tls_name, char *why, size_t cap);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -217,6 +243,8 @@ static struct rq_req *req_get(struct rq *r)
 
 static void req_put(struct rq *r, struct rq_req *q)
 {
+	free(q->bytes);
+	q->bytes = NULL;
 	if (r->nfree >= RQ_FREE_REQS_MAX) {
 		free(q);
 		return;
@@ -416,6 +444,8 @@ static void conn_drop(struct rq *r, const char *why)
 	conn_lost(r, c, why);       /* may run on_disconnect, which may call rq_close */
 	c->closing = true;
 	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	ask_close(r);
+	hold_drain(r, true);        /* issued before what is still pending on c */
 	while (c->pending.next != &c->pending) {
 		struct rq_req *q = c->pending.next;
 		list_del(q);
@@ -433,6 +463,12 @@ static void conn_fail(struct rq *r, struct rq_conn *c, const char *why)
 		conn_drop(r, why);
 	else if (c == r->watch)
 		watch_drop(r, why);
+	else if (c == r->askc) {
+		char w[600];
+		snprintf(w, sizeof w, "cluster: the importing node %s:%d (ASK): %s", r->ask_host,
+		         r->ask_port, why);
+		conn_drop(r, w);        /* back to retrying on the slot's owner */
+	}
 }
 
 /* conn_fail after a failure that is a configuration problem: logged at once. */
@@ -520,6 +556,66 @@ static void tls_describe(struct rq *r, struct rq_conn *c, int rc, int e, const c
 	}
 }
 
+/* True for the error replies with which a Cluster node says our slot is
+ * (being) served elsewhere. */
+static bool is_redirect(const redisReply *reply)
+{
+	return reply->type == REDIS_REPLY_ERROR && reply->str &&
+	       (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4) ||
+	        !strncmp(reply->str, "TRYAGAIN", 8));
+}
+
+/* A user command's outcome: delivered now, or, while earlier commands wait
+ * for the importing node, kept on r->hold until they are answered. Takes rep. */
+static void req_done(struct rq *r, struct rq_req *q, redisReply *rep, const char *err)
+{
+	if (r->hold_head) {
+		q->held = rep;
+		q->held_err = err;
+		q->ready = true;
+		q->hold_next = NULL;
+		r->hold_tail->hold_next = q;
+		r->hold_tail = q;
+		return;
+	}
+	req_finish(r, q, rep, err);
+	if (rep)
+		freeReplyObject(rep);
+}
+
+static int ask_follow(struct rq *r, struct rq_req *q, const redisReply *reply);
+
+/* A reply on the connection to the importing node: for ASKING's resent
+ * command (q->ask_for) or the connection's own AUTH/ASKING. Returns -1 if a
+ * connection was dropped. Takes rep. */
+static int ask_deliver(struct rq *r, struct rq_conn *c, struct rq_req *q, redisReply *rep)
+{
+	struct rq_req *u = q->ask_for;
+	if (!u) {
+		req_finish(r, q, rep, NULL);        /* ask_internal_cb */
+		freeReplyObject(rep);
+		return c->closing ? -1 : 0;
+	}
+	req_put(r, q);
+	if (is_redirect(rep) && r->conn) {
+		/* The importing node will not serve it either (TRYAGAIN: a
+		 * multi-key command during the migration): fail it with everything
+		 * in flight and retry on the owner, as without ASK. */
+		u->held_err = "disconnected";
+		u->ready = true;
+		cluster_redirect(r, r->conn, rep);
+		freeReplyObject(rep);
+		return -1;
+	}
+	if (rep->type == REDIS_REPLY_ERROR && !r->closing)
+		acl_check(r, u, rep);
+	c->asked++;
+	u->held = rep;
+	u->ready = true;
+	hold_drain(r, false);
+	return c->closing ? -1 : 0;
+}
+
 /* Delivers every complete reply in the reader to its command. Returns -1 if
  * the connection was dropped (by a protocol error or from a callback). */
 static int conn_deliver(struct rq *r, struct rq_conn *c)
@@ -549,13 +645,21 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 		}
 		list_del(q);
 		redisReply *reply = rep;
+		if (c->role == CR_ASK) {
+			if (ask_deliver(r, c, q, reply) < 0)
+				return -1;
+			continue;
+		}
 		bool readonly = false;
-		if (r->url.cluster && reply->type == REDIS_REPLY_ERROR && !r->closing &&
-		    !q->internal && c == r->conn && reply->str &&
-		    (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4) ||
-		     !strncmp(reply->str, "TRYAGAIN", 8))) {
+		if (r->url.cluster && !r->closing && !q->internal && c == r->conn && is_redirect(reply)) {
+			/* ASK: this one command goes to the importing node, with
+			 * ASKING; the connection stays. */
+			if (!strncmp(reply->str, "ASK ", 4) && ask_follow(r, q, reply) == 0) {
+				freeReplyObject(rep);
+				continue;
+			}
 			/* Not executed: it fails like the rest of the connection. */
-			req_finish(r, q, NULL, "disconnected");
+			req_done(r, q, NULL, "disconnected");
 			cluster_redirect(r, c, reply);
 			freeReplyObject(rep);
 			return -1;
@@ -565,11 +669,15 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 			/* Sentinel: the node we write to was demoted to a replica. */
 			readonly = r->url.sentinel && reply->str && !strncmp(reply->str, "READONLY", 8);
 		}
-		if (r->closing && !q->internal)
+		if (r->closing && !q->internal) {
 			req_finish(r, q, NULL, "closed");
-		else
+			freeReplyObject(rep);
+		} else if (!q->internal) {
+			req_done(r, q, reply, NULL);
+		} else {
 			req_finish(r, q, reply, NULL);
-		freeReplyObject(rep);
+			freeReplyObject(rep);
+		}
 		if (c->closing)
 			return -1;
 		if (readonly) {
@@ -708,6 +816,30 @@ static void tls_step(struct rq *r, struct rq_conn *c)
 	conn_fail_loud(r, c, why);
 }
 
+/* A socket error on a TLS connection: a server that refuses the handshake
+ * late (TLS 1.3: after the client's Finished, e.g. no client certificate
+ * with tls-auth-clients yes) sends an alert and closes, and the close is a
+ * reset when our first commands sit unread. The alert arrived before the
+ * reset and can still be read: report it instead of the reset. Returns
+ * true when it did (c failed). */
+static bool tls_alert(struct rq *r, struct rq_conn *c)
+{
+	char buf[512];
+	ERR_clear_error();
+	int k = SSL_read(c->ssl, buf, (int)sizeof buf);
+	if (k > 0 || SSL_get_error(c->ssl, k) != SSL_ERROR_SSL) {
+		ERR_clear_error();
+		return false;
+	}
+	char why[400];
+	tls_describe(r, c, k, SSL_ERROR_SSL, "handshake", why, sizeof why);
+	if (r->state == RQ_CONNECTING)
+		conn_fail_loud(r, c, why);
+	else
+		conn_fail(r, c, why);
+	return true;
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct rq_conn *c = h->data;
@@ -724,6 +856,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		if (status < 0 || soerr) {
 			/* libuv reports EPOLLERR (a reset, a refused connect) as an
 			 * error and has already stopped the handle. */
+			if (c->ssl && c->phase != PH_CONNECT && tls_alert(r, c))
+				return;
 			snprintf(why, sizeof why, "%s: %s", c->phase == PH_CONNECT ? "connect" : "socket error",
 			         soerr ? strerror(soerr) : uv_strerror(status));
 			conn_fail(r, c, why);
@@ -780,6 +914,20 @@ static void handshake_send(struct rq *r, struct rq_conn *c, int argc, const char
 	conn_send(c, q, cmd, (size_t)len);
 	c->handshake_left++;
 	sdsfree(cmd);
+}
+
+/* AUTH [user] password on c during the handshake; nothing without a password. */
+static void handshake_auth(struct rq *r, struct rq_conn *c, const char *user, const char *password)
+{
+	if (!password[0])
+		return;
+	const char *argv[3] = { "AUTH", user, password };
+	if (user[0]) {
+		handshake_send(r, c, 3, argv);
+	} else {
+		argv[1] = password;
+		handshake_send(r, c, 2, argv);
+	}
 }
 
 static void conn_ready(struct rq *r)
@@ -935,6 +1083,186 @@ static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *
 	return true;
 }
 
+/* ---- Cluster: ASK redirects ---------------------------------------------- */
+
+/* Runs the held commands' callbacks in issue order: those answered (all:
+ * every one, an unanswered one failing "timeout", "closed" or
+ * "disconnected"). */
+static void hold_drain(struct rq *r, bool all)
+{
+	while (r->hold_head && (all || r->hold_head->ready)) {
+		struct rq_req *q = r->hold_head;
+		r->hold_head = q->hold_next;
+		if (!r->hold_head)
+			r->hold_tail = NULL;
+		redisReply *rep = q->held;
+		const char *err = q->held_err ? q->held_err : "disconnected";
+		if (q->timed_out && !q->ready)
+			err = "timeout";
+		else if (r->closing)
+			err = "closed";
+		if (rep && r->closing) {
+			freeReplyObject(rep);
+			rep = NULL;
+		}
+		req_finish(r, q, rep, rep ? NULL : err);
+		if (rep)
+			freeReplyObject(rep);
+	}
+}
+
+/* Closes the connection to the importing node (its resent commands stay on
+ * r->hold: the caller fails or keeps them). */
+static void ask_close(struct rq *r)
+{
+	struct rq_conn *c = r->askc;
+	if (!c)
+		return;
+	r->askc = NULL;
+	if (c->asked)
+		LOGI(NULL, NULL, "redis %s: cluster: %llu command(s) answered by the importing node "
+		     "%s:%d through ASKING during the migration of slot %d", r->name,
+		     (unsigned long long)c->asked, r->ask_host, r->ask_port, r->slot);
+	c->closing = true;
+	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	while (c->pending.next != &c->pending) {
+		struct rq_req *q = c->pending.next;
+		list_del(q);
+		if (q->ask_for)
+			req_put(r, q);
+		else
+			req_finish(r, q, NULL, "disconnected");
+	}
+}
+
+/* AUTH and ASKING on the importing node: a refusal ends the ASK path (the
+ * owner's connection is dropped and the commands retried, as without ASK). */
+static void ask_internal_cb(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct rq_conn *c = data;
+	if (c != r->askc || c->closing || r->closing)
+		return;
+	if (!reply || reply->type == REDIS_REPLY_ERROR) {
+		char why[600];
+		snprintf(why, sizeof why, "refused: %s", reply && reply->str ? reply->str :
+		         err ? err : "no reply");
+		conn_fail(r, c, why);
+	}
+}
+
+static void ask_internal_send(struct rq *r, struct rq_conn *c, int argc, const char **argv)
+{
+	sds cmd;
+	int len = redisFormatSdsCommandArgv(&cmd, argc, argv, NULL);
+	if (len < 0)
+		abort();                /* only fails on out-of-memory */
+	struct rq_req *q = req_get(r);
+	q->cb = ask_internal_cb;
+	q->data = c;
+	q->deadline = RQ_NO_DEADLINE;
+	q->internal = true;
+	snprintf(q->cmd, sizeof q->cmd, "%s", argv[0]);
+	conn_send(c, q, cmd, (size_t)len);
+	sdsfree(cmd);
+}
+
+/* Opens the connection to the importing node host:port (numeric address;
+ * "localhost" as 127.0.0.1), with AUTH when the URL has a password. */
+static struct rq_conn *ask_open(struct rq *r, const char *host, int port)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	socklen_t len;
+	const char *h = !strcasecmp(host, "localhost") ? "127.0.0.1" : host;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, h, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		len = sizeof *s4;
+	} else if (inet_pton(AF_INET6, h, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		len = sizeof *s6;
+	} else {
+		LOGD(NULL, NULL, "redis %s: cluster: ASK to %s: not a numeric address, retrying on "
+		     "the owner instead", r->name, host);
+		return NULL;
+	}
+	char why[200];
+	const char *name = r->url.tls_server_name[0] ? r->url.tls_server_name : host;
+	struct rq_conn *c = conn_new(r, (struct sockaddr *)&ss, len, name, why, sizeof why);
+	if (!c) {
+		LOGD(NULL, NULL, "redis %s: cluster: ASK to %s:%d: %s", r->name, host, port, why);
+		return NULL;
+	}
+	c->role = CR_ASK;
+	snprintf(r->ask_host, sizeof r->ask_host, "%s", host);
+	r->ask_port = port;
+	if (r->url.password[0]) {
+		const char *argv[3] = { "AUTH", r->url.user, r->url.password };
+		if (r->url.user[0])
+			ask_internal_send(r, c, 3, argv);
+		else {
+			argv[1] = r->url.password;
+			ask_internal_send(r, c, 2, argv);
+		}
+	}
+	LOGI(NULL, NULL, "redis %s: cluster: slot %d is migrating to %s:%d: commands on keys "
+	     "already moved go there with ASKING", r->name, r->slot, host, port);
+	return c;
+}
+
+/* "-ASK <slot> <host>:<port>" for user command q (not executed): resends it,
+ * once, to the importing node after ASKING and keeps it on r->hold until the
+ * answer comes. Returns 0, or -1 when it cannot be resent that way (inside
+ * MULTI/WATCH, not a numeric address, another migration's connection still
+ * busy); the caller then fails it like the rest of the connection. */
+static int ask_follow(struct rq *r, struct rq_req *q, const redisReply *reply)
+{
+	const char *s = reply->str;
+	const char *hp = strchr(s + 4, ' ');
+	const char *colon = hp ? strrchr(hp, ':') : NULL;
+	char host[256];
+	int port;
+	if (!q->bytes || q->in_tx || !colon || (size_t)(colon - hp - 1) >= sizeof host ||
+	    sscanf(colon + 1, "%d", &port) != 1 || port < 1 || port > 65535)
+		return -1;
+	memcpy(host, hp + 1, (size_t)(colon - hp - 1));
+	host[colon - hp - 1] = '\0';
+	if (!host[0])
+		snprintf(host, sizeof host, "%s", r->host);
+	if (r->askc && (strcmp(r->ask_host, host) || r->ask_port != port)) {
+		if (r->hold_head)
+			return -1;
+		ask_close(r);
+	}
+	if (!r->askc && !(r->askc = ask_open(r, host, port)))
+		return -1;
+	struct rq_conn *c = r->askc;
+	const char *argv[1] = { "ASKING" };
+	ask_internal_send(r, c, 1, argv);
+	struct rq_req *p = req_get(r);
+	p->internal = true;
+	p->ask_for = q;
+	p->deadline = RQ_NO_DEADLINE;
+	snprintf(p->cmd, sizeof p->cmd, "%s", q->cmd);
+	conn_send(c, p, q->bytes, q->nbytes);
+	conn_update_events(c);
+	q->ready = false;
+	q->held = NULL;
+	q->held_err = NULL;
+	q->hold_next = NULL;
+	if (r->hold_tail)
+		r->hold_tail->hold_next = q;
+	else
+		r->hold_head = q;
+	r->hold_tail = q;
+	r->asks++;
+	LOGD(NULL, NULL, "redis %s: cluster: %s: %s resent with ASKING", r->name, s, q->cmd);
+	return 0;
+}
+
 static void handshake_cb(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct rq_conn *c = data;
@@ -1070,44 +1398,20 @@ static void conn_open(struct rq *r, const struct sockaddr *sa, socklen_t salen)
 	 * after the last reply. A PING when there is nothing else proves the
 	 * server answers (a server still loading its data set replies -LOADING). */
 	if (c->role == CR_DISCOVER && r->url.cluster) {
-		if (r->url.password[0]) {
-			const char *argv[3] = { "AUTH", r->url.user, r->url.password };
-			if (r->url.user[0])
-				handshake_send(r, c, 3, argv);
-			else {
-				argv[1] = r->url.password;
-				handshake_send(r, c, 2, argv);
-			}
-		}
+		handshake_auth(r, c, r->url.user, r->url.password);
 		const char *argv[2] = { "CLUSTER", "SLOTS" };
 		handshake_send(r, c, 2, argv);
 		conn_update_events(c);
 		return;
 	}
 	if (c->role == CR_DISCOVER) {
-		if (r->url.sentinel_password[0]) {
-			const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
-			if (r->url.sentinel_user[0])
-				handshake_send(r, c, 3, argv);
-			else {
-				argv[1] = r->url.sentinel_password;
-				handshake_send(r, c, 2, argv);
-			}
-		}
+		handshake_auth(r, c, r->url.sentinel_user, r->url.sentinel_password);
 		const char *argv[3] = { "SENTINEL", "GET-MASTER-ADDR-BY-NAME", r->url.master_name };
 		handshake_send(r, c, 3, argv);
 		conn_update_events(c);
 		return;
 	}
-	if (r->url.password[0]) {
-		const char *argv[3] = { "AUTH", r->url.user, r->url.password };
-		if (r->url.user[0])
-			handshake_send(r, c, 3, argv);
-		else {
-			argv[1] = r->url.password;
-			handshake_send(r, c, 2, argv);
-		}
-	}
+	handshake_auth(r, c, r->url.user, r->url.password);
 	if (r->url.db != 0) {
 		char db[16];
 		snprintf(db, sizeof db, "%d", r->url.db);
@@ -1147,15 +1451,7 @@ static void watch_start(struct rq *r)
 	}
 	c->role = CR_WATCH;
 	r->watch = c;
-	if (r->url.sentinel_password[0]) {
-		const char *argv[3] = { "AUTH", r->url.sentinel_user, r->url.sentinel_password };
-		if (r->url.sentinel_user[0])
-			handshake_send(r, c, 3, argv);
-		else {
-			argv[1] = r->url.sentinel_password;
-			handshake_send(r, c, 2, argv);
-		}
-	}
+	handshake_auth(r, c, r->url.sentinel_user, r->url.sentinel_password);
 	const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
 	handshake_send(r, c, 2, argv);
 	conn_update_events(c);
@@ -1367,6 +1663,16 @@ static void on_cmd_timer(uv_timer_t *t)
 			min = q->deadline;
 		}
 	}
+	for (struct rq_req *q = r->hold_head; q; q = q->hold_next) {     /* at the importing node */
+		if (q->ready)
+			continue;
+		if (q->deadline <= now) {
+			q->timed_out = true;
+			expired++;
+		} else if (q->deadline < min) {
+			min = q->deadline;
+		}
+	}
 	if (expired) {
 		LOGW(NULL, NULL, "redis %s: %zu command(s) timed out, reconnecting to %s",
 		     r->name, expired, r->where);
@@ -1435,6 +1741,26 @@ static bool cmd_unsupported(const char *cmd, size_t len)
 	return arg_is(a, n, "client") && resp_arg(cmd, len, 1, &a, &n) && arg_is(a, n, "reply");
 }
 
+/* Cluster: keeps a copy of user command q (an ASK resends it) and notes
+ * whether it is part of a MULTI/WATCH ... EXEC block on c (never resent alone:
+ * the block would lose its atomicity). */
+static void tx_track(struct rq_conn *c, struct rq_req *q, const char *cmd, size_t len)
+{
+	q->bytes = xmalloc(len);
+	memcpy(q->bytes, cmd, len);
+	q->nbytes = len;
+	bool multi = !strcmp(q->cmd, "MULTI"), watch = !strcmp(q->cmd, "WATCH");
+	q->in_tx = c->in_multi || c->watching || multi || watch;
+	if (multi)
+		c->in_multi = true;
+	if (watch)
+		c->watching = true;
+	if (!strcmp(q->cmd, "EXEC") || !strcmp(q->cmd, "DISCARD"))
+		c->in_multi = c->watching = false;
+	if (!strcmp(q->cmd, "UNWATCH") && !c->in_multi)
+		c->watching = false;
+}
+
 static int submit(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data,
                   const char *cmd, size_t len)
 {
@@ -1464,6 +1790,8 @@ static int submit(struct rq *r, uint32_t timeout_ms, rq_cb *cb, void *data,
 			q->cmd[i] = (char)((a[i] >= 'a' && a[i] <= 'z') ? a[i] - 32 : a[i]);
 		q->cmd[n] = '\0';
 	}
+	if (r->url.cluster)
+		tx_track(r->conn, q, cmd, len);
 	conn_send(r->conn, q, cmd, len);
 	if (q->deadline != RQ_NO_DEADLINE)
 		arm_cmd_timer(r, q->deadline);
@@ -1621,19 +1949,25 @@ fail:
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
-int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
+/* rq_new without the logging: -1 with the reason in err. */
+static int rq_create(uv_loop_t *loop, const struct rq_opts *o, struct rq **out, char *err,
+                     size_t errlen)
 {
 	struct rq_url url;
-	char err[640] = "no loop or options";
 	const char *name = o && o->name ? o->name : "redis";
 	*out = NULL;
-	if (!loop || !o || rq_url_parse(o->url, &url, err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "redis %s: invalid URL: %s", name, err);
+	if (!loop || !o) {
+		snprintf(err, errlen, "no loop or options");
+		return -1;
+	}
+	char why[600];
+	if (rq_url_parse(o->url, &url, why, sizeof why) < 0) {
+		snprintf(err, errlen, "invalid URL: %s", why);
 		return -1;
 	}
 	SSL_CTX *ctx = NULL;
-	if (url.tls && !(ctx = tls_ctx_new(&url, err, sizeof err))) {
-		LOGE(NULL, NULL, "redis %s: %s", name, err);
+	if (url.tls && !(ctx = tls_ctx_new(&url, err, errlen))) {
+		memset(&url, 0, sizeof url);
 		return -1;
 	}
 	struct rq *r = xcalloc(1, sizeof *r);
@@ -1673,7 +2007,18 @@ int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
 	r->state = RQ_IDLE;
 	/* First attempt on the next loop iteration: nothing runs inside rq_new. */
 	uv_timer_start(&r->backoff_timer, on_backoff, 0, 0);
+	memset(&url, 0, sizeof url);
 	*out = r;
+	return 0;
+}
+
+int rq_new(uv_loop_t *loop, const struct rq_opts *o, struct rq **out)
+{
+	char err[700];
+	if (rq_create(loop, o, out, err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "redis %s: %s", o && o->name ? o->name : "redis", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -1708,6 +2053,137 @@ uint64_t rq_reconnects(const struct rq *r)
 size_t rq_pending(const struct rq *r)
 {
 	return r ? r->pending : 0;
+}
+
+/* ---- blocking use (command-line tools) ------------------------------------ */
+
+struct rq_sync {
+	uv_loop_t loop;
+	uv_timer_t deadline;
+	struct rq *r;
+	uint32_t timeout_ms;
+	bool connected, expired, closed;
+};
+
+/* The state of one rq_sync_cmdv call. */
+struct sync_call {
+	bool done;
+	redisReply *reply;
+	const char *err;
+};
+
+static void sync_on_connect(struct rq *r, void *data)
+{
+	(void)r;
+	((struct rq_sync *)data)->connected = true;
+}
+
+static void sync_on_deadline(uv_timer_t *t)
+{
+	((struct rq_sync *)t->data)->expired = true;
+}
+
+static void sync_on_closed(void *data)
+{
+	((struct rq_sync *)data)->closed = true;
+}
+
+/* A deep copy of a reply, freeable with freeReplyObject (hiredis 0.14 frees
+ * with free()). */
+static redisReply *reply_dup(const redisReply *a)
+{
+	redisReply *b = xcalloc(1, sizeof *b);
+	b->type = a->type;
+	b->integer = a->integer;
+	if (a->str) {
+		b->str = xmalloc(a->len + 1);
+		memcpy(b->str, a->str, a->len);
+		b->str[a->len] = '\0';
+		b->len = a->len;
+	}
+	if (a->element && a->elements) {
+		b->element = xcalloc(a->elements, sizeof *b->element);
+		b->elements = a->elements;
+		for (size_t i = 0; i < a->elements; i++)
+			b->element[i] = reply_dup(a->element[i]);
+	}
+	return b;
+}
+
+static void sync_cb(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct sync_call *c = data;
+	(void)r;
+	c->done = true;
+	c->err = err;
+	if (reply)
+		c->reply = reply_dup(reply);
+}
+
+int rq_sync_open(const char *url, const char *cluster_key, uint32_t timeout_ms,
+                 struct rq_sync **out, char *err, size_t errlen)
+{
+	struct rq_sync *s = xcalloc(1, sizeof *s);
+	*out = NULL;
+	s->timeout_ms = timeout_ms ? timeout_ms : RQ_DEFAULT_CMD_MS;
+	if (uv_loop_init(&s->loop) < 0) {
+		snprintf(err, errlen, "cannot create an event loop");
+		free(s);
+		return -1;
+	}
+	struct rq_opts o = {
+		.url = url, .cluster_key = cluster_key, .name = "cli", .data = s,
+		.on_connect = sync_on_connect, .cmd_timeout_ms = s->timeout_ms,
+		.connect_timeout_ms = s->timeout_ms < RQ_DEFAULT_CONNECT_MS ? s->timeout_ms : 0,
+	};
+	if (rq_create(&s->loop, &o, &s->r, err, errlen) < 0) {
+		uv_loop_close(&s->loop);
+		free(s);
+		return -1;
+	}
+	uv_timer_init(&s->loop, &s->deadline);
+	s->deadline.data = s;
+	uv_timer_start(&s->deadline, sync_on_deadline, s->timeout_ms, 0);
+	while (!s->connected && !s->expired)
+		uv_run(&s->loop, UV_RUN_ONCE);
+	uv_timer_stop(&s->deadline);
+	if (!s->connected) {
+		snprintf(err, errlen, "cannot reach %s within %u ms: %s", s->r->where, s->timeout_ms,
+		         s->r->last_err[0] ? s->r->last_err : "no answer");
+		rq_sync_close(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+redisReply *rq_sync_cmdv(struct rq_sync *s, int argc, const char **argv, char *err,
+                         size_t errlen)
+{
+	struct sync_call c = { 0 };
+	if (rq_cmdv(s->r, 0, sync_cb, &c, argc, argv, NULL) < 0) {
+		snprintf(err, errlen, "%s: cannot be sent", argc > 0 ? argv[0] : "?");
+		return NULL;
+	}
+	while (!c.done)
+		uv_run(&s->loop, UV_RUN_ONCE);
+	if (!c.reply)
+		snprintf(err, errlen, "%s: %s (%s)", argv[0], c.err ? c.err : "no reply",
+		         s->r->last_err[0] ? s->r->last_err : s->r->where);
+	return c.reply;
+}
+
+void rq_sync_close(struct rq_sync *s)
+{
+	if (!s)
+		return;
+	rq_close(s->r, sync_on_closed, s);
+	while (!s->closed)
+		uv_run(&s->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&s->deadline, NULL);
+	uv_run(&s->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&s->loop);
+	free(s);
 }
 
 /* ---- Cluster hash slots ------------------------------------------------------ */
@@ -1868,8 +2344,11 @@ static int parse_query(const char *s, size_t n, struct rq_url *u, char *err, siz
 }
 
 /* host[:port] or [v6]:port at s[0..n) into host/port (port default dport). */
+/* host[:port] or [v6][:port] in s[0..n). multi (one of a Sentinel/Cluster
+ * list): the host is required and may not hold ','; else an empty host is
+ * 127.0.0.1. */
 static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int *port, int dport,
-                          char *err, size_t errlen)
+                          bool multi, char *err, size_t errlen)
 {
 	const char *hs = s, *he, *ps = NULL, *end = s + n;
 	if (n && *s == '[') {
@@ -1893,15 +2372,19 @@ static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int 
 		}
 	}
 	size_t hl = (size_t)(he - hs);
-	if (hl == 0 || hl >= hcap)
-		return url_fail(err, errlen, "missing or too long host");
+	if ((multi && hl == 0) || hl >= hcap)
+		return url_fail(err, errlen, multi ? "missing or too long host" : "host name too long");
 	for (size_t i = 0; i < hl; i++) {
 		unsigned char ch = (unsigned char)hs[i];
-		if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\' || ch == ',')
+		if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\' || (multi && ch == ','))
 			return url_fail(err, errlen, "invalid character in host");
 	}
-	memcpy(host, hs, hl);
-	host[hl] = '\0';
+	if (hl == 0)
+		snprintf(host, hcap, "127.0.0.1");
+	else {
+		memcpy(host, hs, hl);
+		host[hl] = '\0';
+	}
 	*port = dport;
 	if (ps) {
 		long v;
@@ -1913,16 +2396,60 @@ static int parse_hostport(const char *s, size_t n, char *host, size_t hcap, int 
 }
 
 /* The part of a Sentinel or Cluster URL after the scheme. */
+/* What every form ends with: the query parameters (after '?', qm may be
+ * NULL) and the checks across them. */
+static int parse_finish(const char *qm, struct rq_url *u, const char *tls_hint, char *err,
+                        size_t errlen)
+{
+	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+		return -1;
+	if (u->user[0] && !u->password[0])
+		return url_fail(err, errlen, "a user name needs a password");
+	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
+	                u->tls_noverify))
+		return url_fail(err, errlen, tls_hint);
+	return 0;
+}
+
+/* The last '@' in [p, end), or NULL. */
+static const char *last_at(const char *p, const char *end)
+{
+	const char *at = NULL;
+	for (const char *s = p; s < end; s++)
+		if (*s == '@')
+			at = s;
+	return at;
+}
+
+/* Sentinel: MASTER[/db] in [ns, end). */
+static int parse_master(const char *ns, const char *end, struct rq_url *u, char *err,
+                        size_t errlen)
+{
+	const char *ne = memchr(ns, '/', (size_t)(end - ns));
+	if (!ne)
+		ne = end;
+	if (ne == ns || pct_decode(ns, (size_t)(ne - ns), u->master_name, sizeof u->master_name) < 0)
+		return url_fail(err, errlen, "missing, invalid or too long master name");
+	for (const char *c = u->master_name; *c; c++)
+		if ((unsigned char)*c <= ' ')
+			return url_fail(err, errlen, "invalid character in the master name");
+	if (ne < end && ne + 1 < end) {
+		long v;
+		if (parse_int(ne + 1, (size_t)(end - ne - 1), 0, INT_MAX, &v) < 0)
+			return url_fail(err, errlen, "database (after the master name) must be a "
+			                "non-negative integer");
+		u->db = (int)v;
+	}
+	return 0;
+}
+
 static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen)
 {
 	if (strchr(p, '#'))
 		return url_fail(err, errlen, "unexpected '#' in URL");
 	const char *qm = strchr(p, '?');
 	const char *end = qm ? qm : p + strlen(p);
-	const char *at = NULL;
-	for (const char *s = p; s < end; s++)     /* the last '@' of the URL */
-		if (*s == '@')
-			at = s;
+	const char *at = last_at(p, end);
 	if (at) {
 		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
 			return -1;
@@ -1941,7 +2468,7 @@ static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen
 			return url_fail(err, errlen, "too many sentinels (at most 8)");
 		int i = u->nhosts++;
 		if (parse_hostport(s, (size_t)(e - s), u->hosts[i].host, sizeof u->hosts[i].host,
-		                   &u->hosts[i].port, u->cluster ? 6379 : 26379, err, errlen) < 0)
+		                   &u->hosts[i].port, u->cluster ? 6379 : 26379, true, err, errlen) < 0)
 			return -1;
 		s = comma ? comma + 1 : slash;
 	}
@@ -1951,34 +2478,56 @@ static int parse_multi(const char *p, struct rq_url *u, char *err, size_t errlen
 	if (u->cluster) {
 		if (slash < end && slash + 1 < end && !(slash + 2 == end && slash[1] == '0'))
 			return url_fail(err, errlen, "Redis Cluster has database 0 only");
-		goto tail;
+	} else if (parse_master(slash + 1, end, u, err, errlen) < 0) {
+		return -1;
 	}
-	const char *ns = slash + 1;
-	const char *ne = memchr(ns, '/', (size_t)(end - ns));
-	if (!ne)
-		ne = end;
-	if (ne == ns || pct_decode(ns, (size_t)(ne - ns), u->master_name, sizeof u->master_name) < 0)
-		return url_fail(err, errlen, "missing, invalid or too long master name");
-	for (const char *c = u->master_name; *c; c++)
-		if ((unsigned char)*c <= ' ')
-			return url_fail(err, errlen, "invalid character in the master name");
-	if (ne < end && ne + 1 < end) {
-		long v;
-		if (parse_int(ne + 1, (size_t)(end - ne - 1), 0, INT_MAX, &v) < 0)
-			return url_fail(err, errlen, "database (after the master name) must be a "
-			                "non-negative integer");
-		u->db = (int)v;
-	}
-tail:
 	snprintf(u->host, sizeof u->host, "%s", u->hosts[0].host);
 	u->port = u->hosts[0].port;
-	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+	return parse_finish(qm, u, "ssl_* parameters need rediss+sentinel:// or rediss+cluster://",
+	                    err, errlen);
+}
+
+/* unix://[[user]:password@]/path in [p, end). */
+static int parse_unix(const char *p, const char *end, struct rq_url *u, char *err, size_t errlen)
+{
+	if (*p != '/') {
+		const char *at = NULL;
+		for (const char *s = p; s + 1 < end; s++)
+			if (s[0] == '@' && s[1] == '/')
+				at = s;
+		if (!at)
+			return url_fail(err, errlen, "unix:// URL needs an absolute path");
+		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
+			return -1;
+		p = at + 1;
+	}
+	if (pct_decode(p, (size_t)(end - p), u->path, sizeof u->path) < 0)
+		return url_fail(err, errlen, "invalid or too long socket path");
+	if (u->path[0] != '/' || u->path[1] == '\0')
+		return url_fail(err, errlen, "unix:// URL needs an absolute path");
+	return 0;
+}
+
+/* [[user]:password@]host[:port][/db] in [p, end) (redis://, rediss://). */
+static int parse_tcp(const char *p, const char *end, struct rq_url *u, char *err, size_t errlen)
+{
+	const char *at = last_at(p, end);
+	if (at) {
+		if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
+			return -1;
+		p = at + 1;
+	}
+	const char *slash = memchr(p, '/', (size_t)(end - p));
+	const char *auth_end = slash ? slash : end;
+	if (parse_hostport(p, (size_t)(auth_end - p), u->host, sizeof u->host, &u->port, 6379, false,
+	                   err, errlen) < 0)
 		return -1;
-	if (u->user[0] && !u->password[0])
-		return url_fail(err, errlen, "a user name needs a password");
-	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
-	                u->tls_noverify))
-		return url_fail(err, errlen, "ssl_* parameters need rediss+sentinel:// or rediss+cluster://");
+	if (slash && slash + 1 < end) {
+		long v;
+		if (parse_int(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX, &v) < 0)
+			return url_fail(err, errlen, "database (after '/') must be a non-negative integer");
+		u->db = (int)v;
+	}
 	return 0;
 }
 
@@ -2018,92 +2567,9 @@ int rq_url_parse(const char *url, struct rq_url *u, char *err, size_t errlen)
 		return url_fail(err, errlen, "unexpected '#' in URL");
 	const char *qm = strchr(p, '?');
 	const char *end = qm ? qm : p + strlen(p);
-
-	if (is_unix) {
-		/* unix://[[user]:password@]/path */
-		if (*p != '/') {
-			const char *at = NULL;
-			for (const char *s = p; s + 1 < end; s++)
-				if (s[0] == '@' && s[1] == '/')
-					at = s;
-			if (!at)
-				return url_fail(err, errlen, "unix:// URL needs an absolute path");
-			if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
-				return -1;
-			p = at + 1;
-		}
-		if (pct_decode(p, (size_t)(end - p), u->path, sizeof u->path) < 0)
-			return url_fail(err, errlen, "invalid or too long socket path");
-		if (u->path[0] != '/' || u->path[1] == '\0')
-			return url_fail(err, errlen, "unix:// URL needs an absolute path");
-	} else {
-		const char *slash = memchr(p, '/', (size_t)(end - p));
-		const char *auth_end = slash ? slash : end;
-		const char *at = NULL;
-		for (const char *s = p; s < end; s++)     /* the last '@' of the URL */
-			if (*s == '@')
-				at = s;
-		if (at) {
-			if (parse_userinfo(p, (size_t)(at - p), u, err, errlen) < 0)
-				return -1;
-			p = at + 1;
-			slash = memchr(p, '/', (size_t)(end - p));
-			auth_end = slash ? slash : end;
-		}
-		const char *hs = p, *he, *port = NULL;
-		if (*p == '[') {
-			const char *rb = memchr(p, ']', (size_t)(auth_end - p));
-			if (!rb)
-				return url_fail(err, errlen, "missing ']' after IPv6 address");
-			hs = p + 1;
-			he = rb;
-			if (rb + 1 < auth_end) {
-				if (rb[1] != ':')
-					return url_fail(err, errlen, "unexpected text after ']'");
-				port = rb + 2;
-			}
-		} else {
-			const char *colon = memchr(p, ':', (size_t)(auth_end - p));
-			he = colon ? colon : auth_end;
-			if (colon) {
-				if (memchr(colon + 1, ':', (size_t)(auth_end - colon - 1)))
-					return url_fail(err, errlen, "IPv6 addresses must be in [brackets]");
-				port = colon + 1;
-			}
-		}
-		size_t hl = (size_t)(he - hs);
-		if (hl >= sizeof u->host)
-			return url_fail(err, errlen, "host name too long");
-		for (size_t i = 0; i < hl; i++) {
-			unsigned char ch = (unsigned char)hs[i];
-			if (ch <= ' ' || ch == '%' || ch == '@' || ch == '/' || ch == '\\')
-				return url_fail(err, errlen, "invalid character in host");
-		}
-		if (hl == 0)
-			strcpy(u->host, "127.0.0.1");
-		else
-			memcpy(u->host, hs, hl);
-		if (port) {
-			long v;
-			if (parse_int(port, (size_t)(auth_end - port), 1, 65535, &v) < 0)
-				return url_fail(err, errlen, "port must be 1..65535");
-			u->port = (int)v;
-		}
-		if (slash && slash + 1 < end) {
-			long v;
-			if (parse_int(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX, &v) < 0)
-				return url_fail(err, errlen, "database (after '/') must be a non-negative integer");
-			u->db = (int)v;
-		}
-	}
-	if (qm && parse_query(qm + 1, strlen(qm + 1), u, err, errlen) < 0)
+	if ((is_unix ? parse_unix : parse_tcp)(p, end, u, err, errlen) < 0)
 		return -1;
-	if (u->user[0] && !u->password[0])
-		return url_fail(err, errlen, "a user name needs a password");
-	if (!u->tls && (u->tls_ca[0] || u->tls_cert[0] || u->tls_key[0] || u->tls_server_name[0] ||
-	                u->tls_noverify))
-		return url_fail(err, errlen, "ssl_* parameters need a rediss:// URL");
-	return 0;
+	return parse_finish(qm, u, "ssl_* parameters need a rediss:// URL", err, errlen);
 }
 
 void rq_reply_logged(struct rq *r, redisReply *reply, const char *err, void *data)

@@ -6,11 +6,16 @@
  * per-command timeouts (uv timers), AUTH + SELECT before on_connect, and
  * reconnection with exponential backoff and jitter (50 ms doubling to 5 s),
  * Redis Sentinel (discover the master, follow +switch-master) and Redis
- * Cluster (connect to the owner of one hash slot, follow MOVED; ASK and
- * TRYAGAIN during a slot migration: reconnect and retry until it ends). In
- * Cluster mode a redirected command is NOT resent: it fails "disconnected",
- * like everything in flight on the dropped connection, so MULTI blocks stay
- * atomic; callers already retry those.
+ * Cluster (connect to the owner of one hash slot, follow MOVED). During a
+ * slot migration, a command answered "-ASK" is resent once to the importing
+ * node after ASKING (on a second connection, kept while the migration
+ * lasts); its callback and those of the commands issued after it still run
+ * in issue order. Commands inside MULTI/WATCH ... EXEC are never resent
+ * alone, and what the importing node will not serve either (TRYAGAIN: a
+ * multi-key command whose keys are split between the nodes or do not exist
+ * yet) falls back to the MOVED/TRYAGAIN rule: the command fails
+ * "disconnected" like everything in flight on the connection, which is
+ * re-opened after the short backoff; callers already retry those.
  *
  * Everything here runs on the loop thread only. Every command's callback runs
  * exactly once and never synchronously inside rq_cmd*.
@@ -104,6 +109,27 @@ uint64_t rq_reconnects(const struct rq *r);
 
 /* Number of commands whose callback has not run yet. */
 size_t rq_pending(const struct rq *r);
+
+/* Blocking use, for command-line tools (arbiter status, pause, resume): an
+ * rq on a private loop, so they take every URL the worker takes (TLS,
+ * Sentinel, Cluster). */
+struct rq_sync;
+
+/* Connects to url, waiting up to timeout_ms (0 = 5000) for a usable
+ * connection; cluster_key as in rq_opts. Returns 0 and *out, or -1 with the
+ * reason in err (never the password). */
+int rq_sync_open(const char *url, const char *cluster_key, uint32_t timeout_ms,
+                 struct rq_sync **out, char *err, size_t errlen);
+
+/* Sends one command and waits for its reply (at most the timeout). Returns
+ * the reply (maybe an error reply; free it with freeReplyObject), or NULL
+ * with the reason in err (timeout, connection lost, redirected during a
+ * Cluster resharding). Never retried: the caller decides. */
+redisReply *rq_sync_cmdv(struct rq_sync *s, int argc, const char **argv, char *err,
+                         size_t errlen);
+
+/* Closes the connection and frees s (NULL is ignored). */
+void rq_sync_close(struct rq_sync *s);
 
 #define RQ_MAX_HOSTS 8
 

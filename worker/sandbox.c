@@ -1383,28 +1383,56 @@ static void cg_clean_stale(const char *parent)
 static int cg_seq;
 
 /* <parent>/arbiter-sandbox-<pid>-<seq>; created and locked (*lock_fd holds the flock for
- * the pool's life). Caller frees. */
+ * the pool's life). Caller frees.
+ * Between our mkdir and our flock the directory is empty and unlocked: another process's
+ * cg_clean_stale may lock it (our flock then fails) and remove it (our open fails, or we
+ * lock a removed directory). So the lock counts only once the path still names the
+ * directory we locked; otherwise we start over (a few times: every round needs another
+ * process's clean-up to land in a window of microseconds). */
 static char *cg_make_base(const char *parent, int *lock_fd)
 {
 	cg_clean_stale(parent);
 	struct strbuf b = { 0 };
 	strbuf_addf(&b, "%s/arbiter-sandbox-%d-%d", parent, (int)getpid(), cg_seq);
-	if (mkdir(b.buf, 0755) < 0 && errno != EEXIST) {
-		strbuf_free(&b);
-		return NULL;
-	}
-	*lock_fd = open(b.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno;
-		if (*lock_fd >= 0)
-			close(*lock_fd);
+	int e = 0;
+	for (int round = 0; round < 20; round++) {
+		if (round)
+			nanosleep(&(struct timespec){ 0, 1000000L * round }, NULL);
 		*lock_fd = -1;
-		(void)rmdir(b.buf);
-		strbuf_free(&b);
-		errno = e;
-		return NULL;
+		if (mkdir(b.buf, 0755) < 0 && errno != EEXIST) {
+			e = errno;
+			break;
+		}
+		*lock_fd = open(b.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (*lock_fd < 0) {
+			e = errno;
+			if (e == ENOENT)
+				continue;           /* removed before we opened it */
+			break;
+		}
+		if (flock(*lock_fd, LOCK_EX | LOCK_NB) < 0) {
+			e = errno;
+			close(*lock_fd);
+			*lock_fd = -1;
+			if (e == EWOULDBLOCK)
+				continue;           /* another clean-up holds it: it is removing it */
+			break;
+		}
+		struct stat locked, named;
+		if (fstat(*lock_fd, &locked) == 0 && stat(b.buf, &named) == 0 &&
+		    locked.st_dev == named.st_dev && locked.st_ino == named.st_ino)
+			return b.buf;
+		e = ENOENT;                 /* we locked a directory removed meanwhile */
+		close(*lock_fd);
+		*lock_fd = -1;
 	}
-	return b.buf;
+	if (*lock_fd >= 0)
+		close(*lock_fd);
+	*lock_fd = -1;
+	(void)rmdir(b.buf);
+	strbuf_free(&b);
+	errno = e;
+	return NULL;
 }
 
 /* Retries the removal of slot cgroups whose rmdir failed (a task still leaving). */

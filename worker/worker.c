@@ -193,6 +193,46 @@ static int fill_row(struct job *j, PGresult *res, int i, char *err, size_t errle
 
 static void after_load(struct worker *w, struct job *j);
 
+/* A load batch failed: each job again (alone if one row may be the cause), or its own
+ * failure. Frees b. */
+static void load_failed(struct worker *w, struct lbatch *b, const struct pgc_result *r)
+{
+	char err[512];
+	/* A load that timed out (the server's statement_timeout, 57014, or our
+	 * own query timeout): one row may be too large or too slow to read. In
+	 * a batch, load each job alone (not counted); alone, the timeout is
+	 * the job's: counted, and after ARBITER_MAX_DELIVERIES it fails with
+	 * the reason, instead of looping forever. */
+	bool timed_out = !strcmp(r->sqlstate, "57014") || strstr(r->err, "query timeout");
+	snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
+	if (timed_out && b->n == 1)
+		snprintf(err, sizeof err, "loading the submission timed out (more than %d ms): "
+		         "its row is too large or too slow to read (%s)",
+		         w->cfg->pg_query_timeout_ms / 10 * 9, r->err);
+	if ((!r->transient || timed_out) && b->n > 1)
+		LOGW(NULL, NULL, "%s: loading the %d jobs of the batch one by one", err, b->n);
+	for (int i = 0; i < b->n; i++) {
+		struct job *j = b->jobs[i];
+		if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+			pipeline_drop(w, j);
+		} else if (timed_out && b->n == 1) {
+			pipeline_retry(w, j, STAGE_LOAD, true, err);
+		} else if ((!r->transient || timed_out) && b->n > 1) {
+			/* Something in one row breaks the query: find which, without
+			 * holding up the others (nor using up their attempts). */
+			j->load_solo = true;
+			job_set_state(j, JOB_LOAD_WAIT);
+			jobq_push(&w->load_q, j);
+		} else {
+			/* Alone, a non-transient error is this job's: it uses up
+			 * attempts and ends failed instead of looping forever. */
+			pipeline_retry(w, j, STAGE_LOAD, !r->transient, err);
+		}
+	}
+	free(b);
+	pipeline_kick(w);
+}
+
 static void on_load(const struct pgc_result *r, void *data)
 {
 	struct lbatch *b = data;
@@ -201,39 +241,7 @@ static void on_load(const struct pgc_result *r, void *data)
 
 	w->loads_inflight--;
 	if (r->err) {
-		/* A load that timed out (the server's statement_timeout, 57014, or our
-		 * own query timeout): one row may be too large or too slow to read. In
-		 * a batch, load each job alone (not counted); alone, the timeout is
-		 * the job's: counted, and after ARBITER_MAX_DELIVERIES it fails with
-		 * the reason, instead of looping forever. */
-		bool timed_out = !strcmp(r->sqlstate, "57014") || strstr(r->err, "query timeout");
-		snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
-		if (timed_out && b->n == 1)
-			snprintf(err, sizeof err, "loading the submission timed out (more than %d ms): "
-			         "its row is too large or too slow to read (%s)",
-			         w->cfg->pg_query_timeout_ms / 10 * 9, r->err);
-		if ((!r->transient || timed_out) && b->n > 1)
-			LOGW(NULL, NULL, "%s: loading the %d jobs of the batch one by one", err, b->n);
-		for (int i = 0; i < b->n; i++) {
-			struct job *j = b->jobs[i];
-			if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-				pipeline_drop(w, j);
-			} else if (timed_out && b->n == 1) {
-				pipeline_retry(w, j, STAGE_LOAD, true, err);
-			} else if ((!r->transient || timed_out) && b->n > 1) {
-				/* Something in one row breaks the query: find which, without
-				 * holding up the others (nor using up their attempts). */
-				j->load_solo = true;
-				job_set_state(j, JOB_LOAD_WAIT);
-				jobq_push(&w->load_q, j);
-			} else {
-				/* Alone, a non-transient error is this job's: it uses up
-				 * attempts and ends failed instead of looping forever. */
-				pipeline_retry(w, j, STAGE_LOAD, !r->transient, err);
-			}
-		}
-		free(b);
-		pipeline_kick(w);
+		load_failed(w, b, r);
 		return;
 	}
 
@@ -645,6 +653,28 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 	score_now(w, j, ext);
 }
 
+/* The sandbox could not be set up (at start, or when last tried): try again, at most
+ * once per SANDBOX_REOPEN_MS (it blocks the loop for one probe sandbox). What failed may
+ * have passed (another process's cgroup clean-up, a language table being deployed); else
+ * every sandboxed job of this worker would spend its attempts until it ended failed.
+ * Returns 1 when the sandbox is up, 0 when the next try is not due yet, -1 when it was
+ * tried and failed (w->sp_err says why). */
+#define SANDBOX_REOPEN_MS 1000
+static int sandbox_reopen(struct worker *w)
+{
+	uint64_t now = uv_now(w->loop);
+	if (w->sp_retry_at && now < w->sp_retry_at)
+		return 0;
+	w->sp_retry_at = now + SANDBOX_REOPEN_MS;
+	if (sandbox_pool_new(w->loop, w->cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
+		w->sp = NULL;
+		LOGW(NULL, NULL, "sandbox still unavailable: %s", w->sp_err);
+		return -1;
+	}
+	LOGI(NULL, NULL, "sandbox available again");
+	return 1;
+}
+
 static void run_sandbox(struct worker *w, struct job *j)
 {
 	char started[32], submitted[32];
@@ -702,7 +732,13 @@ static void evaluate(struct worker *w, struct job *j)
 		run_judge(w, j, NULL);
 		return;
 	}
-	if (!w->sp) {
+	int up = w->sp ? 1 : sandbox_reopen(w);
+	if (up == 0) {
+		/* Only a failed set-up try counts against a job. */
+		pipeline_retry(w, j, STAGE_EVAL, false, "sandbox unavailable: waiting for the next set-up try");
+		return;
+	}
+	if (up < 0) {
 		char why[320];
 		snprintf(why, sizeof why, "internal_error: sandbox unavailable: %s", w->sp_err);
 		pipeline_retry(w, j, STAGE_EVAL, true, why);
@@ -854,15 +890,19 @@ static void maybe_read(struct worker *w);
 static void read_own_pending(struct worker *w);
 static void read_timer_cb(uv_timer_t *t);
 
-static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
+/* Adopts the entries of an XREADGROUP reply; returns how many the reply held. */
+static size_t adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 {
+	size_t n = 0;
 	if (!reply || reply->type != REDIS_REPLY_ARRAY)
-		return;
+		return 0;
 	for (size_t s = 0; s < reply->elements; s++) {
 		redisReply *st = reply->element[s];
 		if (st->type != REDIS_REPLY_ARRAY || st->elements < 2)
 			continue;
 		redisReply *entries = st->element[1];
+		if (entries->type == REDIS_REPLY_ARRAY)
+			n += entries->elements;
 		if (claimed) {
 			claim_adopt(w, entries);
 			continue;
@@ -877,6 +917,7 @@ static void adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 			pipeline_dispatch(w, j);
 		}
 	}
+	return n;
 }
 
 static void on_read(struct rq *r, redisReply *reply, const char *err, void *data)
@@ -913,7 +954,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
 		return;
 	}
-	adopt_entries(w, reply, false);
+	w->read_backlog = adopt_entries(w, reply, false) >= (size_t)w->read_asked;
 	if (w->state == W_DRAINING)
 		maybe_finish_drain(w);
 	pipeline_kick(w);
@@ -926,6 +967,7 @@ static void do_read(struct worker *w, int free_slots)
 	const char *argv[] = { "XREADGROUP", "GROUP", w->k_group, w->cfg->worker_id, "COUNT", count,
 	                       "BLOCK", "1000", "STREAMS", w->k_jobs, ">" };
 	w->reading = true;
+	w->read_asked = free_slots;
 	if (rq_cmdv(w->rq_read, READ_BLOCK_MS + 5000, on_read, w, 11, argv, NULL) < 0)
 		w->reading = false;
 }
@@ -990,8 +1032,9 @@ static void maybe_read(struct worker *w)
 	int threshold = w->cfg->concurrency / 4;
 	if (threshold < 1)
 		threshold = 1;
-	if (free_slots < threshold && pipeline_slots_used(w) > 0) {
-		/* Wait a moment for more slots so reads stay large under load. */
+	if (free_slots < threshold && pipeline_slots_used(w) > 0 && w->read_backlog) {
+		/* A backlog (the last read was full): wait a moment for more slots so reads
+		 * stay large. Without one, read now: waiting would only add latency. */
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 5, 0);
 		return;
@@ -1644,6 +1687,56 @@ static void start_timers(struct worker *w)
 	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 }
 
+/* The Redis key names into w->k_* (one place, rkeys.h; "auto" is tagged only in Cluster
+ * mode). Returns 0, or -1 with the reason logged and on stderr. */
+static int init_keys(struct worker *w, const struct config *cfg)
+{
+	char err[512];
+	struct rkeys rk;
+	struct rq_url ru;
+	bool cluster = rq_url_parse(cfg->redis_url, &ru, err, sizeof err) == 0 && ru.cluster;
+	if (rkeys_init(&rk, cfg->prefix, rkeys_style(cfg->redis_keys, cluster), err, sizeof err) < 0) {
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		return -1;
+	}
+	if (rk.legacy && cluster && !strchr(rk.base, '{')) {
+		snprintf(err, sizeof err, "ARBITER_REDIS_KEYS=plain cannot work with Redis "
+		         "Cluster (the keys would not share a slot): use tagged or auto");
+		LOGE(NULL, NULL, "%s", err);
+		fprintf(stderr, "arbiter worker: %s\n", err);
+		rkeys_free(&rk);
+		return -1;
+	}
+	w->k_jobs = key(rk.jobs, "");
+	w->k_group = key(rk.group, "");
+	w->k_dead = key(rk.dead, "");
+	w->k_delayed = key(rk.delayed, "");
+	w->k_lock = key(rk.reconcile_lock, "");
+	w->k_judge = rkeys_judge(&rk);
+	rkeys_free(&rk);
+	return 0;
+}
+
+/* Start-up failure: close what open_parts opened, then let the loop finish. */
+static void close_parts(struct worker *w)
+{
+	w->state = W_STOPPING;
+	if (w->http)
+		http_close(w->http, NULL, NULL);
+	if (w->rq_read)
+		rq_close(w->rq_read, NULL, NULL);
+	if (w->rq_cmd)
+		rq_close(w->rq_cmd, NULL, NULL);
+	opsctl_free(w->ops);
+	w->ops = NULL;
+	if (w->pg)
+		pgc_pool_close(w->pg, NULL, NULL);
+	judge_close(w->judge);
+	rl_free(w->rl);
+	uv_run(w->loop, UV_RUN_DEFAULT);
+}
+
 int worker_run(const struct config *cfg)
 {
 	struct worker *w = xcalloc(1, sizeof *w);
@@ -1653,34 +1746,12 @@ int worker_run(const struct config *cfg)
 	w->cfg = cfg;
 	w->state = W_RUNNING;
 	w->db_version = 0;
+	pipeline_db_probe_first(w);   /* no job read before the database is known to take writes */
 	w->rnd = (uint32_t)(uv_hrtime() ^ ((uint64_t)getpid() << 16)) | 1u;
-	/* Key names: one place (rkeys.h); "auto" is tagged only in Cluster mode. */
-	char err[512];
-	struct rkeys rk;
-	struct rq_url ru;
-	bool cluster = rq_url_parse(cfg->redis_url, &ru, err, sizeof err) == 0 && ru.cluster;
-	if (rkeys_init(&rk, cfg->prefix, rkeys_style(cfg->redis_keys, cluster), err, sizeof err) < 0) {
-		LOGE(NULL, NULL, "%s", err);
-		fprintf(stderr, "arbiter worker: %s\n", err);
+	if (init_keys(w, cfg) < 0) {
 		free(w);
 		return 1;
 	}
-	if (rk.legacy && cluster && !strchr(rk.base, '{')) {
-		snprintf(err, sizeof err, "ARBITER_REDIS_KEYS=plain cannot work with Redis "
-		         "Cluster (the keys would not share a slot): use tagged or auto");
-		LOGE(NULL, NULL, "%s", err);
-		fprintf(stderr, "arbiter worker: %s\n", err);
-		rkeys_free(&rk);
-		free(w);
-		return 1;
-	}
-	w->k_jobs = key(rk.jobs, "");
-	w->k_group = key(rk.group, "");
-	w->k_dead = key(rk.dead, "");
-	w->k_delayed = key(rk.delayed, "");
-	w->k_lock = key(rk.reconcile_lock, "");
-	w->k_judge = rkeys_judge(&rk);
-	rkeys_free(&rk);
 	w->max_loads = cfg->pg_pool_size / 4 > 0 ? cfg->pg_pool_size / 4 : 1;
 	w->max_commits = cfg->pg_pool_size / 2 > 0 ? cfg->pg_pool_size / 2 : 1;
 	w->hooks.flush = flush_stages;
@@ -1717,21 +1788,7 @@ int worker_run(const struct config *cfg)
 	goto cleanup;
 
 out:
-	/* Start-up failure: close what was opened, then let the loop finish. */
-	w->state = W_STOPPING;
-	if (w->http)
-		http_close(w->http, NULL, NULL);
-	if (w->rq_read)
-		rq_close(w->rq_read, NULL, NULL);
-	if (w->rq_cmd)
-		rq_close(w->rq_cmd, NULL, NULL);
-	opsctl_free(w->ops);
-	w->ops = NULL;
-	if (w->pg)
-		pgc_pool_close(w->pg, NULL, NULL);
-	judge_close(w->judge);
-	rl_free(w->rl);
-	uv_run(w->loop, UV_RUN_DEFAULT);
+	close_parts(w);
 	rc = 1;
 cleanup:
 	sandbox_pool_free(w->sp);

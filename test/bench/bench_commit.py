@@ -29,9 +29,15 @@ Phases 1 and 2 alternate for ROUNDS rounds (default 3), each on data of its
 own; the ratio is taken round by round and its median printed, so that a
 burst of load from elsewhere moves one round, not the result.
 
-Usage: bench_commit.py --bin build/worker/arbiter [--jobs N] [--batch B]
-       [--clients C] [--workers W] [--secs S] [--concurrency N] [--rounds R]
-       [--profile]
+Usage: bench_commit.py --bin build/worker/arbiter [--bin OTHER ...] [--jobs N]
+       [--batch B] [--clients C] [--workers W] [--secs S] [--slices K]
+       [--concurrency N] [--rounds R] [--rate R] [--env NAME=V1,V2] [--profile]
+Several --bin: each round measures the ceiling once and then every binary's
+pipeline (the order rotates); the latency phase runs each binary's fresh
+workers in K slices interleaved A B B A ..., at the same offered rate, and
+splits the latency into enqueue -> evaluation start (read + load) and
+evaluation start -> the commit's write. --env NAME=V1,V2 with the same binary
+twice compares two settings the same way.
 --profile adds pg_stat_statements and prints the top statements of the
 pipeline phase (calls, mean and total time, rows).
 """
@@ -125,9 +131,9 @@ def drained(r):
     return r.xlen("arbiter:jobs") == 0
 
 
-def run_workers(args, env, n, ids, db, r, timeout=600):
+def run_workers(args, env, binary, n, ids, db, r, timeout=600):
     """Starts n workers on an enqueued backlog; returns (workers, seconds, evaluations)."""
-    ws = [subprocess.Popen([args.bin, "worker"],
+    ws = [subprocess.Popen([binary, "worker"],
                            env=dict(env, ARBITER_WORKER_ID="bench-%d" % i))
           for i in range(n)]
     STARTED.extend(ws)
@@ -233,33 +239,97 @@ def pgbench(svc, script, clients, txs, mode):
     return float(m.group(1))
 
 
+def latency_slice(args, svc, env, binary, db, r, agents, challenge, first, rate):
+    """One binary's workers, fresh, offered `rate` jobs/s for SECS/SLICES seconds.
+    Returns (n submissions seeded, [(total, queue+load, evaluation+commit) ms])."""
+    total = max(1, int(rate * args.secs / args.slices))
+    ids = seed(db, total, agents, challenge, first=first)
+    settle(svc)
+    ws = [subprocess.Popen([binary, "worker"], env=dict(env, ARBITER_WORKER_ID="lat-%d" % i))
+          for i in range(args.workers)]
+    STARTED.extend(ws)
+    time.sleep(1.0)       # connected, group read, statements prepared
+    sent = {}
+    start = time.time()
+    for k, sid in enumerate(ids):
+        delay = start + k / rate - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        now = time.time()
+        r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
+        sent[sid] = now
+    offered = total / (time.time() - start)
+    t1 = time.time()
+    while (not drained(r) or count_done(db, ids) < len(ids)) and time.time() - t1 < 120:
+        time.sleep(0.05)
+    stop_workers(ws)
+    cur = db.cursor()
+    cur.execute("SELECT submission_id::text, extract(epoch from started_at), "
+                "extract(epoch from completed_at) FROM evaluation_results "
+                "WHERE submission_id = ANY(%s::uuid[])", (ids,))
+    out = [((float(c) - sent[s]) * 1000, (float(st) - sent[s]) * 1000,
+            (float(c) - float(st)) * 1000) for s, st, c in cur.fetchall()]
+    db.commit()
+    return total, offered, out
+
+
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
+    ap.add_argument("--bin", required=True, action="append",
+                    help="arbiter binary; repeat to compare binaries in one run (interleaved)")
     ap.add_argument("--jobs", type=int, default=20000)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--secs", type=int, default=10)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--env", action="append", default=[],
+                    help="NAME=VALUE for the workers; NAME=V1,V2 with one --bin per value "
+                         "compares settings (the n-th --bin gets the n-th value; an empty "
+                         "value leaves NAME unset)")
+    ap.add_argument("--slices", type=int, default=2,
+                    help="latency phase: slices per binary, SECS/SLICES seconds each, in the "
+                         "order A B .. B A A B ..")
+    ap.add_argument("--rate", type=float, default=0,
+                    help="latency phase: jobs/s offered (default: half the first binary's rate)")
     ap.add_argument("--mode", default="prepared", help="pgbench query mode")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
+    bins = args.bin
     pg = {"fsync": "on", "synchronous_commit": "on"}
     if args.profile:
         pg.update({"shared_preload_libraries": "pg_stat_statements",
                    "pg_stat_statements.track": "all"})
     with Services(pg_settings=pg) as svc:
         try:
-            env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
-                       ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
-                       ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY=str(args.concurrency),
-                       ARBITER_BATCH_MAX=str(args.batch), ARBITER_LOG_LEVEL="warn",
-                       # The ceiling's submissions are queued in PostgreSQL and never in
-                       # Redis: the reconciler must not hand them to the workers.
-                       ARBITER_RECONCILE_MS="86400000")
-            subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
+            base_env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
+                            ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
+                            ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY=str(args.concurrency),
+                            ARBITER_BATCH_MAX=str(args.batch), ARBITER_LOG_LEVEL="warn",
+                            # The ceiling's submissions are queued in PostgreSQL and never in
+                            # Redis: the reconciler must not hand them to the workers.
+                            ARBITER_RECONCILE_MS="86400000")
+            envs = []
+            for i in range(len(bins)):
+                e = dict(base_env)
+                for kv in args.env:
+                    name, _, vals = kv.partition("=")
+                    vals = vals.split(",")
+                    e[name] = vals[min(i, len(vals) - 1)]
+                    if not e[name]:
+                        del e[name]         # an empty value: not set at all
+                envs.append(e)
+            label = ["%s %s%s" % ("ABCDEFGH"[i % 8], b, "".join(" %s=%s" % (kv.partition("=")[0],
+                                                      envs[i].get(kv.partition("=")[0], ""))
+                                          for kv in args.env if "," in kv))
+                     for i, b in enumerate(bins)]
+            subprocess.run([bins[0], "migrate"], env=envs[0], check=True, capture_output=True)
             db = psycopg2.connect(svc.database_url)
             r = redis.Redis.from_url(svc.redis_url)
             cur = db.cursor()
@@ -278,15 +348,16 @@ def main():
             # Warm-up of the worker (and the rows the ceiling copies).
             warm = seed(db, 2 * args.batch * args.workers, agents, challenge)
             enqueue(r, warm)
-            ws, _, _ = run_workers(args, env, args.workers, warm, db, r)
+            ws, _, _ = run_workers(args, envs[0], bins[0], args.workers, warm, db, r)
             stop_workers(ws)
             tpl = templates(db)
 
             script = pgbench_script(commit_sql())
             next_sub = len(warm)
             nbatch = 1
-            ratios, rates = [], []
-            ws = []
+            ratios = [[] for _ in bins]
+            rates = [[] for _ in bins]
+            rss = [0 for _ in bins]
             for rnd in range(args.rounds):
                 # 1. Ceiling, on its own submissions.
                 per_client_warm = 10 if rnd else 20
@@ -310,29 +381,34 @@ def main():
                       "%.0f evaluations/s"
                       % (rnd + 1, args.batch, args.clients, tps, ceiling))
 
-                # 2. Pipeline, on a backlog of its own.
-                ids = seed(db, args.jobs, agents, challenge, first=next_sub)
-                next_sub += len(ids)
-                enqueue(r, ids)
-                settle(svc)
-                if args.profile and rnd == args.rounds - 1:
-                    svc.psql(svc.dbname, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-                    svc.psql(svc.dbname, "SELECT pg_stat_statements_reset()")
-                ws, span, n = run_workers(args, env, args.workers, ids, db, r)
-                rate = n / span if span > 0 else 0
-                print("round %d pipeline: %d evaluations by %d workers (concurrency %d, "
-                      "batch %d) in %.2f s = %.0f evaluations/s; ratio %.2f"
-                      % (rnd + 1, n, args.workers, args.concurrency, args.batch, span, rate,
-                         rate / ceiling if ceiling else 0))
-                ratios.append(rate / ceiling if ceiling else 0)
-                rates.append(rate)
-                if rnd < args.rounds - 1:
-                    stop_workers(ws)      # (the last round's go on to the latency phase)
-                    ws = []
+                # 2. Pipeline, on a backlog of its own, each binary in turn (the order
+                # rotates from round to round).
+                order = list(range(len(bins)))
+                order = order[rnd % len(bins):] + order[:rnd % len(bins)]
+                for bi in order:
+                    ids = seed(db, args.jobs, agents, challenge, first=next_sub)
+                    next_sub += len(ids)
+                    enqueue(r, ids)
+                    settle(svc)
+                    if args.profile and rnd == args.rounds - 1:
+                        svc.psql(svc.dbname, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                        svc.psql(svc.dbname, "SELECT pg_stat_statements_reset()")
+                    ws, span, n = run_workers(args, envs[bi], bins[bi], args.workers, ids, db, r)
+                    rss[bi] = max([rss[bi]] + [hwm_kb(w.pid) for w in ws])
+                    stop_workers(ws)
+                    rate = n / span if span > 0 else 0
+                    print("round %d pipeline: %s: %d evaluations by %d workers (concurrency %d, "
+                          "batch %d) in %.2f s = %.0f evaluations/s; ratio %.2f"
+                          % (rnd + 1, label[bi], n, args.workers,
+                             int(envs[bi]["ARBITER_CONCURRENCY"]),
+                             int(envs[bi]["ARBITER_BATCH_MAX"]),
+                             span, rate, rate / ceiling if ceiling else 0))
+                    ratios[bi].append(rate / ceiling if ceiling else 0)
+                    rates[bi].append(rate)
             med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-            rate = med(rates)
-            print("ratio pipeline / ceiling: median %.2f (rounds: %s)"
-                  % (med(ratios), " ".join("%.2f" % x for x in ratios)))
+            for bi in range(len(bins)):
+                print("ratio pipeline / ceiling: %s: median %.2f (rounds: %s)"
+                      % (label[bi], med(ratios[bi]), " ".join("%.2f" % x for x in ratios[bi])))
             if args.profile:
                 cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
                             "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
@@ -346,37 +422,36 @@ def main():
                     print("  %8d %8s %9s %8d  %s" % row)
                 db.commit()
 
-            # 3. Latency at half the pipeline's rate.
-            half = max(1, int(rate / 2))
-            total = half * args.secs
-            ids2 = seed(db, total, agents, challenge, first=next_sub)
-            settle(svc)
-            sent = {}
-            start = time.time()
-            for k, sid in enumerate(ids2):
-                delay = start + k / half - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                now = time.time()
-                r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
-                sent[sid] = now
-            offered = total / (time.time() - start)
-            t1 = time.time()
-            while (not drained(r) or count_done(db, ids2) < len(ids2)) and time.time() - t1 < 120:
-                time.sleep(0.05)
-            cur.execute("SELECT submission_id::text, extract(epoch from completed_at) FROM "
-                        "evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids2,))
-            lat = sorted((float(c) - sent[s]) * 1000 for s, c in cur.fetchall())
-            db.commit()
-            if lat:
-                p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
-                print("latency at %.0f jobs/s offered (half the pipeline's rate): n=%d p50=%.1f ms "
-                      "p99=%.1f ms max=%.1f ms" % (offered, len(lat), p(0.5), p(0.99), lat[-1]))
+            # 3. Latency at half the (first binary's) pipeline rate: each binary's fresh
+            # workers for SECS/SLICES seconds, SLICES times, in the order A B .. B A A B ..
+            rate = args.rate or max(1.0, med(rates[0]) / 2)
+            lat = [[] for _ in bins]
+            offered = [[] for _ in bins]
+            seq = []
+            for k in range(args.slices):
+                seq += list(range(len(bins)))[::(-1 if k % 2 else 1)]
+            for bi in seq:
+                n, off, out = latency_slice(args, svc, envs[bi], bins[bi], db, r, agents, challenge,
+                                            next_sub, rate)
+                next_sub += n
+                lat[bi].extend(out)
+                offered[bi].append(off)
+            for bi in range(len(bins)):
+                tot = [x[0] for x in lat[bi]]
+                ql = [x[1] for x in lat[bi]]
+                ec = [x[2] for x in lat[bi]]
+                print("latency at %.0f jobs/s offered (%s): %s: n=%d p50=%.1f ms p99=%.1f ms "
+                      "max=%.1f ms; enqueue->evaluation start p50=%.1f p99=%.1f; "
+                      "evaluation start->commit's write p50=%.1f p99=%.1f"
+                      % (sum(offered[bi]) / len(offered[bi]),
+                         "--rate" if args.rate else "half the pipeline's rate", label[bi],
+                         len(tot), pct(tot, 0.5), pct(tot, 0.99), max(tot) if tot else 0,
+                         pct(ql, 0.5), pct(ql, 0.99), pct(ec, 0.5), pct(ec, 0.99)))
 
             # 4. Memory.
-            for i, w in enumerate(ws):
-                print("worker %d peak RSS (VmHWM): %.1f MB" % (i, hwm_kb(w.pid) / 1024))
-            stop_workers(ws)
+            for bi in range(len(bins)):
+                print("peak RSS (VmHWM) of a worker on the backlog: %s: %.1f MB"
+                      % (label[bi], rss[bi] / 1024))
         finally:
             stop_workers(STARTED)   # before the servers go
     return 0

@@ -15,7 +15,11 @@ synchronous_commit on), migrates, and runs three phases with two
 4. standings overhead (issue 12): the throughput phase again, alternating
    rounds with the standings trigger disabled and enabled (ALTER TABLE ...
    DISABLE/ENABLE TRIGGER evaluation_results_standings), same workers, same
-   machine; prints both figures and the ratio. The standings are rebuilt
+   machine; prints both figures and the ratio, and the CPU time postgres
+   (all its backends but this script's, which polls for completion) and the
+   workers spent per evaluation in each round:
+   on a shared machine the CPU cost is steadier than the throughput. (The
+   worker's standings_lock_agents call runs in both kinds of round.) The standings are rebuilt
    afterwards (`arbiter standings --rebuild`) and checked.
 
 Usage: bench_worker.py --bin build/worker/arbiter [--jobs N] [--rate R] [--secs S]
@@ -107,6 +111,31 @@ def hwm_kb(pid):
     return 0
 
 
+def cpu_secs(pid, children=True, exclude=()):
+    """CPU time (user + system, s) of process pid; with children, also of its live
+    children (but those in exclude) and of those it has reaped (for the postmaster:
+    every backend)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(p):
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                return f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+    st = stat(pid)
+    if st is None:
+        return 0.0
+    t = int(st[11]) + int(st[12]) + (int(st[13]) + int(st[14]) if children else 0)
+    if children:
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                c = stat(int(d))
+                if c is not None and int(c[1]) == pid and int(d) not in exclude:
+                    t += int(c[11]) + int(c[12])
+    return t / float(tick)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -183,13 +212,19 @@ def main():
                   (offered, len(lat), p(0.5), p(0.99), lat[-1]))
 
         # Phase 4: standings overhead, alternating rounds (off, on, off, on, ...).
+        cur.execute("SELECT pg_backend_pid()")   # this script's backend: polls, not counted
+        poller = cur.fetchone()[0]
+        db.commit()
         rates = {"off": [], "on": []}
+        cpu = {"off": [], "on": []}
         for rnd in range(args.standings_rounds):
             for mode in ("off", "on"):
                 cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
                             % ("DISABLE" if mode == "off" else "ENABLE"))
                 db.commit()
                 ids4 = seed(db, args.standings_jobs, agents, challenge)
+                c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,))
+                c_w = sum(cpu_secs(w.pid, False) for w in workers)
                 t4 = time.time()
                 enqueue(r, ids4)
                 while count_done(db, ids4) < len(ids4) and time.time() - t4 < 600:
@@ -198,14 +233,22 @@ def main():
                             "FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids4,))
                 span4, n4 = cur.fetchone()
                 db.commit()
+                c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,)) - c_pg
+                c_w = sum(cpu_secs(w.pid, False) for w in workers) - c_w
                 rates[mode].append(n4 / float(span4))
-                print("standings %-3s round %d: %d evaluations, %.0f evaluations/s" %
-                      (mode, rnd + 1, n4, n4 / float(span4)))
+                cpu[mode].append(c_pg * 1e6 / n4)
+                print("standings %-3s round %d: %d evaluations, %.0f evaluations/s; CPU per "
+                      "evaluation: postgres %.0f us, workers %.0f us" %
+                      (mode, rnd + 1, n4, n4 / float(span4), c_pg * 1e6 / n4, c_w * 1e6 / n4))
         if args.standings_rounds:
             off = sorted(rates["off"])[len(rates["off"]) // 2]
             on = sorted(rates["on"])[len(rates["on"]) // 2]
             print("standings overhead: median %.0f evaluations/s without, %.0f with standings: "
                   "%.1f%% %s" % (off, on, abs(100.0 * (1 - on / off)), "slower" if on < off else "faster"))
+            c_off = sorted(cpu["off"])[len(cpu["off"]) // 2]
+            c_on = sorted(cpu["on"])[len(cpu["on"]) // 2]
+            print("standings cost: median postgres CPU per evaluation %.0f us without, %.0f us with "
+                  "standings (+%.0f us, %+.1f%%)" % (c_off, c_on, c_on - c_off, 100.0 * (c_on / c_off - 1)))
             cur.execute("ALTER TABLE evaluation_results ENABLE TRIGGER evaluation_results_standings")
             db.commit()
             rb = subprocess.run([args.bin, "standings", "--rebuild", "--batch", "50"], env=env,

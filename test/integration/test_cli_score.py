@@ -199,6 +199,13 @@ rc, out, err = run("score", "--spec", fz, "--submission", small, "--ground-truth
                    "--max-string-bytes", "100", env={"ARBITER_MAX_STRING_BYTES": "8"})
 ok(rc == 0 and json.loads(out)["score_breakdown"]["analysis"]["score"] == 455,
    "the flag wins over the environment", out + err)
+rc, out, err = run("score", "--spec", fz, "--submission", small, "--ground-truth", fgt,
+                   env={"ARBITER_MAX_STRING_BYTES": "lots"})
+ok(rc == 2 and "ARBITER_MAX_STRING_BYTES" in err, "a bad ARBITER_MAX_STRING_BYTES is named", err)
+rc, out, err = run("score", "--spec", fz, "--submission", small, "--ground-truth", fgt,
+                   env={"ARBITER_LOG_LEVEL": "loud"})
+ok(rc == 2 and "ARBITER_LOG_LEVEL" in err and "debug|info|warn|error" in err,
+   "a bad ARBITER_LOG_LEVEL is refused as the worker refuses it", err)
 huge = write("huge.json", {"answer": {"t": "x" * (3 << 20), "n": 1}})
 t0 = time.time()
 rc, out, err = run("score", "--spec", fz, "--submission", huge, "--ground-truth", fgt)

@@ -200,6 +200,13 @@ def main():
         ok(r.returncode == 0, "ARBITER_CONFIG supplies the URL", r.stderr)
         r = migrate("postgresql://postgres@127.0.0.1:1/arbiter", extra=["--config", cfg])
         ok(r.returncode == 1, "--database-url wins over the file")
+        # The file is read as the worker reads it: a misspelt setting is an error.
+        bad = os.path.join(s.tmp, "typo.conf")
+        with open(bad, "w") as f:
+            f.write("ARBITER_DATABASE_URLL='%s'\n" % url)
+        r = migrate(extra=["--config", bad])
+        ok(r.returncode == 2 and "unknown setting 'ARBITER_DATABASE_URLL'" in r.stderr,
+           "a misspelt setting in the file is named (exit 2)", r.stderr)
 
         # Three replicas migrating a fresh database at once.
         s.psql("postgres", "CREATE DATABASE arbiter_conc")

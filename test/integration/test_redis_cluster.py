@@ -6,13 +6,19 @@ yes`, joined with `redis-cli --cluster create`). Every key arbiter uses has
 the hash tag {arbiter}, so they all live in one slot. Two workers get
 redis+cluster://n1,n2,n3 and evaluate a backlog; in the middle the test
 migrates that slot to another master the way redis-cli --cluster reshard
-does (SETSLOT IMPORTING/MIGRATING, MIGRATE every key, SETSLOT NODE), so the
-workers see ASK/TRYAGAIN during the move and MOVED after it. At the end
-every submission is final with exactly one result and one Elo move, ratings
-replay from elo_history, and the stream on the new owner is empty with
-nothing pending.
+does (SETSLOT IMPORTING/MIGRATING, MIGRATE the keys, SETSLOT NODE), slowly:
+the jobs stream alone first, then the other keys, then a window of two
+seconds in which every key is on the new node but the slot still belongs to
+the old one. There the workers only get ASK redirects: they must resend
+each command to the importing node with ASKING, and keep evaluating (the
+test counts the submissions finished in the window and the commands each
+worker logs as answered through ASKING). After SETSLOT NODE they follow
+MOVED. At the end every submission is final with exactly one result and one
+Elo move, ratings replay from elo_history, and the stream on the new owner
+is empty with nothing pending.
 """
 import os
+import re
 import socket
 import subprocess
 import time
@@ -21,7 +27,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from services import Services, free_port
-from workerkit import SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
+from workerkit import operator_cli_checks, SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
 
 
 def node(d, port):
@@ -56,22 +62,31 @@ def up(port):
         return False
 
 
-def migrate_slot(slot, src, dst, dst_port):
-    """Moves slot from src to dst (redis.Redis clients of the two masters)."""
+def migrate_slot(slot, src, dst, dst_port, first, window):
+    """Moves slot from src to dst (redis.Redis clients of the two masters):
+    the key first alone, a second later the others, then window() runs while
+    every key is on dst and the slot still src's (only ASK redirects), then
+    SETSLOT NODE. Returns the number of keys moved."""
     sid, did = src.execute_command("CLUSTER", "MYID"), dst.execute_command("CLUSTER", "MYID")
     dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", sid)
     src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", did)
-    moved = 0
+    src.execute_command("MIGRATE", "127.0.0.1", dst_port, "", 0, 5000, "KEYS", first)
+    moved = 1
+    time.sleep(1.0)           # keys on both nodes: ASK for some commands, TRYAGAIN for others
     while True:
         keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10)
         if not keys:
             break
         src.execute_command("MIGRATE", "127.0.0.1", dst_port, "", 0, 5000, "KEYS", *keys)
         moved += len(keys)
-        time.sleep(0.05)      # leave the workers time to run into ASK / TRYAGAIN
+    window()
     for c in (dst, src):
         c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", did)
     return moved
+
+
+def newr_placeholder(c, key, member):
+    return 1 if c.zscore(key, member) is not None else 0
 
 
 def slot_owner(c, slot):
@@ -119,18 +134,41 @@ def main():
             url = "redis+cluster://%s" % ",".join("127.0.0.1:%d" % p for p in ports)
             env = {"ARBITER_REDIS_URL": url, "ARBITER_RECONCILE_MS": "1000",
                    "ARBITER_CLAIM_IDLE_MS": "3000", "ARBITER_CONCURRENCY": "32",
-                   "ARBITER_RATE_LIMIT": "100000/1s"}
+                   # A long period keeps the source IP's rate-limit key alive
+                   # through the migration, like an active IP's in production.
+                   "ARBITER_RATE_LIMIT": "100000/1h", "ARBITER_RATE_BURST": "100000"}
+            # Multi-key scripts are served by the importing node only when all
+            # their keys exist there (Redis answers TRYAGAIN otherwise; the
+            # worker then retries on the owner until the migration ends):
+            # make the dead-letter stream and the delayed set exist, as they
+            # do on a worker that has run a while (a member due in 12 h is
+            # never promoted during the test; removed at the end).
+            a.r.xdel(a.dead, a.r.xadd(a.dead, {"test": "placeholder"}))
+            far = '{"test":"placeholder"}'
+            a.r.zadd(a.delayed, {far: int(time.time() * 1000) + 12 * 3600 * 1000})
             ws = [Worker(s, "cl%d" % i, env=env) for i in range(2)]
             ok(wait_for(lambda: a.count_status(subs) >= n // 5, 60, 0.02),
                "workers found the slot's owner and evaluate", "\n".join(w.tail(10) for w in ws))
             before = a.count_status(subs)
+            win = {}
+
+            def window():
+                win["start"] = a.count_status(subs)
+                time.sleep(2.0)
+                win["end"] = a.count_status(subs)
+
             t_mig = time.monotonic()
-            moved = migrate_slot(slot, cs[owner], cs[target], ports[target])
+            moved = migrate_slot(slot, cs[owner], cs[target], ports[target], a.stream, window)
             during = a.count_status(subs)
             diag("slot %d moved from :%d to :%d (%d keys, %.1f s) after %d of %d; %d final after"
                  % (slot, ports[owner], ports[target], moved, time.monotonic() - t_mig, before, n, during))
             ok(during < n, "the migration happened in the middle (%d of %d final)" % (during, n))
-            ok(moved >= 1, "the stream and the other keys were migrated (%d keys)" % moved)
+            ok(moved >= 3, "the stream and the other keys were migrated (%d keys)" % moved)
+            ok(win["end"] - win["start"] >= 100,
+               "workers kept evaluating through ASK redirects while every key sat on the "
+               "importing node (%d finished in the 2 s window, %d final at its start)"
+               % (win["end"] - win["start"], win["start"]),
+               "\n".join(w.tail(12) for w in ws))
 
             fin = a.wait_final(subs, 120)
             ok(fin, "all %d submissions final after the migration" % n,
@@ -138,6 +176,8 @@ def main():
             diag("migration to all final: %.1f s" % (time.monotonic() - t_mig))
             problems = exactly_once(a, subs, ags)
             ok(not problems, "nothing lost, nothing doubled: exactly once, Elo replays", "\n".join(problems[:5]))
+            eq(newr_placeholder(cs[target], a.delayed, far), 1, "the delayed set's placeholder untouched")
+            cs[target].zrem(a.delayed, far)
             eq(a.q1("SELECT count(*) FROM evaluation_results")[0], n, "exactly one result per submission")
             newr = cs[target]
             ok(wait_for(lambda: newr.xlen(a.stream) == 0 and
@@ -148,7 +188,14 @@ def main():
                 ok("MOVED %d 127.0.0.1:%d" % (slot, ports[target]) in out,
                    "%s followed MOVED to the new owner" % w.name,
                    "\n".join(l for l in out.splitlines() if '"msg":"redis' in l)[-3000:])
+                asked = sum(int(m) for m in re.findall(
+                    r"(\d+) command\(s\) answered by the importing node 127\.0\.0\.1:%d through ASKING"
+                    % ports[target], out))
+                ok(asked >= 1, "%s sent %d command(s) to the importing node with ASKING" % (w.name, asked),
+                   "\n".join(l for l in out.splitlines() if "cluster" in l)[-3000:])
                 eq(w.term(30), 0, "%s exits 0" % w.name, w.tail())
+            # The operator commands take the same URL (seed list; the slot's new owner).
+            operator_cli_checks(s, url, cs[target], "cluster", style="tagged")
             diag("cluster suite %.1f s" % (time.monotonic() - t0))
         finally:
             for p in procs:

@@ -20,7 +20,7 @@ import redis
 import redis.sentinel
 
 from services import Services, free_port
-from workerkit import SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
+from workerkit import operator_cli_checks, SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
 
 MASTER = "arbiter-mm"
 
@@ -109,6 +109,8 @@ def main():
                    "%s followed +switch-master to the replica" % w.name,
                    "\n".join(l for l in out.splitlines() if '"msg":"redis' in l)[-3000:])
                 eq(w.term(30), 0, "%s exits 0" % w.name, w.tail())
+            # The operator commands take the same URL (through the new master).
+            operator_cli_checks(s, url, redis.Redis(port=rport, decode_responses=True), "sentinel")
             diag("sentinel suite %.1f s" % (time.monotonic() - t0))
         finally:
             for p in procs.values():

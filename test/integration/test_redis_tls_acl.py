@@ -30,7 +30,7 @@ import redis
 
 from pki import make_pki
 from services import Services, free_port
-from workerkit import SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
+from workerkit import cli, operator_cli_checks, SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
 
 
 class TlsRedis:
@@ -82,13 +82,56 @@ def run_jobs(s, a, url, n, name, env=None):
 
 def expect_log(s, url, want, name, secs=20):
     """A worker on url that must not get connected, and must log want."""
-    w = Worker(s, name, env={"ARBITER_REDIS_URL": url})
+    # The worker id is on every line: it must not contain want itself.
+    w = Worker(s, name.replace(" ", "-"), env={"ARBITER_REDIS_URL": url})
     got = wait_for(lambda: want in w.output(), secs, 0.1)
     out = w.output()
     ok(got, "%s: the log says %r" % (name, want), "\n".join(out.splitlines()[-8:]))
     ok("connected to" not in out, "%s: never connected" % name)
     w.term(30)
     return out
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def script(s, name, url, *args):
+    """scripts/NAME ARGS with ARBITER_REDIS_URL=url (CompletedProcess, text)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    env.update({"ARBITER_REDIS_URL": url, "ARBITER_DATABASE_URL": s.database_url})
+    return subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", name)] + list(args),
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+
+
+def scripts_over_tls(s, a, url, rogue, named):
+    """scripts/dlq and scripts/requeue over rediss:// with the worker's URL."""
+    dead = a.r.xadd(a.dead, {"submission_id": "not-a-uuid", "enqueued_at": "1", "reason": "tls check",
+                             "original_id": "1-1", "worker_id": "tls",
+                             "failed_at": str(int(time.time() * 1000))})
+    p = script(s, "dlq", url, "list")
+    ok(p.returncode == 0 and dead in p.stdout and "not-a-uuid" in p.stdout,
+       "dlq list over TLS (CA file, client cert, ACL user)", p.stdout + p.stderr)
+    p = script(s, "dlq", url, "drop", dead, "--yes")
+    ok(p.returncode == 0 and a.r.xlen(a.dead) == 0, "dlq drop --yes over TLS", p.stdout + p.stderr)
+    sub = a.q1("SELECT id FROM submissions WHERE status = 'completed' LIMIT 1")[0]
+    before = a.r.xlen(a.stream)
+    p = script(s, "requeue", url, "--ids", str(sub), "--lane", "live", "--yes")
+    got = [f for _, f in a.r.xrange(a.stream) if f.get("submission_id") == str(sub)]
+    ok(p.returncode == 0 and a.r.xlen(a.stream) == before + 1 and got
+       and got[0].get("kind") == "reevaluate", "requeue over TLS enqueues the submission",
+       p.stdout + p.stderr + repr(got))
+    for i, f in a.r.xrange(a.stream):
+        if f.get("submission_id") == str(sub):
+            a.r.xdel(a.stream, i)
+    for name, args in (("dlq", ["count"]), ("requeue", ["--ids", str(sub), "--lane", "live", "--yes"])):
+        p = script(s, name, rogue, *args)
+        out = p.stdout + p.stderr
+        ok(p.returncode == 1 and "certificate verify failed" in out and "tls-s3cret" not in out,
+           "%s with an unknown CA: exit 1, says the certificate was refused, no password" % name, out)
+    p = script(s, "dlq", named, "count")
+    ok(p.returncode == 2 and "ssl_server_name is not supported" in p.stdout + p.stderr,
+       "dlq with ssl_server_name: refused with the reason (exit 2)", p.stdout + p.stderr)
 
 
 def silent_listener():
@@ -130,17 +173,24 @@ def main():
             ok("tls-s3cret" not in out, "tls: the password is not logged")
             ok(w.term(30) == 0, "tls: worker exits 0")
             diag("TLS run: %.1f s" % (time.monotonic() - t0))
+            # The operator commands take the same URL (CA, client cert, ACL user).
+            operator_cli_checks(s, url, a.r, "tls", secret="tls-s3cret")
 
             rogue = base + q(pki, ssl_ca_certs=pki["rogue.pem"], ssl_certfile=pki["client.pem"],
                              ssl_keyfile=pki["client.key"])
             expect_log(s, rogue, "unknown CA", "unknown CA (CA file)")
+            scripts_over_tls(s, a, url, rogue, url + "&ssl_server_name=localhost")
+            p = cli(s, rogue, "status")
+            ok(p.returncode == 1 and "unknown CA" in p.stdout + p.stderr
+               and "tls-s3cret" not in p.stdout + p.stderr,
+               "status with an unknown CA: exit 1, says why", p.stdout + p.stderr)
             out = expect_log(s, "rediss://localhost:%d/0" % tr.port, "unknown CA",
                              "unknown CA (system store)")
             ok("system store" in out, "unknown CA (system store): says the system store was used")
 
             mism = base + q(pki, ssl_ca_certs=pki["ca.pem"], ssl_server_name="redis.other.example")
             out = expect_log(s, mism, "name mismatch", "name mismatch")
-            ok("redis.other.example" in out, "name mismatch: names the name checked")
+            ok("redis.other.example" in out, "name mismatch: names the name checked", out[-3000:])
 
             srv, conns = silent_listener()
             try:

@@ -83,6 +83,14 @@ def main():
     ok(r.returncode == 2 and "/nonexistent/x" in r.stderr, "missing file named", r.stderr)
     r = run([""])
     ok(r.returncode == 0 and json.loads(r.stdout)["weights"] == [], "no agents: no weights")
+
+    # Ids that need escaping, or are not UTF-8 (a file of scores is any bytes): every
+    # agent keeps its agent_id in the JSON (invalid bytes become U+FFFD).
+    r = subprocess.run([BIN, "weights", "--scores", "-", "--json"],
+                       input=b'"q\\ 3\nab\xffc 5\ntab\\t\x01 1\n', capture_output=True, timeout=30)
+    got = json.loads(r.stdout.decode()) if r.returncode == 0 else {"weights": []}
+    ok([w.get("agent_id") for w in got["weights"]] == ["\"q\\", "ab\ufffdc", "tab\\t\x01"],
+       "agent ids escaped, invalid UTF-8 replaced, none dropped", r.stdout.decode(errors="replace"))
     return done()
 
 

@@ -12,7 +12,7 @@ worker` processes:
 - `arbiter pause --challenge SLUG`: that challenge's jobs are held in the
   delayed set, another challenge's are evaluated; after resume, evaluated;
 - completion notifications on the documented channel (LISTEN arbiter_results),
-  including the README's listen.py example;
+  including the README's listen.py example; none with ARBITER_NOTIFY=off;
 - a clean exit removes the worker's consumer from the group; SIGHUP drains
   like SIGTERM (exit 0);
 - a failing job waits ARBITER_RETRY_BASE_MS between attempts (not milliseconds);
@@ -190,6 +190,23 @@ def main():
             ok("signal 1 received" in w.output(), "the SIGHUP is logged", w.tail())
         finally:
             w.kill()
+            conn.close()
+
+        # 4b. ARBITER_NOTIFY=off: the job completes, no notification is sent.
+        conn = psycopg2.connect(s.database_url)
+        conn.autocommit = True
+        conn.cursor().execute("LISTEN arbiter_results")
+        w = Worker(s, "w-nonotify", env={"ARBITER_NOTIFY": "off"})
+        try:
+            _, sub = a.submit(agent, ch, {"a": 1})
+            ok(a.wait_final([sub], 20), "ARBITER_NOTIFY=off: the job is evaluated", w.tail())
+            time.sleep(0.5)
+            select.select([conn], [], [], 0.5)
+            conn.poll()
+            ok(not conn.notifies, "ARBITER_NOTIFY=off: no notification",
+               [n.payload for n in conn.notifies])
+        finally:
+            w.term()
             conn.close()
 
         # 5. Retry backoff: a failing job waits ARBITER_RETRY_BASE_MS between attempts.

@@ -329,3 +329,58 @@ def exactly_once(a, subs, agents, initial=1000):
         if tuple(row) != want_row:
             problems.append("agent %s: row %r, replay %r" % (ag, tuple(row), want_row))
     return problems
+
+
+def cli(s, url, *args, timeout=60):
+    """`arbiter ARGS...` with ARBITER_REDIS_URL=url and the test's database;
+    the CompletedProcess (text)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
+    env.update({"ARBITER_REDIS_URL": url, "ARBITER_DATABASE_URL": s.database_url})
+    return subprocess.run([BIN] + list(args), env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def operator_cli_checks(s, url, r, name, secret=None, prefix="arbiter", style="auto"):
+    """`arbiter status --json`, `pause`, `resume` (global and --challenge) and
+    `status --prune` over url (any URL the worker takes), checked against r,
+    a redis-py client of the same data. The backlog must be settled (no
+    worker running). secret: a password that must not be printed."""
+    base = key_base(prefix, style)
+    stream, dead, group = base + ":jobs", base + ":dead", prefix + "-workers"
+
+    def status(*args):
+        p = cli(s, url, "status", "--json", *args)
+        try:
+            return p, json.loads(p.stdout).get("redis", {})
+        except ValueError:
+            return p, {}
+
+    p, j = status()
+    ok(p.returncode == 0 and j.get("ok"), "%s: arbiter status exits 0, Redis read" % name,
+       p.stdout + p.stderr)
+    ok(j.get("stream_length") == r.xlen(stream) and j.get("dead") == r.xlen(dead)
+       and j.get("group_exists") is True and j.get("paused") is False,
+       "%s: status agrees with the server (stream %s, dead %s)" % (name, j.get("stream_length"),
+                                                                   j.get("dead")), j)
+    p = cli(s, url, "pause")
+    ok(p.returncode == 0 and r.exists(base + ":paused"), "%s: arbiter pause sets the switch" % name,
+       p.stdout + p.stderr)
+    p = cli(s, url, "pause", "--challenge", "cli-check")
+    ok(p.returncode == 0 and r.sismember(base + ":paused:challenges", "cli-check"),
+       "%s: arbiter pause --challenge" % name, p.stdout + p.stderr)
+    _, j = status()
+    ok(j.get("paused") is True and j.get("paused_challenges") == ["cli-check"],
+       "%s: status shows both pauses" % name, j)
+    p = cli(s, url, "resume", "--all")
+    ok(p.returncode == 0 and not r.exists(base + ":paused")
+       and not r.exists(base + ":paused:challenges"), "%s: arbiter resume --all clears both" % name,
+       p.stdout + p.stderr)
+    r.xgroup_createconsumer(stream, group, "cli-gone")
+    time.sleep(0.05)
+    p, j = status("--prune-idle", "1ms")
+    gone = [c for c in j.get("consumers", []) if c.get("name") == "cli-gone"]
+    ok(p.returncode == 0 and gone and gone[0].get("pruned")
+       and "cli-gone" not in [c["name"] for c in r.xinfo_consumers(stream, group)],
+       "%s: status --prune removes an idle consumer" % name, p.stdout + p.stderr)
+    if secret:
+        ok(all(secret not in x for x in (p.stdout, p.stderr)), "%s: no password printed" % name)

@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""What the standings trigger costs PostgreSQL per committed evaluation (issue 12;
+not in CI).
+
+Starts a private postgres (synchronous_commit off: the commit's flush is not
+what is measured), migrates with --bin (so the binary's own migrations define
+the trigger), creates 200 agents on one challenge and queued submissions, and
+commits first evaluations from one session the way the worker does:
+BEGIN; standings_lock_agents(the batch's agents); one INSERT of --batch
+results; COMMIT. After a warm-up (--warmup batches, trigger on), it alternates
+rounds with the trigger disabled and enabled (--rounds of each, --batches per
+round) and prints the CPU time of that session's backend per evaluation
+(/proc/PID/stat, user + system), whose difference is the trigger's cost. With
+--batches 1500 or more the agents' windows (100) are full, so tasks leave
+them on every commit.
+
+Usage: bench_standings_commit.py --bin build/worker/arbiter [--batch 16]
+       [--batches 300] [--rounds 3] [--warmup 200]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")]
+from services import Services  # noqa: E402
+
+import psycopg2  # noqa: E402
+import psycopg2.extras  # noqa: E402
+
+INSERT = ("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
+          "score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
+          "worker_id, started_at, completed_at) "
+          "SELECT x, 1, 'deterministic', (random() * 1000)::int, "
+          "(ARRAY['win', 'draw', 'loss'])[1 + (random() * 2)::int], '{}', '[]', '[]', true, '{}', "
+          "'bench', now(), now() FROM unnest(%s::uuid[]) x")
+
+
+def backend_cpu(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--batch", type=int, default=16, help="evaluations per INSERT")
+    ap.add_argument("--batches", type=int, default=300, help="INSERTs per round")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of each kind")
+    ap.add_argument("--warmup", type=int, default=200, help="INSERTs before the first round")
+    args = ap.parse_args()
+    with Services(redis=False, pg_settings={"synchronous_commit": "off"}) as svc:
+        env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url)
+        subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
+        db = psycopg2.connect(svc.database_url)
+        cur = db.cursor()
+        agents = [str(uuid.uuid4()) for _ in range(200)]
+        psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
+                                       [(a, "agent-%d" % i) for i, a in enumerate(agents)])
+        cur.execute("INSERT INTO challenges (slug, difficulty, scoring_spec, time_limit_secs) "
+                    "VALUES ('bench', 'contender', '{}', 60) RETURNING id")
+        ch = cur.fetchone()[0]
+        total = args.batch * (args.warmup + 2 * args.rounds * args.batches)
+        cur.execute("INSERT INTO matches (agent_id, challenge_id, status, started_at, expires_at) "
+                    "SELECT (%s::uuid[])[1 + g %% 200], %s, 'active', now(), now() + interval '1 hour' "
+                    "FROM generate_series(0, %s - 1) g", (agents, ch, total))
+        cur.execute("INSERT INTO submissions (match_id, agent_id, source_ip, answer, status) "
+                    "SELECT id, agent_id, '10.0.0.1', '{}', 'evaluating' FROM matches")
+        cur.execute("SELECT id::text, agent_id::text FROM submissions ORDER BY submitted_at, id")
+        subs = cur.fetchall()
+        cur.execute("SELECT pg_backend_pid()")
+        pid = cur.fetchone()[0]
+        db.commit()
+        pos = [0]
+
+        def run(mode, n):
+            cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
+                        % ("DISABLE" if mode == "off" else "ENABLE"))
+            db.commit()
+            c0, t0 = backend_cpu(pid), time.time()
+            for _ in range(n):
+                batch = subs[pos[0]:pos[0] + args.batch]
+                pos[0] += args.batch
+                cur.execute("SELECT standings_lock_agents(%s::uuid[])",
+                            (sorted(set(a for _, a in batch)),))
+                cur.execute(INSERT, ([s for s, _ in batch],))
+                db.commit()
+            ev = float(n * args.batch)
+            return (backend_cpu(pid) - c0) * 1e6 / ev, (time.time() - t0) * 1e6 / ev
+
+        run("on", args.warmup)
+        res = {"off": [], "on": []}
+        for _ in range(args.rounds):
+            for mode in ("off", "on"):
+                res[mode].append(run(mode, args.batches))
+        for mode in ("off", "on"):
+            print("trigger %-3s: backend CPU per evaluation %s us (wall %s us)" % (
+                mode, " ".join("%.0f" % c for c, _ in res[mode]),
+                " ".join("%.0f" % w for _, w in res[mode])))
+        off = statistics.median(c for c, _ in res["off"])
+        on = statistics.median(c for c, _ in res["on"])
+        cur.execute("SELECT round(avg(tasks)) FROM standings_agents")
+        tasks = cur.fetchone()[0]
+        db.commit()
+        print("batch %d: the trigger costs %+.0f us of backend CPU per evaluation (median %.0f "
+              "without, %.0f with; %s tasks per agent at the end)" % (args.batch, on - off, off, on, tasks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
