@@ -24,6 +24,7 @@ Use: p = Provider(); p.start(); ...; p.stop()  — or run it as a script:
 """
 import json
 import re
+import ssl
 import sys
 import threading
 import time
@@ -73,10 +74,14 @@ class Provider:
         self.stop_event = threading.Event()
         self.server = None
         self.port = None
+        self.inflight = 0     # requests being answered now
+        self.peak = 0         # the most at once since reset_peak()
 
     # -- control -----------------------------------------------------------
-    def start(self):
+    def start(self, tls=None):
+        """tls: (certfile, keyfile) to serve https instead of http."""
         prov = self
+        self.scheme = "https" if tls else "http"
 
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -87,9 +92,20 @@ class Provider:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
-                prov._handle(self, body)
+                with prov.lock:
+                    prov.inflight += 1
+                    prov.peak = max(prov.peak, prov.inflight)
+                try:
+                    prov._handle(self, body)
+                finally:
+                    with prov.lock:
+                        prov.inflight -= 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(tls[0], tls[1])
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -102,12 +118,16 @@ class Provider:
             self.server.server_close()
 
     def url(self, provider):
-        base = "http://127.0.0.1:%d" % self.port
+        base = "%s://127.0.0.1:%d" % (getattr(self, "scheme", "http"), self.port)
         return {"openai": base + "/v1", "gemini": base + "/v1beta", "anthropic": base}[provider]
 
     def count(self):
         with self.lock:
             return len(self.requests)
+
+    def reset_peak(self):
+        with self.lock:
+            self.peak = self.inflight
 
     # -- protocol ----------------------------------------------------------
     def _next_mode(self):

@@ -59,6 +59,9 @@ int main(void)
 		same &= !strcmp(h, "arbiter");
 	}
 	ok(same, "every key hashes on \"arbiter\" only: one slot");
+	char *jk = rkeys_judge(&k);
+	is_str(jk, "{arbiter}:judge", "judge key prefix shares the tag");
+	free(jk);
 	free(rl);
 	rkeys_free(&k);
 	rkeys_free(&k);
@@ -79,6 +82,9 @@ int main(void)
 	rl = rkeys_rl(&k, "10.0.0.1");
 	is_str(rl, "arbiter:rl:10.0.0.1", "legacy rate-limit key");
 	free(rl);
+	jk = rkeys_judge(&k);
+	is_str(jk, "arbiter:judge", "legacy judge key prefix (the spend keys' old names)");
+	free(jk);
 	rkeys_free(&k);
 
 	ok(rkeys_init(&k, "arbiter", "cluster", err, sizeof err) == -1 &&

@@ -221,7 +221,7 @@ void claim_tick(struct worker *w)
 	if (w->autoclaim_at && now - w->autoclaim_at + 5 < claim_every)
 		return;
 	w->autoclaim_at = now;
-	int free_slots = w->cfg->concurrency - w->njobs;
+	int free_slots = w->cfg->concurrency - pipeline_slots_used(w);
 	if (free_slots <= 0)
 		return;
 	if (free_slots > CLAIM_BATCH_MAX)

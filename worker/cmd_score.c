@@ -239,7 +239,8 @@ static void start_judge(struct ext_run *x, uv_loop_t *loop)
 		return;
 	}
 	if (judge_run(x->judge, spec_rubric(x->s), x->answer,
-	              x->extra ? json_object_get(x->extra, "tests") : NULL, true, on_judge, x) < 0) {
+	              x->extra ? json_object_get(x->extra, "tests") : NULL, NULL, true,
+	              on_judge, x) < 0) {
 		judge_close(x->judge);
 		x->judge = NULL;
 		x->rc = EXIT_INTERNAL;

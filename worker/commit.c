@@ -41,6 +41,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "cplan.h"
+#include "judge.h"
 #include "pgc.h"
 #include "commit.h"
 
@@ -169,6 +170,21 @@ static const char SQL_FAIL[] =
 static const char SQL_RESTORE[] =
 	"UPDATE submissions SET status = 'completed', reject_reason = NULL, last_error = NULL "
 	"WHERE id = ANY($1::uuid[])";
+
+/* LLM judge verdicts paid for by the batch's jobs (worker/judge.h, sql/003_judge.sql): stored
+ * with their results. A first verdict keeps one stored before; a re-judged one replaces it
+ * and adds up what was paid. One row per key (two jobs may share a verdict). */
+static const char SQL_VERDICTS[] =
+	"INSERT INTO judge_verdicts AS t (key, provider, model, prompt_version, verdict, tokens_in, "
+	"tokens_out, cost_usd, calls, rejudged_at) SELECT DISTINCT ON (v.key) v.key, v.provider, "
+	"v.model, v.pv, v.verdict, v.ti, v.tout, v.cost, v.calls, "
+	"CASE WHEN v.replace THEN now() END FROM jsonb_to_recordset($1::jsonb) AS v(key text, "
+	"provider text, model text, pv text, verdict jsonb, ti bigint, tout bigint, cost numeric, "
+	"calls int, replace bool) ORDER BY v.key, v.replace DESC "
+	"ON CONFLICT (key) DO UPDATE SET verdict = EXCLUDED.verdict, "
+	"tokens_in = t.tokens_in + EXCLUDED.tokens_in, tokens_out = t.tokens_out + EXCLUDED.tokens_out, "
+	"cost_usd = t.cost_usd + EXCLUDED.cost_usd, calls = t.calls + EXCLUDED.calls, "
+	"rejudged_at = EXCLUDED.rejudged_at WHERE EXCLUDED.rejudged_at IS NOT NULL";
 
 static const char SQL_NO_STATEMENT_TIMEOUT[] = "SET LOCAL statement_timeout = 0";
 static const char SQL_BEGIN[] = "BEGIN";
@@ -414,6 +430,8 @@ static void on_phase2(const struct pgc_result *r, void *data)
 				     j->eval_seq, j->elo == JOB_ELO_ADJUST ? "adjust" : "keep", j->res.score,
 				     score_outcome_name(j->res.result),
 				     j->elo == JOB_ELO_ADJUST ? "" : ", rating unchanged");
+			if (j->judge_row)
+				judge_committed(w->judge, j->judge_key);
 			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_COMPLETED);
 			break;
 		case OP_REJECT:
@@ -514,13 +532,14 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 struct rows {
 	struct strbuf complete, complete_ids, reeval, reject, reject_ids, fail, fail_ids, restore_ids;
 	struct strbuf agents, matches;
+	struct strbuf verdicts;
 };
 
 static void rows_free(struct rows *x)
 {
 	struct strbuf *all[] = { &x->complete, &x->complete_ids, &x->reeval, &x->reject,
 	                         &x->reject_ids, &x->fail, &x->fail_ids, &x->agents, &x->matches,
-	                         &x->restore_ids };
+	                         &x->restore_ids, &x->verdicts };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		strbuf_free(all[i]);
 }
@@ -540,6 +559,10 @@ static void close_list(struct strbuf *sb, const char *end)
 static void add_step_row(struct rows *x, struct worker *w, const struct cplan_step *st,
                          const struct job *j)
 {
+	if (j->judge_row && (st->op == OP_COMPLETE || st->op == OP_REEVAL)) {
+		open_elem(&x->verdicts, "[", ",");
+		strbuf_add(&x->verdicts, j->judge_row, strlen(j->judge_row));
+	}
 	switch (st->op) {
 	case OP_COMPLETE:
 		open_elem(&x->complete_ids, "{", ",");
@@ -643,6 +666,7 @@ static void plan_rows(struct rows *x, struct worker *w, struct cbatch *b,
 	close_list(&x->restore_ids, "}");
 	close_list(&x->agents, "]");
 	close_list(&x->matches, "]");
+	close_list(&x->verdicts, "]");
 }
 
 /* Jobs whose agent row another transaction holds (SKIP LOCKED left it out of
@@ -723,7 +747,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	char *notify = notify_events(b, &plan);
 	const char *p_notify[] = { notify };
 
-	struct pgc_stmt st[11];
+	struct pgc_stmt st[12];
 	const char *p_complete[] = { x.complete.buf, w->cfg->worker_id, x.complete_ids.buf };
 	const char *p_reeval[] = { x.reeval.buf, w->cfg->worker_id };
 	const char *p_matches[] = { x.matches.buf };
@@ -731,6 +755,7 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	const char *p_reject[] = { x.reject.buf, x.reject_ids.buf };
 	const char *p_fail[] = { x.fail.buf, x.fail_ids.buf };
 	const char *p_restore[] = { x.restore_ids.buf };
+	const char *p_verdicts[] = { x.verdicts.buf };
 	int k = 0;
 	/* The session's statement_timeout (pgc: 9/10 of the query timeout) bounds the
 	 * loads and locks; the writes and the COMMIT are left to the query timeout, as
@@ -738,6 +763,8 @@ static void on_phase1(const struct pgc_result *r, void *data)
 	 * COMMIT, retried by entry id), one the server cancels would be retried forever
 	 * by a slow deferred trigger. */
 	st[k++] = (struct pgc_stmt){ SQL_NO_STATEMENT_TIMEOUT, 0, NULL };
+	if (x.verdicts.len)
+		st[k++] = (struct pgc_stmt){ SQL_VERDICTS, 1, p_verdicts };
 	if (x.complete.len)
 		st[k++] = (struct pgc_stmt){ SQL_COMPLETE, 3, p_complete };
 	if (x.reeval.len)
@@ -876,7 +903,8 @@ static void commit_timer_cb(uv_timer_t *t)
 void commit_prepare(struct pgc_pool *p)
 {
 	const char *all[] = { SQL_LOCK_STANDINGS, SQL_LOCK_AGENTS, SQL_LOCK_SUBS, SQL_REEVAL_INFO, SQL_COMPLETE,
-	                      SQL_REEVAL, SQL_REEVAL_MATCHES, SQL_AGENTS, SQL_REJECT, SQL_FAIL };
+	                      SQL_REEVAL, SQL_REEVAL_MATCHES, SQL_AGENTS, SQL_REJECT, SQL_FAIL,
+	                      SQL_VERDICTS };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		pgc_pool_prepare(p, all[i]);
 }

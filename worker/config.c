@@ -129,6 +129,14 @@ static const struct cfg_key keys[] = {
 	  "auto: human-readable text when stderr is a terminal, JSON lines otherwise" },
 	{ "ARBITER_JUDGE_INFLIGHT", CFG_INT, OFF(judge_inflight), "512", 1, 100000, NULL,
 	  "LLM judge: provider requests in flight per process (more wait in FIFO order)" },
+	{ "ARBITER_JUDGE_CA_FILE", CFG_STR, OFF(judge_ca_file), "", 0, 0, NULL,
+	  "LLM judge: PEM file of the CA certificates providers' TLS certificates are verified "
+	  "against (a private CA); empty = the system's bundle" },
+	{ "ARBITER_JUDGE_SHARED_INFLIGHT", CFG_INT, OFF(judge_shared_inflight), "0", 0, 1000000, NULL,
+	  "LLM judge: provider requests in flight across every replica (Redis); 0 = no limit" },
+	{ "ARBITER_JUDGE_TPM", CFG_INT, OFF(judge_tpm), "0", 0, 2000000000, NULL,
+	  "LLM judge: tokens per minute across every replica (Redis); 0 = no limit. Reached: "
+	  "requests wait for the next minute" },
 	{ "ARBITER_JUDGE_BREAKER_FAILURES", CFG_INT, OFF(judge_breaker_failures), "5", 1, 1000, NULL,
 	  "LLM judge: consecutive failed verdicts that open a provider's circuit" },
 	{ "ARBITER_JUDGE_BUDGET", CFG_STR, OFF(judge_budget), "", 0, 0, NULL,

@@ -41,6 +41,9 @@ struct config {
 	char *log_format;                             /* auto|json|text */
 	char *job_log_level;                          /* same|debug|info|warn|error */
 	int judge_inflight;                           /* LLM judge requests in flight, default 512 */
+	char *judge_ca_file;                          /* PEM CA bundle for providers, "" = system */
+	int judge_shared_inflight;                    /* across replicas (Redis), 0 = no limit */
+	int judge_tpm;                                /* tokens/minute across replicas, 0 = none */
 	int judge_breaker_failures;                   /* failed verdicts opening a circuit, default 5 */
 	int judge_breaker_cooldown_ms;                /* before a probe, default 30000 */
 	char *judge_budget;                           /* "USD/hour" | "USD/day" | "" (none) */

@@ -170,6 +170,9 @@ void job_clear_result(struct job *j)
 	j->res_json = NULL;
 	json_decref(j->extra);
 	j->extra = NULL;
+	free(j->judge_row);
+	j->judge_row = NULL;
+	j->judge_key[0] = 0;
 }
 
 void job_clear_row(struct job *j)

@@ -177,6 +177,8 @@ struct job {
 	struct score_result res;
 	char *res_json;                    /* score_result_dumps text */
 	json_t *extra;                     /* tests/compile for the evaluation log (owned) */
+	char *judge_row;                   /* judge_verdicts row the commit writes (judge.h), owned */
+	char judge_key[65];                /* its verdict key ("" = none) */
 	int64_t eval_started_ms, eval_done_ms;   /* wall clock */
 	uint64_t eval_t0;                  /* uv_hrtime() at the start, for the histogram */
 

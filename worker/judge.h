@@ -10,10 +10,15 @@
  *    repair attempt when the answer is not a valid verdict, a per-verdict
  *    cost bound, and a circuit breaker per provider URL that fails fast
  *    (JUDGE_UNAVAILABLE) after repeated provider failures, letting one probe
- *    through every cool-down until the provider answers again;
- *  - stores a new verdict as soon as it is paid for (INSERT ... ON CONFLICT),
- *    so a job that then loses its lease or crashes reuses it, and when two
- *    workers race, both use the one stored first.
+ *    through every cool-down until the provider answers again; with Redis
+ *    (judge_opts.rq) the circuits, an in-flight limit and a tokens-per-minute
+ *    limit are shared by every replica (judge_limits.h);
+ *  - keeps a verdict it paid for in Redis ("<prefix>:judge:paid:<key>", one
+ *    hour) until the job's commit writes it to judge_verdicts in the same
+ *    transaction as the result (judge_row): a job that loses its lease or
+ *    crashes after paying finds it there and reuses it, and two workers that
+ *    paid for the same key at once both use the one kept first (SET NX).
+ *    After the commit (judge_committed) the entry lives JUDGE_GRACE_MS more.
  * The API key is read from the environment variable the spec names, sent
  * only in the provider's key header, never logged or stored.
  */
@@ -28,7 +33,12 @@
 #include "rubric.h"
 
 struct pgc_pool;
+struct rq;
 struct judge;
+
+/* How long a verdict paid for stays in Redis: before its commit, and after. */
+#define JUDGE_PENDING_MS 3600000
+#define JUDGE_GRACE_MS 30000
 
 enum judge_rc {
 	JUDGE_OK = 0,
@@ -43,8 +53,12 @@ struct judge_result {
 	struct rubric_verdict v;      /* JUDGE_OK: per criterion (rubric order) */
 	char key[65];                 /* verdict key (hex SHA-256) */
 	bool cached;                  /* reused from judge_verdicts: no provider call */
+	bool pending;                 /* not in judge_verdicts yet: the commit writes judge_row */
+	bool replace;                 /* a re-judged verdict: the commit replaces the stored one */
+	const char *verdict_text;     /* pending: the verdict as stored (rubric_verdict_dumps) */
+	int paid_calls;               /* pending: provider requests the verdict cost when paid */
 	int calls;                    /* provider requests made for this verdict */
-	int64_t tokens_in, tokens_out;
+	int64_t tokens_in, tokens_out; /* what the verdict cost when it was paid for */
 	double cost_usd;
 	const char *raw;              /* JUDGE_INVALID: the provider's last answer text, else NULL */
 };
@@ -54,19 +68,34 @@ typedef void judge_cb(int rc, const struct judge_result *res, const char *err, v
 
 struct judge_opts {
 	struct pgc_pool *pg;          /* verdict cache; NULL = none (offline `arbiter score`) */
+	struct rq *rq;                /* verdicts paid for and not committed yet; NULL = none */
+	const char *kbase;            /* with rq: "<base>:judge" (rkeys_judge), copied */
 	int max_inflight;             /* provider requests at once (default 512) */
 	int breaker_failures;         /* consecutive failed verdicts that open it (default 5) */
 	int breaker_cooldown_ms;      /* before a probe (default 30000) */
 	int backoff_base_ms;          /* first retry delay (default 500, doubling, jittered) */
+	const char *ca_file;          /* PEM CA bundle for providers' TLS; NULL/"" = the system's */
+	int shared_inflight;          /* with rq: requests in flight across replicas, 0 = no limit */
+	int64_t tpm;                  /* with rq: tokens per minute across replicas, 0 = no limit */
 };
 
 /* Creates a client on loop. o may be NULL (defaults). Returns 0 or -1. */
 int judge_new(uv_loop_t *loop, const struct judge_opts *o, struct judge **out);
 /* Asks for the verdict of r (borrowed until cb) on answer and tests (the test-suite "tests"
- * array or NULL; both borrowed for this call only). rejudge: skip the cache lookup and replace
- * the stored verdict. Returns 0 (cb will run) or -1 (closing). */
+ * array or NULL; both borrowed for this call only). job_id (may be NULL) names the job asking:
+ * a re-judging job reuses only a verdict in Redis that it paid for itself. rejudge: skip the
+ * cache lookup and replace the stored verdict. Returns 0 (cb will run) or -1 (closing). */
 int judge_run(struct judge *jg, const struct rubric *r, const json_t *answer,
-              const json_t *tests, bool rejudge, judge_cb *cb, void *data);
+              const json_t *tests, const char *job_id, bool rejudge, judge_cb *cb, void *data);
+
+/* The judge_verdicts row of a pending result, as one JSON object for the commit's
+ * jsonb_to_recordset (key, provider, model, pv, verdict, ti, tout, cost, calls, replace);
+ * malloc'd, NULL when res is not pending. */
+char *judge_row(const struct rubric *r, const struct judge_result *res);
+
+/* The verdict key was committed to judge_verdicts: its Redis entry expires in JUDGE_GRACE_MS
+ * (fire and forget). NULL jg ok. */
+void judge_committed(struct judge *jg, const char *key);
 /* Verdicts in progress. */
 int judge_inflight(const struct judge *jg);
 /* Aborts what is in flight (callbacks run with JUDGE_UNAVAILABLE "shutting down", possibly

@@ -40,6 +40,11 @@ int jhttp_new(uv_loop_t *loop, int max_inflight, struct jhttp **out);
 int jhttp_post(struct jhttp *h, const char *url, const char *const *headers, size_t nheaders,
                const char *body, long timeout_ms, jhttp_cb *cb, void *data);
 
+/* Verifies TLS servers against the CA certificates in the PEM file path (copied) instead of
+ * the system's bundle (a private CA of a self-hosted provider); NULL or "" = the system's.
+ * Verification itself stays on. For requests started after the call. */
+void jhttp_set_ca_file(struct jhttp *h, const char *path);
+
 /* Transfers running or waiting now. */
 int jhttp_inflight(const struct jhttp *h);
 

@@ -68,6 +68,8 @@ struct worker {
 	struct judge *judge;         /* LLM judge client (worker/judge.h), NULL if it cannot start */
 	double judge_budget_usd;     /* ARBITER_JUDGE_BUDGET per period, 0 = none */
 	int judge_budget_period_s;   /* 3600 or 86400 */
+	char *k_judge;               /* "<base>:judge", the judge's Redis keys (rkeys_judge) */
+	int judge_waiting;           /* jobs waiting for the judge's verdict (judge_run .. cb) */
 	char sp_err[256];
 	uint64_t sp_retry_at;        /* loop time before which a failed sandbox is not tried again */
 	struct http_server *http;
@@ -212,5 +214,15 @@ uint64_t pipeline_intake_paused_ms(struct worker *w);
 
 /* Random 32-bit value (xorshift, seeded at start). */
 uint32_t pipeline_rand(struct worker *w);
+
+/* Jobs that take ARBITER_CONCURRENCY slots: every live job but those waiting for the LLM
+ * judge's verdict, up to ARBITER_JUDGE_INFLIGHT of them; those have their own slots, so judge
+ * jobs waiting on a slow provider do not hold the slots other jobs need. */
+static inline int pipeline_slots_used(const struct worker *w)
+{
+	int parked = w->judge_waiting < w->cfg->judge_inflight ? w->judge_waiting
+	                                                        : w->cfg->judge_inflight;
+	return w->njobs - parked;
+}
 
 #endif

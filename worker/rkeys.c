@@ -103,3 +103,10 @@ char *rkeys_rl(const struct rkeys *k, const char *ipkey)
 	strbuf_addf(&sb, "%s:rl:%s", k->base, ipkey);
 	return sb.buf;
 }
+
+char *rkeys_judge(const struct rkeys *k)
+{
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "%s:judge", k->base);
+	return sb.buf;
+}

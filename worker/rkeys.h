@@ -10,6 +10,8 @@
  *   arbiter:delayed           jobs deferred by the rate limit (sorted set)
  *   arbiter:reconcile:lock    the reconciler's lock
  *   arbiter:rl:<ipkey>        one rate-limit state hash per IP key
+ *   arbiter:judge:...         the LLM judge's shared state (worker/judge.h:
+ *                             verdicts paid for, spend, limits, breakers)
  *
  * and the consumer group (a name inside the stream, not a key) is
  * `arbiter-workers`. In Redis Cluster the multi-key Lua scripts (rate limit,
@@ -57,5 +59,9 @@ void rkeys_free(struct rkeys *k);
 
 /* The rate-limit hash of one IP key, "<base>:rl:<ipkey>", malloc'd. */
 char *rkeys_rl(const struct rkeys *k, const char *ipkey);
+
+/* The LLM judge's key prefix, "<base>:judge" (worker/judge.h adds ":paid:<key>",
+ * ":spend:<period>", ...), malloc'd. */
+char *rkeys_judge(const struct rkeys *k);
 
 #endif

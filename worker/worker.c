@@ -487,6 +487,8 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	const struct rubric *r = spec_rubric(s);
 	char why[900];
 
+	w->judge_waiting--;   /* it takes an ARBITER_CONCURRENCY slot again */
+
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 		judge_job_free(jj);
 		pipeline_drop(w, j);
@@ -533,16 +535,20 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	judge_job_free(jj);
 	/* Each judged dimension keeps its criterion, the judge's 0-100 score and reasoning. */
 	rubric_annotate(r, &res->v, j->res.dims, j->res.ndims);
-	if (!res->cached)
+	/* A verdict not stored yet is written by the commit, with the result. */
+	j->judge_row = judge_row(r, res);
+	if (j->judge_row)
+		snprintf(j->judge_key, sizeof j->judge_key, "%s", res->key);
+	if (res->calls > 0)
 		budget_spend(w, res->cost_usd);
 	finish_eval(w, j);
 }
 
-/* The spend key of the current budget period: {prefix}:judge:spend:<period start, Unix s>. */
+/* The spend key of the current budget period: <base>:judge:spend:<period start, Unix s>. */
 static void budget_key(const struct worker *w, char *buf, size_t n)
 {
 	int64_t now = job_now_ms() / 1000;
-	snprintf(buf, n, "%s:judge:spend:%lld", w->cfg->prefix,
+	snprintf(buf, n, "%s:spend:%lld", w->k_judge,
 	         (long long)(now - now % w->judge_budget_period_s));
 }
 
@@ -624,11 +630,14 @@ static void judge_go(struct worker *w, struct job *j, struct judge_job *jj)
 {
 	const char *rj = job_field(j, "rejudge");
 	if (judge_run(w->judge, spec_rubric(j->spec->spec), j->row.answer,
-	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, rj && !strcmp(rj, "1"),
-	              on_judge, jj) < 0) {
+	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, j->id,
+	              rj && !strcmp(rj, "1"), on_judge, jj) < 0) {
 		judge_job_free(jj);
 		pipeline_retry(w, j, STAGE_EVAL, false, "judge unavailable: the judge client is closed");
+		return;
 	}
+	w->judge_waiting++;
+	pipeline_kick(w);   /* its ARBITER_CONCURRENCY slot is free while it waits: read more */
 }
 
 static void on_sandbox(int rc, const struct score_ext *ext, const char *err, void *data)
@@ -1025,7 +1034,7 @@ static void read_timer_cb(uv_timer_t *t)
 		maybe_read(w);      /* re-arms the timer until the database is back */
 		return;
 	}
-	int free_slots = w->cfg->concurrency - w->njobs;
+	int free_slots = w->cfg->concurrency - pipeline_slots_used(w);
 	if (free_slots > 0 && !w->reading && rq_connected(w->rq_read))
 		do_read(w, free_slots);
 }
@@ -1062,13 +1071,13 @@ static void maybe_read(struct worker *w)
 			uv_timer_start(&w->t_read, read_timer_cb, paused, 0);
 		return;
 	}
-	int free_slots = w->cfg->concurrency - w->njobs;
+	int free_slots = w->cfg->concurrency - pipeline_slots_used(w);
 	if (free_slots <= 0)
 		return;
 	int threshold = w->cfg->concurrency / 4;
 	if (threshold < 1)
 		threshold = 1;
-	if (free_slots < threshold && w->njobs > 0 && w->read_backlog) {
+	if (free_slots < threshold && pipeline_slots_used(w) > 0 && w->read_backlog) {
 		/* A backlog (the last read was full): wait a moment for more slots so reads
 		 * stay large. Without one, read now: waiting would only add latency. */
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
@@ -1672,7 +1681,11 @@ static int open_parts(struct worker *w)
 		        "(e.g. 20/day)\n", w->cfg->judge_budget);
 		return -1;
 	}
-	struct judge_opts jo = { .pg = w->pg, .max_inflight = w->cfg->judge_inflight,
+	struct judge_opts jo = { .pg = w->pg, .rq = w->rq_cmd, .kbase = w->k_judge,
+	                         .max_inflight = w->cfg->judge_inflight,
+	                         .shared_inflight = w->cfg->judge_shared_inflight,
+	                         .tpm = w->cfg->judge_tpm,
+	                         .ca_file = w->cfg->judge_ca_file,
 	                         .breaker_failures = w->cfg->judge_breaker_failures,
 	                         .breaker_cooldown_ms = w->cfg->judge_breaker_cooldown_ms };
 	if (judge_new(w->loop, &jo, &w->judge) < 0)
@@ -1747,6 +1760,7 @@ static int init_keys(struct worker *w, const struct config *cfg)
 	w->k_dead = key(rk.dead, "");
 	w->k_delayed = key(rk.delayed, "");
 	w->k_lock = key(rk.reconcile_lock, "");
+	w->k_judge = rkeys_judge(&rk);
 	rkeys_free(&rk);
 	return 0;
 }
@@ -1834,6 +1848,7 @@ cleanup:
 	free(w->k_dead);
 	free(w->k_delayed);
 	free(w->k_lock);
+	free(w->k_judge);
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;

@@ -16,7 +16,8 @@ once. Phases, each from a preloaded backlog with one fresh worker
    the judge load runs, as a ratio to phase 1.
 
 Usage: bench_judge.py --bin build/worker/arbiter [--judged N] [--det N]
-       [--delay S] [--concurrency C]
+       [--delay S] [--concurrency C]   (C default 512: the issue's >= 500 in flight; judge
+       jobs waiting for a verdict have their own C slots, so up to 2 C jobs are resident)
 """
 import argparse
 import asyncio
@@ -131,8 +132,16 @@ def span_rate(db, ids):
     return n, float(span or 0), (n / float(span) if span else 0.0)
 
 
+def cpu_s(pid):
+    """CPU seconds (user + system) the process used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_phase(args, env, db, r, groups, name):
-    """Enqueues every group's ids, runs one worker until all are final; returns its peak RSS."""
+    """Enqueues every group's ids, runs one worker until all are final; returns its peak RSS
+    (MB) and the CPU seconds it used (a figure the other processes' load hardly changes)."""
     for ids in groups:
         enqueue(r, ids)
     w = subprocess.Popen([args.bin, "worker"], env=dict(env, ARBITER_WORKER_ID=name))
@@ -141,12 +150,13 @@ def run_phase(args, env, db, r, groups, name):
     while count_done(db, every) < len(every) and time.time() - t0 < 600:
         time.sleep(0.05)
     rss = hwm_kb(w.pid) / 1024
+    cpu = cpu_s(w.pid)
     w.send_signal(signal.SIGTERM)
     try:
         w.wait(40)
     except subprocess.TimeoutExpired:
         w.kill()
-    return rss
+    return rss, cpu
 
 
 def main():
@@ -155,7 +165,7 @@ def main():
     ap.add_argument("--judged", type=int, default=5000)
     ap.add_argument("--det", type=int, default=5000)
     ap.add_argument("--delay", type=float, default=0.2)
-    ap.add_argument("--concurrency", type=int, default=1024)
+    ap.add_argument("--concurrency", type=int, default=512)
     args = ap.parse_args()
     prov = Provider(args.delay)
     with Services() as svc:
@@ -178,26 +188,28 @@ def main():
         db.commit()
 
         d1 = seed(db, args.det, agents, det, False)
-        run_phase(args, env, db, r, [d1], "bench-det")
+        _, cpu = run_phase(args, env, db, r, [d1], "bench-det")
         n, span, det_alone = span_rate(db, d1)
-        print("deterministic alone: %d in %.2f s = %.0f evaluations/s" % (n, span, det_alone))
+        print("deterministic alone: %d in %.2f s = %.0f evaluations/s; worker CPU %.3f ms each" %
+              (n, span, det_alone, 1000 * cpu / max(n, 1)))
 
         j1 = seed(db, args.judged, agents, jud, True)
         prov.peak = 0
-        rss = run_phase(args, env, db, r, [j1], "bench-judge")
+        rss, cpu = run_phase(args, env, db, r, [j1], "bench-judge")
         n, span, jr = span_rate(db, j1)
         print("judge alone (provider %.0f ms): %d in %.2f s = %.0f judged evaluations/s; "
-              "peak provider requests in flight %d; worker peak RSS %.1f MB" %
-              (args.delay * 1000, n, span, jr, prov.peak, rss))
+              "peak provider requests in flight %d; worker peak RSS %.1f MB; worker CPU %.3f ms "
+              "each" % (args.delay * 1000, n, span, jr, prov.peak, rss, 1000 * cpu / max(n, 1)))
 
         j2 = seed(db, args.judged, agents, jud, True)
         d2 = seed(db, args.det, agents, det, False)
-        rss = run_phase(args, env, db, r, [j2, d2], "bench-mixed")
+        rss, cpu = run_phase(args, env, db, r, [j2, d2], "bench-mixed")
         n, span, det_mixed = span_rate(db, d2)
         nj, spanj, jm = span_rate(db, j2)
         print("mixed: deterministic %d in %.2f s = %.0f evaluations/s (%.2f x alone); judged "
-              "%d in %.2f s = %.0f/s; worker peak RSS %.1f MB" %
-              (n, span, det_mixed, det_mixed / det_alone if det_alone else 0, nj, spanj, jm, rss))
+              "%d in %.2f s = %.0f/s; worker peak RSS %.1f MB; worker CPU %.1f s" %
+              (n, span, det_mixed, det_mixed / det_alone if det_alone else 0, nj, spanj, jm, rss,
+               cpu))
         print("provider calls in total: %d (each judged submission once)" % prov.total)
     return 0
 

@@ -14,12 +14,20 @@ internal_error with the raw answer when it stays malformed; a hanging
 provider: the circuit breaker opens (jobs wait, not failed) while
 deterministic jobs keep flowing, and closes when the provider answers again;
 a hybrid blend (tests + judge, when the sandbox is usable); exactly once when
-the worker is SIGKILLed between paying for a verdict and committing; `arbiter
+the worker is SIGKILLed between paying for a verdict and committing (the
+verdict is kept in Redis and written by the commit, with the result); a
+commit that rolls back leaves no verdict row and the retry pays nothing; `arbiter
 score` against the provider and replaying a verdict; the spend budget shared
-through Redis (exhausted: judge jobs wait while deterministic jobs flow).
+through Redis (exhausted: judge jobs wait while deterministic jobs flow); with
+two workers, the in-flight limit, the tokens-per-minute limit and the circuit
+breaker shared through Redis; judge jobs waiting on a slow provider leave the
+ARBITER_CONCURRENCY slots to other jobs; a provider over https behind a test CA
+(ARBITER_JUDGE_CA_FILE), and refused without it.
 """
+import hashlib
 import json
 import os
+import subprocess
 import time
 import urllib.request
 
@@ -111,6 +119,133 @@ def cli(p, tmp):
        "an incomplete verdict file is refused (exit 2)", r.stderr)
 
 
+def breaker_key(url):
+    return "arbiter:judge:breaker:" + hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def test_ca(d):
+    """A test CA and a certificate for 127.0.0.1 it signed, made with openssl in d."""
+    f = {n: os.path.join(d, n) for n in ("ca.key", "ca.pem", "srv.key", "srv.csr", "srv.pem", "ext")}
+    with open(f["ext"], "w") as fh:
+        fh.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                 "extendedKeyUsage=serverAuth\n")
+    run = lambda *a: subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f["ca.key"], "-out", f["ca.pem"],
+        "-days", "2", "-subj", "/CN=arbiter test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f["srv.key"], "-out", f["srv.csr"],
+        "-subj", "/CN=127.0.0.1")
+    run("x509", "-req", "-in", f["srv.csr"], "-CA", f["ca.pem"], "-CAkey", f["ca.key"],
+        "-CAcreateserial", "-out", f["srv.pem"], "-days", "2", "-extfile", f["ext"])
+    return f["ca.pem"], f["srv.pem"], f["srv.key"]
+
+
+def tls_provider(s, a, env):
+    """The judge over https: the test provider behind a test CA; verification is on."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        ca, crt, key = test_ca(d)
+        tp = Provider().start(tls=(crt, key))
+        try:
+            c = a.challenge(spec(tp))
+            ok(spec(tp)["judge"]["base_url"].startswith("https://127.0.0.1:"), "https provider")
+            w = Worker(s, "judge-tls", env=dict(env, ARBITER_JUDGE_CA_FILE=ca))
+            sid = run_one(a, c, {"work": {"quality": 64, "docs": 64}})
+            eq(result(a, sid) and result(a, sid)[0], 640, "judged over https (test CA)", w.tail())
+            eq(tp.count(), 1, "one request over TLS")
+            eq(tp.requests[-1]["headers"].get("Authorization"), "Bearer " + KEY,
+               "the key went inside TLS")
+            eq(w.term(), 0, "tls worker exits 0")
+            w2 = Worker(s, "judge-notrust", env=env)
+            _, sid2 = a.submit(a.agent(), c, {"work": {"quality": 65, "docs": 65}})
+            refused = wait_for(lambda: "certificate" in w2.output().lower(), 20)
+            ok(refused, "without the test CA the provider's certificate is refused", w2.tail())
+            eq(tp.count(), 1, "no request was sent to the untrusted server")
+            ok(a.status(sid2) in ("queued", "evaluating"), "the job waits (provider trouble)")
+            eq(w2.term(), 0, "untrusting worker exits 0")
+        finally:
+            tp.stop()
+
+
+def judge_slots(s, a, p, ch, env):
+    """Judge jobs waiting on a slow provider do not hold the slots other jobs need."""
+    w = Worker(s, "judge-slots", env=dict(env, ARBITER_CONCURRENCY="2"))
+    p.mode = "slow:4"
+    n = p.count()
+    js = [a.submit(a.agent(), ch, {"work": {"quality": 71, "docs": 20 + i}})[1] for i in range(2)]
+    ok(wait_for(lambda: p.count() - n == 2, 10), "two judge jobs at the provider (concurrency 2)",
+       w.tail())
+    t0 = time.time()
+    det = a.challenge(DET_SPEC, {"a": 1})
+    _, sd = a.submit(a.agent(), det, {"a": 1})
+    ok(wait_for(lambda: a.status(sd) == "completed", 3.5), "a deterministic job completes meanwhile",
+       w.tail())
+    st = [a.status(x) for x in js]
+    eq(st, ["queued", "queued"], "while both judge jobs still wait (they do not take "
+       "ARBITER_CONCURRENCY slots; %.2f s)" % (time.time() - t0),
+       [[(r["t"] - t0, r["body"][-200:]) for r in p.requests[-3:]], w.tail()])
+    p.mode = "ok"
+    ok(a.wait_final(js, 30), "then the judge jobs complete", w.tail())
+    eq(w.term(), 0, "slots worker exits 0")
+
+
+def shared_limits(s, a, p, ch, env):
+    """Two workers share the in-flight limit, the tokens-per-minute limit and the circuit."""
+    # -- in-flight: 2 jobs per worker at most, 3 requests across both -------------------
+    e2 = dict(env, ARBITER_CONCURRENCY="2", ARBITER_JUDGE_SHARED_INFLIGHT="3")
+    wa, wb = Worker(s, "judge-a", env=e2), Worker(s, "judge-b", env=e2)
+    p.mode = "slow:0.6"
+    p.reset_peak()
+    base = p.inflight               # requests still hanging from the circuit test above
+    subs = [a.submit(a.agent(), ch, {"work": {"quality": 11 + i, "docs": 11}})[1] for i in range(10)]
+    ok(a.wait_final(subs, 60), "ten slow judge jobs on two workers", wa.tail() + wb.tail())
+    p.mode = "ok"
+    eq(p.peak - base, 3, "peak provider requests in flight = the shared limit 3 (each worker "
+       "alone could send 2, both 4)")
+    ok("completed: score" in wa.output() and "completed: score" in wb.output(),
+       "both workers judged some")
+
+    # -- circuit: opened elsewhere (in Redis) -> this replica waits, then probes ---------
+    t = a.r.time()
+    now_ms = t[0] * 1000 + t[1] // 1000
+    bk = breaker_key(p.url("openai"))
+    a.r.hset(bk, mapping={"fails": 5, "until": now_ms + 3000})
+    n = p.count()
+    _, sid = a.submit(a.agent(), ch, {"work": {"quality": 33, "docs": 33}})
+    held = wait_for(lambda: "circuit open after 5 failed verdicts" in wa.output() + wb.output(), 10)
+    ok(held, "a circuit another replica opened holds this one's judge jobs", wa.tail())
+    eq(p.count() - n, 0, "no provider call while it is open")
+    ok(a.status(sid) in ("queued", "evaluating"), "the job waits (not failed)")
+    ok(a.wait_final([sid], 40), "after the cool-down the probe goes through: judged")
+    eq(p.count() - n, 1, "one call (the probe)")
+    ok(not a.r.exists(bk), "the probe's answer closed the shared circuit")
+    eq(wa.term(), 0, "worker a exits 0")
+    eq(wb.term(), 0, "worker b exits 0")
+
+    # -- tokens per minute: 2500 across replicas; each verdict uses 1100 --------------------
+    t = a.r.time()
+    if t[0] % 60 > 40:              # the count is per clock minute: start early in one
+        time.sleep(61 - t[0] % 60)
+    for k in a.r.keys("arbiter:judge:tpm:*"):
+        a.r.delete(k)
+    e3 = dict(env, ARBITER_JUDGE_TPM="2500", ARBITER_JUDGE_SHARED_INFLIGHT="1")
+    wa, wb = Worker(s, "judge-c", env=e3), Worker(s, "judge-d", env=e3)
+    n = p.count()
+    subs = [a.submit(a.agent(), ch, {"work": {"quality": 51 + i, "docs": 51}})[1] for i in range(4)]
+    three = wait_for(lambda: p.count() - n >= 3, 20)
+    time.sleep(2.5)
+    eq(p.count() - n, 3, "three verdicts (0, 1100, 2200 tokens used before each), then the "
+       "limit holds the fourth", three)
+    tk = a.r.keys("arbiter:judge:tpm:*")
+    eq([int(a.r.get(k)) for k in tk], [3300], "tokens counted in Redis for this minute")
+    eq(sorted(a.status(x) for x in subs).count("completed"), 3, "the fourth waits, not failed")
+    for k in tk:
+        a.r.delete(k)               # as if the next minute began
+    ok(a.wait_final(subs, 20), "the next minute: the fourth is judged", wa.tail() + wb.tail())
+    eq(p.count() - n, 4, "four calls in all")
+    eq(wa.term(), 0, "worker c exits 0")
+    eq(wb.term(), 0, "worker d exits 0")
+
+
 def main():
     p = Provider().start()
     try:
@@ -162,6 +297,9 @@ def main():
             r3 = reeval(a, sid, 3, rejudge="1")
             eq(r3 and r3[0], 700, "rejudged: same score from this provider")
             eq(p.count() - n1, 1, "rejudge: one provider call")
+            eq(a.q1("SELECT calls, tokens_in, rejudged_at IS NOT NULL FROM judge_verdicts "
+                    "WHERE key = %s", log.get("judge", {}).get("verdict_key")), (2, 2000, True),
+               "rejudge: the commit replaced the verdict row and added up what was paid")
 
             # -- Gemini and Anthropic shapes ----------------------------------------------
             for prov, path, hdr in (("gemini", "/v1beta/models/test-model:generateContent",
@@ -238,6 +376,8 @@ def main():
             _, sid9 = a.submit(a.agent(), hch, {"work": {"quality": 90, "docs": 90}})
             opened = wait_for(lambda: "circuit open" in w.output(), 20)
             ok(opened, "circuit opens after repeated timeouts", w.tail())
+            bk = a.r.keys("arbiter:judge:breaker:*")
+            ok(len(bk) == 1 and a.r.hget(bk[0], "until"), "the open circuit is in Redis (shared)", bk)
             det = a.challenge(DET_SPEC, {"a": 1})
             t0 = time.time()
             sid10 = run_one(a, det, {"a": 1}, timeout=20)
@@ -250,6 +390,7 @@ def main():
             ok(a.wait_final([sid8, sid9], 40), "the provider answers again: both judged", w.tail())
             eq([result(a, x) and result(a, x)[0] for x in (sid8, sid9)], [900, 900], "scores")
             ok("circuit closed" in w.output(), "circuit closes")
+            ok(len(a.r.keys("arbiter:judge:breaker:*")) == 0, "closed: the shared circuit key is gone")
             ok(a.val("SELECT max(attempts) FROM submissions WHERE id IN (%s, %s)", sid8, sid9) <= 2,
                "provider trouble did not use up delivery attempts")
 
@@ -286,21 +427,58 @@ def main():
             a2 = Arena(s)
             n = p.count()
             nv = a2.val("SELECT count(*) FROM judge_verdicts")
+            npaid = len(a2.r.keys("arbiter:judge:paid:*"))
             _, sidk = a2.submit(ag, ch, {"work": {"quality": 50, "docs": 50}})
-            paid = wait_for(lambda: p.count() - n == 1 and
-                            a2.val("SELECT count(*) FROM judge_verdicts") == nv + 1, 20)
+            paid = wait_for(lambda: p.count() - n == 1 and len(a2.r.keys("arbiter:judge:paid:*")) > npaid, 20)
             time.sleep(0.5)   # the commit is now waiting for the agent row
-            ok(paid, "verdict paid for; commit blocked on the agent row")
+            ok(paid, "verdict paid for and kept in Redis; commit blocked on the agent row")
+            eq(a2.val("SELECT count(*) FROM judge_verdicts"), nv,
+               "no verdict row before the commit (it is written with the result)")
             w.kill()
             a.db.rollback()
             a.db.autocommit = True
-            w2 = Worker(s, "judge-2", env=env)
+            w2 = Worker(s, "judge-2", env=dict(env, ARBITER_RETRY_BASE_MS="2000"))
             ok(a2.wait_final([sidk], 40), "reclaimed after SIGKILL and completed", w2.tail())
             eq(a2.val("SELECT count(*) FROM evaluation_results WHERE submission_id = %s", sidk), 1,
                "exactly one result")
             eq(result(a2, sidk) and result(a2, sidk)[0], 500, "score")
             eq(p.count() - n, 1, "the verdict was reused, not paid for twice")
             eq(a2.val("SELECT match_count FROM agents WHERE id = %s", ag), 1, "Elo moved once")
+            vk = result(a2, sidk)[2].get("judge", {})
+            eq((vk.get("cached"), vk.get("calls")), (False, 0),
+               "the reclaimed job took the paid verdict from Redis (no call, not from the table)")
+            eq(a2.q1("SELECT calls, tokens_in FROM judge_verdicts WHERE key = %s",
+                     vk.get("verdict_key")), (1, 1000),
+               "the verdict row was written by the commit, with what was paid once")
+            ttl = a2.r.pttl("arbiter:judge:paid:" + vk.get("verdict_key", ""))
+            ok(0 < ttl <= 30000, "after the commit the Redis copy expires soon (pttl %s ms)" % ttl)
+
+            # -- a commit that rolls back leaves no verdict row -----------------------------
+            a2.q("CREATE TABLE judge_test_block (agent uuid)")
+            a2.q("CREATE FUNCTION judge_test_block() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                 "BEGIN IF EXISTS (SELECT 1 FROM judge_test_block b JOIN submissions s "
+                 "ON s.agent_id = b.agent WHERE s.id = NEW.submission_id) THEN "
+                 "RAISE EXCEPTION 'judge test: commit refused'; END IF; RETURN NEW; END $$")
+            a2.q("CREATE TRIGGER judge_test_block BEFORE INSERT ON evaluation_results "
+                 "FOR EACH ROW EXECUTE FUNCTION judge_test_block()")
+            agb = a2.agent()
+            a2.q("INSERT INTO judge_test_block VALUES (%s)", agb)
+            n = p.count()
+            nv = a2.val("SELECT count(*) FROM judge_verdicts")
+            _, sidb = a2.submit(agb, ch, {"work": {"quality": 45, "docs": 45}})
+            refused = wait_for(lambda: "judge test: commit refused" in w2.output(), 20)
+            ok(refused, "the commit was refused (rolled back)", w2.tail())
+            eq(a2.val("SELECT count(*) FROM judge_verdicts"), nv, "rolled back: no verdict row")
+            eq(a2.val("SELECT count(*) FROM evaluation_results WHERE submission_id = %s", sidb), 0,
+               "rolled back: no result")
+            a2.q("DELETE FROM judge_test_block")
+            ok(a2.wait_final([sidb], 40), "retried after the rollback", w2.tail())
+            eq(result(a2, sidb) and result(a2, sidb)[0], 450, "judged once the commit goes through")
+            eq(a2.val("SELECT count(*) FROM judge_verdicts"), nv + 1, "now the verdict row exists")
+            eq(p.count() - n, 1, "one provider call across the rollback")
+            a2.q("DROP TRIGGER judge_test_block ON evaluation_results")
+            a2.q("DROP FUNCTION judge_test_block()")
+            a2.q("DROP TABLE judge_test_block")
 
             out = w.output() + w2.output()
             ok(KEY not in out, "the API key never appears in the worker's log")
@@ -325,6 +503,9 @@ def main():
             ok(a2.wait_final([sb], 30), "budget available again: judged", w3.tail())
             eq(a2.status(sb), "completed", "completed, not failed")
             eq(w3.term(), 0, "budget worker exits 0")
+            tls_provider(s, a2, env)
+            judge_slots(s, a2, p, ch, env)
+            shared_limits(s, a2, p, ch, env)
             a2.close()
             a.close()
     finally:
