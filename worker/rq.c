@@ -906,21 +906,28 @@ static void conn_send(struct rq_conn *c, struct rq_req *q, const char *cmd, size
 		conn_update_events(c);
 }
 
-static void handshake_send(struct rq *r, struct rq_conn *c, int argc, const char **argv)
+/* Sends one of rq's own commands (no deadline, never seen by the user) on c; cb gets c. */
+static void internal_send(struct rq *r, struct rq_conn *c, int argc, const char **argv,
+                          rq_cb *cb)
 {
 	sds cmd;
 	int len = redisFormatSdsCommandArgv(&cmd, argc, argv, NULL);
 	if (len < 0)
 		abort();                /* only fails on out-of-memory */
 	struct rq_req *q = req_get(r);
-	q->cb = handshake_cb;
+	q->cb = cb;
 	q->data = c;
 	q->deadline = RQ_NO_DEADLINE;
 	q->internal = true;
 	snprintf(q->cmd, sizeof q->cmd, "%s", argv[0]);
 	conn_send(c, q, cmd, (size_t)len);
-	c->handshake_left++;
 	sdsfree(cmd);
+}
+
+static void handshake_send(struct rq *r, struct rq_conn *c, int argc, const char **argv)
+{
+	internal_send(r, c, argc, argv, handshake_cb);
+	c->handshake_left++;
 }
 
 /* AUTH [user] password on c during the handshake; nothing without a password. */
@@ -1159,18 +1166,7 @@ static void ask_internal_cb(struct rq *r, redisReply *reply, const char *err, vo
 
 static void ask_internal_send(struct rq *r, struct rq_conn *c, int argc, const char **argv)
 {
-	sds cmd;
-	int len = redisFormatSdsCommandArgv(&cmd, argc, argv, NULL);
-	if (len < 0)
-		abort();                /* only fails on out-of-memory */
-	struct rq_req *q = req_get(r);
-	q->cb = ask_internal_cb;
-	q->data = c;
-	q->deadline = RQ_NO_DEADLINE;
-	q->internal = true;
-	snprintf(q->cmd, sizeof q->cmd, "%s", argv[0]);
-	conn_send(c, q, cmd, (size_t)len);
-	sdsfree(cmd);
+	internal_send(r, c, argc, argv, ask_internal_cb);
 }
 
 /* Opens the connection to the importing node host:port (numeric address;
