@@ -5,8 +5,9 @@ parsed exactly as the worker parses it (redis://[[user]:password@]host[:port][/d
 the LAST '@' ends the user info so a password may hold '/' or '@', IPv6 hosts
 in [brackets], ?db=/password=/user= parameters, unix://[[user]:password@]/path;
 rediss:// with the TLS parameters ssl_ca_certs, ssl_certfile, ssl_keyfile,
-ssl_cert_reqs=required|none, ssl_server_name; the Sentinel and Cluster forms
-are refused), a PostgreSQL conninfo or URI is parsed by libpq's own
+ssl_cert_reqs=required|none, ssl_server_name; redis+sentinel://[[user]:password@]
+s1[:26379],s2.../MASTER[/db] with sentinel_user=/sentinel_password=, and
+redis+cluster://[[user]:password@]n1[:6379],n2... (rediss+ for TLS)), a PostgreSQL conninfo or URI is parsed by libpq's own
 PQconninfoParse (psycopg2.extensions.parse_dsn). What a person sees is
 printed back from the parsed form with every password as ***; a string that
 does not parse is never echoed. test/data/redact_cases.json holds the table
@@ -49,22 +50,59 @@ def _int(s, lo, hi, what):
     return int(s)
 
 
+def _hostport(auth, default_port):
+    """(host, port) of "host[:port]" or "[v6][:port]" by the worker's rules; raises ConnError."""
+    port = None
+    if auth.startswith("["):
+        rb = auth.find("]")
+        if rb < 0:
+            raise ConnError("missing ']' after IPv6 address")
+        host = auth[1:rb]
+        if rb + 1 < len(auth):
+            if auth[rb + 1] != ":":
+                raise ConnError("unexpected text after ']'")
+            port = auth[rb + 2:]
+    else:
+        host, colon, port = auth.partition(":")
+        if not colon:
+            port = None
+        elif ":" in port:
+            raise ConnError("IPv6 addresses must be in [brackets]")
+    if len(host.encode()) >= 256 or re.search(r"[\x00- %@/\\]", host):
+        raise ConnError("invalid host")
+    return host or "127.0.0.1", (_int(port, 1, 65535, "port must be 1..65535")
+                                 if port is not None else default_port)
+
+
 def parse_redis(url):
     """The parts of a Redis URL as a dict (host, port, path, user, password, db),
     by the worker's rules; raises ConnError."""
-    u = {"host": "", "port": 6379, "path": "", "user": "", "password": "", "db": 0}
-    low = (url or "")[:9].lower()
+    u = {"host": "", "port": 6379, "path": "", "user": "", "password": "", "db": 0, "mode": ""}
+    low = (url or "")[:18].lower()
     if not url:
         raise ConnError("empty Redis URL")
-    if low.startswith("redis://"):
-        p, unix = url[8:], False
-    elif low.startswith("unix://"):
-        p, unix = url[7:], True
-    elif low.startswith("rediss://"):
-        p, unix = url[9:], False
-        u["tls"] = True
+    multi = False
+    for scheme, tls, mode in (("redis+sentinel://", False, "sentinel"),
+                              ("rediss+sentinel://", True, "sentinel"),
+                              ("redis+cluster://", False, "cluster"),
+                              ("rediss+cluster://", True, "cluster")):
+        if low.startswith(scheme):
+            p, unix, multi = url[len(scheme):], False, True
+            u["mode"] = mode
+            if tls:
+                u["tls"] = True
+            break
     else:
-        raise ConnError("expected redis://host:port/db or unix:///path")
+        if low.startswith("redis://"):
+            p, unix = url[8:], False
+        elif low.startswith("unix://"):
+            p, unix = url[7:], True
+        elif low.startswith("rediss://"):
+            p, unix = url[9:], False
+            u["tls"] = True
+        else:
+            raise ConnError("expected redis://host:port/db, unix:///path, redis+sentinel:// or "
+                            "redis+cluster://")
     if "#" in p:
         raise ConnError("unexpected '#' in URL")
     p, has_query, query = p.partition("?")
@@ -87,33 +125,40 @@ def parse_redis(url):
         u["path"] = _pct(p, "socket path")
         if len(u["path"].encode()) > 107 or not u["path"].startswith("/") or u["path"] == "/":
             raise ConnError("unix:// URL needs an absolute path")
+    elif multi:
+        at = p.rfind("@")
+        if at >= 0:
+            userinfo(p[:at])
+            p = p[at + 1:]
+        auth, slash, rest = p.partition("/")
+        if not auth:
+            raise ConnError("a %s URL needs at least one host" % u["mode"].capitalize())
+        hosts = auth.split(",")
+        if len(hosts) > 8:
+            raise ConnError("too many hosts (at most 8)")
+        u["nodes"] = [_hostport(h, 6379 if u["mode"] == "cluster" else 26379) for h in hosts]
+        u["host"], u["port"] = u["nodes"][0]
+        if u["mode"] == "cluster":
+            if rest not in ("", "0"):
+                raise ConnError("Redis Cluster has database 0 only")
+        else:
+            master, _, dbpart = rest.partition("/")
+            if not slash or not master:
+                raise ConnError("a Sentinel URL names the master: "
+                                "redis+sentinel://host:26379,host2:26379/mymaster[/db]")
+            u["master"] = _pct(master, "master name")
+            if re.search(r"[\x00- ]", u["master"]) or len(u["master"].encode()) > 255:
+                raise ConnError("invalid character in the master name")
+            if dbpart:
+                u["db"] = _int(dbpart, 0, 2**31 - 1, "database (after the master name) must be "
+                               "a non-negative integer")
     else:
         at = p.rfind("@")
         if at >= 0:
             userinfo(p[:at])
             p = p[at + 1:]
         auth, slash, dbpart = p.partition("/")
-        port = None
-        if auth.startswith("["):
-            rb = auth.find("]")
-            if rb < 0:
-                raise ConnError("missing ']' after IPv6 address")
-            host = auth[1:rb]
-            if rb + 1 < len(auth):
-                if auth[rb + 1] != ":":
-                    raise ConnError("unexpected text after ']'")
-                port = auth[rb + 2:]
-        else:
-            host, colon, port = auth.partition(":")
-            if not colon:
-                port = None
-            elif ":" in port:
-                raise ConnError("IPv6 addresses must be in [brackets]")
-        if len(host.encode()) >= 256 or re.search(r"[\x00- %@/\\]", host):
-            raise ConnError("invalid host")
-        u["host"] = host or "127.0.0.1"
-        if port is not None:
-            u["port"] = _int(port, 1, 65535, "port must be 1..65535")
+        u["host"], u["port"] = _hostport(auth, 6379)
         if slash and dbpart:
             u["db"] = _int(dbpart, 0, 2**31 - 1, "database must be a non-negative integer")
     if has_query and query:
@@ -127,6 +172,8 @@ def parse_redis(url):
                 u["password"] = _pct(v, "password")
             elif k in ("user", "username"):
                 u["user"] = _pct(v, "user name")
+            elif k in ("sentinel_password", "sentinel_user") and u["mode"] == "sentinel":
+                u[k] = _pct(v, k)
             elif k in TLS_PARAMS:
                 u[k] = _pct(v, k)
                 if not u[k] or len(u[k].encode()) > 255:
@@ -185,13 +232,16 @@ def redact(s):
             u = parse_redis(s)
         except ConnError:
             return INVALID_REDIS
-        out = ("unix" if u["path"] else "rediss" if u.get("tls") else "redis") + "://"
+        out = (("unix" if u["path"] else "rediss" if u.get("tls") else "redis") +
+               ("+" + u["mode"] if u["mode"] else "") + "://")
         if u["user"] or u["password"]:
             out += _pct_out(u["user"]) + (":***" if u["password"] else "") + "@"
         if u["path"]:
             return out + _pct_out(u["path"], "/") + "?db=%d" % u["db"]
-        host = "[%s]" % u["host"] if ":" in u["host"] else u["host"]
-        return out + "%s:%d/%d" % (host, u["port"], u["db"])
+        nodes = u.get("nodes") or [(u["host"], u["port"])]
+        out += ",".join(("[%s]:%d" if ":" in h else "%s:%d") % (h, p) for h, p in nodes)
+        out += "/%d" % u["db"]
+        return out + (" (master %s)" % u["master"] if u.get("master") else "")
     try:
         opts = parse_pg(s)
     except ConnError:
@@ -219,14 +269,33 @@ def secret_free(text, *conn):
     return text
 
 
-def redis_client(url, **kw):
+def key_base(prefix, style="auto", url=""):
+    """The base of arbiter's Redis keys (README "Redis keys"), as the worker builds it: the
+    prefix itself (arbiter:jobs, ...) for "plain" / "legacy" and for "auto" without a Cluster
+    URL; with "tagged" (or "auto" and a redis+cluster:// URL), the prefix in one hash tag
+    ("{arbiter}") so every key lives in one Cluster slot, unless it already holds a tag."""
+    if style == "auto":
+        style = "tagged" if (url or "").lower().startswith(("redis+cluster://",
+                                                            "rediss+cluster://")) else "plain"
+    if style != "tagged" or re.search(r"\{[^}]+\}", prefix):
+        return prefix
+    return "{%s}" % prefix
+
+
+def redis_client(url, slot_key="arbiter", **kw):
     """A redis.Redis for url, parsed by the worker's rules; raises ConnError.
     rediss://: TLS as the worker does it: the server's certificate verified
     (unless ssl_cert_reqs=none) against ssl_ca_certs or the system store, for
-    the URL's host (ssl_server_name is refused); a client certificate when given."""
+    the URL's host (ssl_server_name is refused); a client certificate when given.
+    redis+sentinel://: the master the sentinels name (checked to be a master).
+    redis+cluster://: the master serving slot_key's slot (every arbiter key is in
+    that one slot, so WATCH/MULTI work as on a single Redis); a MOVED during a
+    slot migration fails the command (run the tool again)."""
     import redis
     u = parse_redis(url)
-    common = dict(db=u["db"], password=u["password"] or None, username=u["user"] or None, **kw)
+    common = dict(password=u["password"] or None, username=u["user"] or None, **kw)
+    if u["mode"] != "cluster":
+        common["db"] = u["db"]
     if u["path"]:
         return redis.Redis(unix_socket_path=u["path"], **common)
     if u.get("tls"):
@@ -240,4 +309,22 @@ def redis_client(url, **kw):
             # redis-py checks the host it connects to; it cannot check another name.
             raise ConnError("ssl_server_name is not supported by the Python tools: connect by a "
                             "name the server's certificate holds")
+    if u["mode"] == "sentinel":
+        from redis.sentinel import Sentinel
+        skw = {k: v for k, v in common.items() if k not in ("db", "password", "username")}
+        skw.update(password=u.get("sentinel_password") or None,
+                   username=u.get("sentinel_user") or None)
+        return Sentinel(u["nodes"], sentinel_kwargs=skw, **common).master_for(u["master"], **common)
+    if u["mode"] == "cluster":
+        from redis.cluster import ClusterNode, RedisCluster
+        from redis.exceptions import RedisClusterException
+        try:
+            rc = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in u["nodes"]], **common)
+        except RedisClusterException as e:   # not a RedisError: the tools report those
+            raise redis.ConnectionError(str(e))
+        try:
+            node = rc.get_node_from_key(slot_key)
+        finally:
+            rc.close()
+        return redis.Redis(host=node.host, port=node.port, **common)
     return redis.Redis(host=u["host"], port=u["port"], **common)

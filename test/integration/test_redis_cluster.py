@@ -27,7 +27,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from services import Services, free_port
-from workerkit import operator_cli_checks, SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
+from workerkit import operator_cli_checks, script_checks, SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
 
 
 def node(d, port):
@@ -204,6 +204,7 @@ def main():
                 eq(w.term(30), 0, "%s exits 0" % w.name, w.tail())
             # The operator commands take the same URL (seed list; the slot's new owner).
             operator_cli_checks(s, url, cs[target], "cluster", style="tagged")
+            script_checks(s, a, url, "cluster")
             diag("cluster suite %.1f s" % (time.monotonic() - t0))
         finally:
             for p in procs:

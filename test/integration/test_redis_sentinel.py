@@ -20,7 +20,7 @@ import redis
 import redis.sentinel
 
 from services import Services, free_port
-from workerkit import operator_cli_checks, SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
+from workerkit import operator_cli_checks, script_checks, SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok, wait_for
 
 MASTER = "arbiter-mm"
 
@@ -111,6 +111,8 @@ def main():
                 eq(w.term(30), 0, "%s exits 0" % w.name, w.tail())
             # The operator commands take the same URL (through the new master).
             operator_cli_checks(s, url, redis.Redis(port=rport, decode_responses=True), "sentinel")
+            a.r = redis.Redis(port=rport, decode_responses=True)
+            script_checks(s, a, url, "sentinel")
             diag("sentinel suite %.1f s" % (time.monotonic() - t0))
         finally:
             for p in procs.values():

@@ -30,7 +30,7 @@ import redis
 
 from pki import make_pki
 from services import Services, free_port
-from workerkit import cli, operator_cli_checks, SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
+from workerkit import cli, operator_cli_checks, script, SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
 
 
 class TlsRedis:
@@ -90,18 +90,6 @@ def expect_log(s, url, want, name, secs=20):
     ok("connected to" not in out, "%s: never connected" % name)
     w.term(30)
     return out
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def script(s, name, url, *args):
-    """scripts/NAME ARGS with ARBITER_REDIS_URL=url (CompletedProcess, text)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
-    env.update({"ARBITER_REDIS_URL": url, "ARBITER_DATABASE_URL": s.database_url})
-    return subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", name)] + list(args),
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=60)
 
 
 def scripts_over_tls(s, a, url, rogue, named):

@@ -384,3 +384,53 @@ def operator_cli_checks(s, url, r, name, secret=None, prefix="arbiter", style="a
        "%s: status --prune removes an idle consumer" % name, p.stdout + p.stderr)
     if secret:
         ok(all(secret not in x for x in (p.stdout, p.stderr)), "%s: no password printed" % name)
+
+
+def script(s, name, url, *args, timeout=60):
+    """scripts/NAME ARGS... with ARBITER_REDIS_URL=url and the test's database;
+    the CompletedProcess (text)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    env.update({"ARBITER_REDIS_URL": url, "ARBITER_DATABASE_URL": s.database_url})
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    return subprocess.run(["/usr/bin/python3", os.path.join(top, "scripts", name)] + list(args),
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def script_checks(s, a, url, name, secret=None):
+    """scripts/dlq (list, replay under WATCH/MULTI, drop) and scripts/requeue over url (any
+    URL the worker takes), checked through a.r (a redis-py client of the same data; no
+    worker running). secret: a password that must not be printed."""
+    fields = {"submission_id": "00000000-0000-4000-8000-00000000dead", "kind": "evaluate",
+              "enqueued_at": "1", "reason": "script check", "original_id": "1-1",
+              "worker_id": "t", "failed_at": str(int(time.time() * 1000))}
+    d1, d2 = a.r.xadd(a.dead, fields), a.r.xadd(a.dead, fields)
+    outs = []
+
+    def run(*args):
+        p = script(s, *args)
+        outs.append(p.stdout + p.stderr)
+        return p
+    p = run("dlq", url, "list")
+    ok(p.returncode == 0 and d1 in p.stdout and d2 in p.stdout,
+       "%s: dlq list" % name, p.stdout + p.stderr)
+    before = a.r.xlen(a.stream)
+    p = run("dlq", url, "replay", d1, "--yes", "--no-db")
+    ok(p.returncode == 0 and a.r.xlen(a.stream) == before + 1 and a.r.xlen(a.dead) == 1,
+       "%s: dlq replay (WATCH/MULTI) moves the entry back" % name, p.stdout + p.stderr)
+    p = run("dlq", url, "drop", d2, "--yes")
+    ok(p.returncode == 0 and a.r.xlen(a.dead) == 0, "%s: dlq drop" % name, p.stdout + p.stderr)
+    for i, f in a.r.xrange(a.stream):
+        if f.get("submission_id") == fields["submission_id"]:
+            a.r.xdel(a.stream, i)
+    sub = a.q1("SELECT id FROM submissions WHERE status = 'completed' LIMIT 1")[0]
+    before = a.r.xlen(a.stream)
+    p = run("requeue", url, "--ids", str(sub), "--lane", "live", "--yes")
+    got = [(i, f) for i, f in a.r.xrange(a.stream) if f.get("submission_id") == str(sub)]
+    ok(p.returncode == 0 and a.r.xlen(a.stream) == before + 1 and got
+       and got[0][1].get("kind") == "reevaluate", "%s: requeue enqueues the submission" % name,
+       p.stdout + p.stderr + repr(got))
+    for i, _ in got:
+        a.r.xdel(a.stream, i)
+    if secret:
+        ok(not any(secret in o for o in outs), "%s: the scripts print no password" % name)
