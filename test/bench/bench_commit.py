@@ -56,7 +56,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from services import Services  # noqa: E402
-from bench_worker import count_done, enqueue, hwm_kb  # noqa: E402  (one copy of these helpers)
+from bench_worker import count_done, enqueue, hwm_kb, seed  # noqa: E402  (one copy of these helpers)
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -91,33 +91,6 @@ def commit_sql():
         out[name] = "".join(p.encode().decode("unicode_escape") for p in parts)
     return out
 
-
-def seed(db, n, agents, challenge, first=0):
-    """n matches + queued submissions; submission i plays agent (first + i) % AGENTS.
-    Returns the submission ids in order."""
-    cur = db.cursor()
-    rows_m, rows_s, ids = [], [], []
-    now = time.time()
-    for k in range(n):
-        i = first + k
-        mid, sid = str(uuid.uuid4()), str(uuid.uuid4())
-        agent = agents[i % len(agents)]
-        rows_m.append((mid, agent, challenge, now - 30, now + 3600))
-        ans = {"answers": ["a", "b", "x" if i % 3 else "c", "d"], "value": 42 + (i % 5) * 0.2,
-               "found": [1, 2, 3 + i % 4]}
-        rows_s.append((sid, mid, agent, "10.%d.%d.%d" % (i % 250, (i // 250) % 250, i % 7 + 1),
-                       json.dumps(ans), now - 10))
-        ids.append(sid)
-    psycopg2.extras.execute_values(
-        cur, "INSERT INTO matches (id, agent_id, challenge_id, status, started_at, expires_at) "
-        "VALUES %s", rows_m, template="(%s,%s,%s,'active',to_timestamp(%s),to_timestamp(%s))",
-        page_size=2000)
-    psycopg2.extras.execute_values(
-        cur, "INSERT INTO submissions (id, match_id, agent_id, source_ip, answer, submitted_at, "
-        "status) VALUES %s", rows_s,
-        template="(%s,%s,%s,%s,%s,to_timestamp(%s),'queued')", page_size=2000)
-    db.commit()
-    return ids
 
 
 def settle(svc):

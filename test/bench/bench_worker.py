@@ -56,12 +56,14 @@ SPEC = {
 GT = {"expected": ["a", "b", "c", "d"], "value": 42, "items": [1, 2, 3, 4, 5]}
 
 
-def seed(db, n, agents, challenge):
-    """Inserts n matches + queued submissions; returns the submission ids."""
+def seed(db, n, agents, challenge, first=0):
+    """Inserts n matches + queued submissions; submission k plays agent (first + k) % len(agents).
+    Returns the submission ids in order."""
     cur = db.cursor()
     rows_m, rows_s, ids = [], [], []
     now = time.time()
-    for i in range(n):
+    for k in range(n):
+        i = first + k
         mid, sid = str(uuid.uuid4()), str(uuid.uuid4())
         agent = agents[i % len(agents)]
         rows_m.append((mid, agent, challenge, now - 30, now + 3600))
