@@ -1359,11 +1359,14 @@ static int build_seccomp(struct sandbox *sb, char *err, size_t errlen)
 		if (nr != __NR_SCMP_ERROR)
 			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), nr, 0);
 	}
+	/* The comparisons spelled out: SCMP_A4's two-operand form leaves datum_b out, which
+	 * clang's -Wmissing-field-initializers reports. */
+	const struct scmp_arg_cmp dest_set = { .arg = 4, .op = SCMP_CMP_NE, .datum_a = 0, .datum_b = 0 };
+	const struct scmp_arg_cmp dest_none = { .arg = 4, .op = SCMP_CMP_EQ, .datum_a = 0, .datum_b = 0 };
 	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(sendto), 1,
-		                      SCMP_A4(SCMP_CMP_NE, 0));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(sendto), 1, dest_set);
 	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_EQ, 0));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1, dest_none);
 	if (rc < 0) {
 		snprintf(err, errlen, "seccomp_rule_add: %s", strerror(-rc));
 		seccomp_release(ctx);
