@@ -18,11 +18,22 @@ __attribute__((format(printf, 2, 3), unused))
 static int tap_ok(int cond, const char *fmt, ...)
 {
 	va_list ap;
+	char msg[2048];
 	tap_count++;
-	printf("%sok %d - ", cond ? "" : "not ", tap_count);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* One line whatever the name holds (a test named after its input may
+	 * carry a newline or a carriage return): shown as \n, \r. */
+	printf("%sok %d - ", cond ? "" : "not ", tap_count);
+	for (const char *c = msg; *c; c++) {
+		if (*c == '\n')
+			fputs("\\n", stdout);
+		else if (*c == '\r')
+			fputs("\\r", stdout);
+		else
+			putchar(*c);
+	}
 	printf("\n");
 	if (!cond)
 		tap_failed++;
