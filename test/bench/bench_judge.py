@@ -32,7 +32,7 @@ once. Phases, each from a preloaded backlog with one fresh worker
 
 Usage: bench_judge.py --bin build/worker/arbiter [--judged N] [--det N]
        [--delay S] [--concurrency C] [--rounds R] [--det-batch N] [--judge-target N]
-       [--judged-pool N (phase 3's judged submissions, default 10000 per round)]
+       [--judged-pool N (phase 3's judged submissions, default 20000 per round)]
        [--skip-alone (phase 3 only)] [--rounds 0 (phases 1 and 2 only)]
        (C default 512: the issue's >= 500 in flight; judge jobs waiting for a verdict
        have their own C slots, so up to 2 C jobs are resident)
@@ -286,7 +286,7 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
 def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
     """Phase 3 (see the top of the file)."""
     dets = [seed(db, args.det_batch, agents, det, False) for _ in range(2 * args.rounds)]
-    judged = seed(db, args.judged_pool or 10000 * args.rounds, agents, jud, True)
+    judged = seed(db, args.judged_pool or 20000 * args.rounds, agents, jud, True)
     w = subprocess.Popen([args.bin, "worker"], env=dict(env, ARBITER_WORKER_ID="bench-inter"))
     ratios, flights, pg_j = [], [], []
     jpos = 0
