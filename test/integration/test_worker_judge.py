@@ -35,6 +35,7 @@ import time
 import urllib.request
 
 import psycopg2
+import redis
 
 from judge_provider import Provider, _score_from
 from services import Services
@@ -284,11 +285,27 @@ def sigkill_in_flight(s, a, p, env):
         w2.kill()
 
 
+def wait_consumers(a, names, timeout=60):
+    """Waits until every consumer in names has read from the stream (XINFO CONSUMERS)."""
+    def seen():
+        try:
+            have = {c["name"] for c in a.r.xinfo_consumers(a.stream, a.group)}
+        except redis.ResponseError:       # the group does not exist yet
+            return False
+        return set(names) <= have
+    return wait_for(seen, timeout)
+
+
 def shared_limits(s, a, p, ch, env):
     """Two workers share the in-flight limit, the tokens-per-minute limit and the circuit."""
     # -- in-flight: 2 jobs per worker at most, 3 requests across both -------------------
     e2 = dict(env, ARBITER_CONCURRENCY="2", ARBITER_JUDGE_SHARED_INFLIGHT="3")
     wa, wb = Worker(s, "judge-a", env=e2), Worker(s, "judge-b", env=e2)
+    # both must be reading before the jobs come, or the first one up takes all ten (judge
+    # jobs waiting for the provider leave its slots free)
+    ok(wait_consumers(a, ["judge-a", "judge-b"]), "both workers read the stream",
+       wa.tail() + wb.tail())
+    time.sleep(0.3)
     p.mode = "slow:0.6"
     p.reset_peak()
     base = p.inflight               # requests still hanging from the circuit test above
