@@ -12,18 +12,37 @@ once. Phases, each from a preloaded backlog with one fresh worker
 2. judge alone: --judged submissions, each with distinct content (no verdict
    cache hits); judged evaluations/s, peak requests in flight at the provider,
    the worker's peak RSS (VmHWM).
-3. mixed: both backlogs at once; the deterministic jobs' evaluations/s while
-   the judge load runs, as a ratio to phase 1.
+3. interleaved (--rounds R): one worker; R rounds, each measuring deterministic
+   evaluations/s twice, alone and with the judge load, in alternating order
+   (alone first in odd rounds, loaded first in even ones). The bench feeds the
+   stream as API servers would, never with a backlog of one kind in front of
+   the other: the --det-batch deterministic jobs are added as the worker takes
+   them (at most C outstanding) and, under load, judged jobs too, keeping
+   --judge-target of them outstanding (enqueued, not yet answered by the
+   provider); the first deterministic job goes in once 500 requests are at the
+   provider. How many stay there is measured, not assumed: at a steady state
+   it is judged evaluations/s x --delay. Per round: the ratio loaded / alone,
+   the provider's requests in flight sampled while the deterministic jobs ran
+   (median, 10th percentile), the judged evaluations/s meanwhile, the CPU
+   share of the worker, of PostgreSQL and of this process (test provider and
+   feeder), and PostgreSQL's CPU per evaluation of each kind. Reported: the
+   median ratio, and the worker's RSS (peak VmHWM, and VmRSS at the end).
+   (The old "mixed" phase enqueued the judged backlog in front of the
+   deterministic one: it measured their wait in the stream, not interference.)
 
 Usage: bench_judge.py --bin build/worker/arbiter [--judged N] [--det N]
-       [--delay S] [--concurrency C]   (C default 512: the issue's >= 500 in flight; judge
-       jobs waiting for a verdict have their own C slots, so up to 2 C jobs are resident)
+       [--delay S] [--concurrency C] [--rounds R] [--det-batch N] [--judge-target N]
+       [--judged-pool N (phase 3's judged submissions, default 20000 per round)]
+       [--skip-alone (phase 3 only)] [--rounds 0 (phases 1 and 2 only)]
+       (C default 512: the issue's >= 500 in flight; judge jobs waiting for a verdict
+       have their own C slots, so up to 2 C jobs are resident)
 """
 import argparse
 import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -33,7 +52,7 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from services import Services  # noqa: E402
-from bench_worker import GT, SPEC as DET_SPEC, count_done, enqueue, hwm_kb  # noqa: E402
+from bench_worker import GT, SPEC as DET_SPEC, count_done, cpu_secs, enqueue, hwm_kb  # noqa: E402
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -52,7 +71,7 @@ class Provider:
 
     def __init__(self, delay):
         self.delay = delay
-        self.inflight = self.peak = self.total = 0
+        self.inflight = self.peak = self.total = self.answered = 0
         self.port = None
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
@@ -81,6 +100,7 @@ class Provider:
                 self.peak = max(self.peak, self.inflight)
                 await asyncio.sleep(self.delay)
                 self.inflight -= 1
+                self.answered += 1
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n" % len(REPLY) + REPLY)
                 await writer.drain()
@@ -159,6 +179,160 @@ def run_phase(args, env, db, r, groups, name):
     return rss, cpu
 
 
+def count_challenge(db, challenge):
+    cur = db.cursor()
+    cur.execute("SELECT count(*) FROM evaluation_results r JOIN submissions s "
+                "ON s.id = r.submission_id JOIN matches m ON m.id = s.match_id "
+                "WHERE m.challenge_id = %s", (challenge,))
+    n = cur.fetchone()[0]
+    db.commit()
+    return n
+
+
+def alone_phases(args, env, db, r, prov, agents, det, jud):
+    """Phases 1 and 2: one backlog each, one fresh worker each."""
+    d1 = seed(db, args.det, agents, det, False)
+    _, cpu = run_phase(args, env, db, r, [d1], "bench-det")
+    n, span, det_alone = span_rate(db, d1)
+    print("deterministic alone: %d in %.2f s = %.0f evaluations/s; worker CPU %.3f ms each" %
+          (n, span, det_alone, 1000 * cpu / max(n, 1)))
+
+    j1 = seed(db, args.judged, agents, jud, True)
+    prov.peak = 0
+    rss, cpu = run_phase(args, env, db, r, [j1], "bench-judge")
+    n, span, jr = span_rate(db, j1)
+    print("judge alone (provider %.0f ms): %d in %.2f s = %.0f judged evaluations/s; "
+          "peak provider requests in flight %d; worker peak RSS %.1f MB; worker CPU %.3f ms "
+          "each" % (args.delay * 1000, n, span, jr, prov.peak, rss, 1000 * cpu / max(n, 1)))
+
+
+def rss_kb(pid):
+    try:
+        for line in open("/proc/%d/status" % pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0
+
+
+def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
+    """One measurement: feeds the deterministic ids in dets (and, when judged is a list,
+    judged ids, keeping --judge-target outstanding) until every det id is final. Returns
+    (det evaluations/s, provider in-flight samples taken while det jobs ran, worker CPU s,
+    det evaluations, their span s, judged ids used, wall s, PostgreSQL CPU s, judged
+    verdicts answered in the window, CPU s of this process: provider and feeder)."""
+    used = []
+    jpos = dpos = 0
+    ans0 = prov.answered
+    det_done = False
+
+    def judge_out():
+        return len(used) - (prov.answered - ans0)
+
+    def add_judged(k):
+        nonlocal jpos
+        if jpos + k > len(judged):
+            raise SystemExit("bench: the judged pool ran out; raise --judged-pool")
+        enqueue(r, judged[jpos:jpos + k])
+        used.extend(judged[jpos:jpos + k])
+        jpos += k
+
+    # under load: bring the provider up to 500 requests in flight before the first det job
+    if judged is not None:
+        t0 = time.time()
+        while prov.inflight < 500 and time.time() - t0 < 10:
+            k = args.judge_target - judge_out()
+            if k > 0:
+                add_judged(k)
+            time.sleep(0.005)
+    samples = []
+    cpu0, pg0, ans_w, me0 = cpu_s(w.pid), cpu_secs(pg_pid), prov.answered, time.process_time()
+    t0 = last_check = time.time()
+    while not det_done and time.time() - t0 < 300:
+        backlog = r.xlen("arbiter:jobs")
+        jo = judge_out() if judged is not None else 0
+        if judged is not None:
+            k = min(args.judge_target - jo, 256)
+            if k > 0:
+                add_judged(k)
+        det_out = backlog - max(jo, 0)
+        k = min(args.concurrency - det_out, 256, len(dets) - dpos)
+        if k > 0:
+            enqueue(r, dets[dpos:dpos + k])
+            dpos += k
+        if dpos:
+            samples.append(prov.inflight)
+        if dpos == len(dets) and time.time() - last_check >= 0.05:
+            last_check = time.time()
+            det_done = count_done(db, dets) == len(dets)
+        time.sleep(0.002)
+    cpu, pg, me = cpu_s(w.pid) - cpu0, cpu_secs(pg_pid) - pg0, time.process_time() - me0
+    wall, judged_n = time.time() - t0, prov.answered - ans_w
+    n, span, rate = span_rate(db, dets)
+    # let the judged jobs in the worker finish before the next measurement
+    if used:
+        t1 = time.time()
+        while count_done(db, used) < len(used) and time.time() - t1 < 120:
+            time.sleep(0.05)
+    return rate, samples, cpu, n, span, used, wall, pg, judged_n, me
+
+
+def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
+    """Phase 3 (see the top of the file)."""
+    dets = [seed(db, args.det_batch, agents, det, False) for _ in range(2 * args.rounds)]
+    judged = seed(db, args.judged_pool or 20000 * args.rounds, agents, jud, True)
+    w = subprocess.Popen([args.bin, "worker"], env=dict(env, ARBITER_WORKER_ID="bench-inter"))
+    ratios, flights, pg_j = [], [], []
+    jpos = 0
+    try:
+        time.sleep(0.5)
+        for i in range(args.rounds):
+            res = {}
+            for cond in (("alone", "loaded") if i % 2 == 0 else ("loaded", "alone")):  # i from 0
+                ids = dets.pop()
+                pool = judged[jpos:] if cond == "loaded" else None
+                rate, samples, cpu, n, span, used, wall, pg, jn, me = feed_round(
+                    args, db, r, prov, ids, pool, w, pg_pid)
+                jpos += len(used)
+                res[cond] = (rate, samples, cpu, n, span, len(used), wall, pg, jn, me)
+            ra, rl = res["alone"][0], res["loaded"][0]
+            fl = res["loaded"][1]
+            ratios.append(rl / ra if ra else 0)
+            flights.append(statistics.median(fl) if fl else 0)
+            al, lo = res["alone"], res["loaded"]
+            pg_det = al[7] / max(al[3], 1)
+            pg_jud = (lo[7] - pg_det * lo[3]) / max(lo[8], 1)
+            pg_j.append(pg_jud / pg_det if pg_det else 0)
+            print("round %d: deterministic alone %.0f/s (worker %.0f %% of a core, PostgreSQL CPU "
+                  "%.3f ms each); with judge load %.0f/s = %.2f x (worker %.0f %% of a core; "
+                  "%d verdicts meanwhile = %.0f judged/s, PostgreSQL CPU %.3f ms each = %.1f x a "
+                  "deterministic one; test provider and feeder %.0f %% of a core, PostgreSQL "
+                  "%.0f %%); provider in flight meanwhile median %d, p10 %d" %
+                  (i + 1, ra, 100 * al[2] / al[6], 1000 * pg_det, rl, ratios[-1],
+                   100 * lo[2] / lo[6], lo[8], lo[8] / lo[6], 1000 * pg_jud, pg_j[-1],
+                   100 * lo[9] / lo[6], 100 * lo[7] / lo[6], flights[-1], pct(fl, 0.1)),
+                  flush=True)
+        print("interleaved: median ratio deterministic with the judge load / alone "
+              "= %.2f over %d rounds (min %.2f, max %.2f); worker peak RSS %.1f MB, RSS at the end "
+              "%.1f MB; median provider requests in flight while deterministic jobs ran %d; "
+              "PostgreSQL CPU of a judged evaluation = %.1f x a deterministic one (median)" %
+              (statistics.median(ratios), len(ratios), min(ratios), max(ratios),
+               hwm_kb(w.pid) / 1024, rss_kb(w.pid) / 1024, statistics.median(flights),
+               statistics.median(pg_j)))
+    finally:
+        w.send_signal(signal.SIGTERM)
+        try:
+            w.wait(40)
+        except subprocess.TimeoutExpired:
+            w.kill()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -166,13 +340,21 @@ def main():
     ap.add_argument("--det", type=int, default=5000)
     ap.add_argument("--delay", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--det-batch", type=int, default=3000)
+    ap.add_argument("--judge-target", type=int, default=1000)
+    ap.add_argument("--judged-pool", type=int, default=0)
+    ap.add_argument("--skip-alone", action="store_true")
     args = ap.parse_args()
     prov = Provider(args.delay)
     with Services() as svc:
         env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
                    ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
                    ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY=str(args.concurrency),
-                   ARBITER_JUDGE_INFLIGHT=str(args.concurrency), ARBITER_LOG_LEVEL="warn")
+                   ARBITER_JUDGE_INFLIGHT=str(args.concurrency), ARBITER_LOG_LEVEL="warn",
+                   # phase 3 keeps a pool of queued submissions the feeder has not enqueued
+                   # yet: the reconciler must not take them for jobs Redis lost
+                   ARBITER_RECONCILE_MS="24h")
         subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
         db = psycopg2.connect(svc.database_url)
         r = redis.Redis.from_url(svc.redis_url)
@@ -187,30 +369,12 @@ def main():
                         (cid, slug, json.dumps(spec), json.dumps(GT)))
         db.commit()
 
-        d1 = seed(db, args.det, agents, det, False)
-        _, cpu = run_phase(args, env, db, r, [d1], "bench-det")
-        n, span, det_alone = span_rate(db, d1)
-        print("deterministic alone: %d in %.2f s = %.0f evaluations/s; worker CPU %.3f ms each" %
-              (n, span, det_alone, 1000 * cpu / max(n, 1)))
-
-        j1 = seed(db, args.judged, agents, jud, True)
-        prov.peak = 0
-        rss, cpu = run_phase(args, env, db, r, [j1], "bench-judge")
-        n, span, jr = span_rate(db, j1)
-        print("judge alone (provider %.0f ms): %d in %.2f s = %.0f judged evaluations/s; "
-              "peak provider requests in flight %d; worker peak RSS %.1f MB; worker CPU %.3f ms "
-              "each" % (args.delay * 1000, n, span, jr, prov.peak, rss, 1000 * cpu / max(n, 1)))
-
-        j2 = seed(db, args.judged, agents, jud, True)
-        d2 = seed(db, args.det, agents, det, False)
-        rss, cpu = run_phase(args, env, db, r, [j2, d2], "bench-mixed")
-        n, span, det_mixed = span_rate(db, d2)
-        nj, spanj, jm = span_rate(db, j2)
-        print("mixed: deterministic %d in %.2f s = %.0f evaluations/s (%.2f x alone); judged "
-              "%d in %.2f s = %.0f/s; worker peak RSS %.1f MB; worker CPU %.1f s" %
-              (n, span, det_mixed, det_mixed / det_alone if det_alone else 0, nj, spanj, jm, rss,
-               cpu))
-        print("provider calls in total: %d (each judged submission once)" % prov.total)
+        if not args.skip_alone:
+            alone_phases(args, env, db, r, prov, agents, det, jud)
+        if args.rounds > 0:
+            interleaved(args, env, db, r, prov, agents, det, jud, svc.pg_proc.pid)
+        print("provider calls in total: %d (judged submissions: %d; each judged once)" %
+              (prov.total, count_challenge(db, jud)))
     return 0
 
 

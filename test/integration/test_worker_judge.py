@@ -16,7 +16,10 @@ deterministic jobs keep flowing, and closes when the provider answers again;
 a hybrid blend (tests + judge, when the sandbox is usable); exactly once when
 the worker is SIGKILLed between paying for a verdict and committing (the
 verdict is kept in Redis and written by the commit, with the result); a
-commit that rolls back leaves no verdict row and the retry pays nothing; `arbiter
+commit that rolls back leaves no verdict row and the retry pays nothing; SIGKILL
+while requests are in flight at the provider and paid verdicts wait to commit,
+then a restart under the same id (paid ones reused, in-flight ones sent again,
+each submission once, Elo once, no verdict row twice); `arbiter
 score` against the provider and replaying a verdict; the spend budget shared
 through Redis (exhausted: judge jobs wait while deterministic jobs flow); with
 two workers, the in-flight limit, the tokens-per-minute limit and the circuit
@@ -31,9 +34,12 @@ import subprocess
 import time
 import urllib.request
 
+import psycopg2
+import redis
+
 from judge_provider import Provider, _score_from
 from services import Services
-from workerkit import Arena, Worker, diag, done, eq, migrate, ok, wait_for
+from workerkit import Arena, Worker, diag, done, eq, exactly_once, migrate, ok, wait_for
 
 KEY = "sk-test-SECRET-4242"
 
@@ -188,11 +194,118 @@ def judge_slots(s, a, p, ch, env):
     eq(w.term(), 0, "slots worker exits 0")
 
 
+def req_work(req):
+    """The answer's `work` field as the provider received it in req (its data line)."""
+    try:
+        data = json.loads(json.loads(req["body"])["messages"][1]["content"].split("\n")[1])
+        w = data["fields"]["work"]
+        return (w["quality"], w["docs"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def paid_uncommitted(a):
+    """Verdicts paid for and kept in Redis, not committed yet (a committed one's entry
+    expires within 30 s; an uncommitted one's in an hour)."""
+    return sum(1 for k in a.r.keys("arbiter:judge:paid:*") if a.r.pttl(k) > 60000)
+
+
+def sigkill_in_flight(s, a, p, env):
+    """SIGKILL while requests are at the provider, and while paid verdicts wait to commit.
+
+    The design, asserted here: a verdict is kept (Redis) as soon as its answer has been
+    read, so one paid for but not committed is reused by whoever runs the job next; a
+    request still in flight when the worker dies has no answer anywhere and is sent again
+    (the provider sees it twice). Either way each submission gets one result, one verdict
+    row and one Elo step. The worker restarts under the same id (its own pending entries)."""
+    ch = a.challenge(spec(p, timeout_ms=120000))
+    ag_paid, ag_b, ag_c = a.agent(), a.agent(), a.agent()
+    works_paid = [(41, 43), (47, 53)]
+    works_fly = [(12, 34), (56, 78), (90, 21)]
+    lockdb = psycopg2.connect(s.database_url)
+    lock = lockdb.cursor()
+    lock.execute("SELECT 1 FROM agents WHERE id = %s FOR NO KEY UPDATE", (ag_paid,))
+    # the commit waits for the lock, or backs off and tries again: it cannot go through
+    ek = dict(env, ARBITER_PG_LOCK_TIMEOUT_MS="120000")
+    w = Worker(s, "judge-kill", env=ek)
+    try:
+        p.mode = "ok"
+        n = p.count()
+        nv = a.val("SELECT count(*) FROM judge_verdicts")
+        npaid = paid_uncommitted(a)
+        subs_paid = [a.submit(ag_paid, ch, {"work": {"quality": q, "docs": d}})[1]
+                     for q, d in works_paid]
+        paid = wait_for(lambda: p.count() - n == 2 and paid_uncommitted(a) == npaid + 2, 40)
+        ok(paid, "two verdicts paid for and kept in Redis", w.tail())
+        blocked = wait_for(lambda: "the agent's row is locked" in w.output(), 40)
+        ok(blocked, "their commit waits for the locked agent row", w.tail())
+        p.mode = "hang"
+        subs_fly = [a.submit(ag, ch, {"work": {"quality": q, "docs": d}})[1]
+                    for ag, (q, d) in zip((ag_b, ag_c, ag_b), works_fly)]
+        arrived = wait_for(lambda: p.count() - n == 5, 40)
+        ok(arrived, "three more requests received by the provider (it holds them)", w.tail())
+        got = sorted(req_work(r) for r in p.requests[n:])
+        eq(got, sorted(works_paid + works_fly), "the provider saw each submission once so far")
+        eq(paid_uncommitted(a), npaid + 2, "nothing paid for the held ones")
+        eq(a.val("SELECT count(*) FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])",
+                 subs_paid + subs_fly), 0, "no result committed before the kill")
+    finally:
+        w.kill()
+        lockdb.rollback()
+        lockdb.close()
+    p.mode = "ok"
+    subs = subs_paid + subs_fly
+    w2 = Worker(s, "judge-kill", env=env)          # the same id: its own pending entries
+    try:
+        ok(a.wait_final(subs, 90), "after SIGKILL and a restart every submission is final",
+           w2.tail())
+        eq([a.status(x) for x in subs], ["completed"] * 5, "all completed")
+        probs = exactly_once(a, subs, [ag_paid, ag_b, ag_c])
+        eq(probs, [], "one result and one Elo step each; ratings replay from elo_history")
+        eq([result(a, x)[0] for x in subs],
+           [(6 * q + 4 * d) for q, d in works_paid + works_fly], "scores")
+        eq(a.val("SELECT count(*) FROM evaluation_dimensions d JOIN evaluation_results r "
+                 "ON r.id = d.result_id WHERE r.submission_id = ANY(%s::uuid[])", subs), 10,
+           "two dimension rows per result, none twice")
+        logs = [result(a, x)[2].get("judge", {}) for x in subs]
+        eq([(j.get("cached"), j.get("calls")) for j in logs],
+           [(False, 0)] * 2 + [(False, 1)] * 3,
+           "paid verdicts reused from Redis (0 calls); the lost ones fetched again (1 call)")
+        keys = [j.get("verdict_key") for j in logs]
+        eq(a.val("SELECT count(*) FROM judge_verdicts") - nv, 5, "five new verdict rows")
+        eq(sorted(a.q("SELECT calls FROM judge_verdicts WHERE key = ANY(%s)", keys)), [(1,)] * 5,
+           "each row once, one call recorded (the lost request's answer never reached us)")
+        after = [req_work(r) for r in p.requests[n + 5:]]
+        eq(sorted(after), sorted(works_fly),
+           "provider calls after the kill: exactly the three held requests, again")
+        eq(p.count() - n, 8, "eight provider calls in all: 2 paid once, 3 paid twice",
+           [(r["t"], r["path"], req_work(r)) for r in p.requests[n:]])
+        eq(w2.term(), 0, "restarted worker exits 0")
+    finally:
+        w2.kill()
+
+
+def wait_consumers(a, names, timeout=60):
+    """Waits until every consumer in names has read from the stream (XINFO CONSUMERS)."""
+    def seen():
+        try:
+            have = {c["name"] for c in a.r.xinfo_consumers(a.stream, a.group)}
+        except redis.ResponseError:       # the group does not exist yet
+            return False
+        return set(names) <= have
+    return wait_for(seen, timeout)
+
+
 def shared_limits(s, a, p, ch, env):
     """Two workers share the in-flight limit, the tokens-per-minute limit and the circuit."""
     # -- in-flight: 2 jobs per worker at most, 3 requests across both -------------------
     e2 = dict(env, ARBITER_CONCURRENCY="2", ARBITER_JUDGE_SHARED_INFLIGHT="3")
     wa, wb = Worker(s, "judge-a", env=e2), Worker(s, "judge-b", env=e2)
+    # both must be reading before the jobs come, or the first one up takes all ten (judge
+    # jobs waiting for the provider leave its slots free)
+    ok(wait_consumers(a, ["judge-a", "judge-b"]), "both workers read the stream",
+       wa.tail() + wb.tail())
+    time.sleep(0.3)
     p.mode = "slow:0.6"
     p.reset_peak()
     base = p.inflight               # requests still hanging from the circuit test above
@@ -505,6 +618,7 @@ def main():
             eq(w3.term(), 0, "budget worker exits 0")
             tls_provider(s, a2, env)
             judge_slots(s, a2, p, ch, env)
+            sigkill_in_flight(s, a2, p, env)
             shared_limits(s, a2, p, ch, env)
             a2.close()
             a.close()
