@@ -17,8 +17,11 @@ synchronous_commit on), migrates, and runs three phases with two
    DISABLE/ENABLE TRIGGER evaluation_results_standings), same workers, same
    machine; prints both figures and the ratio, and the CPU time postgres
    (all its backends but this script's, which polls for completion) and the
-   workers spent per evaluation in each round:
-   on a shared machine the CPU cost is steadier than the throughput. (The
+   workers spent per evaluation in each round (and how much of postgres'
+   was the workers' own connections, i.e. not autovacuum, WAL or checkpoints):
+   on a shared machine the CPU cost is steadier than the throughput; and
+   the mean number of evaluations per commit transaction (the trigger's cost
+   per evaluation falls with it). (The
    worker's standings_lock_agents call runs in both kinds of round.) The standings are rebuilt
    afterwards (`arbiter standings --rebuild`) and checked.
 
@@ -111,6 +114,26 @@ def hwm_kb(pid):
     except OSError:
         pass
     return 0
+
+
+def pg_backends_cpu(pid, exclude=()):
+    """CPU time (s) of the postmaster pid's live client backends (not those in exclude):
+    the connections' own work, without autovacuum, the WAL writer, the checkpointer and
+    the reaped processes that cpu_secs() adds."""
+    tick, t = os.sysconf("SC_CLK_TCK"), 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in exclude:
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                title = f.read()
+        except OSError:
+            continue
+        if int(st[1]) == pid and b"(" in title:   # "postgres: user db 127.0.0.1(port) ..."
+            t += int(st[11]) + int(st[12])
+    return t / float(tick)
 
 
 def cpu_secs(pid, children=True, exclude=()):
@@ -219,6 +242,7 @@ def main():
         db.commit()
         rates = {"off": [], "on": []}
         cpu = {"off": [], "on": []}
+        cpu_be = {"off": [], "on": []}
         for rnd in range(args.standings_rounds):
             for mode in ("off", "on"):
                 cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
@@ -226,22 +250,29 @@ def main():
                 db.commit()
                 ids4 = seed(db, args.standings_jobs, agents, challenge)
                 c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,))
+                c_be = pg_backends_cpu(svc.pg_proc.pid, exclude=(poller,))
                 c_w = sum(cpu_secs(w.pid, False) for w in workers)
                 t4 = time.time()
                 enqueue(r, ids4)
                 while count_done(db, ids4) < len(ids4) and time.time() - t4 < 600:
                     time.sleep(0.05)
-                cur.execute("SELECT extract(epoch from max(completed_at) - min(started_at)), count(*) "
+                # (one commit transaction per xmin: the mean number of results it inserted)
+                cur.execute("SELECT extract(epoch from max(completed_at) - min(started_at)), count(*), "
+                            "count(*)::float / count(DISTINCT xmin::text) "
                             "FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids4,))
-                span4, n4 = cur.fetchone()
+                span4, n4, per_commit = cur.fetchone()
                 db.commit()
                 c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,)) - c_pg
+                c_be = pg_backends_cpu(svc.pg_proc.pid, exclude=(poller,)) - c_be
                 c_w = sum(cpu_secs(w.pid, False) for w in workers) - c_w
                 rates[mode].append(n4 / float(span4))
                 cpu[mode].append(c_pg * 1e6 / n4)
+                cpu_be[mode].append(c_be * 1e6 / n4)
                 print("standings %-3s round %d: %d evaluations, %.0f evaluations/s; CPU per "
-                      "evaluation: postgres %.0f us, workers %.0f us" %
-                      (mode, rnd + 1, n4, n4 / float(span4), c_pg * 1e6 / n4, c_w * 1e6 / n4))
+                      "evaluation: postgres %.0f us (the workers' connections %.0f), workers %.0f us; "
+                      "%.1f evaluations per commit" %
+                      (mode, rnd + 1, n4, n4 / float(span4), c_pg * 1e6 / n4, c_be * 1e6 / n4,
+                       c_w * 1e6 / n4, per_commit))
         if args.standings_rounds:
             off = sorted(rates["off"])[len(rates["off"]) // 2]
             on = sorted(rates["on"])[len(rates["on"]) // 2]
@@ -251,6 +282,11 @@ def main():
             c_on = sorted(cpu["on"])[len(cpu["on"]) // 2]
             print("standings cost: median postgres CPU per evaluation %.0f us without, %.0f us with "
                   "standings (+%.0f us, %+.1f%%)" % (c_off, c_on, c_on - c_off, 100.0 * (c_on / c_off - 1)))
+            b_off = sorted(cpu_be["off"])[len(cpu_be["off"]) // 2]
+            b_on = sorted(cpu_be["on"])[len(cpu_be["on"]) // 2]
+            print("standings cost in the workers' connections alone: median %.0f us without, %.0f us "
+                  "with (+%.0f us); the rest is postgres' background work (autovacuum, WAL, "
+                  "checkpoints)" % (b_off, b_on, b_on - b_off))
             cur.execute("ALTER TABLE evaluation_results ENABLE TRIGGER evaluation_results_standings")
             db.commit()
             rb = subprocess.run([args.bin, "standings", "--rebuild", "--batch", "50"], env=env,
