@@ -14,8 +14,16 @@ round) and prints the CPU time of that session's backend per evaluation
 --batches 1500 or more the agents' windows (100) are full, so tasks leave
 them on every commit.
 
+With --profile it also loads pg_stat_statements (track = all, so the
+trigger's own statements are counted) and, after the rounds, commits
+--batches more with the trigger on and prints each statement's execution
+time per evaluation, the trigger's statements indented under the INSERT
+(their sum against the INSERT's extra time is the plpgsql overhead). The
+extension slows every statement a little: compare the CPU figures of runs
+without it.
+
 Usage: bench_standings_commit.py --bin build/worker/arbiter [--batch 16]
-       [--batches 300] [--rounds 3] [--warmup 200]
+       [--batches 300] [--rounds 3] [--warmup 200] [--profile]
 """
 import argparse
 import os
@@ -45,6 +53,34 @@ def backend_cpu(pid):
     return (int(st[11]) + int(st[12])) / float(os.sysconf("SC_CLK_TCK"))
 
 
+def profile(cur, db, commit_batches, evaluations):
+    """Prints the statements' execution times per evaluation while commit_batches() runs."""
+    cur.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    db.commit()
+    cur.execute("SELECT pg_stat_statements_reset()")
+    db.commit()
+    commit_batches()
+    cur.execute("SELECT toplevel, calls, rows, total_exec_time, total_plan_time, "
+                "regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
+                "WHERE query !~* 'pg_stat_statements|^(BEGIN|COMMIT|ALTER)' "
+                "ORDER BY toplevel DESC, total_exec_time DESC")
+    rows = cur.fetchall()
+    db.commit()
+    print("per-statement execution time per evaluation (%d evaluations, trigger on; "
+          "us, calls per INSERT):" % evaluations)
+    ins = [r for r in rows if r[0] and "INSERT INTO evaluation_results" in r[5]]
+    per = float(evaluations)
+    nested = 0.0
+    for top, calls, _, exe, plan, q in rows:
+        us = (exe + plan) * 1000.0 / per
+        if not top:
+            nested += us
+        print("%s%7.1f  %5.2f  %s%s" % ("" if top else "    ", us,
+                                        calls / float(ins[0][1]) if ins else 0,
+                                        "(plan %.1f) " % (plan * 1000.0 / per) if plan else "", q[:150]))
+    print("nested statements: %.1f us per evaluation" % nested)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -52,8 +88,16 @@ def main():
     ap.add_argument("--batches", type=int, default=300, help="INSERTs per round")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each kind")
     ap.add_argument("--warmup", type=int, default=200, help="INSERTs before the first round")
+    ap.add_argument("--profile", action="store_true",
+                    help="per-statement times of the trigger (pg_stat_statements)")
     args = ap.parse_args()
-    with Services(redis=False, pg_settings={"synchronous_commit": "off"}) as svc:
+    settings = {"synchronous_commit": "off"}
+    if args.profile:
+        settings.update({"shared_preload_libraries": "pg_stat_statements",
+                         "pg_stat_statements.track": "all",
+                         "pg_stat_statements.max": "1000",
+                         "pg_stat_statements.track_planning": "on"})
+    with Services(redis=False, pg_settings=settings) as svc:
         env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url)
         subprocess.run([args.bin, "migrate"], env=env, check=True, capture_output=True)
         db = psycopg2.connect(svc.database_url)
@@ -64,7 +108,7 @@ def main():
         cur.execute("INSERT INTO challenges (slug, difficulty, scoring_spec, time_limit_secs) "
                     "VALUES ('bench', 'contender', '{}', 60) RETURNING id")
         ch = cur.fetchone()[0]
-        total = args.batch * (args.warmup + 2 * args.rounds * args.batches)
+        total = args.batch * (args.warmup + (2 * args.rounds + args.profile) * args.batches)
         cur.execute("INSERT INTO matches (agent_id, challenge_id, status, started_at, expires_at) "
                     "SELECT (%s::uuid[])[1 + g %% 200], %s, 'active', now(), now() + interval '1 hour' "
                     "FROM generate_series(0, %s - 1) g", (agents, ch, total))
@@ -103,6 +147,8 @@ def main():
                 " ".join("%.0f" % w for _, w in res[mode])))
         off = statistics.median(c for c, _ in res["off"])
         on = statistics.median(c for c, _ in res["on"])
+        if args.profile:
+            profile(cur, db, lambda: run("on", args.batches), args.batches * args.batch)
         cur.execute("SELECT round(avg(tasks)) FROM standings_agents")
         tasks = cur.fetchone()[0]
         db.commit()

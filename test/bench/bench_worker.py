@@ -15,10 +15,16 @@ synchronous_commit on), migrates, and runs three phases with two
 4. standings overhead (issue 12): the throughput phase again, alternating
    rounds with the standings trigger disabled and enabled (ALTER TABLE ...
    DISABLE/ENABLE TRIGGER evaluation_results_standings), same workers, same
-   machine; prints both figures and the ratio, and the CPU time postgres
+   machine, off/on/off/.../on/off; prints both figures and the ratio, each
+   "on" round against the mean of the "off" rounds around it (the cost per
+   evaluation grows with the history during a run, so "on" rounds that
+   simply followed "off" ones looked dearer), and the CPU time postgres
    (all its backends but this script's, which polls for completion) and the
-   workers spent per evaluation in each round:
-   on a shared machine the CPU cost is steadier than the throughput. (The
+   workers spent per evaluation in each round (and how much of postgres'
+   was the workers' own connections, i.e. not autovacuum, WAL or checkpoints):
+   on a shared machine the CPU cost is steadier than the throughput; and
+   the mean number of evaluations per commit transaction (the trigger's cost
+   per evaluation falls with it) and the WAL written per evaluation. (The
    worker's standings_lock_agents call runs in both kinds of round.) The standings are rebuilt
    afterwards (`arbiter standings --rebuild`) and checked.
 
@@ -111,6 +117,26 @@ def hwm_kb(pid):
     except OSError:
         pass
     return 0
+
+
+def pg_backends_cpu(pid, exclude=()):
+    """CPU time (s) of the postmaster pid's live client backends (not those in exclude):
+    the connections' own work, without autovacuum, the WAL writer, the checkpointer and
+    the reaped processes that cpu_secs() adds."""
+    tick, t = os.sysconf("SC_CLK_TCK"), 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in exclude:
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                title = f.read()
+        except OSError:
+            continue
+        if int(st[1]) == pid and b"(" in title:   # "postgres: user db 127.0.0.1(port) ..."
+            t += int(st[11]) + int(st[12])
+    return t / float(tick)
 
 
 def cpu_secs(pid, children=True, exclude=()):
@@ -219,38 +245,60 @@ def main():
         db.commit()
         rates = {"off": [], "on": []}
         cpu = {"off": [], "on": []}
-        for rnd in range(args.standings_rounds):
-            for mode in ("off", "on"):
-                cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
-                            % ("DISABLE" if mode == "off" else "ENABLE"))
-                db.commit()
-                ids4 = seed(db, args.standings_jobs, agents, challenge)
-                c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,))
-                c_w = sum(cpu_secs(w.pid, False) for w in workers)
-                t4 = time.time()
-                enqueue(r, ids4)
-                while count_done(db, ids4) < len(ids4) and time.time() - t4 < 600:
-                    time.sleep(0.05)
-                cur.execute("SELECT extract(epoch from max(completed_at) - min(started_at)), count(*) "
-                            "FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids4,))
-                span4, n4 = cur.fetchone()
-                db.commit()
-                c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,)) - c_pg
-                c_w = sum(cpu_secs(w.pid, False) for w in workers) - c_w
-                rates[mode].append(n4 / float(span4))
-                cpu[mode].append(c_pg * 1e6 / n4)
-                print("standings %-3s round %d: %d evaluations, %.0f evaluations/s; CPU per "
-                      "evaluation: postgres %.0f us, workers %.0f us" %
-                      (mode, rnd + 1, n4, n4 / float(span4), c_pg * 1e6 / n4, c_w * 1e6 / n4))
+        cpu_be = {"off": [], "on": []}
+        # off, on, off, on, ..., off: each "on" round is compared with the "off" rounds on
+        # either side (the cost per evaluation grows with the history during the run).
+        order = [(rnd, mode) for rnd in range(args.standings_rounds) for mode in ("off", "on")]
+        for rnd, mode in order + ([(args.standings_rounds, "off")] if args.standings_rounds else []):
+            cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
+                        % ("DISABLE" if mode == "off" else "ENABLE"))
+            db.commit()
+            ids4 = seed(db, args.standings_jobs, agents, challenge)
+            c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,))
+            c_be = pg_backends_cpu(svc.pg_proc.pid, exclude=(poller,))
+            c_w = sum(cpu_secs(w.pid, False) for w in workers)
+            cur.execute("SELECT pg_current_wal_lsn()")
+            wal0 = cur.fetchone()[0]
+            db.commit()
+            t4 = time.time()
+            enqueue(r, ids4)
+            while count_done(db, ids4) < len(ids4) and time.time() - t4 < 600:
+                time.sleep(0.05)
+            # (one commit transaction per xmin: the mean number of results it inserted)
+            cur.execute("SELECT extract(epoch from max(completed_at) - min(started_at)), count(*), "
+                        "count(*)::float / count(DISTINCT xmin::text) "
+                        "FROM evaluation_results WHERE submission_id = ANY(%s::uuid[])", (ids4,))
+            span4, n4, per_commit = cur.fetchone()
+            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (wal0,))
+            wal = float(cur.fetchone()[0])
+            db.commit()
+            c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,)) - c_pg
+            c_be = pg_backends_cpu(svc.pg_proc.pid, exclude=(poller,)) - c_be
+            c_w = sum(cpu_secs(w.pid, False) for w in workers) - c_w
+            rates[mode].append(n4 / float(span4))
+            cpu[mode].append(c_pg * 1e6 / n4)
+            cpu_be[mode].append(c_be * 1e6 / n4)
+            print("standings %-3s round %d: %d evaluations, %.0f evaluations/s; CPU per "
+                  "evaluation: postgres %.0f us (the workers' connections %.0f), workers %.0f us; "
+                  "%.1f evaluations per commit, %.0f bytes of WAL per evaluation" %
+                  (mode, rnd + 1, n4, n4 / float(span4), c_pg * 1e6 / n4, c_be * 1e6 / n4,
+                   c_w * 1e6 / n4, per_commit, wal / n4))
         if args.standings_rounds:
-            off = sorted(rates["off"])[len(rates["off"]) // 2]
-            on = sorted(rates["on"])[len(rates["on"]) // 2]
-            print("standings overhead: median %.0f evaluations/s without, %.0f with standings: "
-                  "%.1f%% %s" % (off, on, abs(100.0 * (1 - on / off)), "slower" if on < off else "faster"))
-            c_off = sorted(cpu["off"])[len(cpu["off"]) // 2]
-            c_on = sorted(cpu["on"])[len(cpu["on"]) // 2]
-            print("standings cost: median postgres CPU per evaluation %.0f us without, %.0f us with "
-                  "standings (+%.0f us, %+.1f%%)" % (c_off, c_on, c_on - c_off, 100.0 * (c_on / c_off - 1)))
+            def bracketed(v):
+                """Each "on" round against the mean of the "off" rounds before and after it."""
+                return [(v["on"][k], (v["off"][k] + v["off"][k + 1]) / 2.0) for k in range(len(v["on"]))]
+
+            def median(xs):
+                return sorted(xs)[len(xs) // 2]
+            ratio = median([on / off for on, off in bracketed(rates)])
+            print("standings overhead: evaluations/s with / without standings (each \"on\" round "
+                  "against the mean of the \"off\" rounds around it), median: %.3f, i.e. %.1f%% %s"
+                  % (ratio, abs(100.0 * (1 - ratio)), "slower" if ratio < 1 else "faster"))
+            for name, v in (("postgres CPU", cpu), ("the workers' connections' CPU", cpu_be)):
+                d = median([on - off for on, off in bracketed(v)])
+                base = median([off for _, off in bracketed(v)])
+                print("standings cost, %s per evaluation (the same way), median: %+.0f us "
+                      "(%+.1f%% of %.0f us)" % (name, d, 100.0 * d / base, base))
             cur.execute("ALTER TABLE evaluation_results ENABLE TRIGGER evaluation_results_standings")
             db.commit()
             rb = subprocess.run([args.bin, "standings", "--rebuild", "--batch", "50"], env=env,

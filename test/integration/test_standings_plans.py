@@ -12,8 +12,10 @@ then commits four more with auto_explain logging every nested statement's
 plan with its row counts. Every scan of a standings table in those plans must
 read O(batch) rows: the positions leaving the windows and the batch's rows,
 never the agent's whole history (sql/004_standings_plans.sql; 002's plans
-read every task of the agent on each commit). The per-challenge leaderboard
-still reads the (now partial) best-score index.
+read every task of the agent on each commit), and the four rows must be
+applied by one statement that inserts the tasks and updates both aggregates
+(sql/005_standings_fast_path.sql). The per-challenge leaderboard still reads
+the (now partial) best-score index.
 """
 import json
 import os
@@ -52,6 +54,15 @@ def scans(node, acc):
                     node.get("Actual Loops", 0)))
     for c in node.get("Plans", []):
         scans(c, acc)
+    return acc
+
+
+def writes(node, acc):
+    """(operation, relation) of every ModifyTable node of a plan."""
+    if node.get("Node Type") == "ModifyTable":
+        acc.add((node.get("Operation"), node.get("Relation Name")))
+    for c in node.get("Plans", []):
+        writes(c, acc)
     return acc
 
 
@@ -105,15 +116,24 @@ def main():
         with open(log) as f:
             f.seek(start)
             text = f.read()
-        found = []
+        found, statements = [], []
         for p in plans(text):
             scans(p.get("Plan", {}), found)
+            statements.append(writes(p.get("Plan", {}), set()))
         ok(any(t == "standings_entries" for t, _, _, _ in found),
            "auto_explain logged the trigger's scans of standings_entries (%d scans)" % len(found))
         worst = max((read for _, _, read, _ in found), default=0)
         ok(worst <= 20, "every scan of a standings table reads at most 20 rows per loop "
            "(window 10, 4 per batch; the agent has 301 tasks): worst %d" % worst,
            "\n".join("%s via %s: %d rows x %d loops" % x for x in found))
+        # The usual statement (first evaluations, fewer than the window) is applied by one
+        # statement that inserts the tasks and updates both aggregates (sql/005), not row by
+        # row nor by separate statements.
+        one = [w for w in statements if ("Insert", "standings_entries") in w]
+        ok(len(one) == 1 and {("Update", "standings_agents"),
+                              ("Update", "standings_agent_challenges")} <= one[0],
+           "the 4 first evaluations are applied by one statement writing the tasks and both "
+           "aggregates", "\n".join(str(sorted(w)) for w in statements if w))
         cur.execute("SELECT tasks, w_count FROM standings_agents WHERE agent_id = %s", (agent,))
         ok(cur.fetchone() == (305, 10), "305 tasks counted, 10 in the window")
         db.commit()
