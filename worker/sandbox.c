@@ -100,12 +100,14 @@ struct sb_clone_args {
 enum sb_stage {
 	ST_NONE, ST_FDS, ST_NETNS, ST_PRIVATE, ST_ROOT, ST_PLAN, ST_DEV, ST_PROC, ST_TMP, ST_WORK,
 	ST_FILES, ST_PIVOT, ST_RDONLY, ST_CGROUP, ST_STDIN, ST_FORK, ST_SECCOMP, ST_DONE,
+	ST_CLONE,   /* the worker's clone of the run's init failed (no child ran) */
 };
 static const char *const stage_names[] = {
 	"none", "setting up file descriptors", "joining the network namespace", "making mounts private", "mounting the root tmpfs",
 	"building the root", "creating /dev", "mounting /proc", "mounting /tmp", "mounting /work",
 	"writing the files", "pivot_root", "remounting / read-only", "joining the slot's cgroups",
 	"preparing stdin", "forking the command", "loading the seccomp filter", "done",
+	"creating the run's namespaces (clone)",
 };
 
 struct sb_status {
@@ -2980,7 +2982,8 @@ static uint64_t data_floor(void)
 }
 
 /* Builds one sandbox for real and waits for it (blocking; start-up only). Returns 0, or -1
- * with err; *stage gets the stage that failed (ST_CGROUP: the cgroups are unusable). */
+ * with err; *stage gets the stage that failed (ST_CGROUP: the cgroups are unusable;
+ * ST_CLONE: the namespaces could not be created at all). */
 static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errno, int *stage)
 {
 	struct sb_run r;
@@ -3009,6 +3012,7 @@ static int probe(struct sandbox *sb, char *err, size_t errlen, int *seccomp_errn
 	if (pid < 0) {
 		int e = errno;
 		snprintf(err, errlen, "clone: %s", strerror(e));
+		*stage = ST_CLONE;
 		errno = e;
 		return -1;
 	}
@@ -3256,7 +3260,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 		cg_teardown(sb);
 		rc = probe(sb, err, errlen, &sec_errno, &stage);
 	}
-	if (rc < 0 && strstr(err, "clone:")) {
+	if (rc < 0 && stage == ST_CLONE) {
 		LOGW(NULL, NULL, "sandbox: %s with IPC+UTS namespaces; retrying without them", err);
 		sb->clone_flags = CLONE_NEWPID | CLONE_NEWNS;
 		rc = probe(sb, err, errlen, &sec_errno, &stage);
