@@ -63,6 +63,8 @@ static void names(void)
 	is_str(job_reason_name(REASON_REEVALUATE_WITHOUT_RESULT), "reevaluate_without_result",
 	       "dead-letter reason name");
 	ok(job_reason_name(REASON_NONE) == NULL, "no reason: no name");
+	is_str(job_poison_name(POISON_DELETED_ENTRY), "deleted_entry", "poison name");
+	ok(job_poison_name(POISON_NONE) == NULL, "valid entry: no poison name");
 	ok(job_status_parse("completed") == ST_COMPLETED, "status parsed");
 	ok(job_status_parse("active") == ST_ACTIVE, "match status parsed");
 	ok(job_status_parse("Completed") == ST_UNKNOWN, "status is case-sensitive");
@@ -137,7 +139,7 @@ int main(void)
 	{
 		const char *f[] = { "kind", "evaluate" };
 		struct job *j = mk(1, f);
-		is_str(j->poison, "missing_submission_id", "missing id is poison");
+		is_str(job_poison_name(j->poison), "missing_submission_id", "missing id is poison");
 		job_free(j);
 	}
 	{
@@ -156,7 +158,7 @@ int main(void)
 		ok(!j->poison, "JOB_MAX_FIELDS fields: valid");
 		job_free(j);
 		j = mk(JOB_MAX_FIELDS + 1, f);
-		is_str(j->poison, "too_many_fields", "JOB_MAX_FIELDS + 1 fields: poison");
+		is_str(job_poison_name(j->poison), "too_many_fields", "JOB_MAX_FIELDS + 1 fields: poison");
 		struct job_argv_bufs b;
 		const char **argv;
 		size_t *lens;
@@ -170,19 +172,19 @@ int main(void)
 	{
 		const char *f[] = { "submission_id", "42" };
 		struct job *j = mk(1, f);
-		is_str(j->poison, "invalid_submission_id", "bad id is poison");
+		is_str(job_poison_name(j->poison), "invalid_submission_id", "bad id is poison");
 		job_free(j);
 	}
 	{
 		const char *f[] = { "submission_id", SUB, "kind", "delete" };
 		struct job *j = mk(2, f);
-		is_str(j->poison, "invalid_kind", "unknown kind is poison");
+		is_str(job_poison_name(j->poison), "invalid_kind", "unknown kind is poison");
 		job_free(j);
 	}
 	{
 		const char *f[] = { "submission_id", SUB, "kind", "reevaluate", "elo", "double" };
 		struct job *j = mk(3, f);
-		is_str(j->poison, "invalid_elo", "unknown elo is poison");
+		is_str(job_poison_name(j->poison), "invalid_elo", "unknown elo is poison");
 		job_free(j);
 	}
 	{
@@ -205,7 +207,7 @@ int main(void)
 		                         { "submission_id", SUB, "attempt", "99999999999999999999" } };
 		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 			j = mk(2, bad[i]);
-			is_str(j->poison, "invalid_attempt", "attempt \"%s\" is poison", bad[i][3]);
+			is_str(job_poison_name(j->poison), "invalid_attempt", "attempt \"%s\" is poison", bad[i][3]);
 			job_free(j);
 		}
 		const char *h[] = { "submission_id", SUB, "attempt", "4" };
@@ -234,7 +236,7 @@ int main(void)
 		const char *f[] = { "submission_id", SUB "\0x" };
 		size_t lens[] = { 13, 38 };
 		struct job *j = job_new("1-0", f, lens, 1, 3);
-		is_str(j->poison, "invalid_submission_id", "embedded NUL refused");
+		is_str(job_poison_name(j->poison), "invalid_submission_id", "embedded NUL refused");
 		is_int(j->attempts, 3, "deliveries seed attempts");
 		job_free(j);
 	}
@@ -244,18 +246,18 @@ int main(void)
 		const char *f[] = { "submission_id\0x", SUB };
 		size_t lens[] = { 15, 36 };
 		struct job *j = job_new("1-0", f, lens, 1, 1);
-		is_str(j->poison, "missing_submission_id", "a name with a NUL is not submission_id");
+		is_str(job_poison_name(j->poison), "missing_submission_id", "a name with a NUL is not submission_id");
 		ok(job_field(j, "submission_id") == NULL, "job_field compares whole names");
 		job_free(j);
 		const char *g[] = { "submission_id", SUB, "kind", "evaluate\0x" };
 		size_t glens[] = { 13, 36, 4, 10 };
 		j = job_new("1-0", g, glens, 2, 1);
-		is_str(j->poison, "invalid_kind", "a kind with a NUL tail is poison");
+		is_str(job_poison_name(j->poison), "invalid_kind", "a kind with a NUL tail is poison");
 		job_free(j);
 		const char *h[] = { "submission_id", SUB, "elo", "keep\0", "kind", "reevaluate" };
 		size_t hlens[] = { 13, 36, 3, 5, 4, 10 };
 		j = job_new("1-0", h, hlens, 3, 1);
-		is_str(j->poison, "invalid_elo", "an elo with a NUL tail is poison");
+		is_str(job_poison_name(j->poison), "invalid_elo", "an elo with a NUL tail is poison");
 		job_free(j);
 		const char *k[] = { "submission_id", SUB, "source_ip", "10.0.0.1\0junk", "enqueued_at",
 		                    "17\0" };
@@ -278,7 +280,7 @@ int main(void)
 	}
 	{
 		struct job *j = mk(0, NULL);
-		is_str(j->poison, "missing_submission_id", "no fields");
+		is_str(job_poison_name(j->poison), "missing_submission_id", "no fields");
 		const char **argv;
 		size_t *lens;
 		struct job_argv_bufs b;

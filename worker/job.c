@@ -95,20 +95,20 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 	j->elo = JOB_ELO_KEEP;
 
 	if (j->nf > JOB_MAX_FIELDS) {
-		j->poison = "too_many_fields";
+		j->poison = POISON_TOO_MANY_FIELDS;
 		return j;
 	}
 	/* A field given twice (XADD allows it): the first one counts, here and in
 	 * the rate limiter's copy of the entry. */
 	int fi = field_index(j, "submission_id");
 	if (fi < 0) {
-		j->poison = "missing_submission_id";
+		j->poison = POISON_MISSING_SUBMISSION_ID;
 		return j;
 	}
 	v = j->fields[2 * fi + 1];
 	if (j->flens[2 * fi + 1] != 36 || !job_uuid_ok(v, j->sub)) {
 		j->sub[0] = '\0';
-		j->poison = "invalid_submission_id";
+		j->poison = POISON_INVALID_SUBMISSION_ID;
 		return j;
 	}
 	fi = field_index(j, "kind");
@@ -118,7 +118,7 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 		else if (value_is(j, fi, "reevaluate"))
 			j->kind = JOB_REEVALUATE;
 		else {
-			j->poison = "invalid_kind";
+			j->poison = POISON_INVALID_KIND;
 			return j;
 		}
 	}
@@ -129,7 +129,7 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 		else if (value_is(j, fi, "adjust"))
 			j->elo = JOB_ELO_ADJUST;
 		else {
-			j->poison = "invalid_elo";
+			j->poison = POISON_INVALID_ELO;
 			return j;
 		}
 	}
@@ -141,7 +141,7 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 		int64_t a;
 		if (strlen(j->fields[2 * fi + 1]) != j->flens[2 * fi + 1] ||
 		    !parse_i64(j->fields[2 * fi + 1], &a) || a < 1 || a > JOB_MAX_ATTEMPT) {
-			j->poison = "invalid_attempt";
+			j->poison = POISON_INVALID_ATTEMPT;
 			return j;
 		}
 		if (a > j->attempts)
@@ -427,6 +427,18 @@ const char *job_outcome_name(enum job_outcome o)
 		[OUTCOME_DUPLICATE] = "duplicate",
 	};
 	return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : NULL;
+}
+
+const char *job_poison_name(enum job_poison p)
+{
+	static const char *const names[] = {
+		[POISON_NONE] = NULL, [POISON_TOO_MANY_FIELDS] = "too_many_fields",
+		[POISON_MISSING_SUBMISSION_ID] = "missing_submission_id",
+		[POISON_INVALID_SUBMISSION_ID] = "invalid_submission_id",
+		[POISON_INVALID_KIND] = "invalid_kind", [POISON_INVALID_ELO] = "invalid_elo",
+		[POISON_INVALID_ATTEMPT] = "invalid_attempt", [POISON_DELETED_ENTRY] = "deleted_entry",
+	};
+	return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : NULL;
 }
 
 const char *job_reason_name(enum job_reason r)

@@ -27,6 +27,19 @@
 #define JOB_MAX_FIELDS 64
 
 enum job_kind { JOB_EVALUATE, JOB_REEVALUATE };
+
+/* Why an entry is invalid (0: it is not). The names, job_poison_name(), are the
+ * dead-letter reasons (README "Jobs"). */
+enum job_poison {
+	POISON_NONE = 0,
+	POISON_TOO_MANY_FIELDS,
+	POISON_MISSING_SUBMISSION_ID,
+	POISON_INVALID_SUBMISSION_ID,
+	POISON_INVALID_KIND,
+	POISON_INVALID_ELO,
+	POISON_INVALID_ATTEMPT,
+	POISON_DELETED_ENTRY,   /* XREADGROUP/XAUTOCLAIM returned a deleted entry (nil fields) */
+};
 enum job_elo { JOB_ELO_KEEP, JOB_ELO_ADJUST };
 
 enum job_state {
@@ -153,7 +166,7 @@ struct job {
 	enum job_elo elo;
 	const char *source_ip;             /* points into fields, NULL if absent */
 	int64_t enqueued_at_ms;            /* 0 = unknown */
-	const char *poison;                /* reason when the entry is invalid, else NULL */
+	enum job_poison poison;            /* why the entry is invalid, POISON_NONE if valid */
 
 	/* Delivery bookkeeping. */
 	int attempts;                      /* number of the current attempt (1-based) */
@@ -202,12 +215,16 @@ struct job {
 
 /* Parses one entry. fields: 2*nf strings (copied). Fills the entry part of a
  * new job (state JOB_NEW, attempts = deliveries). A job whose entry is
- * invalid has poison set to the reason ("missing_submission_id",
- * "invalid_submission_id", "invalid_kind", "invalid_elo", "invalid_attempt", "too_many_fields").
+ * invalid has poison set to the reason (POISON_MISSING_SUBMISSION_ID, ..._INVALID_SUBMISSION_ID,
+ * ..._INVALID_KIND, ..._INVALID_ELO, ..._INVALID_ATTEMPT, ..._TOO_MANY_FIELDS).
  * A valid `attempt` field (1..JOB_MAX_ATTEMPT, set when a retry waits in the delayed set)
  * raises attempts to it, and above 1 sets rl_done. Never fails (OOM aborts). Free with
  * job_free. */
 #define JOB_MAX_ATTEMPT 1000000
+
+/* The dead-letter reason of p ("too_many_fields", "missing_submission_id", ...,
+ * "deleted_entry"); NULL for POISON_NONE. */
+const char *job_poison_name(enum job_poison p);
 struct job *job_new(const char *id, const char *const *fields, const size_t *lens, int nf,
                     int deliveries);
 

@@ -287,12 +287,13 @@ void pipeline_dispatch(struct worker *w, struct job *j)
 		return;
 	}
 	if (j->poison) {
-		if (!strcmp(j->poison, "deleted_entry")) {
+		if (j->poison == POISON_DELETED_ENTRY) {
 			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_NONE);
 			return;
 		}
-		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettering", j->poison);
-		pipeline_to_ack(w, j, ACK_DEAD, j->poison, OUTCOME_DEAD_LETTERED);
+		const char *why = job_poison_name(j->poison);
+		LOGW(j->sub[0] ? j->sub : NULL, j->id, "poison entry: %s: dead-lettering", why);
+		pipeline_to_ack(w, j, ACK_DEAD, why, OUTCOME_DEAD_LETTERED);
 		return;
 	}
 	if (j->attempts > w->cfg->max_deliveries) {
@@ -316,7 +317,7 @@ struct job *pipeline_entry_job(redisReply *e, int deliveries)
 	redisReply *f = e->element[1];
 	if (f->type != REDIS_REPLY_ARRAY) {
 		struct job *j = job_new(e->element[0]->str, NULL, NULL, 0, deliveries);
-		j->poison = "deleted_entry";
+		j->poison = POISON_DELETED_ENTRY;
 		return j;
 	}
 	int nf = (int)(f->elements / 2);
