@@ -228,13 +228,14 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	if (!d->gt_text)   /* a primitive that reads no ground truth (or reads terms instead) */
 		goto long_strings;
 	*want = get_path(d->gt_field, root_doc(c, d->gt_src, NULL), why, sizeof why);
-	gt_label(d, gname, sizeof gname);
 	if (!*want) {
+		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': no value at '%s' in the %s "
 		     "(%s)", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
 		     d->gt_src == SPEC_VAR_GROUND_TRUTH ? "ground truth" : "submission", why);
 		rc = -1;
 	} else if ((need = needed_type(d->prim, *want))) {
+		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
 		     "not %s", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
 		     jcanon_type_name(*want), need);
