@@ -87,8 +87,19 @@ int prim_permille_ratio(u128 num, u128 den)
 		num >>= 1;
 		den >>= 1;
 	}
-	u128 r = num;
 	int q = 0;
+	if (den < ((u128)1 << 60)) {   /* the same steps in 64-bit arithmetic (r·10 < 2^64) */
+		uint64_t r = (uint64_t)num, d = (uint64_t)den;
+		for (int k = 0; k < 3; k++) {
+			r *= 10;
+			q = q * 10 + (int)(r / d);
+			r %= d;
+		}
+		if (r * 2 >= d)   /* half up */
+			q++;
+		return q > 1000 ? 1000 : q;
+	}
+	u128 r = num;
 	for (int k = 0; k < 3; k++) {
 		r *= 10;
 		q = q * 10 + (int)(r / den);
@@ -175,6 +186,11 @@ struct wd {
 static int ndig(u128 v)
 {
 	int n = 1;
+	if (v <= UINT64_MAX) {   /* the same count, with 64-bit divisions (no library call) */
+		for (uint64_t x = (uint64_t)v; x >= 10; x /= 10)
+			n++;
+		return n;
+	}
 	while (v >= 10) {
 		v /= 10;
 		n++;

@@ -228,13 +228,14 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	if (!d->gt_text)   /* a primitive that reads no ground truth (or reads terms instead) */
 		goto long_strings;
 	*want = get_path(d->gt_field, root_doc(c, d->gt_src, NULL), why, sizeof why);
-	gt_label(d, gname, sizeof gname);
 	if (!*want) {
+		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': no value at '%s' in the %s "
 		     "(%s)", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
 		     d->gt_src == SPEC_VAR_GROUND_TRUTH ? "ground truth" : "submission", why);
 		rc = -1;
 	} else if ((need = needed_type(d->prim, *want))) {
+		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
 		     "not %s", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
 		     jcanon_type_name(*want), need);
@@ -601,37 +602,42 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	return prim_permille_ratio(found, need);
 }
 
-/* The canonical text of an object's match_on key tuple into sb (the canonical JSON texts of
- * its values joined by ",", which reads back unambiguously as the members of an array); false
- * when a key is missing or the item is not an object. */
-static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf *sb)
+/* An object's match_on key tuple: false when a key is missing or the item is not an object.
+ * A single key whose value is a string needing no escapes is the string itself (*plain, its
+ * bytes; *len); any other tuple is its canonical text appended to sb (*plain NULL, *len the
+ * bytes appended): the canonical JSON texts of its values joined by ",", which read back
+ * unambiguously as the members of an array. Either form determines the tuple, and a string
+ * given plain never has its text form, so two tuples are equal exactly when their forms are
+ * (the plain flag kept beside the length, OKEY_PLAIN). */
+#define OKEY_PLAIN ((size_t)1 << (sizeof(size_t) * 8 - 1))
+
+static bool item_key(const struct spec_dim *d, const json_t *item, struct strbuf *sb,
+                     const char **plain, size_t *len)
 {
 	if (!json_is_object(item))
 		return false;
+	size_t at = sb->len;
+	*plain = NULL;
 	for (size_t k = 0; k < d->nkeys; k++) {
 		const json_t *v = jpath_get(d->match_on[k], item, NULL, 0);
 		if (!v)
 			return false;
-		if (k)
-			strbuf_addlit(sb, ",");
-		if (!d->norm && json_is_string(v) && json_string_length(v) < 254) {
-			/* a short string needing no escapes: its canonical text in one append */
+		if (d->nkeys == 1 && !d->norm && json_is_string(v)) {
 			const char *t = json_string_value(v);
 			size_t n = json_string_length(v), i = 0;
-			char q[256];
 			for (; i < n; i++) {
 				unsigned char ch = (unsigned char)t[i];
 				if (ch < 0x20 || ch == '"' || ch == '\\')
 					break;
-				q[i + 1] = (char)ch;
 			}
 			if (i == n) {
-				q[0] = '"';
-				q[n + 1] = '"';
-				strbuf_add(sb, q, n + 2);
-				continue;
+				*plain = t;
+				*len = n | OKEY_PLAIN;
+				return true;
 			}
 		}
+		if (k)
+			strbuf_addlit(sb, ",");
 		if (!d->norm) {
 			jcanon_dump(v, sb);
 			continue;
@@ -640,13 +646,15 @@ static bool key_text(const struct spec_dim *d, const json_t *item, struct strbuf
 		jcanon_dump(nv, sb);
 		json_decref(nv);
 	}
+	*len = sb->len - at;
 	return true;
 }
 
-/* A submitted object's key text with its 64-bit hash (FNV-style, 8 bytes per step): keys sort
- * by (hash, text, index), so
+/* A submitted object's key (item_key: bytes k, len with the OKEY_PLAIN flag) with its 64-bit
+ * hash of the bytes (FNV-style, 8 bytes per step): keys sort by (hash, len, bytes, index), so
  * equal keys are adjacent in submission order and most comparisons are one integer compare
- * (colliding hashes only cost the text compare; the order is never needed beyond grouping). */
+ * (colliding hashes only cost the length and byte compares; the order is never needed beyond
+ * grouping). */
 struct okey { uint64_t h; const char *k; size_t len; size_t idx; };
 
 static uint64_t key_hash(const char *s, size_t n)
@@ -664,18 +672,19 @@ static uint64_t key_hash(const char *s, size_t n)
 	return h ^ (h >> 32);
 }
 
-/* (hash, text) order of x against the probe (h, k, len). */
+/* (hash, len, bytes) order of x against the probe (h, k, len); len holds the OKEY_PLAIN flag. */
 static int okey_cmp_to(const struct okey *x, uint64_t h, const char *k, size_t len)
 {
 	if (x->h != h)
 		return x->h < h ? -1 : 1;
-	int r = memcmp(x->k, k, x->len < len ? x->len : len);
-	return r ? r : (x->len > len) - (x->len < len);
+	if (x->len != len)
+		return x->len < len ? -1 : 1;
+	return memcmp(x->k, k, len & ~OKEY_PLAIN);
 }
 
 static bool okey_same(const struct okey *x, const char *k, size_t len)
 {
-	return x->len == len && !memcmp(x->k, k, len);
+	return x->len == len && !memcmp(x->k, k, len & ~OKEY_PLAIN);
 }
 
 /* The first position in keys[0..n) (sorted) whose hash is not below h; branch-free steps. */
@@ -684,7 +693,7 @@ static size_t hash_lower_bound(const struct okey *keys, size_t n, uint64_t h)
 	const struct okey *base = keys;
 	while (n > 1) {
 		size_t half = n / 2;
-		base = base[half - 1].h < h ? base + half : base;
+		base += (size_t)(base[half - 1].h < h) * half;   /* arithmetic: no branch to mispredict */
 		n -= half;
 	}
 	return (size_t)(base - keys) + (n == 1 && base->h < h);
@@ -768,20 +777,22 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		return need_type(want, 1, false, "an array", e);
 	size_t ns = json_array_size(got), ne = json_array_size(want), nk = 0;
 	struct strbuf sb = { 0 };
-	size_t *off = xcalloc(ns ? ns : 1, sizeof *off);
-	size_t *end = xcalloc(ns ? ns : 1, sizeof *end);
-	bool *has = xcalloc(ns ? ns : 1, sizeof *has);
+	size_t *off = xcalloc(ns ? ns : 1, sizeof *off);   /* text keys: offset in sb */
+	struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
 	strbuf_addlit(&sb, "");
 	for (size_t i = 0; i < ns; i++) {
-		off[i] = sb.len;
-		has[i] = key_text(d, json_array_get(got, i), &sb);
-		end[i] = sb.len;
+		const char *p;
+		size_t at = sb.len, n;
+		if (!item_key(d, json_array_get(got, i), &sb, &p, &n))
+			continue;
+		off[nk] = at;
+		keys[nk++] = (struct okey){ 0, p, n, i };
 	}
-	struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
-	for (size_t i = 0; i < ns; i++)
-		if (has[i])
-			keys[nk++] = (struct okey){ key_hash(sb.buf + off[i], end[i] - off[i]),
-			                            sb.buf + off[i], end[i] - off[i], i };
+	for (size_t k = 0; k < nk; k++) {   /* sb no longer moves */
+		if (!keys[k].k)
+			keys[k].k = sb.buf + off[k];
+		keys[k].h = key_hash(keys[k].k, keys[k].len & ~OKEY_PLAIN);
+	}
 	struct okey *ktmp = xmalloc((nk ? nk : 1) * sizeof *ktmp);
 	okey_sort(keys, ktmp, nk);
 	free(ktmp);
@@ -798,28 +809,32 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	struct strbuf kb = { 0 };
 	for (size_t j = 0; j < ne; j++) {
 		const json_t *w = json_array_get(want, j);
+		const char *kt;
+		size_t kl;
 		kb.len = 0;
 		strbuf_addlit(&kb, "");
-		if (!key_text(d, w, &kb))
+		if (!item_key(d, w, &kb, &kt, &kl))
 			continue;
-		uint64_t h = key_hash(kb.buf, kb.len);
+		if (!kt)
+			kt = kb.buf;
+		uint64_t h = key_hash(kt, kl & ~OKEY_PLAIN);
 		size_t lo = hash_lower_bound(keys, nk, h);
-		if (lo < nk && keys[lo].h == h && !okey_same(&keys[lo], kb.buf, kb.len)) {
+		if (lo < nk && keys[lo].h == h && !okey_same(&keys[lo], kt, kl)) {
 			/* another key with the same hash sorts first: search the run by text */
 			size_t hi = nk;
 			while (lo < hi) {
 				size_t mid = lo + (hi - lo) / 2;
-				if (okey_cmp_to(&keys[mid], h, kb.buf, kb.len) < 0)
+				if (okey_cmp_to(&keys[mid], h, kt, kl) < 0)
 					lo = mid + 1;
 				else
 					hi = mid;
 			}
 		}
-		if (lo >= nk || keys[lo].h != h || !okey_same(&keys[lo], kb.buf, kb.len))
+		if (lo >= nk || keys[lo].h != h || !okey_same(&keys[lo], kt, kl))
 			continue;
 		size_t first = lo;
 		lo += taken[first];
-		if (lo >= nk || (taken[first] && (keys[lo].h != h || !okey_same(&keys[lo], kb.buf, kb.len))))
+		if (lo >= nk || (taken[first] && (keys[lo].h != h || !okey_same(&keys[lo], kt, kl))))
 			continue;   /* every submitted object with this key is paired already */
 		taken[first]++;
 		matched++;
@@ -862,8 +877,6 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	det_set(ap, "pairs", pairs);
 	free(taken);
 	free(keys);
-	free(has);
-	free(end);
 	free(off);
 	strbuf_free(&sb);
 	return r;
@@ -883,13 +896,16 @@ static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t
 	void *it = d->keys ? NULL : json_object_iter((json_t *)want);
 	for (i = 0; i < nk; i++) {
 		const char *k;
+		const json_t *wv;
 		if (d->keys) {
 			k = json_string_value(json_array_get(d->keys, i));
-		} else {
+			wv = json_object_get(want, k);
+		} else {   /* the expected value is at hand: no lookup */
 			k = json_object_iter_key(it);
+			wv = json_object_iter_value(it);
 			it = json_object_iter_next((json_t *)want, it);
 		}
-		int r = nested(c, d->item, json_object_get(got, k), json_object_get(want, k), ap);
+		int r = nested(c, d->item, json_object_get(got, k), wv, ap);
 		sum += (unsigned long long)r;
 		if (per && json_object_size(per) < 50)
 			json_object_set_new(per, k, json_integer(r));
@@ -1002,6 +1018,10 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		 * jcanon_equal would decide) */
 		if (!charge(c, string_units(got0, d->norm) + string_units(want0, d->norm)))
 			return 0;
+		/* the same text normalises the same way: equal (as charged, whatever the steps) */
+		if (json_string_length(got0) == json_string_length(want0) &&
+		    !memcmp(json_string_value(got0), json_string_value(want0), json_string_length(got0)))
+			return 1000;
 		size_t la, lb;
 		char ba[256], bb[256];
 		char *ta = norm_text_buf(d->norm, json_string_value(got0), json_string_length(got0), ba,

@@ -107,6 +107,27 @@ static void test_rounding(void)
 	is_int(prim_permille_ratio(1, 0), 0, "zero denominator");
 	unsigned __int128 big = (unsigned __int128)1 << 126;
 	is_int(prim_permille_ratio(big / 2, big), 500, "huge operands");
+	/* Against the definition floor((2000·num + den) / (2·den)) on operands of every size up
+	 * to 2^100, around 2^60 (where a 64-bit path would overflow) and exact halves. */
+	int bad = 0;
+	uint64_t x = 0x2545F4914F6CDD1Dull;
+	for (int i = 0; i < 20000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		int bits = 1 + (int)(x % 100);
+		unsigned __int128 den = ((unsigned __int128)x << 40 | (x >> 3)) & ((((unsigned __int128)1) << bits) - 1);
+		if (i % 4 == 0)
+			den = ((unsigned __int128)1 << 60) - 2 + (x % 5);
+		if (den == 0)
+			den = 1;
+		unsigned __int128 num = (unsigned __int128)(x * 0x9E3779B97F4A7C15ull) % den;
+		if (i % 7 == 0 && den % 2000 == 0)
+			num = den / 2000;   /* exactly 0.5 permille */
+		int want = (int)((2000 * num + den) / (2 * den));
+		bad += prim_permille_ratio(num, den) != want;
+	}
+	is_int(bad, 0, "20000 ratios round half up as defined (64- and 128-bit operands)");
 	is_int(prim_permille_double(0.6745), 675, "double 0.6745 (binary 0.67449999...) -> 675");
 	is_int(prim_permille_double(0.9995), 1000, "double 0.9995 -> 1000");
 	is_int(prim_permille_double(0.0004), 0, "0.0004 -> 0");

@@ -456,6 +456,32 @@ static void test_match_objects_pairing(void)
 	strbuf_free(&g);
 }
 
+/* match_objects keys of every form pair only with equal values: a plain string key is kept as
+ * its bytes, any other key as its canonical text, and the string "1" must not pair with the
+ * number 1 (same bytes, different forms) nor a string needing escapes with anything but
+ * itself. Each expected object names in v the submitted object it must pair with. */
+static void test_match_objects_key_forms(void)
+{
+	struct score_result r;
+	char *t = run("{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"m\",\"weight\":1,"
+	              "\"primitive\":\"match_objects\",\"field\":\"x\",\"ground_truth_field\":\"x\","
+	              "\"match_on\":\"id\",\"method\":\"recall\",\"fields\":[{\"primitive\":\"exact_match\","
+	              "\"field\":\"v\"}]}]}",
+	              "{\"x\":[{\"id\":\"1\",\"v\":\"s1\"},{\"id\":1,\"v\":\"n1\"},{\"id\":\"a\\\"b\",\"v\":\"q\"},"
+	              "{\"id\":\"x\",\"v\":\"x\"},{\"id\":{\"k\":\"1\"},\"v\":\"o\"},{\"id\":\"\\\"1\\\"\",\"v\":\"qq\"},"
+	              "{\"id\":[\"1\"],\"v\":\"a\"}]}",
+	              NULL,
+	              "{\"x\":[{\"id\":1,\"v\":\"n1\"},{\"id\":\"a\\\"b\",\"v\":\"q\"},{\"id\":\"1\",\"v\":\"s1\"},"
+	              "{\"id\":\"y\",\"v\":\"y\"},{\"id\":[\"1\"],\"v\":\"a\"},{\"id\":{\"k\":\"1\"},\"v\":\"o\"},"
+	              "{\"id\":\"\\\"1\\\"\",\"v\":\"qq\"},{\"id\":\"x\",\"v\":\"x\"}]}",
+	              NULL, &r);
+	ok(t != NULL, "match_objects with keys of every form scores");
+	if (t)   /* 7 of 8 expected objects pair, each with the one it names */
+		is_int(r.dims[0].score, 875, "each key pairs with its equal only (7 of 8)");
+	free(t);
+	score_result_clear(&r);
+}
+
 /* One evaluation's work is bounded as a whole (README "Work budget"): a spec of 16 heavy text
  * dimensions on a 1 MiB answer is charged at most SCORE_WORK_BUDGET units; the dimensions
  * that no longer fit score 0 with the budget warning, the same ones on every run. Counts
@@ -539,6 +565,7 @@ int main(void)
 {
 	test_work_budget();
 	test_match_objects_pairing();
+	test_match_objects_key_forms();
 	test_script_value();
 	test_v2_totals_gates();
 	test_warning_sides();

