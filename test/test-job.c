@@ -64,6 +64,18 @@ static void names(void)
 	       "dead-letter reason name");
 	ok(job_reason_name(REASON_NONE) == NULL, "no reason: no name");
 	is_str(job_poison_name(POISON_DELETED_ENTRY), "deleted_entry", "poison name");
+	/* Integers beyond 64 bits are read as doubles, either sign (the answer keeps its value). */
+	static const char *const big[] = { "{\"x\": 18446744073709551616}",
+	                                   "{\"x\": -99999999999999999999999}" };
+	for (size_t i = 0; i < 2; i++) {
+		json_error_t jerr;
+		json_t *v = job_json_load(big[i], strlen(big[i]), &jerr);
+		json_t *x = v ? json_object_get(v, "x") : NULL;
+		ok(x && json_is_real(x) && (i == 0 ? json_real_value(x) > 1.8e19
+		                                   : json_real_value(x) < -9.9e22),
+		   "integer beyond 64 bits read as a double: %s", big[i]);
+		json_decref(v);
+	}
 	ok(job_poison_name(POISON_NONE) == NULL, "valid entry: no poison name");
 	ok(job_status_parse("completed") == ST_COMPLETED, "status parsed");
 	ok(job_status_parse("active") == ST_ACTIVE, "match status parsed");

@@ -347,7 +347,8 @@ json_t *job_json_load(const char *text, size_t len, json_error_t *jerr)
 	if (v)
 		return v;
 	v = json_loadb(text, len, JSON_DECODE_ANY, jerr);
-	if (!v && strstr(jerr->text, "too big integer")) {
+	/* jansson says "too big integer" or "too big negative integer". */
+	if (!v && strstr(jerr->text, "too big") && strstr(jerr->text, "integer")) {
 		json_error_t e2;
 		v = json_loadb(text, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e2);
 		if (!v)
