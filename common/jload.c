@@ -33,17 +33,6 @@ static void ws(struct rd *r)
 		r->p++;
 }
 
-static int hexv(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The length of the valid UTF-8 sequence at s (s[0] >= 0x80, before end), or 0. */
 static size_t utf8_seq(const unsigned char *s, const unsigned char *end)
 {
@@ -82,38 +71,12 @@ static long u_escape(const unsigned char *s, const unsigned char *end)
 		return -1;
 	long v = 0;
 	for (int i = 1; i <= 4; i++) {
-		int h = hexv(s[i]);
+		int h = hex_digit(s[i]);
 		if (h < 0)
 			return -1;
 		v = v * 16 + h;
 	}
 	return v;
-}
-
-static void put_utf8(struct strbuf *sb, uint32_t c)
-{
-	char b[4];
-	size_t n;
-	if (c < 0x80) {
-		b[0] = (char)c;
-		n = 1;
-	} else if (c < 0x800) {
-		b[0] = (char)(0xC0 | (c >> 6));
-		b[1] = (char)(0x80 | (c & 0x3F));
-		n = 2;
-	} else if (c < 0x10000) {
-		b[0] = (char)(0xE0 | (c >> 12));
-		b[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-		b[2] = (char)(0x80 | (c & 0x3F));
-		n = 3;
-	} else {
-		b[0] = (char)(0xF0 | (c >> 18));
-		b[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-		b[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-		b[3] = (char)(0x80 | (c & 0x3F));
-		n = 4;
-	}
-	strbuf_add(sb, b, n);
 }
 
 /* The rest of a string from q (at a backslash), decoded into r->sb after the text s..q.
@@ -168,7 +131,7 @@ static int str_escaped(struct rd *r, const unsigned char *s, const unsigned char
 				v = ((v - 0xD800) << 10) + (lo - 0xDC00) + 0x10000;
 				q += 6;
 			}
-			put_utf8(&r->sb, (uint32_t)v);
+			strbuf_add_utf8(&r->sb, (uint32_t)v);
 			continue;
 		}
 		default:

@@ -52,43 +52,6 @@ static int parse_index(const char *s, size_t len, size_t *i, size_t *out, char *
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static void put_utf8(struct strbuf *b, unsigned cp)
-{
-	char u[4];
-	size_t k;
-	if (cp < 0x80) {
-		u[0] = (char)cp;
-		k = 1;
-	} else if (cp < 0x800) {
-		u[0] = (char)(0xC0 | (cp >> 6));
-		u[1] = (char)(0x80 | (cp & 0x3F));
-		k = 2;
-	} else if (cp < 0x10000) {
-		u[0] = (char)(0xE0 | (cp >> 12));
-		u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		u[2] = (char)(0x80 | (cp & 0x3F));
-		k = 3;
-	} else {
-		u[0] = (char)(0xF0 | (cp >> 18));
-		u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-		u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		u[3] = (char)(0x80 | (cp & 0x3F));
-		k = 4;
-	}
-	strbuf_add(b, u, k);
-}
-
 /* Parses a quoted key starting at s[*i] == '"' into b. */
 static int parse_quoted(const char *s, size_t len, size_t *i, struct strbuf *b, char *err, size_t n)
 {
@@ -122,7 +85,7 @@ static int parse_quoted(const char *s, size_t len, size_t *i, struct strbuf *b, 
 			if (*i + 4 > len)
 				return fail(err, n, *i, "short \\u escape");
 			for (int k = 0; k < 4; k++) {
-				int h = hexval(s[*i + (size_t)k]);
+				int h = hex_digit((unsigned char)s[*i + (size_t)k]);
 				if (h < 0)
 					return fail(err, n, *i, "bad \\u escape");
 				cp = cp * 16 + (unsigned)h;
@@ -133,7 +96,7 @@ static int parse_quoted(const char *s, size_t len, size_t *i, struct strbuf *b, 
 				if (*i + 6 > len || s[*i] != '\\' || s[*i + 1] != 'u')
 					return fail(err, n, *i, "unpaired surrogate");
 				for (int k = 0; k < 4; k++) {
-					int h = hexval(s[*i + 2 + (size_t)k]);
+					int h = hex_digit((unsigned char)s[*i + 2 + (size_t)k]);
 					if (h < 0)
 						return fail(err, n, *i, "bad \\u escape");
 					lo = lo * 16 + (unsigned)h;
@@ -147,7 +110,7 @@ static int parse_quoted(const char *s, size_t len, size_t *i, struct strbuf *b, 
 			}
 			if (cp == 0)
 				return fail(err, n, *i, "\\u0000 in key");
-			put_utf8(b, cp);
+			strbuf_add_utf8(b, cp);
 			break;
 		}
 		default:

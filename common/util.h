@@ -7,6 +7,7 @@
 #define ARBITER_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* malloc/calloc/realloc/strdup that abort with a message on failure. */
 void *xmalloc(size_t n);
@@ -26,6 +27,10 @@ void strbuf_add(struct strbuf *sb, const char *s, size_t n);
 /* Appends a string literal (its length counted by the compiler; `"" lit` refuses
  * anything but a literal). */
 #define strbuf_addlit(sb, lit) strbuf_add((sb), "" lit, sizeof(lit) - 1)
+/* Appends code point cp (at most U+10FFFF; the caller checks surrogates) as UTF-8. */
+void strbuf_add_utf8(struct strbuf *sb, uint32_t cp);
+/* The value of hexadecimal digit c (0-9, a-f, A-F), or -1. */
+int hex_digit(unsigned char c);
 /* Appends printf-formatted text. */
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

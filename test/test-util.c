@@ -39,6 +39,23 @@ int main(void)
 	is_int(sb.len, 5, "strbuf_addlit of an empty literal adds nothing");
 	strbuf_free(&sb);
 
+	/* UTF-8 of each length, at the boundaries. */
+	static const struct { uint32_t cp; const char *utf8; } u8[] = {
+		{ 0x41, "A" }, { 0x7F, "\x7f" }, { 0x80, "\xc2\x80" }, { 0x7FF, "\xdf\xbf" },
+		{ 0x800, "\xe0\xa0\x80" }, { 0xFFFF, "\xef\xbf\xbf" },
+		{ 0x10000, "\xf0\x90\x80\x80" }, { 0x10FFFF, "\xf4\x8f\xbf\xbf" },
+	};
+	for (size_t i = 0; i < sizeof u8 / sizeof u8[0]; i++) {
+		strbuf_add_utf8(&sb, u8[i].cp);
+		is_str(sb.buf, u8[i].utf8, "strbuf_add_utf8 U+%04X", (unsigned)u8[i].cp);
+		sb.len = 0;
+	}
+	strbuf_free(&sb);
+	ok(hex_digit('0') == 0 && hex_digit('9') == 9 && hex_digit('a') == 10 &&
+	   hex_digit('F') == 15, "hex_digit: digits and both cases");
+	ok(hex_digit('g') < 0 && hex_digit('/') < 0 && hex_digit(':') < 0 && hex_digit(0xC3) < 0,
+	   "hex_digit: anything else is -1");
+
 	char *d = xstrdup("hello");
 	is_str(d, "hello", "xstrdup copies");
 	free(d);
