@@ -207,7 +207,7 @@ static json_t *num(struct rd *r)
 	if (!digit(q, e))
 		return NULL;
 	uint64_t m = 0;   /* the digits, while they fit (nd <= 19) */
-	int nd = 0, nfrac = 0;
+	size_t nd = 0, nfrac = 0;   /* counts of digits: a text may hold more than INT_MAX */
 	if (*q == '0') {
 		q++;
 		if (digit(q, e))
@@ -217,7 +217,7 @@ static json_t *num(struct rd *r)
 			if (nd < 19)
 				m = m * 10 + (uint64_t)(*q - '0');
 	}
-	int nint = nd;
+	size_t nint = nd;
 	if (q < e && *q == '.') {
 		q++;
 		if (!digit(q, e))
@@ -257,7 +257,7 @@ static json_t *num(struct rd *r)
 #if FLT_EVAL_METHOD == 0
 	/* Exact digits below 2^53 scaled by an exact power of ten: one correctly rounded IEEE
 	 * operation, the same double strtod gives. */
-	long e10 = ex - nfrac;
+	long e10 = ex - (long)(nfrac < 20 ? nfrac : 20);
 	if (!big_ex && nd <= 19 && m < ((uint64_t)1 << 53) && e10 >= -22 && e10 <= 22) {
 		v = e10 < 0 ? (double)m / p10[-e10] : (double)m * p10[e10];
 		return json_real(neg ? -v : v);

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "util.h"
@@ -280,9 +282,45 @@ static void test_random(void)
 	is_int(left_read, 0, "no text jansson reads is left by jload");
 }
 
+/* A number of more than INT_MAX digits: "1" then zeros, 2^31 + 1 MiB bytes, made of one 1 MiB
+ * block of memory mapped again and again (a few MiB of memory for a text of 2 GiB). jansson
+ * refuses it ("too big integer"); a digit count kept in an int wraps and reads it as 0. */
+static void test_digits_beyond_int(void)
+{
+	const size_t blk = (size_t)1 << 20, len = ((size_t)1 << 31) + blk;
+	if (SIZE_MAX <= UINT32_MAX) {
+		ok(1, "# SKIP a text of 2 GiB needs 64-bit addresses");
+		return;
+	}
+	int fd = memfd_create("test-jload", 0);
+	char *base = MAP_FAILED;
+	bool built = fd >= 0 && ftruncate(fd, (off_t)blk) == 0;
+	if (built)
+		base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	built = built && base != MAP_FAILED;
+	/* block 0 private (its first byte becomes '1'), every other block the shared zeros */
+	for (size_t off = 0; built && off < len; off += blk)
+		built = mmap(base + off, blk, PROT_READ | PROT_WRITE,
+		             (off ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED, fd, 0) != MAP_FAILED;
+	if (built) {
+		memset(base + blk, '0', blk);
+		base[0] = '1';
+	}
+	ok(built, "a text of 2^31 + 1 MiB digits mapped");
+	json_t *a = built ? jload(base, len) : NULL;
+	ok(built && !a, "an integer of more than INT_MAX digits is left to jansson (read as %lld)",
+	   a ? (long long)json_integer_value(a) : 0LL);
+	json_decref(a);
+	if (base != MAP_FAILED)
+		munmap(base, len);
+	if (fd >= 0)
+		close(fd);
+}
+
 int main(void)
 {
 	test_table();
 	test_random();
+	test_digits_beyond_int();
 	return tap_done();
 }
