@@ -77,6 +77,33 @@ static int check(const char *t, size_t n, bool *left)
 	return r;
 }
 
+/* check() on a copy of t[0..n) in a heap block of exactly n bytes, so that the ASan build
+ * catches a read past the end (a literal's NUL, or a buffer's spare room, would hide it). */
+static int check_exact(const char *t, size_t n, bool *left)
+{
+	char *b = xmalloc(n ? n : 1);
+	memcpy(b, t, n);
+	int r = check(b, n, left);
+	free(b);
+	return r;
+}
+
+/* Every prefix of each text (a string, escape, UTF-8 sequence, literal or number cut at each
+ * byte), each in an exact-length buffer: no difference from jansson. */
+static void check_prefixes(const char *const *texts, size_t n, const char *what)
+{
+	int diff = 0, runs = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(texts[i]);
+		for (size_t k = 0; k <= len; k++, runs++) {
+			bool left;
+			if (check_exact(texts[i], k, &left) < 0 && diff++ < 5)
+				diag("differs from jansson: %.*s", (int)k, texts[i]);
+		}
+	}
+	is_int(diff, 0, "every prefix of the %s texts (%d), each in an exact-length buffer", what, runs);
+}
+
 static void test_table(void)
 {
 	/* read by jload */
@@ -117,6 +144,8 @@ static void test_table(void)
 		json_decref(a);
 		json_decref(b);
 	}
+	check_prefixes(fast, sizeof fast / sizeof fast[0], "read");
+	check_prefixes(left, sizeof left / sizeof left[0], "refused");
 	/* a NUL byte inside the length, and the text stopping at the length */
 	json_t *a = jload("[1,\0 2]", 7);
 	ok(!a, "a NUL byte is left to jansson");
@@ -267,7 +296,7 @@ static void test_random(void)
 			}
 		}
 		bool left;
-		int r = check(sb.buf, sb.len, &left);
+		int r = check_exact(sb.buf, sb.len, &left);
 		if (r < 0 && diff++ < 5)
 			diag("differs from jansson: %s", tap_flat(sb.buf));
 		read += r == 1;
