@@ -7,6 +7,7 @@
  */
 #include "jload.h"
 
+#include <locale.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -311,6 +312,42 @@ static void test_random(void)
 	is_int(left_read, 0, "no text jansson reads is left by jload");
 }
 
+/* In a locale whose decimal point is ',' (when one is installed: LOCPATH is honoured) jload
+ * still reads what jansson reads: exact reals need no strtod, and those that do are left to
+ * jansson, which puts the locale's point in place of '.' before its strtod. */
+static void test_decimal_comma_locale(void)
+{
+	static const char *const names[] = { "de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8",
+	                                      "nl_NL.UTF-8", "ru_RU.UTF-8", "de_DE", "fr_FR" };
+	const char *got = NULL;
+	for (size_t i = 0; !got && i < sizeof names / sizeof names[0]; i++)
+		if (setlocale(LC_NUMERIC, names[i]) && !strcmp(localeconv()->decimal_point, ","))
+			got = names[i];
+	if (!got) {
+		setlocale(LC_NUMERIC, "C");
+		ok(1, "# SKIP no locale with a decimal comma is installed");
+		return;
+	}
+	static const char *const texts[] = {
+		"1.5", "-0.25e-3", "0.30000000000000004", "1e-400", "1.7976931348623157e308", "4.9e-324",
+		"9007199254740993.0", "123456789012345678901.5", "[1.5,{\"a\":2.5e300,\"b\":-0.0}]",
+		"1e400", "1.", "1,5",
+	};
+	int diff = 0;
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		bool left;
+		if (check_exact(texts[i], strlen(texts[i]), &left) < 0 && diff++ < 5)
+			diag("differs from jansson in %s: %s", got, texts[i]);
+	}
+	is_int(diff, 0, "in %s jload reads reals as jansson does", got);
+	json_t *a = jload("1e-400", 6), *b = jload("[0.5]", 5);
+	ok(!a && b && json_real_value(json_array_get(b, 0)) == 0.5,
+	   "in %s a real needing strtod is left to jansson, an exact one is read", got);
+	json_decref(a);
+	json_decref(b);
+	setlocale(LC_NUMERIC, "C");
+}
+
 /* A number of more than INT_MAX digits: "1" then zeros, 2^31 + 1 MiB bytes, made of one 1 MiB
  * block of memory mapped again and again (a few MiB of memory for a text of 2 GiB). jansson
  * refuses it ("too big integer"); a digit count kept in an int wraps and reads it as 0. */
@@ -350,6 +387,7 @@ int main(void)
 {
 	test_table();
 	test_random();
+	test_decimal_comma_locale();
 	test_digits_beyond_int();
 	return tap_done();
 }
