@@ -192,7 +192,21 @@ static const char SQL_VERDICTS[] =
 	"cost_usd = t.cost_usd + EXCLUDED.cost_usd, calls = t.calls + EXCLUDED.calls, "
 	"rejudged_at = EXCLUDED.rejudged_at WHERE EXCLUDED.rejudged_at IS NOT NULL";
 
-static const char SQL_NO_STATEMENT_TIMEOUT[] = "SET LOCAL statement_timeout = 0";
+/* Phase 2's first statement: no statement_timeout for the writes (below), and hash and merge
+ * joins allowed again: the writes join the batch's own rows with each other (hashing those is
+ * right), and reach the tables by key (sequential scans stay off). */
+static const char SQL_NO_STATEMENT_TIMEOUT[] =
+	"SELECT set_config('statement_timeout', '0', true), set_config('enable_hashjoin', 'on', true), "
+	"set_config('enable_mergejoin', 'on', true)";
+/* Right after BEGIN: the locking reads reach their rows by key (ids of the batch), so their
+ * plans must be keyed nested loops whatever the statistics say. The statements are
+ * prepared, and PostgreSQL keeps the generic plan it made under the settings of that moment;
+ * made while a table was small, a plan could scan it whole (matches, evaluation_results) and
+ * keep doing so as the history grew. Transaction-scoped (PgBouncer's transaction pooling
+ * sees no session state). test/integration/test_commit_plans.py checks the plans. */
+static const char SQL_KEYED_PLANS[] =
+	"SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true), "
+	"set_config('enable_mergejoin', 'off', true)";
 static const char SQL_BEGIN[] = "BEGIN";
 static const char SQL_COMMIT[] = "COMMIT";
 
@@ -836,10 +850,11 @@ static void phase1(struct cbatch *b)
 	id_array(sids, ns, &s);
 	id_array(stids, nst, &sa);
 
-	struct pgc_stmt st[5];
+	struct pgc_stmt st[6];
 	const char *pa[] = { a.buf }, *ps[] = { s.buf }, *pr[] = { re.buf }, *pst[] = { sa.buf };
 	int k = 0;
 	st[k++] = (struct pgc_stmt){ SQL_BEGIN, 0, NULL };
+	st[k++] = (struct pgc_stmt){ SQL_KEYED_PLANS, 0, NULL };
 	b->idx_agents = b->idx_subs = b->idx_reeval = -1;
 	if (nst)
 		st[k++] = (struct pgc_stmt){ SQL_LOCK_STANDINGS, 1, pst };
