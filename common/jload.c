@@ -33,6 +33,28 @@ static void ws(struct rd *r)
 		r->p++;
 }
 
+/* Consumes c if it is next. */
+static bool eat(struct rd *r, unsigned char c)
+{
+	if (r->p < r->end && *r->p == c) {
+		r->p++;
+		return true;
+	}
+	return false;
+}
+
+/* After an array element or object member: ',' and the whitespace after it (1: another
+ * follows), the closing bracket `close` (0), or anything else (-1: not JSON). */
+static int next_member(struct rd *r, unsigned char close)
+{
+	ws(r);
+	if (eat(r, ',')) {
+		ws(r);
+		return 1;
+	}
+	return eat(r, close) ? 0 : -1;
+}
+
 /* The length of the valid UTF-8 sequence at s (s[0] >= 0x80, before end), or 0. */
 static size_t utf8_seq(const unsigned char *s, const unsigned char *end)
 {
@@ -64,7 +86,8 @@ static size_t utf8_seq(const unsigned char *s, const unsigned char *end)
 	return n;
 }
 
-/* uXXXX at s (after a backslash): the code unit, or -1. */
+/* The \u escape at s (after its backslash): the 16-bit code unit its four hex digits
+ * give, or -1. */
 static long u_escape(const unsigned char *s, const unsigned char *end)
 {
 	if (end - s < 5 || s[0] != 'u')
@@ -276,24 +299,17 @@ static json_t *arr(struct rd *r)
 	json_t *a = json_array();
 	r->p++;
 	ws(r);
-	if (r->p < r->end && *r->p == ']') {
-		r->p++;
+	if (eat(r, ']'))
 		return a;
-	}
 	for (;;) {
 		json_t *v = value(r);
 		if (!v || json_array_append_new(a, v) < 0)
 			break;
-		ws(r);
-		if (r->p < r->end && *r->p == ',') {
-			r->p++;
-			ws(r);
+		int m = next_member(r, ']');
+		if (m > 0)
 			continue;
-		}
-		if (r->p < r->end && *r->p == ']') {
-			r->p++;
+		if (m == 0)
 			return a;
-		}
 		break;
 	}
 	json_decref(a);
@@ -305,10 +321,8 @@ static json_t *obj(struct rd *r)
 	json_t *o = json_object();
 	r->p++;
 	ws(r);
-	if (r->p < r->end && *r->p == '}') {
-		r->p++;
+	if (eat(r, '}'))
 		return o;
-	}
 	for (;;) {
 		const char *k;
 		size_t kl;
@@ -325,8 +339,7 @@ static json_t *obj(struct rd *r)
 		}
 		ws(r);
 		json_t *v = NULL;
-		if (r->p < r->end && *r->p == ':') {
-			r->p++;
+		if (eat(r, ':')) {
 			ws(r);
 			v = value(r);
 		}
@@ -334,16 +347,11 @@ static json_t *obj(struct rd *r)
 		free(own);
 		if (rc < 0)
 			break;
-		ws(r);
-		if (r->p < r->end && *r->p == ',') {
-			r->p++;
-			ws(r);
+		int m = next_member(r, '}');
+		if (m > 0)
 			continue;
-		}
-		if (r->p < r->end && *r->p == '}') {
-			r->p++;
+		if (m == 0)
 			return o;
-		}
 		break;
 	}
 	json_decref(o);
