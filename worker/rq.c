@@ -2247,17 +2247,6 @@ static int url_fail(char *err, size_t errlen, const char *msg)
 	return -1;
 }
 
-static int hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes s[0..n) into out (size cap, NUL-terminated). */
 static int pct_decode(const char *s, size_t n, char *out, size_t cap)
 {
@@ -2266,7 +2255,8 @@ static int pct_decode(const char *s, size_t n, char *out, size_t cap)
 		int ch = (unsigned char)s[i];
 		if (ch == '%') {
 			int hi, lo;
-			if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0)
+			if (i + 2 >= n || (hi = hex_digit((unsigned char)s[i + 1])) < 0 ||
+			    (lo = hex_digit((unsigned char)s[i + 2])) < 0)
 				return -1;
 			ch = hi * 16 + lo;
 			if (ch == 0)
