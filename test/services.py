@@ -14,6 +14,7 @@ Command line:
                                      stop both, exit with CMD's status.
 """
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -23,6 +24,23 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+def auto_explain_plans(log_text):
+    """The JSON documents auto_explain (log_format json) wrote into a server log, in order:
+    each has "Query Text" and "Plan"."""
+    dec, out, pos = json.JSONDecoder(), [], 0
+    while True:
+        k = log_text.find("plan:", pos)
+        if k < 0:
+            return out
+        j = log_text.find("{", k)
+        try:
+            obj, end = dec.raw_decode(log_text, j)
+            out.append(obj)
+            pos = end
+        except ValueError:
+            pos = k + 5
 
 
 def free_port():

@@ -52,7 +52,7 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from services import Services  # noqa: E402
-from bench_worker import GT, SPEC as DET_SPEC, count_done, cpu_secs, enqueue, hwm_kb  # noqa: E402
+from bench_worker import GT, SPEC as DET_SPEC, count_done, cpu_secs, enqueue, hwm_kb, status_kb  # noqa: E402
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -206,16 +206,6 @@ def alone_phases(args, env, db, r, prov, agents, det, jud):
           "each" % (args.delay * 1000, n, span, jr, prov.peak, rss, 1000 * cpu / max(n, 1)))
 
 
-def rss_kb(pid):
-    try:
-        for line in open("/proc/%d/status" % pid):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0
@@ -323,7 +313,7 @@ def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
               "%.1f MB; median provider requests in flight while deterministic jobs ran %d; "
               "PostgreSQL CPU of a judged evaluation = %.1f x a deterministic one (median)" %
               (statistics.median(ratios), len(ratios), min(ratios), max(ratios),
-               hwm_kb(w.pid) / 1024, rss_kb(w.pid) / 1024, statistics.median(flights),
+               hwm_kb(w.pid) / 1024, status_kb(w.pid, "VmRSS") / 1024, statistics.median(flights),
                statistics.median(pg_j)))
     finally:
         w.send_signal(signal.SIGTERM)

@@ -109,14 +109,19 @@ def count_done(db, ids):
     return n
 
 
-def hwm_kb(pid):
+def status_kb(pid, field):
+    """A kB field of /proc/PID/status ("VmHWM", "VmRSS"); 0 once the process is gone."""
     try:
         for line in open("/proc/%d/status" % pid):
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def hwm_kb(pid):
+    return status_kb(pid, "VmHWM")
 
 
 def pg_backends_cpu(pid, exclude=()):

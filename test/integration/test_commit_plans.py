@@ -13,29 +13,12 @@ evaluation_results per submission (a few rows per loop), never read the
 history: with EXISTS the planner could keep its hashed form, which reads every
 first result on each commit (worker/commit.c, SQL_LOCK_SUBS).
 """
-import json
 import os
 
-from services import Services
+from services import Services, auto_explain_plans
 from workerkit import SPEC_X, Arena, Worker, bulk, done, migrate, ok, wait_for
 
 HISTORY = 3000
-
-
-def plans(text):
-    """(query text, plan) of every JSON plan auto_explain wrote into the log."""
-    dec, out, pos = json.JSONDecoder(), [], 0
-    while True:
-        k = text.find("plan:", pos)
-        if k < 0:
-            return out
-        j = text.find("{", k)
-        try:
-            obj, end = dec.raw_decode(text, j)
-            out.append((obj.get("Query Text", ""), obj.get("Plan", {})))
-            pos = end
-        except ValueError:
-            pos = k + 5
 
 
 def reads(node, rel, acc):
@@ -98,7 +81,8 @@ def main():
         with open(log) as f:
             f.seek(start)
             text = f.read()
-        lock = [p for q, p in plans(text) if "FOR NO KEY UPDATE OF s" in q]
+        lock = [p.get("Plan", {}) for p in auto_explain_plans(text)
+                if "FOR NO KEY UPDATE OF s" in p.get("Query Text", "")]
         ok(lock, "auto_explain logged the submissions' lock statement (%d plans)" % len(lock))
         for rel in ("evaluation_results", "matches"):
             seen = [n for p in lock for n in reads(p, rel, [])]

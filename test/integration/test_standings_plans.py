@@ -17,33 +17,16 @@ applied by one statement that inserts the tasks and updates both aggregates
 (sql/005_standings_fast_path.sql). The per-challenge leaderboard still reads
 the (now partial) best-score index.
 """
-import json
 import os
 import subprocess
 
 import psycopg2
 
-from services import Services
+from services import Services, auto_explain_plans
 from tap import diag, done, ok
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 TABLES = {"standings_entries", "standings_agents", "standings_agent_challenges"}
-
-
-def plans(log_text):
-    """The JSON plans auto_explain wrote into the server log, in order."""
-    dec, out, pos = json.JSONDecoder(), [], 0
-    while True:
-        k = log_text.find("plan:", pos)
-        if k < 0:
-            return out
-        j = log_text.find("{", k)
-        try:
-            obj, end = dec.raw_decode(log_text, j)
-            out.append(obj)
-            pos = end
-        except ValueError:
-            pos = k + 5
 
 
 def scans(node, acc):
@@ -117,7 +100,7 @@ def main():
             f.seek(start)
             text = f.read()
         found, statements = [], []
-        for p in plans(text):
+        for p in auto_explain_plans(text):
             scans(p.get("Plan", {}), found)
             statements.append(writes(p.get("Plan", {}), set()))
         ok(any(t == "standings_entries" for t, _, _, _ in found),
