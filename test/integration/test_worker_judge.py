@@ -25,7 +25,8 @@ through Redis (exhausted: judge jobs wait while deterministic jobs flow); with
 two workers, the in-flight limit, the tokens-per-minute limit and the circuit
 breaker shared through Redis; judge jobs waiting on a slow provider leave the
 ARBITER_CONCURRENCY slots to other jobs; a provider over https behind a test CA
-(ARBITER_JUDGE_CA_FILE), and refused without it.
+(ARBITER_JUDGE_CA_FILE), and refused without it; http_proxy honoured and no_proxy
+bypassing it (a forward proxy on a loopback port).
 """
 import hashlib
 import json
@@ -170,6 +171,78 @@ def tls_provider(s, a, env):
             eq(w2.term(), 0, "untrusting worker exits 0")
         finally:
             tp.stop()
+
+
+class ForwardProxy:
+    """A plain-HTTP forward proxy on a loopback port (the absolute-URI form of RFC 9112),
+    recording every request it forwards: enough to show the worker's judge client
+    honours http_proxy / no_proxy."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                import http.client
+                from urllib.parse import urlsplit
+                u = urlsplit(self.path)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                seen.append(self.path)
+                hdrs = {k: v for k, v in self.headers.items()
+                        if k.lower() not in ("proxy-connection", "connection", "host")}
+                c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+                c.request("POST", u.path + ("?" + u.query if u.query else ""), body, hdrs)
+                resp = c.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                c.close()
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.srv.daemon_threads = True
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.srv.server_address[1]
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def proxied(s, a, p, ch, env):
+    """Proxies come from the environment: with http_proxy set the judge's request goes
+    through the proxy; with no_proxy naming the provider's host it goes direct."""
+    px = ForwardProxy()
+    try:
+        clean = {"https_proxy": "", "HTTPS_PROXY": "", "all_proxy": "", "ALL_PROXY": "",
+                 "no_proxy": "", "NO_PROXY": ""}
+        w = Worker(s, "judge-proxy", env=dict(env, http_proxy=px.url, **clean))
+        n = p.count()
+        # (answers no other part of this test sends: the verdict cache would answer them)
+        sid = run_one(a, ch, {"work": {"quality": 37, "docs": 37}})
+        eq(result(a, sid) and result(a, sid)[0], 370, "judged through the http_proxy", w.tail())
+        eq((len(px.seen), p.count() - n), (1, 1), "the provider's one request came through the proxy")
+        ok(px.seen and px.seen[0].startswith(p.url("openai")), "proxied URL is the provider's", px.seen)
+        eq(w.term(), 0, "proxied worker exits 0")
+        dead = "http://127.0.0.1:9"     # discard port: nothing listens, a proxied request would fail
+        w2 = Worker(s, "judge-noproxy", env=dict(env, **dict(clean, http_proxy=dead,
+                                                              no_proxy="127.0.0.1")))
+        sid2 = run_one(a, ch, {"work": {"quality": 47, "docs": 47}})
+        eq(result(a, sid2) and result(a, sid2)[0], 470, "no_proxy=127.0.0.1: judged directly",
+           w2.tail())
+        eq(len(px.seen), 1, "nothing more went to the first proxy")
+        eq(w2.term(), 0, "no_proxy worker exits 0")
+    finally:
+        px.stop()
 
 
 def judge_slots(s, a, p, ch, env):
@@ -617,6 +690,7 @@ def main():
             eq(a2.status(sb), "completed", "completed, not failed")
             eq(w3.term(), 0, "budget worker exits 0")
             tls_provider(s, a2, env)
+            proxied(s, a2, p, ch, env)
             judge_slots(s, a2, p, ch, env)
             sigkill_in_flight(s, a2, p, env)
             shared_limits(s, a2, p, ch, env)
