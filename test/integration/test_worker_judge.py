@@ -26,7 +26,8 @@ two workers, the in-flight limit, the tokens-per-minute limit and the circuit
 breaker shared through Redis; judge jobs waiting on a slow provider leave the
 ARBITER_CONCURRENCY slots to other jobs; a provider over https behind a test CA
 (ARBITER_JUDGE_CA_FILE), and refused without it; http_proxy honoured and no_proxy
-bypassing it (a forward proxy on a loopback port).
+bypassing it (a forward proxy on a loopback port); HTTP/2 spoken to a TLS front (nghttpx)
+that offers it.
 """
 import hashlib
 import json
@@ -171,6 +172,42 @@ def tls_provider(s, a, env):
             eq(w2.term(), 0, "untrusting worker exits 0")
         finally:
             tp.stop()
+
+
+def h2_provider(s, a, p, env):
+    """HTTP/2 when the server offers it: the provider behind nghttpx, a TLS front that
+    offers h2 by ALPN and tells the provider, in its Via header, which HTTP version the
+    client spoke ("2 nghttpx" for HTTP/2)."""
+    import shutil
+    import tempfile
+    from services import free_port
+    if not shutil.which("nghttpx"):
+        ok(True, "# SKIP HTTP/2: nghttpx is not installed (scripts/deps installs nghttp2-proxy)")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        ca, crt, key = test_ca(d)
+        port = free_port()
+        log = os.path.join(d, "nghttpx.log")
+        front = subprocess.Popen(["nghttpx", "--conf=/dev/null", "--no-ocsp", "--workers=1",
+                                  "--frontend=127.0.0.1,%d" % port,
+                                  "--backend=127.0.0.1,%d" % p.port, "--errorlog-file=" + log,
+                                  key, crt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            import socket
+            up = wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 20)
+            ok(up, "nghttpx listens in front of the provider")
+            c = a.challenge(spec(p, base_url="https://127.0.0.1:%d/v1" % port))
+            w = Worker(s, "judge-h2", env=dict(env, ARBITER_JUDGE_CA_FILE=ca))
+            n = p.count()
+            sid = run_one(a, c, {"work": {"quality": 57, "docs": 57}})
+            eq(result(a, sid) and result(a, sid)[0], 570, "judged through the HTTP/2 front", w.tail())
+            eq(p.count() - n, 1, "one request")
+            via = p.requests[-1]["headers"].get("Via") or ""
+            ok(via.startswith("2 "), "the worker spoke HTTP/2 to the front (Via: %s)" % via)
+            eq(w.term(), 0, "h2 worker exits 0")
+        finally:
+            front.terminate()
+            front.wait(10)
 
 
 class ForwardProxy:
@@ -691,6 +728,7 @@ def main():
             eq(w3.term(), 0, "budget worker exits 0")
             tls_provider(s, a2, env)
             proxied(s, a2, p, ch, env)
+            h2_provider(s, a2, p, env)
             judge_slots(s, a2, p, ch, env)
             sigkill_in_flight(s, a2, p, env)
             shared_limits(s, a2, p, ch, env)
