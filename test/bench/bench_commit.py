@@ -18,7 +18,11 @@ migrates, and measures on the same database:
    CHECKPOINT before the workers start; evaluations/s from the first
    evaluation's start to the last commit.
 3. latency at half the pipeline's rate: jobs offered at that rate for SECS
-   seconds, p50/p99 of enqueue to commit.
+   seconds (after WARM_SECS of unmeasured jobs at the same rate, so that
+   fresh workers are measured in their steady state), p50/p99 of enqueue to
+   the commit's write (the result's completed_at, clock_timestamp() of the
+   write statement), and of enqueue to the commit becoming visible (its
+   completion notification, heard by a LISTEN process of the bench).
 4. memory: peak RSS (VmHWM) of each worker.
 
 It prints each figure and the ratio pipeline / ceiling. Both figures come
@@ -38,25 +42,35 @@ workers in K slices interleaved A B B A ..., at the same offered rate, and
 splits the latency into enqueue -> evaluation start (read + load) and
 evaluation start -> the commit's write. --env NAME=V1,V2 with the same binary
 twice compares two settings the same way.
---profile adds pg_stat_statements and prints the top statements of the
-pipeline phase (calls, mean and total time, rows).
+The latency phase also prints the CPU time per evaluation of the workers and
+of their database sessions (read from /proc before the workers stop): on a
+shared machine, where wall times move with everyone else's load, CPU per
+evaluation is what a change in the commit path moves.
+--profile adds pg_stat_statements and prints the top statements of the last
+pipeline round and of the latency phase (calls, mean and total time, rows),
+and, for the latency phase, what the workers' database sessions were doing
+(idle, running which statement, waiting for which lock or I/O), sampled from
+pg_stat_activity every few milliseconds.
 """
 import argparse
 import glob
 import json
+import multiprocessing
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from services import Services  # noqa: E402
-from bench_worker import count_done, enqueue, hwm_kb, seed  # noqa: E402  (one copy of these helpers)
+from bench_worker import count_done, cpu_secs, enqueue, hwm_kb, seed  # noqa: E402  (one copy of these helpers)
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -212,15 +226,27 @@ def pgbench(svc, script, clients, txs, mode):
     return float(m.group(1))
 
 
+# Latency phase: fresh workers get this many seconds of jobs at the same rate before the
+# measured ones. Their first commits prepare statements and plan the standings trigger's
+# statements on every new session: measured from their first job, a slice's first
+# quarter-second had its worst latencies and weighed on its p99.
+WARM_SECS = 1.0
+
+
 def latency_slice(args, svc, env, binary, db, r, agents, challenge, first, rate):
-    """One binary's workers, fresh, offered `rate` jobs/s for SECS/SLICES seconds.
-    Returns (n submissions seeded, [(total, queue+load, evaluation+commit) ms])."""
+    """One binary's workers, fresh, offered `rate` jobs/s for WARM_SECS (not measured), then,
+    without a break, for SECS/SLICES seconds (measured).
+    Returns (n submissions seeded, offered rate, [(total, queue+load, evaluation+commit) ms],
+    CPU seconds of the workers and of their database sessions from the first measured job
+    on)."""
     total = max(1, int(rate * args.secs / args.slices))
-    ids = seed(db, total, agents, challenge, first=first)
+    warm = int(rate * WARM_SECS)
+    ids = seed(db, warm + total, agents, challenge, first=first)
     settle(svc)
     ws = [subprocess.Popen([binary, "worker"], env=dict(env, ARBITER_WORKER_ID="lat-%d" % i))
           for i in range(args.workers)]
     STARTED.extend(ws)
+    lis = Listener(svc.database_url)
     time.sleep(1.0)       # connected, group read, statements prepared
     sent = {}
     start = time.time()
@@ -230,20 +256,141 @@ def latency_slice(args, svc, env, binary, db, r, agents, challenge, first, rate)
             time.sleep(delay)
         now = time.time()
         r.xadd("arbiter:jobs", {"submission_id": sid, "enqueued_at": str(int(now * 1000))})
-        sent[sid] = now
-    offered = total / (time.time() - start)
+        if k == warm:
+            measured_from = now
+            wcpu0 = sum(cpu_secs(w.pid, children=False) for w in ws)
+            bcpu0 = sessions_cpu(db)
+        if k >= warm:
+            sent[sid] = now
+    offered = total / (time.time() - measured_from)
     t1 = time.time()
     while (not drained(r) or count_done(db, ids) < len(ids)) and time.time() - t1 < 120:
         time.sleep(0.05)
+    # From the first measured job to the last commit: the measured jobs' work, and the
+    # warm-up's tail (about as much as the measured jobs' own tail is left out).
+    wcpu = sum(cpu_secs(w.pid, children=False) for w in ws) - wcpu0
+    bcpu = sessions_cpu(db) - bcpu0
     stop_workers(ws)
+    heard = lis.heard()
     cur = db.cursor()
     cur.execute("SELECT submission_id::text, extract(epoch from started_at), "
                 "extract(epoch from completed_at) FROM evaluation_results "
-                "WHERE submission_id = ANY(%s::uuid[])", (ids,))
+                "WHERE submission_id = ANY(%s::uuid[])", (ids[warm:],))
     out = [((float(c) - sent[s]) * 1000, (float(st) - sent[s]) * 1000,
-            (float(c) - float(st)) * 1000) for s, st, c in cur.fetchall()]
+            (float(c) - float(st)) * 1000,
+            (heard[s] - sent[s]) * 1000 if s in heard else float("nan"))
+           for s, st, c in cur.fetchall()]
     db.commit()
-    return total, offered, out
+    return len(ids), offered, out, wcpu, bcpu, total
+
+
+def listen_main(url, ready, stop, out):
+    """Child process of Listener: LISTENs on the workers' completion channel and sends back
+    {submission id: time the notification arrived}."""
+    db = psycopg2.connect(url)
+    db.autocommit = True
+    db.cursor().execute("LISTEN arbiter_results")
+    ready.set()
+    heard = {}
+    while not stop.is_set():
+        if select.select([db], [], [], 0.05)[0]:
+            db.poll()
+            now = time.time()
+            for n in db.notifies:
+                try:
+                    heard.setdefault(json.loads(n.payload)["submission_id"], now)
+                except (ValueError, KeyError):
+                    pass
+            del db.notifies[:]
+    out.send(heard)
+    db.close()
+
+
+class Listener:
+    """When each submission's commit became visible: the notification the commit sends
+    (README "Reading results"), heard as an API server would hear it. A process of its own,
+    so that the generator's thread and Python's GIL do not delay what it notes."""
+
+    def __init__(self, url):
+        ctx = multiprocessing.get_context("spawn")
+        self.ready, self.stop = ctx.Event(), ctx.Event()
+        self.rx, tx = ctx.Pipe(duplex=False)
+        self.p = ctx.Process(target=listen_main, args=(url, self.ready, self.stop, tx),
+                             daemon=True)
+        self.p.start()
+        if not self.ready.wait(30):
+            raise SystemExit("bench_commit: the LISTEN process did not start")
+
+    def heard(self):
+        """Stops listening; returns {submission id: seconds since the epoch}."""
+        self.stop.set()
+        got = self.rx.recv() if self.rx.poll(60) else {}
+        self.p.join(10)
+        return got
+
+
+def sessions_cpu(db):
+    """CPU seconds the workers' live database sessions (application_name arbiter) used so far:
+    the database's work for them, without the bench's own queries, autovacuum or the WAL
+    writer."""
+    cur = db.cursor()
+    cur.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'arbiter'")
+    pids = [p for (p,) in cur.fetchall()]
+    db.commit()
+    tick, t = os.sysconf("SC_CLK_TCK"), 0
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            t += int(st[11]) + int(st[12])
+        except OSError:
+            pass
+    return t / float(tick)
+
+
+def top_statements(cur, when):
+    """Prints pg_stat_statements' top statements (--profile)."""
+    cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
+                "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
+                "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "ORDER BY total_exec_time DESC LIMIT 12")
+    print("top statements of %s (calls, mean ms, total ms, rows, query):" % when)
+    for row in cur.fetchall():
+        print("  %8d %8s %9s %8d  %s" % row)
+    cur.connection.commit()
+
+
+class WaitSampler:
+    """--profile, latency phase: samples what the workers' database sessions are doing
+    (pg_stat_activity: idle, running, or waiting for what) from a thread of its own."""
+    EVERY_MS = 5
+
+    def __init__(self, url):
+        self.db = psycopg2.connect(url)
+        self.db.autocommit = True
+        self.seen = {}
+        self.samples = 0
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        cur = self.db.cursor()
+        while not self.done.wait(self.EVERY_MS / 1000.0):
+            cur.execute("SELECT state, wait_event_type, wait_event, "
+                        "CASE WHEN state = 'active' THEN left(regexp_replace(query, '\\s+', ' ', "
+                        "'g'), 40) END FROM pg_stat_activity WHERE application_name = 'arbiter'")
+            self.samples += 1
+            for st, wt, we, q in cur.fetchall():
+                key = "%s %s%s" % (st, "%s:%s" % (wt, we) if wt else "running",
+                                   " [%s]" % q if q else "")
+                self.seen[key] = self.seen.get(key, 0) + 1
+
+    def stop(self):
+        self.done.set()
+        self.t.join()
+        self.db.close()
 
 
 def pct(v, q):
@@ -383,32 +530,39 @@ def main():
                 print("ratio pipeline / ceiling: %s: median %.2f (rounds: %s)"
                       % (label[bi], med(ratios[bi]), " ".join("%.2f" % x for x in ratios[bi])))
             if args.profile:
-                cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
-                            "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
-                            "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = "
-                            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-                            "ORDER BY "
-                            "total_exec_time DESC LIMIT 12")
-                print("top statements of the last pipeline round (calls, mean ms, total ms, rows, "
-                      "query):")
-                for row in cur.fetchall():
-                    print("  %8d %8s %9s %8d  %s" % row)
-                db.commit()
+                top_statements(cur, "the last pipeline round")
 
             # 3. Latency at half the (first binary's) pipeline rate: each binary's fresh
             # workers for SECS/SLICES seconds, SLICES times, in the order A B .. B A A B ..
             rate = args.rate or max(1.0, med(rates[0]) / 2)
+            sampler = None
+            if args.profile:
+                svc.psql(svc.dbname, "SELECT pg_stat_statements_reset()")
+                sampler = WaitSampler(svc.database_url)
             lat = [[] for _ in bins]
             offered = [[] for _ in bins]
+            cpu = [[0.0, 0.0, 0] for _ in bins]
             seq = []
             for k in range(args.slices):
                 seq += list(range(len(bins)))[::(-1 if k % 2 else 1)]
             for bi in seq:
-                n, off, out = latency_slice(args, svc, envs[bi], bins[bi], db, r, agents, challenge,
-                                            next_sub, rate)
+                n, off, out, wcpu, bcpu, nmeas = latency_slice(args, svc, envs[bi], bins[bi], db, r, agents,
+                                                        challenge, next_sub, rate)
+                cpu[bi][0] += wcpu
+                cpu[bi][1] += bcpu
+                cpu[bi][2] += nmeas
                 next_sub += n
                 lat[bi].extend(out)
                 offered[bi].append(off)
+            if sampler:
+                sampler.stop()
+                print("latency phase, the workers' database sessions sampled every %d ms "
+                      "(%d samples): share of sessions by state / wait event:"
+                      % (WaitSampler.EVERY_MS, sampler.samples))
+                total = sum(sampler.seen.values()) or 1
+                for (what, n) in sorted(sampler.seen.items(), key=lambda x: -x[1])[:12]:
+                    print("  %5.1f%%  %s" % (100.0 * n / total, what))
+                top_statements(cur, "latency phase")
             for bi in range(len(bins)):
                 tot = [x[0] for x in lat[bi]]
                 ql = [x[1] for x in lat[bi]]
@@ -420,6 +574,16 @@ def main():
                          "--rate" if args.rate else "half the pipeline's rate", label[bi],
                          len(tot), pct(tot, 0.5), pct(tot, 0.99), max(tot) if tot else 0,
                          pct(ql, 0.5), pct(ql, 0.99), pct(ec, 0.5), pct(ec, 0.99)))
+                nt = [x[3] for x in lat[bi] if x[3] == x[3]]
+                if nt:
+                    print("  enqueue->commit heard (its notification, as an API server hears "
+                          "it): %s: n=%d p50=%.1f ms p90=%.1f ms p99=%.1f ms max=%.1f ms"
+                          % (label[bi], len(nt), pct(nt, 0.5), pct(nt, 0.9), pct(nt, 0.99),
+                             max(nt)))
+                if tot:
+                    print("  CPU per evaluation at that rate: %s: workers %.0f us, their database "
+                          "sessions %.0f us" % (label[bi], 1e6 * cpu[bi][0] / cpu[bi][2],
+                                                1e6 * cpu[bi][1] / cpu[bi][2]))
 
             # 4. Memory.
             for bi in range(len(bins)):
