@@ -92,7 +92,9 @@ static const char SQL_REEVAL_INFO[] =
  * locked and found unfinished in phase 1, so the writes need no status
  * condition; rows are found through the primary key ($3, the ids), never
  * through the partial index of unfinished submissions (whose statistics lag
- * behind a fresh backlog and would make the planner scan all of it). */
+ * behind a fresh backlog and would make the planner scan all of it).
+ * The results carry their agent, challenge and submission time, taken from the
+ * rows this statement updates, for the standings trigger (sql/006, README there). */
 static const char SQL_COMPLETE[] =
 	"WITH j AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(sub uuid, mat uuid, "
 	"agent uuid, job text, ev text, sc int, rs text, vf bool, res jsonb, log jsonb, "
@@ -100,23 +102,26 @@ static const char SQL_COMPLETE[] =
 	"bonus numeric, ord int)), "
 	"s AS (UPDATE submissions t SET status = 'completed', reject_reason = NULL, "
 	"last_error = NULL, attempts = GREATEST(t.attempts, j.att) FROM j "
-	"WHERE t.id = ANY($3::uuid[]) AND t.id = j.sub RETURNING t.id), "
+	"WHERE t.id = ANY($3::uuid[]) AND t.id = j.sub RETURNING t.id, t.agent_id, t.submitted_at), "
+	"m AS (UPDATE matches t SET status = 'completed', result = j.rs, score = j.sc, "
+	"verified = j.vf, elo_before = j.eb, elo_after = j.ea, elo_change = j.ec, "
+	"completed_at = clock_timestamp() FROM j JOIN s ON s.id = j.sub "
+	"WHERE t.id = j.mat RETURNING t.id, t.challenge_id), "
 	"r AS (INSERT INTO evaluation_results (submission_id, eval_seq, job_id, evaluator, score, "
 	"result, score_breakdown, submission_warnings, constraint_violations, verified, "
-	"evaluation_log, worker_id, started_at, completed_at, elo_before, elo_change, k_factor) "
+	"evaluation_log, worker_id, started_at, completed_at, elo_before, elo_change, k_factor, "
+	"standings_agent_id, standings_challenge_id, standings_submitted_at) "
 	"SELECT j.sub, 1, j.job, j.ev, j.sc, j.rs, COALESCE(j.res->'score_breakdown', '{}'), "
 	"COALESCE(j.res->'submission_warnings', '[]'), "
 	"COALESCE(j.res->'constraint_violations', '[]'), j.vf, j.log, $2, "
-	"to_timestamp(j.st / 1000.0), clock_timestamp(), j.eb, j.ec, j.k "
-	"FROM j JOIN s ON s.id = j.sub ORDER BY j.ord RETURNING id, submission_id), "
+	"to_timestamp(j.st / 1000.0), clock_timestamp(), j.eb, j.ec, j.k, "
+	"s.agent_id, m.challenge_id, s.submitted_at "
+	"FROM j JOIN s ON s.id = j.sub LEFT JOIN m ON m.id = j.mat ORDER BY j.ord "
+	"RETURNING id, submission_id), "
 	"d AS (INSERT INTO evaluation_dimensions (result_id, key, score, weight, weighted, detail) "
 	"SELECT r.id, x.key, x.score, x.weight, x.weighted, x.detail FROM r "
 	"JOIN j ON j.sub = r.submission_id, jsonb_to_recordset(j.dims) AS x(key text, score int, "
 	"weight numeric, weighted numeric, detail jsonb)), "
-	"m AS (UPDATE matches t SET status = 'completed', result = j.rs, score = j.sc, "
-	"verified = j.vf, elo_before = j.eb, elo_after = j.ea, elo_change = j.ec, "
-	"completed_at = clock_timestamp() FROM j JOIN s ON s.id = j.sub "
-	"WHERE t.id = j.mat), "
 	"h AS (INSERT INTO elo_history (agent_id, match_id, result_id, elo_before, elo_after, "
 	"elo_change, opponent_elo, k_factor, bonus, reason) "
 	"SELECT j.agent, j.mat, r.id, j.eb, j.ea, j.ec, j.opp, j.k, j.bonus, 'evaluation' "

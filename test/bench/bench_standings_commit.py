@@ -12,7 +12,9 @@ rounds with the trigger disabled and enabled (--rounds of each, --batches per
 round) and prints the CPU time of that session's backend per evaluation
 (/proc/PID/stat, user + system), whose difference is the trigger's cost. With
 --batches 1500 or more the agents' windows (100) are full, so tasks leave
-them on every commit.
+them on every commit. Where the binary's migrations include sql/006, the
+results carry their agent, challenge and submission time as the worker's
+commit writes them.
 
 With --profile it also loads pg_stat_statements (track = all, so the
 trigger's own statements are counted) and, after the rounds, commits
@@ -45,6 +47,16 @@ INSERT = ("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, s
           "SELECT x, 1, 'deterministic', (random() * 1000)::int, "
           "(ARRAY['win', 'draw', 'loss'])[1 + (random() * 2)::int], '{}', '[]', '[]', true, '{}', "
           "'bench', now(), now() FROM unnest(%s::uuid[]) x")
+# With sql/006 the worker's commit also writes each result's agent, challenge and
+# submission time (the standings trigger then skips its lookup); the same here.
+INSERT_IDS = ("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
+              "score_breakdown, submission_warnings, constraint_violations, verified, "
+              "evaluation_log, worker_id, started_at, completed_at, standings_agent_id, "
+              "standings_challenge_id, standings_submitted_at) "
+              "SELECT x, 1, 'deterministic', (random() * 1000)::int, "
+              "(ARRAY['win', 'draw', 'loss'])[1 + (random() * 2)::int], '{}', '[]', '[]', true, "
+              "'{}', 'bench', now(), now(), a, %s, t "
+              "FROM unnest(%s::uuid[], %s::uuid[], %s::timestamptz[]) AS u(x, a, t)")
 
 
 def backend_cpu(pid):
@@ -114,8 +126,12 @@ def main():
                     "FROM generate_series(0, %s - 1) g", (agents, ch, total))
         cur.execute("INSERT INTO submissions (match_id, agent_id, source_ip, answer, status) "
                     "SELECT id, agent_id, '10.0.0.1', '{}', 'evaluating' FROM matches")
-        cur.execute("SELECT id::text, agent_id::text FROM submissions ORDER BY submitted_at, id")
+        cur.execute("SELECT id::text, agent_id::text, submitted_at FROM submissions "
+                    "ORDER BY submitted_at, id")
         subs = cur.fetchall()
+        cur.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = 'evaluation_results'::regclass "
+                    "AND attname = 'standings_agent_id'")
+        with_ids = cur.fetchone()[0] == 1
         cur.execute("SELECT pg_backend_pid()")
         pid = cur.fetchone()[0]
         db.commit()
@@ -130,8 +146,12 @@ def main():
                 batch = subs[pos[0]:pos[0] + args.batch]
                 pos[0] += args.batch
                 cur.execute("SELECT standings_lock_agents(%s::uuid[])",
-                            (sorted(set(a for _, a in batch)),))
-                cur.execute(INSERT, ([s for s, _ in batch],))
+                            (sorted(set(a for _, a, _ in batch)),))
+                if with_ids:
+                    cur.execute(INSERT_IDS, (ch, [s for s, _, _ in batch], [a for _, a, _ in batch],
+                                             [t for _, _, t in batch]))
+                else:
+                    cur.execute(INSERT, ([s for s, _, _ in batch],))
                 db.commit()
             ev = float(n * args.batch)
             return (backend_cpu(pid) - c0) * 1e6 / ev, (time.time() - t0) * 1e6 / ev
@@ -152,6 +172,8 @@ def main():
         cur.execute("SELECT round(avg(tasks)) FROM standings_agents")
         tasks = cur.fetchone()[0]
         db.commit()
+        print("results %s their agent, challenge and submission time (sql/006)"
+              % ("carry" if with_ids else "do not carry"))
         print("batch %d: the trigger costs %+.0f us of backend CPU per evaluation (median %.0f "
               "without, %.0f with; %s tasks per agent at the end)" % (args.batch, on - off, off, on, tasks))
     return 0

@@ -99,7 +99,10 @@ EXPECTED = {
         ("started_at", "timestamp with time zone", False, None),
         ("completed_at", "timestamp with time zone", False, None),
         ("job_id", "text", True, None), ("elo_change", "integer", True, None),
-        ("k_factor", "integer", True, None), ("elo_before", "integer", True, None)],
+        ("k_factor", "integer", True, None), ("elo_before", "integer", True, None),
+        # sql/006: hints for the standings trigger, filled by the worker's commit
+        ("standings_agent_id", "uuid", True, None), ("standings_challenge_id", "uuid", True, None),
+        ("standings_submitted_at", "timestamp with time zone", True, None)],
     "evaluation_dimensions": [
         ("result_id", "bigint", False, None), ("key", "text", False, None),
         ("score", "integer", False, None), ("weight", "numeric", False, None),

@@ -3,7 +3,9 @@
 
 Results are inserted into evaluation_results the way the worker commits them
 (several rows per INSERT statement, first evaluations and re-evaluations, ids
-in statement order), with random agents, challenges, scores (many ties) and
+in statement order; half the statements carry each result's agent, challenge
+and submission time, as the worker's commit does, sql/006), with random
+agents, challenges, scores (many ties) and
 submitted_at values (so "earliest" tie-breaks matter), under small windows so
 tasks keep falling out. After each phase every stored aggregate must equal the
 model's and `arbiter standings --check` must find no difference:
@@ -45,12 +47,14 @@ def cli(url, *args, stdin=None):
 class Load:
     """Random results for a set of agents and challenges, written like the worker."""
 
-    def __init__(self, db, rng, agents, challenges):
+    def __init__(self, db, rng, agents, challenges, with_hints=True):
         self.db, self.rng = db, rng
+        self.with_hints = with_hints   # False: a database before sql/006 (no such columns)
         self.agents, self.challenges = agents, challenges
         self.subs = []              # submission ids with at least one result
         self.seq = {}               # submission -> last eval_seq
         self.times = ["2026-01-01 00:00:%02d+00" % s for s in range(5)]
+        self.facts = {}             # submission -> (agent, challenge, submitted_at)
 
     def new_submission(self, cur):
         agent = self.rng.choice(self.agents)
@@ -59,19 +63,25 @@ class Load:
                     "VALUES (%s, %s, 'completed', now(), now() + interval '1 hour') RETURNING id",
                     (agent, ch))
         mid = cur.fetchone()[0]
+        at = self.rng.choice(self.times)
         cur.execute("INSERT INTO submissions (match_id, agent_id, source_ip, answer, status, "
                     "submitted_at) VALUES (%s, %s, '192.0.2.1', '{}', 'completed', %s) RETURNING id",
-                    (mid, agent, self.rng.choice(self.times)))
-        return str(cur.fetchone()[0])
+                    (mid, agent, at))
+        sub = str(cur.fetchone()[0])
+        self.facts[sub] = (agent, ch, at)
+        return sub
 
     def score(self):
         s = self.rng.choice([0, 250, 400, 700, 1000, None])
         return self.rng.randrange(0, 1001) if s is None else s
 
     def batch(self, size):
-        """One transaction, one INSERT of `size` results (new and re-evaluations)."""
+        """One transaction, one INSERT of `size` results (new and re-evaluations). Half
+        the statements carry each result's agent, challenge and submission time, as the
+        worker's commit of first evaluations does (sql/006; the others are looked up)."""
         cur = self.db.cursor()
         rows = []
+        hints = self.with_hints and self.rng.random() < 0.5
         for _ in range(size):
             if self.subs and self.rng.random() < 0.3:
                 sub = self.rng.choice(self.subs)
@@ -81,11 +91,16 @@ class Load:
             self.seq[sub] = self.seq.get(sub, 0) + 1
             sc = self.score()
             res = "win" if sc >= 700 else "draw" if sc >= 400 else "loss"
-            rows.append(cur.mogrify("(%s, %s, 'deterministic', %s, %s, '{}', '[]', '[]', false, '{}', "
-                                    "'test', now(), now())", (sub, self.seq[sub], sc, res)).decode())
+            row = cur.mogrify("(%s, %s, 'deterministic', %s, %s, '{}', '[]', '[]', false, '{}', "
+                              "'test', now(), now()", (sub, self.seq[sub], sc, res)).decode()
+            if hints:
+                row += cur.mogrify(", %s::uuid, %s::uuid, %s::timestamptz", self.facts[sub]).decode()
+            rows.append(row + ")")
         cur.execute("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
                     "score_breakdown, submission_warnings, constraint_violations, verified, "
-                    "evaluation_log, worker_id, started_at, completed_at) VALUES " + ",".join(rows))
+                    "evaluation_log, worker_id, started_at, completed_at"
+                    + (", standings_agent_id, standings_challenge_id, standings_submitted_at"
+                       if hints else "") + ") VALUES " + ",".join(rows))
         self.db.commit()
 
     def run(self, ops):
@@ -199,7 +214,7 @@ def main():
             try:
                 wdb = psycopg2.connect(url)
                 wl = Load(wdb, random.Random(77), agents, chs)
-                wl.subs, wl.seq = list(load.subs), dict(load.seq)
+                wl.subs, wl.seq, wl.facts = list(load.subs), dict(load.seq), dict(load.facts)
                 while not stop.is_set():
                     wl.batch(rng.choice([1, 3]))
                 wdb.close()
@@ -276,7 +291,7 @@ def main():
         old_url = url.rsplit("/", 1)[0] + "/old"
         odb = apply_001(old_url)
         oagents, ochs = make_entities(odb, 30, 2, "old")
-        Load(odb, random.Random(5), oagents, ochs).run(900)
+        Load(odb, random.Random(5), oagents, ochs, with_hints=False).run(900)
         r = cli(old_url, "migrate")
         ok(r.returncode == 0 and "applied 002_standings" in r.stdout
            and "standings backfill: 30/30 agents (100%)" in r.stdout,

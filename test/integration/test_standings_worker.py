@@ -7,7 +7,9 @@ twice mid-run and restarted; meanwhile ground truths change and 240
 reevaluate jobs (elo keep and adjust, some submissions several times) are
 enqueued. When every job is done, `arbiter standings --check` must find no
 difference, the aggregates must equal the independent Python model computed
-from evaluation_results, and every submission was counted exactly once.
+from evaluation_results, and every submission was counted exactly once. The
+first results carry the exact agent, challenge and submission time the commit
+hands the standings trigger (sql/006_standings_commit_ids.sql).
 """
 import json
 import os
@@ -124,6 +126,19 @@ def main():
            [(k, got_p.get(k), want_p.get(k)) for k in want_p if got_p.get(k) != want_p.get(k)][:3])
         nseq = a.val("SELECT count(*) FROM evaluation_results WHERE eval_seq > 1")
         ok(nseq >= 200, "re-evaluations really happened (%d)" % nseq)
+        # The commit hands the trigger each first evaluation's agent, challenge and
+        # submission time (sql/006): exact copies; re-evaluations leave them NULL.
+        hints = a.q("SELECT r.eval_seq = 1, count(*), count(*) FILTER (WHERE "
+                    "r.standings_agent_id IS NOT DISTINCT FROM CASE WHEN r.eval_seq = 1 THEN s.agent_id END "
+                    "AND r.standings_challenge_id IS NOT DISTINCT FROM "
+                    "CASE WHEN r.eval_seq = 1 THEN m.challenge_id END "
+                    "AND r.standings_submitted_at IS NOT DISTINCT FROM "
+                    "CASE WHEN r.eval_seq = 1 THEN s.submitted_at END) "
+                    "FROM evaluation_results r JOIN submissions s ON s.id = r.submission_id "
+                    "JOIN matches m ON m.id = s.match_id GROUP BY 1 ORDER BY 1")
+        ok(len(hints) == 2 and all(n == good for _, n, good in hints),
+           "first results carry their submission's agent, challenge and submitted_at; "
+           "re-evaluations none (%r)" % hints)
         r = cli(url, "standings", "--check")
         ok(r.returncode == 0 and "0 differences" in r.stdout, "standings --check finds no difference",
            r.stdout[-3000:] + r.stderr)
