@@ -34,7 +34,7 @@
 #define CHUNK ((size_t)64 << 10)
 #define BIG ((size_t)16 << 10)          /* larger blocks are plain malloc */
 #define ALIGN 16
-#define KEEP_HOT 256                    /* free chunks kept as they are (16 MiB) */
+#define KEEP_HOT 64                     /* free chunks kept as they are (4 MiB) */
 #define OPEN (SIZE_MAX / 2)
 
 struct chunk {

@@ -243,6 +243,32 @@ static void test_reuse(void)
 	free(t);
 }
 
+/* More chunks at once than the free list keeps as they are: the rest give their pages back
+ * and are used again later (read as zero pages). */
+static void test_many_chunks(void)
+{
+	enum { NKEEP = 120 };
+	char *t = make_doc(5, 800, 0);   /* ~3 chunks of values */
+	json_t *want = load(t), *docs[NKEEP];
+	for (int i = 0; i < NKEEP; i++)
+		docs[i] = load_in_arena(t);
+	for (int i = 0; i < NKEEP; i++)
+		json_decref(docs[i]);
+	int bad = 0;
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < NKEEP; i++)
+			docs[i] = load_in_arena(t);
+		for (int i = 0; i < NKEEP; i++) {
+			bad += !json_equal(docs[i], want);
+			json_decref(docs[i]);
+		}
+	}
+	is_int(bad, 0, "120 documents of several chunks each, three times over: all read the same");
+	is_int((int)jarena_alive(), 0, "and no arena is left");
+	json_decref(want);
+	free(t);
+}
+
 int main(void)
 {
 	int rc = jarena_install();   /* before any other jansson call */
@@ -256,5 +282,6 @@ int main(void)
 	test_failed_parse();
 	test_threads();
 	test_reuse();
+	test_many_chunks();
 	return tap_done();
 }
