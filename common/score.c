@@ -1231,7 +1231,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	size_t nd = spec_ndims(s);
 	if (spec_evaluator(s) != SPEC_DETERMINISTIC && !ext) {
 		for (size_t i = 0; i < nd; i++)
-			if (spec_dim_external(s, i) && !spec_dim(s, i)->kind) {
+			if (spec_dim_external(s, i)) {
 				if (errlen)
 					snprintf(err, errlen, "the %s evaluator did not run (no external scores)",
 					         spec_evaluator_name(spec_evaluator(s)));
@@ -1275,7 +1275,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 			if (k == n) {
 				raw[i] = 0;
 				warn(c.warnings, "error", d->key, "dimension '%s': the %s evaluator gave no score "
-				     "for it", d->key, d->kind ? d->kind : spec_evaluator_name(spec_evaluator(s)));
+				     "for it", d->key, spec_evaluator_name(spec_evaluator(s)));
 			} else {
 				int v = ext->scores[k];
 				raw[i] = v < 0 ? 0 : v > 1000 ? 1000 : v;

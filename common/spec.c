@@ -106,8 +106,6 @@ static void dim_free(struct spec_dim *d)
 		dim_free(d->item);
 		free(d->item);
 	}
-	if (d->rule_free)
-		d->rule_free(d->rule);
 	for (size_t i = 0; i < d->nvars; i++) {
 		free(d->vars[i].name);
 		free(d->vars[i].text);
@@ -673,18 +671,6 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 	return 0;
 }
 
-/* Dimension kinds that are not primitives: a dimension holding the member `key` is parsed by
- * `parse`, which validates it (messages name the dimension and the rule), sets d->rule and
- * d->rule_free, and returns 0 or -1. The dimension is then scored outside this library and
- * its score arrives through struct score_ext. Add a kind with one line here (its parser in
- * its own module). */
-static const struct spec_kind {
-	const char *key;
-	int (*parse)(const json_t *dim, struct spec_dim *d, char *err, size_t errlen);
-} spec_kinds[] = {
-	{ NULL, NULL },   /* end */
-};
-
 static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_targets[],
                      char *err, size_t errlen)
 {
@@ -722,18 +708,6 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		return fail(err, errlen, "dimension '%s': weight %s is not in (0, 1]", d->key, nb);
 
 	const json_t *p = json_object_get(dim, "primitive");
-	for (const struct spec_kind *k = spec_kinds; k->key; k++) {
-		if (!json_object_get(dim, k->key))
-			continue;
-		if (p)
-			return fail(err, errlen, "dimension '%s': takes either primitive or %s, not both",
-			            d->key, k->key);
-		d->kind = k->key;
-		d->external = true;
-		if (k->parse(dim, d, err, errlen) < 0)
-			return -1;
-		goto gate;
-	}
 	if (p) {
 		if (!json_is_string(p))
 			return fail(err, errlen, "dimension '%s': primitive must be a string, not %s", d->key,
@@ -750,7 +724,6 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		            d->key, spec_evaluator_name(s->ev));
 	}
 
-gate:;
 	const json_t *g = json_object_get(dim, "gate");
 	if (g) {
 		if (!json_is_object(g))

@@ -91,10 +91,6 @@ struct spec_dim {
 	struct spec_dim *item; json_t *keys;     /* keyed_map nested primitive, listed keys */
 	bool has_gate; size_t gate_dim; double gate_above;
 	struct expr *gate_expr; uint32_t gate_deps;   /* gate {"expr": ...} over dimension keys */
-	/* A dimension kind that is not a primitive (see spec_kind in spec.c): its name, and the
-	 * rule its parser built (freed with rule_free). Such a dimension is external: the worker
-	 * scores it and passes the score in struct score_ext, like a test-suite dimension. */
-	const char *kind; void *rule; void (*rule_free)(void *rule);
 };
 const struct spec_dim *spec_dim(const struct spec *s, size_t i);
 /* Dimension indexes in an order where every gate target comes before the dimensions it gates. */

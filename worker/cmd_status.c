@@ -367,6 +367,10 @@ static PGresult *query(PGconn *pg, struct status *st, const char *sql)
 	return res;
 }
 
+/* Long on purpose: ONE read-only transaction runs the three queries in turn, each filling its
+ * part of *st with its own error path; split up, the connection and the transaction's state
+ * would have to travel between helpers, and the single exit that ends the transaction (for
+ * PgBouncer) would be harder to see. */
 static int pg_gather(const struct config *cfg, struct status *st)
 {
 	const char *kw[] = { "dbname", "connect_timeout", "application_name", NULL };

@@ -475,6 +475,8 @@ static char *default_worker_id(void)
 	return xstrdup(buf);
 }
 
+/* Long on purpose: the four sources are applied here in their order of precedence (defaults,
+ * the file, the environment, the flags), so the order can be read in one place. */
 int config_load(int argc, char **argv, struct config *out, char *err, size_t errlen)
 {
 	const char *file = getenv("ARBITER_CONFIG");

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 from services import Services  # noqa: E402
-from bench_worker import GT, SPEC, count_done, enqueue, seed  # noqa: E402
+from bench_worker import GT, SPEC, enqueue, seed, wait_done  # noqa: E402
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -65,14 +65,13 @@ def main():
                 db.commit()
                 t = time.time()
                 enqueue(r, ids)
-                while count_done(db, ids) < len(ids):
-                    time.sleep(0.05)
+                wait_done(r, db, ids)
                 print("round %d: %d evaluations, %.0f evaluations/s (history %d)" %
                       (rnd + 1, len(ids), len(ids) / (time.time() - t), (rnd + 1) * len(ids)))
                 # The workers' statements (not this script's polling or seeding).
                 cur.execute("SELECT total_exec_time, calls, left(regexp_replace(query, '\\s+', ' ', "
                             "'g'), 80) FROM pg_stat_statements WHERE toplevel AND query NOT LIKE "
-                            "'%%FROM submissions WHERE id = ANY(%%' AND query NOT LIKE 'INSERT INTO "
+                            "'/* bench poll */%%' AND query NOT LIKE 'SET LOCAL %%' AND query NOT LIKE 'INSERT INTO "
                             "matches%%' AND query NOT LIKE 'INSERT INTO submissions%%' AND query NOT "
                             "LIKE '%%pg_stat_statements%%' ORDER BY total_exec_time DESC LIMIT %s",
                             (args.top,))

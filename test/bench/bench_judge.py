@@ -52,7 +52,7 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from services import Services  # noqa: E402
-from bench_worker import GT, SPEC as DET_SPEC, count_done, cpu_secs, enqueue, hwm_kb, status_kb  # noqa: E402
+from bench_worker import GT, SPEC as DET_SPEC, cpu_secs, enqueue, hwm_kb, pending_ids, status_kb, wait_done  # noqa: E402
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -167,8 +167,7 @@ def run_phase(args, env, db, r, groups, name):
     w = subprocess.Popen([args.bin, "worker"], env=dict(env, ARBITER_WORKER_ID=name))
     t0 = time.time()
     every = [x for g in groups for x in g]
-    while count_done(db, every) < len(every) and time.time() - t0 < 600:
-        time.sleep(0.05)
+    wait_done(r, db, every, 600)
     rss = hwm_kb(w.pid) / 1024
     cpu = cpu_s(w.pid)
     w.send_signal(signal.SIGTERM)
@@ -221,6 +220,7 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
     jpos = dpos = 0
     ans0 = prov.answered
     det_done = False
+    det_left = list(dets)
 
     def judge_out():
         return len(used) - (prov.answered - ans0)
@@ -260,16 +260,15 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
             samples.append(prov.inflight)
         if dpos == len(dets) and time.time() - last_check >= 0.05:
             last_check = time.time()
-            det_done = count_done(db, dets) == len(dets)
+            det_left = pending_ids(db, det_left)
+            det_done = not det_left
         time.sleep(0.002)
     cpu, pg, me = cpu_s(w.pid) - cpu0, cpu_secs(pg_pid) - pg0, time.process_time() - me0
     wall, judged_n = time.time() - t0, prov.answered - ans_w
     n, span, rate = span_rate(db, dets)
     # let the judged jobs in the worker finish before the next measurement
     if used:
-        t1 = time.time()
-        while count_done(db, used) < len(used) and time.time() - t1 < 120:
-            time.sleep(0.05)
+        wait_done(None, db, used, 120)
     return rate, samples, cpu, n, span, used, wall, pg, judged_n, me
 
 

@@ -25,7 +25,9 @@ through Redis (exhausted: judge jobs wait while deterministic jobs flow); with
 two workers, the in-flight limit, the tokens-per-minute limit and the circuit
 breaker shared through Redis; judge jobs waiting on a slow provider leave the
 ARBITER_CONCURRENCY slots to other jobs; a provider over https behind a test CA
-(ARBITER_JUDGE_CA_FILE), and refused without it.
+(ARBITER_JUDGE_CA_FILE), and refused without it; http_proxy honoured and no_proxy
+bypassing it (a forward proxy on a loopback port); HTTP/2 spoken to a TLS front (nghttpx)
+that offers it.
 """
 import hashlib
 import json
@@ -170,6 +172,114 @@ def tls_provider(s, a, env):
             eq(w2.term(), 0, "untrusting worker exits 0")
         finally:
             tp.stop()
+
+
+def h2_provider(s, a, p, env):
+    """HTTP/2 when the server offers it: the provider behind nghttpx, a TLS front that
+    offers h2 by ALPN and tells the provider, in its Via header, which HTTP version the
+    client spoke ("2 nghttpx" for HTTP/2)."""
+    import shutil
+    import tempfile
+    from services import free_port
+    if not shutil.which("nghttpx"):
+        ok(True, "# SKIP HTTP/2: nghttpx is not installed (scripts/deps installs nghttp2-proxy)")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        ca, crt, key = test_ca(d)
+        port = free_port()
+        log = os.path.join(d, "nghttpx.log")
+        front = subprocess.Popen(["nghttpx", "--conf=/dev/null", "--no-ocsp", "--workers=1",
+                                  "--frontend=127.0.0.1,%d" % port,
+                                  "--backend=127.0.0.1,%d" % p.port, "--errorlog-file=" + log,
+                                  key, crt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            import socket
+            up = wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 20)
+            ok(up, "nghttpx listens in front of the provider")
+            c = a.challenge(spec(p, base_url="https://127.0.0.1:%d/v1" % port))
+            w = Worker(s, "judge-h2", env=dict(env, ARBITER_JUDGE_CA_FILE=ca))
+            n = p.count()
+            sid = run_one(a, c, {"work": {"quality": 57, "docs": 57}})
+            eq(result(a, sid) and result(a, sid)[0], 570, "judged through the HTTP/2 front", w.tail())
+            eq(p.count() - n, 1, "one request")
+            via = p.requests[-1]["headers"].get("Via") or ""
+            ok(via.startswith("2 "), "the worker spoke HTTP/2 to the front (Via: %s)" % via)
+            eq(w.term(), 0, "h2 worker exits 0")
+        finally:
+            front.terminate()
+            front.wait(10)
+
+
+class ForwardProxy:
+    """A plain-HTTP forward proxy on a loopback port (the absolute-URI form of RFC 9112),
+    recording every request it forwards: enough to show the worker's judge client
+    honours http_proxy / no_proxy."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                import http.client
+                from urllib.parse import urlsplit
+                u = urlsplit(self.path)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                seen.append(self.path)
+                hdrs = {k: v for k, v in self.headers.items()
+                        if k.lower() not in ("proxy-connection", "connection", "host")}
+                c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+                c.request("POST", u.path + ("?" + u.query if u.query else ""), body, hdrs)
+                resp = c.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                c.close()
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.srv.daemon_threads = True
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.srv.server_address[1]
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def proxied(s, a, p, ch, env):
+    """Proxies come from the environment: with http_proxy set the judge's request goes
+    through the proxy; with no_proxy naming the provider's host it goes direct."""
+    px = ForwardProxy()
+    try:
+        clean = {"https_proxy": "", "HTTPS_PROXY": "", "all_proxy": "", "ALL_PROXY": "",
+                 "no_proxy": "", "NO_PROXY": ""}
+        w = Worker(s, "judge-proxy", env=dict(env, http_proxy=px.url, **clean))
+        n = p.count()
+        # (answers no other part of this test sends: the verdict cache would answer them)
+        sid = run_one(a, ch, {"work": {"quality": 37, "docs": 37}})
+        eq(result(a, sid) and result(a, sid)[0], 370, "judged through the http_proxy", w.tail())
+        eq((len(px.seen), p.count() - n), (1, 1), "the provider's one request came through the proxy")
+        ok(px.seen and px.seen[0].startswith(p.url("openai")), "proxied URL is the provider's", px.seen)
+        eq(w.term(), 0, "proxied worker exits 0")
+        dead = "http://127.0.0.1:9"     # discard port: nothing listens, a proxied request would fail
+        w2 = Worker(s, "judge-noproxy", env=dict(env, **dict(clean, http_proxy=dead,
+                                                              no_proxy="127.0.0.1")))
+        sid2 = run_one(a, ch, {"work": {"quality": 47, "docs": 47}})
+        eq(result(a, sid2) and result(a, sid2)[0], 470, "no_proxy=127.0.0.1: judged directly",
+           w2.tail())
+        eq(len(px.seen), 1, "nothing more went to the first proxy")
+        eq(w2.term(), 0, "no_proxy worker exits 0")
+    finally:
+        px.stop()
 
 
 def judge_slots(s, a, p, ch, env):
@@ -617,6 +727,8 @@ def main():
             eq(a2.status(sb), "completed", "completed, not failed")
             eq(w3.term(), 0, "budget worker exits 0")
             tls_provider(s, a2, env)
+            proxied(s, a2, p, ch, env)
+            h2_provider(s, a2, p, env)
             judge_slots(s, a2, p, ch, env)
             sigkill_in_flight(s, a2, p, env)
             shared_limits(s, a2, p, ch, env)
