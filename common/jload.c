@@ -174,7 +174,20 @@ static int str_escaped(struct rd *r, const unsigned char *s, const unsigned char
 static int str(struct rd *r, const char **out, size_t *outlen)
 {
 	const unsigned char *s = r->p, *e = r->end, *q = s;
+	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
 	for (;;) {
+		/* 8 bytes at a time while none is a control character, '"', '\\' or non-ASCII: each
+		 * test flags a word that holds such a byte (never one that does not); the byte loop
+		 * then finds it. */
+		while ((size_t)(e - q) >= 8) {
+			uint64_t w;
+			memcpy(&w, q, 8);
+			uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+			if ((w | ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) |
+			     ((bslash - ones) & ~bslash)) & highs)
+				break;
+			q += 8;
+		}
 		while (q < e && *q >= 0x20 && *q != '"' && *q != '\\' && *q < 0x80)
 			q++;
 		if (q >= e || *q < 0x20)

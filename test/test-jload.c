@@ -383,10 +383,39 @@ static void test_digits_beyond_int(void)
 		close(fd);
 }
 
+/* Strings are scanned 8 bytes at a time: each byte that ends the fast scan (control
+ * characters, '"', '\\', non-ASCII, valid or not), and a harmless one (DEL), at every position
+ * of a 40-byte string, with the string at every offset of its buffer, in exact-length buffers. */
+static void test_string_bytes_everywhere(void)
+{
+	static const char *const special[] = { "\x01", "\x1f", "\t", "\x7f", "\"", "\\n", "\\u00e9",
+	                                        "\\\"", "\xc3\xa9", "\xe2\x82\xac", "\x80", "\xff",
+	                                        "\xf0\x9f\x98\x80", "\xc3" };
+	static const char base[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn";
+	int diff = 0, runs = 0, read = 0;
+	for (size_t sp = 0; sp < sizeof special / sizeof special[0]; sp++) {
+		for (size_t pos = 0; pos <= 40; pos++) {
+			for (size_t lead = 0; lead < 8; lead++, runs++) {
+				struct strbuf sb = { 0 };
+				strbuf_addf(&sb, "[%.*s\"%.*s%s%s\"]", (int)lead, "        ", (int)pos, base,
+				            special[sp], base + pos);
+				bool left;
+				int r = check_exact(sb.buf, sb.len, &left);
+				read += r > 0;
+				if (r < 0 && diff++ < 5)
+					diag("differs from jansson: %s", tap_flat(sb.buf));
+				strbuf_free(&sb);
+			}
+		}
+	}
+	is_int(diff, 0, "a special byte at every position of a string (%d texts, %d read)", runs, read);
+}
+
 int main(void)
 {
 	test_table();
 	test_random();
+	test_string_bytes_everywhere();
 	test_decimal_comma_locale();
 	test_digits_beyond_int();
 	return tap_done();

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "jarena.h"
 #include "version.h"
 
 struct command {
@@ -51,6 +52,9 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+	/* jansson's allocator, before any thread or jansson call: answers are read into arenas
+	 * (worker/worker.c load_input); without the address range, plain malloc. */
+	jarena_install();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

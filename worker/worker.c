@@ -39,6 +39,7 @@
 #include "judge.h"
 #include "http.h"
 #include "isotime.h"
+#include "jarena.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -156,7 +157,11 @@ static json_t *load_input(struct job_row *r, const char *what, const char *text,
                           json_t *fallback)
 {
 	json_error_t jerr;
+	/* The document's values in one arena (common/jarena.h): freed together, not one by one;
+	 * it lives until the last of them is freed, wherever that happens. */
+	struct jarena *a = jarena_begin();
 	json_t *v = job_json_load(text, len, &jerr);
+	jarena_end(a);
 	if (v) {
 		json_decref(fallback);
 		return v;

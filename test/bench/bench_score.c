@@ -2,7 +2,8 @@
  * Benchmark of the deterministic scorer as the worker uses it: one
  * 4-dimension spec (exact_match_ratio, numeric_tolerance with linear decay,
  * set_overlap, time_decay) parsed once; per evaluation the answer is parsed
- * from its JSON text as the worker reads it (jload, jansson for what it leaves),
+ * from its JSON text as the worker reads it (jload, jansson for what it leaves, the values in
+ * an arena: common/jarena.h),
  * scored with score_eval, printed with score_result_dumps, and everything freed.
  * 64 distinct answers rotate. Prints evaluations per second (single thread) and
  * per CPU second, and exits 1 below the 100,000/s target per CPU second (this
@@ -11,6 +12,7 @@
  * Usage: bench-score [seconds, default 2] [--no-check]
  */
 #include "isotime.h"
+#include "jarena.h"
 #include "jload.h"
 #include "score.h"
 #include "spec.h"
@@ -55,6 +57,7 @@ static double cpu_now(void)
 
 int main(int argc, char **argv)
 {
+	jarena_install();   /* as the worker does, before any jansson call */
 	double secs = 2.0;
 	int check = 1;
 	for (int i = 1; i < argc; i++) {
@@ -99,9 +102,11 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 1000; k++, n++) {
 			const char *text = answers[n % NANS];
 			json_error_t je;
+			struct jarena *ar = jarena_begin();
 			json_t *a = jload(text, strlen(text));
 			if (!a)
 				a = json_loadb(text, strlen(text), JSON_DECODE_ANY, &je);
+			jarena_end(ar);
 			struct score_result r;
 			if (!a || score_eval(s, a, NULL, gt, &m, NULL, NULL, &r, err, sizeof err) < 0) {
 				fprintf(stderr, "evaluation failed\n");
