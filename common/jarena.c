@@ -181,6 +181,11 @@ int jarena_install(void)
 #endif
 }
 
+struct jarena *jarena_begin_for(size_t len)
+{
+	return len >= JARENA_MIN_DOC ? jarena_begin() : NULL;
+}
+
 struct jarena *jarena_begin(void)
 {
 	if (!g_base || t_cur)

@@ -269,6 +269,17 @@ static void test_many_chunks(void)
 	free(t);
 }
 
+/* Small documents are read without an arena (memory held per document in flight). */
+static void test_min_doc(bool on)
+{
+	ok(jarena_begin_for(JARENA_MIN_DOC - 1) == NULL, "a document under JARENA_MIN_DOC bytes: no arena");
+	is_int((int)jarena_alive(), 0, "none opened");
+	struct jarena *a = jarena_begin_for(JARENA_MIN_DOC);
+	ok(on ? a != NULL : a == NULL, "a document of JARENA_MIN_DOC bytes: an arena (when on)");
+	jarena_end(a);
+	is_int((int)jarena_alive(), 0, "an arena that allocated nothing ends with its window");
+}
+
 int main(void)
 {
 	int rc = jarena_install();   /* before any other jansson call */
@@ -283,5 +294,6 @@ int main(void)
 	test_threads();
 	test_reuse();
 	test_many_chunks();
+	test_min_doc(on);
 	return tap_done();
 }

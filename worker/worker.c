@@ -157,9 +157,9 @@ static json_t *load_input(struct job_row *r, const char *what, const char *text,
                           json_t *fallback)
 {
 	json_error_t jerr;
-	/* The document's values in one arena (common/jarena.h): freed together, not one by one;
-	 * it lives until the last of them is freed, wherever that happens. */
-	struct jarena *a = jarena_begin();
+	/* A large document's values in one arena (common/jarena.h): freed together, not one by
+	 * one; it lives until the last of them is freed, wherever that happens. */
+	struct jarena *a = jarena_begin_for(len);
 	json_t *v = job_json_load(text, len, &jerr);
 	jarena_end(a);
 	if (v) {

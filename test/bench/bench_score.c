@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 1000; k++, n++) {
 			const char *text = answers[n % NANS];
 			json_error_t je;
-			struct jarena *ar = jarena_begin();
+			struct jarena *ar = jarena_begin_for(strlen(text));   /* as the worker */
 			json_t *a = jload(text, strlen(text));
 			if (!a)
 				a = json_loadb(text, strlen(text), JSON_DECODE_ANY, &je);

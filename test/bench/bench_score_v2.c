@@ -78,7 +78,7 @@ static json_t *load_plain(const char *t)
 /* The answer read as the worker reads it (worker/worker.c load_input): in an arena. */
 static json_t *load_answer(const char *t)
 {
-	struct jarena *a = jarena_begin();
+	struct jarena *a = jarena_begin_for(strlen(t));
 	json_t *v = load_plain(t);
 	jarena_end(a);
 	return v;
