@@ -209,7 +209,7 @@ static const char SQL_NO_STATEMENT_TIMEOUT[] =
  * made while a table was small, a plan could scan it whole (matches, evaluation_results) and
  * keep doing so as the history grew. Transaction-scoped (PgBouncer's transaction pooling
  * sees no session state). test/integration/test_commit_plans.py checks the plans. */
-static const char SQL_KEYED_PLANS[] =
+const char SQL_KEYED_PLANS[] =
 	"SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true), "
 	"set_config('enable_mergejoin', 'off', true)";
 static const char SQL_BEGIN[] = "BEGIN";

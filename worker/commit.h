@@ -18,4 +18,10 @@ void commit_flush(struct worker *w);
  * connection (pgc_pool_prepare). */
 void commit_prepare(struct pgc_pool *p);
 
+/* Run right after BEGIN by a transaction whose prepared statements reach their rows by key
+ * (the ids of a batch): makes every plan of theirs keyed nested loops, whatever the
+ * statistics said when it was made (no sequential scans, hash or merge joins), for this
+ * transaction only. Used by the commit and by the worker's load of a batch. */
+extern const char SQL_KEYED_PLANS[];
+
 #endif

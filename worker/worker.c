@@ -115,19 +115,36 @@ static void restart(struct worker *w, struct job *j)
 #define SQL_MS(col) "floor(LEAST(GREATEST(extract(epoch FROM " col "), -9e12), 9e12) * 1000)::int8"
 
 /* One row per submission, times as Unix ms; the challenge texts come from the
- * second statement, once per distinct challenge of the batch. */
+ * second statement, once per distinct challenge of the batch.
+ *
+ * Both are prepared once per connection, and PostgreSQL keeps the generic plan it made
+ * with the statistics of that moment. Written as joins on `s.id = ANY($1)`, a plan made
+ * while the tables were small read every match (a sequential scan under a hash join) or
+ * every submission (a whole index, filtered) on each batch, so loading grew with the
+ * history (test_commit_plans). So each id is looked up on its own, by its primary key: a
+ * LATERAL subquery with OFFSET 0 is not flattened into the join, so it runs once per id
+ * with the id as its key; and both statements run in one pipelined transaction after
+ * SQL_KEYED_PLANS (commit.h), so that no plan of theirs scans a table whole. */
+#define SQL_LOAD_ROWS(cols_s, cols_m) \
+	"FROM (SELECT DISTINCT u.id FROM unnest($1::uuid[]) AS u(id)) u " \
+	"CROSS JOIN LATERAL (SELECT " cols_s " FROM submissions x WHERE x.id = u.id OFFSET 0) s " \
+	"CROSS JOIN LATERAL (SELECT " cols_m " FROM matches x WHERE x.id = s.match_id OFFSET 0) m "
 static const char SQL_LOAD[] =
 	"SELECT s.id, s.status, s.agent_id, s.match_id, host(s.source_ip), s.answer::text, "
 	"s.metadata::text, " SQL_MS("s.submitted_at") ", s.attempts, "
 	"m.agent_id, m.status, " SQL_MS("m.started_at") ", "
 	SQL_MS("m.expires_at") ", s.submitted_at > m.expires_at, "
 	"m.attempt_number, m.memoryless, m.challenge_id, c.difficulty, c.rating, c.time_limit_secs "
-	"FROM submissions s JOIN matches m ON m.id = s.match_id "
-	"JOIN challenges c ON c.id = m.challenge_id WHERE s.id = ANY($1::uuid[])";
+	SQL_LOAD_ROWS("x.id, x.status, x.agent_id, x.match_id, x.source_ip, x.answer, x.metadata, "
+	              "x.submitted_at, x.attempts",
+	              "x.agent_id, x.status, x.started_at, x.expires_at, x.attempt_number, "
+	              "x.memoryless, x.challenge_id")
+	"CROSS JOIN LATERAL (SELECT x.difficulty, x.rating, x.time_limit_secs FROM challenges x "
+	"WHERE x.id = m.challenge_id OFFSET 0) c";
 static const char SQL_LOAD_CHALLENGES[] =
 	"SELECT c.id, c.scoring_spec::text, c.ground_truth::text FROM challenges c "
-	"WHERE c.id IN (SELECT m.challenge_id FROM submissions s JOIN matches m ON m.id = s.match_id "
-	"WHERE s.id = ANY($1::uuid[]))";
+	"WHERE c.id IN (SELECT m.challenge_id "
+	SQL_LOAD_ROWS("x.match_id", "x.challenge_id") ")";
 
 struct lbatch {
 	struct worker *w;
@@ -263,7 +280,7 @@ static void on_load(const struct pgc_result *r, void *data)
 		return;
 	}
 
-	PGresult *rows = r->res[0], *chs = r->res[1];
+	PGresult *rows = r->res[2], *chs = r->res[3];   /* BEGIN, plans, rows, challenges, COMMIT */
 	int nrows = PQntuples(rows), nch = PQntuples(chs);
 	struct spec_entry **ents = xcalloc((size_t)nch + 1, sizeof *ents);
 	for (int c = 0; c < nch; c++)
@@ -332,12 +349,15 @@ static void flush_loads(struct worker *w)
 		}
 		strbuf_addlit(&arr, "}");
 		const char *params[] = { arr.buf };
-		struct pgc_stmt st[2] = {
+		struct pgc_stmt st[] = {
+			{ "BEGIN", 0, NULL },
+			{ SQL_KEYED_PLANS, 0, NULL },
 			{ SQL_LOAD, 1, params },
 			{ SQL_LOAD_CHALLENGES, 1, params },
+			{ "COMMIT", 0, NULL },
 		};
 		w->loads_inflight++;
-		int rc = pgc_run(w->pg, st, 2, on_load, b);
+		int rc = pgc_run(w->pg, st, (int)(sizeof st / sizeof st[0]), on_load, b);
 		strbuf_free(&arr);
 		if (rc < 0) {
 			w->loads_inflight--;

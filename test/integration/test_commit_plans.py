@@ -11,7 +11,10 @@ same worker commits a second batch with auto_explain logging every top-level
 plan with its row counts. The submissions' lock statement must probe
 evaluation_results per submission (a few rows per loop), never read the
 history: with EXISTS the planner could keep its hashed form, which reads every
-first result on each commit (worker/commit.c, SQL_LOCK_SUBS).
+first result on each commit (worker/commit.c, SQL_LOCK_SUBS). The same holds
+for the statements that load a batch's submissions and their challenges
+(worker/worker.c, SQL_LOAD and SQL_LOAD_CHALLENGES): planned on small tables
+they hash-joined a sequential scan of all matches, on every batch.
 """
 import os
 
@@ -41,6 +44,7 @@ def main():
             a.q("ALTER DATABASE arbiter SET auto_explain.%s = '%s'" % (k, v))
         a.q("ALTER TABLE evaluation_results SET (autovacuum_enabled = false)")
         a.q("ALTER TABLE submissions SET (autovacuum_enabled = false)")
+        a.q("ALTER TABLE matches SET (autovacuum_enabled = false)")
         agents = [a.agent() for _ in range(4)]
         ch = a.challenge(SPEC_X, {"x": 1})
         first = bulk(a, agents, ch, 4, enqueue=False)
@@ -52,6 +56,7 @@ def main():
         a.q("UPDATE submissions SET status = 'completed' WHERE id = ANY(%s::uuid[])", first)
         a.q("ANALYZE evaluation_results")
         a.q("ANALYZE submissions")
+        a.q("ANALYZE matches")
 
         w = Worker(s, env={"ARBITER_BATCH_MAX": "8"})
         # Small batches, one at a time: more than five executions of each statement, so
@@ -90,6 +95,16 @@ def main():
             ok(seen and worst <= 8,
                "its scans of %s read at most a few rows per loop, not the history of %d "
                "(%d scans, worst %d)" % (rel, HISTORY, len(seen), worst))
+        plans = auto_explain_plans(text)
+        for name, marker in (("load", "s.answer::text"), ("challenges' load", "c.scoring_spec::text")):
+            load = [p.get("Plan", {}) for p in plans if marker in p.get("Query Text", "")]
+            ok(load, "auto_explain logged the %s statement (%d plans)" % (name, len(load)))
+            for rel in ("matches", "submissions"):
+                seen = [n for p in load for n in reads(p, rel, [])]
+                worst = max(seen, default=0)
+                ok(seen and worst <= 8,
+                   "the %s statement's scans of %s read at most a few rows per loop, not the "
+                   "%d of the history (%d scans, worst %d)" % (name, rel, HISTORY, len(seen), worst))
         a.close()
     return done()
 
