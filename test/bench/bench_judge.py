@@ -29,11 +29,15 @@ once. Phases, each from a preloaded backlog with one fresh worker
    median ratio, and the worker's RSS (peak VmHWM, and VmRSS at the end).
    (The old "mixed" phase enqueued the judged backlog in front of the
    deterministic one: it measured their wait in the stream, not interference.)
+   With --det-rate R the deterministic jobs are offered at R per second instead
+   (as API servers would send them), and each round also reports their latency
+   (enqueue to commit, p50 and p99) alone and under the judge load: whether
+   deterministic jobs keep the rate they are offered while the judge runs.
 
 Usage: bench_judge.py --bin build/worker/arbiter [--judged N] [--det N]
        [--delay S] [--concurrency C] [--rounds R] [--det-batch N] [--judge-target N]
        [--judged-pool N (phase 3's judged submissions, default 20000 per round)]
-       [--skip-alone (phase 3 only)] [--rounds 0 (phases 1 and 2 only)]
+       [--skip-alone (phase 3 only)] [--rounds 0 (phases 1 and 2 only)] [--det-rate R]
        (C default 512: the issue's >= 500 in flight; judge jobs waiting for a verdict
        have their own C slots, so up to 2 C jobs are resident)
 """
@@ -143,6 +147,16 @@ def seed(db, n, agents, challenge, judged):
     return ids
 
 
+def latencies(db, sent):
+    """Enqueue -> commit (completed_at) in ms of the ids in sent (id -> enqueue time)."""
+    cur = db.cursor()
+    cur.execute("SELECT submission_id::text, extract(epoch from completed_at) FROM "
+                "evaluation_results WHERE submission_id = ANY(%s::uuid[])", (list(sent),))
+    out = [(float(c) - sent[s]) * 1000 for s, c in cur.fetchall()]
+    db.commit()
+    return out
+
+
 def span_rate(db, ids):
     cur = db.cursor()
     cur.execute("SELECT extract(epoch from max(completed_at) - min(started_at)), count(*) "
@@ -242,6 +256,7 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
                 add_judged(k)
             time.sleep(0.005)
     samples = []
+    sent = {}
     cpu0, pg0, ans_w, me0 = cpu_s(w.pid), cpu_secs(pg_pid), prov.answered, time.process_time()
     t0 = last_check = time.time()
     while not det_done and time.time() - t0 < 300:
@@ -252,9 +267,14 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
             if k > 0:
                 add_judged(k)
         det_out = backlog - max(jo, 0)
-        k = min(args.concurrency - det_out, 256, len(dets) - dpos)
+        if args.det_rate:
+            k = min(int((time.time() - t0) * args.det_rate) + 1 - dpos, 256, len(dets) - dpos)
+        else:
+            k = min(args.concurrency - det_out, 256, len(dets) - dpos)
         if k > 0:
+            now = time.time()
             enqueue(r, dets[dpos:dpos + k])
+            sent.update((x, now) for x in dets[dpos:dpos + k])
             dpos += k
         if dpos:
             samples.append(prov.inflight)
@@ -266,10 +286,11 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
     cpu, pg, me = cpu_s(w.pid) - cpu0, cpu_secs(pg_pid) - pg0, time.process_time() - me0
     wall, judged_n = time.time() - t0, prov.answered - ans_w
     n, span, rate = span_rate(db, dets)
+    lat = latencies(db, sent)
     # let the judged jobs in the worker finish before the next measurement
     if used:
         wait_done(None, db, used, 120)
-    return rate, samples, cpu, n, span, used, wall, pg, judged_n, me
+    return rate, samples, cpu, n, span, used, wall, pg, judged_n, me, lat
 
 
 def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
@@ -286,10 +307,10 @@ def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
             for cond in (("alone", "loaded") if i % 2 == 0 else ("loaded", "alone")):  # i from 0
                 ids = dets.pop()
                 pool = judged[jpos:] if cond == "loaded" else None
-                rate, samples, cpu, n, span, used, wall, pg, jn, me = feed_round(
+                rate, samples, cpu, n, span, used, wall, pg, jn, me, lat = feed_round(
                     args, db, r, prov, ids, pool, w, pg_pid)
                 jpos += len(used)
-                res[cond] = (rate, samples, cpu, n, span, len(used), wall, pg, jn, me)
+                res[cond] = (rate, samples, cpu, n, span, len(used), wall, pg, jn, me, lat)
             ra, rl = res["alone"][0], res["loaded"][0]
             fl = res["loaded"][1]
             ratios.append(rl / ra if ra else 0)
@@ -307,6 +328,11 @@ def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
                    100 * lo[2] / lo[6], lo[8], lo[8] / lo[6], 1000 * pg_jud, pg_j[-1],
                    100 * lo[9] / lo[6], 100 * lo[7] / lo[6], flights[-1], pct(fl, 0.1)),
                   flush=True)
+            if args.det_rate:
+                print("round %d: deterministic jobs offered at %.0f/s: latency (enqueue to commit) "
+                      "alone p50 %.1f ms p99 %.1f ms; with the judge load p50 %.1f ms p99 %.1f ms"
+                      % (i + 1, args.det_rate, pct(al[10], 0.5), pct(al[10], 0.99),
+                         pct(lo[10], 0.5), pct(lo[10], 0.99)), flush=True)
         print("interleaved: median ratio deterministic with the judge load / alone "
               "= %.2f over %d rounds (min %.2f, max %.2f); worker peak RSS %.1f MB, RSS at the end "
               "%.1f MB; median provider requests in flight while deterministic jobs ran %d; "
@@ -331,6 +357,9 @@ def main():
     ap.add_argument("--concurrency", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--det-batch", type=int, default=3000)
+    ap.add_argument("--det-rate", type=float, default=0,
+                    help="phase 3: offer the deterministic jobs at this rate (jobs/s) instead of "
+                         "as fast as the worker takes them")
     ap.add_argument("--judge-target", type=int, default=1000)
     ap.add_argument("--judged-pool", type=int, default=0)
     ap.add_argument("--skip-alone", action="store_true")
