@@ -65,12 +65,11 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from services import Services  # noqa: E402
-from bench_worker import count_done, cpu_secs, enqueue, hwm_kb, seed  # noqa: E402  (one copy of these helpers)
+from bench_worker import add_agents, add_challenge, count_done, cpu_secs, enqueue, hwm_kb, seed  # noqa: E402  (one copy of these helpers)
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -453,13 +452,8 @@ def main():
             db = psycopg2.connect(svc.database_url)
             r = redis.Redis.from_url(svc.redis_url)
             cur = db.cursor()
-            agents = [str(uuid.uuid4()) for _ in range(AGENTS)]
-            psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
-                                           [(a, "agent-%d" % i) for i, a in enumerate(agents)])
-            challenge = str(uuid.uuid4())
-            cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
-                        "time_limit_secs) VALUES (%s,'bench','contender',%s,%s,300)",
-                        (challenge, json.dumps(SPEC), json.dumps(GT)))
+            agents = add_agents(cur, AGENTS)
+            challenge = add_challenge(cur, SPEC, GT)
             cur.execute("CREATE TABLE bench_batches (b int PRIMARY KEY, rows text, sub_ids text, "
                         "agent_ids text, agents text)")
             cur.execute("CREATE SEQUENCE bench_batch_seq")

@@ -11,21 +11,18 @@ per evaluation; a statement whose time grows round after round reads the history
 Usage: bench_history.py --bin build/worker/arbiter [--rounds 5] [--jobs 8000] [--top 4]
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
-import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 from services import Services  # noqa: E402
-from bench_worker import GT, SPEC, enqueue, seed, wait_done  # noqa: E402
+from bench_worker import add_agents, add_challenge, enqueue, seed, wait_done  # noqa: E402
 
 import psycopg2  # noqa: E402
-import psycopg2.extras  # noqa: E402
 import redis  # noqa: E402
 
 
@@ -48,13 +45,8 @@ def main():
         db = psycopg2.connect(svc.database_url)
         r = redis.Redis.from_url(svc.redis_url)
         cur = db.cursor()
-        agents = [str(uuid.uuid4()) for _ in range(200)]
-        psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
-                                       [(a, "agent-%d" % i) for i, a in enumerate(agents)])
-        challenge = str(uuid.uuid4())
-        cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
-                    "time_limit_secs) VALUES (%s,'bench','contender',%s,%s,300)",
-                    (challenge, json.dumps(SPEC), json.dumps(GT)))
+        agents = add_agents(cur, 200)
+        challenge = add_challenge(cur)
         cur.execute("CREATE EXTENSION pg_stat_statements")
         if args.no_standings:
             cur.execute("ALTER TABLE evaluation_results DISABLE TRIGGER evaluation_results_standings")

@@ -56,7 +56,7 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from services import Services  # noqa: E402
-from bench_worker import GT, SPEC as DET_SPEC, cpu_secs, enqueue, hwm_kb, pending_ids, status_kb, wait_done  # noqa: E402
+from bench_worker import GT, SPEC as DET_SPEC, add_agents, cpu_secs, enqueue, hwm_kb, pending_ids, status_kb, wait_done  # noqa: E402
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -377,9 +377,7 @@ def main():
         db = psycopg2.connect(svc.database_url)
         r = redis.Redis.from_url(svc.redis_url)
         cur = db.cursor()
-        agents = [str(uuid.uuid4()) for _ in range(200)]
-        psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
-                                       [(a, "agent-%d" % i) for i, a in enumerate(agents)])
+        agents = add_agents(cur, 200)
         det, jud = str(uuid.uuid4()), str(uuid.uuid4())
         for cid, slug, spec in ((det, "det", DET_SPEC), (jud, "judged", judge_spec(prov.port))):
             cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "

@@ -121,6 +121,23 @@ def pending_ids(db, ids):
     return left
 
 
+def add_agents(cur, n):
+    """Inserts n agents (agent-0 ...); returns their ids."""
+    agents = [str(uuid.uuid4()) for _ in range(n)]
+    psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
+                                   [(a, "agent-%d" % i) for i, a in enumerate(agents)])
+    return agents
+
+
+def add_challenge(cur, spec=None, gt=None, slug="bench"):
+    """Inserts a challenge (default: the 4-dimension SPEC and its GT); returns its id."""
+    challenge = str(uuid.uuid4())
+    cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
+                "time_limit_secs) VALUES (%s,%s,'contender',%s,%s,300)",
+                (challenge, slug, json.dumps(spec or SPEC), json.dumps(gt or GT)))
+    return challenge
+
+
 def count_done(db, ids):
     """How many of `ids` are final (completed, rejected or failed)."""
     return len(ids) - len(pending_ids(db, ids))
@@ -226,13 +243,8 @@ def main():
         db = psycopg2.connect(svc.database_url)
         r = redis.Redis.from_url(svc.redis_url)
         cur = db.cursor()
-        agents = [str(uuid.uuid4()) for _ in range(200)]
-        psycopg2.extras.execute_values(cur, "INSERT INTO agents (id, name) VALUES %s",
-                                       [(a, "agent-%d" % i) for i, a in enumerate(agents)])
-        challenge = str(uuid.uuid4())
-        cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
-                    "time_limit_secs) VALUES (%s,'bench','contender',%s,%s,300)",
-                    (challenge, json.dumps(SPEC), json.dumps(GT)))
+        agents = add_agents(cur, 200)
+        challenge = add_challenge(cur)
         db.commit()
 
         # Phase 1: preloaded backlog.
