@@ -518,6 +518,19 @@ static int numtol_big(const json_t *got, const json_t *want, const struct dec_nu
 	return lo;
 }
 
+int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
+                               const struct dec_num *tol, bool linear)
+{
+	struct dec_num a;
+	struct frac f;
+	dec_num_from_json(got, &a);
+	element_fraction(&a, wd, tol, linear, &f);
+	if (f.exact)
+		return prim_permille_ratio(f.p, f.q);
+	int r = numtol_big(got, want, tol, linear);
+	return r >= 0 ? r : prim_permille_double(f.ld);
+}
+
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
                            bool linear, int *nbad, struct prim_err *err)
 {
@@ -529,14 +542,8 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 			set_err(err, 0, "submitted value is %s, not a number", jcanon_type_name(got));
 			return PRIM_BAD;
 		}
-		struct frac f;
-		dec_num_from_json(got, &a);
 		dec_num_from_json(want, &b);
-		element_fraction(&a, &b, tol, linear, &f);
-		if (f.exact)
-			return prim_permille_ratio(f.p, f.q);
-		int r = numtol_big(got, want, tol, linear);
-		return r >= 0 ? r : prim_permille_double(f.ld);
+		return prim_numeric_tolerance_num(got, want, &b, tol, linear);
 	}
 	if (!json_is_array(want)) {
 		set_err(err, 1, "ground-truth value is %s, not a number or an array", jcanon_type_name(want));

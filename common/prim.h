@@ -80,6 +80,10 @@ int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_er
  * when the exponents are too far apart. PRIM_BAD on type mismatch (err filled). */
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
                            bool linear, int *nbad, struct prim_err *err);
+/* The scalar case of prim_numeric_tolerance (both numbers) with want's exact decimal wd
+ * (dec_num_from_json of want) already at hand. */
+int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
+                               const struct dec_num *tol, bool linear);
 /* Both strings: fuzzy_score(). PRIM_BAD if not strings or invalid UTF-8. */
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err);
 /* Both arrays, items as canonical JSON, sets (duplicates count once):

@@ -161,6 +161,8 @@ int main(int argc, char **argv)
 	char *gt_text = make_doc(0, true);
 	json_t *gt = json_loads(gt_text, 0, NULL);
 	json_t *meta = json_pack("{s:i, s:i}", "api_calls", 25, "retries", 1);
+	/* The ground truth's side prepared once, as the worker's spec cache does. */
+	struct score_prep *prep = score_prepare(s, gt);
 	enum { NANS = 16 };
 	char *answers[NANS];
 	for (int i = 0; i < NANS; i++)
@@ -175,7 +177,7 @@ int main(int argc, char **argv)
 			struct score_result r;
 			struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false,
 			                            strlen(answers[n % NANS]) + strlen(gt_text) + 64 };
-			if (!a || score_eval(s, a, meta, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0) {
+			if (!a || score_eval_prepared(prep, a, meta, NULL, NULL, &lim, &r, err, sizeof err) < 0) {
 				fprintf(stderr, "evaluation failed\n");
 				return 2;
 			}
@@ -205,7 +207,8 @@ int main(int argc, char **argv)
 			struct score_result r;
 			struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false,
 			                            strlen(answers[n2 % NANS]) + strlen(gt_text) + 64 };
-			if (score_eval(s, parsed[n2 % NANS], meta, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0)
+			if (score_eval_prepared(prep, parsed[n2 % NANS], meta, NULL, NULL, &lim, &r, err,
+			                        sizeof err) < 0)
 				return 2;
 			char *out = score_result_dumps(&r);
 			free(out);
@@ -327,6 +330,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NANS; i++)
 		free(answers[i]);
 	free(gt_text);
+	score_prep_free(prep);
 	json_decref(gt);
 	json_decref(meta);
 	spec_free(s);
