@@ -764,6 +764,10 @@ struct prep_dim {
 	size_t n;                      /* expected elements (match_objects) or keys (keyed_map) */
 	size_t nk; struct okey *keys;  /* match_objects: the keyed elements, sorted like okey_sort */
 	struct strbuf kb;              /* match_objects: their text keys */
+	/* match_objects: a hash index of the distinct keys (open addressing: 1 + the sorted
+	 * position of each key's first element, 0 empty; at most half full, no run of filled
+	 * slots longer than OKEY_RUN_MAX), or NULL (then keys are binary-searched). */
+	uint32_t *slot; size_t mask;
 	const char **names;            /* keyed_map: the key of each entry */
 	struct pval *vals;             /* n × nfields (match_objects) or n (keyed_map) */
 };
@@ -824,9 +828,23 @@ static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, cons
 	return r;
 }
 
-/* The first of keys[0..n) (sorted) equal to the key (k, len) and its hash h, or n. */
-static size_t okey_find(const struct okey *keys, size_t n, uint64_t h, const char *k, size_t len)
+/* The longest run of filled slots a prepared hash index may have: a lookup reads at most this
+ * many slots plus one, whatever key it is given. */
+#define OKEY_RUN_MAX 32
+
+/* The first of keys[0..n) (sorted) equal to the key (k, len) and its hash h, or n; through the
+ * hash index slot/mask when there is one. */
+static size_t okey_find(const struct okey *keys, size_t n, const uint32_t *slot, size_t mask,
+                        uint64_t h, const char *k, size_t len)
 {
+	if (slot) {
+		for (size_t i = (size_t)h & mask; slot[i]; i = (i + 1) & mask) {
+			const struct okey *x = &keys[slot[i] - 1];
+			if (x->h == h && okey_same(x, k, len))
+				return slot[i] - 1;
+		}
+		return n;
+	}
 	size_t lo = hash_lower_bound(keys, n, h);
 	if (lo < n && keys[lo].h == h && !okey_same(&keys[lo], k, len)) {
 		/* another key with the same hash sorts first: search the run by text */
@@ -877,7 +895,8 @@ static size_t key_items(const struct spec_dim *d, const json_t *arr, struct strb
  * taken hold one side's sorted keys and per-group counts; the other side is keyed one
  * element at a time. */
 static size_t pair_up(const struct spec_dim *d, const json_t *probe_arr, const struct okey *keys,
-                      size_t nk, size_t *taken, bool probe_is_expected, size_t *pair)
+                      size_t nk, const uint32_t *slot, size_t mask, size_t *taken,
+                      bool probe_is_expected, size_t *pair)
 {
 	struct strbuf kb = { 0 };
 	size_t matched = 0, np = json_array_size(probe_arr);
@@ -890,7 +909,7 @@ static size_t pair_up(const struct spec_dim *d, const json_t *probe_arr, const s
 			continue;
 		if (!kt)
 			kt = kb.buf;
-		size_t first = okey_find(keys, nk, key_hash(kt, kl & ~OKEY_PLAIN), kt, kl);
+		size_t first = okey_find(keys, nk, slot, mask, key_hash(kt, kl & ~OKEY_PLAIN), kt, kl);
 		if (first >= nk)
 			continue;
 		/* taken[first]: how many of the equal keys starting at first are paired already
@@ -924,14 +943,14 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		pair[j] = SIZE_MAX;
 	if (pd) {   /* expected keys prepared: key each submitted element and look it up */
 		size_t *taken = xcalloc(pd->nk ? pd->nk : 1, sizeof *taken);
-		matched = pair_up(d, got, pd->keys, pd->nk, taken, false, pair);
+		matched = pair_up(d, got, pd->keys, pd->nk, pd->slot, pd->mask, taken, false, pair);
 		free(taken);
 	} else {
 		struct strbuf sb = { 0 };
 		struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
 		size_t nk = key_items(d, got, &sb, keys);
 		size_t *taken = xcalloc(nk ? nk : 1, sizeof *taken);
-		matched = pair_up(d, want, keys, nk, taken, true, pair);
+		matched = pair_up(d, want, keys, nk, NULL, 0, taken, true, pair);
 		free(taken);
 		free(keys);
 		strbuf_free(&sb);
@@ -1334,6 +1353,40 @@ static void add_violation(json_t *arr, const char *name, int64_t limit, const js
 	json_array_append_new(arr, v);
 }
 
+/* Builds pd's hash index of its sorted keys; leaves none when some run of filled slots would
+ * be longer than OKEY_RUN_MAX (keys chosen to collide), so a lookup's work stays bounded. */
+static void index_keys(struct prep_dim *pd)
+{
+	size_t cap = 8;
+	while (cap < 2 * pd->nk)
+		cap *= 2;
+	if (pd->nk == 0 || pd->nk >= UINT32_MAX / 2)
+		return;
+	uint32_t *slot = xcalloc(cap, sizeof *slot);
+	size_t mask = cap - 1;
+	for (size_t g = 0; g < pd->nk; g++) {
+		const struct okey *x = &pd->keys[g];
+		if (g && x->h == x[-1].h && okey_same(&x[-1], x->k, x->len))
+			continue;   /* not the first element with this key */
+		size_t i = (size_t)x->h & mask;
+		while (slot[i])
+			i = (i + 1) & mask;
+		slot[i] = (uint32_t)g + 1;
+	}
+	size_t run = 0, longest = 0;
+	for (size_t i = 0; i < 2 * cap; i++) {   /* twice round: runs that wrap */
+		run = slot[i & mask] ? run + 1 : 0;
+		if (run > longest)
+			longest = run;
+	}
+	if (longest > OKEY_RUN_MAX) {
+		free(slot);
+		return;
+	}
+	pd->slot = slot;
+	pd->mask = mask;
+}
+
 static void prep_dim_free(struct prep_dim *pd)
 {
 	if (!pd)
@@ -1343,6 +1396,7 @@ static void prep_dim_free(struct prep_dim *pd)
 		free(pd->vals[i].ntext);
 	free(pd->vals);
 	free(pd->keys);
+	free(pd->slot);
 	free(pd->names);
 	strbuf_free(&pd->kb);
 	free(pd);
@@ -1366,6 +1420,7 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 		pd->n = ne;
 		pd->keys = xcalloc(ne ? ne : 1, sizeof *pd->keys);
 		pd->nk = key_items(d, want, &pd->kb, pd->keys);
+		index_keys(pd);
 		pd->vals = xcalloc(ne * d->nfields + 1, sizeof *pd->vals);
 		for (size_t j = 0; j < ne; j++)
 			for (size_t f = 0; f < d->nfields; f++) {
@@ -1428,7 +1483,7 @@ size_t score_prep_bytes(const struct score_prep *p)
 			continue;
 		size_t nv = pd->d->prim == PRIM_MATCH_OBJECTS ? pd->n * pd->d->nfields : pd->n;
 		n += sizeof *pd + pd->n * (sizeof *pd->keys + sizeof *pd->names) + pd->kb.cap +
-		     nv * sizeof *pd->vals;
+		     nv * sizeof *pd->vals + (pd->slot ? (pd->mask + 1) * sizeof *pd->slot : 0);
 		for (size_t k = 0; k < nv; k++)
 			n += pd->vals[k].ntext ? pd->vals[k].nlen + 17 : 0;
 	}

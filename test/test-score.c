@@ -11,6 +11,7 @@
 #include "util.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static struct spec *parse(const char *text)
 {
@@ -777,8 +778,99 @@ static void test_prepared(void)
 	is_int(differ_unprep, 0, "prepared and unprepared scoring agree (scores, warnings, work)");
 }
 
+/* match_objects' key hash (common/score.c key_hash), repeated here to choose colliding keys. */
+static uint64_t okey_hash(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h ^ (h >> 32);
+}
+
+/* n ground-truth objects {"id": "Knnnnnn"}; with mask, keys whose hashes agree in the bits of
+ * mask (all in one slot of the prepared hash index), else consecutive keys. */
+static json_t *key_objects(unsigned n, uint64_t mask, unsigned skip)
+{
+	json_t *arr = json_array();
+	char k[16];
+	for (unsigned v = 0, got = 0; got < n + skip; v++) {
+		snprintf(k, sizeof k, "K%06u", v);
+		if (mask && (okey_hash(k, 7) & mask) != 0)
+			continue;
+		if (got++ >= skip)
+			json_array_append_new(arr, json_pack("{s:s}", "id", k));
+	}
+	return arr;
+}
+
+/* The prepared hash index of match_objects' expected keys: keys that fill one run of slots
+ * find their pairs like the binary search does; a ground truth whose keys would make a run
+ * longer than the bound gets no index (its preparation is smaller by exactly the index) and
+ * still pairs the same. */
+static void test_prepared_index(void)
+{
+	struct spec *s = parse("{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"m\",\"weight\":1,"
+	                       "\"primitive\":\"match_objects\",\"field\":\"f\",\"ground_truth_field\":\"f\","
+	                       "\"match_on\":\"id\",\"method\":\"f1\"}]}");
+	struct spec *su = parse("{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"m\",\"weight\":1,"
+	                        "\"primitive\":\"match_objects\",\"field\":\"f\",\"ground_truth_field\":\"@metadata.f\","
+	                        "\"match_on\":\"id\",\"method\":\"f1\"}]}");
+	/* 20 keys: 64 slots, all 20 from one slot (a run of 20); 40 keys: 128 slots, a run of 40 */
+	struct { unsigned n; uint64_t mask; } cases[] = { { 20, 63 }, { 40, 127 } };
+	for (int c = 0; s && su && c < 2; c++) {
+		json_t *gt = json_pack("{s:o}", "f", key_objects(cases[c].n, cases[c].mask, 0));
+		json_t *plain = json_pack("{s:o}", "f", key_objects(cases[c].n, 0, 0));
+		struct score_prep *p = score_prepare(s, gt), *pp = score_prepare(s, plain);
+		size_t diff = score_prep_bytes(pp) - score_prep_bytes(p);
+		if (c == 0)
+			is_int((long long)diff, 0, "%u keys in one run of slots: indexed", cases[c].n);
+		else
+			is_int((long long)diff, 128 * 4, "%u keys in one run of slots: no index", cases[c].n);
+		/* answers: the expected keys reversed, duplicated, and other keys of the same slot */
+		int differ = 0, full = 0;
+		for (int a = 0; a < 4; a++) {
+			json_t *f = json_array();
+			json_t *mine = json_object_get(gt, "f");
+			for (size_t i = json_array_size(mine); i-- > 0;)
+				if ((i + (size_t)a) % (size_t)(a + 1) == 0)
+					json_array_append(f, json_array_get(mine, i));
+			json_t *more = key_objects(3 * (unsigned)a, cases[c].mask, cases[c].n);
+			json_array_extend(f, more);
+			json_decref(more);
+			if (a == 3)
+				json_array_extend(f, mine);   /* every key twice */
+			json_t *ans = json_pack("{s:o}", "f", f);
+			struct score_result r1, r2;
+			char err[256];
+			score_eval_prepared(p, ans, NULL, NULL, NULL, NULL, &r1, err, sizeof err);
+			score_eval(su, ans, gt, NULL, NULL, NULL, NULL, &r2, err, sizeof err);
+			differ += r1.score != r2.score || r1.work != r2.work;
+			full += a == 0 && r1.score == 1000;
+			score_result_clear(&r1);
+			score_result_clear(&r2);
+			json_decref(ans);
+		}
+		is_int(differ, 0, "%u colliding keys: pairs as unprepared scoring does", cases[c].n);
+		is_int(full, 1, "%u colliding keys: all found", cases[c].n);
+		score_prep_free(p);
+		score_prep_free(pp);
+		json_decref(gt);
+		json_decref(plain);
+	}
+	spec_free(s);
+	spec_free(su);
+}
+
 int main(void)
 {
+	test_prepared_index();
 	test_prepared();
 	test_work_budget();
 	test_match_objects_pairing();
