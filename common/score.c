@@ -770,6 +770,12 @@ struct prep_dim {
 	uint32_t *slot; size_t mask;
 	const char **names;            /* keyed_map: the key of each entry */
 	struct pval *vals;             /* n × nfields (match_objects) or n (keyed_map) */
+	/* set_overlap, coverage_ratio, token_overlap: */
+	json_t *nwant;                 /* want normalised (a reference to want without normalize) */
+	uint64_t want_units;           /* normalising want: value_units(want, steps) */
+	uint64_t nwant_units;          /* nwant's share of prim_units */
+	bool has_set; struct prim_set set;            /* sets: nwant's items */
+	bool has_tok; struct strbuf tsb; char **tok; size_t ntok;   /* token_overlap: nwant's */
 };
 
 struct score_prep {
@@ -1177,12 +1183,16 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 			free(tb);
 		return eq ? 1000 : 0;
 	}
-	if (norm && !charge(c, value_units(got0, d->norm) + value_units(want0, d->norm)))
+	/* the expected value prepared whole (sets, tokens): normalised, its units counted */
+	const struct prep_dim *pv = c->cur && c->cur->d == d && c->cur->want == want0 &&
+	                            c->cur->nwant ? c->cur : NULL;
+	if (norm && !charge(c, value_units(got0, d->norm) + (pv ? pv->want_units
+	                                                       : value_units(want0, d->norm))))
 		return 0;
 	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
-	json_t *want = norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
+	json_t *want = pv ? pv->nwant : norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
 	int r, nbad = 0;
-	if (!charge(c, prim_units(d, got, want))) {
+	if (!charge(c, pv ? prim_units(d, got, NULL) + pv->nwant_units : prim_units(d, got, want))) {
 		r = 0;
 		goto out;
 	}
@@ -1210,10 +1220,12 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		r = prim_fuzzy_string(got, want, e);
 		break;
 	case PRIM_COVERAGE_RATIO:
-		r = prim_coverage_ratio(got, want, e);
+		r = pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e)
+		                      : prim_coverage_ratio(got, want, e);
 		break;
 	case PRIM_SET_OVERLAP:
-		r = prim_set_method(got, want, d->method, e);
+		r = pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e)
+		                      : prim_set_method(got, want, d->method, e);
 		break;
 	case PRIM_TEXT_LENGTH:
 		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0) {
@@ -1240,13 +1252,20 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 			char **ia, **ib;
 			size_t na, nb;
 			prim_tokens(json_string_value(got), json_string_length(got), &sa, &ia, &na);
-			prim_tokens(json_string_value(want), json_string_length(want), &sb, &ib, &nb);
+			if (pv && pv->has_tok) {   /* the expected tokens, prepared */
+				memset(&sb, 0, sizeof sb);
+				ib = pv->tok;
+				nb = pv->ntok;
+			} else {
+				prim_tokens(json_string_value(want), json_string_length(want), &sb, &ib, &nb);
+			}
 			size_t cm = prim_sorted_common(ia, na, ib, nb);
 			det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
 			                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
 			r = prim_set_ratio(cm, na, nb, d->method);
 			free(ia);
-			free(ib);
+			if (!(pv && pv->has_tok))
+				free(ib);
 			strbuf_free(&sa);
 			strbuf_free(&sb);
 		}
@@ -1264,7 +1283,7 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 out:
 	if (norm) {   /* norm_value gave new references (possibly to the same values) */
 		json_decref(got);
-		if (want0)
+		if (want0 && !pv)
 			json_decref(want);
 	}
 	return r;
@@ -1398,6 +1417,13 @@ static void prep_dim_free(struct prep_dim *pd)
 	free(pd->keys);
 	free(pd->slot);
 	free(pd->names);
+	json_decref(pd->nwant);
+	if (pd->has_set)
+		prim_set_free(&pd->set);
+	if (pd->has_tok) {
+		free(pd->tok);
+		strbuf_free(&pd->tsb);
+	}
 	strbuf_free(&pd->kb);
 	free(pd);
 }
@@ -1406,15 +1432,31 @@ static void prep_dim_free(struct prep_dim *pd)
  * keyed_map whose expected value is in the ground truth and has the type they need. */
 static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *gt)
 {
-	if ((d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP) || !d->gt_text ||
+	bool whole = d->prim == PRIM_SET_OVERLAP || d->prim == PRIM_COVERAGE_RATIO ||
+	             d->prim == PRIM_TOKEN_OVERLAP;   /* the whole expected value, normalised */
+	if ((d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP && !whole) || !d->gt_text ||
 	    d->gt_src != SPEC_VAR_GROUND_TRUTH)
 		return NULL;
 	const json_t *want = get_path(d->gt_field, gt, NULL, 0);
-	if (d->prim == PRIM_MATCH_OBJECTS ? !json_is_array(want) : !json_is_object(want))
+	if (!want || needed_type(d->prim, want))
 		return NULL;
 	struct prep_dim *pd = xcalloc(1, sizeof *pd);
 	pd->d = d;
 	pd->want = want;
+	if (whole) {
+		pd->nwant = d->norm ? norm_value(d->norm, want) : json_incref((json_t *)want);
+		pd->want_units = d->norm ? value_units(want, d->norm) : 0;
+		pd->nwant_units = prim_units(d, NULL, pd->nwant);
+		if (d->prim == PRIM_TOKEN_OVERLAP && json_is_string(pd->nwant)) {
+			pd->has_tok = true;
+			prim_tokens(json_string_value(pd->nwant), json_string_length(pd->nwant), &pd->tsb,
+			            &pd->tok, &pd->ntok);
+		} else if (d->prim != PRIM_TOKEN_OVERLAP && json_is_array(pd->nwant)) {
+			pd->has_set = true;
+			prim_set_build(pd->nwant, &pd->set);
+		}
+		return pd;
+	}
 	if (d->prim == PRIM_MATCH_OBJECTS) {
 		size_t ne = json_array_size(want);
 		pd->n = ne;
@@ -1486,6 +1528,12 @@ size_t score_prep_bytes(const struct score_prep *p)
 		     nv * sizeof *pd->vals + (pd->slot ? (pd->mask + 1) * sizeof *pd->slot : 0);
 		for (size_t k = 0; k < nv; k++)
 			n += pd->vals[k].ntext ? pd->vals[k].nlen + 17 : 0;
+		if (pd->has_set)
+			n += pd->set.buf.cap + pd->set.n * sizeof *pd->set.items;
+		if (pd->has_tok)
+			n += pd->tsb.cap + pd->ntok * sizeof *pd->tok;
+		if (pd->nwant && pd->d->norm)   /* a normalised copy: about as big as the value */
+			n += (size_t)(pd->want_units / 4);
 	}
 	return n;
 }

@@ -591,20 +591,27 @@ static const char *prep_spec =
 	" \"vars\":{\"calls\":\"@metadata.calls\",\"api_calls\":\"@metadata.api_calls\",\"retries\":{\"path\":\"@metadata.retries\",\"default\":0}}}]}";
 /* Composite forms the bench spec lacks: two match_on keys normalised, a normalised nested
  * numeric exact_match and a linear numeric_tolerance, the mean method; keyed_map over listed
- * keys with a numeric_tolerance item; a nested match_objects inside keyed_map. */
+ * keys with a numeric_tolerance item; a nested match_objects inside keyed_map; coverage_ratio,
+ * set_overlap without normalize, token_overlap with it. */
 static const char *prep_spec2 =
 	"{\"evaluator\":\"deterministic\",\"dimensions\":["
-	"{\"key\":\"objs\",\"weight\":0.4,\"primitive\":\"match_objects\",\"field\":\"findings\","
+	"{\"key\":\"objs\",\"weight\":0.3,\"primitive\":\"match_objects\",\"field\":\"findings\","
 	" \"ground_truth_field\":\"findings\",\"match_on\":[\"id\",\"kind\"],\"normalize\":[\"casefold\",\"trim\"],"
 	" \"method\":\"mean\",\"fields\":["
 	"  {\"primitive\":\"exact_match\",\"field\":\"severity\",\"normalize\":[\"trim\",\"numeric\"],\"weight\":0.3},"
 	"  {\"primitive\":\"numeric_tolerance\",\"field\":\"cvss\",\"tolerance\":1,\"decay\":\"linear\",\"weight\":0.7}]},"
-	"{\"key\":\"listed\",\"weight\":0.3,\"primitive\":\"keyed_map\",\"field\":\"answers\","
+	"{\"key\":\"listed\",\"weight\":0.2,\"primitive\":\"keyed_map\",\"field\":\"answers\","
 	" \"ground_truth_field\":\"answers\",\"keys\":[\"q0\",\"q1\",\"q2\",\"q9\",\"zz\"],"
 	" \"item\":{\"primitive\":\"numeric_tolerance\",\"tolerance\":0.5}},"
-	"{\"key\":\"nested\",\"weight\":0.3,\"primitive\":\"keyed_map\",\"field\":\"groups\","
+	"{\"key\":\"nested\",\"weight\":0.2,\"primitive\":\"keyed_map\",\"field\":\"groups\","
 	" \"ground_truth_field\":\"groups\",\"item\":{\"primitive\":\"match_objects\",\"match_on\":\"id\","
-	"  \"fields\":[{\"primitive\":\"exact_match\",\"field\":\"severity\",\"normalize\":[\"casefold\"],\"weight\":1}]}}]}";
+	"  \"fields\":[{\"primitive\":\"exact_match\",\"field\":\"severity\",\"normalize\":[\"casefold\"],\"weight\":1}]}},"
+	"{\"key\":\"cov\",\"weight\":0.1,\"primitive\":\"coverage_ratio\",\"field\":\"hosts\","
+	" \"ground_truth_field\":\"hosts\",\"normalize\":[\"casefold\"]},"
+	"{\"key\":\"jac\",\"weight\":0.1,\"primitive\":\"set_overlap\",\"field\":\"hosts\","
+	" \"ground_truth_field\":\"hosts\"},"
+	"{\"key\":\"tok\",\"weight\":0.1,\"primitive\":\"token_overlap\",\"field\":\"summary\","
+	" \"ground_truth_field\":\"summary\",\"method\":\"jaccard\",\"normalize\":[\"casefold\"]}]}";
 
 static uint64_t prep_rng = 88172645463325252ull;
 
