@@ -1321,7 +1321,11 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 	for (size_t i = 0; i < SPEC_MAX_DIMS && c->prep; i++)
 		if (c->prep->dims[i] && c->prep->dims[i]->d == d)
 			c->cur = c->prep->dims[i];
-	r = apply(c, d, got, want, NULL, &ap, &e);
+	/* exact_match / numeric_tolerance: the expected value's prepared side */
+	const struct pval *pw = c->cur && c->cur->want == want && c->cur->n == 1 &&
+	                        (d->prim == PRIM_EXACT_MATCH || d->prim == PRIM_NUMERIC_TOLERANCE)
+	                        ? &c->cur->vals[0] : NULL;
+	r = apply(c, d, got, want, pw, &ap, &e);
 	c->cur = NULL;
 	if (c->over) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': not scored (0): the "
@@ -1434,15 +1438,28 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 {
 	bool whole = d->prim == PRIM_SET_OVERLAP || d->prim == PRIM_COVERAGE_RATIO ||
 	             d->prim == PRIM_TOKEN_OVERLAP;   /* the whole expected value, normalised */
-	if ((d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP && !whole) || !d->gt_text ||
-	    d->gt_src != SPEC_VAR_GROUND_TRUTH)
+	bool scalar = d->prim == PRIM_EXACT_MATCH || d->prim == PRIM_NUMERIC_TOLERANCE;
+	if ((d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP && !whole && !scalar) ||
+	    !d->gt_text || d->gt_src != SPEC_VAR_GROUND_TRUTH)
 		return NULL;
 	const json_t *want = get_path(d->gt_field, gt, NULL, 0);
 	if (!want || needed_type(d->prim, want))
 		return NULL;
+	struct pval pv;
+	if (scalar) {   /* one value: prepared when there is something to prepare */
+		pval_init(d, want, &pv);
+		if (!pv.ntext && !pv.has_dec)
+			return NULL;
+	}
 	struct prep_dim *pd = xcalloc(1, sizeof *pd);
 	pd->d = d;
 	pd->want = want;
+	if (scalar) {
+		pd->n = 1;
+		pd->vals = xmalloc(sizeof *pd->vals);
+		pd->vals[0] = pv;
+		return pd;
+	}
 	if (whole) {
 		pd->nwant = d->norm ? norm_value(d->norm, want) : json_incref((json_t *)want);
 		pd->want_units = d->norm ? value_units(want, d->norm) : 0;

@@ -592,7 +592,7 @@ static const char *prep_spec =
 /* Composite forms the bench spec lacks: two match_on keys normalised, a normalised nested
  * numeric exact_match and a linear numeric_tolerance, the mean method; keyed_map over listed
  * keys with a numeric_tolerance item; a nested match_objects inside keyed_map; coverage_ratio,
- * set_overlap without normalize, token_overlap with it. */
+ * set_overlap without normalize, token_overlap with it, exact_match normalised. */
 static const char *prep_spec2 =
 	"{\"evaluator\":\"deterministic\",\"dimensions\":["
 	"{\"key\":\"objs\",\"weight\":0.3,\"primitive\":\"match_objects\",\"field\":\"findings\","
@@ -610,8 +610,10 @@ static const char *prep_spec2 =
 	" \"ground_truth_field\":\"hosts\",\"normalize\":[\"casefold\"]},"
 	"{\"key\":\"jac\",\"weight\":0.1,\"primitive\":\"set_overlap\",\"field\":\"hosts\","
 	" \"ground_truth_field\":\"hosts\"},"
-	"{\"key\":\"tok\",\"weight\":0.1,\"primitive\":\"token_overlap\",\"field\":\"summary\","
-	" \"ground_truth_field\":\"summary\",\"method\":\"jaccard\",\"normalize\":[\"casefold\"]}]}";
+	"{\"key\":\"tok\",\"weight\":0.05,\"primitive\":\"token_overlap\",\"field\":\"summary\","
+	" \"ground_truth_field\":\"summary\",\"method\":\"jaccard\",\"normalize\":[\"casefold\"]},"
+	"{\"key\":\"tick\",\"weight\":0.05,\"primitive\":\"exact_match\",\"field\":\"ticket\","
+	" \"ground_truth_field\":\"ticket\",\"normalize\":[\"casefold\",\"trim\"]}]}";
 
 static uint64_t prep_rng = 88172645463325252ull;
 
@@ -683,7 +685,7 @@ static json_t *rnd_doc(void)
 	}
 	strbuf_addf(&sb, "},\"report\":\"root cause: outage at CVE-2024-1234, %u ms. Rollback\","
 	            "\"ticket\":\"%s\",\"summary\":\"%s\",\"hosts\":[\"DB%u\",\"db%u\",\"DB1\"],"
-	            "\"impact\":%u}", rnd(300), rnd(2) ? "OPS-12" : "x", rnd(2) ? "a database outage"
+	            "\"impact\":%u}", rnd(300), (const char *[]){ "OPS-12", " ops-12 ", "x" }[rnd(3)], rnd(2) ? "a database outage"
 	            : "the outage", rnd(4), rnd(4), 100 + rnd(40));
 	json_error_t je;
 	json_t *v = json_loads(sb.buf, 0, &je);
