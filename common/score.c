@@ -783,13 +783,27 @@ struct score_prep {
 	const json_t *gt;
 	json_t *empty;                 /* {} when the ground truth was NULL */
 	struct prep_dim *dims[SPEC_MAX_DIMS];
+	uint64_t work;                 /* work units the preparation spent (at most the budget) */
 };
 
-static void pval_init(const struct spec_dim *n, const json_t *v, struct pval *pv)
+/* Takes units from the preparation's work bound *left; false (nothing taken) when they do
+ * not fit: that step is then left to the evaluations, which charge it as usual. */
+static bool prep_take(uint64_t *left, uint64_t units)
+{
+	if (units > *left)
+		return false;
+	*left -= units;
+	return true;
+}
+
+/* Prepares v, the expected value nested primitive n reads; normalising costs units from
+ * *left (not prepared when they do not fit). */
+static void pval_init(const struct spec_dim *n, const json_t *v, struct pval *pv, uint64_t *left)
 {
 	memset(pv, 0, sizeof *pv);
 	pv->v = v;
-	if (n->prim == PRIM_EXACT_MATCH && n->norm && !n->case_insensitive && json_is_string(v)) {
+	if (n->prim == PRIM_EXACT_MATCH && n->norm && !n->case_insensitive && json_is_string(v) &&
+	    prep_take(left, string_units(v, n->norm))) {
 		size_t len;
 		char *t = norm_text_buf(n->norm, json_string_value(v), json_string_length(v), NULL, 0,
 		                        &len);
@@ -1434,7 +1448,7 @@ static void prep_dim_free(struct prep_dim *pd)
 
 /* The prepared side of top-level dimension d, or NULL when it has none: match_objects and
  * keyed_map whose expected value is in the ground truth and has the type they need. */
-static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *gt)
+static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *gt, uint64_t *left)
 {
 	bool whole = d->prim == PRIM_SET_OVERLAP || d->prim == PRIM_COVERAGE_RATIO ||
 	             d->prim == PRIM_TOKEN_OVERLAP;   /* the whole expected value, normalised */
@@ -1447,7 +1461,7 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 		return NULL;
 	struct pval pv;
 	if (scalar) {   /* one value: prepared when there is something to prepare */
-		pval_init(d, want, &pv);
+		pval_init(d, want, &pv, left);
 		if (!pv.ntext && !pv.has_dec)
 			return NULL;
 	}
@@ -1461,9 +1475,17 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 		return pd;
 	}
 	if (whole) {
-		pd->nwant = d->norm ? norm_value(d->norm, want) : json_incref((json_t *)want);
 		pd->want_units = d->norm ? value_units(want, d->norm) : 0;
+		if (!prep_take(left, pd->want_units)) {
+			free(pd);
+			return NULL;
+		}
+		pd->nwant = d->norm ? norm_value(d->norm, want) : json_incref((json_t *)want);
 		pd->nwant_units = prim_units(d, NULL, pd->nwant);
+		if (!prep_take(left, pd->nwant_units)) {   /* no tokens or set: none of it */
+			prep_dim_free(pd);
+			return NULL;
+		}
 		if (d->prim == PRIM_TOKEN_OVERLAP && json_is_string(pd->nwant)) {
 			pd->has_tok = true;
 			prim_tokens(json_string_value(pd->nwant), json_string_length(pd->nwant), &pd->tsb,
@@ -1484,7 +1506,8 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 		for (size_t j = 0; j < ne; j++)
 			for (size_t f = 0; f < d->nfields; f++) {
 				const struct spec_dim *n = &d->fields[f];
-				pval_init(n, nested_want(n, json_array_get(want, j)), &pd->vals[j * d->nfields + f]);
+				pval_init(n, nested_want(n, json_array_get(want, j)), &pd->vals[j * d->nfields + f],
+				          left);
 			}
 		return pd;
 	}
@@ -1503,7 +1526,7 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 			wv = json_object_iter_value(it);
 			it = json_object_iter_next((json_t *)want, it);
 		}
-		pval_init(d->item, nested_want(d->item, wv), &pd->vals[i]);
+		pval_init(d->item, nested_want(d->item, wv), &pd->vals[i], left);
 	}
 	return pd;
 }
@@ -1515,9 +1538,13 @@ struct score_prep *score_prepare(const struct spec *s, const json_t *ground_trut
 	if (!ground_truth)
 		ground_truth = p->empty = json_object();
 	p->gt = ground_truth;
+	/* The costly steps (normalising, tokenising, sorting) take units from one bound as large
+	 * as an evaluation's; what does not fit is left to the evaluations. */
+	uint64_t left = SCORE_WORK_BUDGET;
 	for (size_t i = 0; i < spec_ndims(s) && i < SPEC_MAX_DIMS; i++)
 		if (!spec_dim(s, i)->external)
-			p->dims[i] = prep_dim_build(spec_dim(s, i), ground_truth);
+			p->dims[i] = prep_dim_build(spec_dim(s, i), ground_truth, &left);
+	p->work = SCORE_WORK_BUDGET - left;
 	return p;
 }
 
@@ -1529,6 +1556,11 @@ void score_prep_free(struct score_prep *p)
 		prep_dim_free(p->dims[i]);
 	json_decref(p->empty);
 	free(p);
+}
+
+uint64_t score_prep_work(const struct score_prep *p)
+{
+	return p ? p->work : 0;
 }
 
 size_t score_prep_bytes(const struct score_prep *p)

@@ -71,10 +71,14 @@ void score_result_clear(struct score_result *r);
  * built, so any number of threads may evaluate with it at once. It borrows s and
  * ground_truth: both must outlive it (the spec cache's entry owns all three and frees the
  * preparation first). ground_truth may be NULL (treated as {}). Never NULL (out of memory
- * aborts). */
+ * aborts). Its costly steps (normalising, tokenising, sorting) are charged work units like an
+ * evaluation's, from one bound of SCORE_WORK_BUDGET: what does not fit is not prepared and
+ * the evaluations do it (and charge it) as usual. */
 struct score_prep;
 struct score_prep *score_prepare(const struct spec *s, const json_t *ground_truth);
 void score_prep_free(struct score_prep *p);   /* NULL ok */
+/* Work units p's preparation spent (at most SCORE_WORK_BUDGET); 0 for NULL. */
+uint64_t score_prep_work(const struct score_prep *p);
 /* Estimated heap bytes of p (for cache bounds); 0 for NULL. */
 size_t score_prep_bytes(const struct score_prep *p);
 /* score_eval with the spec and ground truth of p: the same result, warnings and work units as

@@ -877,8 +877,67 @@ static void test_prepared_index(void)
 	spec_free(su);
 }
 
+/* The preparation's costly steps are bounded like an evaluation's (SCORE_WORK_BUDGET units):
+ * six normalised exact_match dimensions on a 200 KB non-ASCII reference (12.8 M units each)
+ * prepare the first three only; the rest are left to the evaluations, which score exactly
+ * as unprepared scoring does. */
+static void test_prepared_bound(void)
+{
+	static const char unit[] = "Caf\xC3\xA9 na\xC3\xAFve ";   /* 13 bytes */
+	size_t reps = 16000, len = reps * (sizeof unit - 1);
+	char *t = xmalloc(len + 1);
+	for (size_t i = 0; i < reps; i++)
+		memcpy(t + i * (sizeof unit - 1), unit, sizeof unit - 1);
+	t[len] = 0;
+	struct strbuf sp = { 0 }, su = { 0 };
+	for (int v = 0; v < 2; v++) {
+		struct strbuf *b = v ? &su : &sp;
+		strbuf_addf(b, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+		for (int i = 0; i < 6; i++)
+			strbuf_addf(b, "%s{\"key\":\"d%d\",\"weight\":0.1,\"primitive\":\"exact_match\",\"field\":\"t\","
+			            "\"ground_truth_field\":\"%st\",\"normalize\":[\"casefold\"]}", i ? "," : "", i,
+			            v ? "@metadata." : "");
+		strbuf_addf(b, ",{\"key\":\"e\",\"weight\":0.4,\"primitive\":\"expression\",\"expr\":\"1\"}]}");
+	}
+	struct spec *s = parse(sp.buf), *u = parse(su.buf);
+	json_t *gt = json_pack("{s:s}", "t", t);
+	t[0] = 'c';   /* the answer differs: both sides are normalised */
+	json_t *ans = json_pack("{s:s}", "t", t);
+	struct score_prep *p = s ? score_prepare(s, gt) : NULL;
+	uint64_t each = 32 + 64 * (uint64_t)len;
+	ok(p && score_prep_work(p) == 3 * each, "three of six dimensions prepared (%llu units)",
+	   (unsigned long long)score_prep_work(p));
+	struct score_result r1, r2;
+	char err[256];
+	if (p && u && score_eval_prepared(p, ans, gt, NULL, NULL, NULL, &r1, err, sizeof err) == 0 &&
+	    score_eval(u, ans, gt, NULL, NULL, NULL, NULL, &r2, err, sizeof err) == 0) {
+		char *a = score_result_dumps(&r1), *b = score_result_dumps(&r2);
+		ok(r1.work == r2.work && r1.score == r2.score &&
+		   json_array_size(r1.warnings) == json_array_size(r2.warnings),
+		   "the same scores, warnings and work as unprepared scoring (%llu units)",
+		   (unsigned long long)r1.work);
+		is_int(r1.dims[0].score, 1000, "d0 scored");
+		is_int(r1.dims[1].score, 0, "d1 did not fit the evaluation's budget");
+		free(a);
+		free(b);
+		score_result_clear(&r1);
+		score_result_clear(&r2);
+	} else {
+		ok(0, "scored");
+	}
+	score_prep_free(p);
+	spec_free(s);
+	spec_free(u);
+	json_decref(gt);
+	json_decref(ans);
+	strbuf_free(&sp);
+	strbuf_free(&su);
+	free(t);
+}
+
 int main(void)
 {
+	test_prepared_bound();
 	test_prepared_index();
 	test_prepared();
 	test_work_budget();
