@@ -518,6 +518,19 @@ static int numtol_big(const json_t *got, const json_t *want, const struct dec_nu
 	return lo;
 }
 
+int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
+                               const struct dec_num *tol, bool linear)
+{
+	struct dec_num a;
+	struct frac f;
+	dec_num_from_json(got, &a);
+	element_fraction(&a, wd, tol, linear, &f);
+	if (f.exact)
+		return prim_permille_ratio(f.p, f.q);
+	int r = numtol_big(got, want, tol, linear);
+	return r >= 0 ? r : prim_permille_double(f.ld);
+}
+
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
                            bool linear, int *nbad, struct prim_err *err)
 {
@@ -529,14 +542,8 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 			set_err(err, 0, "submitted value is %s, not a number", jcanon_type_name(got));
 			return PRIM_BAD;
 		}
-		struct frac f;
-		dec_num_from_json(got, &a);
 		dec_num_from_json(want, &b);
-		element_fraction(&a, &b, tol, linear, &f);
-		if (f.exact)
-			return prim_permille_ratio(f.p, f.q);
-		int r = numtol_big(got, want, tol, linear);
-		return r >= 0 ? r : prim_permille_double(f.ld);
+		return prim_numeric_tolerance_num(got, want, &b, tol, linear);
 	}
 	if (!json_is_array(want)) {
 		set_err(err, 1, "ground-truth value is %s, not a number or an array", jcanon_type_name(want));
@@ -599,11 +606,6 @@ int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *er
 
 /* ---- sets: coverage_ratio, set_overlap ----------------------------------- */
 
-struct set {
-	char **items;
-	size_t n;
-	struct strbuf buf;
-};
 
 static int str_cmp(const void *a, const void *b)
 {
@@ -612,7 +614,7 @@ static int str_cmp(const void *a, const void *b)
 
 /* Canonical texts of arr's items, sorted and deduplicated. Canonical texts hold no NUL
  * (strings escape it as \u0000), so strcmp is exact. */
-static void set_build(const json_t *arr, struct set *s)
+static void set_build(const json_t *arr, struct prim_set *s)
 {
 	size_t n = json_array_size(arr);
 	size_t *off = xcalloc(n ? n : 1, sizeof *off);
@@ -634,13 +636,23 @@ static void set_build(const json_t *arr, struct set *s)
 	s->n = u;
 }
 
-static void set_free(struct set *s)
+static void set_free(struct prim_set *s)
 {
 	free(s->items);
 	strbuf_free(&s->buf);
 }
 
-static size_t set_common(const struct set *a, const struct set *b)
+void prim_set_build(const json_t *arr, struct prim_set *s)
+{
+	set_build(arr, s);
+}
+
+void prim_set_free(struct prim_set *s)
+{
+	set_free(s);
+}
+
+static size_t set_common(const struct prim_set *a, const struct prim_set *b)
 {
 	size_t i = 0, j = 0, c = 0;
 	while (i < a->n && j < b->n) {
@@ -664,13 +676,24 @@ int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *
 		return PRIM_BAD;
 	if (json_array_size(want) == 0)
 		return 1000;
-	struct set a, b;
-	set_build(got, &a);
+	struct prim_set b;
 	set_build(want, &b);
-	size_t c = set_common(&a, &b);
-	int score = prim_permille_ratio(c, b.n);
-	set_free(&a);
+	int score = prim_coverage_ratio_set(got, want, &b, err);
 	set_free(&b);
+	return score;
+}
+
+int prim_coverage_ratio_set(const json_t *got, const json_t *want, const struct prim_set *ws,
+                            struct prim_err *err)
+{
+	if (!need_array(got, want, err))
+		return PRIM_BAD;
+	if (json_array_size(want) == 0)
+		return 1000;
+	struct prim_set a;
+	set_build(got, &a);
+	int score = prim_permille_ratio(set_common(&a, ws), ws->n);
+	set_free(&a);
 	return score;
 }
 
@@ -692,12 +715,22 @@ int prim_set_method(const json_t *got, const json_t *want, enum prim_method m,
 {
 	if (!need_array(got, want, err))
 		return PRIM_BAD;
-	struct set a, b;
-	set_build(got, &a);
+	struct prim_set b;
 	set_build(want, &b);
-	int score = prim_set_ratio(set_common(&a, &b), a.n, b.n, m);
-	set_free(&a);
+	int score = prim_set_method_set(got, want, &b, m, err);
 	set_free(&b);
+	return score;
+}
+
+int prim_set_method_set(const json_t *got, const json_t *want, const struct prim_set *ws,
+                        enum prim_method m, struct prim_err *err)
+{
+	if (!need_array(got, want, err))
+		return PRIM_BAD;
+	struct prim_set a;
+	set_build(got, &a);
+	int score = prim_set_ratio(set_common(&a, ws), a.n, ws->n, m);
+	set_free(&a);
 	return score;
 }
 
@@ -708,7 +741,7 @@ int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct
 
 size_t prim_sorted_common(char *const *a, size_t na, char *const *b, size_t nb)
 {
-	struct set x = { .items = (char **)a, .n = na }, y = { .items = (char **)b, .n = nb };
+	struct prim_set x = { .items = (char **)a, .n = na }, y = { .items = (char **)b, .n = nb };
 	return set_common(&x, &y);
 }
 

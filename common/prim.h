@@ -80,11 +80,26 @@ int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_er
  * when the exponents are too far apart. PRIM_BAD on type mismatch (err filled). */
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
                            bool linear, int *nbad, struct prim_err *err);
+/* The scalar case of prim_numeric_tolerance (both numbers) with want's exact decimal wd
+ * (dec_num_from_json of want) already at hand. */
+int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
+                               const struct dec_num *tol, bool linear);
 /* Both strings: fuzzy_score(). PRIM_BAD if not strings or invalid UTF-8. */
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err);
 /* Both arrays, items as canonical JSON, sets (duplicates count once):
  * |got ∩ want| ÷ |want|; want empty → 1000. */
 int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *err);
+/* A set of canonical JSON texts (an array's items, sorted, duplicates once), built once from an
+ * expected array and used by any number of evaluations (read only). */
+struct prim_set { char **items; size_t n; struct strbuf buf; };
+void prim_set_build(const json_t *arr, struct prim_set *s);
+void prim_set_free(struct prim_set *s);
+/* prim_coverage_ratio / prim_set_method with ws = prim_set_build(want) already at hand (want is
+ * still given, for its type and size). */
+int prim_coverage_ratio_set(const json_t *got, const json_t *want, const struct prim_set *ws,
+                            struct prim_err *err);
+int prim_set_method_set(const json_t *got, const json_t *want, const struct prim_set *ws,
+                        enum prim_method m, struct prim_err *err);
 /* Both arrays as sets A = got, B = want. Both empty → 1000. intersection: |A∩B| ÷ |B|, and
  * 0 when B is empty but A is not. jaccard: |A∩B| ÷ |A∪B|. */
 int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err);

@@ -74,6 +74,9 @@ bool score_verified(const json_t *metadata, const struct score_match *m)
 	return true;
 }
 
+struct prep_dim;
+struct pval;
+
 struct ctx {
 	const struct spec *s;
 	const json_t *answer, *metadata, *gt;
@@ -87,6 +90,8 @@ struct ctx {
 	bool over;                  /* a charge did not fit during the current dimension */
 	int clean[4];               /* per root document: 0 unknown, 1 no string over max_str, 2 has */
 	json_t *warnings;
+	const struct score_prep *prep;
+	const struct prep_dim *cur;   /* the prepared side of the dimension being scored, or NULL */
 };
 
 /* What one application of a primitive noticed besides its score (nested elements that were
@@ -423,7 +428,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 }
 
 static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got, const json_t *want,
-                 struct app *ap, struct prim_err *e);
+                 const struct pval *pw, struct app *ap, struct prim_err *e);
 
 /* Text of a term_coverage / token value: a string, or an array of strings joined by "\n".
  * Returns the string itself (borrowed, *owned false) or a malloc'd join (*owned true), or NULL
@@ -741,16 +746,91 @@ static void okey_sort(struct okey *a, struct okey *tmp, size_t n)
 		memcpy(a, src, n * sizeof *a);
 }
 
-/* A nested primitive on one element pair; missing sub-values count 0 (ap->nbad). Returns
- * 0..1000. */
+/* The prepared expected side (score_prepare) of a nested primitive on one expected element. */
+struct pval {
+	const json_t *v;               /* the value at the primitive's path, NULL when missing */
+	/* exact_match with normalize (not case_insensitive) on a string v: */
+	char *ntext; size_t nlen;      /* its normalised text, or NULL */
+	uint64_t units;                /* string_units(v, steps) */
+	int numk; struct dec_num num;  /* what NORM_NUMERIC makes of ntext (0 without the step) */
+	/* numeric_tolerance without normalize on a number v: */
+	bool has_dec; struct dec_num dec;   /* its exact decimal */
+};
+
+/* A top-level match_objects or keyed_map dimension reading the ground truth, prepared. */
+struct prep_dim {
+	const struct spec_dim *d;
+	const json_t *want;            /* the expected value it was built from */
+	size_t n;                      /* expected elements (match_objects) or keys (keyed_map) */
+	size_t nk; struct okey *keys;  /* match_objects: the keyed elements, sorted like okey_sort */
+	struct strbuf kb;              /* match_objects: their text keys */
+	/* match_objects: a hash index of the distinct keys (open addressing: 1 + the sorted
+	 * position of each key's first element, 0 empty; at most half full, no run of filled
+	 * slots longer than OKEY_RUN_MAX), or NULL (then keys are binary-searched). */
+	uint32_t *slot; size_t mask;
+	const char **names;            /* keyed_map: the key of each entry */
+	struct pval *vals;             /* n × nfields (match_objects) or n (keyed_map) */
+	/* set_overlap, coverage_ratio, token_overlap: */
+	json_t *nwant;                 /* want normalised (a reference to want without normalize) */
+	uint64_t want_units;           /* normalising want: value_units(want, steps) */
+	uint64_t nwant_units;          /* nwant's share of prim_units */
+	bool has_set; struct prim_set set;            /* sets: nwant's items */
+	bool has_tok; struct strbuf tsb; char **tok; size_t ntok;   /* token_overlap: nwant's */
+};
+
+struct score_prep {
+	const struct spec *s;
+	const json_t *gt;
+	json_t *empty;                 /* {} when the ground truth was NULL */
+	struct prep_dim *dims[SPEC_MAX_DIMS];
+	uint64_t work;                 /* work units the preparation spent (at most the budget) */
+};
+
+/* Takes units from the preparation's work bound *left; false (nothing taken) when they do
+ * not fit: that step is then left to the evaluations, which charge it as usual. */
+static bool prep_take(uint64_t *left, uint64_t units)
+{
+	if (units > *left)
+		return false;
+	*left -= units;
+	return true;
+}
+
+/* Prepares v, the expected value nested primitive n reads; normalising costs units from
+ * *left (not prepared when they do not fit). */
+static void pval_init(const struct spec_dim *n, const json_t *v, struct pval *pv, uint64_t *left)
+{
+	memset(pv, 0, sizeof *pv);
+	pv->v = v;
+	if (n->prim == PRIM_EXACT_MATCH && n->norm && !n->case_insensitive && json_is_string(v) &&
+	    prep_take(left, string_units(v, n->norm))) {
+		size_t len;
+		char *t = norm_text_buf(n->norm, json_string_value(v), json_string_length(v), NULL, 0,
+		                        &len);
+		pv->ntext = t;
+		pv->nlen = len;
+		pv->units = string_units(v, n->norm);
+		pv->numk = n->norm & NORM_NUMERIC ? norm_numeric(t, len, &pv->num) : 0;
+	} else if (n->prim == PRIM_NUMERIC_TOLERANCE && !n->norm && json_is_number(v)) {
+		pv->has_dec = dec_num_from_json(v, &pv->dec) == 0;
+	}
+}
+
+/* The value a nested primitive n reads on expected element w: its ground_truth_field, or
+ * without one the same path as on the submitted element. */
+static const json_t *nested_want(const struct spec_dim *n, const json_t *w)
+{
+	const struct jpath *gp = n->gt_text ? n->gt_field : n->field;
+	return w ? get_path(gp, w, NULL, 0) : NULL;
+}
+
+/* A nested primitive on one element pair; missing sub-values count 0 (ap->nbad). pw, when not
+ * NULL, is w's prepared side (w is then not read). Returns 0..1000. */
 static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, const json_t *w,
-                  struct app *ap)
+                  const struct pval *pw, struct app *ap)
 {
 	const json_t *sg = g ? get_path(n->field, g, NULL, 0) : NULL;
-	/* Without its own ground_truth_field, a nested primitive reads the same path on both
-	 * elements. */
-	const struct jpath *gp = n->gt_text ? n->gt_field : n->field;
-	const json_t *sw = w ? get_path(gp, w, NULL, 0) : NULL;
+	const json_t *sw = pw ? pw->v : nested_want(n, w);
 	if (!sg || (!sw && n->prim != PRIM_TEXT_LENGTH && n->prim != PRIM_REGEX_MATCH &&
 	            n->prim != PRIM_COUNT && !(n->prim == PRIM_TERM_COVERAGE && n->nterms))) {
 		ap->nbad++;
@@ -758,7 +838,7 @@ static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, cons
 	}
 	struct prim_err e = { 0, "" };
 	struct app sub = { 0, 0, NULL };
-	int r = apply(c, n, sg, sw, &sub, &e);
+	int r = apply(c, n, sg, sw, pw, &sub, &e);
 	ap->nrx += sub.nrx;
 	ap->nbad += sub.nbad;
 	if (r == PRIM_BAD) {
@@ -768,6 +848,107 @@ static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, cons
 	return r;
 }
 
+/* The longest run of filled slots a prepared hash index may have: a lookup reads at most this
+ * many slots plus one, whatever key it is given. */
+#define OKEY_RUN_MAX 32
+
+/* The first of keys[0..n) (sorted) equal to the key (k, len) and its hash h, or n; through the
+ * hash index slot/mask when there is one. */
+static size_t okey_find(const struct okey *keys, size_t n, const uint32_t *slot, size_t mask,
+                        uint64_t h, const char *k, size_t len)
+{
+	if (slot) {
+		for (size_t i = (size_t)h & mask; slot[i]; i = (i + 1) & mask) {
+			const struct okey *x = &keys[slot[i] - 1];
+			if (x->h == h && okey_same(x, k, len))
+				return slot[i] - 1;
+		}
+		return n;
+	}
+	size_t lo = hash_lower_bound(keys, n, h);
+	if (lo < n && keys[lo].h == h && !okey_same(&keys[lo], k, len)) {
+		/* another key with the same hash sorts first: search the run by text */
+		size_t hi = n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (okey_cmp_to(&keys[mid], h, k, len) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+	return lo < n && keys[lo].h == h && okey_same(&keys[lo], k, len) ? lo : n;
+}
+
+/* Keys the objects of arr (item_key; text keys in sb) into keys[], hashed and sorted by
+ * (hash, len, bytes, index); returns how many had a key. */
+static size_t key_items(const struct spec_dim *d, const json_t *arr, struct strbuf *sb,
+                        struct okey *keys)
+{
+	size_t n = json_array_size(arr), nk = 0;
+	size_t *off = xcalloc(n ? n : 1, sizeof *off);   /* text keys: offset in sb */
+	strbuf_addlit(sb, "");
+	for (size_t i = 0; i < n; i++) {
+		const char *p;
+		size_t at = sb->len, len;
+		if (!item_key(d, json_array_get(arr, i), sb, &p, &len))
+			continue;
+		off[nk] = at;
+		keys[nk++] = (struct okey){ 0, p, len, i };
+	}
+	for (size_t k = 0; k < nk; k++) {   /* sb no longer moves */
+		if (!keys[k].k)
+			keys[k].k = sb->buf + off[k];
+		keys[k].h = key_hash(keys[k].k, keys[k].len & ~OKEY_PLAIN);
+	}
+	free(off);
+	struct okey *ktmp = xmalloc((nk ? nk : 1) * sizeof *ktmp);
+	okey_sort(keys, ktmp, nk);
+	free(ktmp);
+	return nk;
+}
+
+/* Pairs submitted elements with expected ones: the m-th expected element with a given key
+ * and the m-th submitted one with that key (both in array order) form a pair; elements
+ * without a key, or beyond the other side's count for their key, stay unpaired. Fills
+ * pair[j] (expected j) with the submitted index or SIZE_MAX; returns the pairs. keys and
+ * taken hold one side's sorted keys and per-group counts; the other side is keyed one
+ * element at a time. */
+static size_t pair_up(const struct spec_dim *d, const json_t *probe_arr, const struct okey *keys,
+                      size_t nk, const uint32_t *slot, size_t mask, size_t *taken,
+                      bool probe_is_expected, size_t *pair)
+{
+	struct strbuf kb = { 0 };
+	size_t matched = 0, np = json_array_size(probe_arr);
+	for (size_t j = 0; j < np; j++) {
+		const char *kt;
+		size_t kl;
+		kb.len = 0;
+		strbuf_addlit(&kb, "");
+		if (!item_key(d, json_array_get(probe_arr, j), &kb, &kt, &kl))
+			continue;
+		if (!kt)
+			kt = kb.buf;
+		size_t first = okey_find(keys, nk, slot, mask, key_hash(kt, kl & ~OKEY_PLAIN), kt, kl);
+		if (first >= nk)
+			continue;
+		/* taken[first]: how many of the equal keys starting at first are paired already
+		 * (they are paired in order): no rescan of used keys, whatever the duplicates */
+		size_t lo = first + taken[first];
+		if (lo >= nk || (taken[first] && (keys[lo].h != keys[first].h ||
+		                                  !okey_same(&keys[lo], kt, kl))))
+			continue;   /* every element with this key on the other side is paired already */
+		taken[first]++;
+		matched++;
+		if (probe_is_expected)
+			pair[j] = keys[lo].idx;
+		else
+			pair[keys[lo].idx] = j;
+	}
+	strbuf_free(&kb);
+	return matched;
+}
+
 static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const json_t *got,
                                const json_t *want, struct app *ap, struct prim_err *e)
 {
@@ -775,86 +956,52 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		return need_type(got, 0, false, "an array", e);
 	if (!json_is_array(want))
 		return need_type(want, 1, false, "an array", e);
-	size_t ns = json_array_size(got), ne = json_array_size(want), nk = 0;
-	struct strbuf sb = { 0 };
-	size_t *off = xcalloc(ns ? ns : 1, sizeof *off);   /* text keys: offset in sb */
-	struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
-	strbuf_addlit(&sb, "");
-	for (size_t i = 0; i < ns; i++) {
-		const char *p;
-		size_t at = sb.len, n;
-		if (!item_key(d, json_array_get(got, i), &sb, &p, &n))
-			continue;
-		off[nk] = at;
-		keys[nk++] = (struct okey){ 0, p, n, i };
+	const struct prep_dim *pd = c->cur && c->cur->d == d && c->cur->want == want ? c->cur : NULL;
+	size_t ns = json_array_size(got), ne = json_array_size(want), matched;
+	size_t *pair = xmalloc((ne ? ne : 1) * sizeof *pair);
+	for (size_t j = 0; j < ne; j++)
+		pair[j] = SIZE_MAX;
+	if (pd) {   /* expected keys prepared: key each submitted element and look it up */
+		size_t *taken = xcalloc(pd->nk ? pd->nk : 1, sizeof *taken);
+		matched = pair_up(d, got, pd->keys, pd->nk, pd->slot, pd->mask, taken, false, pair);
+		free(taken);
+	} else {
+		struct strbuf sb = { 0 };
+		struct okey *keys = xcalloc(ns ? ns : 1, sizeof *keys);
+		size_t nk = key_items(d, got, &sb, keys);
+		size_t *taken = xcalloc(nk ? nk : 1, sizeof *taken);
+		matched = pair_up(d, want, keys, nk, NULL, 0, taken, true, pair);
+		free(taken);
+		free(keys);
+		strbuf_free(&sb);
 	}
-	for (size_t k = 0; k < nk; k++) {   /* sb no longer moves */
-		if (!keys[k].k)
-			keys[k].k = sb.buf + off[k];
-		keys[k].h = key_hash(keys[k].k, keys[k].len & ~OKEY_PLAIN);
-	}
-	struct okey *ktmp = xmalloc((nk ? nk : 1) * sizeof *ktmp);
-	okey_sort(keys, ktmp, nk);
-	free(ktmp);
-	/* taken[g]: how many of the equal keys starting at sorted position g are paired already
-	 * (they are paired in order, so the next one is g + taken[g]): no rescan of used keys,
-	 * whatever the number of duplicates. */
-	size_t *taken = xcalloc(nk ? nk : 1, sizeof *taken);
 	dec6 wsum = 0;
 	for (size_t f = 0; f < d->nfields; f++)
 		wsum += d->fweights[f];
 	unsigned __int128 num = 0;   /* Σ over pairs of Σ w_f × s_f (or 1000 × 10^6 per pair) */
-	size_t matched = 0;
 	json_t *pairs = ap->det ? json_array() : NULL;
-	struct strbuf kb = { 0 };
-	for (size_t j = 0; j < ne; j++) {
-		const json_t *w = json_array_get(want, j);
-		const char *kt;
-		size_t kl;
-		kb.len = 0;
-		strbuf_addlit(&kb, "");
-		if (!item_key(d, w, &kb, &kt, &kl))
+	for (size_t j = 0; j < ne; j++) {   /* pairs in expected order */
+		if (pair[j] == SIZE_MAX)
 			continue;
-		if (!kt)
-			kt = kb.buf;
-		uint64_t h = key_hash(kt, kl & ~OKEY_PLAIN);
-		size_t lo = hash_lower_bound(keys, nk, h);
-		if (lo < nk && keys[lo].h == h && !okey_same(&keys[lo], kt, kl)) {
-			/* another key with the same hash sorts first: search the run by text */
-			size_t hi = nk;
-			while (lo < hi) {
-				size_t mid = lo + (hi - lo) / 2;
-				if (okey_cmp_to(&keys[mid], h, kt, kl) < 0)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-		}
-		if (lo >= nk || keys[lo].h != h || !okey_same(&keys[lo], kt, kl))
-			continue;
-		size_t first = lo;
-		lo += taken[first];
-		if (lo >= nk || (taken[first] && (keys[lo].h != h || !okey_same(&keys[lo], kt, kl))))
-			continue;   /* every submitted object with this key is paired already */
-		taken[first]++;
-		matched++;
-		const json_t *g = json_array_get(got, keys[lo].idx);
+		const json_t *w = json_array_get(want, j), *g = json_array_get(got, pair[j]);
 		int64_t pn = 0;
 		if (d->nfields == 0) {
 			pn = (int64_t)1000 * DEC6_ONE;
 		} else {
 			for (size_t f = 0; f < d->nfields; f++)
-				pn += (int64_t)nested(c, &d->fields[f], g, w, ap) * d->fweights[f];
+				pn += (int64_t)nested(c, &d->fields[f], g, w,
+				                      pd ? &pd->vals[j * d->nfields + f] : NULL, ap) *
+				      d->fweights[f];
 			/* scale to "per unit weight": Σ w s / W, kept as a fraction over W below */
 		}
 		num += (unsigned __int128)pn;
 		if (pairs && json_array_size(pairs) < 50)
 			json_array_append_new(pairs, json_pack("{s:I, s:I, s:f}", "submitted",
-			                      (json_int_t)keys[lo].idx, "expected", (json_int_t)j,
+			                      (json_int_t)pair[j], "expected", (json_int_t)j,
 			                      "score", d->nfields ? (double)pn / (double)wsum
 			                                          : 1000.0));
 	}
-	strbuf_free(&kb);
+	free(pair);
 	/* pair fraction = pn / (1000 × W), W = wsum (or 10^6 without fields). */
 	unsigned __int128 unit = (unsigned __int128)1000 * (unsigned __int128)(d->nfields ? wsum
 	                                                                                  : DEC6_ONE);
@@ -875,10 +1022,6 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	det_set(ap, "objects", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)ns,
 	                                 "expected", (json_int_t)ne, "matched", (json_int_t)matched));
 	det_set(ap, "pairs", pairs);
-	free(taken);
-	free(keys);
-	free(off);
-	strbuf_free(&sb);
 	return r;
 }
 
@@ -889,15 +1032,18 @@ static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t
 		return need_type(got, 0, false, "an object", e);
 	if (!json_is_object(want))
 		return need_type(want, 1, false, "an object", e);
+	const struct prep_dim *pd = c->cur && c->cur->d == d && c->cur->want == want ? c->cur : NULL;
 	size_t nk = d->keys ? json_array_size(d->keys) : json_object_size(want);
 	unsigned long long sum = 0;
 	json_t *per = ap->det ? json_object() : NULL;
 	size_t i = 0;
-	void *it = d->keys ? NULL : json_object_iter((json_t *)want);
+	void *it = d->keys || pd ? NULL : json_object_iter((json_t *)want);
 	for (i = 0; i < nk; i++) {
 		const char *k;
-		const json_t *wv;
-		if (d->keys) {
+		const json_t *wv = NULL;
+		if (pd) {
+			k = pd->names[i];
+		} else if (d->keys) {
 			k = json_string_value(json_array_get(d->keys, i));
 			wv = json_object_get(want, k);
 		} else {   /* the expected value is at hand: no lookup */
@@ -905,7 +1051,7 @@ static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t
 			wv = json_object_iter_value(it);
 			it = json_object_iter_next((json_t *)want, it);
 		}
-		int r = nested(c, d->item, json_object_get(got, k), wv, ap);
+		int r = nested(c, d->item, json_object_get(got, k), wv, pd ? &pd->vals[i] : NULL, ap);
 		sum += (unsigned long long)r;
 		if (per && json_object_size(per) < 50)
 			json_object_set_new(per, k, json_integer(r));
@@ -1006,9 +1152,10 @@ static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const js
 	}
 }
 
-/* Applies a field-reading primitive to resolved values (normalised here); PRIM_BAD with e. */
+/* Applies a field-reading primitive to resolved values (normalised here); PRIM_BAD with e.
+ * pw, when not NULL, is want0's prepared side (pw->v == want0). */
 static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, const json_t *want0,
-                 struct app *ap, struct prim_err *e)
+                 const struct pval *pw, struct app *ap, struct prim_err *e)
 {
 	bool norm = d->norm && d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP;
 	if (norm && d->prim == PRIM_EXACT_MATCH && !ap->det && !d->case_insensitive &&
@@ -1016,7 +1163,9 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		/* two strings: compare the normalised texts without building JSON values; with
 		 * `numeric`, texts that become numbers compare as numbers (what norm_value and
 		 * jcanon_equal would decide) */
-		if (!charge(c, string_units(got0, d->norm) + string_units(want0, d->norm)))
+		bool pre = pw && pw->ntext;   /* the expected text normalised already */
+		if (!charge(c, string_units(got0, d->norm) + (pre ? pw->units
+		                                                   : string_units(want0, d->norm))))
 			return 0;
 		/* the same text normalises the same way: equal (as charged, whatever the steps) */
 		if (json_string_length(got0) == json_string_length(want0) &&
@@ -1026,25 +1175,38 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		char ba[256], bb[256];
 		char *ta = norm_text_buf(d->norm, json_string_value(got0), json_string_length(got0), ba,
 		                         sizeof ba, &la);
-		char *tb = norm_text_buf(d->norm, json_string_value(want0), json_string_length(want0), bb,
-		                         sizeof bb, &lb);
 		struct dec_num xa, xb;
+		char *tb;
+		int kb;
+		if (pre) {
+			tb = pw->ntext;
+			lb = pw->nlen;
+			kb = pw->numk;
+			xb = pw->num;
+		} else {
+			tb = norm_text_buf(d->norm, json_string_value(want0), json_string_length(want0), bb,
+			                   sizeof bb, &lb);
+			kb = d->norm & NORM_NUMERIC ? norm_numeric(tb, lb, &xb) : 0;
+		}
 		int ka = d->norm & NORM_NUMERIC ? norm_numeric(ta, la, &xa) : 0;
-		int kb = d->norm & NORM_NUMERIC ? norm_numeric(tb, lb, &xb) : 0;
 		bool eq = ka != kb ? false : ka ? dec_num_cmp(&xa, &xb) == 0
 		                            : la == lb && !memcmp(ta, tb, la);
 		if (ta != ba)
 			free(ta);
-		if (tb != bb)
+		if (tb != bb && !pre)
 			free(tb);
 		return eq ? 1000 : 0;
 	}
-	if (norm && !charge(c, value_units(got0, d->norm) + value_units(want0, d->norm)))
+	/* the expected value prepared whole (sets, tokens): normalised, its units counted */
+	const struct prep_dim *pv = c->cur && c->cur->d == d && c->cur->want == want0 &&
+	                            c->cur->nwant ? c->cur : NULL;
+	if (norm && !charge(c, value_units(got0, d->norm) + (pv ? pv->want_units
+	                                                       : value_units(want0, d->norm))))
 		return 0;
 	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
-	json_t *want = norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
+	json_t *want = pv ? pv->nwant : norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
 	int r, nbad = 0;
-	if (!charge(c, prim_units(d, got, want))) {
+	if (!charge(c, pv ? prim_units(d, got, NULL) + pv->nwant_units : prim_units(d, got, want))) {
 		r = 0;
 		goto out;
 	}
@@ -1061,6 +1223,10 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		r = prim_exact_match_ratio(got, want, e);
 		break;
 	case PRIM_NUMERIC_TOLERANCE:
+		if (pw && pw->has_dec && !norm && json_is_number(got)) {   /* want's decimal known */
+			r = prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear);
+			break;
+		}
 		r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e);
 		ap->nbad += nbad;
 		break;
@@ -1068,10 +1234,12 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		r = prim_fuzzy_string(got, want, e);
 		break;
 	case PRIM_COVERAGE_RATIO:
-		r = prim_coverage_ratio(got, want, e);
+		r = pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e)
+		                      : prim_coverage_ratio(got, want, e);
 		break;
 	case PRIM_SET_OVERLAP:
-		r = prim_set_method(got, want, d->method, e);
+		r = pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e)
+		                      : prim_set_method(got, want, d->method, e);
 		break;
 	case PRIM_TEXT_LENGTH:
 		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0) {
@@ -1098,13 +1266,20 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 			char **ia, **ib;
 			size_t na, nb;
 			prim_tokens(json_string_value(got), json_string_length(got), &sa, &ia, &na);
-			prim_tokens(json_string_value(want), json_string_length(want), &sb, &ib, &nb);
+			if (pv && pv->has_tok) {   /* the expected tokens, prepared */
+				memset(&sb, 0, sizeof sb);
+				ib = pv->tok;
+				nb = pv->ntok;
+			} else {
+				prim_tokens(json_string_value(want), json_string_length(want), &sb, &ib, &nb);
+			}
 			size_t cm = prim_sorted_common(ia, na, ib, nb);
 			det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
 			                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
 			r = prim_set_ratio(cm, na, nb, d->method);
 			free(ia);
-			free(ib);
+			if (!(pv && pv->has_tok))
+				free(ib);
 			strbuf_free(&sa);
 			strbuf_free(&sb);
 		}
@@ -1122,7 +1297,7 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 out:
 	if (norm) {   /* norm_value gave new references (possibly to the same values) */
 		json_decref(got);
-		if (want0)
+		if (want0 && !pv)
 			json_decref(want);
 	}
 	return r;
@@ -1156,7 +1331,16 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 			json_object_set_new(det, "expected", brief(want));
 	}
 	c->over = false;
-	r = apply(c, d, got, want, &ap, &e);
+	c->cur = NULL;
+	for (size_t i = 0; i < SPEC_MAX_DIMS && c->prep; i++)
+		if (c->prep->dims[i] && c->prep->dims[i]->d == d)
+			c->cur = c->prep->dims[i];
+	/* exact_match / numeric_tolerance: the expected value's prepared side */
+	const struct pval *pw = c->cur && c->cur->want == want && c->cur->n == 1 &&
+	                        (d->prim == PRIM_EXACT_MATCH || d->prim == PRIM_NUMERIC_TOLERANCE)
+	                        ? &c->cur->vals[0] : NULL;
+	r = apply(c, d, got, want, pw, &ap, &e);
+	c->cur = NULL;
 	if (c->over) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': not scored (0): the "
 		     "evaluation's work budget of %llu units is spent (README \"Work budget\")", d->key,
@@ -1206,21 +1390,231 @@ static void add_violation(json_t *arr, const char *name, int64_t limit, const js
 	json_array_append_new(arr, v);
 }
 
+/* Builds pd's hash index of its sorted keys; leaves none when some run of filled slots would
+ * be longer than OKEY_RUN_MAX (keys chosen to collide), so a lookup's work stays bounded. */
+static void index_keys(struct prep_dim *pd)
+{
+	size_t cap = 8;
+	while (cap < 2 * pd->nk)
+		cap *= 2;
+	if (pd->nk == 0 || pd->nk >= UINT32_MAX / 2)
+		return;
+	uint32_t *slot = xcalloc(cap, sizeof *slot);
+	size_t mask = cap - 1;
+	for (size_t g = 0; g < pd->nk; g++) {
+		const struct okey *x = &pd->keys[g];
+		if (g && x->h == x[-1].h && okey_same(&x[-1], x->k, x->len))
+			continue;   /* not the first element with this key */
+		size_t i = (size_t)x->h & mask;
+		while (slot[i])
+			i = (i + 1) & mask;
+		slot[i] = (uint32_t)g + 1;
+	}
+	size_t run = 0, longest = 0;
+	for (size_t i = 0; i < 2 * cap; i++) {   /* twice round: runs that wrap */
+		run = slot[i & mask] ? run + 1 : 0;
+		if (run > longest)
+			longest = run;
+	}
+	if (longest > OKEY_RUN_MAX) {
+		free(slot);
+		return;
+	}
+	pd->slot = slot;
+	pd->mask = mask;
+}
+
+static void prep_dim_free(struct prep_dim *pd)
+{
+	if (!pd)
+		return;
+	size_t nv = pd->d->prim == PRIM_MATCH_OBJECTS ? pd->n * pd->d->nfields : pd->n;
+	for (size_t i = 0; i < nv; i++)
+		free(pd->vals[i].ntext);
+	free(pd->vals);
+	free(pd->keys);
+	free(pd->slot);
+	free(pd->names);
+	json_decref(pd->nwant);
+	if (pd->has_set)
+		prim_set_free(&pd->set);
+	if (pd->has_tok) {
+		free(pd->tok);
+		strbuf_free(&pd->tsb);
+	}
+	strbuf_free(&pd->kb);
+	free(pd);
+}
+
+/* The prepared side of top-level dimension d, or NULL when it has none: match_objects and
+ * keyed_map whose expected value is in the ground truth and has the type they need. */
+static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *gt, uint64_t *left)
+{
+	bool whole = d->prim == PRIM_SET_OVERLAP || d->prim == PRIM_COVERAGE_RATIO ||
+	             d->prim == PRIM_TOKEN_OVERLAP;   /* the whole expected value, normalised */
+	bool scalar = d->prim == PRIM_EXACT_MATCH || d->prim == PRIM_NUMERIC_TOLERANCE;
+	if ((d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP && !whole && !scalar) ||
+	    !d->gt_text || d->gt_src != SPEC_VAR_GROUND_TRUTH)
+		return NULL;
+	const json_t *want = get_path(d->gt_field, gt, NULL, 0);
+	if (!want || needed_type(d->prim, want))
+		return NULL;
+	struct pval pv;
+	if (scalar) {   /* one value: prepared when there is something to prepare */
+		pval_init(d, want, &pv, left);
+		if (!pv.ntext && !pv.has_dec)
+			return NULL;
+	}
+	struct prep_dim *pd = xcalloc(1, sizeof *pd);
+	pd->d = d;
+	pd->want = want;
+	if (scalar) {
+		pd->n = 1;
+		pd->vals = xmalloc(sizeof *pd->vals);
+		pd->vals[0] = pv;
+		return pd;
+	}
+	if (whole) {
+		pd->want_units = d->norm ? value_units(want, d->norm) : 0;
+		if (!prep_take(left, pd->want_units)) {
+			free(pd);
+			return NULL;
+		}
+		pd->nwant = d->norm ? norm_value(d->norm, want) : json_incref((json_t *)want);
+		pd->nwant_units = prim_units(d, NULL, pd->nwant);
+		if (!prep_take(left, pd->nwant_units)) {   /* no tokens or set: none of it */
+			prep_dim_free(pd);
+			return NULL;
+		}
+		if (d->prim == PRIM_TOKEN_OVERLAP && json_is_string(pd->nwant)) {
+			pd->has_tok = true;
+			prim_tokens(json_string_value(pd->nwant), json_string_length(pd->nwant), &pd->tsb,
+			            &pd->tok, &pd->ntok);
+		} else if (d->prim != PRIM_TOKEN_OVERLAP && json_is_array(pd->nwant)) {
+			pd->has_set = true;
+			prim_set_build(pd->nwant, &pd->set);
+		}
+		return pd;
+	}
+	if (d->prim == PRIM_MATCH_OBJECTS) {
+		size_t ne = json_array_size(want);
+		pd->n = ne;
+		pd->keys = xcalloc(ne ? ne : 1, sizeof *pd->keys);
+		pd->nk = key_items(d, want, &pd->kb, pd->keys);
+		index_keys(pd);
+		pd->vals = xcalloc(ne * d->nfields + 1, sizeof *pd->vals);
+		for (size_t j = 0; j < ne; j++)
+			for (size_t f = 0; f < d->nfields; f++) {
+				const struct spec_dim *n = &d->fields[f];
+				pval_init(n, nested_want(n, json_array_get(want, j)), &pd->vals[j * d->nfields + f],
+				          left);
+			}
+		return pd;
+	}
+	size_t nk = d->keys ? json_array_size(d->keys) : json_object_size(want);
+	pd->n = nk;
+	pd->names = xcalloc(nk ? nk : 1, sizeof *pd->names);
+	pd->vals = xcalloc(nk ? nk : 1, sizeof *pd->vals);
+	void *it = d->keys ? NULL : json_object_iter((json_t *)want);
+	for (size_t i = 0; i < nk; i++) {
+		const json_t *wv;
+		if (d->keys) {
+			pd->names[i] = json_string_value(json_array_get(d->keys, i));
+			wv = json_object_get(want, pd->names[i]);
+		} else {
+			pd->names[i] = json_object_iter_key(it);
+			wv = json_object_iter_value(it);
+			it = json_object_iter_next((json_t *)want, it);
+		}
+		pval_init(d->item, nested_want(d->item, wv), &pd->vals[i], left);
+	}
+	return pd;
+}
+
+struct score_prep *score_prepare(const struct spec *s, const json_t *ground_truth)
+{
+	struct score_prep *p = xcalloc(1, sizeof *p);
+	p->s = s;
+	if (!ground_truth)
+		ground_truth = p->empty = json_object();
+	p->gt = ground_truth;
+	/* The costly steps (normalising, tokenising, sorting) take units from one bound as large
+	 * as an evaluation's; what does not fit is left to the evaluations. */
+	uint64_t left = SCORE_WORK_BUDGET;
+	for (size_t i = 0; i < spec_ndims(s) && i < SPEC_MAX_DIMS; i++)
+		if (!spec_dim(s, i)->external)
+			p->dims[i] = prep_dim_build(spec_dim(s, i), ground_truth, &left);
+	p->work = SCORE_WORK_BUDGET - left;
+	return p;
+}
+
+void score_prep_free(struct score_prep *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < SPEC_MAX_DIMS; i++)
+		prep_dim_free(p->dims[i]);
+	json_decref(p->empty);
+	free(p);
+}
+
+uint64_t score_prep_work(const struct score_prep *p)
+{
+	return p ? p->work : 0;
+}
+
+size_t score_prep_bytes(const struct score_prep *p)
+{
+	if (!p)
+		return 0;
+	size_t n = sizeof *p;
+	for (size_t i = 0; i < SPEC_MAX_DIMS; i++) {
+		const struct prep_dim *pd = p->dims[i];
+		if (!pd)
+			continue;
+		size_t nv = pd->d->prim == PRIM_MATCH_OBJECTS ? pd->n * pd->d->nfields : pd->n;
+		n += sizeof *pd + pd->n * (sizeof *pd->keys + sizeof *pd->names) + pd->kb.cap +
+		     nv * sizeof *pd->vals + (pd->slot ? (pd->mask + 1) * sizeof *pd->slot : 0);
+		for (size_t k = 0; k < nv; k++)
+			n += pd->vals[k].ntext ? pd->vals[k].nlen + 17 : 0;
+		if (pd->has_set)
+			n += pd->set.buf.cap + pd->set.n * sizeof *pd->set.items;
+		if (pd->has_tok)
+			n += pd->tsb.cap + pd->ntok * sizeof *pd->tok;
+		if (pd->nwant && pd->d->norm)   /* a normalised copy: about as big as the value */
+			n += (size_t)(pd->want_units / 4);
+	}
+	return n;
+}
+
 int score_eval(const struct spec *s, const json_t *answer, const json_t *metadata,
                const json_t *ground_truth, const struct score_match *m,
                const struct score_ext *ext, const struct score_limits *lim,
                struct score_result *out, char *err, size_t errlen)
 {
+	struct score_prep *p = score_prepare(s, ground_truth);
+	int rc = score_eval_prepared(p, answer, metadata, m, ext, lim, out, err, errlen);
+	score_prep_free(p);
+	return rc;
+}
+
+int score_eval_prepared(const struct score_prep *p, const json_t *answer, const json_t *metadata,
+                        const struct score_match *m, const struct score_ext *ext,
+                        const struct score_limits *lim, struct score_result *out, char *err,
+                        size_t errlen)
+{
 	static const struct score_match no_match;
+	const struct spec *s = p->s;
 	json_t *empty = NULL;
 	memset(out, 0, sizeof *out);
-	if (!answer || !metadata || !ground_truth)
+	if (!answer || !metadata)
 		empty = json_object();
 	struct ctx c = {
 		.s = s,
+		.prep = p,
 		.answer = answer ? answer : empty,
 		.metadata = metadata ? metadata : empty,
-		.gt = ground_truth ? ground_truth : empty,
+		.gt = p->gt,
 		.m = m ? m : &no_match,
 		.max_str = lim && lim->max_string_bytes ? lim->max_string_bytes
 		                                        : SCORE_DEFAULT_MAX_STRING_BYTES,

@@ -64,6 +64,30 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
                const struct score_ext *ext, const struct score_limits *lim,
                struct score_result *out, char *err, size_t errlen);
 void score_result_clear(struct score_result *r);
+/* What every evaluation of one spec against one ground truth would recompute on the expected
+ * side, computed once (README "Prepared ground truth"): for match_objects and keyed_map
+ * dimensions reading the ground truth, the expected elements' keys (hashed and sorted) and
+ * their nested fields' resolved values, normalised texts and exact decimals. Immutable once
+ * built, so any number of threads may evaluate with it at once. It borrows s and
+ * ground_truth: both must outlive it (the spec cache's entry owns all three and frees the
+ * preparation first). ground_truth may be NULL (treated as {}). Never NULL (out of memory
+ * aborts). Its costly steps (normalising, tokenising, sorting) are charged work units like an
+ * evaluation's, from one bound of SCORE_WORK_BUDGET: what does not fit is not prepared and
+ * the evaluations do it (and charge it) as usual. */
+struct score_prep;
+struct score_prep *score_prepare(const struct spec *s, const json_t *ground_truth);
+void score_prep_free(struct score_prep *p);   /* NULL ok */
+/* Work units p's preparation spent (at most SCORE_WORK_BUDGET); 0 for NULL. */
+uint64_t score_prep_work(const struct score_prep *p);
+/* Estimated heap bytes of p (for cache bounds); 0 for NULL. */
+size_t score_prep_bytes(const struct score_prep *p);
+/* score_eval with the spec and ground truth of p: the same result, warnings and work units as
+ * score_eval(s, answer, metadata, ground_truth, ...), which is this function on a fresh
+ * preparation. */
+int score_eval_prepared(const struct score_prep *p, const json_t *answer, const json_t *metadata,
+                        const struct score_match *m, const struct score_ext *ext,
+                        const struct score_limits *lim, struct score_result *out, char *err,
+                        size_t errlen);
 /* The result JSON of README "Scoring spec" (new reference): score, result, score_breakdown (dimensions
  * in spec order, each {"score","weight","weighted"}), submission_warnings,
  * constraint_violations, verified, then the ext extra keys. Fractional weights are JSON

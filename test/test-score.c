@@ -11,6 +11,7 @@
 #include "util.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static struct spec *parse(const char *text)
 {
@@ -561,8 +562,384 @@ static void test_work_budget(void)
 	free(u);
 }
 
+/* The spec of bench-score_v2 (10 dimensions; match_objects and keyed_map read the ground
+ * truth, so they are prepared). */
+static const char *prep_spec =
+	"{\"evaluator\":\"deterministic\",\"total\":\"round_each\",\"dimensions\":["
+	"{\"key\":\"correctness\",\"weight\":0.2,\"primitive\":\"match_objects\",\"field\":\"findings\","
+	" \"ground_truth_field\":\"findings\",\"match_on\":\"id\",\"method\":\"f1\",\"fields\":["
+	"  {\"primitive\":\"exact_match\",\"field\":\"severity\",\"normalize\":[\"casefold\",\"trim\"],\"weight\":0.5},"
+	"  {\"primitive\":\"numeric_tolerance\",\"field\":\"cvss\",\"tolerance\":0.5,\"weight\":0.5}]},"
+	"{\"key\":\"answers\",\"weight\":0.15,\"primitive\":\"keyed_map\",\"field\":\"answers\","
+	" \"ground_truth_field\":\"answers\",\"item\":{\"primitive\":\"exact_match\",\"normalize\":[\"trim\",\"casefold\",\"numeric\"]}},"
+	"{\"key\":\"methodology\",\"weight\":0.1,\"primitive\":\"term_coverage\",\"field\":\"report\","
+	" \"terms\":[\"root cause\",[\"outage\",\"downtime\"],\"rollback\",\"timeline\",{\"regex\":\"\\\\bCVE-\\\\d{4}-\\\\d{4,}\\\\b\"},"
+	"  {\"regex\":\"\\\\d+(\\\\.\\\\d+)? ?(ms|s|min)\\\\b\"}],\"normalize\":[\"casefold\"]},"
+	"{\"key\":\"format\",\"weight\":0.05,\"primitive\":\"regex_match\",\"field\":\"ticket\","
+	" \"pattern\":\"^[A-Z]{2,5}-\\\\d{1,6}$\"},"
+	"{\"key\":\"length\",\"weight\":0.05,\"primitive\":\"text_length\",\"field\":\"report\",\"unit\":\"words\","
+	" \"ramp\":[[0,0],[50,1],[400,1],[800,0.5]]},"
+	"{\"key\":\"summary\",\"weight\":0.1,\"primitive\":\"token_overlap\",\"field\":\"summary\","
+	" \"ground_truth_field\":\"summary\",\"method\":\"f1\"},"
+	"{\"key\":\"coverage\",\"weight\":0.1,\"primitive\":\"set_overlap\",\"field\":\"hosts\","
+	" \"ground_truth_field\":\"hosts\",\"method\":\"f1\",\"normalize\":[\"casefold\"]},"
+	"{\"key\":\"distinct\",\"weight\":0.05,\"primitive\":\"count\",\"field\":\"hosts\",\"of\":\"unique_ratio\"},"
+	"{\"key\":\"estimate\",\"weight\":0.1,\"primitive\":\"numeric_tolerance\",\"field\":\"impact\","
+	" \"ground_truth_field\":\"impact\",\"tolerance\":5,\"decay\":\"linear\"},"
+	"{\"key\":\"efficiency\",\"weight\":0.1,\"primitive\":\"expression\","
+	" \"expr\":\"if(coalesce(calls, api_calls) <= 20, 1, clamp(1 - (coalesce(calls, api_calls) - 20) / 40, 0, 1)) * (1 - 0.1 * retries)\","
+	" \"vars\":{\"calls\":\"@metadata.calls\",\"api_calls\":\"@metadata.api_calls\",\"retries\":{\"path\":\"@metadata.retries\",\"default\":0}}}]}";
+/* Composite forms the bench spec lacks: two match_on keys normalised, a normalised nested
+ * numeric exact_match and a linear numeric_tolerance, the mean method; keyed_map over listed
+ * keys with a numeric_tolerance item; a nested match_objects inside keyed_map; coverage_ratio,
+ * set_overlap without normalize, token_overlap with it, exact_match normalised. */
+static const char *prep_spec2 =
+	"{\"evaluator\":\"deterministic\",\"dimensions\":["
+	"{\"key\":\"objs\",\"weight\":0.3,\"primitive\":\"match_objects\",\"field\":\"findings\","
+	" \"ground_truth_field\":\"findings\",\"match_on\":[\"id\",\"kind\"],\"normalize\":[\"casefold\",\"trim\"],"
+	" \"method\":\"mean\",\"fields\":["
+	"  {\"primitive\":\"exact_match\",\"field\":\"severity\",\"normalize\":[\"trim\",\"numeric\"],\"weight\":0.3},"
+	"  {\"primitive\":\"numeric_tolerance\",\"field\":\"cvss\",\"tolerance\":1,\"decay\":\"linear\",\"weight\":0.7}]},"
+	"{\"key\":\"listed\",\"weight\":0.2,\"primitive\":\"keyed_map\",\"field\":\"answers\","
+	" \"ground_truth_field\":\"answers\",\"keys\":[\"q0\",\"q1\",\"q2\",\"q9\",\"zz\"],"
+	" \"item\":{\"primitive\":\"numeric_tolerance\",\"tolerance\":0.5}},"
+	"{\"key\":\"nested\",\"weight\":0.2,\"primitive\":\"keyed_map\",\"field\":\"groups\","
+	" \"ground_truth_field\":\"groups\",\"item\":{\"primitive\":\"match_objects\",\"match_on\":\"id\","
+	"  \"fields\":[{\"primitive\":\"exact_match\",\"field\":\"severity\",\"normalize\":[\"casefold\"],\"weight\":1}]}},"
+	"{\"key\":\"cov\",\"weight\":0.1,\"primitive\":\"coverage_ratio\",\"field\":\"hosts\","
+	" \"ground_truth_field\":\"hosts\",\"normalize\":[\"casefold\"]},"
+	"{\"key\":\"jac\",\"weight\":0.1,\"primitive\":\"set_overlap\",\"field\":\"hosts\","
+	" \"ground_truth_field\":\"hosts\"},"
+	"{\"key\":\"tok\",\"weight\":0.05,\"primitive\":\"token_overlap\",\"field\":\"summary\","
+	" \"ground_truth_field\":\"summary\",\"method\":\"jaccard\",\"normalize\":[\"casefold\"]},"
+	"{\"key\":\"tick\",\"weight\":0.05,\"primitive\":\"exact_match\",\"field\":\"ticket\","
+	" \"ground_truth_field\":\"ticket\",\"normalize\":[\"casefold\",\"trim\"]}]}";
+
+static uint64_t prep_rng = 88172645463325252ull;
+
+static unsigned rnd(unsigned n)
+{
+	prep_rng ^= prep_rng << 13;
+	prep_rng ^= prep_rng >> 7;
+	prep_rng ^= prep_rng << 17;
+	return (unsigned)(prep_rng % n);
+}
+
+static void rnd_findings(struct strbuf *sb, unsigned max)
+{
+	static const char *const sev[] = { "\"low\"", "\"LOW \"", "\" High\"", "\"high\"", "\"3\"",
+	                                   "\"3.0\"", "\" 3 \"", "\"x\\\"y\"", "5", "\"critical\"" };
+	unsigned n = rnd(max + 1);
+	strbuf_addf(sb, "[");
+	for (unsigned k = 0; k < n; k++) {
+		if (k)
+			strbuf_addf(sb, ",");
+		if (rnd(20) == 0) {
+			strbuf_addf(sb, rnd(2) ? "7" : "\"F-1\"");
+			continue;
+		}
+		strbuf_addf(sb, "{");
+		unsigned id = rnd(max / 2 + 2), f = rnd(10);
+		if (f == 0)
+			strbuf_addf(sb, "\"name\":\"x\"");
+		else if (f == 1)
+			strbuf_addf(sb, "\"id\":%u", id);
+		else if (f == 2)
+			strbuf_addf(sb, "\"id\":\"F\\\"%u\"", id);
+		else
+			strbuf_addf(sb, "\"id\":\"%sF-%03u\"", rnd(4) ? "" : " ", id);
+		if (rnd(3))
+			strbuf_addf(sb, ",\"kind\":\"%s\"", rnd(2) ? "a" : "A");
+		if (rnd(8))
+			strbuf_addf(sb, ",\"severity\":%s", sev[rnd(10)]);
+		switch (rnd(5)) {
+		case 0: strbuf_addf(sb, ",\"cvss\":%u", rnd(10)); break;
+		case 1: case 2: strbuf_addf(sb, ",\"cvss\":%u.%u", rnd(10), rnd(10)); break;
+		case 3: strbuf_addf(sb, ",\"cvss\":\"4.5\""); break;
+		default: break;
+		}
+		strbuf_addf(sb, "}");
+	}
+	strbuf_addf(sb, "]");
+}
+
+/* A random document of the bench's shape: duplicate, missing and ill-typed keys, values in
+ * several spellings, some missing or of the wrong type. */
+static json_t *rnd_doc(void)
+{
+	static const char *const ans[] = { "\"1\"", "\"1.0\"", "\" 1 \"", "\"01\"", "\"A\"", "\"a\"",
+	                                   "1", "1.25", "\"x\"", "[1]" };
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "{\"findings\":");
+	rnd_findings(&sb, 24);
+	strbuf_addf(&sb, ",\"answers\":{");
+	for (unsigned k = 0, first = 1; k < 12; k++)
+		if (rnd(4)) {
+			strbuf_addf(&sb, "%s\"q%u\":%s", first ? "" : ",", k, ans[rnd(10)]);
+			first = 0;
+		}
+	strbuf_addf(&sb, "},\"groups\":{");
+	for (unsigned k = 0, n = rnd(4); k < n; k++) {
+		strbuf_addf(&sb, "%s\"g%u\":", k ? "," : "", rnd(4));
+		rnd_findings(&sb, 6);
+	}
+	strbuf_addf(&sb, "},\"report\":\"root cause: outage at CVE-2024-1234, %u ms. Rollback\","
+	            "\"ticket\":\"%s\",\"summary\":\"%s\",\"hosts\":[\"DB%u\",\"db%u\",\"DB1\"],"
+	            "\"impact\":%u}", rnd(300), (const char *[]){ "OPS-12", " ops-12 ", "x" }[rnd(3)], rnd(2) ? "a database outage"
+	            : "the outage", rnd(4), rnd(4), 100 + rnd(40));
+	json_error_t je;
+	json_t *v = json_loads(sb.buf, 0, &je);
+	if (!v)
+		diag("random document: %s: %s", je.text, sb.buf);
+	strbuf_free(&sb);
+	return v;
+}
+
+/* The text of a result, with its explain detail when there is one. */
+static char *result_text(struct score_result *r)
+{
+	char *t = score_result_dumps(r);
+	json_t *ex = score_result_explain(r);
+	char *e = json_dumps(ex, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "%s %s", t, e);
+	free(t);
+	free(e);
+	json_decref(ex);
+	return sb.buf;
+}
+
+/* One preparation of the ground truth's side serves every evaluation (score_prepare): for
+ * random ground truths and answers, scoring with one preparation gives exactly what
+ * score_eval gives with a fresh one each time (result, warnings, work units, explain), and the
+ * same scores and work as the unprepared code (the same spec reading the expected values from
+ * @metadata, which is never prepared). */
+static void test_prepared(void)
+{
+	const char *specs[2] = { prep_spec, prep_spec2 };
+	int differ = 0, differ_unprep = 0, runs = 0, pairs = 0;
+	for (int sp = 0; sp < 2; sp++) {
+		struct spec *s = parse(specs[sp]);
+		/* the same spec reading its expected values from @metadata: not prepared */
+		struct strbuf alt = { 0 };
+		const char *p = specs[sp], *q;
+		while ((q = strstr(p, "\"ground_truth_field\":\""))) {
+			size_t pre = (size_t)(q - p) + strlen("\"ground_truth_field\":\"");
+			strbuf_add(&alt, p, pre);
+			strbuf_addf(&alt, "@metadata.");
+			p += pre;
+		}
+		strbuf_addf(&alt, "%s", p);
+		struct spec *su = parse(alt.buf);
+		ok(s && su, "spec %d and its unprepared form parse", sp);
+		for (int g = 0; s && su && g < 12; g++) {
+			json_t *gt = rnd_doc();
+			json_t *meta = json_deep_copy(gt);
+			json_object_set_new(meta, "api_calls", json_integer(20 + g));
+			json_object_set_new(meta, "retries", json_integer(g % 2));
+			struct score_prep *prep = score_prepare(s, gt);
+			for (int k = 0; k < 40; k++) {
+				json_t *a = rnd_doc();
+				struct score_limits lim = { 0, k % 4 == 0, 0 };
+				struct score_result r1, r2, r3;
+				char err[256];
+				int rc1 = score_eval_prepared(prep, a, meta, NULL, NULL, &lim, &r1, err, sizeof err);
+				int rc2 = score_eval(s, a, meta, gt, NULL, NULL, &lim, &r2, err, sizeof err);
+				int rc3 = score_eval(su, a, meta, gt, NULL, NULL, &lim, &r3, err, sizeof err);
+				runs++;
+				if (rc1 || rc2 || rc3) {
+					differ++;
+					continue;
+				}
+				char *t1 = result_text(&r1), *t2 = result_text(&r2);
+				if (strcmp(t1, t2)) {
+					if (differ++ < 3)
+						diag("prepared: %s\nfresh:    %s", t1, t2);
+				}
+				bool same = r1.score == r3.score && r1.work == r3.work &&
+				            json_array_size(r1.warnings) == json_array_size(r3.warnings);
+				for (size_t i = 0; i < r1.ndims; i++)
+					same &= r1.dims[i].score == r3.dims[i].score;
+				if (!same && differ_unprep++ < 3) {
+					char *t3 = result_text(&r3);
+					diag("prepared:   %s\nunprepared: %s", t1, t3);
+					free(t3);
+				}
+				pairs += r1.dims[0].score > 0;
+				free(t1);
+				free(t2);
+				score_result_clear(&r1);
+				score_result_clear(&r2);
+				score_result_clear(&r3);
+				json_decref(a);
+			}
+			score_prep_free(prep);
+			json_decref(meta);
+			json_decref(gt);
+		}
+		strbuf_free(&alt);
+		spec_free(s);
+		spec_free(su);
+	}
+	is_int(runs, 960, "960 random evaluations");
+	ok(pairs > 100, "objects were paired in %d of them", pairs);
+	is_int(differ, 0, "one preparation for many answers gives what a fresh one gives");
+	is_int(differ_unprep, 0, "prepared and unprepared scoring agree (scores, warnings, work)");
+}
+
+/* match_objects' key hash (common/score.c key_hash), repeated here to choose colliding keys. */
+static uint64_t okey_hash(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h ^ (h >> 32);
+}
+
+/* n ground-truth objects {"id": "Knnnnnn"}; with mask, keys whose hashes agree in the bits of
+ * mask (all in one slot of the prepared hash index), else consecutive keys. */
+static json_t *key_objects(unsigned n, uint64_t mask, unsigned skip)
+{
+	json_t *arr = json_array();
+	char k[16];
+	for (unsigned v = 0, got = 0; got < n + skip; v++) {
+		snprintf(k, sizeof k, "K%06u", v);
+		if (mask && (okey_hash(k, 7) & mask) != 0)
+			continue;
+		if (got++ >= skip)
+			json_array_append_new(arr, json_pack("{s:s}", "id", k));
+	}
+	return arr;
+}
+
+/* The prepared hash index of match_objects' expected keys: keys that fill one run of slots
+ * find their pairs like the binary search does; a ground truth whose keys would make a run
+ * longer than the bound gets no index (its preparation is smaller by exactly the index) and
+ * still pairs the same. */
+static void test_prepared_index(void)
+{
+	struct spec *s = parse("{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"m\",\"weight\":1,"
+	                       "\"primitive\":\"match_objects\",\"field\":\"f\",\"ground_truth_field\":\"f\","
+	                       "\"match_on\":\"id\",\"method\":\"f1\"}]}");
+	struct spec *su = parse("{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"m\",\"weight\":1,"
+	                        "\"primitive\":\"match_objects\",\"field\":\"f\",\"ground_truth_field\":\"@metadata.f\","
+	                        "\"match_on\":\"id\",\"method\":\"f1\"}]}");
+	/* 20 keys: 64 slots, all 20 from one slot (a run of 20); 40 keys: 128 slots, a run of 40 */
+	struct { unsigned n; uint64_t mask; } cases[] = { { 20, 63 }, { 40, 127 } };
+	for (int c = 0; s && su && c < 2; c++) {
+		json_t *gt = json_pack("{s:o}", "f", key_objects(cases[c].n, cases[c].mask, 0));
+		json_t *plain = json_pack("{s:o}", "f", key_objects(cases[c].n, 0, 0));
+		struct score_prep *p = score_prepare(s, gt), *pp = score_prepare(s, plain);
+		size_t diff = score_prep_bytes(pp) - score_prep_bytes(p);
+		if (c == 0)
+			is_int((long long)diff, 0, "%u keys in one run of slots: indexed", cases[c].n);
+		else
+			is_int((long long)diff, 128 * 4, "%u keys in one run of slots: no index", cases[c].n);
+		/* answers: the expected keys reversed, duplicated, and other keys of the same slot */
+		int differ = 0, full = 0;
+		for (int a = 0; a < 4; a++) {
+			json_t *f = json_array();
+			json_t *mine = json_object_get(gt, "f");
+			for (size_t i = json_array_size(mine); i-- > 0;)
+				if ((i + (size_t)a) % (size_t)(a + 1) == 0)
+					json_array_append(f, json_array_get(mine, i));
+			json_t *more = key_objects(3 * (unsigned)a, cases[c].mask, cases[c].n);
+			json_array_extend(f, more);
+			json_decref(more);
+			if (a == 3)
+				json_array_extend(f, mine);   /* every key twice */
+			json_t *ans = json_pack("{s:o}", "f", f);
+			struct score_result r1, r2;
+			char err[256];
+			score_eval_prepared(p, ans, NULL, NULL, NULL, NULL, &r1, err, sizeof err);
+			score_eval(su, ans, gt, NULL, NULL, NULL, NULL, &r2, err, sizeof err);
+			differ += r1.score != r2.score || r1.work != r2.work;
+			full += a == 0 && r1.score == 1000;
+			score_result_clear(&r1);
+			score_result_clear(&r2);
+			json_decref(ans);
+		}
+		is_int(differ, 0, "%u colliding keys: pairs as unprepared scoring does", cases[c].n);
+		is_int(full, 1, "%u colliding keys: all found", cases[c].n);
+		score_prep_free(p);
+		score_prep_free(pp);
+		json_decref(gt);
+		json_decref(plain);
+	}
+	spec_free(s);
+	spec_free(su);
+}
+
+/* The preparation's costly steps are bounded like an evaluation's (SCORE_WORK_BUDGET units):
+ * six normalised exact_match dimensions on a 200 KB non-ASCII reference (12.8 M units each)
+ * prepare the first three only; the rest are left to the evaluations, which score exactly
+ * as unprepared scoring does. */
+static void test_prepared_bound(void)
+{
+	static const char unit[] = "Caf\xC3\xA9 na\xC3\xAFve ";   /* 13 bytes */
+	size_t reps = 16000, len = reps * (sizeof unit - 1);
+	char *t = xmalloc(len + 1);
+	for (size_t i = 0; i < reps; i++)
+		memcpy(t + i * (sizeof unit - 1), unit, sizeof unit - 1);
+	t[len] = 0;
+	struct strbuf sp = { 0 }, su = { 0 };
+	for (int v = 0; v < 2; v++) {
+		struct strbuf *b = v ? &su : &sp;
+		strbuf_addf(b, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+		for (int i = 0; i < 6; i++)
+			strbuf_addf(b, "%s{\"key\":\"d%d\",\"weight\":0.1,\"primitive\":\"exact_match\",\"field\":\"t\","
+			            "\"ground_truth_field\":\"%st\",\"normalize\":[\"casefold\"]}", i ? "," : "", i,
+			            v ? "@metadata." : "");
+		strbuf_addf(b, ",{\"key\":\"e\",\"weight\":0.4,\"primitive\":\"expression\",\"expr\":\"1\"}]}");
+	}
+	struct spec *s = parse(sp.buf), *u = parse(su.buf);
+	json_t *gt = json_pack("{s:s}", "t", t);
+	t[0] = 'c';   /* the answer differs: both sides are normalised */
+	json_t *ans = json_pack("{s:s}", "t", t);
+	struct score_prep *p = s ? score_prepare(s, gt) : NULL;
+	uint64_t each = 32 + 64 * (uint64_t)len;
+	ok(p && score_prep_work(p) == 3 * each, "three of six dimensions prepared (%llu units)",
+	   (unsigned long long)score_prep_work(p));
+	struct score_result r1, r2;
+	char err[256];
+	if (p && u && score_eval_prepared(p, ans, gt, NULL, NULL, NULL, &r1, err, sizeof err) == 0 &&
+	    score_eval(u, ans, gt, NULL, NULL, NULL, NULL, &r2, err, sizeof err) == 0) {
+		char *a = score_result_dumps(&r1), *b = score_result_dumps(&r2);
+		ok(r1.work == r2.work && r1.score == r2.score &&
+		   json_array_size(r1.warnings) == json_array_size(r2.warnings),
+		   "the same scores, warnings and work as unprepared scoring (%llu units)",
+		   (unsigned long long)r1.work);
+		is_int(r1.dims[0].score, 1000, "d0 scored");
+		is_int(r1.dims[1].score, 0, "d1 did not fit the evaluation's budget");
+		free(a);
+		free(b);
+		score_result_clear(&r1);
+		score_result_clear(&r2);
+	} else {
+		ok(0, "scored");
+	}
+	score_prep_free(p);
+	spec_free(s);
+	spec_free(u);
+	json_decref(gt);
+	json_decref(ans);
+	strbuf_free(&sp);
+	strbuf_free(&su);
+	free(t);
+}
+
 int main(void)
 {
+	test_prepared_bound();
+	test_prepared_index();
+	test_prepared();
 	test_work_budget();
 	test_match_objects_pairing();
 	test_match_objects_key_forms();

@@ -1,6 +1,6 @@
 /* Unit tests for worker/speccache: one parse per challenge and texts, a changed
  * challenge parsed again, invalid specs and ground truths kept with their message,
- * reference counting across clear. */
+ * the ground truth's side prepared with the entry, reference counting across clear. */
 #include <string.h>
 
 #include "speccache.h"
@@ -31,6 +31,7 @@ int main(void)
 	is_int(a->refs, 2, "the table's reference and ours");
 	is_int(a->gt_bytes, (int)strlen(GT), "ground-truth size recorded");
 	ok(a->ev == SPEC_DETERMINISTIC, "evaluator recorded");
+	ok(a->prep != NULL, "the ground truth's side prepared with it");
 	struct spec_entry *b = get(&c, C1, SPEC, GT);
 	ok(a == b, "same challenge and texts: the same entry");
 	is_int(a->refs, 3, "one more reference");
@@ -42,7 +43,7 @@ int main(void)
 	is_int(c.n, 1, "still one entry for the challenge");
 
 	struct spec_entry *bad = get(&c, C2, "{\"evaluator\":", GT);
-	ok(!bad->spec && bad->err && *bad->err, "invalid spec: entry with a message");
+	ok(!bad->spec && bad->err && *bad->err && !bad->prep, "invalid spec: entry with a message");
 	struct spec_entry *badgt = get(&c, C2, SPEC, "{\"b\":");
 	ok(bad != badgt && !badgt->spec && badgt->err &&
 	   !strncmp(badgt->err, "ground_truth: line", 18), "invalid ground truth: says where");
@@ -53,6 +54,15 @@ int main(void)
 	is_int(c.n, 0, "clear empties the table");
 	is_int(d->refs, 1, "an entry still held survives clear");
 	ok(d->spec != NULL, "and stays usable");
+	{   /* with its preparation: {"a": 2} against {"b": 2} */
+		json_t *ans = json_pack("{s:i}", "a", 2);
+		struct score_result r;
+		char err[128];
+		ok(score_eval_prepared(d->prep, ans, NULL, NULL, NULL, NULL, &r, err, sizeof err) == 0 &&
+		   r.score == 1000, "an entry held after clear scores with its preparation");
+		score_result_clear(&r);
+		json_decref(ans);
+	}
 	speccache_unref(a);
 	speccache_unref(b);
 	speccache_unref(d);

@@ -327,7 +327,11 @@ static int score_external_done(const struct spec *s, const json_t *answer, const
 {
 	struct score_result r;
 	char err[512];
-	if (score_eval(s, answer, metadata, ground_truth, m, ext, lim, &r, err, sizeof err) < 0) {
+	/* The worker's path: the ground truth's side prepared (here for this one evaluation). */
+	struct score_prep *prep = score_prepare(s, ground_truth);
+	int rc = score_eval_prepared(prep, answer, metadata, m, ext, lim, &r, err, sizeof err);
+	score_prep_free(prep);
+	if (rc < 0) {
 		fprintf(stderr, "arbiter score: %s\n", err);
 		return EXIT_INTERNAL;
 	}

@@ -30,6 +30,7 @@ static unsigned spec_bucket(const char *id)
 
 static void spec_entry_free(struct spec_entry *e)
 {
+	score_prep_free(e->prep);   /* borrows spec and gt: freed first */
 	spec_free(e->spec);
 	json_decref(e->gt);
 	free(e->err);
@@ -163,9 +164,12 @@ struct spec_entry *speccache_get(struct speccache *c, const char *id, const char
 			spec_free(e->spec);
 			e->spec = NULL;
 			e->err = xstrdup(err);
+		} else {
+			e->prep = score_prepare(e->spec, e->gt);
 		}
 	}
-	e->bytes = sizeof *e + slen * 4 + json_bytes(e->gt, 0) + (e->err ? strlen(e->err) : 0);
+	e->bytes = sizeof *e + slen * 4 + json_bytes(e->gt, 0) + (e->err ? strlen(e->err) : 0) +
+	           score_prep_bytes(e->prep);
 	size_t max = c->max_bytes ? c->max_bytes : SPECCACHE_DEFAULT_BYTES;
 	e->refs = 1;   /* the caller's */
 	if (e->bytes > max)

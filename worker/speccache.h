@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "score.h"
 #include "spec.h"
 
 /* A parsed challenge spec + ground truth. */
@@ -26,6 +27,10 @@ struct spec_entry {
 	bool in_table;
 	struct spec *spec;           /* NULL when the spec is invalid */
 	json_t *gt;                  /* parsed ground truth (never NULL once valid) */
+	/* The ground truth's side of the evaluations prepared once (score_prepare; NULL when the
+	 * spec is invalid): owned, borrows spec and gt, freed before them, never changed after
+	 * this entry is made, so the worker's threads read it at once. */
+	struct score_prep *prep;
 	char *err;                   /* invalid_spec message when spec is NULL */
 	size_t gt_bytes;             /* ground-truth text length */
 	size_t bytes;                /* estimated memory of the parsed spec and ground truth */

@@ -405,8 +405,8 @@ static void finish_eval(struct worker *w, struct job *j)
 /* Deterministic scoring of large inputs runs on libuv's thread pool: a
  * fuzzy_string over long texts costs up to ~0.25 s per dimension and must not
  * stall the loop. The job (state JOB_EVALUATING) is not touched by the loop
- * meanwhile; score_eval is pure and the shared spec / ground truth are only
- * read (jansson's reference counts are atomic). */
+ * meanwhile; score_eval_prepared is pure and the shared spec / ground truth /
+ * preparation are only read (jansson's reference counts are atomic). */
 #define OFFLOAD_INPUT_BYTES 16384
 
 struct score_work {
@@ -422,8 +422,8 @@ static void score_work_cb(uv_work_t *req)
 {
 	struct score_work *sw = req->data;
 	struct job *j = sw->j;
-	sw->rc = score_eval(j->spec->spec, j->row.answer, j->row.metadata, j->spec->gt, &sw->m,
-	                    NULL, &sw->lim, &j->res, sw->err, sizeof sw->err);
+	sw->rc = score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &sw->m,
+	                             NULL, &sw->lim, &j->res, sw->err, sizeof sw->err);
 }
 
 static void score_after_cb(uv_work_t *req, int status)
@@ -472,8 +472,8 @@ static void score_now(struct worker *w, struct job *j, const struct score_ext *e
 			return;
 		free(sw);      /* cannot queue: score here */
 	}
-	if (score_eval(j->spec->spec, j->row.answer, j->row.metadata, j->spec->gt, &m, ext, &lim,
-	               &j->res, err, sizeof err) < 0) {
+	if (score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &m, ext, &lim,
+	                        &j->res, err, sizeof err) < 0) {
 		char why[600];
 		snprintf(why, sizeof why, "internal_error: %s", err);
 		pipeline_retry(w, j, STAGE_EVAL, true, why);
@@ -549,8 +549,8 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	job_clear_result(j);
 	json_decref(j->extra);
 	j->extra = extra;
-	int src = score_eval(s, j->row.answer, j->row.metadata, j->spec->gt, &m, &ext, &lim, &j->res,
-	                     e2, sizeof e2);
+	int src = score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &m, &ext, &lim,
+	                              &j->res, e2, sizeof e2);
 	if (src < 0) {
 		judge_job_free(jj);
 		snprintf(why, sizeof why, "internal_error: %s", e2);

@@ -3,8 +3,8 @@
  * 4-dimension spec (exact_match_ratio, numeric_tolerance with linear decay,
  * set_overlap, time_decay) parsed once; per evaluation the answer is parsed
  * from its JSON text as the worker reads it (jload, jansson for what it leaves, the values in
- * an arena: common/jarena.h),
- * scored with score_eval, printed with score_result_dumps, and everything freed.
+ * an arena: common/jarena.h), scored with score_eval_prepared (the ground truth prepared once,
+ * as the worker's spec cache does), printed with score_result_dumps, and everything freed.
  * 64 distinct answers rotate. Prints evaluations per second (single thread) and
  * per CPU second, and exits 1 below the 100,000/s target per CPU second (this
  * machine is shared: the wall-clock rate measures the other processes) unless
@@ -94,6 +94,7 @@ int main(int argc, char **argv)
 		answers[i] = sb.buf;
 	}
 
+	struct score_prep *prep = score_prepare(s, gt);   /* once, as the worker's spec cache */
 	long n = 0;
 	size_t bytes = 0;
 	long checksum = 0;
@@ -108,7 +109,7 @@ int main(int argc, char **argv)
 				a = json_loadb(text, strlen(text), JSON_DECODE_ANY, &je);
 			jarena_end(ar);
 			struct score_result r;
-			if (!a || score_eval(s, a, NULL, gt, &m, NULL, NULL, &r, err, sizeof err) < 0) {
+			if (!a || score_eval_prepared(prep, a, NULL, &m, NULL, NULL, &r, err, sizeof err) < 0) {
 				fprintf(stderr, "evaluation failed\n");
 				return 2;
 			}
@@ -128,6 +129,7 @@ int main(int argc, char **argv)
 	       n, t1 - t0, rate, 1e6 / rate, bytes / (size_t)n, checksum, cpu_rate);
 	for (int i = 0; i < NANS; i++)
 		free(answers[i]);
+	score_prep_free(prep);
 	json_decref(gt);
 	spec_free(s);
 	if (check && cpu_rate < 100000) {

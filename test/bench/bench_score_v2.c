@@ -10,9 +10,10 @@
  * parsed once, and parsing alone (jansson's reader, jload, jload in an arena), are timed
  * apart. Then the worst case: 1 MiB answers against hostile regexes and
  * the text primitives, reporting the slowest single evaluation.
- * Prints evaluations per second and the worst time; exits 1 when score_eval + dumps
- * (answer already parsed) runs below 20,000/s per CPU second or an evaluation takes
- * above 50 ms, unless --no-check.
+ * Prints evaluations per second and the worst times; exits 1 when score_eval + dumps
+ * (answer already parsed) runs below 20,000/s per CPU second or an evaluation, or the
+ * preparation of a ground truth (score_prepare, once per challenge), takes above 50 ms,
+ * unless --no-check.
  * Usage: bench-score-v2 [seconds, default 2] [--no-check]
  */
 #include "jarena.h"
@@ -112,9 +113,10 @@ static char *make_doc(int variant, bool gt)
 }
 
 /* One evaluation of spec text against an answer (parsed first, as the worker does at load
- * time); returns the CPU time of score_eval + dumps (wall time on this shared machine mostly
+ * time, and the ground truth prepared first, as its spec cache does: CPU time in *prep);
+ * returns the CPU time of score_eval_prepared + dumps (wall time on this shared machine mostly
  * measures the other processes). */
-static double one(const char *spec_j, const char *answer_j, const char *gt_j)
+static double one(const char *spec_j, const char *answer_j, const char *gt_j, double *prep)
 {
 	struct spec *s;
 	char err[256];
@@ -125,13 +127,17 @@ static double one(const char *spec_j, const char *answer_j, const char *gt_j)
 	json_t *gt = json_loads(gt_j, 0, NULL);
 	json_t *a = json_loads(answer_j, 0, NULL);   /* parsed at load time, as the worker does */
 	double t0 = cpu_now();
+	struct score_prep *p = score_prepare(s, gt);
+	*prep = cpu_now() - t0;
+	t0 = cpu_now();
 	struct score_result r;
 	struct score_limits lim = { (size_t)2 << 20, false, 0 };
-	if (!a || score_eval(s, a, NULL, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0)
+	if (!a || score_eval_prepared(p, a, NULL, NULL, NULL, &lim, &r, err, sizeof err) < 0)
 		exit(2);
 	char *out = score_result_dumps(&r);
 	double t = cpu_now() - t0;
 	free(out);
+	score_prep_free(p);
 	score_result_clear(&r);
 	json_decref(a);
 	json_decref(gt);
@@ -161,6 +167,8 @@ int main(int argc, char **argv)
 	char *gt_text = make_doc(0, true);
 	json_t *gt = json_loads(gt_text, 0, NULL);
 	json_t *meta = json_pack("{s:i, s:i}", "api_calls", 25, "retries", 1);
+	/* The ground truth's side prepared once, as the worker's spec cache does. */
+	struct score_prep *prep = score_prepare(s, gt);
 	enum { NANS = 16 };
 	char *answers[NANS];
 	for (int i = 0; i < NANS; i++)
@@ -175,7 +183,7 @@ int main(int argc, char **argv)
 			struct score_result r;
 			struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false,
 			                            strlen(answers[n % NANS]) + strlen(gt_text) + 64 };
-			if (!a || score_eval(s, a, meta, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0) {
+			if (!a || score_eval_prepared(prep, a, meta, NULL, NULL, &lim, &r, err, sizeof err) < 0) {
 				fprintf(stderr, "evaluation failed\n");
 				return 2;
 			}
@@ -205,7 +213,8 @@ int main(int argc, char **argv)
 			struct score_result r;
 			struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false,
 			                            strlen(answers[n2 % NANS]) + strlen(gt_text) + 64 };
-			if (score_eval(s, parsed[n2 % NANS], meta, gt, NULL, NULL, &lim, &r, err, sizeof err) < 0)
+			if (score_eval_prepared(prep, parsed[n2 % NANS], meta, NULL, NULL, &lim, &r, err,
+			                        sizeof err) < 0)
 				return 2;
 			char *out = score_result_dumps(&r);
 			free(out);
@@ -276,20 +285,25 @@ int main(int argc, char **argv)
 		"{\"primitive\":\"text_length\",\"field\":\"t\",\"unit\":\"words\",\"target\":100}",
 		"{\"primitive\":\"exact_match\",\"field\":\"t\",\"ground_truth_field\":\"u\",\"normalize\":[\"nfkc\",\"casefold\",\"separators\",\"punctuation\",\"whitespace\",\"trim\",\"numeric\"]}",
 	};
-	double worst = 0;
+	double worst = 0, worst_prep = 0;
 	const char *worst_p = "";
 	for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
 		struct strbuf sp = { 0 };
 		const char *h = hostile[i];
 		strbuf_addf(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[%.*s,\"key\":\"d\",\"weight\":1}]}",
 		            (int)strlen(h) - 1, h);
-		double best = 1e9;
+		double best = 1e9, bprep = 1e9, pt;
 		for (int rep = 0; rep < 3; rep++) {   /* best of 3 against machine noise */
-			double t = one(sp.buf, ans.buf, ans.buf);
+			double t = one(sp.buf, ans.buf, ans.buf, &pt);
 			if (t < best)
 				best = t;
+			if (pt < bprep)
+				bprep = pt;
 		}
-		printf("bench-score-v2: 1 MiB answer, %s: %.1f ms CPU\n", h, best * 1e3);
+		printf("bench-score-v2: 1 MiB answer, %s: %.1f ms CPU (preparing the 1 MiB ground truth "
+		       "once: %.1f ms)\n", h, best * 1e3, bprep * 1e3);
+		if (bprep > worst_prep)
+			worst_prep = bprep;
 		if (best > worst) {
 			worst = best;
 			worst_p = hostile[i];
@@ -306,27 +320,33 @@ int main(int argc, char **argv)
 			strbuf_addf(&sp, "%s%.*s,\"key\":\"d%zu\",\"weight\":0.0625}", i ? "," : "",
 			            (int)strlen(hostile[i % nh]) - 1, hostile[i % nh], i);
 		strbuf_addf(&sp, "]}");
-		double best = 1e9;
+		double best = 1e9, bprep = 1e9, pt;
 		for (int rep = 0; rep < 3; rep++) {
-			double t = one(sp.buf, ans.buf, ans.buf);
+			double t = one(sp.buf, ans.buf, ans.buf, &pt);
 			if (t < best)
 				best = t;
+			if (pt < bprep)
+				bprep = pt;
 		}
-		printf("bench-score-v2: 1 MiB answer, all of the above as one 16-dimension spec: %.1f ms CPU\n",
-		       best * 1e3);
+		printf("bench-score-v2: 1 MiB answer, all of the above as one 16-dimension spec: %.1f ms CPU "
+		       "(preparing the ground truth once: %.1f ms)\n", best * 1e3, bprep * 1e3);
+		if (bprep > worst_prep)
+			worst_prep = bprep;
 		if (best > worst) {
 			worst = best;
 			worst_p = "the 16-dimension spec";
 		}
 		strbuf_free(&sp);
 	}
-	printf("bench-score-v2: worst single evaluation on a 1 MiB answer: %.1f ms CPU (%s)\n", worst * 1e3,
-	       worst_p);
+	printf("bench-score-v2: worst single evaluation on a 1 MiB answer: %.1f ms CPU (%s); worst "
+	       "preparation of a 1 MiB ground truth (once per challenge): %.1f ms CPU\n", worst * 1e3,
+	       worst_p, worst_prep * 1e3);
 	strbuf_free(&ans);
 	free(text);
 	for (int i = 0; i < NANS; i++)
 		free(answers[i]);
 	free(gt_text);
+	score_prep_free(prep);
 	json_decref(gt);
 	json_decref(meta);
 	spec_free(s);
@@ -337,8 +357,8 @@ int main(int argc, char **argv)
 		printf("bench-score-v2: score_eval + dumps below the 20,000/s target (per CPU second)\n");
 		rc = 1;
 	}
-	if (check && worst > 0.050) {
-		printf("bench-score-v2: a 1 MiB evaluation took over 50 ms\n");
+	if (check && (worst > 0.050 || worst_prep > 0.050)) {
+		printf("bench-score-v2: a 1 MiB evaluation or preparation took over 50 ms\n");
 		rc = 1;
 	}
 	return rc;
