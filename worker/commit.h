@@ -20,7 +20,8 @@ void commit_prepare(struct pgc_pool *p);
 
 /* Run right after BEGIN by a transaction whose prepared statements reach their rows by key
  * (the ids of a batch): makes every plan of theirs keyed nested loops, whatever the
- * statistics said when it was made (no sequential scans, hash or merge joins), for this
+ * statistics said when it was made (no sequential scans, hash or merge joins), and runs
+ * their generic plans (made once per connection) instead of planning each call, for this
  * transaction only. Used by the commit and by the worker's load of a batch. */
 extern const char SQL_KEYED_PLANS[];
 

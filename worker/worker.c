@@ -118,7 +118,7 @@ static void restart(struct worker *w, struct job *j)
 /* One row per submission, times as Unix ms; the challenge texts come from the
  * second statement, once per distinct challenge of the batch.
  *
- * Both are prepared once per connection, and PostgreSQL keeps the generic plan it made
+ * Both are prepared once per connection and run their generic plan (SQL_KEYED_PLANS), made
  * with the statistics of that moment. Written as joins on `s.id = ANY($1)`, a plan made
  * while the tables were small read every match (a sequential scan under a hash join) or
  * every submission (a whole index, filtered) on each batch, so loading grew with the

@@ -350,13 +350,15 @@ def sessions_cpu(db):
 def top_statements(cur, when):
     """Prints pg_stat_statements' top statements (--profile)."""
     cur.execute("SELECT calls, round(mean_exec_time::numeric, 3), "
-                "round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, "
+                "round(total_exec_time::numeric, 1), plans, round(mean_plan_time::numeric, 3), "
+                "rows, left(regexp_replace(query, "
                 "'\\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE dbid = "
                 "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "ORDER BY total_exec_time DESC LIMIT 12")
-    print("top statements of %s (calls, mean ms, total ms, rows, query):" % when)
+                "ORDER BY total_exec_time + total_plan_time DESC LIMIT 12")
+    print("top statements of %s (calls, mean ms, total ms, plans made, mean planning ms, "
+          "rows, query):" % when)
     for row in cur.fetchall():
-        print("  %8d %8s %9s %8d  %s" % row)
+        print("  %8d %8s %9s %8d %7s %8d  %s" % row)
     cur.connection.commit()
 
 
@@ -424,7 +426,8 @@ def main():
     pg = {"fsync": "on", "synchronous_commit": "on"}
     if args.profile:
         pg.update({"shared_preload_libraries": "pg_stat_statements",
-                   "pg_stat_statements.track": "all"})
+                   "pg_stat_statements.track": "all",
+                   "pg_stat_statements.track_planning": "on"})
     with Services(pg_settings=pg) as svc:
         try:
             base_env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,

@@ -39,7 +39,7 @@ def window(tasks_in_order, n):
     first_pos = total - len(win) + 1
     best = best_pos = None
     for k, t in enumerate(win):
-        if best is None or t.score > best:
+        if best is None or t.score >= best:   # the latest position of the best
             best, best_pos = t.score, first_pos + k
     return (total, len(win), sum(t.score for t in win),
             sum(t.result == "win" for t in win), sum(t.result == "draw" for t in win),

@@ -15,6 +15,13 @@ first result on each commit (worker/commit.c, SQL_LOCK_SUBS). The same holds
 for the statements that load a batch's submissions and their challenges
 (worker/worker.c, SQL_LOAD and SQL_LOAD_CHALLENGES): planned on small tables
 they hash-joined a sequential scan of all matches, on every batch.
+
+And the statements run their generic plan, made once per connection, not a
+plan per call: pg_stat_statements counts at most one plan per worker
+connection for each of them (worker/commit.c, SQL_KEYED_PLANS). Left to
+PostgreSQL's choice, the statements taking the batch's ids as an array were
+planned on every call (a custom plan knows the array's length, so it always
+looked cheaper), ~0.5 ms of planning per evaluation in small batches.
 """
 import os
 
@@ -35,9 +42,11 @@ def reads(node, rel, acc):
 
 
 def main():
-    with Services() as s:
+    with Services(pg_settings={"shared_preload_libraries": "pg_stat_statements",
+                               "pg_stat_statements.track_planning": "on"}) as s:
         migrate(s)
         a = Arena(s)
+        a.q("CREATE EXTENSION pg_stat_statements")
         # Every new session of the workers logs its plans (top-level statements only).
         a.q("ALTER DATABASE arbiter SET session_preload_libraries = 'auto_explain'")
         for k, v in (("log_min_duration", "0"), ("log_analyze", "on"), ("log_format", "json")):
@@ -105,6 +114,18 @@ def main():
                 ok(seen and worst <= 8,
                    "the %s statement's scans of %s read at most a few rows per loop, not the "
                    "%d of the history (%d scans, worst %d)" % (name, rel, HISTORY, len(seen), worst))
+        # One plan per connection (4 in the pool, 1 for reads), whatever the calls.
+        for name, marker in (("load", "s.answer::text"), ("challenges' load", "c.scoring_spec::text"),
+                             ("submissions' lock", "FOR NO KEY UPDATE OF s"),
+                             ("agents' lock", "best_streak FROM agents"),
+                             ("first evaluations' write", "INSERT INTO evaluation_results")):
+            calls, nplans = a.q1("SELECT coalesce(sum(calls), 0)::int, coalesce(sum(plans), 0)::int "
+                                 "FROM pg_stat_statements WHERE query LIKE %s "
+                                 "AND query NOT LIKE %s", "%" + marker + "%",
+                                 "%pg_stat_statements%")
+            ok(calls >= 9 and nplans <= 5,
+               "the %s statement runs a generic plan made once per connection: %d calls, "
+               "%d plans" % (name, calls, nplans))
         a.close()
     return done()
 
