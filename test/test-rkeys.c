@@ -62,6 +62,9 @@ int main(void)
 	char *jk = rkeys_judge(&k);
 	is_str(jk, "{arbiter}:judge", "judge key prefix shares the tag");
 	free(jk);
+	jk = rkeys_judge_lane(&k);
+	is_str(jk, "{arbiter}:jobs:judge", "the judge lane shares the jobs stream's tag");
+	free(jk);
 	free(rl);
 	rkeys_free(&k);
 	rkeys_free(&k);
@@ -84,6 +87,9 @@ int main(void)
 	free(rl);
 	jk = rkeys_judge(&k);
 	is_str(jk, "arbiter:judge", "legacy judge key prefix (the spend keys' old names)");
+	free(jk);
+	jk = rkeys_judge_lane(&k);
+	is_str(jk, "arbiter:jobs:judge", "legacy judge lane");
 	free(jk);
 	rkeys_free(&k);
 

@@ -58,6 +58,7 @@ struct status {
 	bool redis_ok;
 	char redis_err[256];
 	long long xlen, lag, pending, delayed, dead, entries_read, bulk;
+	long long judge_lane;                        /* judged jobs waiting for a judge slot */
 	bool group_exists, lag_exact;
 	char last_delivered[64];
 	char oldest_entry[64];
@@ -130,6 +131,7 @@ static long long as_int(const redisReply *v, long long dflt)
  * bulk lane of pause.h and lanes.h share the base, so one Cluster slot). */
 struct status_keys {
 	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
+	char judge_lane[512];
 };
 
 static int status_keys(const struct config *cfg, struct status_keys *sk, char *err, size_t errlen)
@@ -145,6 +147,9 @@ static int status_keys(const struct config *cfg, struct status_keys *sk, char *e
 	snprintf(sk->paused, sizeof(sk->paused), "%s" PAUSE_KEY_SUFFIX, k.base);
 	snprintf(sk->pausedc, sizeof(sk->pausedc), "%s" PAUSE_CHALLENGES_KEY_SUFFIX, k.base);
 	snprintf(sk->bulk, sizeof(sk->bulk), "%s" LANES_BULK_FROM_JOBS, k.jobs);
+	char *jl = rkeys_judge_lane(&k);
+	snprintf(sk->judge_lane, sizeof(sk->judge_lane), "%s", jl);
+	free(jl);
 	rkeys_free(&k);
 	return 0;
 }
@@ -337,6 +342,9 @@ static int redis_gather(const struct config *cfg, struct status *st)
 		return -1;
 	const char *b[] = { "XLEN", sk.bulk };
 	int rc = gather_int(c, st, 2, b, &st->bulk);
+	const char *jlv[] = { "XLEN", sk.judge_lane };
+	if (rc == 0)
+		rc = gather_int(c, st, 2, jlv, &st->judge_lane);
 	if (rc == 0)
 		rc = gather_pause(c, st, &sk);
 	if (rc == 0)
@@ -537,6 +545,8 @@ static void human_redis(const struct status *st, const char *redis_url)
 	}
 	printf("  %-28s %lld%s\n", "bulk lane (re-evaluations)", st->bulk,
 	       st->bulk ? "  (fed to the stream as live jobs leave room)" : "");
+	printf("  %-28s %lld%s\n", "judge lane (judged jobs)", st->judge_lane,
+	       st->judge_lane ? "  (back to the stream as judge slots free up)" : "");
 	fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
 	printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
 	if (st->next_delayed_due_ms >= 0)
@@ -628,6 +638,7 @@ static json_t *json_redis(const struct status *st, const char *redis_url)
 	                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
 	json_object_set_new(redis, "delayed", json_integer(st->delayed));
 	json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
+	json_object_set_new(redis, "judge_lane", json_integer(st->judge_lane));
 	json_object_set_new(redis, "next_delayed_due_ms",
 	                    st->next_delayed_due_ms >= 0 ? json_integer(st->next_delayed_due_ms) : json_null());
 	json_object_set_new(redis, "dead", json_integer(st->dead));

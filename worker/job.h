@@ -179,6 +179,8 @@ struct job {
 	bool solo;                         /* commit alone (its batch failed) */
 	bool load_solo;                    /* load alone (its load batch failed) */
 	bool rl_done;                      /* rate limit already passed */
+	bool judge_headed;                 /* admitted to the judge (counted in w->judge_headed)
+	                                    * until it asks the judge or is freed */
 	bool marked;                       /* sandbox: evaluating/attempts written */
 
 	/* Loaded data. */

@@ -76,6 +76,8 @@ static struct {
 	long paused, paused_challenges;
 	long bulk_len;
 	uint64_t bulk_moved;
+	long judge_lane_len;
+	uint64_t judge_lane_in, judge_lane_out;
 	long stream_len, lag, pending, delayed, dead;
 	struct histogram eval[NEVAL];
 	struct histogram e2e;
@@ -156,6 +158,16 @@ void metrics_bulk(long long moved, long long length)
 	if (moved > 0)
 		M.bulk_moved += (uint64_t)moved;
 	M.bulk_len = length < 0 ? 0 : (long)length;
+}
+
+void metrics_judge_lane(long long to_lane, long long from_lane, long long length)
+{
+	if (to_lane > 0)
+		M.judge_lane_in += (uint64_t)to_lane;
+	if (from_lane > 0)
+		M.judge_lane_out += (uint64_t)from_lane;
+	if (length >= 0)
+		M.judge_lane_len = (long)length;
 }
 
 void metrics_judge(const struct metrics_judge *j)
@@ -492,6 +504,13 @@ static void render_queue(struct strbuf *out)
 	header(out, "arbiter_bulk_moved_total", "counter",
 	       "Bulk-lane jobs this process moved to the live stream.");
 	sample(out, "arbiter_bulk_moved_total", NULL, (double)M.bulk_moved);
+	gauge(out, "arbiter_judge_lane_length", "Judged jobs waiting in the judge lane for a judge slot.",
+	      (double)M.judge_lane_len);
+	header(out, "arbiter_judge_lane_moves_total", "counter",
+	       "Judged jobs this process moved to the judge lane (to=lane) and back to the stream (to=stream).");
+	const char *const to_lane[] = { "to", "lane", NULL }, *const to_stream[] = { "to", "stream", NULL };
+	sample(out, "arbiter_judge_lane_moves_total", to_lane, (double)M.judge_lane_in);
+	sample(out, "arbiter_judge_lane_moves_total", to_stream, (double)M.judge_lane_out);
 	header(out, "arbiter_build_info", "gauge",
 	       "Always 1; the labels say which build runs (version: project version + git commit).");
 	{

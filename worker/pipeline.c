@@ -115,6 +115,10 @@ void pipeline_drop(struct worker *w, struct job *j)
 	w->njobs--;
 	if (j->state == JOB_ABANDONED)
 		w->nabandoned--;
+	if (j->judge_headed) {
+		j->judge_headed = false;
+		w->judge_headed--;
+	}
 	metrics_inflight(w->njobs);
 	speccache_unref(j->spec);
 	j->spec = NULL;

@@ -35,6 +35,7 @@ struct pgc_pool;
 struct rl;
 struct sandbox_pool;
 struct http_server;
+struct judgelane;
 
 struct jobq { struct job *head, *tail; int n; };
 
@@ -70,6 +71,9 @@ struct worker {
 	int judge_budget_period_s;   /* 3600 or 86400 */
 	char *k_judge;               /* "<base>:judge", the judge's Redis keys (rkeys_judge) */
 	int judge_waiting;           /* jobs waiting for the judge's verdict (judge_run .. cb) */
+	int judge_headed;            /* jobs admitted to the judge, not asking it yet (job.judge_headed) */
+	struct judgelane *jlane;     /* the judge lane's mover (judgelane.h), NULL without a judge */
+	char *k_judge_lane;          /* "<jobs>:judge" (rkeys_judge_lane) */
 	char sp_err[256];
 	uint64_t sp_retry_at;        /* loop time before which a failed sandbox is not tried again */
 	struct http_server *http;

@@ -110,3 +110,10 @@ char *rkeys_judge(const struct rkeys *k)
 	strbuf_addf(&sb, "%s:judge", k->base);
 	return sb.buf;
 }
+
+char *rkeys_judge_lane(const struct rkeys *k)
+{
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, "%s:judge", k->jobs);
+	return sb.buf;
+}

@@ -10,6 +10,8 @@
  *   arbiter:delayed           jobs deferred by the rate limit (sorted set)
  *   arbiter:reconcile:lock    the reconciler's lock
  *   arbiter:rl:<ipkey>        one rate-limit state hash per IP key
+ *   arbiter:jobs:judge        the judge lane: judged jobs waiting for a judge
+ *                             slot (worker/judgelane.h)
  *   arbiter:judge:...         the LLM judge's shared state (worker/judge.h:
  *                             verdicts paid for, spend, limits, breakers)
  *
@@ -63,5 +65,9 @@ char *rkeys_rl(const struct rkeys *k, const char *ipkey);
 /* The LLM judge's key prefix, "<base>:judge" (worker/judge.h adds ":paid:<key>",
  * ":spend:<period>", ...), malloc'd. */
 char *rkeys_judge(const struct rkeys *k);
+
+/* The judge lane, "<jobs>:judge" ("{arbiter}:jobs:judge" tagged: the slot of the jobs
+ * stream, so the lane scripts' two keys share it), malloc'd. */
+char *rkeys_judge_lane(const struct rkeys *k);
 
 #endif

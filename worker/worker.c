@@ -37,6 +37,7 @@
 #include "commit.h"
 #include "evaluator.h"
 #include "judge.h"
+#include "judgelane.h"
 #include "http.h"
 #include "isotime.h"
 #include "jarena.h"
@@ -513,6 +514,7 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	char why[900];
 
 	w->judge_waiting--;   /* it takes an ARBITER_CONCURRENCY slot again */
+	judgelane_kick(w->jlane);   /* a judge slot is free: bring a job back from the lane */
 
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 		judge_job_free(jj);
@@ -654,6 +656,10 @@ static void run_judge(struct worker *w, struct job *j, const struct score_ext *e
 static void judge_go(struct worker *w, struct job *j, struct judge_job *jj)
 {
 	const char *rj = job_field(j, "rejudge");
+	if (j->judge_headed) {   /* from here on it counts in judge_waiting */
+		j->judge_headed = false;
+		w->judge_headed--;
+	}
 	if (judge_run(w->judge, spec_rubric(j->spec->spec), j->row.answer,
 	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, j->id,
 	              rj && !strcmp(rj, "1"), on_judge, jj) < 0) {
@@ -874,6 +880,66 @@ static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t
 	return true;
 }
 
+/* ---- the judge lane (judgelane.h) ---- */
+
+/* Free judge slots: ARBITER_JUDGE_INFLIGHT minus the jobs waiting for a verdict and those
+ * admitted on their way to the judge (rate limit, budget check, a hybrid's test suite). */
+static int judge_room(void *data)
+{
+	const struct worker *w = data;
+	if (w->state != W_RUNNING)
+		return 0;   /* draining: it reads no more, the lane's jobs are for the others */
+	return w->cfg->judge_inflight - w->judge_waiting - w->judge_headed;
+}
+
+static void judge_admit(struct worker *w, struct job *j)
+{
+	j->judge_headed = true;
+	w->judge_headed++;
+}
+
+static void on_diverted(int rc, void *data)
+{
+	struct job *j = data;
+	struct worker *w = j->w;
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		pipeline_drop(w, j);
+		return;
+	}
+	if (rc >= 0) {
+		/* 1: its entry waits in the lane; 0: no longer ours (someone else has it). */
+		if (rc == 1)
+			LOGD(j->sub, j->id, "no free judge slot: job moved to the judge lane");
+		pipeline_drop(w, j);
+		return;
+	}
+	/* Redis refused: it waits here for a judge slot, as it would without the lane. */
+	judge_admit(w, j);
+	start_eval_stage(w, j);
+}
+
+/* A judged job with no free judge slot goes to the judge lane (true: on its way there).
+ * Checked before the rate limit: a job sent to the lane comes back as a new entry and is
+ * rate-limited then, once; after the limit it would be counted twice. So a job that passed
+ * the limit already (a retry of its judge call) stays. The verdict cache is not asked
+ * first: that lookup would be paid again when the job comes back, while a cached verdict
+ * holds a judge slot only for the lookup. */
+static bool judge_lane_divert(struct worker *w, struct job *j)
+{
+	if (!w->jlane || j->judge_headed || j->rl_done || j->commit_unknown || j->poison ||
+	    j->nf == 0 || !j->spec || !j->spec->spec || !spec_rubric(j->spec->spec))
+		return false;
+	bool from_lane = job_field(j, "judge_lane") != NULL;
+	if (!judgelane_take(w->jlane, judge_room(w), from_lane) &&
+	    judgelane_divert(w->jlane, w->cfg->worker_id, j->id, j->fields, j->flens, j->nf,
+	                     j->attempts, on_diverted, j) == 0) {
+		job_set_state(j, JOB_RATELIMIT);   /* (held by on_diverted, like a rate limit check) */
+		return true;
+	}
+	judge_admit(w, j);
+	return false;
+}
+
 static void start_eval_stage(struct worker *w, struct job *j)
 {
 	if (opsctl_holds(w->ops, j)) {
@@ -882,6 +948,8 @@ static void start_eval_stage(struct worker *w, struct job *j)
 		opsctl_hold(w->ops, j, on_held);
 		return;
 	}
+	if (judge_lane_divert(w, j))
+		return;
 	if (j->kind == JOB_EVALUATE && !j->rl_done) {
 		const char *ip = j->source_ip ? j->source_ip : j->row.source_ip;
 		job_set_state(j, JOB_RATELIMIT);
@@ -1627,6 +1695,8 @@ static void shutdown_all(struct worker *w)
 	close_handle(w, (uv_handle_t *)&w->sig_hup);
 	opsctl_free(w->ops);
 	w->ops = NULL;
+	judgelane_free(w->jlane);
+	w->jlane = NULL;
 	w->closing_parts = 4;
 	http_close(w->http, part_closed, w);
 	w->http = NULL;
@@ -1715,6 +1785,9 @@ static int open_parts(struct worker *w)
 	                         .breaker_cooldown_ms = w->cfg->judge_breaker_cooldown_ms };
 	if (judge_new(w->loop, &jo, &w->judge) < 0)
 		LOGW(NULL, NULL, "LLM judge unavailable (libcurl could not start): judge jobs wait");
+	else
+		w->jlane = judgelane_new(w->loop, w->rq_cmd, w->k_jobs, w->k_judge_lane, w->k_group,
+		                         judge_room, w);
 	/* The batches' statements: parsed once per connection. */
 	if (!w->cfg->pg_prepare || strcmp(w->cfg->pg_prepare, "off")) {
 		pgc_pool_prepare(w->pg, SQL_LOAD);
@@ -1786,6 +1859,7 @@ static int init_keys(struct worker *w, const struct config *cfg)
 	w->k_delayed = key(rk.delayed, "");
 	w->k_lock = key(rk.reconcile_lock, "");
 	w->k_judge = rkeys_judge(&rk);
+	w->k_judge_lane = rkeys_judge_lane(&rk);
 	rkeys_free(&rk);
 	return 0;
 }
@@ -1802,6 +1876,8 @@ static void close_parts(struct worker *w)
 		rq_close(w->rq_cmd, NULL, NULL);
 	opsctl_free(w->ops);
 	w->ops = NULL;
+	judgelane_free(w->jlane);
+	w->jlane = NULL;
 	if (w->pg)
 		pgc_pool_close(w->pg, NULL, NULL);
 	judge_close(w->judge);
@@ -1874,6 +1950,7 @@ cleanup:
 	free(w->k_delayed);
 	free(w->k_lock);
 	free(w->k_judge);
+	free(w->k_judge_lane);
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;

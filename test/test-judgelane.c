@@ -1,0 +1,181 @@
+/*
+ * Tests of worker/judgelane: who goes to the judge and who to the lane
+ * (judgelane_admit), the lane entry's fields (judgelane_fields), and, against a real
+ * redis-server (run under test/services.py, ARBITER_TEST_REDIS_URL), the divert and move
+ * scripts: an entry moves only while it is pending for this consumer, with its fields,
+ * acknowledged and deleted in the same step; the mover brings back the oldest entries, at
+ * most the count asked, each once.
+ */
+#undef NDEBUG
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "judgelane.h"
+#include "rq.h"
+#include "tap.h"
+
+static redisContext *rc;
+
+static redisReply *R(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	redisReply *rep = redisvCommand(rc, fmt, ap);
+	va_end(ap);
+	if (!rep) {
+		diag("redis error: %s", rc->errstr);
+		exit(1);
+	}
+	return rep;
+}
+
+static long long RI(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	redisReply *rep = redisvCommand(rc, fmt, ap);
+	va_end(ap);
+	long long v = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+	freeReplyObject(rep);
+	return v;
+}
+
+static long long pending(void)
+{
+	redisReply *rep = R("XPENDING tj:jobs tj-g");
+	long long n = rep->type == REDIS_REPLY_ARRAY ? rep->element[0]->integer : -1;
+	freeReplyObject(rep);
+	return n;
+}
+
+/* Runs the divert script for id as consumer with the job's fields; returns its first
+ * element (1 moved, 0 not), -1 on an unexpected reply. */
+static long long divert(const char *consumer, const char *id, char *const *f, int nf, int attempts)
+{
+	const char *argv[40];
+	size_t lens[40];
+	const char *head[] = { "EVAL", judgelane_divert_lua, "2", "tj:jobs", "tj:jobs:judge", "tj-g",
+	                       consumer, id };
+	for (int i = 0; i < 8; i++) {
+		argv[i] = head[i];
+		lens[i] = strlen(head[i]);
+	}
+	size_t flens[16];
+	for (int i = 0; i < 2 * nf; i++)
+		flens[i] = strlen(f[i]);
+	char abuf[16];
+	int np = judgelane_fields(f, flens, nf, attempts, abuf, argv + 8, lens + 8);
+	redisReply *rep = redisCommandArgv(rc, 8 + 2 * np, argv, lens);
+	long long v = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ?
+	              rep->element[0]->integer : -1;
+	if (v < 0)
+		diag("divert reply: %s", rep && rep->str ? rep->str : "?");
+	freeReplyObject(rep);
+	return v;
+}
+
+static void pure(void)
+{
+	ok(judgelane_admit(1, 0, 0, false), "a free slot, empty lane: to the judge");
+	ok(!judgelane_admit(0, 0, 0, false), "no free slot: to the lane");
+	ok(!judgelane_admit(-2, 0, 0, false), "over the limit: to the lane");
+	ok(!judgelane_admit(3, 5, 0, false), "a fresh job does not overtake jobs in the lane");
+	ok(!judgelane_admit(2, 0, 2, false), "slots promised to jobs coming back from the lane");
+	ok(judgelane_admit(3, 0, 2, false), "one slot beyond them: to the judge");
+	ok(judgelane_admit(1, 7, 4, true), "back from the lane with a free slot: to the judge");
+	ok(!judgelane_admit(0, 7, 0, true), "back from the lane without one: to the lane again");
+	ok(judgelane_admit(1, -1, 0, false), "lane length unknown: a free slot is taken");
+
+	char *f[] = { "submission_id", "s1", "attempt", "2", "judge_lane", "1", "kind", "evaluate" };
+	size_t fl[8];
+	for (int i = 0; i < 8; i++)
+		fl[i] = strlen(f[i]);
+	const char *out[12];
+	size_t ol[12];
+	char abuf[16];
+	int n = judgelane_fields(f, fl, 4, 3, abuf, out, ol);
+	is_int(n, 4, "fields: the two kept, judge_lane and attempt");
+	ok(n == 4 && !strcmp(out[0], "submission_id") && !strcmp(out[1], "s1") &&
+	   !strcmp(out[2], "kind") && !strcmp(out[3], "evaluate") &&
+	   !strcmp(out[4], "judge_lane") && !strcmp(out[5], "1") &&
+	   !strcmp(out[6], "attempt") && !strcmp(out[7], "3") && ol[7] == 1,
+	   "the job's fields in order, judge_lane=1, attempt=3 replacing the old one");
+	n = judgelane_fields(f, fl, 1, 1, abuf, out, ol);
+	ok(n == 2 && !strcmp(out[2], "judge_lane"), "first attempt: no attempt field added");
+}
+
+int main(void)
+{
+	pure();
+	const char *url = getenv("ARBITER_TEST_REDIS_URL");
+	struct rq_url u;
+	char err[200];
+	if (!url) {
+		diag("ARBITER_TEST_REDIS_URL not set: the scripts are not run (run under test/services.py)");
+		return tap_done();
+	}
+	if (rq_url_parse(url, &u, err, sizeof err) < 0 || !(rc = redisConnect(u.host, u.port)) ||
+	    rc->err) {
+		diag("cannot connect to %s", url);
+		return 1;
+	}
+	freeReplyObject(R("DEL tj:jobs tj:jobs:judge"));
+	freeReplyObject(R("XGROUP CREATE tj:jobs tj-g 0 MKSTREAM"));
+	char ids[4][32];
+	for (int i = 0; i < 4; i++) {
+		redisReply *rep = R("XADD tj:jobs * submission_id s%d kind evaluate", i);
+		snprintf(ids[i], sizeof ids[i], "%s", rep->str);
+		freeReplyObject(rep);
+	}
+	freeReplyObject(R("XREADGROUP GROUP tj-g c1 COUNT 3 STREAMS tj:jobs >"));
+	is_int(pending(), 3, "three entries pending for c1");
+
+	char *f0[] = { "submission_id", "s0", "kind", "evaluate" };
+	is_int(divert("c2", ids[0], f0, 2, 1), 0, "another consumer's entry is not moved");
+	is_int(divert("c1", ids[3], f0, 2, 1), 0, "an entry never delivered is not moved");
+	is_int(RI("XLEN tj:jobs:judge"), 0, "the lane is still empty");
+	is_int(pending(), 3, "still three pending");
+
+	is_int(divert("c1", ids[0], f0, 2, 1), 1, "c1's entry moves to the lane");
+	char *f1[] = { "submission_id", "s1", "kind", "evaluate" };
+	is_int(divert("c1", ids[1], f1, 2, 2), 1, "a second one, on its second attempt");
+	is_int(divert("c1", ids[1], f1, 2, 2), 0, "moving it again does nothing (no duplicate)");
+	is_int(pending(), 1, "both acknowledged");
+	is_int(RI("XLEN tj:jobs"), 2, "and deleted from the live stream");
+	is_int(RI("XLEN tj:jobs:judge"), 2, "two entries in the lane");
+	redisReply *rep = R("XRANGE tj:jobs:judge - +");
+	ok(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	   rep->element[1]->element[1]->elements == 8 &&
+	   !strcmp(rep->element[1]->element[1]->element[1]->str, "s1") &&
+	   !strcmp(rep->element[1]->element[1]->element[4]->str, "judge_lane") &&
+	   !strcmp(rep->element[1]->element[1]->element[7]->str, "2"),
+	   "the lane entry keeps the fields, with judge_lane and attempt=2");
+	freeReplyObject(rep);
+
+	const char *mv[] = { "EVAL", judgelane_move_lua, "2", "tj:jobs:judge", "tj:jobs", "1" };
+	rep = redisCommandArgv(rc, 6, mv, NULL);
+	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	   rep->element[0]->integer == 1 && rep->element[1]->integer == 1,
+	   "move 1: one entry back, one left in the lane");
+	freeReplyObject(rep);
+	rep = R("XREVRANGE tj:jobs + - COUNT 1");
+	ok(rep->elements == 1 && !strcmp(rep->element[0]->element[1]->element[1]->str, "s0"),
+	   "the oldest lane entry went back to the end of the live stream");
+	freeReplyObject(rep);
+	mv[5] = "10";
+	rep = redisCommandArgv(rc, 6, mv, NULL);
+	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->element[0]->integer == 1 &&
+	   rep->element[1]->integer == 0, "move 10: the last one back, the lane is empty");
+	freeReplyObject(rep);
+	mv[5] = "0";
+	rep = redisCommandArgv(rc, 6, mv, NULL);
+	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->element[0]->integer == 0,
+	   "move 0 moves nothing");
+	freeReplyObject(rep);
+	is_int(RI("XLEN tj:jobs"), 4, "live stream: the two left + the two back, each once");
+	freeReplyObject(R("DEL tj:jobs tj:jobs:judge"));
+	redisFree(rc);
+	return tap_done();
+}
