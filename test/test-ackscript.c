@@ -13,33 +13,8 @@
 
 #include "ackscript.h"
 #include "rq.h"
+#include "redis_sync.h"
 #include "tap.h"
-
-static redisContext *rc;
-
-static redisReply *R(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	redisReply *rep = redisvCommand(rc, fmt, ap);
-	va_end(ap);
-	if (!rep) {
-		diag("redis error: %s", rc->errstr);
-		exit(1);
-	}
-	return rep;
-}
-
-static long long RI(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	redisReply *rep = redisvCommand(rc, fmt, ap);
-	va_end(ap);
-	long long v = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-	freeReplyObject(rep);
-	return v;
-}
 
 static redisReply *run(const char *dead, const struct ackscript_entry *e, int n)
 {
@@ -47,7 +22,7 @@ static redisReply *run(const char *dead, const struct ackscript_entry *e, int n)
 	size_t *lens;
 	char nbuf[16 * 12];
 	int argc = ackscript_argv("ta:jobs", dead, "ta-g", e, n, nbuf, &argv, &lens);
-	redisReply *rep = redisCommandArgv(rc, argc, argv, lens);
+	redisReply *rep = redisCommandArgv(sync_rc, argc, argv, lens);
 	free(argv);
 	free(lens);
 	return rep;
@@ -70,8 +45,8 @@ int main(void)
 		printf("1..0 # SKIP ARBITER_TEST_REDIS_URL not set (run under test/services.py)\n");
 		return 0;
 	}
-	if (rq_url_parse(url, &u, err, sizeof err) < 0 || !(rc = redisConnect(u.host, u.port)) ||
-	    rc->err) {
+	if (rq_url_parse(url, &u, err, sizeof err) < 0 || !(sync_rc = redisConnect(u.host, u.port)) ||
+	    sync_rc->err) {
 		diag("cannot connect to %s", url);
 		return 1;
 	}
@@ -135,6 +110,6 @@ int main(void)
 	is_int(RI("XLEN ta:dead"), before, "no copy written");
 
 	freeReplyObject(R("DEL ta:jobs ta:dead ta:deadstr"));
-	redisFree(rc);
+	redisFree(sync_rc);
 	return tap_done();
 }

@@ -14,33 +14,8 @@
 
 #include "judgelane.h"
 #include "rq.h"
+#include "redis_sync.h"
 #include "tap.h"
-
-static redisContext *rc;
-
-static redisReply *R(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	redisReply *rep = redisvCommand(rc, fmt, ap);
-	va_end(ap);
-	if (!rep) {
-		diag("redis error: %s", rc->errstr);
-		exit(1);
-	}
-	return rep;
-}
-
-static long long RI(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	redisReply *rep = redisvCommand(rc, fmt, ap);
-	va_end(ap);
-	long long v = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-	freeReplyObject(rep);
-	return v;
-}
 
 static long long pending(void)
 {
@@ -67,7 +42,7 @@ static long long divert(const char *consumer, const char *id, char *const *f, in
 		flens[i] = strlen(f[i]);
 	char abuf[16];
 	int np = judgelane_fields(f, flens, nf, attempts, abuf, argv + 8, lens + 8);
-	redisReply *rep = redisCommandArgv(rc, 8 + 2 * np, argv, lens);
+	redisReply *rep = redisCommandArgv(sync_rc, 8 + 2 * np, argv, lens);
 	long long v = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ?
 	              rep->element[0]->integer : -1;
 	if (v < 0)
@@ -116,8 +91,8 @@ int main(void)
 		diag("ARBITER_TEST_REDIS_URL not set: the scripts are not run (run under test/services.py)");
 		return tap_done();
 	}
-	if (rq_url_parse(url, &u, err, sizeof err) < 0 || !(rc = redisConnect(u.host, u.port)) ||
-	    rc->err) {
+	if (rq_url_parse(url, &u, err, sizeof err) < 0 || !(sync_rc = redisConnect(u.host, u.port)) ||
+	    sync_rc->err) {
 		diag("cannot connect to %s", url);
 		return 1;
 	}
@@ -155,7 +130,7 @@ int main(void)
 	freeReplyObject(rep);
 
 	const char *mv[] = { "EVAL", judgelane_move_lua, "2", "tj:jobs:judge", "tj:jobs", "1" };
-	rep = redisCommandArgv(rc, 6, mv, NULL);
+	rep = redisCommandArgv(sync_rc, 6, mv, NULL);
 	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
 	   rep->element[0]->integer == 1 && rep->element[1]->integer == 1,
 	   "move 1: one entry back, one left in the lane");
@@ -165,17 +140,17 @@ int main(void)
 	   "the oldest lane entry went back to the end of the live stream");
 	freeReplyObject(rep);
 	mv[5] = "10";
-	rep = redisCommandArgv(rc, 6, mv, NULL);
+	rep = redisCommandArgv(sync_rc, 6, mv, NULL);
 	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->element[0]->integer == 1 &&
 	   rep->element[1]->integer == 0, "move 10: the last one back, the lane is empty");
 	freeReplyObject(rep);
 	mv[5] = "0";
-	rep = redisCommandArgv(rc, 6, mv, NULL);
+	rep = redisCommandArgv(sync_rc, 6, mv, NULL);
 	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->element[0]->integer == 0,
 	   "move 0 moves nothing");
 	freeReplyObject(rep);
 	is_int(RI("XLEN tj:jobs"), 4, "live stream: the two left + the two back, each once");
 	freeReplyObject(R("DEL tj:jobs tj:jobs:judge"));
-	redisFree(rc);
+	redisFree(sync_rc);
 	return tap_done();
 }

@@ -22,40 +22,14 @@
 #include "metrics.h"
 #include "ratelimit.h"
 #include "rq.h"
+#include "redis_sync.h"
 #include "tap.h"
 #include "util.h"
 
 static uv_loop_t *loop;
-static redisContext *sync_rc;
 static const char *redis_url;
 
 /* ---- helpers ----------------------------------------------------------------- */
-
-static redisReply *R(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	redisReply *rep = redisvCommand(sync_rc, fmt, ap);
-	va_end(ap);
-	if (!rep) {
-		diag("sync redis error: %s", sync_rc->errstr);
-		exit(1);
-	}
-	return rep;
-}
-
-static long long RI(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	redisReply *rep = redisvCommand(sync_rc, fmt, ap);
-	va_end(ap);
-	long long v = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-	if (rep && rep->type == REDIS_REPLY_ERROR)
-		diag("redis error: %s", rep->str);
-	freeReplyObject(rep);
-	return v;
-}
 
 static int64_t redis_now_ms(void)
 {
