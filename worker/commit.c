@@ -928,6 +928,10 @@ static void on_conn(struct pgc_conn *c, void *data)
 	phase1(b);
 }
 
+/* The longest a batch below ARBITER_COMMIT_OVERLAP_MIN waits for the running commit: a
+ * commit stuck on a lock must not hold the next one back for its whole timeout. */
+#define COMMIT_OVERLAP_WAIT_MS 50
+
 static void commit_timer_cb(uv_timer_t *t)
 {
 	commit_flush(t->data);
@@ -954,9 +958,22 @@ void commit_flush(struct worker *w)
 			for (; x && !x->solo && n < max; x = x->qnext)
 				n++;
 		}
+		uint64_t age = uv_now(w->loop) - w->commit_q.head->commit_queued_at;
+		/* ARBITER_COMMIT_OVERLAP_MIN: while a commit of this process runs, a second one
+		 * starts only with that many jobs; a smaller batch waits for the running one to
+		 * end (its end flushes again), at most COMMIT_OVERLAP_WAIT_MS. A commit costs
+		 * the database about the same CPU whatever its size (~1-2 ms with 1-10 jobs), so
+		 * at moderate rates two small commits in flight cost twice one larger one and
+		 * saturate the database long before its backlog rate; under a backlog the queue
+		 * reaches the threshold at once. README "Settings"; bench_commit measures it. */
+		if (n < max && n < w->cfg->commit_overlap_min && w->commits_inflight > 0 &&
+		    age < COMMIT_OVERLAP_WAIT_MS && w->state == W_RUNNING) {
+			if (!uv_is_active((uv_handle_t *)&w->t_commit))
+				uv_timer_start(&w->t_commit, commit_timer_cb, COMMIT_OVERLAP_WAIT_MS - age, 0);
+			return;
+		}
 		/* ARBITER_COMMIT_DELAY_MS: while another commit runs, let a small batch
 		 * fill up a little (fewer, larger transactions). */
-		uint64_t age = uv_now(w->loop) - w->commit_q.head->commit_queued_at;
 		if (n < max && w->commits_inflight > 0 && w->cfg->commit_delay_ms > 0 &&
 		    age < (uint64_t)w->cfg->commit_delay_ms && w->state == W_RUNNING) {
 			if (!uv_is_active((uv_handle_t *)&w->t_commit))

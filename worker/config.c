@@ -98,6 +98,8 @@ static const struct cfg_key keys[] = {
 	  "PostgreSQL connections per process" },
 	{ "ARBITER_COMMIT_DELAY_MS", CFG_MS, OFF(commit_delay_ms), "0", 0, 1000, NULL,
 	  "longest wait to fill a commit batch while another commit runs (0 = none)" },
+	{ "ARBITER_COMMIT_OVERLAP_MIN", CFG_INT, OFF(commit_overlap_min), "32", 0, 1000, NULL,
+	  "jobs a batch needs to start while another commit of the process runs (0 = any)" },
 	{ "ARBITER_PG_QUERY_TIMEOUT_MS", CFG_MS, OFF(pg_query_timeout_ms), "30s", 100, 3600000, NULL,
 	  "a PostgreSQL round trip (or wait for a connection) longer than this is abandoned and retried" },
 	{ "ARBITER_RETRY_BASE_MS", CFG_MS, OFF(retry_base_ms), "15s", 10, 86400000, NULL,
