@@ -31,7 +31,7 @@ struct config {
 	/* Database pool and commit tuning. */
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */
 	int commit_delay_ms;                          /* wait to fill a commit batch, default 0 */
-	int commit_overlap_min;                       /* batch size for a second commit, default 32 */
+	int commit_overlap_min;                       /* batch size for a second commit, default 64 */
 	int pg_query_timeout_ms;                      /* pgc query timeout, default 30000 */
 	int retry_base_ms, retry_max_ms;              /* backoff of failing jobs (attempts) */
 	int dead_letter_max;                          /* {prefix}:dead cap, 0 = none */
