@@ -662,7 +662,7 @@ static bool item_key(const struct spec_dim *d, const json_t *item, struct strbuf
  * grouping). */
 struct okey { uint64_t h; const char *k; size_t len; size_t idx; };
 
-static uint64_t key_hash(const char *s, size_t n)
+uint64_t score_key_hash(const char *s, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ n;
 	size_t i = 0;
@@ -899,7 +899,7 @@ static size_t key_items(const struct spec_dim *d, const json_t *arr, struct strb
 	for (size_t k = 0; k < nk; k++) {   /* sb no longer moves */
 		if (!keys[k].k)
 			keys[k].k = sb->buf + off[k];
-		keys[k].h = key_hash(keys[k].k, keys[k].len & ~OKEY_PLAIN);
+		keys[k].h = score_key_hash(keys[k].k, keys[k].len & ~OKEY_PLAIN);
 	}
 	free(off);
 	struct okey *ktmp = xmalloc((nk ? nk : 1) * sizeof *ktmp);
@@ -929,7 +929,7 @@ static size_t pair_up(const struct spec_dim *d, const json_t *probe_arr, const s
 			continue;
 		if (!kt)
 			kt = kb.buf;
-		size_t first = okey_find(keys, nk, slot, mask, key_hash(kt, kl & ~OKEY_PLAIN), kt, kl);
+		size_t first = okey_find(keys, nk, slot, mask, score_key_hash(kt, kl & ~OKEY_PLAIN), kt, kl);
 		if (first >= nk)
 			continue;
 		/* taken[first]: how many of the equal keys starting at first are paired already

@@ -74,6 +74,9 @@ void score_result_clear(struct score_result *r);
  * aborts). Its costly steps (normalising, tokenising, sorting) are charged work units like an
  * evaluation's, from one bound of SCORE_WORK_BUDGET: what does not fit is not prepared and
  * the evaluations do it (and charge it) as usual. */
+/* The hash match_objects and keyed_map index their keys by (bytes s[0..n)); exposed so a test
+ * can build colliding keys. */
+uint64_t score_key_hash(const char *s, size_t n);
 struct score_prep;
 struct score_prep *score_prepare(const struct spec *s, const json_t *ground_truth);
 void score_prep_free(struct score_prep *p);   /* NULL ok */

@@ -6,6 +6,7 @@
  * (key order, exact decimals, score_result_json == score_result_dumps).
  */
 #include "score.h"
+#include "bench/bench_v2_spec.h"
 #include "isotime.h"
 #include "tap.h"
 #include "util.h"
@@ -564,31 +565,7 @@ static void test_work_budget(void)
 
 /* The spec of bench-score_v2 (10 dimensions; match_objects and keyed_map read the ground
  * truth, so they are prepared). */
-static const char *prep_spec =
-	"{\"evaluator\":\"deterministic\",\"total\":\"round_each\",\"dimensions\":["
-	"{\"key\":\"correctness\",\"weight\":0.2,\"primitive\":\"match_objects\",\"field\":\"findings\","
-	" \"ground_truth_field\":\"findings\",\"match_on\":\"id\",\"method\":\"f1\",\"fields\":["
-	"  {\"primitive\":\"exact_match\",\"field\":\"severity\",\"normalize\":[\"casefold\",\"trim\"],\"weight\":0.5},"
-	"  {\"primitive\":\"numeric_tolerance\",\"field\":\"cvss\",\"tolerance\":0.5,\"weight\":0.5}]},"
-	"{\"key\":\"answers\",\"weight\":0.15,\"primitive\":\"keyed_map\",\"field\":\"answers\","
-	" \"ground_truth_field\":\"answers\",\"item\":{\"primitive\":\"exact_match\",\"normalize\":[\"trim\",\"casefold\",\"numeric\"]}},"
-	"{\"key\":\"methodology\",\"weight\":0.1,\"primitive\":\"term_coverage\",\"field\":\"report\","
-	" \"terms\":[\"root cause\",[\"outage\",\"downtime\"],\"rollback\",\"timeline\",{\"regex\":\"\\\\bCVE-\\\\d{4}-\\\\d{4,}\\\\b\"},"
-	"  {\"regex\":\"\\\\d+(\\\\.\\\\d+)? ?(ms|s|min)\\\\b\"}],\"normalize\":[\"casefold\"]},"
-	"{\"key\":\"format\",\"weight\":0.05,\"primitive\":\"regex_match\",\"field\":\"ticket\","
-	" \"pattern\":\"^[A-Z]{2,5}-\\\\d{1,6}$\"},"
-	"{\"key\":\"length\",\"weight\":0.05,\"primitive\":\"text_length\",\"field\":\"report\",\"unit\":\"words\","
-	" \"ramp\":[[0,0],[50,1],[400,1],[800,0.5]]},"
-	"{\"key\":\"summary\",\"weight\":0.1,\"primitive\":\"token_overlap\",\"field\":\"summary\","
-	" \"ground_truth_field\":\"summary\",\"method\":\"f1\"},"
-	"{\"key\":\"coverage\",\"weight\":0.1,\"primitive\":\"set_overlap\",\"field\":\"hosts\","
-	" \"ground_truth_field\":\"hosts\",\"method\":\"f1\",\"normalize\":[\"casefold\"]},"
-	"{\"key\":\"distinct\",\"weight\":0.05,\"primitive\":\"count\",\"field\":\"hosts\",\"of\":\"unique_ratio\"},"
-	"{\"key\":\"estimate\",\"weight\":0.1,\"primitive\":\"numeric_tolerance\",\"field\":\"impact\","
-	" \"ground_truth_field\":\"impact\",\"tolerance\":5,\"decay\":\"linear\"},"
-	"{\"key\":\"efficiency\",\"weight\":0.1,\"primitive\":\"expression\","
-	" \"expr\":\"if(coalesce(calls, api_calls) <= 20, 1, clamp(1 - (coalesce(calls, api_calls) - 20) / 40, 0, 1)) * (1 - 0.1 * retries)\","
-	" \"vars\":{\"calls\":\"@metadata.calls\",\"api_calls\":\"@metadata.api_calls\",\"retries\":{\"path\":\"@metadata.retries\",\"default\":0}}}]}";
+static const char *const prep_spec = bench_v2_spec;
 /* Composite forms the bench spec lacks: two match_on keys normalised, a normalised nested
  * numeric exact_match and a linear numeric_tolerance, the mean method; keyed_map over listed
  * keys with a numeric_tolerance item; a nested match_objects inside keyed_map; coverage_ratio,
@@ -787,22 +764,6 @@ static void test_prepared(void)
 	is_int(differ_unprep, 0, "prepared and unprepared scoring agree (scores, warnings, work)");
 }
 
-/* match_objects' key hash (common/score.c key_hash), repeated here to choose colliding keys. */
-static uint64_t okey_hash(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull ^ n;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w;
-		memcpy(&w, s + i, 8);
-		h = (h ^ w) * 0x100000001b3ull;
-		h ^= h >> 29;
-	}
-	for (; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return h ^ (h >> 32);
-}
-
 /* n ground-truth objects {"id": "Knnnnnn"}; with mask, keys whose hashes agree in the bits of
  * mask (all in one slot of the prepared hash index), else consecutive keys. */
 static json_t *key_objects(unsigned n, uint64_t mask, unsigned skip)
@@ -811,7 +772,7 @@ static json_t *key_objects(unsigned n, uint64_t mask, unsigned skip)
 	char k[16];
 	for (unsigned v = 0, got = 0; got < n + skip; v++) {
 		snprintf(k, sizeof k, "K%06u", v);
-		if (mask && (okey_hash(k, 7) & mask) != 0)
+		if (mask && (score_key_hash(k, 7) & mask) != 0)
 			continue;
 		if (got++ >= skip)
 			json_array_append_new(arr, json_pack("{s:s}", "id", k));
