@@ -1,10 +1,12 @@
 /*
  * Tests of worker/judgelane: who goes to the judge and who to the lane
  * (judgelane_admit), the lane entry's fields (judgelane_fields), and, against a real
- * redis-server (run under test/services.py, ARBITER_TEST_REDIS_URL), the divert and move
- * scripts: an entry moves only while it is pending for this consumer, with its fields,
- * acknowledged and deleted in the same step; the mover brings back the oldest entries, at
- * most the count asked, each once.
+ * redis-server (run under test/services.py, ARBITER_TEST_REDIS_URL), the divert script:
+ * an entry moves only while it is pending for this consumer, with its fields, acknowledged
+ * and deleted in the same step; then the lane read through its own consumer group as the
+ * worker reads it, and the acknowledgement script (ackscript.h) run on the lane: an entry
+ * read from the lane is acknowledged and deleted there, a released one goes back to the
+ * lane, and the live stream is not touched.
  */
 #undef NDEBUG
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "ackscript.h"
 #include "judgelane.h"
 #include "rq.h"
 #include "redis_sync.h"
@@ -53,15 +56,10 @@ static long long divert(const char *consumer, const char *id, char *const *f, in
 
 static void pure(void)
 {
-	ok(judgelane_admit(1, 0, 0, false), "a free slot, empty lane: to the judge");
-	ok(!judgelane_admit(0, 0, 0, false), "no free slot: to the lane");
-	ok(!judgelane_admit(-2, 0, 0, false), "over the limit: to the lane");
-	ok(!judgelane_admit(3, 5, 0, false), "a fresh job does not overtake jobs in the lane");
-	ok(!judgelane_admit(2, 0, 2, false), "slots promised to jobs coming back from the lane");
-	ok(judgelane_admit(3, 0, 2, false), "one slot beyond them: to the judge");
-	ok(judgelane_admit(1, 7, 4, true), "back from the lane with a free slot: to the judge");
-	ok(!judgelane_admit(0, 7, 0, true), "back from the lane without one: to the lane again");
-	ok(judgelane_admit(1, -1, 0, false), "lane length unknown: a free slot is taken");
+	ok(judgelane_admit(1, false), "a free slot, nothing waits in the lane: to the judge");
+	ok(!judgelane_admit(0, false), "no free slot: to the lane");
+	ok(!judgelane_admit(-2, false), "over the limit: to the lane");
+	ok(!judgelane_admit(3, true), "a fresh job does not overtake jobs waiting in the lane");
 
 	char *f[] = { "submission_id", "s1", "attempt", "2", "judge_lane", "1", "kind", "evaluate" };
 	size_t fl[8];
@@ -129,28 +127,61 @@ int main(void)
 	   "the lane entry keeps the fields, with judge_lane and attempt=2");
 	freeReplyObject(rep);
 
-	const char *mv[] = { "EVAL", judgelane_move_lua, "2", "tj:jobs:judge", "tj:jobs", "1" };
-	rep = redisCommandArgv(sync_rc, 6, mv, NULL);
-	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-	   rep->element[0]->integer == 1 && rep->element[1]->integer == 1,
-	   "move 1: one entry back, one left in the lane");
+	/* The lane's own consumer group, created as the worker does (from 0: entries already
+	 * waiting are delivered). */
+	rep = R("XGROUP CREATE tj:jobs:judge tj-g 0 MKSTREAM");
+	ok(rep->type == REDIS_REPLY_STATUS, "the lane's group is created");
 	freeReplyObject(rep);
-	rep = R("XREVRANGE tj:jobs + - COUNT 1");
-	ok(rep->elements == 1 && !strcmp(rep->element[0]->element[1]->element[1]->str, "s0"),
-	   "the oldest lane entry went back to the end of the live stream");
+	rep = R("XREADGROUP GROUP tj-g c2 COUNT 1 STREAMS tj:jobs:judge >");
+	ok(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+	   rep->element[0]->element[1]->elements == 1 &&
+	   !strcmp(rep->element[0]->element[1]->element[0]->element[1]->element[1]->str, "s0"),
+	   "a worker with one free judge slot reads the oldest lane entry");
+	char lid[32];
+	snprintf(lid, sizeof lid, "%s", rep->element[0]->element[1]->element[0]->element[0]->str);
 	freeReplyObject(rep);
-	mv[5] = "10";
-	rep = redisCommandArgv(sync_rc, 6, mv, NULL);
-	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->element[0]->integer == 1 &&
-	   rep->element[1]->integer == 0, "move 10: the last one back, the lane is empty");
+	is_int(RI("XLEN tj:jobs:judge"), 2, "read entries stay in the lane while pending");
+
+	/* Done: the ack script on the lane (KEYS[1] = the lane). */
+	struct ackscript_entry e = { lid, ACKSCRIPT_ACK, 0, NULL, NULL };
+	char nbuf[12];
+	const char **av;
+	size_t *al;
+	int ac = ackscript_argv("tj:jobs:judge", "tj:dead", "tj-g", &e, 1, nbuf, &av, &al);
+	rep = redisCommandArgv(sync_rc, ac, av, al);
+	const char *errs[1];
+	ok(ackscript_parse(rep, 1, errs) == 0 && !errs[0], "the ack script acknowledges it on the lane");
 	freeReplyObject(rep);
-	mv[5] = "0";
-	rep = redisCommandArgv(sync_rc, 6, mv, NULL);
-	ok(rep && rep->type == REDIS_REPLY_ARRAY && rep->element[0]->integer == 0,
-	   "move 0 moves nothing");
+	free(av);
+	free(al);
+	is_int(RI("XLEN tj:jobs:judge"), 1, "and deletes it from the lane");
+	is_int(pending(), 1, "the live stream's group is not touched");
+
+	/* Released at shutdown: the copy goes back to the lane, the read entry goes. */
+	rep = R("XREADGROUP GROUP tj-g c2 COUNT 5 STREAMS tj:jobs:judge >");
+	snprintf(lid, sizeof lid, "%s", rep->element[0]->element[1]->element[0]->element[0]->str);
 	freeReplyObject(rep);
-	is_int(RI("XLEN tj:jobs"), 4, "live stream: the two left + the two back, each once");
-	freeReplyObject(R("DEL tj:jobs tj:jobs:judge"));
+	const char *rf[] = { "submission_id", "s1", "kind", "evaluate", "judge_lane", "1" };
+	size_t rl[] = { 13, 2, 4, 8, 10, 1 };
+	struct ackscript_entry r = { lid, ACKSCRIPT_RELEASE, 6, rf, rl };
+	ac = ackscript_argv("tj:jobs:judge", "tj:dead", "tj-g", &r, 1, nbuf, &av, &al);
+	rep = redisCommandArgv(sync_rc, ac, av, al);
+	ok(ackscript_parse(rep, 1, errs) == 0 && !errs[0], "a lane entry is released");
+	freeReplyObject(rep);
+	free(av);
+	free(al);
+	is_int(RI("XLEN tj:jobs:judge"), 1, "its copy is back in the lane (one entry)");
+	rep = R("XPENDING tj:jobs:judge tj-g");
+	ok(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->integer == 0,
+	   "nothing pending in the lane's group");
+	freeReplyObject(rep);
+	rep = R("XREADGROUP GROUP tj-g c3 COUNT 5 STREAMS tj:jobs:judge >");
+	ok(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->element[1]->elements == 1 &&
+	   !strcmp(rep->element[0]->element[1]->element[0]->element[1]->element[1]->str, "s1"),
+	   "another worker reads the released job from the lane");
+	freeReplyObject(rep);
+	is_int(RI("XLEN tj:jobs"), 2, "the live stream keeps its two entries");
+	freeReplyObject(R("DEL tj:jobs tj:jobs:judge tj:dead"));
 	redisFree(sync_rc);
 	return tap_done();
 }

@@ -6,7 +6,9 @@
  * it does the XACK and XDEL; each entry's outcome comes back. At most
  * MAX_ACKS_INFLIGHT batches are in flight. A failed batch is retried per job
  * with backoff; after ACK_MAX_TRIES the entry is left pending (reclaimed later
- * by XAUTOCLAIM, and found done).
+ * by XAUTOCLAIM, and found done). A batch holds the entries of one stream (the
+ * live stream or the judge lane, job.stream): the script acknowledges them in that
+ * stream's group, and a release copy goes back to that stream.
  */
 #include "ack.h"
 
@@ -97,12 +99,38 @@ static const char *dead_reason(const struct job *j, char *buf, size_t n)
 	return "unknown";
 }
 
+/* Takes up to max jobs of the first job's stream out of w->ack_q into out (in queue
+ * order; the others keep their places). Returns how many. */
+static int take_batch(struct worker *w, struct job **out, int max)
+{
+	enum job_stream s = w->ack_q.head->stream;
+	struct jobq rest = { NULL, NULL, 0 };
+	int n = 0;
+	struct job *j;
+	while (n < max && (j = jobq_pop(&w->ack_q))) {
+		if (j->stream == s)
+			out[n++] = j;
+		else
+			jobq_push(&rest, j);
+	}
+	if (rest.n) {   /* back in front, in their order */
+		rest.tail->qnext = w->ack_q.head;
+		if (!w->ack_q.head)
+			w->ack_q.tail = rest.tail;
+		w->ack_q.head = rest.head;
+		w->ack_q.n += rest.n;
+	}
+	return n;
+}
+
 void ack_flush(struct worker *w)
 {
 	while (w->acks_inflight < MAX_ACKS_INFLIGHT && w->ack_q.n > 0 &&
 	       w->state != W_STOPPING) {
 		int n = w->ack_q.n < ACK_BATCH_MAX ? w->ack_q.n : ACK_BATCH_MAX;
 		struct abatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
+		n = take_batch(w, b->jobs, n);
+		const char *k_stream = pipeline_stream_key(w, b->jobs[0]->stream);
 		struct ackscript_entry *e = xcalloc((size_t)n, sizeof *e);
 		const char ***cargv = xcalloc((size_t)n, sizeof *cargv);
 		size_t **clens = xcalloc((size_t)n, sizeof *clens);
@@ -114,15 +142,14 @@ void ack_flush(struct worker *w)
 		b->w = w;
 		b->n = n;
 		for (int i = 0; i < n; i++) {
-			struct job *j = jobq_pop(&w->ack_q);
+			struct job *j = b->jobs[i];
 			job_set_state(j, JOB_ACKING);
-			b->jobs[i] = j;
 			e[i].id = j->id;
 			e[i].mode = ACKSCRIPT_ACK;
 			if (j->ack == ACK_PLAIN)
 				continue;
 			/* The copy's fields: job_xadd_argv's vector after "XADD stream *". */
-			int argc = job_xadd_argv(j, j->ack == ACK_DEAD ? w->k_dead : w->k_jobs,
+			int argc = job_xadd_argv(j, j->ack == ACK_DEAD ? w->k_dead : k_stream,
 			                         j->ack == ACK_DEAD, dead_reason(j, rbuf[i], sizeof rbuf[i]),
 			                         w->cfg->worker_id, now, &bufs[i], &cargv[i], &clens[i]);
 			e[i].mode = j->ack == ACK_DEAD ? ACKSCRIPT_DEAD : ACKSCRIPT_RELEASE;
@@ -132,7 +159,7 @@ void ack_flush(struct worker *w)
 		}
 		const char **argv;
 		size_t *lens;
-		int argc = ackscript_argv(w->k_jobs, w->k_dead, w->k_group, e, n, nbuf, &argv, &lens);
+		int argc = ackscript_argv(k_stream, w->k_dead, w->k_group, e, n, nbuf, &argv, &lens);
 		w->acks_inflight++;
 		int rc = rq_cmdv(w->rq_cmd, 0, on_ack, b, argc, argv, lens);
 		free(argv);

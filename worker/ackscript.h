@@ -17,9 +17,10 @@
 
 #include <hiredis/hiredis.h>
 
-/* The script. KEYS: 1 {prefix}:jobs, 2 {prefix}:dead. ARGV: 1 the group, then per
+/* The script. KEYS: 1 the entries' stream ({prefix}:jobs, or the judge lane for jobs read
+ * from it), 2 {prefix}:dead. ARGV: 1 the group, then per
  * entry: id, mode ("a" acknowledge, "d" dead-letter copy first, "r" release
- * copy to the jobs stream first), n, then n strings (field, value, ...).
+ * copy to the entries' stream first), n, then n strings (field, value, ...).
  * Returns one element per entry: 1, or an error text ("copy: ..." / "ack: ..."). */
 extern const char ackscript_lua[];
 

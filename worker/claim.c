@@ -6,6 +6,9 @@
  *    ARBITER_CLAIM_IDLE_MS, when we have free slots and a database.
  *  - Claimed entries (and our own pending ones at start) get their delivery
  *    count from XPENDING before they are dispatched.
+ *  - All of this on both streams a job may be in (job.stream): the live stream
+ *    and the judge lane (judgelane.h), each in its own group. Lane entries of a
+ *    dead consumer are taken over only as far as judge slots are free.
  *
  * The timing is all derived from idle = ARBITER_CLAIM_IDLE_MS, the time after
  * which another consumer may take an entry:
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "judgelane.h"
 #include "log.h"
 #include "opsctl.h"
 #include "pgc.h"
@@ -91,7 +95,7 @@ static void on_pending_count(struct rq *r, redisReply *reply, const char *err, v
 }
 
 /* Adopts the entries of a stream reply array that came from a claim. */
-void claim_adopt(struct worker *w, redisReply *entries)
+void claim_adopt(struct worker *w, redisReply *entries, enum job_stream s)
 {
 	if (!entries || entries->type != REDIS_REPLY_ARRAY || entries->elements == 0)
 		return;
@@ -100,14 +104,19 @@ void claim_adopt(struct worker *w, redisReply *entries)
 	for (size_t i = 0; i < entries->elements; i++) {
 		redisReply *e = entries->element[i];
 		if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
-		    e->element[0]->type == REDIS_REPLY_STRING && pipeline_find(w, e->element[0]->str)) {
-			struct job *x = pipeline_find(w, e->element[0]->str);
+		    e->element[0]->type == REDIS_REPLY_STRING && pipeline_find(w, s, e->element[0]->str)) {
+			struct job *x = pipeline_find(w, s, e->element[0]->str);
 			x->claimed_at = uv_now(w->loop);
 			continue;   /* ours and already in flight */
 		}
 		struct job *j = pipeline_entry_job(e, 2);
 		if (!j)
 			continue;
+		j->stream = s;
+		if (s == JOB_STREAM_LANE) {   /* it holds a judge slot (worker.c lane_entries) */
+			j->lane_unadmitted = true;
+			w->lane_unadmitted++;
+		}
 		pipeline_adopt(w, j);
 		c->jobs[c->n++] = j;
 	}
@@ -119,7 +128,8 @@ void claim_adopt(struct worker *w, redisReply *entries)
 	for (int i = 0; i < c->n; i++) {
 		struct job *j = c->jobs[i];
 		j->qnext = (struct job *)(void *)c;   /* the context, while XPENDING runs */
-		const char *argv[] = { "XPENDING", w->k_jobs, w->k_group, j->id, j->id, "1" };
+		const char *argv[] = { "XPENDING", pipeline_stream_key(w, s), w->k_group, j->id, j->id,
+		                       "1" };
 		if (rq_cmdv(w->rq_cmd, 0, on_pending_count, j, 6, argv, NULL) < 0) {
 			j->qnext = NULL;
 			if (--c->left == 0) {
@@ -132,54 +142,58 @@ void claim_adopt(struct worker *w, redisReply *entries)
 	}
 }
 
+static void autoclaimed(struct worker *w, redisReply *reply, const char *err, enum job_stream s)
+{
+	if (w->state != W_RUNNING)
+		return;
+	if (err || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) {
+		if (!err && reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "NOGROUP"))
+			LOGW(NULL, NULL, "XAUTOCLAIM%s: %s", s == JOB_STREAM_LANE ? " (judge lane)" : "",
+			     reply->str);
+		return;
+	}
+	redisReply *entries = reply->element[1];
+	if (entries->type == REDIS_REPLY_ARRAY && entries->elements > 0) {
+		LOGI(NULL, NULL, "reclaimed %zu %sentries idle for %d ms", entries->elements,
+		     s == JOB_STREAM_LANE ? "judge lane " : "", w->cfg->claim_idle_ms);
+		claim_adopt(w, entries, s);
+	}
+	pipeline_kick(w);
+}
+
 static void on_autoclaim(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct worker *w = data;
 	(void)r;
 	w->reclaim_busy = false;
-	if (w->state != W_RUNNING)
-		return;
-	if (err || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) {
-		if (!err && reply->type == REDIS_REPLY_ERROR && !strstr(reply->str, "NOGROUP"))
-			LOGW(NULL, NULL, "XAUTOCLAIM: %s", reply->str);
-		return;
-	}
-	redisReply *entries = reply->element[1];
-	if (entries->type == REDIS_REPLY_ARRAY && entries->elements > 0) {
-		LOGI(NULL, NULL, "reclaimed %zu entries idle for %d ms", entries->elements,
-		     w->cfg->claim_idle_ms);
-		claim_adopt(w, entries);
-	}
-	pipeline_kick(w);
+	autoclaimed(w, reply, err, JOB_STREAM_LIVE);
+}
+
+static void on_autoclaim_lane(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	w->lane_reclaim_busy = false;
+	autoclaimed(w, reply, err, JOB_STREAM_LANE);
 }
 #define XCLAIM_WHAT "XCLAIM (keeping our entries claimed)"
 
 
 
-/* Keeps our own in-flight entries from looking idle to other consumers. */
-static void refresh_claims(struct worker *w)
+/* XCLAIM ... JUSTID for our in-flight entries of stream s claimed `every` ms ago or more. */
+static void refresh_stream(struct worker *w, enum job_stream s, uint64_t now, uint64_t every,
+                           const char *minidle)
 {
-	uint64_t now = uv_now(w->loop);
-	/* Without a database connection for a while, stop keeping our entries:
-	 * after ARBITER_CLAIM_IDLE_MS a replica that has one takes them over (a
-	 * worker cut off from PostgreSQL, e.g. by its connection limit, must not
-	 * hold jobs forever). If we get them done first, theirs is a duplicate. */
-	if (w->db_down_since && now - w->db_down_since >= (uint64_t)w->cfg->claim_idle_ms / CLAIM_DB_DOWN_DIV)
-		return;
-	uint64_t every = (uint64_t)w->cfg->claim_idle_ms / CLAIM_REFRESH_AGE_DIV;
-	char minidle[24];
 	const char **argv = NULL;
 	int argc = 0, cap = 0;
-
-	snprintf(minidle, sizeof minidle, "%d", w->cfg->claim_idle_ms / CLAIM_MIN_IDLE_DIV);
 	for (struct job *j = w->jobs; j; j = j->lnext) {
-		if (j->state == JOB_ABANDONED || now - j->claimed_at < every)
+		if (j->state == JOB_ABANDONED || j->stream != s || now - j->claimed_at < every)
 			continue;
 		if (argc == 0) {
 			cap = XCLAIM_HEAD_ARGS + XCLAIM_MAX_IDS + 1;   /* + JUSTID */
 			argv = xcalloc((size_t)cap, sizeof *argv);
 			argv[argc++] = "XCLAIM";
-			argv[argc++] = w->k_jobs;
+			argv[argc++] = pipeline_stream_key(w, s);
 			argv[argc++] = w->k_group;
 			argv[argc++] = w->cfg->worker_id;
 			argv[argc++] = minidle;
@@ -199,6 +213,41 @@ static void refresh_claims(struct worker *w)
 		rq_cmdv(w->rq_cmd, 0, rq_reply_logged, (void *)XCLAIM_WHAT, argc, argv, NULL);
 		free(argv);
 	}
+}
+
+/* Keeps our own in-flight entries (of both streams) from looking idle to other consumers. */
+static void refresh_claims(struct worker *w)
+{
+	uint64_t now = uv_now(w->loop);
+	/* Without a database connection for a while, stop keeping our entries:
+	 * after ARBITER_CLAIM_IDLE_MS a replica that has one takes them over (a
+	 * worker cut off from PostgreSQL, e.g. by its connection limit, must not
+	 * hold jobs forever). If we get them done first, theirs is a duplicate. */
+	if (w->db_down_since && now - w->db_down_since >= (uint64_t)w->cfg->claim_idle_ms / CLAIM_DB_DOWN_DIV)
+		return;
+	uint64_t every = (uint64_t)w->cfg->claim_idle_ms / CLAIM_REFRESH_AGE_DIV;
+	char minidle[24];
+	snprintf(minidle, sizeof minidle, "%d", w->cfg->claim_idle_ms / CLAIM_MIN_IDLE_DIV);
+	refresh_stream(w, JOB_STREAM_LIVE, now, every, minidle);
+	if (w->jlane)
+		refresh_stream(w, JOB_STREAM_LANE, now, every, minidle);
+}
+
+/* XAUTOCLAIM of up to count entries of stream s idle for ARBITER_CLAIM_IDLE_MS. */
+static void autoclaim(struct worker *w, enum job_stream s, int count, bool *busy, rq_cb *cb)
+{
+	if (count <= 0)
+		return;
+	if (count > CLAIM_BATCH_MAX)
+		count = CLAIM_BATCH_MAX;
+	char idle[24], cnt[16];
+	snprintf(idle, sizeof idle, "%d", w->cfg->claim_idle_ms);
+	snprintf(cnt, sizeof cnt, "%d", count);
+	const char *argv[] = { "XAUTOCLAIM", pipeline_stream_key(w, s), w->k_group, w->cfg->worker_id,
+	                       idle, "0-0", "COUNT", cnt };
+	*busy = true;
+	if (rq_cmdv(w->rq_cmd, 0, cb, w, 8, argv, NULL) < 0)
+		*busy = false;
 }
 
 void claim_tick(struct worker *w)
@@ -221,17 +270,11 @@ void claim_tick(struct worker *w)
 	if (w->autoclaim_at && now - w->autoclaim_at + 5 < claim_every)
 		return;
 	w->autoclaim_at = now;
-	int free_slots = w->cfg->concurrency - pipeline_slots_used(w);
-	if (free_slots <= 0)
-		return;
-	if (free_slots > CLAIM_BATCH_MAX)
-		free_slots = CLAIM_BATCH_MAX;
-	char idle[24], count[16];
-	snprintf(idle, sizeof idle, "%d", w->cfg->claim_idle_ms);
-	snprintf(count, sizeof count, "%d", free_slots);
-	const char *argv[] = { "XAUTOCLAIM", w->k_jobs, w->k_group, w->cfg->worker_id, idle, "0-0",
-	                       "COUNT", count };
-	w->reclaim_busy = true;
-	if (rq_cmdv(w->rq_cmd, 0, on_autoclaim, w, 8, argv, NULL) < 0)
-		w->reclaim_busy = false;
+	autoclaim(w, JOB_STREAM_LIVE, w->cfg->concurrency - pipeline_slots_used(w), &w->reclaim_busy,
+	          on_autoclaim);
+	/* The lane's entries of dead consumers: as many as judge slots are free (each one
+	 * waits for a judge slot here). */
+	if (w->jlane && judgelane_ready(w->jlane) && !w->lane_reclaim_busy)
+		autoclaim(w, JOB_STREAM_LANE, pipeline_judge_room(w), &w->lane_reclaim_busy,
+		          on_autoclaim_lane);
 }

@@ -546,7 +546,7 @@ static void human_redis(const struct status *st, const char *redis_url)
 	printf("  %-28s %lld%s\n", "bulk lane (re-evaluations)", st->bulk,
 	       st->bulk ? "  (fed to the stream as live jobs leave room)" : "");
 	printf("  %-28s %lld%s\n", "judge lane (judged jobs)", st->judge_lane,
-	       st->judge_lane ? "  (back to the stream as judge slots free up)" : "");
+	       st->judge_lane ? "  (read by the workers as judge slots free up)" : "");
 	fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
 	printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
 	if (st->next_delayed_due_ms >= 0)

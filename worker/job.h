@@ -117,6 +117,11 @@ enum row_status {
 	ST_QUEUED, ST_EVALUATING, ST_ACTIVE, ST_COMPLETED, ST_REJECTED, ST_FAILED, ST_EXPIRED,
 };
 
+/* The stream a job's entry is in: the live stream {prefix}:jobs, or the judge lane
+ * {prefix}:jobs:judge it was read from (worker/judgelane.h). Its acknowledgement, claims,
+ * release, hold and delivery count are on that stream, in the group of the same name. */
+enum job_stream { JOB_STREAM_LIVE, JOB_STREAM_LANE };
+
 /* How the entry leaves the stream once the job is done. */
 enum job_ack { ACK_PLAIN, ACK_DEAD, ACK_RELEASE };
 
@@ -158,6 +163,7 @@ struct job {
 
 	/* The entry. */
 	char id[48];                       /* stream entry id */
+	enum job_stream stream;            /* the stream it is in (live unless read from the lane) */
 	char **fields;                     /* 2*nf strings, owned (NUL-terminated copies) */
 	size_t *flens;                     /* their lengths (values may hold NUL bytes) */
 	int nf;                            /* field/value pairs */
@@ -179,6 +185,8 @@ struct job {
 	bool solo;                         /* commit alone (its batch failed) */
 	bool load_solo;                    /* load alone (its load batch failed) */
 	bool rl_done;                      /* rate limit already passed */
+	bool lane_unadmitted;              /* read from the lane, not admitted to the judge yet
+	                                    * (counted in w->lane_unadmitted) */
 	bool judge_headed;                 /* admitted to the judge (counted in w->judge_headed)
 	                                    * until it asks the judge or is freed */
 	bool marked;                       /* sandbox: evaluating/attempts written */

@@ -1,4 +1,4 @@
-/* judgelane: the judge lane's divert script and mover; see judgelane.h. */
+/* judgelane: the judge lane's divert script and reader; see judgelane.h. */
 #include "judgelane.h"
 
 #include <stdio.h>
@@ -9,6 +9,9 @@
 #include "metrics.h"
 #include "rq.h"
 #include "util.h"
+
+/* The lane's length is read for the gauge this often. */
+#define JUDGELANE_GAUGE_MS 1000
 
 /* Divert (judgelane.h): KEYS 1 live stream, 2 lane. ARGV 1 group, 2 consumer, 3 entry id, 4.. the lane
  * entry's field, value pairs. The entry must still be pending for this consumer (else
@@ -27,46 +30,37 @@ const char judgelane_divert_lua[] =
 	"redis.call('XDEL', KEYS[1], ARGV[3])\n"
 	"return {1, redis.call('XLEN', KEYS[2])}\n";
 
-/* Move (judgelane.h): KEYS 1 lane, 2 live stream. ARGV 1 how many. The oldest entries go to the live
- * stream with their fields (XADD before XDEL). Returns {moved, lane length after}. */
-const char judgelane_move_lua[] =
-	"local n = tonumber(ARGV[1])\n"
-	"local moved = 0\n"
-	"if n and n > 0 then\n"
-	"  for _, x in ipairs(redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', n)) do\n"
-	"    redis.call('XADD', KEYS[2], '*', unpack(x[2]))\n"
-	"    redis.call('XDEL', KEYS[1], x[1])\n"
-	"    moved = moved + 1\n"
-	"  end\n"
-	"end\n"
-	"return {moved, redis.call('XLEN', KEYS[1])}\n";
-
 struct judgelane {
 	uv_timer_t timer;
 	uv_loop_t *loop;
 	struct rq *rq;
-	char *stream, *lane, *group;
+	char *stream, *lane, *group, *consumer;
 	judgelane_room_fn *room;
+	judgelane_entries_fn *entries;
 	void *data;
-	long long len;               /* lane length last seen, -1 unknown */
-	int transit;                 /* entries moved and not back yet */
-	uint64_t transit_at, polled_at;
+	bool waiting;                /* entries may wait unread in the lane */
+	bool group_ok, creating;     /* the lane's consumer group exists / is being created */
+	bool own_done;               /* our own pending lane entries were taken back */
+	bool reading, again;         /* an XREADGROUP is outstanding / another is wanted */
+	int asked;                   /* COUNT of the outstanding read */
+	uint64_t gauge_at;
 	int busy;                    /* commands outstanding */
-	bool moving, again, closing, timer_closed;
+	bool closing, timer_closed;
 };
 
-bool judgelane_admit(int free_slots, long long lane_len, int in_transit, bool from_lane)
+bool judgelane_admit(int free_slots, bool lane_waiting)
 {
-	if (from_lane)
-		return free_slots > 0;
-	return lane_len <= 0 && free_slots > in_transit;
+	return !lane_waiting && free_slots > 0;
 }
 
-bool judgelane_take(struct judgelane *l, int free_slots, bool from_lane)
+bool judgelane_take(struct judgelane *l, int free_slots)
 {
-	if (from_lane && l->transit > 0)
-		l->transit--;
-	return judgelane_admit(free_slots, l->len, l->transit, from_lane);
+	return judgelane_admit(free_slots, l->waiting);
+}
+
+bool judgelane_ready(const struct judgelane *l)
+{
+	return l && l->group_ok && l->own_done;
 }
 
 int judgelane_fields(char *const *fields, const size_t *flens, int nf, int attempts,
@@ -106,76 +100,143 @@ static void maybe_free(struct judgelane *l)
 	free(l->stream);
 	free(l->lane);
 	free(l->group);
+	free(l->consumer);
 	free(l);
 }
 
-static void run_mover(struct judgelane *l);
+static void run_reader(struct judgelane *l, bool poll);
 
-static void on_moved(struct rq *r, redisReply *reply, const char *err, void *data)
+static void log_refusal(const char *what, const char *str)
+{
+	if (rq_is_acl_refusal(str))
+		LOGD(NULL, NULL, "judge lane: %s: %s", what, str);
+	else
+		LOGW(NULL, NULL, "judge lane: %s: %s", what, str);
+}
+
+static void on_group(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct judgelane *l = data;
 	(void)r;
 	l->busy--;
-	l->moving = false;
-	if (!err && reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-	    reply->element[0]->type == REDIS_REPLY_INTEGER &&
-	    reply->element[1]->type == REDIS_REPLY_INTEGER) {
-		long long moved = reply->element[0]->integer;
-		l->len = reply->element[1]->integer;
-		if (moved > 0) {
-			l->transit += (int)moved;
-			l->transit_at = uv_now(l->loop);
-			LOGD(NULL, NULL, "judge lane: moved %lld job(s) back to the stream", moved);
-		}
-		metrics_judge_lane(0, moved, l->len);
+	l->creating = false;
+	if (!err && reply && (reply->type == REDIS_REPLY_STATUS ||
+	    (reply->type == REDIS_REPLY_ERROR && strstr(reply->str, "BUSYGROUP")))) {
+		l->group_ok = true;
+		if (!l->closing)
+			run_reader(l, false);
 	} else if (!err && reply && reply->type == REDIS_REPLY_ERROR) {
-		if (rq_is_acl_refusal(reply->str))
-			LOGD(NULL, NULL, "judge lane: %s", reply->str);
-		else
-			LOGW(NULL, NULL, "judge lane: %s", reply->str);
-	}
-	if (l->again && !l->closing) {
-		l->again = false;
-		run_mover(l);
+		log_refusal("XGROUP CREATE", reply->str);
 	}
 	maybe_free(l);
 }
 
-static void run_mover(struct judgelane *l)
+static void on_read(struct rq *r, redisReply *reply, const char *err, void *data)
 {
-	if (l->closing)
+	struct judgelane *l = data;
+	(void)r;
+	l->busy--;
+	l->reading = false;
+	bool own = !l->own_done;
+	if (err || !reply) {
+		/* (rq logs connection trouble; the tick reads again.) */
+	} else if (reply->type == REDIS_REPLY_ERROR) {
+		if (strstr(reply->str, "NOGROUP")) {
+			LOGW(NULL, NULL, "judge lane: consumer group missing: creating it again");
+			l->group_ok = false;
+		} else {
+			log_refusal("XREADGROUP", reply->str);
+		}
+	} else {
+		redisReply *entries = NULL;
+		if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+		    reply->element[0]->type == REDIS_REPLY_ARRAY &&
+		    reply->element[0]->elements >= 2 &&
+		    reply->element[0]->element[1]->type == REDIS_REPLY_ARRAY)
+			entries = reply->element[0]->element[1];
+		size_t got = entries ? entries->elements : 0;
+		if (own) {
+			l->own_done = true;
+			l->waiting = true;   /* not known yet: the next read says */
+		} else {
+			l->waiting = got >= (size_t)l->asked;
+		}
+		if (got > 0) {
+			if (!own)
+				metrics_judge_lane(0, (long long)got, -1);
+			if (!l->closing)
+				l->entries(l->data, entries, own);
+		}
+	}
+	if (!l->closing && (l->again || l->waiting)) {
+		l->again = false;
+		run_reader(l, false);
+	}
+	maybe_free(l);
+}
+
+static void on_len(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct judgelane *l = data;
+	(void)r;
+	l->busy--;
+	if (!err && reply && reply->type == REDIS_REPLY_INTEGER)
+		metrics_judge_lane(0, 0, reply->integer);
+	maybe_free(l);
+}
+
+/* poll: the tick's read, made even when the lane looked empty (other workers fill it). */
+static void run_reader(struct judgelane *l, bool poll)
+{
+	if (l->closing || !rq_connected(l->rq))
 		return;
-	if (l->moving) {
+	if (!l->group_ok) {
+		if (l->creating)
+			return;
+		const char *argv[] = { "XGROUP", "CREATE", l->lane, l->group, "0", "MKSTREAM" };
+		if (rq_cmdv(l->rq, 0, on_group, l, 6, argv, NULL) == 0) {
+			l->busy++;
+			l->creating = true;
+		}
+		return;
+	}
+	if (l->reading) {
 		l->again = true;
 		return;
 	}
-	uint64_t now = uv_now(l->loop);
-	if (l->transit > 0 && now - l->transit_at >= JUDGELANE_TRANSIT_MS)
-		l->transit = 0;
-	int n = l->room(l->data) - l->transit;
-	if (n <= 0 || !rq_connected(l->rq))
+	if (l->own_done && !l->waiting && !poll)
 		return;
-	if (l->len == 0 && now - l->polled_at < JUDGELANE_POLL_MS)
+	int n = l->room(l->data);
+	if (n <= 0)
 		return;
-	l->polled_at = now;
 	char cnt[16];
 	snprintf(cnt, sizeof cnt, "%d", n);
-	const char *argv[] = { "EVAL", judgelane_move_lua, "2", l->lane, l->stream, cnt };
-	if (rq_cmdv(l->rq, 0, on_moved, l, 6, argv, NULL) == 0) {
+	const char *argv[] = { "XREADGROUP", "GROUP", l->group, l->consumer, "COUNT", cnt,
+	                       "STREAMS", l->lane, l->own_done ? ">" : "0" };
+	if (rq_cmdv(l->rq, 0, on_read, l, 9, argv, NULL) == 0) {
 		l->busy++;
-		l->moving = true;
+		l->reading = true;
+		l->asked = n;
 	}
 }
 
 static void on_tick(uv_timer_t *t)
 {
-	run_mover(t->data);
+	struct judgelane *l = t->data;
+	run_reader(l, true);
+	uint64_t now = uv_now(l->loop);
+	if (!l->closing && rq_connected(l->rq) && now - l->gauge_at >= JUDGELANE_GAUGE_MS) {
+		l->gauge_at = now;
+		const char *argv[] = { "XLEN", l->lane };
+		if (rq_cmdv(l->rq, 0, on_len, l, 2, argv, NULL) == 0)
+			l->busy++;
+	}
 }
 
 void judgelane_kick(struct judgelane *l)
 {
-	if (l && l->len != 0)
-		run_mover(l);
+	if (l)
+		run_reader(l, false);
 }
 
 struct divert_req {
@@ -195,14 +256,18 @@ static void on_diverted(struct rq *r, redisReply *reply, const char *err, void *
 	    reply->element[0]->type == REDIS_REPLY_INTEGER &&
 	    reply->element[1]->type == REDIS_REPLY_INTEGER) {
 		rc = reply->element[0]->integer == 1 ? 1 : 0;
-		l->len = reply->element[1]->integer;
-		metrics_judge_lane(rc, 0, l->len);
+		if (rc == 1)
+			l->waiting = true;
+		metrics_judge_lane(rc, 0, reply->element[1]->integer);
 	} else {
 		LOGW(NULL, NULL, "judge lane: moving a job to the lane failed: %s",
 		     err ? err : reply && reply->str ? reply->str : "unexpected reply");
 	}
 	d->done(rc, d->data);
 	free(d);
+	if (rc == 1)
+		run_reader(l, false);   /* a slot may be free already (the job was diverted to keep
+		                         * its place behind the lane's) */
 	maybe_free(l);
 }
 
@@ -238,8 +303,9 @@ int judgelane_divert(struct judgelane *l, const char *consumer, const char *id,
 }
 
 struct judgelane *judgelane_new(uv_loop_t *loop, struct rq *rq, const char *stream,
-                                const char *lane, const char *group,
-                                judgelane_room_fn *room, void *data)
+                                const char *lane, const char *group, const char *consumer,
+                                judgelane_room_fn *room, judgelane_entries_fn *entries,
+                                void *data)
 {
 	struct judgelane *l = xcalloc(1, sizeof *l);
 	l->loop = loop;
@@ -247,9 +313,11 @@ struct judgelane *judgelane_new(uv_loop_t *loop, struct rq *rq, const char *stre
 	l->stream = xstrdup(stream);
 	l->lane = xstrdup(lane);
 	l->group = xstrdup(group);
+	l->consumer = xstrdup(consumer);
 	l->room = room;
+	l->entries = entries;
 	l->data = data;
-	l->len = -1;
+	l->waiting = true;
 	uv_timer_init(loop, &l->timer);
 	l->timer.data = l;
 	uv_timer_start(&l->timer, on_tick, JUDGELANE_TICK_MS, JUDGELANE_TICK_MS);

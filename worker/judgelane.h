@@ -8,16 +8,23 @@
  * `{prefix}:jobs:judge` (rkeys_judge_lane): one Lua script checks the entry is still ours,
  * XADDs its fields to the lane, then XACKs and XDELs it, so the job is in exactly one stream
  * at any time and its slot is free at once. Its fields are kept; two are set: judge_lane=1
- * (it comes back from the lane) and, after a redelivery, attempt (the attempt it was on, so
+ * (for an operator reading the entry; the worker goes by the stream it read it from) and, after a redelivery, attempt (the attempt it was on, so
  * the move uses up no attempt and forgets none).
  *
- * The mover of every worker brings lane entries back as its judge slots free up: one script
- * moves the oldest entries (XRANGE, XADD to the live stream, XDEL), at most as many as the
- * worker has free judge slots minus those it moved that have not arrived yet. It runs when a
- * verdict frees a slot and every JUDGELANE_TICK_MS. Replicas share the lane; each script is
- * atomic, so an entry is moved once. A job back from the lane goes to the judge if a slot is
- * free, else back to the lane; a fresh judged job takes a free slot only while the lane is
- * empty, so jobs waiting in the lane are not overtaken for ever.
+ * Every worker reads the lane itself, through a consumer group of its own on the lane stream
+ * (the same group name as the live stream's, created the same way): a non-blocking
+ * XREADGROUP for as many entries as it has free judge slots, whenever a verdict frees one
+ * and every JUDGELANE_TICK_MS. So a lane job is taken as soon as a judge slot frees,
+ * whatever waits in the live stream. From then on the job belongs to the lane stream: its
+ * entry is acknowledged (XACK + XDEL), claimed, reclaimed, released, held and dead-lettered
+ * there (job.stream). A job read from the lane never goes back to it: it was read for a free
+ * slot, and waits in the process if the slot was taken meanwhile. A fresh judged job takes a
+ * free slot only while the lane looks empty (the last read got fewer entries than asked and
+ * no divert since), so jobs waiting in the lane are not overtaken for ever.
+ *
+ * At start (after the lane's group exists) the reader takes back the lane entries still
+ * pending under the worker's own name, like the live stream's; entries of a dead consumer
+ * are taken over by XAUTOCLAIM on the lane (claim.c).
  *
  * Event-loop thread only.
  */
@@ -27,42 +34,43 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <hiredis/hiredis.h>
 #include <uv.h>
 
 struct rq;
 struct judgelane;
 
 #define JUDGELANE_TICK_MS 100
-/* Entries this worker moved count against its free judge slots for this long, or until
- * as many jobs came back from the lane to it (another worker may read them). */
-#define JUDGELANE_TRANSIT_MS 2000
-/* While the lane looks empty, its length is polled this often (other workers fill it). */
-#define JUDGELANE_POLL_MS 1000
 
-/* The two Lua scripts (EVAL; exported for the tests, see judgelane.c for their KEYS and
- * ARGV): divert moves one pending entry of ours to the lane, move brings the oldest lane
- * entries back to the live stream. */
+/* The divert script (EVAL; exported for the tests, see judgelane.c for its KEYS and ARGV):
+ * moves one pending entry of ours to the lane. */
 extern const char judgelane_divert_lua[];
-extern const char judgelane_move_lua[];
 
-/* Free judge slots of this worker (ARBITER_JUDGE_INFLIGHT minus jobs waiting for or
- * heading to the judge). */
+/* Free judge slots this worker may fill from the lane now (0 while it takes no job: not
+ * ready, draining, paused, no database). */
 typedef int judgelane_room_fn(void *data);
 
-/* Starts the mover on loop. stream, lane and group are copied; rq is borrowed and must
- * outlive it (free the lane first). room says how many judge slots are free. */
+/* Entries read from the lane (a stream reply's entry array, borrowed for the call). own:
+ * they were pending under our name at start (their delivery counts are not known yet). */
+typedef void judgelane_entries_fn(void *data, redisReply *entries, bool own);
+
+/* Starts the reader on loop. stream, lane and group are copied; rq is borrowed and must
+ * outlive it (free the lane first). room says how many entries to read; entries takes them. */
 struct judgelane *judgelane_new(uv_loop_t *loop, struct rq *rq, const char *stream,
-                                const char *lane, const char *group,
-                                judgelane_room_fn *room, void *data);
+                                const char *lane, const char *group, const char *consumer,
+                                judgelane_room_fn *room, judgelane_entries_fn *entries,
+                                void *data);
 
-/* Whether a judged job goes to the judge now (true) or to the lane (false): free judge
- * slots, the lane's last known length (-1 unknown), entries in transit to this worker;
- * from_lane: the job came back from the lane. Pure (for the tests). */
-bool judgelane_admit(int free_slots, long long lane_len, int in_transit, bool from_lane);
+/* Whether a fresh judged job (read from the live stream) goes to the judge now (true) or
+ * to the lane (false): free judge slots, and whether entries may wait in the lane. Pure
+ * (for the tests). */
+bool judgelane_admit(int free_slots, bool lane_waiting);
 
-/* judgelane_admit with the mover's own lane length and transit count; notes a job that
- * came back from the lane. */
-bool judgelane_take(struct judgelane *l, int free_slots, bool from_lane);
+/* judgelane_admit with the reader's own idea of the lane. */
+bool judgelane_take(struct judgelane *l, int free_slots);
+
+/* Whether the lane's group exists and our own pending entries were taken back. */
+bool judgelane_ready(const struct judgelane *l);
 
 /* Moves entry id of group's stream to the lane (see above). fields: 2*nf strings with
  * lengths; attempts: the job's attempt number. done gets 1 (moved), 0 (the entry is no
@@ -72,7 +80,7 @@ int judgelane_divert(struct judgelane *l, const char *consumer, const char *id,
                      char *const *fields, const size_t *flens, int nf, int attempts,
                      void (*done)(int rc, void *data), void *data);
 
-/* A judge slot was freed: run the mover soon. NULL ok. */
+/* A judge slot was freed: read the lane soon. NULL ok. */
 void judgelane_kick(struct judgelane *l);
 
 /* Builds the field list of a lane entry into out (2*n slots; at least 2*nf + 4): fields

@@ -504,11 +504,11 @@ static void render_queue(struct strbuf *out)
 	header(out, "arbiter_bulk_moved_total", "counter",
 	       "Bulk-lane jobs this process moved to the live stream.");
 	sample(out, "arbiter_bulk_moved_total", NULL, (double)M.bulk_moved);
-	gauge(out, "arbiter_judge_lane_length", "Judged jobs waiting in the judge lane for a judge slot.",
+	gauge(out, "arbiter_judge_lane_length", "Entries in the judge lane: judged jobs waiting for a judge slot, or read by a worker and not done yet.",
 	      (double)M.judge_lane_len);
 	header(out, "arbiter_judge_lane_moves_total", "counter",
-	       "Judged jobs this process moved to the judge lane (to=lane) and back to the stream (to=stream).");
-	const char *const to_lane[] = { "to", "lane", NULL }, *const to_stream[] = { "to", "stream", NULL };
+	       "Judged jobs this process moved to the judge lane (to=lane) and read from it for a free judge slot (to=worker).");
+	const char *const to_lane[] = { "to", "lane", NULL }, *const to_stream[] = { "to", "worker", NULL };
 	sample(out, "arbiter_judge_lane_moves_total", to_lane, (double)M.judge_lane_in);
 	sample(out, "arbiter_judge_lane_moves_total", to_stream, (double)M.judge_lane_out);
 	header(out, "arbiter_build_info", "gauge",

@@ -51,7 +51,7 @@ void metrics_paused(int all, int challenges);
 /* The bulk lane: jobs moved to the live stream (added up), its current length. */
 void metrics_bulk(long long moved, long long length);
 
-/* The judge lane (judgelane.h): jobs moved to it and back to the live stream (added up),
+/* The judge lane (judgelane.h): jobs moved to it and read from it by this process (added up),
  * its length last seen (negative = unknown, kept). */
 void metrics_judge_lane(long long to_lane, long long from_lane, long long length);
 /* LLM judge counters and gauges (worker/judge.h judge_stats), set as a whole. */

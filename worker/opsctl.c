@@ -40,13 +40,20 @@ static const char hold_lua[] =
 	"redis.call('ZADD', KEYS[2], string.format('%.0f', now + tonumber(ARGV[3])), cjson.encode(job))\n"
 	"return 1\n";
 
-/* Leave: delete the consumer ARGV[2] of group ARGV[1] on stream KEYS[1] only if it has no
- * pending entry. Returns 1 deleted, 0 kept (pending entries), -1 no such group. */
+/* Leave: delete the consumer ARGV[2] of group ARGV[1] on the streams KEYS (the jobs stream,
+ * and the judge lane when the worker reads it) only if it has no pending entry in any.
+ * Returns 1 deleted, 0 kept (pending entries), -1 no such group. */
 static const char leave_lua[] =
-	"local ok, p = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])\n"
-	"if not ok then return -1 end\n"
-	"if #p > 0 then return 0 end\n"
-	"redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])\n"
+	"local found = false\n"
+	"for i = 1, #KEYS do\n"
+	"  local ok, p = pcall(redis.call, 'XPENDING', KEYS[i], ARGV[1], '-', '+', 1, ARGV[2])\n"
+	"  if ok then\n"
+	"    found = true\n"
+	"    if #p > 0 then return 0 end\n"
+	"  end\n"
+	"end\n"
+	"if not found then return -1 end\n"
+	"for i = 1, #KEYS do pcall(redis.call, 'XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], ARGV[2]) end\n"
 	"return 1\n";
 
 /* A NOPERM reply counts as current for this long unless its command succeeds meanwhile
@@ -367,7 +374,7 @@ static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int a
 	char delay[16], att[16];
 	snprintf(delay, sizeof delay, "%u", delay_ms);
 	snprintf(att, sizeof att, "%d", attempt);
-	const char *head[] = { "EVAL", hold_lua, "2", w->k_jobs, w->k_delayed, w->k_group, j->id, delay,
+	const char *head[] = { "EVAL", hold_lua, "2", pipeline_stream_key(w, j->stream), w->k_delayed, w->k_group, j->id, delay,
 	                       "attempt", att };
 	int nh = attempt > 0 ? 10 : 8;
 	for (int i = 0; i < nh; i++) {
@@ -444,9 +451,12 @@ void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))
 	struct leave_req *l = xcalloc(1, sizeof *l);
 	l->o = o;
 	l->done = done;
-	const char *argv[] = { "EVAL", leave_lua, "1", w->k_jobs, w->k_group, w->cfg->worker_id };
+	const char *argv[] = { "EVAL", leave_lua, w->jlane ? "2" : "1", w->k_jobs,
+	                       w->jlane ? w->k_judge_lane : w->k_group,
+	                       w->jlane ? w->k_group : w->cfg->worker_id, w->cfg->worker_id };
+	int argc = w->jlane ? 7 : 6;
 	o->refs++;
-	if (!rq_connected(w->rq_cmd) || rq_cmdv(w->rq_cmd, 2000, on_leave, l, 6, argv, NULL) < 0) {
+	if (!rq_connected(w->rq_cmd) || rq_cmdv(w->rq_cmd, 2000, on_leave, l, argc, argv, NULL) < 0) {
 		o->refs--;
 		free(l);
 		LOGW(NULL, NULL, "Redis unavailable at exit: consumer %s stays in the group "

@@ -119,6 +119,10 @@ void pipeline_drop(struct worker *w, struct job *j)
 		j->judge_headed = false;
 		w->judge_headed--;
 	}
+	if (j->lane_unadmitted) {
+		j->lane_unadmitted = false;
+		w->lane_unadmitted--;
+	}
 	metrics_inflight(w->njobs);
 	speccache_unref(j->spec);
 	j->spec = NULL;
@@ -129,10 +133,10 @@ void pipeline_drop(struct worker *w, struct job *j)
 		pipeline_kick(w);
 }
 
-struct job *pipeline_find(struct worker *w, const char *id)
+struct job *pipeline_find(struct worker *w, enum job_stream s, const char *id)
 {
 	for (struct job *j = w->jobs; j; j = j->lnext)
-		if (j->state != JOB_ABANDONED && !strcmp(j->id, id))
+		if (j->state != JOB_ABANDONED && j->stream == s && !strcmp(j->id, id))
 			return j;
 	return NULL;
 }

@@ -72,7 +72,9 @@ struct worker {
 	char *k_judge;               /* "<base>:judge", the judge's Redis keys (rkeys_judge) */
 	int judge_waiting;           /* jobs waiting for the judge's verdict (judge_run .. cb) */
 	int judge_headed;            /* jobs admitted to the judge, not asking it yet (job.judge_headed) */
-	struct judgelane *jlane;     /* the judge lane's mover (judgelane.h), NULL without a judge */
+	int lane_unadmitted;         /* jobs read from the lane not admitted yet (job.lane_unadmitted) */
+	bool lane_reclaim_busy;      /* an XAUTOCLAIM on the judge lane is outstanding */
+	struct judgelane *jlane;     /* the judge lane's reader (judgelane.h), NULL without a judge */
 	char *k_judge_lane;          /* "<jobs>:judge" (rkeys_judge_lane) */
 	char sp_err[256];
 	uint64_t sp_retry_at;        /* loop time before which a failed sandbox is not tried again */
@@ -179,8 +181,14 @@ struct job *pipeline_entry_job(redisReply *e, int deliveries);
 /* Adds a new job to the live list (w->jobs) and stamps its read/claim time. */
 void pipeline_adopt(struct worker *w, struct job *j);
 
-/* The live (not abandoned) job of stream entry id, or NULL. */
-struct job *pipeline_find(struct worker *w, const char *id);
+/* The live (not abandoned) job of entry id of stream s, or NULL. */
+struct job *pipeline_find(struct worker *w, enum job_stream s, const char *id);
+
+/* The key of stream s: {prefix}:jobs or the judge lane. */
+static inline const char *pipeline_stream_key(const struct worker *w, enum job_stream s)
+{
+	return s == JOB_STREAM_LANE ? w->k_judge_lane : w->k_jobs;
+}
 
 /* Starts an adopted job: poison entries are dead-lettered, over-delivered
  * ones failed, the rest queued for loading; while draining it is released. */
@@ -218,6 +226,14 @@ uint64_t pipeline_intake_paused_ms(struct worker *w);
 
 /* Random 32-bit value (xorshift, seeded at start). */
 uint32_t pipeline_rand(struct worker *w);
+
+/* Free judge slots: ARBITER_JUDGE_INFLIGHT minus the jobs waiting for a verdict, those
+ * admitted on their way to the judge (rate limit, budget check, a hybrid's test suite) and
+ * those read from the judge lane not admitted yet (loading). */
+static inline int pipeline_judge_room(const struct worker *w)
+{
+	return w->cfg->judge_inflight - w->judge_waiting - w->judge_headed - w->lane_unadmitted;
+}
 
 /* Jobs that take ARBITER_CONCURRENCY slots: every live job but those waiting for the LLM
  * judge's verdict, up to ARBITER_JUDGE_INFLIGHT of them; those have their own slots, so judge

@@ -584,6 +584,13 @@ static void check_cb(struct rq *r, redisReply *reply, const char *err, void *dat
 int rl_check(struct rl *l, struct rq *r, const char *ip, bool reevaluate, const char *entry_id,
              const char *const *fields, int nf, rl_cb *cb, void *data)
 {
+	return rl_check_stream(l, r, NULL, ip, reevaluate, entry_id, fields, nf, cb, data);
+}
+
+int rl_check_stream(struct rl *l, struct rq *r, const char *stream, const char *ip,
+                    bool reevaluate, const char *entry_id, const char *const *fields, int nf,
+                    rl_cb *cb, void *data)
+{
 	struct ipkey_addr a;
 	bool parsed, promoted = false;
 	char key[IPKEY_MAX];
@@ -627,7 +634,7 @@ int rl_check(struct rl *l, struct rq *r, const char *ip, bool reevaluate, const 
 		c->argv[argc++] = sb.buf;
 	}
 	c->argv[argc++] = xstrdup(l->k_delayed);
-	c->argv[argc++] = xstrdup(l->k_stream);
+	c->argv[argc++] = xstrdup(stream ? stream : l->k_stream);
 	c->argv[argc++] = xstrdup(l->t_arg);
 	c->argv[argc++] = xstrdup(l->tau_arg);
 	c->argv[argc++] = xstrdup(l->policy == GCRA_POLICY_DEFER ? "defer" : "reject");

@@ -73,6 +73,13 @@ typedef void rl_cb(enum rl_decision d, int64_t retry_at_ms, const char *err, voi
 int rl_check(struct rl *l, struct rq *r, const char *ip, bool reevaluate, const char *entry_id,
              const char *const *fields, int nf, rl_cb *cb, void *data);
 
+/* rl_check for an entry of another stream of the same group (the judge lane): a deferred
+ * job is acknowledged and deleted there. stream NULL = the jobs stream. The delayed set
+ * gives it back to the jobs stream, as any deferred job. */
+int rl_check_stream(struct rl *l, struct rq *r, const char *stream, const char *ip,
+                    bool reevaluate, const char *entry_id, const char *const *fields, int nf,
+                    rl_cb *cb, void *data);
+
 /* Moves due delayed jobs back to the stream (atomic, safe with many replicas); call on a timer. */
 /* Moves at most RL_PROMOTE_BATCH members per script run and runs again at once
  * while full batches come back. At most one promotion is in flight per rl: a

@@ -514,7 +514,7 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	char why[900];
 
 	w->judge_waiting--;   /* it takes an ARBITER_CONCURRENCY slot again */
-	judgelane_kick(w->jlane);   /* a judge slot is free: bring a job back from the lane */
+	judgelane_kick(w->jlane);   /* a judge slot is free: read a job from the lane */
 
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 		judge_job_free(jj);
@@ -882,20 +882,60 @@ static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t
 
 /* ---- the judge lane (judgelane.h) ---- */
 
-/* Free judge slots: ARBITER_JUDGE_INFLIGHT minus the jobs waiting for a verdict and those
- * admitted on their way to the judge (rate limit, budget check, a hybrid's test suite). */
-static int judge_room(void *data)
+/* Free judge slots (pipeline_judge_room), 0 while draining. */
+static int judge_room(const struct worker *w)
 {
-	const struct worker *w = data;
 	if (w->state != W_RUNNING)
-		return 0;   /* draining: it reads no more, the lane's jobs are for the others */
-	return w->cfg->judge_inflight - w->judge_waiting - w->judge_headed;
+		return 0;
+	return pipeline_judge_room(w);
+}
+
+/* How many entries the lane's reader may take now: the free judge slots, while the worker
+ * takes jobs at all (the gates of maybe_read: ready, not paused, a database that takes
+ * writes); 0 while draining: the lane's jobs are for the others. */
+static int lane_room(void *data)
+{
+	struct worker *w = data;
+	if (w->state != W_RUNNING || !w->group_ready || !w->own_pending_done ||
+	    !opsctl_may_take(w->ops, NULL, 0) || !pgc_pool_ready(w->pg) ||
+	    pipeline_intake_paused_ms(w))
+		return 0;
+	return pipeline_judge_room(w);
+}
+
+/* Entries read from the judge lane: jobs of the lane stream, each holding a judge slot
+ * (lane_unadmitted) until it reaches the judge or ends. */
+static void lane_entries(void *data, redisReply *entries, bool own)
+{
+	struct worker *w = data;
+	if (own) {
+		claim_adopt(w, entries, JOB_STREAM_LANE);   /* (marks them lane_unadmitted) */
+		pipeline_kick(w);
+		return;
+	}
+	for (size_t i = 0; i < entries->elements; i++) {
+		struct job *j = pipeline_entry_job(entries->element[i], 1);
+		if (!j)
+			continue;
+		j->stream = JOB_STREAM_LANE;
+		j->lane_unadmitted = true;
+		w->lane_unadmitted++;
+		pipeline_adopt(w, j);
+		pipeline_dispatch(w, j);
+	}
+	pipeline_kick(w);
 }
 
 static void judge_admit(struct worker *w, struct job *j)
 {
-	j->judge_headed = true;
-	w->judge_headed++;
+	if (j->lane_unadmitted) {   /* its slot was counted there */
+		j->lane_unadmitted = false;
+		w->lane_unadmitted--;
+	}
+	if (!j->judge_headed) {
+		j->judge_headed = true;
+		w->judge_headed++;
+	}
 }
 
 static void on_diverted(int rc, void *data)
@@ -919,6 +959,8 @@ static void on_diverted(int rc, void *data)
 }
 
 /* A judged job with no free judge slot goes to the judge lane (true: on its way there).
+ * A job read from the lane never goes back: it was read for a free slot, and if that slot
+ * was taken meanwhile (a fresh job admitted in between) it waits here for the next.
  * Checked before the rate limit: a job sent to the lane comes back as a new entry and is
  * rate-limited then, once; after the limit it would be counted twice. So a job that passed
  * the limit already (a retry of its judge call) stays. The verdict cache is not asked
@@ -926,11 +968,20 @@ static void on_diverted(int rc, void *data)
  * holds a judge slot only for the lookup. */
 static bool judge_lane_divert(struct worker *w, struct job *j)
 {
-	if (!w->jlane || j->judge_headed || j->rl_done || j->commit_unknown || j->poison ||
-	    j->nf == 0 || !j->spec || !j->spec->spec || !spec_rubric(j->spec->spec))
+	bool judged = j->spec && j->spec->spec && spec_rubric(j->spec->spec);
+	if (j->stream == JOB_STREAM_LANE) {
+		if (judged)
+			judge_admit(w, j);
+		else if (j->lane_unadmitted) {   /* (its spec no longer asks the judge) */
+			j->lane_unadmitted = false;
+			w->lane_unadmitted--;
+		}
 		return false;
-	bool from_lane = job_field(j, "judge_lane") != NULL;
-	if (!judgelane_take(w->jlane, judge_room(w), from_lane) &&
+	}
+	if (!w->jlane || j->judge_headed || j->rl_done || j->commit_unknown || j->poison ||
+	    j->nf == 0 || !judged)
+		return false;
+	if (!judgelane_take(w->jlane, judge_room(w)) &&
 	    judgelane_divert(w->jlane, w->cfg->worker_id, j->id, j->fields, j->flens, j->nf,
 	                     j->attempts, on_diverted, j) == 0) {
 		job_set_state(j, JOB_RATELIMIT);   /* (held by on_diverted, like a rate limit check) */
@@ -953,8 +1004,8 @@ static void start_eval_stage(struct worker *w, struct job *j)
 	if (j->kind == JOB_EVALUATE && !j->rl_done) {
 		const char *ip = j->source_ip ? j->source_ip : j->row.source_ip;
 		job_set_state(j, JOB_RATELIMIT);
-		if (rl_check(w->rl, w->rq_cmd, ip, false, j->id, (const char *const *)j->fields, j->nf,
-		             on_rl, j) < 0)
+		if (rl_check_stream(w->rl, w->rq_cmd, pipeline_stream_key(w, j->stream), ip, false,
+		                    j->id, (const char *const *)j->fields, j->nf, on_rl, j) < 0)
 			pipeline_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
 		return;
 	}
@@ -1041,7 +1092,7 @@ static size_t adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 		if (entries->type == REDIS_REPLY_ARRAY)
 			n += entries->elements;
 		if (claimed) {
-			claim_adopt(w, entries);
+			claim_adopt(w, entries, JOB_STREAM_LIVE);
 			continue;
 		}
 		if (entries->type != REDIS_REPLY_ARRAY)
@@ -1787,7 +1838,7 @@ static int open_parts(struct worker *w)
 		LOGW(NULL, NULL, "LLM judge unavailable (libcurl could not start): judge jobs wait");
 	else
 		w->jlane = judgelane_new(w->loop, w->rq_cmd, w->k_jobs, w->k_judge_lane, w->k_group,
-		                         judge_room, w);
+		                         w->cfg->worker_id, lane_room, lane_entries, w);
 	/* The batches' statements: parsed once per connection. */
 	if (!w->cfg->pg_prepare || strcmp(w->cfg->pg_prepare, "off")) {
 		pgc_pool_prepare(w->pg, SQL_LOAD);
