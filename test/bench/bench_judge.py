@@ -24,8 +24,9 @@ once. Phases, each from a preloaded backlog with one fresh worker
    it is judged evaluations/s x --delay. Per round: the ratio loaded / alone,
    the provider's requests in flight sampled while the deterministic jobs ran
    (median, 10th percentile), the judged evaluations/s meanwhile, the CPU
-   share of the worker, of PostgreSQL and of this process (test provider and
-   feeder), and PostgreSQL's CPU per evaluation of each kind. Reported: the
+   share of the worker, of PostgreSQL, of Redis, of this process (test provider
+   and feeder) and the machine's idle time (all in % of one core, from /proc; the
+   rest is other processes), and PostgreSQL's CPU per evaluation of each kind. Reported: the
    median ratio, and the worker's RSS (peak VmHWM, and VmRSS at the end).
    (The old "mixed" phase enqueued the judged backlog in front of the
    deterministic one: it measured their wait in the stream, not interference.)
@@ -224,12 +225,20 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0
 
 
-def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
+def idle_cores_s():
+    """Idle (+ iowait) time of the whole machine so far, in core-seconds (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = f.readline().split()
+    return (int(v[4]) + int(v[5])) / os.sysconf("SC_CLK_TCK")
+
+
+def feed_round(args, db, r, prov, dets, judged, w, pg_pid, redis_pid):
     """One measurement: feeds the deterministic ids in dets (and, when judged is a list,
     judged ids, keeping --judge-target outstanding) until every det id is final. Returns
     (det evaluations/s, provider in-flight samples taken while det jobs ran, worker CPU s,
     det evaluations, their span s, judged ids used, wall s, PostgreSQL CPU s, judged
-    verdicts answered in the window, CPU s of this process: provider and feeder)."""
+    verdicts answered in the window, CPU s of this process: provider and feeder, latencies,
+    Redis CPU s, machine idle core-s)."""
     used = []
     jpos = dpos = 0
     ans0 = prov.answered
@@ -258,6 +267,7 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
     samples = []
     sent = {}
     cpu0, pg0, ans_w, me0 = cpu_s(w.pid), cpu_secs(pg_pid), prov.answered, time.process_time()
+    rd0, idle0 = cpu_s(redis_pid), idle_cores_s()
     t0 = last_check = time.time()
     while not det_done and time.time() - t0 < 300:
         backlog = r.xlen("arbiter:jobs")
@@ -284,16 +294,17 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid):
             det_done = not det_left
         time.sleep(0.002)
     cpu, pg, me = cpu_s(w.pid) - cpu0, cpu_secs(pg_pid) - pg0, time.process_time() - me0
+    rd, idle = cpu_s(redis_pid) - rd0, idle_cores_s() - idle0
     wall, judged_n = time.time() - t0, prov.answered - ans_w
     n, span, rate = span_rate(db, dets)
     lat = latencies(db, sent)
     # let the judged jobs in the worker finish before the next measurement
     if used:
         wait_done(None, db, used, 120)
-    return rate, samples, cpu, n, span, used, wall, pg, judged_n, me, lat
+    return rate, samples, cpu, n, span, used, wall, pg, judged_n, me, lat, rd, idle
 
 
-def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
+def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid, redis_pid):
     """Phase 3 (see the top of the file)."""
     dets = [seed(db, args.det_batch, agents, det, False) for _ in range(2 * args.rounds)]
     judged = seed(db, args.judged_pool or 20000 * args.rounds, agents, jud, True)
@@ -307,10 +318,11 @@ def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
             for cond in (("alone", "loaded") if i % 2 == 0 else ("loaded", "alone")):  # i from 0
                 ids = dets.pop()
                 pool = judged[jpos:] if cond == "loaded" else None
-                rate, samples, cpu, n, span, used, wall, pg, jn, me, lat = feed_round(
-                    args, db, r, prov, ids, pool, w, pg_pid)
+                rate, samples, cpu, n, span, used, wall, pg, jn, me, lat, rd, idle = feed_round(
+                    args, db, r, prov, ids, pool, w, pg_pid, redis_pid)
                 jpos += len(used)
-                res[cond] = (rate, samples, cpu, n, span, len(used), wall, pg, jn, me, lat)
+                res[cond] = (rate, samples, cpu, n, span, len(used), wall, pg, jn, me, lat, rd,
+                             idle)
             ra, rl = res["alone"][0], res["loaded"][0]
             fl = res["loaded"][1]
             ratios.append(rl / ra if ra else 0)
@@ -328,6 +340,13 @@ def interleaved(args, env, db, r, prov, agents, det, jud, pg_pid):
                    100 * lo[2] / lo[6], lo[8], lo[8] / lo[6], 1000 * pg_jud, pg_j[-1],
                    100 * lo[9] / lo[6], 100 * lo[7] / lo[6], flights[-1], pct(fl, 0.1)),
                   flush=True)
+            print("round %d: CPU split with the judge load (%% of one core over %.1f s): worker "
+                  "%.0f, PostgreSQL %.0f, Redis %.0f, test provider and feeder %.0f, idle %.0f, "
+                  "other processes %.0f (of %d cores)" %
+                  (i + 1, lo[6], 100 * lo[2] / lo[6], 100 * lo[7] / lo[6], 100 * lo[11] / lo[6],
+                   100 * lo[9] / lo[6], 100 * lo[12] / lo[6],
+                   100 * (os.cpu_count() - (lo[2] + lo[7] + lo[11] + lo[9] + lo[12]) / lo[6]),
+                   os.cpu_count()), flush=True)
             if args.det_rate:
                 print("round %d: deterministic jobs offered at %.0f/s: latency (enqueue to commit) "
                       "alone p50 %.1f ms p99 %.1f ms; with the judge load p50 %.1f ms p99 %.1f ms"
@@ -388,7 +407,8 @@ def main():
         if not args.skip_alone:
             alone_phases(args, env, db, r, prov, agents, det, jud)
         if args.rounds > 0:
-            interleaved(args, env, db, r, prov, agents, det, jud, svc.pg_proc.pid)
+            interleaved(args, env, db, r, prov, agents, det, jud, svc.pg_proc.pid,
+                        svc.redis_proc.pid)
         print("provider calls in total: %d (judged submissions: %d; each judged once)" %
               (prov.total, count_challenge(db, jud)))
     return 0
