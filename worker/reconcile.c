@@ -35,7 +35,9 @@
 #define RECONCILE_PAGE 5000      /* candidates per query (the LIMIT above) */
 #define RECONCILE_PAGES 20        /* pages per run: at most 100,000 submissions */
 
-/* KEYS[1] stream, KEYS[2] delayed set; ARGV[1] the consumer group, ARGV[2..]
+/* KEYS[1] stream, KEYS[2] delayed set, KEYS[3] the judge lane (worker/judgelane.h: every
+ * entry there waits or is pending, done ones are deleted, so each counts); ARGV[1] the
+ * consumer group, ARGV[2..]
  * candidate ids (lower case). Returns the ids found nowhere the group will
  * still deliver or finish: an entry counts only if it is pending for the
  * group (delivered, not acknowledged) or after the group's last-delivered id
@@ -75,6 +77,13 @@ static const char LUA_MISSING[] =
 	"local start = from\n"
 	"while true do\n"
 	"  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)\n"
+	"  for _, e in ipairs(entries) do seen(e[2]) end\n"
+	"  if #entries < 1000 then break end\n"
+	"  start = '(' .. entries[#entries][1]\n"
+	"end\n"
+	"start = '-'\n"
+	"while KEYS[3] do\n"
+	"  local entries = redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', 1000)\n"
 	"  for _, e in ipairs(entries) do seen(e[2]) end\n"
 	"  if #entries < 1000 then break end\n"
 	"  start = '(' .. entries[#entries][1]\n"
@@ -273,16 +282,17 @@ static void on_candidates(const struct pgc_result *r, void *data)
 	for (int i = 0; i < n; i++)
 		c->ids[c->n++] = xstrdup(PQgetvalue(res, i, 0));
 
-	int argc = 6 + c->n;
+	int argc = 7 + c->n;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	argv[0] = "EVAL";
 	argv[1] = LUA_MISSING;
-	argv[2] = "2";
+	argv[2] = "3";
 	argv[3] = w->k_jobs;
 	argv[4] = w->k_delayed;
-	argv[5] = w->k_group;
+	argv[5] = w->k_judge_lane;
+	argv[6] = w->k_group;
 	for (int i = 0; i < c->n; i++)
-		argv[6 + i] = c->ids[i];
+		argv[7 + i] = c->ids[i];
 	int rc = rq_cmdv(w->rq_cmd, 0, on_missing, c, argc, argv, NULL);
 	free(argv);
 	if (rc < 0)
