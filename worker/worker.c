@@ -961,11 +961,11 @@ static void on_diverted(int rc, void *data)
 /* A judged job with no free judge slot goes to the judge lane (true: on its way there).
  * A job read from the lane never goes back: it was read for a free slot, and if that slot
  * was taken meanwhile (a fresh job admitted in between) it waits here for the next.
- * Checked before the rate limit: a job sent to the lane comes back as a new entry and is
+ * Checked before the rate limit: a job sent to the lane is read from it as a new entry and
  * rate-limited then, once; after the limit it would be counted twice. So a job that passed
  * the limit already (a retry of its judge call) stays. The verdict cache is not asked
- * first: that lookup would be paid again when the job comes back, while a cached verdict
- * holds a judge slot only for the lookup. */
+ * first: that lookup would be paid again when the job is read from the lane, while a cached
+ * verdict holds a judge slot only for the lookup. */
 static bool judge_lane_divert(struct worker *w, struct job *j)
 {
 	bool judged = j->spec && j->spec->spec && spec_rubric(j->spec->spec);
