@@ -277,7 +277,7 @@ int judgelane_divert(struct judgelane *l, const char *consumer, const char *id,
 {
 	if (!l || l->closing || !rq_connected(l->rq))
 		return -1;
-	int max = 7 + 2 * nf + 4;
+	int max = 8 + 2 * nf + 4;   /* the head, then at most nf + 2 pairs (judgelane_fields) */
 	const char **argv = xcalloc((size_t)max, sizeof *argv);
 	size_t *lens = xcalloc((size_t)max, sizeof *lens);
 	const char *head[] = { "EVAL", judgelane_divert_lua, "2", l->stream, l->lane, l->group, consumer, id };
@@ -317,7 +317,6 @@ struct judgelane *judgelane_new(uv_loop_t *loop, struct rq *rq, const char *stre
 	l->room = room;
 	l->entries = entries;
 	l->data = data;
-	l->waiting = true;
 	uv_timer_init(loop, &l->timer);
 	l->timer.data = l;
 	uv_timer_start(&l->timer, on_tick, JUDGELANE_TICK_MS, JUDGELANE_TICK_MS);
