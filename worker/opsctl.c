@@ -374,8 +374,8 @@ static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int a
 	char delay[16], att[16];
 	snprintf(delay, sizeof delay, "%u", delay_ms);
 	snprintf(att, sizeof att, "%d", attempt);
-	const char *head[] = { "EVAL", hold_lua, "2", pipeline_stream_key(w, j->stream), w->k_delayed, w->k_group, j->id, delay,
-	                       "attempt", att };
+	const char *head[] = { "EVAL", hold_lua, "2", pipeline_stream_key(w, j->stream), w->k_delayed,
+	                       w->k_group, j->id, delay, "attempt", att };
 	int nh = attempt > 0 ? 10 : 8;
 	for (int i = 0; i < nh; i++) {
 		argv[i] = head[i];
