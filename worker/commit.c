@@ -939,9 +939,12 @@ static void commit_timer_cb(uv_timer_t *t)
 
 void commit_prepare(struct pgc_pool *p)
 {
+	/* Also the small fixed statements every commit sends (the settings, the notification):
+	 * sent unprepared, each was parsed and planned on every commit. */
 	const char *all[] = { SQL_LOCK_STANDINGS, SQL_LOCK_AGENTS, SQL_LOCK_SUBS, SQL_REEVAL_INFO, SQL_COMPLETE,
 	                      SQL_REEVAL, SQL_REEVAL_MATCHES, SQL_AGENTS, SQL_REJECT, SQL_FAIL,
-	                      SQL_VERDICTS };
+	                      SQL_VERDICTS, SQL_RESTORE, SQL_KEYED_PLANS, SQL_NO_STATEMENT_TIMEOUT,
+	                      NOTIFY_SQL };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		pgc_pool_prepare(p, all[i]);
 }

@@ -25,6 +25,11 @@ migrates, and measures on the same database:
    completion notification, heard by a LISTEN process of the bench).
 4. memory: peak RSS (VmHWM) of each worker.
 
+The latency phase also prints how busy the whole machine was while it ran
+(all cores, from /proc/stat) and which processes used that time (postgres,
+the workers, redis-server, this bench and its listener): whether the latency
+at that rate is queueing for a CPU.
+
 It prints each figure and the ratio pipeline / ceiling. Both figures come
 from the same machine in the same minute, so their ratio is meaningful even
 on a noisy shared machine; the absolute figures are not.
@@ -259,6 +264,7 @@ def latency_slice(args, svc, env, binary, db, r, agents, challenge, first, rate)
             measured_from = now
             wcpu0 = sum(cpu_secs(w.pid, children=False) for w in ws)
             bcpu0 = sessions_cpu(db)
+            mach0 = machine_cpu()
         if k >= warm:
             sent[sid] = now
     offered = total / (time.time() - measured_from)
@@ -269,6 +275,7 @@ def latency_slice(args, svc, env, binary, db, r, agents, challenge, first, rate)
     # warm-up's tail (about as much as the measured jobs' own tail is left out).
     wcpu = sum(cpu_secs(w.pid, children=False) for w in ws) - wcpu0
     bcpu = sessions_cpu(db) - bcpu0
+    mach = {k: v - mach0.get(k, 0.0) for k, v in machine_cpu().items()}
     stop_workers(ws)
     heard = lis.heard()
     cur = db.cursor()
@@ -280,7 +287,7 @@ def latency_slice(args, svc, env, binary, db, r, agents, challenge, first, rate)
             (heard[s] - sent[s]) * 1000 if s in heard else float("nan"))
            for s, st, c in cur.fetchall()]
     db.commit()
-    return len(ids), offered, out, wcpu, bcpu, total
+    return len(ids), offered, out, wcpu, bcpu, total, mach
 
 
 def listen_main(url, ready, stop, out):
@@ -326,6 +333,32 @@ class Listener:
         got = self.rx.recv() if self.rx.poll(60) else {}
         self.p.join(10)
         return got
+
+
+def machine_cpu():
+    """CPU seconds used so far on the whole machine, by kind of process: the keys are
+    'busy' and 'all' (all cores' busy and total time, from /proc/stat) and one per process
+    name (postgres, redis-server, arbiter, python3 (this bench and its listener), other),
+    summed over the processes alive now. The difference of two calls is what each used in
+    between, as long as no process of a kind ended in between (the latency phase's
+    workers, servers and listener all outlive its measured window)."""
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    out = {"all": sum(v[:8]) / tick, "busy": (sum(v[:8]) - v[3] - v[4]) / tick}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        name = head.split("(", 1)[1]
+        name = name if name in ("postgres", "redis-server", "arbiter", "python3") else "other"
+        st = rest.split()
+        out[name] = out.get(name, 0.0) + (int(st[11]) + int(st[12])) / tick
+    return out
 
 
 def sessions_cpu(db):
@@ -539,12 +572,15 @@ def main():
             lat = [[] for _ in bins]
             offered = [[] for _ in bins]
             cpu = [[0.0, 0.0, 0] for _ in bins]
+            mcpu = [{} for _ in bins]
             seq = []
             for k in range(args.slices):
                 seq += list(range(len(bins)))[::(-1 if k % 2 else 1)]
             for bi in seq:
-                n, off, out, wcpu, bcpu, nmeas = latency_slice(args, svc, envs[bi], bins[bi], db, r, agents,
-                                                        challenge, next_sub, rate)
+                n, off, out, wcpu, bcpu, nmeas, mach = latency_slice(
+                    args, svc, envs[bi], bins[bi], db, r, agents, challenge, next_sub, rate)
+                for k, v in mach.items():
+                    mcpu[bi][k] = mcpu[bi].get(k, 0.0) + v
                 cpu[bi][0] += wcpu
                 cpu[bi][1] += bcpu
                 cpu[bi][2] += nmeas
@@ -581,6 +617,13 @@ def main():
                     print("  CPU per evaluation at that rate: %s: workers %.0f us, their database "
                           "sessions %.0f us" % (label[bi], 1e6 * cpu[bi][0] / cpu[bi][2],
                                                 1e6 * cpu[bi][1] / cpu[bi][2]))
+                m = mcpu[bi]
+                if m.get("all"):
+                    print("  the machine meanwhile: %s: %.0f%% of its %d cores busy; of that, "
+                          "%s" % (label[bi], 100.0 * m["busy"] / m["all"], os.cpu_count(),
+                                  ", ".join("%s %.0f%%" % (k, 100.0 * m[k] / m["busy"])
+                                            for k in ("postgres", "arbiter", "redis-server",
+                                                      "python3", "other") if k in m)))
 
             # 4. Memory.
             for bi in range(len(bins)):
