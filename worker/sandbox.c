@@ -92,7 +92,12 @@ struct sb_clone_args {
 #define SB_STATUS_PAGE 4096
 #define SB_MAX_STEPS 48
 #define SB_TERM_MS 300                /* init gets this long to clean up before SIGKILL */
+/* How far two readings of one process's RSS may differ with nothing touched in between:
+ * the kernel keeps each RSS counter (anonymous, file, shared memory pages) per CPU and
+ * folds a CPU's part in only once it reaches a batch of max(32, 2 x CPUs) pages, so a
+ * reading may miss up to that many pages per CPU and counter. Plus this much. */
 #define SB_RSS_SLACK_KB 256
+#define SB_RSS_SLACK_MAX_KB (16 * 1024)
 #define SB_CPU_POLL_MS 100            /* how often a run's cgroup CPU time is checked */           /* what the command's vfork may add to init's RSS */
 
 /* ---- the page shared between the worker and a run's init ------------------------- */
@@ -120,7 +125,8 @@ struct sb_status {
 	volatile uint64_t payload_end_ns; /* CLOCK_MONOTONIC (uv_hrtime's clock) when init reaped it */
 	volatile int exec_errno;       /* nonzero: execve failed */
 	volatile long maxrss_kb;       /* largest ru_maxrss of anything init reaped (see init_rss_kb) */
-	volatile long init_rss_kb;     /* init's own peak RSS when it forked the command */
+	volatile long init_rss_kb;     /* init's own peak RSS once the command left its memory,
+	                                * plus the counters' error (sb_rss_slack_kb) */
 	volatile long self_cpu_us;     /* init's own CPU time, measured just before it exits */
 	volatile long collected;       /* bytes copied into the collect memfd, -1 none */
 	volatile int probe_ok;         /* probe runs: everything worked */
@@ -197,6 +203,7 @@ struct sandbox {
 	size_t ngrave;
 	int uid_locks[SB_UID_MAX_BLOCKS + 1]; /* flocks on the uid blocks this pool owns (-1 unused) */
 	char *uid_lock_paths[SB_UID_MAX_BLOCKS + 1]; /* their files, removed at the end */
+	long rss_slack_kb;              /* sb_rss_slack_kb(), for init (init_rss_kb) */
 	struct sock_fprog seccomp;      /* .filter NULL: no filter */
 	struct sb_step steps[SB_MAX_STEPS];
 	int nsteps;
@@ -811,7 +818,7 @@ static void init_reap(struct sb_status *st, pid_t payload)
 		}
 		/* The command's peak includes ours at its execve: only a larger one is its own. */
 		long rss = ru.ru_maxrss;
-		if (p == payload && rss <= st->init_rss_kb + SB_RSS_SLACK_KB)
+		if (p == payload && rss <= st->init_rss_kb)
 			rss = 0;
 		if (rss > st->maxrss_kb)
 			st->maxrss_kb = rss;
@@ -948,6 +955,15 @@ static void init_main(struct sandbox *sb, struct sb_run *r, const int *join, int
 	pid_t payload = spawn_payload(sb, r, in_fd, out_w, err_w);
 	if (payload < 0)
 		child_fail(st, ST_FORK, 0);
+	/* vfork: until its execve the command ran in our memory, and what it touched there
+	 * (its stack; allocations, and a sanitizer build's shadow memory) is in the peak the
+	 * kernel recorded for it. Ours includes it now, the command having left. */
+	{
+		struct rusage self1;
+		if (getrusage(RUSAGE_SELF, &self1) == 0 && self1.ru_maxrss > st->init_rss_kb)
+			st->init_rss_kb = self1.ru_maxrss;
+		st->init_rss_kb += sb->rss_slack_kb;
+	}
 	close(in_fd);
 	close(out_w);
 	close(err_w);
@@ -3189,6 +3205,22 @@ static void describe(struct sandbox *sb)
 }
 
 /* (Long: start-up in order, each degraded feature reported where it is found.) */
+/* SB_RSS_SLACK_KB plus the most the kernel's per-CPU RSS counters can be behind (see
+ * there): 3 counters x max(32, 2 x CPUs) pages x CPUs, at most SB_RSS_SLACK_MAX_KB (on a
+ * machine with many CPUs the bound grows into gigabytes, while only the CPUs the process
+ * ran on hold a part; a larger slack would hide commands' real peaks without cgroups). */
+static long sb_rss_slack_kb(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_CONF), page_kb = sysconf(_SC_PAGESIZE) / 1024;
+	if (cpus < 1)
+		cpus = 1;
+	if (page_kb < 1)
+		page_kb = 4;
+	long batch = 2 * cpus > 32 ? 2 * cpus : 32;
+	long kb = SB_RSS_SLACK_KB + 3 * batch * cpus * page_kb;
+	return kb < SB_RSS_SLACK_MAX_KB ? kb : SB_RSS_SLACK_MAX_KB;
+}
+
 int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **out,
                 char *err, size_t errlen)
 {
@@ -3207,6 +3239,7 @@ int sandbox_new(uv_loop_t *loop, const struct sandbox_opts *o, struct sandbox **
 	sb->cg_lock[0] = sb->cg_lock[1] = sb->cg_lock[2] = sb->cg_lock[3] = -1;
 	for (int i = 0; i <= SB_UID_MAX_BLOCKS; i++)
 		sb->uid_locks[i] = -1;
+	sb->rss_slack_kb = sb_rss_slack_kb();
 	int n = o && o->slots > 0 ? o->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 1)
 		n = 1;
