@@ -113,10 +113,8 @@ void claim_adopt(struct worker *w, redisReply *entries, enum job_stream s)
 		if (!j)
 			continue;
 		j->stream = s;
-		if (s == JOB_STREAM_LANE) {   /* it holds a judge slot (worker.c lane_entries) */
-			j->lane_unadmitted = true;
-			w->lane_unadmitted++;
-		}
+		if (s == JOB_STREAM_LANE)
+			pipeline_lane_hold(w, j);
 		pipeline_adopt(w, j);
 		c->jobs[c->n++] = j;
 	}

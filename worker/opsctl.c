@@ -451,10 +451,13 @@ void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))
 	struct leave_req *l = xcalloc(1, sizeof *l);
 	l->o = o;
 	l->done = done;
-	const char *argv[] = { "EVAL", leave_lua, w->jlane ? "2" : "1", w->k_jobs,
-	                       w->jlane ? w->k_judge_lane : w->k_group,
-	                       w->jlane ? w->k_group : w->cfg->worker_id, w->cfg->worker_id };
-	int argc = w->jlane ? 7 : 6;
+	/* KEYS: the jobs stream, and the judge lane when this worker reads it */
+	const char *argv[7] = { "EVAL", leave_lua, w->jlane ? "2" : "1", w->k_jobs };
+	int argc = 4;
+	if (w->jlane)
+		argv[argc++] = w->k_judge_lane;
+	argv[argc++] = w->k_group;
+	argv[argc++] = w->cfg->worker_id;
 	o->refs++;
 	if (!rq_connected(w->rq_cmd) || rq_cmdv(w->rq_cmd, 2000, on_leave, l, argc, argv, NULL) < 0) {
 		o->refs--;

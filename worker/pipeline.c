@@ -119,10 +119,7 @@ void pipeline_drop(struct worker *w, struct job *j)
 		j->judge_headed = false;
 		w->judge_headed--;
 	}
-	if (j->lane_unadmitted) {
-		j->lane_unadmitted = false;
-		w->lane_unadmitted--;
-	}
+	pipeline_lane_release(w, j);
 	metrics_inflight(w->njobs);
 	speccache_unref(j->spec);
 	j->spec = NULL;

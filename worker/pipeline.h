@@ -235,6 +235,25 @@ static inline int pipeline_judge_room(const struct worker *w)
 	return w->cfg->judge_inflight - w->judge_waiting - w->judge_headed - w->lane_unadmitted;
 }
 
+/* A job read from the judge lane holds a judge slot (job.lane_unadmitted, counted in
+ * w->lane_unadmitted) from its read until it is admitted to the judge or ends. */
+static inline void pipeline_lane_hold(struct worker *w, struct job *j)
+{
+	if (!j->lane_unadmitted) {
+		j->lane_unadmitted = true;
+		w->lane_unadmitted++;
+	}
+}
+
+/* Ends pipeline_lane_hold's hold, if any. */
+static inline void pipeline_lane_release(struct worker *w, struct job *j)
+{
+	if (j->lane_unadmitted) {
+		j->lane_unadmitted = false;
+		w->lane_unadmitted--;
+	}
+}
+
 /* Jobs that take ARBITER_CONCURRENCY slots: every live job but those waiting for the LLM
  * judge's verdict, up to ARBITER_JUDGE_INFLIGHT of them; those have their own slots, so judge
  * jobs waiting on a slow provider do not hold the slots other jobs need. */

@@ -880,6 +880,22 @@ static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t
 	return true;
 }
 
+/* Entries of stream s delivered for the first time (XREADGROUP >): new jobs, dispatched.
+ * A job from the judge lane holds a judge slot from now on (pipeline_lane_hold). */
+static void adopt_fresh(struct worker *w, redisReply *entries, enum job_stream s)
+{
+	for (size_t i = 0; i < entries->elements; i++) {
+		struct job *j = pipeline_entry_job(entries->element[i], 1);
+		if (!j)
+			continue;
+		j->stream = s;
+		if (s == JOB_STREAM_LANE)
+			pipeline_lane_hold(w, j);
+		pipeline_adopt(w, j);
+		pipeline_dispatch(w, j);
+	}
+}
+
 /* ---- the judge lane (judgelane.h) ---- */
 
 /* Free judge slots (pipeline_judge_room), 0 while draining. */
@@ -913,25 +929,13 @@ static void lane_entries(void *data, redisReply *entries, bool own)
 		pipeline_kick(w);
 		return;
 	}
-	for (size_t i = 0; i < entries->elements; i++) {
-		struct job *j = pipeline_entry_job(entries->element[i], 1);
-		if (!j)
-			continue;
-		j->stream = JOB_STREAM_LANE;
-		j->lane_unadmitted = true;
-		w->lane_unadmitted++;
-		pipeline_adopt(w, j);
-		pipeline_dispatch(w, j);
-	}
+	adopt_fresh(w, entries, JOB_STREAM_LANE);
 	pipeline_kick(w);
 }
 
 static void judge_admit(struct worker *w, struct job *j)
 {
-	if (j->lane_unadmitted) {   /* its slot was counted there */
-		j->lane_unadmitted = false;
-		w->lane_unadmitted--;
-	}
+	pipeline_lane_release(w, j);   /* its slot was counted there */
 	if (!j->judge_headed) {
 		j->judge_headed = true;
 		w->judge_headed++;
@@ -972,10 +976,8 @@ static bool judge_lane_divert(struct worker *w, struct job *j)
 	if (j->stream == JOB_STREAM_LANE) {
 		if (judged)
 			judge_admit(w, j);
-		else if (j->lane_unadmitted) {   /* (its spec no longer asks the judge) */
-			j->lane_unadmitted = false;
-			w->lane_unadmitted--;
-		}
+		else
+			pipeline_lane_release(w, j);   /* (its spec no longer asks the judge) */
 		return false;
 	}
 	if (!w->jlane || j->judge_headed || j->rl_done || j->commit_unknown || j->poison ||
@@ -1095,15 +1097,8 @@ static size_t adopt_entries(struct worker *w, redisReply *reply, bool claimed)
 			claim_adopt(w, entries, JOB_STREAM_LIVE);
 			continue;
 		}
-		if (entries->type != REDIS_REPLY_ARRAY)
-			continue;
-		for (size_t i = 0; i < entries->elements; i++) {
-			struct job *j = pipeline_entry_job(entries->element[i], 1);
-			if (!j)
-				continue;
-			pipeline_adopt(w, j);
-			pipeline_dispatch(w, j);
-		}
+		if (entries->type == REDIS_REPLY_ARRAY)
+			adopt_fresh(w, entries, JOB_STREAM_LIVE);
 	}
 	return n;
 }

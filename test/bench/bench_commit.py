@@ -74,7 +74,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from services import Services  # noqa: E402
-from bench_worker import add_agents, add_challenge, count_done, cpu_secs, enqueue, hwm_kb, seed  # noqa: E402  (one copy of these helpers)
+from bench_worker import add_agents, add_challenge, count_done, cpu_secs, enqueue, hwm_kb, machine_secs, seed  # noqa: E402  (one copy of these helpers)
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -343,9 +343,8 @@ def machine_cpu():
     between, as long as no process of a kind ended in between (the latency phase's
     workers, servers and listener all outlive its measured window)."""
     tick = float(os.sysconf("SC_CLK_TCK"))
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    out = {"all": sum(v[:8]) / tick, "busy": (sum(v[:8]) - v[3] - v[4]) / tick}
+    total, idle = machine_secs()
+    out = {"all": total, "busy": total - idle}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue

@@ -57,7 +57,7 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from services import Services  # noqa: E402
-from bench_worker import GT, SPEC as DET_SPEC, add_agents, cpu_secs, enqueue, hwm_kb, pending_ids, status_kb, wait_done  # noqa: E402
+from bench_worker import GT, SPEC as DET_SPEC, add_agents, cpu_secs, enqueue, hwm_kb, machine_secs, pending_ids, status_kb, wait_done  # noqa: E402
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -225,13 +225,6 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0
 
 
-def idle_cores_s():
-    """Idle (+ iowait) time of the whole machine so far, in core-seconds (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = f.readline().split()
-    return (int(v[4]) + int(v[5])) / os.sysconf("SC_CLK_TCK")
-
-
 def feed_round(args, db, r, prov, dets, judged, w, pg_pid, redis_pid):
     """One measurement: feeds the deterministic ids in dets (and, when judged is a list,
     judged ids, keeping --judge-target outstanding) until every det id is final. Returns
@@ -267,7 +260,7 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid, redis_pid):
     samples = []
     sent = {}
     cpu0, pg0, ans_w, me0 = cpu_s(w.pid), cpu_secs(pg_pid), prov.answered, time.process_time()
-    rd0, idle0 = cpu_s(redis_pid), idle_cores_s()
+    rd0, idle0 = cpu_s(redis_pid), machine_secs()[1]
     t0 = last_check = time.time()
     while not det_done and time.time() - t0 < 300:
         backlog = r.xlen("arbiter:jobs")
@@ -294,7 +287,7 @@ def feed_round(args, db, r, prov, dets, judged, w, pg_pid, redis_pid):
             det_done = not det_left
         time.sleep(0.002)
     cpu, pg, me = cpu_s(w.pid) - cpu0, cpu_secs(pg_pid) - pg0, time.process_time() - me0
-    rd, idle = cpu_s(redis_pid) - rd0, idle_cores_s() - idle0
+    rd, idle = cpu_s(redis_pid) - rd0, machine_secs()[1] - idle0
     wall, judged_n = time.time() - t0, prov.answered - ans_w
     n, span, rate = span_rate(db, dets)
     lat = latencies(db, sent)

@@ -198,6 +198,15 @@ def pg_backends_cpu(pid, exclude=()):
     return t / float(tick)
 
 
+def machine_secs():
+    """The whole machine's CPU time so far, all cores (/proc/stat), in core-seconds:
+    (total, idle + iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    return sum(v[:8]) / tick, (v[3] + v[4]) / tick
+
+
 def cpu_secs(pid, children=True, exclude=()):
     """CPU time (user + system, s) of process pid; with children, also of its live
     children (but those in exclude) and of those it has reaped (for the postmaster:
