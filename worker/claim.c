@@ -112,10 +112,7 @@ void claim_adopt(struct worker *w, redisReply *entries, enum job_stream s)
 		struct job *j = pipeline_entry_job(e, 2);
 		if (!j)
 			continue;
-		j->stream = s;
-		if (s == JOB_STREAM_LANE)
-			pipeline_lane_hold(w, j);
-		pipeline_adopt(w, j);
+		pipeline_adopt(w, j, s);
 		c->jobs[c->n++] = j;
 	}
 	if (!c->n) {

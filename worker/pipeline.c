@@ -91,9 +91,12 @@ const char *pipeline_evaluator(const struct job *j)
 
 /* ---- job list ------------------------------------------------------------------------ */
 
-void pipeline_adopt(struct worker *w, struct job *j)
+void pipeline_adopt(struct worker *w, struct job *j, enum job_stream s)
 {
 	j->w = w;
+	j->stream = s;
+	if (s == JOB_STREAM_LANE)
+		pipeline_lane_hold(w, j);
 	j->read_at = j->claimed_at = uv_now(w->loop);
 	j->lprev = NULL;
 	j->lnext = w->jobs;

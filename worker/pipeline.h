@@ -178,8 +178,10 @@ void pipeline_arm_retry(struct worker *w);
  * entry. deliveries: the delivery count known so far. */
 struct job *pipeline_entry_job(redisReply *e, int deliveries);
 
-/* Adds a new job to the live list (w->jobs) and stamps its read/claim time. */
-void pipeline_adopt(struct worker *w, struct job *j);
+/* Adds a new job of stream s (job.stream) to the live list (w->jobs) and stamps its
+ * read/claim time; a job of the judge lane holds a judge slot from now on
+ * (pipeline_lane_hold). */
+void pipeline_adopt(struct worker *w, struct job *j, enum job_stream s);
 
 /* The live (not abandoned) job of entry id of stream s, or NULL. */
 struct job *pipeline_find(struct worker *w, enum job_stream s, const char *id);

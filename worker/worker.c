@@ -880,18 +880,14 @@ static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t
 	return true;
 }
 
-/* Entries of stream s delivered for the first time (XREADGROUP >): new jobs, dispatched.
- * A job from the judge lane holds a judge slot from now on (pipeline_lane_hold). */
+/* Entries of stream s delivered for the first time (XREADGROUP >): new jobs, dispatched. */
 static void adopt_fresh(struct worker *w, redisReply *entries, enum job_stream s)
 {
 	for (size_t i = 0; i < entries->elements; i++) {
 		struct job *j = pipeline_entry_job(entries->element[i], 1);
 		if (!j)
 			continue;
-		j->stream = s;
-		if (s == JOB_STREAM_LANE)
-			pipeline_lane_hold(w, j);
-		pipeline_adopt(w, j);
+		pipeline_adopt(w, j, s);
 		pipeline_dispatch(w, j);
 	}
 }
@@ -1588,7 +1584,7 @@ static void drain_deadline_cb(uv_timer_t *t)
 			}
 			struct job *c = job_new(j->id, (const char *const *)j->fields, j->flens, j->nf,
 			                        j->attempts);
-			pipeline_adopt(w, c);
+			pipeline_adopt(w, c, JOB_STREAM_LIVE);
 			pipeline_release(w, c);
 			released++;
 			break;
