@@ -1584,7 +1584,7 @@ static void drain_deadline_cb(uv_timer_t *t)
 			}
 			struct job *c = job_new(j->id, (const char *const *)j->fields, j->flens, j->nf,
 			                        j->attempts);
-			pipeline_adopt(w, c, JOB_STREAM_LIVE);
+			pipeline_adopt(w, c, j->stream);   /* the copy is of the same entry */
 			pipeline_release(w, c);
 			released++;
 			break;
