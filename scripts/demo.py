@@ -187,7 +187,7 @@ def seed(db, r, prefix):
                     (sid, mid, submitter, "203.0.113.7", json.dumps(answer), json.dumps(meta),
                      started + used))
         db.commit()
-        r.xadd("{%s}:jobs" % prefix, {"submission_id": sid, "kind": "evaluate",
+        r.xadd("%s:jobs" % prefix, {"submission_id": sid, "kind": "evaluate",
                                    "source_ip": "203.0.113.7",
                                    "enqueued_at": str(int(time.time() * 1000))})
         jobs.append((sid, agent, slug))
@@ -235,7 +235,7 @@ def main():
     with Services(base_dir=os.path.join(ROOT, ".run")) as svc:
         env = dict(os.environ, ARBITER_DATABASE_URL=svc.database_url,
                    ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="127.0.0.1:0",
-                   ARBITER_RECONCILE_MS="2000", ARBITER_LOG_LEVEL="warn")
+                   ARBITER_LOG_LEVEL="warn")
         print("services: redis %s, postgres on port %d (data under %s)" %
               (svc.redis_url, svc.pg_port, svc.tmp))
         subprocess.run([arbiter, "migrate"], env=env, check=True)

@@ -33,6 +33,9 @@ int main(void)
 	is_str(k.dead, "arbiter:dead", "default dead");
 	is_str(k.delayed, "arbiter:delayed", "default delayed");
 	is_str(k.group, "arbiter-workers", "default group");
+	char *other = rkeys_other_jobs(&k, NULL);
+	is_str(other, "{arbiter}:jobs", "plain: the other style's stream is the tagged one");
+	free(other);
 	rkeys_free(&k);
 	is_str(rkeys_style(NULL, false), "plain", "auto without Cluster: plain");
 	is_str(rkeys_style("auto", true), "tagged", "auto with Cluster: tagged");
@@ -72,11 +75,15 @@ int main(void)
 
 	ok(rkeys_init(&k, "team1", "tagged", err, sizeof err) == 0, "prefix team1");
 	is_str(k.jobs, "{team1}:jobs", "prefix in the tag");
+	other = rkeys_other_jobs(&k, "team1");
+	is_str(other, "team1:jobs", "tagged: the other style's stream is the plain one");
+	free(other);
 	is_str(k.group, "team1-workers", "group");
 	rkeys_free(&k);
 
 	ok(rkeys_init(&k, "eu{q7}", "tagged", err, sizeof err) == 0, "prefix with its own tag");
 	is_str(k.jobs, "eu{q7}:jobs", "a prefix holding a tag is kept as it is");
+	ok(rkeys_other_jobs(&k, "eu{q7}") == NULL, "a prefix holding a tag: one stream in both styles");
 	rkeys_free(&k);
 
 	ok(rkeys_init(&k, "arbiter", "legacy", err, sizeof err) == 0, "legacy");

@@ -59,6 +59,9 @@ struct status {
 	char redis_err[256];
 	long long xlen, lag, pending, delayed, dead, entries_read, bulk;
 	long long judge_lane;                        /* judged jobs waiting for a judge slot */
+	char stream[512], other_stream[512];         /* status_keys: jobs and other_jobs */
+	const char *style;
+	long long other_len;                         /* XLEN of other_stream; -1: not looked at */
 	bool group_exists, lag_exact;
 	char last_delivered[64];
 	char oldest_entry[64];
@@ -132,6 +135,8 @@ static long long as_int(const redisReply *v, long long dflt)
 struct status_keys {
 	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
 	char judge_lane[512];
+	char other_jobs[512];        /* the other key style's stream; "" in Cluster mode */
+	const char *style;           /* "plain" or "tagged" */
 };
 
 static int status_keys(const struct config *cfg, struct status_keys *sk, char *err, size_t errlen)
@@ -150,6 +155,13 @@ static int status_keys(const struct config *cfg, struct status_keys *sk, char *e
 	char *jl = rkeys_judge_lane(&k);
 	snprintf(sk->judge_lane, sizeof(sk->judge_lane), "%s", jl);
 	free(jl);
+	sk->style = k.legacy ? "plain" : "tagged";
+	struct rq_url u;
+	char uerr[256];
+	bool cluster = rq_url_parse(cfg->redis_url, &u, uerr, sizeof uerr) == 0 && u.cluster;
+	char *other = cluster ? NULL : rkeys_other_jobs(&k, cfg->prefix);
+	snprintf(sk->other_jobs, sizeof(sk->other_jobs), "%s", other ? other : "");
+	free(other);
 	rkeys_free(&k);
 	return 0;
 }
@@ -212,6 +224,13 @@ static int gather_stream(struct rq_sync *c, struct status *st, const struct stat
 {
 	const char *l[] = { "XLEN", sk->jobs };
 	if (gather_int(c, st, 2, l, &st->xlen) < 0)
+		return -1;
+	snprintf(st->stream, sizeof st->stream, "%s", sk->jobs);
+	snprintf(st->other_stream, sizeof st->other_stream, "%s", sk->other_jobs);
+	st->style = sk->style;
+	st->other_len = -1;
+	const char *lo[] = { "XLEN", sk->other_jobs };
+	if (sk->other_jobs[0] && gather_int(c, st, 2, lo, &st->other_len) < 0)
 		return -1;
 	const char *a[] = { "XRANGE", sk->jobs, "-", "+", "COUNT", "1" };
 	redisReply *r = cmd(c, st, 6, a);
@@ -532,10 +551,17 @@ static void human_redis(const struct status *st, const char *redis_url)
 		return;
 	}
 	fmt_duration(d1, sizeof(d1), st->oldest_entry_age_ms < 0 ? -1 : st->oldest_entry_age_ms / 1000.0);
+	printf("  %-28s %s (key style %s)\n", "stream", st->stream, st->style);
 	printf("  %-28s %lld", "stream length", st->xlen);
 	if (st->oldest_entry_age_ms >= 0)
 		printf("  (oldest entry %s old)", d1);
 	printf("\n");
+	if (st->other_len > 0)
+		printf("  %-28s %s holds %lld entr%s that no worker reads: producers XADD to the "
+		       "wrong name (make them use %s, or set ARBITER_REDIS_KEYS=%s everywhere)\n",
+		       "WARNING other-style stream", st->other_stream, st->other_len,
+		       st->other_len == 1 ? "y" : "ies", st->stream,
+		       strcmp(st->style, "plain") ? "plain" : "tagged");
 	if (st->group_exists) {
 		printf("  %-28s %lld%s\n", "consumer group lag", st->lag,
 		       st->lag_exact ? "" : " (estimated: length - pending)");
@@ -625,7 +651,14 @@ static json_t *json_redis(const struct status *st, const char *redis_url)
 		json_object_set_new(redis, "error", json_string(st->redis_err));
 		return redis;
 	}
+	json_object_set_new(redis, "stream", json_string(st->stream));
+	json_object_set_new(redis, "key_style", json_string(st->style ? st->style : ""));
 	json_object_set_new(redis, "stream_length", json_integer(st->xlen));
+	if (st->other_stream[0]) {
+		json_object_set_new(redis, "other_style_stream", json_string(st->other_stream));
+		json_object_set_new(redis, "other_style_stream_length",
+		                    st->other_len >= 0 ? json_integer(st->other_len) : json_null());
+	}
 	json_object_set_new(redis, "oldest_entry_id",
 	                    st->oldest_entry[0] ? json_string(st->oldest_entry) : json_null());
 	json_object_set_new(redis, "oldest_entry_age_ms",

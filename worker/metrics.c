@@ -79,6 +79,7 @@ static struct {
 	long judge_lane_len;
 	uint64_t judge_lane_in, judge_lane_out;
 	long stream_len, lag, pending, delayed, dead;
+	long other_stream;
 	struct histogram eval[NEVAL];
 	struct histogram e2e;
 	struct histogram batch;
@@ -192,6 +193,11 @@ void metrics_queue(long stream_len, long lag, long pending, long delayed, long d
 		M.delayed = delayed;
 	if (dead >= 0)
 		M.dead = dead;
+}
+
+void metrics_other_stream(long n)
+{
+	M.other_stream = n;
 }
 
 void metrics_reconciled(long n)
@@ -483,6 +489,9 @@ static void render_queue(struct strbuf *out)
 	      (double)M.delayed);
 	gauge(out, "arbiter_dead_letter_length", "Entries in the dead-letter stream.",
 	      (double)M.dead);
+	gauge(out, "arbiter_other_style_stream_length",
+	      "Entries in the job stream of the other key style, which no worker reads "
+	      "(a producer XADDs to the wrong name).", (double)M.other_stream);
 
 	header(out, "arbiter_reconciler_requeued_total", "counter",
 	       "Queued submissions missing from Redis that the reconciler re-enqueued.");

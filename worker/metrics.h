@@ -66,6 +66,9 @@ void metrics_judge(const struct metrics_judge *j);
  * ZCARD of {prefix}:delayed, XLEN of {prefix}:dead. A negative value means
  * "unknown this time" and leaves that gauge unchanged. */
 void metrics_queue(long stream_len, long lag, long pending, long delayed, long dead);
+/* Gauge arbiter_other_style_stream_length: entries in the job stream of the other
+ * key style (rkeys_other_jobs), which no worker of this deployment reads. */
+void metrics_other_stream(long n);
 /* Counter: submissions the reconciler re-enqueued (adds n, n ≥ 0). */
 void metrics_reconciled(long n);
 /* Counter: one reconnect of "redis" or "postgres". */

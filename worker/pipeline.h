@@ -88,6 +88,11 @@ struct worker {
 	int closing_parts;           /* rq/pg/http/rl closes still pending */
 
 	char *k_jobs, *k_group, *k_dead, *k_delayed, *k_lock;
+	char *k_other_jobs;          /* the other key style's stream (rkeys_other_jobs), NULL in
+	                              * Cluster mode or when both styles are one name */
+	const char *key_style;       /* "plain" or "tagged": the style of the names above */
+	long other_jobs_len;         /* its last XLEN, -1 unknown */
+	uint64_t other_jobs_logged;  /* uv_now of the last warning about it, 0 never */
 
 	struct job *jobs;            /* every live job (doubly linked) */
 	int njobs;

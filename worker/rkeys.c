@@ -97,6 +97,17 @@ void rkeys_free(struct rkeys *k)
 	memset(k, 0, sizeof *k);
 }
 
+char *rkeys_other_jobs(const struct rkeys *k, const char *prefix)
+{
+	if (!prefix)
+		prefix = "arbiter";
+	if (has_hash_tag(prefix))
+		return NULL;
+	struct strbuf sb = { 0 };
+	strbuf_addf(&sb, k->legacy ? "{%s}:jobs" : "%s:jobs", prefix);
+	return sb.buf;
+}
+
 char *rkeys_rl(const struct rkeys *k, const char *ipkey)
 {
 	struct strbuf sb = { 0 };

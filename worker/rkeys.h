@@ -59,6 +59,12 @@ int rkeys_init(struct rkeys *k, const char *prefix, const char *style, char *err
 /* Frees k's strings; safe on a zeroed struct and twice. */
 void rkeys_free(struct rkeys *k);
 
+/* The job stream of the other key style ("{arbiter}:jobs" when k is plain,
+ * "arbiter:jobs" when tagged), malloc'd: where a producer configured for the other
+ * style would XADD, so that entries there can be reported (no worker reads them).
+ * NULL when both styles name the same stream (a prefix with its own hash tag). */
+char *rkeys_other_jobs(const struct rkeys *k, const char *prefix);
+
 /* The rate-limit hash of one IP key, "<base>:rl:<ipkey>", malloc'd. */
 char *rkeys_rl(const struct rkeys *k, const char *ipkey);
 

@@ -1367,6 +1367,30 @@ static void on_gauge_int(struct rq *r, redisReply *reply, const char *err, void 
 		*slot = (long)reply->integer;
 }
 
+#define OTHER_STREAM_LOG_MS (5 * 60 * 1000)   /* repeat of the warning while it lasts */
+
+/* XLEN of the other key style's stream: a producer that XADDs there is never read. */
+static void on_other_stream(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	struct worker *w = data;
+	(void)r;
+	if (err || !reply || reply->type != REDIS_REPLY_INTEGER)
+		return;
+	long n = (long)reply->integer;
+	metrics_other_stream(n);
+	uint64_t now = uv_now(w->loop);
+	if (n > 0 && (w->other_jobs_len <= 0 || now - w->other_jobs_logged >= OTHER_STREAM_LOG_MS)) {
+		LOGW(NULL, NULL, "the stream %s holds %ld entr%s that no worker reads: this worker "
+		     "reads %s (key style %s). Make the producers XADD to %s, or set "
+		     "ARBITER_REDIS_KEYS=%s on every worker (the reconciler re-enqueues queued "
+		     "submissions only after ARBITER_RECONCILE_MS, and never re-evaluations)",
+		     w->k_other_jobs, n, n == 1 ? "y" : "ies", w->k_jobs, w->key_style, w->k_jobs,
+		     strcmp(w->key_style, "plain") ? "plain" : "tagged");
+		w->other_jobs_logged = now;
+	}
+	w->other_jobs_len = n;
+}
+
 /* The last of the four commands: finishes the context. */
 static void on_gauge_last(struct rq *r, redisReply *reply, const char *err, void *data)
 {
@@ -1440,6 +1464,8 @@ static void gauges_cb(uv_timer_t *t)
 	rq_cmdf(w->rq_cmd, 0, on_gauge_int, &g->len, "XLEN %s", w->k_jobs);
 	rq_cmdf(w->rq_cmd, 0, on_xinfo, g, "XINFO GROUPS %s", w->k_jobs);
 	rq_cmdf(w->rq_cmd, 0, on_gauge_int, &g->delayed, "ZCARD %s", w->k_delayed);
+	if (w->k_other_jobs)
+		rq_cmdf(w->rq_cmd, 0, on_other_stream, w, "XLEN %s", w->k_other_jobs);
 	if (rq_cmdf(w->rq_cmd, 0, on_gauge_last, g, "XLEN %s", w->k_dead) < 0) {
 		w->gauges_busy = false;
 		free(g);
@@ -1902,6 +1928,10 @@ static int init_keys(struct worker *w, const struct config *cfg)
 	w->k_lock = key(rk.reconcile_lock, "");
 	w->k_judge = rkeys_judge(&rk);
 	w->k_judge_lane = rkeys_judge_lane(&rk);
+	/* Cluster: the other style's name lives in another slot, out of this connection's reach. */
+	w->k_other_jobs = cluster ? NULL : rkeys_other_jobs(&rk, cfg->prefix);
+	w->key_style = rk.legacy ? "plain" : "tagged";
+	w->other_jobs_len = -1;
 	rkeys_free(&rk);
 	return 0;
 }
@@ -1959,8 +1989,9 @@ int worker_run(const struct config *cfg)
 	pthread_sigmask(SIG_BLOCK, &term, NULL);
 
 	char *rurl = log_redact_url(cfg->redis_url), *durl = log_redact_url(cfg->database_url);
-	LOGI(NULL, NULL, "starting: redis %s, database %s, prefix %s, concurrency %d, batch %d",
-	     rurl, durl, cfg->prefix, cfg->concurrency, cfg->batch_max);
+	LOGI(NULL, NULL, "starting: redis %s, database %s, prefix %s, stream %s (key style %s), "
+	     "concurrency %d, batch %d", rurl, durl, cfg->prefix, w->k_jobs, w->key_style,
+	     cfg->concurrency, cfg->batch_max);
 	free(rurl);
 	free(durl);
 
@@ -1993,6 +2024,7 @@ cleanup:
 	free(w->k_lock);
 	free(w->k_judge);
 	free(w->k_judge_lane);
+	free(w->k_other_jobs);
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;
