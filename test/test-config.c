@@ -165,6 +165,39 @@ int main(void)
 	ok(strstr(err, "environment") != NULL, "message names the source: %s", err);
 	unsetenv("ARBITER_CLAIM_IDLE_MS");
 
+	/* Every *_MS setting of the table takes a duration with a unit (one parser for all):
+	 * the names come from the table itself (config_usage), each is set to "1s" (within every
+	 * such setting's bounds) and must load. */
+	{
+		char *text = NULL;
+		size_t textlen = 0;
+		FILE *f = open_memstream(&text, &textlen);
+		config_usage(f);
+		fclose(f);
+		int nms = 0, nbad = 0;
+		char bad[512] = "";
+		for (char *p = text; (p = strstr(p, "ARBITER_")) != NULL;) {
+			size_t n = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789");
+			char name[128];
+			snprintf(name, sizeof name, "%.*s", (int)n, p);
+			p += n;
+			if (n < 3 || strcmp(name + n - 3, "_MS"))
+				continue;
+			nms++;
+			setenv(name, "1s", 1);
+			if (load(1, argv0, &c, err) != 0) {
+				nbad++;
+				snprintf(bad + strlen(bad), sizeof bad - strlen(bad), " %s (%s)", name, err);
+			} else {
+				config_free(&c);
+			}
+			unsetenv(name);
+		}
+		free(text);
+		ok(nms >= 9 && nbad == 0, "all %d *_MS settings take a unit (\"1s\");%s", nms,
+		   nbad ? bad : " none refused");
+	}
+
 	setenv("ARBITER_UNRELATED_THING", "x", 1);
 	is_int(load(1, argv0, &c, err), 0, "unknown ARBITER_* env ignored");
 	config_free(&c);

@@ -144,9 +144,9 @@ static const struct cfg_key keys[] = {
 	{ "ARBITER_JUDGE_BUDGET", CFG_STR, OFF(judge_budget), "", 0, 0, NULL,
 	  "LLM judge spend budget shared by all replicas: USD/hour or USD/day (e.g. 20/day); "
 	  "empty = none. Exhausted: judge jobs wait" },
-	{ "ARBITER_JUDGE_BREAKER_COOLDOWN_MS", CFG_INT, OFF(judge_breaker_cooldown_ms), "30000", 10,
+	{ "ARBITER_JUDGE_BREAKER_COOLDOWN_MS", CFG_MS, OFF(judge_breaker_cooldown_ms), "30s", 10,
 	  3600000, NULL, "LLM judge: an open circuit lets one probe through after this long" },
-	{ "ARBITER_PG_LOCK_TIMEOUT_MS", CFG_INT, OFF(pg_lock_timeout_ms), "2000", 10, 3600000, NULL,
+	{ "ARBITER_PG_LOCK_TIMEOUT_MS", CFG_MS, OFF(pg_lock_timeout_ms), "2s", 10, 3600000, NULL,
 	  "longest wait for a row lock held by another transaction (lock_timeout) before the jobs "
 	  "concerned back off" },
 	{ "ARBITER_SPEC_CACHE_BYTES", CFG_SIZE, OFF(spec_cache_bytes), "67108864", 1048576,
