@@ -34,6 +34,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "lanes.h"
+#include "opsctl.h"
 #include "pause.h"
 #include "rq.h"
 #include "rkeys.h"
@@ -44,6 +45,7 @@
 struct consumer {
 	char *name;
 	long long pending, idle_ms, inactive_ms;   /* inactive_ms -1 when Redis < 7.2 */
+	long long last_seen_ms;                    /* age of its heartbeat; -1: none */
 	bool pruned;                               /* removed by --prune */
 };
 
@@ -75,6 +77,8 @@ struct status {
 	size_t npaused_challenges;
 	long long prune_idle_ms;                     /* --prune threshold; -1: no pruning */
 	size_t pruned;                               /* --prune: consumers removed */
+	long long heartbeats_age_ms;                 /* since the first heartbeat; -1: none yet */
+	long long heartbeats_now_ms;                 /* Redis TIME when they were read; -1 unknown */
 	/* PostgreSQL */
 	bool pg_ok;
 	char pg_err[256];
@@ -136,6 +140,7 @@ struct status_keys {
 	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
 	char judge_lane[512];
 	char other_jobs[512];        /* the other key style's stream; "" in Cluster mode */
+	char heartbeats[512];        /* rkeys_heartbeats */
 	const char *style;           /* "plain" or "tagged" */
 };
 
@@ -156,6 +161,9 @@ static int status_keys(const struct config *cfg, struct status_keys *sk, char *e
 	snprintf(sk->judge_lane, sizeof(sk->judge_lane), "%s", jl);
 	free(jl);
 	sk->style = k.legacy ? "plain" : "tagged";
+	char *hb = rkeys_heartbeats(&k);
+	snprintf(sk->heartbeats, sizeof(sk->heartbeats), "%s", hb);
+	free(hb);
 	struct rq_url u;
 	char uerr[256];
 	bool cluster = rq_url_parse(cfg->redis_url, &u, uerr, sizeof uerr) == 0 && u.cluster;
@@ -310,23 +318,96 @@ static int gather_group(struct rq_sync *c, struct status *st, const struct statu
 	return 0;
 }
 
-/* --prune: consumers that hold nothing and were not seen for the threshold (a stopped
- * replica, e.g. a deleted Kubernetes pod). A live worker polls every second. */
+/* The replicas' heartbeats (opsctl_heartbeat): each consumer's last_seen_ms, and how long
+ * heartbeats have been written at all, by Redis's own clock. */
+static int gather_heartbeats(struct rq_sync *c, struct status *st, const struct status_keys *sk)
+{
+	const char *t[] = { "TIME" };
+	redisReply *r = cmd(c, st, 1, t);
+	if (!r)
+		return -1;
+	long long now = -1;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+	    r->element[1]->type == REDIS_REPLY_STRING)
+		now = strtoll(r->element[0]->str, NULL, 10) * 1000 + strtoll(r->element[1]->str, NULL, 10) / 1000;
+	freeReplyObject(r);
+	st->heartbeats_now_ms = now;
+	char since[600];
+	snprintf(since, sizeof since, "%s:since", sk->heartbeats);
+	const char *g[] = { "GET", since };
+	if (!(r = cmd(c, st, 2, g)))
+		return -1;
+	st->heartbeats_age_ms = now >= 0 && r->type == REDIS_REPLY_STRING ? now - strtoll(r->str, NULL, 10) : -1;
+	freeReplyObject(r);
+	for (size_t i = 0; i < st->nconsumers; i++) {
+		struct consumer *k = &st->consumers[i];
+		const char *h[] = { "HGET", sk->heartbeats, k->name };
+		if (!(r = cmd(c, st, 3, h)))
+			return -1;
+		k->last_seen_ms = now >= 0 && r->type == REDIS_REPLY_STRING ? now - strtoll(r->str, NULL, 10) : -1;
+		freeReplyObject(r);
+	}
+	return 0;
+}
+
+/* --prune: consumers that hold nothing and are provably gone (a stopped replica, e.g. a
+ * deleted Kubernetes pod). Idleness alone proves nothing: below Redis 7.2 a live worker
+ * that finds no job keeps a growing IDLE and there is no INACTIVE. So a consumer goes only
+ * when, besides no pending entry and idle (inactive where Redis has it) at least the
+ * threshold, its heartbeat is older than max(threshold, OPSCTL_HEARTBEAT_STALE_MS) — or it
+ * has none while heartbeats have been written for that long (a worker that stopped before
+ * its first one). Where no heartbeat was ever written (no worker of this version has run
+ * against this Redis) nothing can be proven and idleness decides, as it did before
+ * heartbeats. Stale heartbeats of consumers no longer in the group are deleted too. */
 static int prune_consumers(struct rq_sync *c, struct status *st, const struct status_keys *sk)
 {
-	for (size_t i = 0; st->prune_idle_ms >= 0 && i < st->nconsumers; i++) {
+	if (st->prune_idle_ms < 0)
+		return 0;
+	long long stale = st->prune_idle_ms > OPSCTL_HEARTBEAT_STALE_MS ? st->prune_idle_ms
+	                                                                 : OPSCTL_HEARTBEAT_STALE_MS;
+	for (size_t i = 0; i < st->nconsumers; i++) {
 		struct consumer *k = &st->consumers[i];
 		long long idle = k->inactive_ms >= 0 ? k->inactive_ms : k->idle_ms;
 		if (k->pending || idle < st->prune_idle_ms)
+			continue;
+		if (k->last_seen_ms >= 0 ? k->last_seen_ms < stale
+		                         : st->heartbeats_age_ms >= 0 && st->heartbeats_age_ms < stale)
 			continue;
 		const char *a[] = { "XGROUP", "DELCONSUMER", sk->jobs, sk->group, k->name };
 		redisReply *r = cmd(c, st, 5, a);
 		if (!r)
 			return -1;
 		freeReplyObject(r);
+		const char *h[] = { "HDEL", sk->heartbeats, k->name };
+		if (!(r = cmd(c, st, 3, h)))
+			return -1;
+		freeReplyObject(r);
 		k->pruned = true;
 		st->pruned++;
 	}
+	/* Heartbeats of consumers that left the group (a clean exit deletes its own) */
+	const char *all[] = { "HGETALL", sk->heartbeats };
+	redisReply *r = cmd(c, st, 2, all);
+	if (!r)
+		return -1;
+	long long now = st->heartbeats_now_ms;
+	for (size_t i = 0; now >= 0 && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+		const redisReply *n = r->element[i], *v = r->element[i + 1];
+		if (n->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+		    now - strtoll(v->str, NULL, 10) < stale)
+			continue;
+		bool member = false;
+		for (size_t j = 0; j < st->nconsumers && !member; j++)
+			member = !st->consumers[j].pruned && !strcmp(st->consumers[j].name, n->str);
+		if (member)
+			continue;
+		const char *h[] = { "HDEL", sk->heartbeats, n->str };
+		redisReply *d = cmd(c, st, 3, h);
+		if (!d)
+			break;
+		freeReplyObject(d);
+	}
+	freeReplyObject(r);
 	return 0;
 }
 
@@ -370,6 +451,8 @@ static int redis_gather(const struct config *cfg, struct status *st)
 		rc = gather_stream(c, st, &sk);
 	if (rc == 0)
 		rc = gather_group(c, st, &sk);
+	if (rc == 0)
+		rc = gather_heartbeats(c, st, &sk);
 	if (rc == 0)
 		rc = prune_consumers(c, st, &sk);
 	if (rc == 0)
@@ -527,16 +610,18 @@ static void human_consumers(const struct status *st)
 {
 	char d1[32], d2[32];
 	if (st->prune_idle_ms >= 0)
-		printf("  %-28s %zu (no pending entries, idle >= %lld ms)\n", "consumers pruned",
-		       st->pruned, st->prune_idle_ms);
+		printf("  %-28s %zu (no pending entries, idle >= %lld ms, no heartbeat for as long)\n",
+		       "consumers pruned", st->pruned, st->prune_idle_ms);
 	if (!st->nconsumers)
 		return;
-	printf("\n  %-36s %8s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE");
+	char d3[32];
+	printf("\n  %-36s %8s %10s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE", "LAST SEEN");
 	for (size_t i = 0; i < st->nconsumers; i++) {
 		const struct consumer *k = &st->consumers[i];
 		fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
 		fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
-		printf("  %-36s %8lld %10s %10s%s\n", k->name, k->pending, d1, d2,
+		fmt_duration(d3, sizeof(d3), k->last_seen_ms < 0 ? -1 : k->last_seen_ms / 1000.0);
+		printf("  %-36s %8lld %10s %10s %10s%s\n", k->name, k->pending, d1, d2, d3,
 		       k->pruned ? "  (pruned)" : "");
 	}
 }
@@ -635,6 +720,8 @@ static json_t *json_consumers(const struct status *st)
 		json_object_set_new(o, "idle_ms", k->idle_ms >= 0 ? json_integer(k->idle_ms) : json_null());
 		json_object_set_new(o, "inactive_ms",
 		                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
+		json_object_set_new(o, "last_seen_ms",
+		                    k->last_seen_ms >= 0 ? json_integer(k->last_seen_ms) : json_null());
 		json_object_set_new(o, "pruned", json_boolean(k->pruned));
 		json_array_append_new(cs, o);
 	}

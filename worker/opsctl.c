@@ -56,6 +56,15 @@ static const char leave_lua[] =
 	"for i = 1, #KEYS do pcall(redis.call, 'XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], ARGV[2]) end\n"
 	"return 1\n";
 
+/* Heartbeat: KEYS 1 the heartbeats hash, 2 its ":since" key; ARGV 1 the consumer. The
+ * time is Redis's, so replicas' clocks never matter. */
+static const char heartbeat_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"redis.call('HSET', KEYS[1], ARGV[1], now)\n"
+	"redis.call('SET', KEYS[2], now, 'NX')\n"
+	"return now\n";
+
 /* A NOPERM reply counts as current for this long unless its command succeeds meanwhile
  * (the worker retries its reads and group creation every second or so). */
 #define ACL_REFUSAL_MS 120000
@@ -434,8 +443,11 @@ static void on_leave(struct rq *r, redisReply *reply, const char *err, void *dat
 		LOGW(NULL, NULL, "leaving the consumer group failed (the consumer stays; `arbiter "
 		     "status --prune` removes it): %s",
 		     err ? err : reply && reply->str ? reply->str : "unexpected reply");
-	else if (reply->integer == 1)
+	else if (reply->integer == 1) {
 		LOGI(NULL, NULL, "left the consumer group (consumer %s removed)", w->cfg->worker_id);
+		const char *hdel[] = { "HDEL", w->k_heartbeats, w->cfg->worker_id };
+		(void)rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 3, hdel, NULL);
+	}
 	else if (reply->integer == 0)
 		LOGI(NULL, NULL, "consumer %s kept: it still has pending entries", w->cfg->worker_id);
 	void (*done)(struct worker *) = l->done;
@@ -443,6 +455,17 @@ static void on_leave(struct rq *r, redisReply *reply, const char *err, void *dat
 	free(l);
 	done(w);
 	maybe_free(o);
+}
+
+void opsctl_heartbeat(struct opsctl *o)
+{
+	struct worker *w = o->w;
+	if (o->closing || !rq_connected(w->rq_cmd))
+		return;
+	char since[600];
+	snprintf(since, sizeof since, "%s:since", w->k_heartbeats);
+	const char *argv[] = { "EVAL", heartbeat_lua, "2", w->k_heartbeats, since, w->cfg->worker_id };
+	(void)rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 6, argv, NULL);
 }
 
 void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))

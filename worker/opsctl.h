@@ -63,6 +63,17 @@ void opsctl_hold(struct opsctl *o, struct job *j,
 void opsctl_park(struct opsctl *o, struct job *j, uint32_t delay_ms,
                  void (*done)(struct worker *w, struct job *j, bool ok));
 
+/* How often a worker writes its heartbeat (opsctl_heartbeat from the gauges timer), and
+ * how old a heartbeat must be before `arbiter status --prune` believes its worker dead
+ * (whatever --prune-idle says: a live worker is never removed for a short threshold). */
+#define OPSCTL_HEARTBEAT_MS 2000
+#define OPSCTL_HEARTBEAT_STALE_MS 10000
+
+/* Writes this worker's heartbeat (rkeys_heartbeats: HSET <consumer> <Redis time in ms>, and
+ * the ":since" key if it is missing), fire and forget; a failure is left to the next call.
+ * Call every OPSCTL_HEARTBEAT_MS or so. */
+void opsctl_heartbeat(struct opsctl *o);
+
 /* Deletes our consumer from the group if it holds no pending entry, then done(w) (also
  * when Redis is unreachable: the consumer then stays, for `arbiter status --prune`).
  * done runs exactly once; synchronously when Redis is not connected. */

@@ -108,6 +108,11 @@ char *rkeys_other_jobs(const struct rkeys *k, const char *prefix)
 	return sb.buf;
 }
 
+char *rkeys_heartbeats(const struct rkeys *k)
+{
+	return cat(k->base, ":workers");
+}
+
 char *rkeys_rl(const struct rkeys *k, const char *ipkey)
 {
 	struct strbuf sb = { 0 };

@@ -65,6 +65,12 @@ void rkeys_free(struct rkeys *k);
  * NULL when both styles name the same stream (a prefix with its own hash tag). */
 char *rkeys_other_jobs(const struct rkeys *k, const char *prefix);
 
+/* The replicas' heartbeats, "<base>:workers": a hash, consumer name -> the Redis clock (ms)
+ * when that worker last said it was alive (every few seconds); "<base>:workers:since" holds
+ * when the first heartbeat was written. `arbiter status --prune` removes a consumer only on
+ * this evidence (README "arbiter status"). malloc'd. */
+char *rkeys_heartbeats(const struct rkeys *k);
+
 /* The rate-limit hash of one IP key, "<base>:rl:<ipkey>", malloc'd. */
 char *rkeys_rl(const struct rkeys *k, const char *ipkey);
 

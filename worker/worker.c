@@ -1448,8 +1448,10 @@ static void gauges_cb(uv_timer_t *t)
 		                            judge_inflight(w->judge) };
 		metrics_judge(&mj);
 	}
-	if (w->ops)
+	if (w->ops) {
 		opsctl_redis_cause(w->ops, NULL, 0);   /* logs a lasting Redis cause every 30 s */
+		opsctl_heartbeat(w->ops);
+	}
 	if (!w->migcheck_busy && (!w->migrations_ok ||
 	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))
 		check_migrations(w);
@@ -1928,6 +1930,7 @@ static int init_keys(struct worker *w, const struct config *cfg)
 	w->k_lock = key(rk.reconcile_lock, "");
 	w->k_judge = rkeys_judge(&rk);
 	w->k_judge_lane = rkeys_judge_lane(&rk);
+	w->k_heartbeats = rkeys_heartbeats(&rk);
 	/* Cluster: the other style's name lives in another slot, out of this connection's reach. */
 	w->k_other_jobs = cluster ? NULL : rkeys_other_jobs(&rk, cfg->prefix);
 	w->key_style = rk.legacy ? "plain" : "tagged";
@@ -2025,6 +2028,7 @@ cleanup:
 	free(w->k_judge);
 	free(w->k_judge_lane);
 	free(w->k_other_jobs);
+	free(w->k_heartbeats);
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;

@@ -376,6 +376,9 @@ def operator_cli_checks(s, url, r, name, secret=None, prefix="arbiter", style="a
        and not r.exists(base + ":paused:challenges"), "%s: arbiter resume --all clears both" % name,
        p.stdout + p.stderr)
     r.xgroup_createconsumer(stream, group, "cli-gone")
+    # Heartbeats have been written for an hour (README "arbiter status"): a consumer with
+    # none is gone, not a worker that has yet to write its first.
+    r.set(base + ":workers:since", int(time.time() * 1000) - 3600 * 1000)
     time.sleep(0.05)
     p, j = status("--prune-idle", "1ms")
     gone = [c for c in j.get("consumers", []) if c.get("name") == "cli-gone"]
