@@ -3,9 +3,18 @@
  * loop. One request per connection, answered with `Connection: close`.
  *
  * Limits: the request head (request line + headers) must fit in
- * HTTP_HEAD_MAX bytes and arrive within HTTP_READ_TIMEOUT_MS of the accept;
- * at most HTTP_MAX_CONNS connections are open at once (more are accepted and
- * closed at once). Writes go through uv_write (never blocking); after the
+ * HTTP_HEAD_MAX bytes and arrive within HTTP_READ_TIMEOUT_MS of the accept
+ * (a total deadline: bytes dripping in do not extend it). At most
+ * HTTP_MAX_CONNS connections are open at once, at most HTTP_MAX_CONNS_PER_PEER
+ * of them from one peer (an IPv4 address, an IPv6 /64: the ipkey of the rate
+ * limiter). A new connection is never refused for want of room: when its peer
+ * is at the per-peer cap, that peer's oldest connection is closed; when the
+ * listener is at the overall cap, the oldest connection is. "Oldest" prefers
+ * connections already answered (draining), then those still sending a head,
+ * then those being written to; within each, the earliest accepted. A client
+ * that holds connections open (slowloris) therefore only ever displaces its
+ * own or older ones, and a fresh /healthz or /readyz is answered at the cap.
+ * Writes go through uv_write (never blocking); after the
  * response the write side is shut down and the connection lingers, discarding
  * input, until the peer closes or HTTP_LINGER_MS passes, so the client reads
  * the whole response even if it sent a body we did not read.
@@ -25,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipkey.h"
 #include "log.h"
 #include "metrics.h"
 #include "util.h"
@@ -32,7 +42,6 @@
 #define HTTP_HEAD_MAX 8192
 #define HTTP_READ_TIMEOUT_MS 5000
 #define HTTP_LINGER_MS 2000
-#define HTTP_MAX_CONNS 64
 #define HTTP_MAX_HEADERS 64
 
 enum conn_state { CONN_READING, CONN_WRITING, CONN_DRAINING, CONN_CLOSING };
@@ -47,6 +56,8 @@ struct conn {
 	enum conn_state state;
 	int open_handles;          /* handles not yet through their close callback */
 	bool peer_eof;             /* the peer finished sending (or the socket failed) */
+	uint64_t seq;              /* accept order: lower is older */
+	struct ipkey_addr peer;    /* the peer's key (IPv6: host bits cleared to the /64) */
 	size_t len;
 	struct strbuf resp;
 	char buf[HTTP_HEAD_MAX];
@@ -60,7 +71,9 @@ struct http_server {
 	int port;
 	unsigned read_timeout_ms;
 	int nconns;
-	uint64_t last_cap_log;     /* uv_now of the last "cap reached" warning */
+	uint64_t last_cap_log;     /* uv_now of the last "cap reached" warnings */
+	uint64_t last_peer_log;
+	uint64_t next_seq;
 	struct conn *conns;
 	bool closing, listener_closed;
 	void (*done)(void *);
@@ -446,6 +459,94 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 }
 
+/* The peer's key from the accepted socket: IPv4 (also IPv4-mapped IPv6) as
+ * ::ffff:a.b.c.d with v4 set, IPv6 cut to its /64. 0, or -1 (peer gone). */
+static int conn_peer(struct conn *c)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	memset(&c->peer, 0, sizeof(c->peer));
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	if (ss.ss_family == AF_INET) {
+		memcpy(c->peer.b, mapped, sizeof(mapped));
+		memcpy(c->peer.b + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+		c->peer.v4 = true;
+	} else if (ss.ss_family == AF_INET6) {
+		memcpy(c->peer.b, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+		c->peer.v4 = !memcmp(c->peer.b, mapped, sizeof(mapped));
+		if (!c->peer.v4)
+			memset(c->peer.b + 8, 0, 8);
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* Eviction order: answered and lingering first, then reading a head, then writing. */
+static int victim_rank(const struct conn *c)
+{
+	switch (c->state) {
+	case CONN_DRAINING: return 0;
+	case CONN_READING:  return 1;
+	default:            return 2;
+	}
+}
+
+static bool better_victim(const struct conn *x, const struct conn *cur)
+{
+	if (!cur)
+		return true;
+	int rx = victim_rank(x), rc = victim_rank(cur);
+	return rx < rc || (rx == rc && x->seq < cur->seq);
+}
+
+static void log_evict(struct http_server *s, uint64_t *last, const char *what, int cap,
+                      const struct conn *v)
+{
+	uint64_t now = uv_now(s->loop);
+	char key[IPKEY_MAX];
+	if (*last && now - *last < 60000)
+		return;
+	*last = now;
+	ipkey_format(&v->peer, key, sizeof(key));
+	LOGW(NULL, NULL, "metrics listener: %s (%d) reached, closing the oldest connection "
+	     "(from %s) for a new one (logged once a minute)", what, cap, key);
+}
+
+/* Makes room for the new connection c (already counted in s->conns): closes
+ * the oldest connection of c's peer when that peer is at its cap, else the
+ * oldest connection of all when the listener is at its cap. Before c came
+ * at most HTTP_MAX_CONNS were open, so one eviction always suffices. */
+static void make_room(struct http_server *s, struct conn *c)
+{
+	struct conn *oldest = NULL, *oldest_peer = NULL;
+	int open = 0, same = 0;
+
+	for (struct conn *x = s->conns; x; x = x->next) {
+		if (x == c || x->state == CONN_CLOSING)
+			continue;
+		open++;
+		if (better_victim(x, oldest))
+			oldest = x;
+		if (x->peer.v4 == c->peer.v4 && !memcmp(x->peer.b, c->peer.b, sizeof(x->peer.b))) {
+			same++;
+			if (better_victim(x, oldest_peer))
+				oldest_peer = x;
+		}
+	}
+	if (same >= HTTP_MAX_CONNS_PER_PEER) {
+		log_evict(s, &s->last_peer_log, "per-peer connection cap",
+		          HTTP_MAX_CONNS_PER_PEER, oldest_peer);
+		conn_close(oldest_peer);
+	} else if (open >= HTTP_MAX_CONNS) {
+		log_evict(s, &s->last_cap_log, "connection cap", HTTP_MAX_CONNS, oldest);
+		conn_close(oldest);
+	}
+}
+
 static void on_connection(uv_stream_t *ls, int status)
 {
 	struct http_server *s = ls->data;
@@ -458,6 +559,7 @@ static void on_connection(uv_stream_t *ls, int status)
 	struct conn *c = xcalloc(1, sizeof(*c));
 	c->srv = s;
 	c->state = CONN_READING;
+	c->seq = s->next_seq++;
 	uv_tcp_init(s->loop, &c->tcp);
 	uv_timer_init(s->loop, &c->timer);
 	c->tcp.data = c;
@@ -471,20 +573,11 @@ static void on_connection(uv_stream_t *ls, int status)
 	s->conns = c;
 	s->nconns++;
 
-	if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0) {
+	if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0 || conn_peer(c) < 0) {
 		conn_close(c);
 		return;
 	}
-	if (s->nconns > HTTP_MAX_CONNS) {
-		uint64_t now = uv_now(s->loop);
-		if (!s->last_cap_log || now - s->last_cap_log >= 60000) {
-			s->last_cap_log = now;
-			LOGW(NULL, NULL, "metrics listener: connection cap (%d) reached, dropping "
-			     "connections (logged once a minute)", HTTP_MAX_CONNS);
-		}
-		conn_close(c);
-		return;
-	}
+	make_room(s, c);
 	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
 		conn_close(c);
 		return;

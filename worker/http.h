@@ -2,7 +2,9 @@
  * A tiny HTTP/1.x listener on the libuv loop for operators: GET /metrics
  * (Prometheus text 0.0.4), /healthz (the loop is alive) and /readyz (the
  * readiness callback). Strict and bounded: request head ≤ 8 KiB, a read
- * timeout, a connection cap, GET/HEAD only, one request per connection
+ * deadline from the accept, a connection cap overall and per peer (reached:
+ * the oldest connection is closed for the new one, so a probe is answered
+ * even under a flood), GET/HEAD only, one request per connection
  * (`Connection: close`). Never blocks the loop; never crashes on input.
  */
 #ifndef ARBITER_HTTP_H
@@ -13,6 +15,11 @@
 #include <uv.h>
 
 struct http_server;
+
+/* Connections open at once, overall and from one peer (an IPv4 address or an
+ * IPv6 /64). At either cap a new connection closes the oldest one in its way. */
+#define HTTP_MAX_CONNS 64
+#define HTTP_MAX_CONNS_PER_PEER 8
 
 /* Readiness probe: return true when ready; else write a reason into why
  * (NUL-terminated, at most n bytes). Runs on the loop for each /readyz. */
