@@ -143,6 +143,21 @@ int gcra_params_make(const struct gcra_rate *r, long burst, struct gcra_params *
 	return 0;
 }
 
+int gcra_state_sanitize(const struct gcra_params *p, struct gcra_state *st, int64_t now_us,
+                        int64_t max_defer_us)
+{
+	int reset = 0;
+	if (st->tat_us > now_us + p->tolerance_us + p->emission_us) {
+		st->tat_us = 0;
+		reset |= 1;
+	}
+	if (st->last_deferred_us > now_us + max_defer_us) {
+		st->last_deferred_us = 0;
+		reset |= 2;
+	}
+	return reset;
+}
+
 enum gcra_verdict gcra_decide(const struct gcra_params *p, struct gcra_state *st,
                               int64_t now_us, enum gcra_policy pol, bool promoted,
                               int64_t *retry_at_us)

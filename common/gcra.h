@@ -70,6 +70,13 @@ struct gcra_state {
 enum gcra_policy { GCRA_POLICY_DEFER, GCRA_POLICY_REJECT };
 enum gcra_verdict { GCRA_ALLOW, GCRA_DEFER, GCRA_REJECT };
 
+/* Resets implausible state before a decision at now_us, as the script does: a
+ * TAT later than now_us + tau + T (no decision writes one: burst x T) and a last
+ * due time later than now_us + max_defer_us become 0 (absent). Returns a bit set
+ * of what was reset: 1 the TAT, 2 the last due time (0 when nothing was). */
+int gcra_state_sanitize(const struct gcra_params *p, struct gcra_state *st, int64_t now_us,
+                        int64_t max_defer_us);
+
 /* One decision at now_us (the Redis clock in the script). promoted: the job
  * comes back from the delayed set (it may take a slot although others are
  * waiting). Updates *st as the script updates the key. *retry_at_us (may be

@@ -177,6 +177,26 @@ static void test_defer(void)
 	       "stale D does not block");
 }
 
+/* Implausible state (a hand edit) is reset: the TAT beyond burst x T, D beyond
+ * the longest deferral; the largest values a decision can write are kept. */
+static void test_sanitize(void)
+{
+	struct gcra_params p = mk("10/60s", 10);
+	int64_t now = 1700000000LL * S, day = 86400 * S;
+	struct gcra_state st = { now + 60 * S, now + day };
+	is_int(gcra_state_sanitize(&p, &st, now, day), 0, "TAT at now + burst x T, D at now + 1 day: kept");
+	is_int(st.tat_us, now + 60 * S, "TAT unchanged");
+	st.tat_us = now + 60 * S + 1;
+	is_int(gcra_state_sanitize(&p, &st, now, day), 1, "TAT 1 µs further: reset");
+	is_int(st.tat_us, 0, "TAT absent");
+	is_int(gcra_decide(&p, &st, now, GCRA_POLICY_REJECT, false, NULL), GCRA_REJECT,
+	       "D still ahead: the job waits in line");
+	st = (struct gcra_state){ INT64_MAX, INT64_MAX };
+	is_int(gcra_state_sanitize(&p, &st, now, day), 3, "both at INT64_MAX: reset");
+	is_int(gcra_decide(&p, &st, now, GCRA_POLICY_REJECT, false, NULL), GCRA_ALLOW,
+	       "then the job is allowed");
+}
+
 static void test_misc(void)
 {
 	is_int(gcra_us_to_ms_ceil(0), 0, "0 µs");
@@ -195,6 +215,7 @@ int main(void)
 	test_default();
 	test_window_bound();
 	test_defer();
+	test_sanitize();
 	test_misc();
 	return tap_done();
 }

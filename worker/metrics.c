@@ -72,6 +72,7 @@ static struct {
 	uint64_t reconciled;
 	uint64_t reconnects[NTARGET];
 	uint64_t ratelimit[NDECISION];
+	uint64_t ratelimit_resets;
 	long inflight, sandbox_busy;
 	long paused, paused_challenges;
 	long bulk_len;
@@ -219,6 +220,11 @@ void metrics_commit_batch(int size)
 void metrics_ratelimit(const char *decision)
 {
 	M.ratelimit[lookup(decisions, NDECISION, decision)]++;
+}
+
+void metrics_ratelimit_reset(void)
+{
+	M.ratelimit_resets++;
 }
 
 void metrics_reset(void)
@@ -503,6 +509,10 @@ static void render_queue(struct strbuf *out)
 	labelled_counter(out, "arbiter_ratelimit_decisions_total",
 	                 "Rate-limit decisions, by decision.",
 	                 "decision", decisions, NDECISION, DECISION_KNOWN, M.ratelimit);
+	header(out, "arbiter_ratelimit_state_resets_total", "counter",
+	       "Limiter keys found holding implausible state (not a finite time, too far ahead, "
+	       "not a hash) and reset.");
+	sample(out, "arbiter_ratelimit_state_resets_total", NULL, (double)M.ratelimit_resets);
 
 	gauge(out, "arbiter_paused", "1 while `arbiter pause` stops this worker reading jobs.",
 	      (double)M.paused);

@@ -17,6 +17,7 @@
  *   arbiter_reconciler_requeued_total                counter
  *   arbiter_reconnects_total{target}                 counter
  *   arbiter_ratelimit_decisions_total{decision}      counter
+ *   arbiter_ratelimit_state_resets_total             counter
  *   arbiter_build_info{version}, process_* (resident memory, CPU, fds, start)
  */
 #ifndef ARBITER_METRICS_H
@@ -77,6 +78,9 @@ void metrics_reconnect(const char *what);
 void metrics_commit_batch(int size);
 /* Counter: one rate-limit decision: allowed, deferred, rejected (or error). */
 void metrics_ratelimit(const char *decision);
+/* Counts one limiter key whose implausible state the rate-limit script reset
+ * (README "Rate limiting"). */
+void metrics_ratelimit_reset(void);
 /* Appends the whole exposition (# HELP, # TYPE, samples) to out. Returns 0. */
 int  metrics_render(struct strbuf *out);
 

@@ -72,10 +72,21 @@ const char rl_lua_check[] =
 	"local T = finite(ARGV[1])\n"
 	"local tau = finite(ARGV[2])\n"
 	"if not T or not tau then return redis.error_reply('rate limit: bad T or tau') end\n"
-	"local st = redis.call('HMGET', KEYS[1], 't', 'd')\n"
-	"local stored = finite(st[1]) or 0\n"
-	"local dl = finite(st[2]) or 0\n"
-	"if dl > now + MAX_DEFER_US then dl = now + MAX_DEFER_US end\n"
+	"local reset = 0\n"
+	"local st = {false, false}\n"
+	"local kt = redis.call('TYPE', KEYS[1])\n"
+	"kt = type(kt) == 'table' and kt.ok or kt\n"
+	"if kt == 'hash' then\n"
+	"  st = redis.call('HMGET', KEYS[1], 't', 'd')\n"
+	"elseif kt ~= 'none' then\n"
+	"  reset = 4\n"
+	"end\n"
+	"local stored = finite(st[1])\n"
+	"if st[1] and (not stored or stored > now + tau + T) then reset = reset + 1 end\n"
+	"if not stored or stored > now + tau + T then stored = 0 end\n"
+	"local dl = finite(st[2])\n"
+	"if st[2] and (not dl or dl > now + MAX_DEFER_US) then reset = reset + 2 end\n"
+	"if not dl or dl > now + MAX_DEFER_US then dl = 0 end\n"
 	"local tat = stored\n"
 	"if tat < now then tat = now end\n"
 	"local function fmt(x) return string.format('%.0f', x) end\n"
@@ -86,16 +97,27 @@ const char rl_lua_check[] =
 	"  if ms > 2 * MAX_DEFER_US / 1000 then ms = 2 * MAX_DEFER_US / 1000 end\n"
 	"  return fmt(ms)\n"
 	"end\n"
+	"local function clean()\n"
+	"  if reset >= 4 then redis.call('DEL', KEYS[1])\n"
+	"  elseif reset > 0 then\n"
+	"    if reset % 2 == 1 then redis.call('HDEL', KEYS[1], 't') end\n"
+	"    if reset >= 2 then redis.call('HDEL', KEYS[1], 'd') end\n"
+	"  end\n"
+	"end\n"
 	"if tat - now <= tau and (ARGV[4] == '1' or dl <= now) then\n"
 	"  local ntat = tat + T\n"
 	"  local ex = ttl(ntat, dl)\n"
+	"  clean()\n"
 	"  redis.call('HSET', KEYS[1], 't', fmt(ntat))\n"
 	"  redis.call('PEXPIRE', KEYS[1], ex)\n"
-	"  return {0, 0}\n"
+	"  return {0, 0, reset}\n"
 	"end\n"
 	"local retry = tat - tau\n"
 	"if retry > now + MAX_DEFER_US then retry = now + MAX_DEFER_US end\n"
-	"if ARGV[3] ~= 'defer' then return {2, ms_ceil(retry)} end\n"
+	"if ARGV[3] ~= 'defer' then\n"
+	"  clean()\n"
+	"  return {2, ms_ceil(retry), reset}\n"
+	"end\n"
 	"if retry < dl + T then retry = dl + T end\n"
 	"if retry > now + MAX_DEFER_US then retry = now + MAX_DEFER_US end\n"
 	"local job = {}\n"
@@ -105,12 +127,16 @@ const char rl_lua_check[] =
 	"job['_token'] = ARGV[6]\n"
 	"local member = cjson.encode(job)\n"
 	"local score, due, ex = fmt(ms_ceil(retry)), fmt(retry), ttl(stored, retry)\n"
-	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then return {3, 0} end\n"
+	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then\n"
+	"  clean()\n"
+	"  return {3, 0, reset}\n"
+	"end\n"
+	"clean()\n"
 	"redis.call('XDEL', KEYS[3], ARGV[6])\n"
 	"redis.call('ZADD', KEYS[2], score, member)\n"
 	"redis.call('HSET', KEYS[1], 'd', due)\n"
 	"redis.call('PEXPIRE', KEYS[1], ex)\n"
-	"return {1, ms_ceil(retry)}\n";
+	"return {1, ms_ceil(retry), reset}\n";
 
 /* The promote script. KEYS: 1 `{prefix}:delayed`, 2 `{prefix}:jobs`,
  * 3 `{prefix}:dead`. ARGV: 1 batch size. Moves the members due by Redis TIME
@@ -526,6 +552,20 @@ static void check_ctx_free(struct check_ctx *c)
 	free(c);
 }
 
+/* The script found implausible state under the job's limiter key (argv[3]) and
+ * reset it: bits of what: 1 the TAT, 2 the last due time, 4 the key was not a hash. */
+static void state_reset(const struct check_ctx *c, long long what)
+{
+	LOGW(c->sub, c->entry, "rate limit: implausible limiter state in %s reset: %s%s%s "
+	     "(a hand edit or a bug elsewhere)", c->argv[3],
+	     what & 4 ? "the key was not a hash" :
+	     what & 1 ? "t (the TAT) was not a finite time at most burst x T after now" : "",
+	     (what & 3) == 3 && !(what & 4) ? ", " : "",
+	     (what & 2) && !(what & 4) ? "d (the last due time) was not a finite time at most "
+	                                 "one day after now" : "");
+	metrics_ratelimit_reset();
+}
+
 static void check_cb(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct check_ctx *c = data;
@@ -543,12 +583,16 @@ static void check_cb(struct rq *r, redisReply *reply, const char *err, void *dat
 		                (const char **)c->argv) == 0)
 			return;
 		why = "could not send EVAL";
-	} else if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+	} else if (reply && reply->type == REDIS_REPLY_ARRAY &&
+	           (reply->elements == 2 || reply->elements == 3) &&
 	           reply->element[0]->type == REDIS_REPLY_INTEGER &&
 	           reply->element[1]->type == REDIS_REPLY_INTEGER) {
 		long long code = reply->element[0]->integer;
 		retry = reply->element[1]->integer;
 		why = NULL;
+		if (reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_INTEGER &&
+		    reply->element[2]->integer > 0)
+			state_reset(c, reply->element[2]->integer);
 		switch (code) {
 		case 0: d = RL_ALLOW; break;
 		case 1: d = RL_DEFERRED; break;

@@ -243,9 +243,11 @@ static void load_failed(struct worker *w, struct lbatch *b, const struct pgc_res
 	bool timed_out = !strcmp(r->sqlstate, "57014") || strstr(r->err, "query timeout");
 	snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
 	if (timed_out && b->n == 1)
-		snprintf(err, sizeof err, "loading the submission timed out (more than %d ms): "
-		         "its row is too large or too slow to read (%s)",
-		         w->cfg->pg_query_timeout_ms / 10 * 9, r->err);
+		snprintf(err, sizeof err, "loading the submission timed out on attempt %d of %d "
+		         "(ARBITER_PG_QUERY_TIMEOUT_MS=%d; the server's statement_timeout is 9/10 of "
+		         "it): its row is too large or too slow to read (%s)",
+		         b->jobs[0]->attempts, w->cfg->max_deliveries, w->cfg->pg_query_timeout_ms,
+		         r->err);
 	if ((!r->transient || timed_out) && b->n > 1)
 		LOGW(NULL, NULL, "%s: loading the %d jobs of the batch one by one", err, b->n);
 	for (int i = 0; i < b->n; i++) {
