@@ -898,13 +898,13 @@ static void test_prepared_bound(void)
 }
 
 /* The README's bound on one evaluation's CPU time ("Measured performance": worst single
- * evaluation ≤ 50 ms), with a margin for this shared machine; sanitizer builds run several
- * times slower. */
+ * evaluation ≤ 50 ms), with a margin for this shared machine; address + undefined sanitizer
+ * builds run about 11 times slower (443 ms measured for a 39 ms case). */
 #if defined(__SANITIZE_ADDRESS__)
-#define EVAL_CPU_LIMIT 1.0
+#define EVAL_CPU_LIMIT 2.5
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define EVAL_CPU_LIMIT 1.0
+#define EVAL_CPU_LIMIT 2.5
 #endif
 #endif
 #ifndef EVAL_CPU_LIMIT
