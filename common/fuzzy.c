@@ -520,38 +520,61 @@ size_t fuzzy_levenshtein_portable(const int32_t *a, size_t na, const int32_t *b,
 	return levenshtein(a, na, b, nb, false);
 }
 
-int fuzzy_score(const char *a, size_t alen, const char *b, size_t blen, int *score)
+int fuzzy_pair_init(struct fuzzy_pair *p, const char *a, size_t alen, const char *b,
+                    size_t blen)
 {
-	int32_t *ca, *cb;
-	size_t na, nb, d, mx, pre = 0, suf = 0;
-	int rc = 0;
+	memset(p, 0, sizeof *p);
+	if (fuzzy_normalize(a, alen, &p->a, &p->na) < 0)
+		return -1;
+	if (fuzzy_normalize(b, blen, &p->b, &p->nb) < 0)
+		return -1;
+	/* A common prefix and suffix never change the distance: strip them, so near-identical
+	 * long texts cost only their differing middle. */
+	size_t pre = 0, suf = 0, na = p->na, nb = p->nb;
+	while (pre < na && pre < nb && p->a[pre] == p->b[pre])
+		pre++;
+	while (suf < na - pre && suf < nb - pre && p->a[na - 1 - suf] == p->b[nb - 1 - suf])
+		suf++;
+	p->pre = pre;
+	p->suf = suf;
+	return 0;
+}
 
-	if (fuzzy_normalize(a, alen, &ca, &na) < 0)
-		return -1;
-	if (fuzzy_normalize(b, blen, &cb, &nb) < 0) {
-		free(ca);
-		return -1;
-	}
-	mx = na > nb ? na : nb;
+void fuzzy_pair_middle(const struct fuzzy_pair *p, size_t *m, size_t *n)
+{
+	size_t x = p->na - p->pre - p->suf, y = p->nb - p->pre - p->suf;
+	*m = x < y ? x : y;
+	*n = x < y ? y : x;
+}
+
+int fuzzy_pair_score(const struct fuzzy_pair *p, int *score)
+{
+	size_t mx = p->na > p->nb ? p->na : p->nb, m, n;
 	if (mx == 0) {
 		*score = 1000;
-		goto out;
+		return 0;
 	}
-	/* A common prefix and suffix never change the distance: strip them, so
-	 * near-identical long texts cost only their differing middle. */
-	while (pre < na && pre < nb && ca[pre] == cb[pre])
-		pre++;
-	while (suf < na - pre && suf < nb - pre && ca[na - 1 - suf] == cb[nb - 1 - suf])
-		suf++;
-	if ((uint64_t)(na - pre - suf) * (uint64_t)(nb - pre - suf) > FUZZY_MAX_CELLS) {
-		rc = -2;
-		goto out;
-	}
-	d = fuzzy_levenshtein(ca + pre, na - pre - suf, cb + pre, nb - pre - suf);
+	fuzzy_pair_middle(p, &m, &n);
+	if ((uint64_t)m * (uint64_t)n > FUZZY_MAX_CELLS)
+		return -2;
+	size_t d = fuzzy_levenshtein(p->a + p->pre, p->na - p->pre - p->suf, p->b + p->pre,
+	                             p->nb - p->pre - p->suf);
 	/* floor(1000 (mx - d) / mx + 1/2), exactly. */
 	*score = (int)((2000 * (uint64_t)(mx - d) + mx) / (2 * (uint64_t)mx));
-out:
-	free(ca);
-	free(cb);
+	return 0;
+}
+
+void fuzzy_pair_free(struct fuzzy_pair *p)
+{
+	free(p->a);
+	free(p->b);
+	p->a = p->b = NULL;
+}
+
+int fuzzy_score(const char *a, size_t alen, const char *b, size_t blen, int *score)
+{
+	struct fuzzy_pair p;
+	int rc = fuzzy_pair_init(&p, a, alen, b, blen) < 0 ? -1 : fuzzy_pair_score(&p, score);
+	fuzzy_pair_free(&p);
 	return rc;
 }

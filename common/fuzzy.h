@@ -26,6 +26,25 @@ size_t fuzzy_levenshtein_portable(const int32_t *a, size_t na, const int32_t *b,
  * 100,000 × 100,000 case (≈0.25 s here). Beyond it the comparison would stall a worker. */
 #define FUZZY_MAX_CELLS 10000000000ULL
 
+/* The two texts of one comparison, normalised (fuzzy_normalize), with the lengths of their
+ * common prefix and suffix: what the distance will cost is known before it is computed. */
+struct fuzzy_pair {
+	int32_t *a, *b;        /* owned code points */
+	size_t na, nb;
+	size_t pre, suf;       /* common prefix and suffix (not overlapping) */
+};
+/* Normalises both texts into *p (free with fuzzy_pair_free, also after a failure). Time and
+ * memory linear in alen + blen. Returns 0, or -1 on invalid UTF-8. */
+int fuzzy_pair_init(struct fuzzy_pair *p, const char *a, size_t alen, const char *b,
+                    size_t blen);
+/* The lengths in code points of the two differing middles, the shorter one in *m: the
+ * distance costs ⌈m/64⌉·n bit-parallel steps, plus sorting the m pattern code points. */
+void fuzzy_pair_middle(const struct fuzzy_pair *p, size_t *m, size_t *n);
+/* fuzzy_score of the pair: 0 with *score in 0..1000, or -2 when the middles exceed
+ * FUZZY_MAX_CELLS (*score untouched). */
+int fuzzy_pair_score(const struct fuzzy_pair *p, int *score);
+void fuzzy_pair_free(struct fuzzy_pair *p);
+
 /* 1000 × (1 − lev/max(len)), rounded half up exactly; both empty → 1000.
  * Returns 0 with *score in 0..1000; -1 on invalid UTF-8; -2 when the texts differ over more
  * than FUZZY_MAX_CELLS (then *score is untouched). */

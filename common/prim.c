@@ -585,13 +585,22 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 
 /* ---- fuzzy_string ------------------------------------------------------ */
 
-int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err)
+int prim_fuzzy_string_paid(const json_t *got, const json_t *want,
+                           bool (*pay)(void *arg, size_t m, size_t n), void *arg,
+                           struct prim_err *err)
 {
 	if (!need_both(got, want, JSON_STRING, "a string", err))
 		return PRIM_BAD;
-	int score;
-	int rc = fuzzy_score(json_string_value(got), json_string_length(got),
-	                     json_string_value(want), json_string_length(want), &score);
+	struct fuzzy_pair p;
+	size_t m, n;
+	int score = 0, rc = fuzzy_pair_init(&p, json_string_value(got), json_string_length(got),
+	                                    json_string_value(want), json_string_length(want));
+	if (rc == 0) {
+		fuzzy_pair_middle(&p, &m, &n);
+		if (!pay || pay(arg, m, n))
+			rc = fuzzy_pair_score(&p, &score);
+	}
+	fuzzy_pair_free(&p);
 	if (rc == -2) {
 		set_err(err, 0, "%s", "texts too long to compare: their differing parts exceed "
 		        "10^10 code-point pairs (FUZZY_MAX_CELLS)");
@@ -602,6 +611,11 @@ int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *er
 		return PRIM_BAD;
 	}
 	return score;
+}
+
+int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err)
+{
+	return prim_fuzzy_string_paid(got, want, NULL, NULL, err);
 }
 
 /* ---- sets: coverage_ratio, set_overlap ----------------------------------- */

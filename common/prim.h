@@ -86,6 +86,14 @@ int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const stru
                                const struct dec_num *tol, bool linear);
 /* Both strings: fuzzy_score(). PRIM_BAD if not strings or invalid UTF-8. */
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err);
+/* prim_fuzzy_string with the distance paid for before it runs: after normalising both texts
+ * and stripping their common prefix and suffix, pay(arg, m, n) gets the differing middles'
+ * lengths in code points (m ≤ n); when it returns false the distance is not computed and the
+ * result is 0 (the caller knows why). pay may be NULL (always computed). Called at most once,
+ * synchronously. */
+int prim_fuzzy_string_paid(const json_t *got, const json_t *want,
+                           bool (*pay)(void *arg, size_t m, size_t n), void *arg,
+                           struct prim_err *err);
 /* Both arrays, items as canonical JSON, sets (duplicates count once):
  * |got ∩ want| ÷ |want|; want empty → 1000. */
 int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *err);

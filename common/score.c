@@ -102,6 +102,37 @@ struct app {
 	json_t *det;       /* explain detail (borrowed), or NULL */
 };
 
+/* Work units of the costly steps (README "Work budget"), about a nanosecond each here. */
+enum {
+	W_NODE = 200,          /* an array element or object member dumped, sorted or paired */
+	W_STRING = 32,         /* a string normalised or dumped (allocation, call) */
+	W_BYTE = 4,            /* a byte dumped and compared, or normalised in ASCII text */
+	W_NORM_UNICODE = 64,   /* a byte of non-ASCII text through nfkc or casefold */
+	W_NORM_OTHER = 16,     /* a byte of non-ASCII text through the other steps */
+	W_TOKEN = 64,          /* a byte tokenised and sorted (token_overlap) */
+	W_SCAN = 1,            /* a byte scanned once (a literal term, counting words) */
+	W_RX_STEP = 3,         /* a regular-expression state visit */
+	W_CMP_NODE = 16,       /* an array element or object member compared (exact_match) */
+	W_APPLY = 64,          /* a nested primitive applied to one element (paths resolved) */
+	W_LEV_COL = 24,        /* fuzzy_string: a code point of the longer middle (one column) */
+	W_LEV_BLOCK = 3,       /* fuzzy_string: 64 rows of one column, bit-parallel */
+	W_LEV_ROW = 64,        /* fuzzy_string: a code point of the shorter middle (its alphabet) */
+};
+
+/* Charges units to the evaluation's budget; false when they do not fit what is left (the
+ * step is then not run, nothing is charged, and the current dimension will score 0; later
+ * steps that fit still run). */
+static bool charge(struct ctx *c, uint64_t units)
+{
+	if (units <= c->work_left) {
+		c->work_left -= units;
+		c->work_used += units;
+		return true;
+	}
+	c->over = true;
+	return false;
+}
+
 static const json_t *root_doc(const struct ctx *c, enum spec_var_source src, const json_t *elem)
 {
 	switch (src) {
@@ -343,6 +374,14 @@ static int permille_q(struct expr_q q)
 	return prim_permille_ratio((unsigned __int128)q.num, (unsigned __int128)q.den);
 }
 
+/* The warning of a dimension one of whose steps did not fit the work budget. */
+static void budget_warning(struct ctx *c, const struct spec_dim *d)
+{
+	warn(c->warnings, "error", d->field_text ? d->field_text : d->key, "dimension '%s': not "
+	     "scored (0): the evaluation's work budget of %llu units is spent (README \"Work "
+	     "budget\")", d->key, (unsigned long long)SCORE_WORK_BUDGET);
+}
+
 static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
 	double vals[64], lvals[64];
@@ -353,6 +392,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	char why[200];
 	bool ok = true, tolerant = expr_has_coalesce(d->expr);
 	size_t nmissing = 0;
+	c->over = false;
 	for (size_t i = 0; i < d->nvars; i++) {
 		const struct spec_var *v = &d->vars[i];
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
@@ -376,10 +416,15 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			     "not a number", d->key, v->name, v->text);
 			ok = false;
 		}
-		if (x)
+		/* len(v) of a string counts its code points: paid before (README "Work budget") */
+		if (x && (!json_is_string(x) || charge(c, W_SCAN * (uint64_t)json_string_length(x))))
 			lens[i] = value_len(x);
 	}
 	int score = 0;
+	if (c->over) {
+		budget_warning(c, d);
+		ok = false;
+	}
 	if (ok) {
 		int div_zero = 0;
 		struct expr_q qv[64], ql[64];
@@ -469,31 +514,7 @@ static int need_type(const json_t *v, int side, bool ok, const char *what, struc
 	return PRIM_BAD;
 }
 
-/* Work units of the costly steps (README "Work budget"), about a nanosecond each here. */
-enum {
-	W_NODE = 200,          /* an array element or object member dumped, sorted or paired */
-	W_STRING = 32,         /* a string normalised or dumped (allocation, call) */
-	W_BYTE = 4,            /* a byte dumped and compared, or normalised in ASCII text */
-	W_NORM_UNICODE = 64,   /* a byte of non-ASCII text through nfkc or casefold */
-	W_NORM_OTHER = 16,     /* a byte of non-ASCII text through the other steps */
-	W_TOKEN = 64,          /* a byte tokenised and sorted (token_overlap) */
-	W_SCAN = 1,            /* a byte scanned once (a literal term, counting words) */
-	W_RX_STEP = 3,         /* a regular-expression state visit */
-};
 
-/* Charges units to the evaluation's budget; false when they do not fit what is left (the
- * step is then not run, nothing is charged, and the current dimension will score 0; later
- * steps that fit still run). */
-static bool charge(struct ctx *c, uint64_t units)
-{
-	if (units <= c->work_left) {
-		c->work_left -= units;
-		c->work_used += units;
-		return true;
-	}
-	c->over = true;
-	return false;
-}
 
 /* Units to normalise a string with steps (0: to dump and compare it). */
 static uint64_t string_units(const json_t *v, unsigned steps)
@@ -525,6 +546,45 @@ static uint64_t value_units(const json_t *v, unsigned steps)
 	return u;
 }
 
+/* Units to compare v with another value for deep equality (exact_match): every element and
+ * member, and every byte of its strings and keys (case-folded with fold). */
+static uint64_t cmp_units(const json_t *v, bool fold)
+{
+	if (!v)
+		return 0;
+	if (json_is_string(v))
+		return fold ? string_units(v, NORM_CASEFOLD) : W_SCAN * (uint64_t)json_string_length(v);
+	uint64_t u = W_CMP_NODE;
+	if (json_is_array(v)) {
+		for (size_t i = 0; i < json_array_size(v); i++)
+			u += cmp_units(json_array_get(v, i), fold);
+	} else if (json_is_object(v)) {
+		const char *k;
+		json_t *x;
+		json_object_foreach((json_t *)v, k, x)
+			u += W_SCAN * strlen(k) + cmp_units(x, fold);
+	}
+	return u;
+}
+
+/* Units of a Levenshtein distance between differing middles of m ≤ n code points (README
+ * "Work budget"): ⌈m/64⌉ bit-parallel steps per column of the portable code (the AVX2 code
+ * is faster, but the units never depend on the machine), a per-column lookup, and the
+ * pattern's alphabet. */
+static uint64_t lev_units(size_t m, size_t n)
+{
+	if (m == 0)
+		return 0;
+	return W_LEV_COL * (uint64_t)n + W_LEV_BLOCK * (uint64_t)((m + 63) / 64) * (uint64_t)n +
+	       W_LEV_ROW * (uint64_t)m;
+}
+
+/* prim_fuzzy_string_paid's payment: the distance's units, before it runs. */
+static bool pay_distance(void *arg, size_t m, size_t n)
+{
+	return charge(arg, lev_units(m, n));
+}
+
 static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
 {
 	/* The regex budget of the evaluation, and no more steps than the work budget pays for. */
@@ -545,6 +605,9 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 {
 	size_t tl;
 	bool owned;
+	/* joining an array's strings: a call per string (their bytes are charged below) */
+	if (json_is_array(got) && !charge(c, W_STRING * (uint64_t)json_array_size(got)))
+		return 0;
 	const char *text = text_of(got, &tl, &owned);
 	char *own = owned ? (char *)text : NULL;
 	if (!text)
@@ -562,7 +625,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	}
 	json_t *hit = ap->det ? json_array() : NULL, *miss = ap->det ? json_array() : NULL;
 	if (d->nterms) {
-		for (size_t i = 0; i < d->nterms; i++) {
+		for (size_t i = 0; i < d->nterms && !c->over; i++) {
 			const struct spec_term *t = &d->terms[i];
 			bool f = false;
 			for (size_t k = 0; k < t->nalt && !f; k++)
@@ -653,6 +716,23 @@ static bool item_key(const struct spec_dim *d, const json_t *item, struct strbuf
 	}
 	*len = sb->len - at;
 	return true;
+}
+
+/* Units to key the objects of arr (item_key): each match_on value normalised (with
+ * normalize) or dumped. */
+static uint64_t okey_units(const struct spec_dim *d, const json_t *arr)
+{
+	uint64_t u = 0;
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		const json_t *item = json_array_get(arr, i);
+		for (size_t k = 0; json_is_object(item) && k < d->nkeys; k++) {
+			const json_t *v = jpath_get(d->match_on[k], item, NULL, 0);
+			if (!v)
+				break;
+			u += value_units(v, d->norm);
+		}
+	}
+	return u;
 }
 
 /* A submitted object's key (item_key: bytes k, len with the OKEY_PLAIN flag) with its 64-bit
@@ -774,6 +854,7 @@ struct prep_dim {
 	json_t *nwant;                 /* want normalised (a reference to want without normalize) */
 	uint64_t want_units;           /* normalising want: value_units(want, steps) */
 	uint64_t nwant_units;          /* nwant's share of prim_units */
+	uint64_t key_units;            /* match_objects: okey_units of want */
 	bool has_set; struct prim_set set;            /* sets: nwant's items */
 	bool has_tok; struct strbuf tsb; char **tok; size_t ntok;   /* token_overlap: nwant's */
 };
@@ -829,6 +910,9 @@ static const json_t *nested_want(const struct spec_dim *n, const json_t *w)
 static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, const json_t *w,
                   const struct pval *pw, struct app *ap)
 {
+	/* the dimension already scores 0 when a step did not fit: nothing more of it runs */
+	if (c->over || !charge(c, W_APPLY))
+		return 0;
 	const json_t *sg = g ? get_path(n->field, g, NULL, 0) : NULL;
 	const json_t *sw = pw ? pw->v : nested_want(n, w);
 	if (!sg || (!sw && n->prim != PRIM_TEXT_LENGTH && n->prim != PRIM_REGEX_MATCH &&
@@ -957,6 +1041,9 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	if (!json_is_array(want))
 		return need_type(want, 1, false, "an array", e);
 	const struct prep_dim *pd = c->cur && c->cur->d == d && c->cur->want == want ? c->cur : NULL;
+	/* both sides' keys, normalised or dumped (prepared or not, the same units) */
+	if (!charge(c, okey_units(d, got) + (pd ? pd->key_units : okey_units(d, want))))
+		return 0;
 	size_t ns = json_array_size(got), ne = json_array_size(want), matched;
 	size_t *pair = xmalloc((ne ? ne : 1) * sizeof *pair);
 	for (size_t j = 0; j < ne; j++)
@@ -980,7 +1067,7 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		wsum += d->fweights[f];
 	unsigned __int128 num = 0;   /* Σ over pairs of Σ w_f × s_f (or 1000 × 10^6 per pair) */
 	json_t *pairs = ap->det ? json_array() : NULL;
-	for (size_t j = 0; j < ne; j++) {   /* pairs in expected order */
+	for (size_t j = 0; j < ne && !c->over; j++) {   /* pairs in expected order */
 		if (pair[j] == SIZE_MAX)
 			continue;
 		const json_t *w = json_array_get(want, j), *g = json_array_get(got, pair[j]);
@@ -1038,7 +1125,7 @@ static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t
 	json_t *per = ap->det ? json_object() : NULL;
 	size_t i = 0;
 	void *it = d->keys || pd ? NULL : json_object_iter((json_t *)want);
-	for (i = 0; i < nk; i++) {
+	for (i = 0; i < nk && !c->over; i++) {
 		const char *k;
 		const json_t *wv = NULL;
 		if (pd) {
@@ -1130,8 +1217,11 @@ static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const js
 		return (json_is_array(got) ? value_units(got, 0) : 0) +
 		       (json_is_array(want) ? value_units(want, 0) : 0);
 	case PRIM_COUNT:
+		/* every item dumped into a buffer of its own, sorted, freed: twice a set's units */
 		if (d->count_of == SPEC_C_DISTINCT || d->count_of == SPEC_C_UNIQUE_RATIO)
-			return json_is_array(got) ? value_units(got, 0) : 0;
+			return json_is_array(got) ? 2 * value_units(got, 0) : 0;
+		if (d->count_of == SPEC_C_PRESENT)   /* a lookup per listed key */
+			return W_CMP_NODE * (uint64_t)json_array_size(d->present_keys);
 		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
 	case PRIM_TEXT_LENGTH:
 		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
@@ -1146,8 +1236,18 @@ static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const js
 		                         : json_is_object(want) ? (uint64_t)json_object_size(want) : 0);
 	case PRIM_NUMERIC_TOLERANCE:
 		return json_is_array(want) ? W_NODE / 4 * (uint64_t)json_array_size(want) : 0;
-	default:   /* constant work, or linear and cheap (exact_match compares; fuzzy_string has
-	            * its own bound on the distance matrix) */
+	case PRIM_EXACT_MATCH:
+		/* two strings with normalize: their normalising covers the compare (apply) */
+		if (d->norm && !d->case_insensitive && json_is_string(got) && json_is_string(want))
+			return 0;
+		return cmp_units(got, d->case_insensitive) + cmp_units(want, d->case_insensitive);
+	case PRIM_FUZZY_STRING:   /* normalising both into code points (NFKC, case folding) and
+	                           * stripping their common ends: twice a normalisation's units;
+	                           * the distance is paid once its size is known (pay_distance) */
+		return json_is_string(got) && json_is_string(want)
+		       ? 2 * (string_units(got, NORM_NFKC | NORM_CASEFOLD) +
+		              string_units(want, NORM_NFKC | NORM_CASEFOLD)) : 0;
+	default:   /* constant work (numbers, time, efficiencies) */
 		return 0;
 	}
 }
@@ -1231,7 +1331,7 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		ap->nbad += nbad;
 		break;
 	case PRIM_FUZZY_STRING:
-		r = prim_fuzzy_string(got, want, e);
+		r = prim_fuzzy_string_paid(got, want, pay_distance, c, e);
 		break;
 	case PRIM_COVERAGE_RATIO:
 		r = pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e)
@@ -1342,9 +1442,7 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 	r = apply(c, d, got, want, pw, &ap, &e);
 	c->cur = NULL;
 	if (c->over) {
-		warn(c->warnings, "error", d->field_text, "dimension '%s': not scored (0): the "
-		     "evaluation's work budget of %llu units is spent (README \"Work budget\")", d->key,
-		     (unsigned long long)SCORE_WORK_BUDGET);
+		budget_warning(c, d);
 		return 0;
 	}
 	if (r != PRIM_BAD && ap.nbad > 0) {
@@ -1498,6 +1596,11 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 	}
 	if (d->prim == PRIM_MATCH_OBJECTS) {
 		size_t ne = json_array_size(want);
+		pd->key_units = okey_units(d, want);
+		if (!prep_take(left, pd->key_units)) {   /* left to the evaluations */
+			free(pd);
+			return NULL;
+		}
 		pd->n = ne;
 		pd->keys = xcalloc(ne ? ne : 1, sizeof *pd->keys);
 		pd->nk = key_items(d, want, &pd->kb, pd->keys);
