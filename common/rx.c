@@ -739,11 +739,18 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 			if (np >= len)
 				break;
 			if (np > pos) {
+				/* prev is the code point ending at np: step back over at most three
+				 * continuation bytes (not before pos, a boundary), then decode forward
+				 * to np as the scan from the start would (a stray continuation byte
+				 * is U+FFFD on its own). */
 				size_t back = np - 1, q;
-				while (back > pos && back > np - 4 && ((unsigned char)text[back] & 0xC0) == 0x80)
+				while (back > pos && np - back < 4 &&
+				       ((unsigned char)text[back] & 0xC0) == 0x80)
 					back--;
 				q = back;
-				m.prev = decode(text, len, &q);
+				do
+					m.prev = decode(text, np, &q);
+				while (q < np);
 				pos = np;
 			}
 		}

@@ -72,6 +72,16 @@ static const struct mcase mcases[] = {
 	{ "(x+x+)+y", false, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0 },
 	{ "\\d{3}-\\d{4}", false, "call 555-1234 now", 1 },
 	{ "q", false, "\xFF\xFEq", 1 },                /* invalid UTF-8 bytes are skipped over */
+	/* \b next to a non-ASCII letter within 4 bytes of the start (the skip to the literal must
+	 * look back at the whole code point before it). */
+	{ "\\ba", false, "\xC3\xA9" "a", 0 },
+	{ "\\ba", false, "x\xC3\xA9" "a", 0 },
+	{ "\\Ba", false, "\xC3\xA9" "a", 1 },
+	{ "\\ba", false, "\xE4\xB8\x80" "a", 0 },         /* U+4E00 is a letter */
+	{ "\\ba", false, "\xF0\x9D\x90\x80" "a", 0 },     /* U+1D400 is a letter */
+	{ "\\ba", false, "\xC2\xA0" "a", 1 },             /* U+00A0 is not */
+	{ "\\ba", false, "\xC3\xA9\xA9" "a", 1 },         /* a stray continuation byte: U+FFFD */
+	{ "\\bab", false, "\xC3\xA9" "ab \xC3\xA9" "ab", 0 },
 };
 
 struct ecase { const char *pat; const char *err; };
