@@ -151,17 +151,57 @@ static bool named_match(unsigned named, int32_t c)
 	return false;
 }
 
+/* Whether c is in the ranges of k, which are sorted and disjoint (cls_finish): a binary
+ * search, so a class test costs O(log ranges) whatever the pattern (a class of a thousand
+ * ranges is about ten comparisons, and one search step). */
+static bool ranges_have(const struct cls *k, int32_t c)
+{
+	size_t lo = 0, hi = k->nr;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c < k->r[mid].lo)
+			hi = mid;
+		else if (c > k->r[mid].hi)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
+
 static bool cls_has(const struct cls *k, int32_t c, bool icase)
 {
-	bool in = named_match(k->named, c);
-	for (size_t i = 0; !in && i < k->nr; i++)
-		in = c >= k->r[i].lo && c <= k->r[i].hi;
+	bool in = named_match(k->named, c) || ranges_have(k, c);
 	if (!in && icase) {
 		int32_t l = (int32_t)utf8proc_tolower(c), u = (int32_t)utf8proc_toupper(c);
-		for (size_t i = 0; !in && i < k->nr; i++)
-			in = (l >= k->r[i].lo && l <= k->r[i].hi) || (u >= k->r[i].lo && u <= k->r[i].hi);
+		in = ranges_have(k, l) || ranges_have(k, u);
 	}
 	return in != k->neg;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Sorts the ranges of k and merges those that overlap or touch, so they are disjoint and
+ * ranges_have can search them. */
+static void cls_finish(struct cls *k)
+{
+	if (k->nr < 2)
+		return;
+	qsort(k->r, k->nr, sizeof *k->r, range_cmp);
+	size_t w = 0;
+	for (size_t i = 1; i < k->nr; i++) {
+		if (k->r[i].lo <= k->r[w].hi + 1) {
+			if (k->r[i].hi > k->r[w].hi)
+				k->r[w].hi = k->r[i].hi;
+		} else {
+			k->r[++w] = k->r[i];
+		}
+	}
+	k->nr = w + 1;
 }
 
 static struct cls *new_cls(struct parser *p, int *idx)
@@ -608,6 +648,8 @@ int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, cha
 	r->cls = p.cls;
 	r->ncls = p.ncls;
 	r->icase = icase;
+	for (size_t k = 0; k < r->ncls; k++)
+		cls_finish(&r->cls[k]);
 	for (size_t k = 0; k < r->ncls; k++)
 		for (int c = 0; c < 128; c++)
 			if (cls_has(&r->cls[k], c, icase))

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct mcase { const char *pat; bool icase; const char *text; int want; };
 
@@ -106,6 +107,90 @@ static const struct ecase ecases[] = {
 	{ "(a{1000}){3}", "pattern too large" },
 };
 
+static double cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* CPU ms of the best of three searches of pat over text with budget 6 million (an
+ * evaluation's regex budget, SCORE_RX_BUDGET); the steps taken go to *steps. */
+static double time_search(const char *pat, bool icase, const char *text, size_t n, uint64_t *steps)
+{
+	char err[200];
+	struct rx *r;
+	double best = 1e300;
+	if (rx_compile(pat, strlen(pat), icase, &r, err, sizeof err) < 0) {
+		ok(0, "timed pattern compiles (%s)", err);
+		return 0;
+	}
+	for (int k = 0; k < 3; k++) {
+		uint64_t b = 6000000;
+		double t0 = cpu_ms();
+		rx_search(r, text, n, &b);
+		double t = cpu_ms() - t0;
+		best = t < best ? t : best;
+		*steps = 6000000 - b;
+	}
+	rx_free(r);
+	return best;
+}
+
+/* The costliest pattern the limits allow: a negated class of as many distinct ranges as fit
+ * in RX_MAX_PATTERN (63 ASCII letters and digits, then every other 2-byte code point from
+ * U+0100), repeated 999 times and followed by a letter the text lacks, case-insensitive, over 100,000 CJK characters (all match, so
+ * 999 threads test the class at every character). A class test must cost about what a
+ * one-range class costs (it was a walk over every range, charged as one step: ≈ 3.5 s for
+ * the budget's 6 million steps). Compared as a ratio of CPU times, so a loaded machine does
+ * not fail it; the figure is printed for README "Regular expressions". */
+static void worst_class(void)
+{
+	char *pat = xmalloc(RX_MAX_PATTERN + 1);
+	size_t n = 0;
+	memcpy(pat, "[^", 2);
+	n = 2;
+	static const char ascii[] = "!#%')+-/13579;=?ACEGIKMOQSUWY[]_acegikmoqsuwy{}~";
+	for (const char *a = ascii; *a; a++) {
+		if (*a == ']' || *a == '[' || *a == '-' || *a == '^')
+			pat[n++] = '\\';
+		pat[n++] = *a;
+	}
+	for (int32_t c = 0x100; n + 2 + 7 <= RX_MAX_PATTERN; c += 2) {
+		pat[n++] = (char)(0xC0 | (c >> 6));
+		pat[n++] = (char)(0x80 | (c & 0x3F));
+	}
+	memcpy(pat + n, "]{999}b", 8);
+	n += 7;
+	ok(n <= RX_MAX_PATTERN, "worst pattern within the byte limit (%zu bytes)", n);
+	size_t tn = 100000 * 3;
+	char *text = xmalloc(tn);
+	for (size_t i = 0; i < tn; i += 3)
+		memcpy(text + i, "\xE4\xB8\x80", 3);   /* U+4E00 */
+	/* The same length of one repeated letter: 1,016 ranges before merging. */
+	char *dup = xmalloc(RX_MAX_PATTERN + 1);
+	memcpy(dup, "[^", 2);
+	memset(dup + 2, 'a', RX_MAX_PATTERN - 9);
+	memcpy(dup + RX_MAX_PATTERN - 7, "]{999}b", 8);
+	uint64_t s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+	double one = time_search("[^a]{999}b", true, text, tn, &s1);
+	double worst = time_search(pat, true, text, tn, &s2);
+	double worst_cs = time_search(pat, false, text, tn, &s3);
+	double same = time_search(dup, true, text, tn, &s4);
+	ok(s1 >= 5999000 && s2 >= 5999000 && s3 >= 5999000 && s4 >= 5999000,
+	   "all spend the whole budget (%llu %llu %llu %llu steps)", (unsigned long long)s1,
+	   (unsigned long long)s2, (unsigned long long)s3, (unsigned long long)s4);
+	diag("6M steps: one-range class %.1f ms CPU; distinct ranges %.1f ms (icase), %.1f ms; "
+	     "one letter repeated %.1f ms (icase)", one, worst, worst_cs, same);
+	ok(worst <= 4 * one + 5, "distinct ranges cost about a one-range class (%.1f vs %.1f ms)",
+	   worst, one);
+	ok(worst_cs <= 4 * one + 5, "distinct ranges, case-sensitive (%.1f vs %.1f ms)", worst_cs, one);
+	ok(same <= 4 * one + 5, "one letter repeated (%.1f vs %.1f ms)", same, one);
+	free(dup);
+	free(text);
+	free(pat);
+}
+
 int main(void)
 {
 	char err[200];
@@ -174,5 +259,6 @@ int main(void)
 	   (unsigned long long)(1000000 - budget));
 	rx_free(r);
 	free(text);
+	worst_class();
 	return tap_done();
 }
