@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 #include <utf8proc.h>
 
 #include "util.h"
@@ -93,9 +94,44 @@ static int add(struct parser *p, enum nk k, int32_t c, int a, int b)
 	return (int)p->nn++;
 }
 
+/* Simple case folding, the one case-insensitive literals and classes share: the Unicode
+ * case folding of c when it is a single code point (K U+212A, k and K all fold to k;
+ * long s to s; Ohm sign U+2126 to omega; Angstrom sign U+212B to a with ring), else c's
+ * lowercase (the full folding of ß is "ss": ß stays ß; U+0130 gives i). Idempotent. */
 static int32_t fold(int32_t c)
 {
+	if (c < 128)
+		return c >= 'A' && c <= 'Z' ? c + 32 : c;
+	if (c > 0x10FFFF)
+		return c;
+	utf8proc_int32_t out[4];
+	int bound = 0;
+	if (utf8proc_decompose_char(c, out, 4, UTF8PROC_CASEFOLD, &bound) == 1)
+		return out[0];
 	return (int32_t)utf8proc_tolower(c);
+}
+
+/* Every code point whose fold is not itself, with its fold, by code point: built once (the
+ * scan of all code points takes a few ms) and read by any thread after. */
+struct foldpair { int32_t c, f; };
+static struct foldpair *folds;
+static size_t nfolds;
+static once_flag folds_once = ONCE_FLAG_INIT;
+
+static void folds_build(void)
+{
+	size_t cap = 4096;
+	folds = xcalloc(cap, sizeof *folds);
+	for (int32_t c = 0; c <= 0x10FFFF; c++) {
+		int32_t f = fold(c);
+		if (f == c)
+			continue;
+		if (nfolds == cap) {
+			cap *= 2;
+			folds = xrealloc(folds, cap * sizeof *folds);
+		}
+		folds[nfolds++] = (struct foldpair){ c, f };
+	}
 }
 
 /* Decodes one code point at pos (invalid bytes: U+FFFD, one byte). */
@@ -169,14 +205,11 @@ static bool ranges_have(const struct cls *k, int32_t c)
 	return false;
 }
 
-static bool cls_has(const struct cls *k, int32_t c, bool icase)
+/* Whether the class k holds c; fc is c's fold when the pattern ignores case (the ranges then
+ * hold the folds of their members too: cls_fold), else c. */
+static bool cls_has(const struct cls *k, int32_t c, int32_t fc)
 {
-	bool in = named_match(k->named, c) || ranges_have(k, c);
-	if (!in && icase) {
-		int32_t l = (int32_t)utf8proc_tolower(c), u = (int32_t)utf8proc_toupper(c);
-		in = ranges_have(k, l) || ranges_have(k, u);
-	}
-	return in != k->neg;
+	return (named_match(k->named, c) || ranges_have(k, fc)) != k->neg;
 }
 
 static int range_cmp(const void *a, const void *b)
@@ -219,6 +252,36 @@ static void cls_add(struct cls *k, int32_t lo, int32_t hi)
 {
 	k->r = xrealloc(k->r, (k->nr + 1) * sizeof *k->r);
 	k->r[k->nr++] = (struct range){ lo, hi };
+}
+
+/* For a case-insensitive pattern: adds to k's sorted, merged ranges the fold of every member,
+ * so that "fold(c) is in the ranges" means "some member folds as c does", the test literals
+ * make (fold is idempotent: a member that is its own fold stands for itself). */
+static void cls_fold(struct cls *k)
+{
+	call_once(&folds_once, folds_build);
+	size_t nr = k->nr, *first = xcalloc(nr ? nr : 1, sizeof *first), add = 0;
+	for (size_t i = 0; i < nr; i++) {
+		size_t lo = 0, hi = nfolds;
+		while (lo < hi) {      /* first pair at or after the range's start */
+			size_t mid = lo + (hi - lo) / 2;
+			if (folds[mid].c < k->r[i].lo)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		first[i] = lo;
+		for (size_t j = lo; j < nfolds && folds[j].c <= k->r[i].hi; j++)
+			add++;
+	}
+	if (add) {
+		k->r = xrealloc(k->r, (nr + add) * sizeof *k->r);
+		for (size_t i = 0; i < nr; i++)
+			for (size_t j = first[i]; j < nfolds && folds[j].c <= k->r[i].hi; j++)
+				k->r[k->nr++] = (struct range){ folds[j].f, folds[j].f };
+		cls_finish(k);
+	}
+	free(first);
 }
 
 /* Escape after '\' at pos (already consumed). Returns a code point ≥ 0, or -(named bit) for
@@ -601,7 +664,7 @@ static void first_bytes(struct rx *r)
 			break;
 		case I_CLASS:
 			for (int b = 0; b < 128; b++)
-				if (cls_has(&r->cls[in->c], b, r->icase))
+				if (cls_has(&r->cls[in->c], b, r->icase ? fold(b) : b))
 					r->first[b] = 1;
 			memset(r->first + 0x80, 1, 0x80);
 			break;
@@ -648,11 +711,14 @@ int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, cha
 	r->cls = p.cls;
 	r->ncls = p.ncls;
 	r->icase = icase;
-	for (size_t k = 0; k < r->ncls; k++)
+	for (size_t k = 0; k < r->ncls; k++) {
 		cls_finish(&r->cls[k]);
+		if (icase)
+			cls_fold(&r->cls[k]);
+	}
 	for (size_t k = 0; k < r->ncls; k++)
 		for (int c = 0; c < 128; c++)
-			if (cls_has(&r->cls[k], c, icase))
+			if (cls_has(&r->cls[k], c, icase ? fold(c) : c))
 				r->cls[k].ascii[c >> 6] |= (uint64_t)1 << (c & 63);
 	r->bol = r->prog[0].op == I_BOL;
 	size_t p0 = 0;
@@ -747,7 +813,7 @@ static bool step_ok(const struct rx *r, const struct inst *in, int32_t c, int32_
 	case I_CLASS:
 		if (c >= 0 && c < 128)
 			return (r->cls[in->c].ascii[c >> 6] >> (c & 63)) & 1;
-		return cls_has(&r->cls[in->c], c, r->icase);
+		return cls_has(&r->cls[in->c], c, r->icase ? fc : c);
 	default: return false;
 	}
 }

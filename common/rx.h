@@ -30,7 +30,11 @@
 #define RX_MAX_REPEAT  1000      /* largest n, m in {n,m} */
 
 struct rx;
-/* Compiles pattern[0..len). icase: simple Unicode case-insensitive matching. Returns 0 and
+/* Compiles pattern[0..len). icase: case-insensitive matching by simple Unicode case folding
+ * (a code point's folding when it is one code point, else its lowercase), the same for
+ * literals and classes: a text character matches a literal or class member that folds as it
+ * does, so K (U+212A, Kelvin sign) matches `k`, `K`, `[K]` and `[A-Z]`. Thread-safe (the
+ * first case-insensitive compile builds a shared fold table once, a few ms). Returns 0 and
  * *out (free with rx_free), or -1 with *out NULL and "position P: <what>" in err. */
 int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, char *err,
                size_t errlen);

@@ -83,6 +83,31 @@ static const struct mcase mcases[] = {
 	{ "\\ba", false, "\xC2\xA0" "a", 1 },             /* U+00A0 is not */
 	{ "\\ba", false, "\xC3\xA9\xA9" "a", 1 },         /* a stray continuation byte: U+FFFD */
 	{ "\\bab", false, "\xC3\xA9" "ab \xC3\xA9" "ab", 0 },
+	/* Case-insensitive classes fold like literals: Kelvin, Ohm and Angstrom signs, long s. */
+	{ "K", true, "\xE2\x84\xAA", 1 },
+	{ "[K]", true, "\xE2\x84\xAA", 1 },
+	{ "[A-Z]", true, "\xE2\x84\xAA", 1 },
+	{ "[a-z]", true, "\xE2\x84\xAA", 1 },
+	{ "[^K]", true, "\xE2\x84\xAA", 0 },
+	{ "[^A-Z]", true, "\xE2\x84\xAA", 0 },
+	{ "[\xE2\x84\xAA]", true, "k", 1 },
+	{ "[\xE2\x84\xAA]", true, "K", 1 },
+	{ "[\xE2\x84\xAA]", false, "K", 0 },
+	{ "[K]", false, "\xE2\x84\xAA", 0 },
+	{ "\xCE\xA9", true, "\xE2\x84\xA6", 1 },          /* Greek capital omega, Ohm sign */
+	{ "[\xCE\xA9]", true, "\xE2\x84\xA6", 1 },
+	{ "[\xCF\x89]", true, "\xE2\x84\xA6", 1 },
+	{ "[\xCE\x91-\xCE\xA9]", true, "\xE2\x84\xA6", 1 },
+	{ "[\xE2\x84\xA6]", true, "\xCF\x89", 1 },
+	{ "[\xC3\x85]", true, "\xE2\x84\xAB", 1 },        /* A with ring, Angstrom sign */
+	{ "[\xC3\xA5]", true, "\xE2\x84\xAB", 1 },
+	{ "[\xC3\x80-\xC3\x96]", true, "\xE2\x84\xAB", 1 },
+	{ "[^\xC3\xA5]", true, "\xE2\x84\xAB", 0 },
+	{ "[S]", true, "\xC5\xBF", 1 },                     /* long s folds to s */
+	{ "S", true, "\xC5\xBF", 1 },
+	{ "[a-z]+", true, "\xC3\x89", 0 },
+	{ "^[\xC3\xA0-\xC3\xBE]+$", true, "\xC3\x89" "COLE", 0 },
+	{ "^[\xC3\xA0-\xC3\xBE]$", true, "\xC3\x89", 1 },
 };
 
 struct ecase { const char *pat; const char *err; };
