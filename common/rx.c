@@ -28,6 +28,7 @@ struct cls {
 	unsigned named;            /* bits: 1 \d, 2 \D, 4 \w, 8 \W, 16 \s, 32 \S */
 	size_t nr;
 	struct range *r;
+	unsigned extra;            /* steps charged beyond one for a test past the ASCII bitmap */
 };
 
 struct node {
@@ -104,6 +105,9 @@ static int32_t fold(int32_t c)
 		return c >= 'A' && c <= 'Z' ? c + 32 : c;
 	if (c > 0x10FFFF)
 		return c;
+	const utf8proc_property_t *pr = utf8proc_get_property(c);
+	if (pr->casefold_seqindex == UINT16_MAX && pr->lowercase_seqindex == UINT16_MAX)
+		return c;      /* no folding, no lowercase: most code points, quickly */
 	utf8proc_int32_t out[4];
 	int bound = 0;
 	if (utf8proc_decompose_char(c, out, 4, UTF8PROC_CASEFOLD, &bound) == 1)
@@ -137,6 +141,8 @@ static void folds_build(void)
 /* Decodes one code point at pos (invalid bytes: U+FFFD, one byte). */
 static int32_t decode(const char *s, size_t len, size_t *pos)
 {
+	if ((unsigned char)s[*pos] < 0x80)
+		return (unsigned char)s[(*pos)++];
 	utf8proc_int32_t c;
 	utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)s + *pos,
 	                                      (utf8proc_ssize_t)(len - *pos), &c);
@@ -712,9 +718,15 @@ int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, cha
 	r->ncls = p.ncls;
 	r->icase = icase;
 	for (size_t k = 0; k < r->ncls; k++) {
-		cls_finish(&r->cls[k]);
+		struct cls *c = &r->cls[k];
+		cls_finish(c);
 		if (icase)
-			cls_fold(&r->cls[k]);
+			cls_fold(c);
+		/* The binary search over many ranges costs more than a step: one more step per
+		 * four halvings (a class of 16 ranges or more costs 2 steps, of 256 or more 3). */
+		for (size_t w = c->nr; w > 1; w >>= 1)
+			c->extra++;
+		c->extra /= 4;
 	}
 	for (size_t k = 0; k < r->ncls; k++)
 		for (int c = 0; c < 128; c++)
@@ -755,6 +767,7 @@ struct sim {
 	const struct rx *r;
 	int *stack;
 	int32_t prev, cur;      /* code points around the current position (-1: none) */
+	int8_t wprev, wcur;     /* is_word of prev, cur; -1 until an assertion asks */
 	bool at_start, at_end;
 	uint64_t work;
 	bool matched;
@@ -790,7 +803,11 @@ static void addthread(struct sim *m, struct sset *l, int pc0)
 			break;
 		case I_WB:
 		case I_NWB: {
-			bool b = is_word(m->prev) != is_word(m->cur);
+			if (m->wprev < 0)
+				m->wprev = is_word(m->prev);
+			if (m->wcur < 0)
+				m->wcur = is_word(m->cur);
+			bool b = m->wprev != m->wcur;
 			if (b == (in->op == I_WB))
 				m->stack[sp++] = pc + 1;
 			break;
@@ -821,14 +838,16 @@ static bool step_ok(const struct rx *r, const struct inst *in, int32_t c, int32_
 int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget)
 {
 	struct sset a = { 0 }, b = { 0 };
-	struct sim m = { .r = r, .prev = -1 };
+	struct sim m = { .r = r, .prev = -1, .wprev = -1, .wcur = -1 };
 	a.dense = xcalloc(r->n, sizeof *a.dense);
 	b.dense = xcalloc(r->n, sizeof *b.dense);
 	a.gen = xcalloc(r->n, sizeof *a.gen);
 	b.gen = xcalloc(r->n, sizeof *b.gen);
 	m.stack = xcalloc(r->n * 2 + 2, sizeof *m.stack);
 	struct sset *cl = &a, *nl = &b;
-	size_t pos = 0;
+	size_t pos = 0, ahead_at = SIZE_MAX, ahead_end = 0;
+	int32_t ahead = -1;       /* the code point at ahead_at, ending at ahead_end */
+	int8_t ahead_w = -1;
 	int rc = 0;
 	unsigned g = 1;
 	cl->g = g;
@@ -859,15 +878,27 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 				do
 					m.prev = decode(text, np, &q);
 				while (q < np);
+				m.wprev = -1;
 				pos = np;
 			}
 		}
 		size_t next = pos;
-		m.cur = pos < len ? decode(text, len, &next) : -1;
+		if (pos == ahead_at) {   /* decoded by the last step, with no skip since */
+			m.cur = ahead;
+			m.wcur = ahead_w;
+			next = ahead_end;
+		} else {
+			m.cur = pos < len ? decode(text, len, &next) : -1;
+			m.wcur = -1;
+		}
 		m.at_start = pos == 0;
 		m.at_end = pos >= len;
 		/* Threads carried from the previous step already sit in cl (without closure of
 		 * assertions at this position): rebuild cl by re-adding their successors. */
+		/* A position costs about what two state visits do (decoding, folding, word tests)
+		 * whether or not threads run there: charged as such, so that a step costs about
+		 * the same on any text (README "Regular expressions"). */
+		m.work += RX_POS_STEPS;
 		if (pos == 0 || !r->bol)
 			addthread(&m, cl, 0);
 		if (m.matched) {
@@ -880,20 +911,32 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 		}
 		if (pos >= len || (cl->n == 0 && r->bol))
 			break;
+		if (cl->n == 0) {       /* no thread to step (a start's assertion failed): move on */
+			m.prev = m.cur;
+			m.wprev = m.wcur;
+			pos = next;
+			cl->g = ++g;
+			continue;
+		}
 		int32_t fc = r->icase ? fold(m.cur) : m.cur;
 		nl->n = 0;
 		nl->g = ++g;
 		/* Successors are added at the next position: assertions there need prev/cur. */
 		m.prev = m.cur;
+		m.wprev = m.wcur;
 		size_t nx = next;
 		int32_t after = next < len ? decode(text, len, &nx) : -1;
 		m.at_start = false;
 		m.at_end = next >= len;
 		int32_t keep = m.cur;
+		int8_t wkeep = m.wcur;
 		m.cur = after;
+		m.wcur = -1;
 		for (size_t i = 0; i < cl->n; i++) {
 			const struct inst *in = &r->prog[cl->dense[i]];
 			m.work++;
+			if (in->op == I_CLASS && (keep < 0 || keep >= 128))
+				m.work += r->cls[in->c].extra;
 			if (step_ok(r, in, keep, fc))
 				addthread(&m, nl, cl->dense[i] + 1);
 		}
@@ -904,8 +947,13 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 		struct sset *t = cl;
 		cl = nl;
 		nl = t;
+		ahead_at = next;
+		ahead = after;
+		ahead_w = m.wcur;
+		ahead_end = nx;
 		pos = next;
 		m.prev = keep;
+		m.wprev = wkeep;
 		/* cl is now the next position's set (generation g); new starts join it there. */
 		cl->g = g;
 	}

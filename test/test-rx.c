@@ -164,8 +164,8 @@ static double time_search(const char *pat, bool icase, const char *text, size_t 
 
 /* The costliest pattern the limits allow: a negated class of as many distinct ranges as fit
  * in RX_MAX_PATTERN (63 ASCII letters and digits, then every other 2-byte code point from
- * U+0100), repeated 999 times and followed by a letter the text lacks, case-insensitive, over 100,000 CJK characters (all match, so
- * 999 threads test the class at every character). A class test must cost about what a
+ * U+0100), repeated 999 times and followed by a letter the text lacks, case-insensitive, over
+ * 100,000 CJK characters (all match, so 999 threads test the class at every character). A class test must cost about what a
  * one-range class costs (it was a walk over every range, charged as one step: ≈ 3.5 s for
  * the budget's 6 million steps). Compared as a ratio of CPU times, so a loaded machine does
  * not fail it; the figure is printed for README "Regular expressions". */
@@ -188,6 +188,23 @@ static void worst_class(void)
 	memcpy(pat + n, "]{999}b", 8);
 	n += 7;
 	ok(n <= RX_MAX_PATTERN, "worst pattern within the byte limit (%zu bytes)", n);
+	/* The charge: a test of a class of 256 ranges or more past the ASCII bitmap is 3 steps. */
+	struct rx *r1, *r2;
+	char err[200];
+	if (rx_compile(pat, n - 6, false, &r1, err, sizeof err) == 0 &&
+	    rx_compile("[^a]", 4, false, &r2, err, sizeof err) == 0) {
+		uint64_t b1 = 1000, b2 = 1000;
+		is_int(rx_search(r1, "\xE4\xB8\x80", 3, &b1), 1, "the worst class matches U+4E00");
+		is_int(rx_search(r2, "\xE4\xB8\x80", 3, &b2), 1, "[^a] matches U+4E00");
+		is_int((long long)(b2 - b1), 2, "a class test over many ranges costs 2 more steps");
+		is_int(rx_search(r1, "z", 1, &b1), 1, "the worst class matches z");
+		is_int(rx_search(r2, "z", 1, &b2), 1, "[^a] matches z");
+		is_int((long long)(b2 - b1), 2, "nothing more for an ASCII character (the bitmap)");
+		rx_free(r1);
+		rx_free(r2);
+	} else {
+		ok(0, "worst class compiles: %s", err);
+	}
 	size_t tn = 100000 * 3;
 	char *text = xmalloc(tn);
 	for (size_t i = 0; i < tn; i += 3)
@@ -214,6 +231,45 @@ static void worst_class(void)
 	free(dup);
 	free(text);
 	free(pat);
+}
+
+/* Patterns that take few steps per text position (an assertion failing at the start, a
+ * literal that never matches) over 1 MiB: a position costs decoding, folding and word tests
+ * whatever runs there, so it must be charged (RX_POS_STEPS) or such a pattern spends far more
+ * CPU per step than the dense ones (it was 13-17 ns per step against 2.5: 6 million steps of
+ * `\bq` over CJK text took about 100 ms). Each must cost at most 3 times the CPU per step of
+ * a dense one-range class; the costliest 6 million steps seen is printed for the README. */
+static void sparse_steps(void)
+{
+	size_t n = (size_t)1 << 20, cn = n - n % 3;
+	char *cjk = xmalloc(n), *asc = xmalloc(n), *lat = xmalloc(n);
+	for (size_t i = 0; i < cn; i += 3)
+		memcpy(cjk + i, "\xE4\xB8\x80", 3);
+	memset(asc, 'a', n);
+	for (size_t i = 0; i < n; i += 2)
+		memcpy(lat + i, "\xC3\xA9", 2);
+	uint64_t s0;
+	double ref = time_search("[^a]{999}b", true, cjk, 300000, &s0) / (double)s0;
+	static const struct { const char *pat; bool icase; int text; } cases[] = {
+		{ "\\bq", true, 0 }, { "\\b.q", false, 0 }, { "\\Bq", true, 0 }, { "q", true, 0 },
+		{ "[^x]q", true, 0 }, { "$q", true, 0 }, { "ab", true, 1 }, { "a\\b", false, 1 },
+		{ "[\xC3\xA9]k", true, 2 }, { "\\b.k", false, 2 },
+	};
+	double worst = ref;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *t = cases[i].text == 0 ? cjk : cases[i].text == 1 ? asc : lat;
+		uint64_t st;
+		double per = time_search(cases[i].pat, cases[i].icase, t, cases[i].text ? n : cn, &st) /
+		             (double)(st ? st : 1);
+		ok(per <= 3 * ref, "/%s/%s: %.2f ns per step (%llu steps), dense class %.2f",
+		   cases[i].pat, cases[i].icase ? "i" : "", per * 1e6, (unsigned long long)st,
+		   ref * 1e6);
+		worst = per > worst ? per : worst;
+	}
+	diag("costliest 6 million steps seen: %.1f ms CPU", worst * 6e6);
+	free(cjk);
+	free(asc);
+	free(lat);
 }
 
 int main(void)
@@ -285,5 +341,6 @@ int main(void)
 	rx_free(r);
 	free(text);
 	worst_class();
+	sparse_steps();
 	return tap_done();
 }
