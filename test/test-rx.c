@@ -197,9 +197,10 @@ static void worst_class(void)
 		is_int(rx_search(r1, "\xE4\xB8\x80", 3, &b1), 1, "the worst class matches U+4E00");
 		is_int(rx_search(r2, "\xE4\xB8\x80", 3, &b2), 1, "[^a] matches U+4E00");
 		is_int((long long)(b2 - b1), 2, "a class test over many ranges costs 2 more steps");
+		b1 = b2 = 1000;
 		is_int(rx_search(r1, "z", 1, &b1), 1, "the worst class matches z");
 		is_int(rx_search(r2, "z", 1, &b2), 1, "[^a] matches z");
-		is_int((long long)(b2 - b1), 2, "nothing more for an ASCII character (the bitmap)");
+		is_int((long long)(b2 - b1), 0, "nothing more for an ASCII character (the bitmap)");
 		rx_free(r1);
 		rx_free(r2);
 	} else {
