@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 #include <utf8proc.h>
 
 #include "util.h"
@@ -27,6 +28,7 @@ struct cls {
 	unsigned named;            /* bits: 1 \d, 2 \D, 4 \w, 8 \W, 16 \s, 32 \S */
 	size_t nr;
 	struct range *r;
+	unsigned extra;            /* steps charged beyond one for a test past the ASCII bitmap */
 };
 
 struct node {
@@ -93,14 +95,54 @@ static int add(struct parser *p, enum nk k, int32_t c, int a, int b)
 	return (int)p->nn++;
 }
 
+/* Simple case folding, the one case-insensitive literals and classes share: the Unicode
+ * case folding of c when it is a single code point (K U+212A, k and K all fold to k;
+ * long s to s; Ohm sign U+2126 to omega; Angstrom sign U+212B to a with ring), else c's
+ * lowercase (the full folding of ß is "ss": ß stays ß; U+0130 gives i). Idempotent. */
 static int32_t fold(int32_t c)
 {
+	if (c < 128)
+		return c >= 'A' && c <= 'Z' ? c + 32 : c;
+	if (c > 0x10FFFF)
+		return c;
+	const utf8proc_property_t *pr = utf8proc_get_property(c);
+	if (pr->casefold_seqindex == UINT16_MAX && pr->lowercase_seqindex == UINT16_MAX)
+		return c;      /* no folding, no lowercase: most code points, quickly */
+	utf8proc_int32_t out[4];
+	int bound = 0;
+	if (utf8proc_decompose_char(c, out, 4, UTF8PROC_CASEFOLD, &bound) == 1)
+		return out[0];
 	return (int32_t)utf8proc_tolower(c);
+}
+
+/* Every code point whose fold is not itself, with its fold, by code point: built once (the
+ * scan of all code points takes a few ms) and read by any thread after. */
+struct foldpair { int32_t c, f; };
+static struct foldpair *folds;
+static size_t nfolds;
+static once_flag folds_once = ONCE_FLAG_INIT;
+
+static void folds_build(void)
+{
+	size_t cap = 4096;
+	folds = xcalloc(cap, sizeof *folds);
+	for (int32_t c = 0; c <= 0x10FFFF; c++) {
+		int32_t f = fold(c);
+		if (f == c)
+			continue;
+		if (nfolds == cap) {
+			cap *= 2;
+			folds = xrealloc(folds, cap * sizeof *folds);
+		}
+		folds[nfolds++] = (struct foldpair){ c, f };
+	}
 }
 
 /* Decodes one code point at pos (invalid bytes: U+FFFD, one byte). */
 static int32_t decode(const char *s, size_t len, size_t *pos)
 {
+	if ((unsigned char)s[*pos] < 0x80)
+		return (unsigned char)s[(*pos)++];
 	utf8proc_int32_t c;
 	utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)s + *pos,
 	                                      (utf8proc_ssize_t)(len - *pos), &c);
@@ -151,17 +193,54 @@ static bool named_match(unsigned named, int32_t c)
 	return false;
 }
 
-static bool cls_has(const struct cls *k, int32_t c, bool icase)
+/* Whether c is in the ranges of k, which are sorted and disjoint (cls_finish): a binary
+ * search, so a class test costs O(log ranges) whatever the pattern (a class of a thousand
+ * ranges is about ten comparisons, and one search step). */
+static bool ranges_have(const struct cls *k, int32_t c)
 {
-	bool in = named_match(k->named, c);
-	for (size_t i = 0; !in && i < k->nr; i++)
-		in = c >= k->r[i].lo && c <= k->r[i].hi;
-	if (!in && icase) {
-		int32_t l = (int32_t)utf8proc_tolower(c), u = (int32_t)utf8proc_toupper(c);
-		for (size_t i = 0; !in && i < k->nr; i++)
-			in = (l >= k->r[i].lo && l <= k->r[i].hi) || (u >= k->r[i].lo && u <= k->r[i].hi);
+	size_t lo = 0, hi = k->nr;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c < k->r[mid].lo)
+			hi = mid;
+		else if (c > k->r[mid].hi)
+			lo = mid + 1;
+		else
+			return true;
 	}
-	return in != k->neg;
+	return false;
+}
+
+/* Whether the class k holds c; fc is c's fold when the pattern ignores case (the ranges then
+ * hold the folds of their members too: cls_fold), else c. */
+static bool cls_has(const struct cls *k, int32_t c, int32_t fc)
+{
+	return (named_match(k->named, c) || ranges_have(k, fc)) != k->neg;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Sorts the ranges of k and merges those that overlap or touch, so they are disjoint and
+ * ranges_have can search them. */
+static void cls_finish(struct cls *k)
+{
+	if (k->nr < 2)
+		return;
+	qsort(k->r, k->nr, sizeof *k->r, range_cmp);
+	size_t w = 0;
+	for (size_t i = 1; i < k->nr; i++) {
+		if (k->r[i].lo <= k->r[w].hi + 1) {
+			if (k->r[i].hi > k->r[w].hi)
+				k->r[w].hi = k->r[i].hi;
+		} else {
+			k->r[++w] = k->r[i];
+		}
+	}
+	k->nr = w + 1;
 }
 
 static struct cls *new_cls(struct parser *p, int *idx)
@@ -179,6 +258,36 @@ static void cls_add(struct cls *k, int32_t lo, int32_t hi)
 {
 	k->r = xrealloc(k->r, (k->nr + 1) * sizeof *k->r);
 	k->r[k->nr++] = (struct range){ lo, hi };
+}
+
+/* For a case-insensitive pattern: adds to k's sorted, merged ranges the fold of every member,
+ * so that "fold(c) is in the ranges" means "some member folds as c does", the test literals
+ * make (fold is idempotent: a member that is its own fold stands for itself). */
+static void cls_fold(struct cls *k)
+{
+	call_once(&folds_once, folds_build);
+	size_t nr = k->nr, *first = xcalloc(nr ? nr : 1, sizeof *first), add = 0;
+	for (size_t i = 0; i < nr; i++) {
+		size_t lo = 0, hi = nfolds;
+		while (lo < hi) {      /* first pair at or after the range's start */
+			size_t mid = lo + (hi - lo) / 2;
+			if (folds[mid].c < k->r[i].lo)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		first[i] = lo;
+		for (size_t j = lo; j < nfolds && folds[j].c <= k->r[i].hi; j++)
+			add++;
+	}
+	if (add) {
+		k->r = xrealloc(k->r, (nr + add) * sizeof *k->r);
+		for (size_t i = 0; i < nr; i++)
+			for (size_t j = first[i]; j < nfolds && folds[j].c <= k->r[i].hi; j++)
+				k->r[k->nr++] = (struct range){ folds[j].f, folds[j].f };
+		cls_finish(k);
+	}
+	free(first);
 }
 
 /* Escape after '\' at pos (already consumed). Returns a code point ≥ 0, or -(named bit) for
@@ -561,7 +670,7 @@ static void first_bytes(struct rx *r)
 			break;
 		case I_CLASS:
 			for (int b = 0; b < 128; b++)
-				if (cls_has(&r->cls[in->c], b, r->icase))
+				if (cls_has(&r->cls[in->c], b, r->icase ? fold(b) : b))
 					r->first[b] = 1;
 			memset(r->first + 0x80, 1, 0x80);
 			break;
@@ -608,9 +717,20 @@ int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, cha
 	r->cls = p.cls;
 	r->ncls = p.ncls;
 	r->icase = icase;
+	for (size_t k = 0; k < r->ncls; k++) {
+		struct cls *c = &r->cls[k];
+		cls_finish(c);
+		if (icase)
+			cls_fold(c);
+		/* The binary search over many ranges costs more than a step: one more step per
+		 * four halvings (a class of 16 ranges or more costs 2 steps, of 256 or more 3). */
+		for (size_t w = c->nr; w > 1; w >>= 1)
+			c->extra++;
+		c->extra /= 4;
+	}
 	for (size_t k = 0; k < r->ncls; k++)
 		for (int c = 0; c < 128; c++)
-			if (cls_has(&r->cls[k], c, icase))
+			if (cls_has(&r->cls[k], c, icase ? fold(c) : c))
 				r->cls[k].ascii[c >> 6] |= (uint64_t)1 << (c & 63);
 	r->bol = r->prog[0].op == I_BOL;
 	size_t p0 = 0;
@@ -647,6 +767,7 @@ struct sim {
 	const struct rx *r;
 	int *stack;
 	int32_t prev, cur;      /* code points around the current position (-1: none) */
+	int8_t wprev, wcur;     /* is_word of prev, cur; -1 until an assertion asks */
 	bool at_start, at_end;
 	uint64_t work;
 	bool matched;
@@ -682,7 +803,11 @@ static void addthread(struct sim *m, struct sset *l, int pc0)
 			break;
 		case I_WB:
 		case I_NWB: {
-			bool b = is_word(m->prev) != is_word(m->cur);
+			if (m->wprev < 0)
+				m->wprev = is_word(m->prev);
+			if (m->wcur < 0)
+				m->wcur = is_word(m->cur);
+			bool b = m->wprev != m->wcur;
 			if (b == (in->op == I_WB))
 				m->stack[sp++] = pc + 1;
 			break;
@@ -705,7 +830,7 @@ static bool step_ok(const struct rx *r, const struct inst *in, int32_t c, int32_
 	case I_CLASS:
 		if (c >= 0 && c < 128)
 			return (r->cls[in->c].ascii[c >> 6] >> (c & 63)) & 1;
-		return cls_has(&r->cls[in->c], c, r->icase);
+		return cls_has(&r->cls[in->c], c, r->icase ? fc : c);
 	default: return false;
 	}
 }
@@ -713,14 +838,16 @@ static bool step_ok(const struct rx *r, const struct inst *in, int32_t c, int32_
 int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget)
 {
 	struct sset a = { 0 }, b = { 0 };
-	struct sim m = { .r = r, .prev = -1 };
+	struct sim m = { .r = r, .prev = -1, .wprev = -1, .wcur = -1 };
 	a.dense = xcalloc(r->n, sizeof *a.dense);
 	b.dense = xcalloc(r->n, sizeof *b.dense);
 	a.gen = xcalloc(r->n, sizeof *a.gen);
 	b.gen = xcalloc(r->n, sizeof *b.gen);
 	m.stack = xcalloc(r->n * 2 + 2, sizeof *m.stack);
 	struct sset *cl = &a, *nl = &b;
-	size_t pos = 0;
+	size_t pos = 0, ahead_at = SIZE_MAX, ahead_end = 0;
+	int32_t ahead = -1;       /* the code point at ahead_at, ending at ahead_end */
+	int8_t ahead_w = -1;
 	int rc = 0;
 	unsigned g = 1;
 	cl->g = g;
@@ -739,20 +866,39 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 			if (np >= len)
 				break;
 			if (np > pos) {
+				/* prev is the code point ending at np: step back over at most three
+				 * continuation bytes (not before pos, a boundary), then decode forward
+				 * to np as the scan from the start would (a stray continuation byte
+				 * is U+FFFD on its own). */
 				size_t back = np - 1, q;
-				while (back > pos && back > np - 4 && ((unsigned char)text[back] & 0xC0) == 0x80)
+				while (back > pos && np - back < 4 &&
+				       ((unsigned char)text[back] & 0xC0) == 0x80)
 					back--;
 				q = back;
-				m.prev = decode(text, len, &q);
+				do
+					m.prev = decode(text, np, &q);
+				while (q < np);
+				m.wprev = -1;
 				pos = np;
 			}
 		}
 		size_t next = pos;
-		m.cur = pos < len ? decode(text, len, &next) : -1;
+		if (pos == ahead_at) {   /* decoded by the last step, with no skip since */
+			m.cur = ahead;
+			m.wcur = ahead_w;
+			next = ahead_end;
+		} else {
+			m.cur = pos < len ? decode(text, len, &next) : -1;
+			m.wcur = -1;
+		}
 		m.at_start = pos == 0;
 		m.at_end = pos >= len;
 		/* Threads carried from the previous step already sit in cl (without closure of
 		 * assertions at this position): rebuild cl by re-adding their successors. */
+		/* A position costs about what two state visits do (decoding, folding, word tests)
+		 * whether or not threads run there: charged as such, so that a step costs about
+		 * the same on any text (README "Regular expressions"). */
+		m.work += RX_POS_STEPS;
 		if (pos == 0 || !r->bol)
 			addthread(&m, cl, 0);
 		if (m.matched) {
@@ -765,20 +911,32 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 		}
 		if (pos >= len || (cl->n == 0 && r->bol))
 			break;
+		if (cl->n == 0) {       /* no thread to step (a start's assertion failed): move on */
+			m.prev = m.cur;
+			m.wprev = m.wcur;
+			pos = next;
+			cl->g = ++g;
+			continue;
+		}
 		int32_t fc = r->icase ? fold(m.cur) : m.cur;
 		nl->n = 0;
 		nl->g = ++g;
 		/* Successors are added at the next position: assertions there need prev/cur. */
 		m.prev = m.cur;
+		m.wprev = m.wcur;
 		size_t nx = next;
 		int32_t after = next < len ? decode(text, len, &nx) : -1;
 		m.at_start = false;
 		m.at_end = next >= len;
 		int32_t keep = m.cur;
+		int8_t wkeep = m.wcur;
 		m.cur = after;
+		m.wcur = -1;
 		for (size_t i = 0; i < cl->n; i++) {
 			const struct inst *in = &r->prog[cl->dense[i]];
 			m.work++;
+			if (in->op == I_CLASS && (keep < 0 || keep >= 128))
+				m.work += r->cls[in->c].extra;
 			if (step_ok(r, in, keep, fc))
 				addthread(&m, nl, cl->dense[i] + 1);
 		}
@@ -789,8 +947,13 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 		struct sset *t = cl;
 		cl = nl;
 		nl = t;
+		ahead_at = next;
+		ahead = after;
+		ahead_w = m.wcur;
+		ahead_end = nx;
 		pos = next;
 		m.prev = keep;
+		m.wprev = wkeep;
 		/* cl is now the next position's set (generation g); new starts join it there. */
 		cl->g = g;
 	}

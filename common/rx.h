@@ -28,16 +28,24 @@
 #define RX_MAX_PROG    2000      /* NFA instructions after expansion */
 #define RX_MAX_DEPTH   64        /* group nesting */
 #define RX_MAX_REPEAT  1000      /* largest n, m in {n,m} */
+#define RX_POS_STEPS   2         /* work charged for each text position a search examines */
 
 struct rx;
-/* Compiles pattern[0..len). icase: simple Unicode case-insensitive matching. Returns 0 and
+/* Compiles pattern[0..len). icase: case-insensitive matching by simple Unicode case folding
+ * (a code point's folding when it is one code point, else its lowercase), the same for
+ * literals and classes: a text character matches a literal or class member that folds as it
+ * does, so K (U+212A, Kelvin sign) matches `k`, `K`, `[K]` and `[A-Z]`. Thread-safe (the
+ * first case-insensitive compile builds a shared fold table once, a few ms). Returns 0 and
  * *out (free with rx_free), or -1 with *out NULL and "position P: <what>" in err. */
 int rx_compile(const char *pattern, size_t len, bool icase, struct rx **out, char *err,
                size_t errlen);
 void rx_free(struct rx *r);   /* NULL ok */
 /* Searches text[0..len) (UTF-8; invalid bytes count as U+FFFD) for a match anywhere (or the
- * whole text when the pattern says ^...$). *budget is the remaining work (NFA state visits);
- * it is decreased by the work done. Returns 1 match, 0 no match, -1 budget exhausted. */
+ * whole text when the pattern says ^...$). *budget is the remaining work in steps: one per
+ * NFA state visited or tested, RX_POS_STEPS more per text position examined, and 1 or 2 more
+ * per test of a class of 16 or 256 ranges or more past ASCII, so that a step costs about the
+ * same CPU for any pattern; it is decreased by the work done. Returns 1 match, 0 no match,
+ * -1 budget exhausted. */
 int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget);
 /* Number of instructions (for tests and the explain output). */
 size_t rx_prog_size(const struct rx *r);
