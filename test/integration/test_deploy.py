@@ -39,6 +39,7 @@ BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(TOP, "deploy")
 
+import docs
 import tap
 from tap import ok, skip
 
@@ -461,7 +462,7 @@ def check_sandbox_caps(dep):
 
 
 def check_config_doc():
-    """README `## Operations` documents every key of worker/config.c with its default."""
+    """`## Operations` (README.md or deploy/README.md) documents every key of worker/config.c with its default."""
     cfg = os.path.join(TOP, "worker", "config.c")
     if not os.path.exists(cfg):
         skip("configuration reference matches worker/config.c", "config.c missing")
@@ -470,11 +471,7 @@ def check_config_doc():
     start = src.find("static const struct cfg_key keys[]")
     tbl = src[start:src.find("\n};", start)]
     keys = re.findall(r'\{\s*"(ARBITER_[A-Z_]+)",\s*\w+,\s*OFF\(\w+\),\s*(NULL|"[^"]*")', tbl)
-    with open(os.path.join(TOP, "README.md")) as f:
-        readme = f.read()
-    ops = readme[readme.find("## Operations"):]
-    nxt = ops.find("\n## ", 5)
-    ops = ops if nxt < 0 else ops[:nxt]
+    ops = docs.section("Operations") or ""     # README.md or deploy/README.md
     rows = {m.group(1): m.group(2).strip() for m in
             re.finditer(r"^\| `(ARBITER_[A-Z_]+)` \| `--[a-z-]+` \| ([^|]*) \|", ops, re.M)}
     bad = []
