@@ -24,6 +24,7 @@ import tempfile
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 RECORD = os.environ.get("CHALLENGES_RECORD")
+import docs  # noqa: E402
 import tap  # noqa: E402
 from tap import ok  # noqa: E402
 
@@ -93,11 +94,9 @@ def challenges():
 
 
 def readme():
-    with open("README.md", encoding="utf-8") as f:
-        text = f.read()
-    start = text.index("\n## Scoring spec")
-    end = text.index("\n## ", start + 5)
-    section = text[start:end]
+    section = docs.section("Scoring spec")      # README.md or common/README.md
+    ok(section is not None, "the documentation has a section \"Scoring spec\"")
+    section = section or ""
     blocks = re.findall(r"```json\n(.*?)```", section, re.S)
     nspec = nexample = 0
     for i, b in enumerate(blocks):

@@ -39,6 +39,7 @@ BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(TOP, "deploy")
 
+import docs
 import tap
 from tap import ok, skip
 
@@ -199,7 +200,7 @@ def check_manifests(docs):
         trig = so["spec"]["triggers"]
         ok(all(t["type"] == "redis-streams" for t in trig), "triggers are redis-streams")
         # The manifest's Redis is a single server (or Sentinel): plain key names,
-        # unless it asks for tagged ones (README "Redis keys").
+        # unless it asks for tagged ones (worker/README.md "Redis keys").
         tagged = env.get("ARBITER_REDIS_KEYS") == "tagged" or "+cluster" in env.get("ARBITER_REDIS_URL", "")
         base = prefix if not tagged or re.search(r"\{[^}]+\}", prefix) else "{%s}" % prefix
         ok(all(t["metadata"]["stream"] == base + ":jobs" and
@@ -291,7 +292,11 @@ def check_text_mentions(names):
             continue
         with open(path) as f:
             text = f.read()
-        bad = sorted({n for n in METRIC_RE.findall(text) if base_name(n, names) is None})
+        # Not metric names: link targets (anchors such as #...-arbiter_metrics_addr), file
+        # names (scripts/arbiter_conn.py), and the schema's table and channel names.
+        text = re.sub(r"\]\([^)]*\)|[\w/.-]+\.py\b", "", text)
+        bad = sorted({n for n in METRIC_RE.findall(text) if base_name(n, names) is None
+                      and n not in ("arbiter_migrations", "arbiter_results")})
         ok(not bad, "metric names mentioned in deploy/%s exist" % rel, bad)
 
 
@@ -461,7 +466,7 @@ def check_sandbox_caps(dep):
 
 
 def check_config_doc():
-    """README `## Operations` documents every key of worker/config.c with its default."""
+    """`## Operations` (README.md or deploy/README.md) documents every key of worker/config.c with its default."""
     cfg = os.path.join(TOP, "worker", "config.c")
     if not os.path.exists(cfg):
         skip("configuration reference matches worker/config.c", "config.c missing")
@@ -470,11 +475,7 @@ def check_config_doc():
     start = src.find("static const struct cfg_key keys[]")
     tbl = src[start:src.find("\n};", start)]
     keys = re.findall(r'\{\s*"(ARBITER_[A-Z_]+)",\s*\w+,\s*OFF\(\w+\),\s*(NULL|"[^"]*")', tbl)
-    with open(os.path.join(TOP, "README.md")) as f:
-        readme = f.read()
-    ops = readme[readme.find("## Operations"):]
-    nxt = ops.find("\n## ", 5)
-    ops = ops if nxt < 0 else ops[:nxt]
+    ops = docs.section("Operations") or ""     # README.md or deploy/README.md
     rows = {m.group(1): m.group(2).strip() for m in
             re.finditer(r"^\| `(ARBITER_[A-Z_]+)` \| `--[a-z-]+` \| ([^|]*) \|", ops, re.M)}
     bad = []

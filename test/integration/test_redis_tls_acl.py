@@ -28,6 +28,7 @@ import time
 
 import redis
 
+import docs
 from pki import make_pki
 from services import Services, free_port
 from workerkit import cli, operator_cli_checks, script, SPEC_X, Arena, Worker, bulk, diag, done, exactly_once, migrate, ok, wait_for
@@ -199,8 +200,7 @@ def main():
         # ACL on the plain Redis.
         r = redis.Redis.from_url(s.redis_url)
         # The user README "ACL users" documents, word for word.
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")) as f:
-            readme = f.read()
+        readme = docs.text()
         acl = readme.split("ACL SETUSER arbiter ", 1)[1].split("```", 1)[0].split()
         acl = [">acl-pw" if x == ">PASSWORD" else x for x in acl]
         r.execute_command("ACL", "SETUSER", "arb", *acl)

@@ -35,11 +35,12 @@ import redis
 from services import Services, free_port
 from workerkit import Arena, BIN, Worker, migrate, wait_for, eq
 
+import docs
 import tap
 from tap import ok
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-README = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+README = docs.text()     # README.md and the reference pages beside the code
 
 SPEC = {"evaluator": "deterministic",
         "dimensions": [{"key": "correctness", "weight": 1, "primitive": "exact_match",
