@@ -33,6 +33,7 @@
 #include "redact.h"
 #include "log.h"
 #include "metrics.h"
+#include "migrate.h"
 #include "lanes.h"
 #include "opsctl.h"
 #include "pause.h"
@@ -82,6 +83,7 @@ struct status {
 	/* PostgreSQL */
 	bool pg_ok;
 	char pg_err[256];
+	int schema_version;                          /* applied migrations; -1 unknown */
 	long long queued, evaluating;
 	char oldest_queued_id[64];                  /* "" when none */
 	double oldest_queued_age_s;
@@ -514,6 +516,24 @@ static int pg_gather(const struct config *cfg, struct status *st)
 	PQclear(res);
 	PQclear(PQexec(pg, "SET LOCAL statement_timeout = '10s'"));
 
+	/* The schema first, as the workers' /readyz sees it: without it nothing below exists. */
+	res = PQexec(pg, "SELECT coalesce(max(version), 0) FROM arbiter_migrations");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		if (state && !strcmp(state, "42P01"))
+			snprintf(st->pg_err, sizeof(st->pg_err), "the database has no arbiter schema "
+			         "(no arbiter_migrations table): run `arbiter migrate`");
+		else
+			snprintf(st->pg_err, sizeof(st->pg_err), "reading the schema version: %s",
+			         PQresultErrorMessage(res));
+		st->pg_err[strcspn(st->pg_err, "\n")] = '\0';
+		st->schema_version = 0;
+		PQclear(res);
+		goto out;
+	}
+	st->schema_version = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+
 	if (!(res = query(pg, st,
 	        "SELECT count(*) FILTER (WHERE status = 'queued'),"
 	        "       count(*) FILTER (WHERE status = 'evaluating')"
@@ -678,6 +698,12 @@ static void human_pg(const struct status *st, const char *db_url)
 		printf("  unavailable: %s\n", st->pg_err);
 		return;
 	}
+	if (st->schema_version >= migrate_latest())
+		printf("  %-28s %d (current)\n", "schema version", st->schema_version);
+	else
+		printf("  %-28s %d, this binary needs %d: run `arbiter migrate` (until then no worker "
+		       "of this version is ready or takes jobs)\n", "SCHEMA BEHIND",
+		       st->schema_version, migrate_latest());
 	printf("  %-28s %lld\n", "submissions queued", st->queued);
 	printf("  %-28s %lld\n", "submissions evaluating", st->evaluating);
 	if (st->oldest_queued_id[0]) {
@@ -780,6 +806,10 @@ static json_t *json_pg(const struct status *st, const char *db_url)
 	json_t *pg = json_object();
 	json_object_set_new(pg, "url", json_string(db_url));
 	json_object_set_new(pg, "ok", json_boolean(st->pg_ok));
+	json_object_set_new(pg, "schema_version",
+	                    st->schema_version >= 0 ? json_integer(st->schema_version) : json_null());
+	json_object_set_new(pg, "schema_needed", json_integer(migrate_latest()));
+	json_object_set_new(pg, "schema_current", json_boolean(st->schema_version >= migrate_latest()));
 	if (!st->pg_ok) {
 		json_object_set_new(pg, "error", json_string(st->pg_err));
 		return pg;
@@ -883,6 +913,7 @@ int cmd_status(int argc, char **argv)
 	}
 
 	memset(&st, 0, sizeof(st));
+	st.schema_version = -1;
 	st.prune_idle_ms = prune ? (prune_idle_ms >= 0 ? prune_idle_ms : 600000) : -1;
 	redis_gather(&cfg, &st);
 	pg_gather(&cfg, &st);
@@ -897,7 +928,8 @@ int cmd_status(int argc, char **argv)
 	free(redis_url);
 	free(db_url);
 
-	rc = st.redis_ok && st.pg_ok ? 0 : 1;
+	/* A schema older than this binary: the workers are not ready (/readyz), nor is this. */
+	rc = st.redis_ok && st.pg_ok && st.schema_version >= migrate_latest() ? 0 : 1;
 	for (size_t i = 0; i < st.nconsumers; i++)
 		free(st.consumers[i].name);
 	free(st.consumers);
