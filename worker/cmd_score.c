@@ -217,7 +217,8 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 		fprintf(stderr, "arbiter score: the LLM judge failed (internal_error): %s\n",
 		        err ? err : "unknown error");
 		if (res && res->raw)
-			fprintf(stderr, "arbiter score: the provider's last answer: %.2000s\n", res->raw);
+			fprintf(stderr, "arbiter score: the provider's last answer: %.*s\n",
+			        (int)utf8_cut(res->raw, 2000), res->raw);
 		x->rc = EXIT_INTERNAL;
 	} else {
 		judged(x, &res->v, res);

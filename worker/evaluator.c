@@ -1262,11 +1262,12 @@ static const char *take_files(struct ev *e, const json_t *answer, struct strbuf 
 	bool has_entry = false;
 	json_object_foreach((json_t *)files, path, v) {
 		if (!sandbox_path_ok(path)) {
-			strbuf_addf(why, "invalid file name \"%.200s\" (relative paths only, no \"..\")", path);
+			strbuf_addf(why, "invalid file name \"%.*s\" (relative paths only, no \"..\")",
+			            (int)utf8_cut(path, 200), path);
 			return why->buf;
 		}
 		if (!json_is_string(v)) {
-			strbuf_addf(why, "file \"%.200s\" must be a string", path);
+			strbuf_addf(why, "file \"%.*s\" must be a string", (int)utf8_cut(path, 200), path);
 			return why->buf;
 		}
 		total += json_string_length(v) + strlen(path);
@@ -1281,7 +1282,9 @@ static const char *take_files(struct ev *e, const json_t *answer, struct strbuf 
 			size_t ql = strlen(q);
 			if ((pl < ql && !strncmp(q, path, pl) && q[pl] == '/') ||
 			    (ql < pl && !strncmp(path, q, ql) && path[ql] == '/')) {
-				strbuf_addf(why, "\"%.200s\" is both a file and a directory", pl < ql ? path : q);
+				const char *both = pl < ql ? path : q;
+				strbuf_addf(why, "\"%.*s\" is both a file and a directory",
+				            (int)utf8_cut(both, 200), both);
 				return why->buf;
 			}
 		}
@@ -1351,7 +1354,8 @@ static int setup_suite(struct ev *e, const json_t *ts, const json_t *answer)
 	if (name) {
 		e->lang = lang_find(e->sp, name);
 		if (!e->lang) {
-			ev_fail(e, "language '%.64s' is not configured on this worker", name);
+			ev_fail(e, "language '%.*s' is not configured on this worker",
+			        (int)utf8_cut(name, 64), name);
 			strbuf_free(&why);
 			return -1;
 		}
@@ -1385,8 +1389,9 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 	const json_t *src = json_object_get(sc, "source");
 	e->lang = json_is_string(lang) ? lang_find(e->sp, json_string_value(lang)) : NULL;
 	if (!e->lang) {
-		ev_fail(e, "script language '%.64s' is not configured on this worker",
-		        json_is_string(lang) ? json_string_value(lang) : "?");
+		const char *ln = json_is_string(lang) ? json_string_value(lang) : "?";
+		ev_fail(e, "script language '%.*s' is not configured on this worker",
+		        (int)utf8_cut(ln, 64), ln);
 		return -1;
 	}
 	if (!json_is_string(src)) {
