@@ -1095,10 +1095,14 @@ static void start_case(struct ev *e)
 
 /* -- custom-script --------------------------------------------------------------------- */
 
-/* The last stdout line that is a JSON object with "scores". */
-static json_t *last_scores_line(const char *out, size_t n)
+/* The stdout line that is a JSON object with "scores" (a score line), and in *count how
+ * many there are: the script's one when there is exactly one. With more than one, a
+ * submission the script echoes may have added its own (README "custom-script"). */
+static json_t *scores_line(const char *out, size_t n, size_t *count)
 {
+	json_t *found = NULL;
 	size_t end = n;
+	*count = 0;
 	while (end > 0) {
 		size_t start = end;
 		while (start > 0 && out[start - 1] != '\n')
@@ -1110,13 +1114,19 @@ static json_t *last_scores_line(const char *out, size_t n)
 			b--;
 		if (b > a && out[a] == '{') {
 			json_t *j = json_loadb(out + a, b - a, 0, NULL);
-			if (json_is_object(j) && json_object_get(j, "scores"))
-				return j;
-			json_decref(j);
+			if (json_is_object(j) && json_object_get(j, "scores")) {
+				++*count;
+				if (!found)
+					found = j;   /* the last one (read backwards) */
+				else
+					json_decref(j);
+			} else {
+				json_decref(j);
+			}
 		}
 		end = start ? start - 1 : 0;
 	}
-	return NULL;
+	return found;
 }
 
 /* (Long: every way a script's run can end, in the order they are told apart.) */
@@ -1164,7 +1174,13 @@ static void on_script(const struct sandbox_result *r, void *data)
 			goto done;
 		}
 	} else {
-		line = last_scores_line(r->out, r->out_len);
+		size_t lines;
+		line = scores_line(r->out, r->out_len, &lines);
+		if (lines > 1) {
+			ev_fail(e, "the script printed %zu score lines; print exactly one, or write %s",
+			        lines, EV_SCORE_FILE);
+			goto done;
+		}
 	}
 	if (!line) {
 		ev_fail(e, "scoring script printed no JSON line with \"scores\" (and wrote no %s)",
