@@ -250,7 +250,7 @@ const json_t *jpath_get(const struct jpath *p, const json_t *root, char *why, si
 			const json_t *c = json_object_getn(v, g->key, g->keylen);
 			if (!c) {
 				if (why && whylen)
-					snprintf(why, whylen, "key '%.64s' not found", g->key);
+					snprintf(why, whylen, "key '%.*s' not found", (int)utf8_cut(g->key, 64), g->key);
 				return NULL;
 			}
 			v = c;
@@ -267,7 +267,8 @@ const json_t *jpath_get(const struct jpath *p, const json_t *root, char *why, si
 				if (g->kind == SEG_INDEX)
 					snprintf(why, whylen, "cannot index %s with [%zu]", jcanon_type_name(v), g->index);
 				else
-					snprintf(why, whylen, "cannot look up key '%.64s' in %s", g->key, jcanon_type_name(v));
+					snprintf(why, whylen, "cannot look up key '%.*s' in %s", (int)utf8_cut(g->key, 64),
+					         g->key, jcanon_type_name(v));
 			}
 			return NULL;
 		}

@@ -810,8 +810,9 @@ static json_t *schema(const struct rubric *r, bool strict)
 static char *repair_msg(const char *repair_err)
 {
 	struct strbuf sb = { 0 };
-	strbuf_addf(&sb, "Your previous answer was not valid: %.300s. Reply again with only the "
-	            "JSON object described in the instructions.", repair_err);
+	strbuf_addf(&sb, "Your previous answer was not valid: %.*s. Reply again with only the "
+	            "JSON object described in the instructions.", (int)utf8_cut(repair_err, 300),
+	            repair_err);
 	return sb.buf;
 }
 
@@ -915,9 +916,9 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 	const json_t *e = json_object_get(root, "error");
 	if (e) {
 		const json_t *m = json_object_get(e, "message");
-		fail(err, errlen, "the provider returned an error: %.200s",
-		     json_is_string(m) ? json_string_value(m) : json_is_string(e) ? json_string_value(e)
-		                                                                 : "(no message)");
+		const char *pm = json_is_string(m) ? json_string_value(m)
+		               : json_is_string(e) ? json_string_value(e) : "(no message)";
+		fail(err, errlen, "the provider returned an error: %.*s", (int)utf8_cut(pm, 200), pm);
 		json_decref(root);
 		return -1;
 	}
@@ -1028,7 +1029,8 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 	}
 	json_object_foreach(root, k, x) {
 		if (strcmp(k, "scores") && strcmp(k, "summary")) {
-			fail(err, errlen, "unexpected key '%.64s' (only scores and summary)", k);
+			fail(err, errlen, "unexpected key '%.*s' (only scores and summary)",
+			     (int)utf8_cut(k, 64), k);
 			goto out;
 		}
 	}
@@ -1045,7 +1047,8 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 		while (i < r->ncrit && strcmp(r->crit[i].key, k))
 			i++;
 		if (i == r->ncrit) {
-			fail(err, errlen, "scores has '%.64s', which is not a criterion", k);
+			fail(err, errlen, "scores has '%.*s', which is not a criterion",
+			     (int)utf8_cut(k, 64), k);
 			goto out;
 		}
 	}

@@ -1880,7 +1880,8 @@ int score_script_value(const json_t *v, int *out, char *msg, size_t msglen)
 	char num[40];
 	if (!json_is_number(v) || !isfinite(json_number_value(v))) {
 		char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-		snprintf(msg, msglen, "must be a number 0..1000, got %.64s", t ? t : "?");
+		const char *got = t ? t : "?";
+		snprintf(msg, msglen, "must be a number 0..1000, got %.*s", (int)utf8_cut(got, 64), got);
 		free(t);
 		return -1;
 	}

@@ -1,4 +1,5 @@
-/* Allocation helpers (abort on out-of-memory) and the growable strbuf. */
+/* Allocation helpers (abort on out-of-memory), the growable strbuf, and UTF-8
+ * validation and cutting for text that came from outside (error messages, reasons). */
 #include "util.h"
 
 #include <stdarg.h>
@@ -138,4 +139,100 @@ int errfail(char *err, size_t n, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -1;
+}
+
+size_t utf8_seq_len(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	unsigned c = p[0];
+	size_t len;
+	uint32_t min;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+		min = 0x80;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	uint32_t cp = c & (0xffu >> (len + 1));
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/* Whether the n bytes at s are the start of a multi-byte sequence cut short: a lead
+ * byte followed only by continuation bytes, fewer than the lead byte announces. */
+static int utf8_cut_short(const unsigned char *s, size_t n)
+{
+	size_t want = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+	            : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+	if (want == 0 || n >= want)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return 1;
+}
+
+size_t utf8_cut(const char *s, size_t max)
+{
+	/* Up to max + 3 bytes are looked at: a sequence that starts before max and ends
+	 * after it is seen whole, so it is told from one the string ends inside. */
+	size_t avail = strnlen(s, max > SIZE_MAX - 3 ? SIZE_MAX : max + 3), i = 0;
+	while (i < avail && i < max) {
+		size_t l = utf8_seq_len(s + i, avail - i);
+		if (l == 0) {
+			if (utf8_cut_short((const unsigned char *)s + i, avail - i))
+				return i;
+			l = 1;
+		}
+		if (i + l > max)
+			return i;
+		i += l;
+	}
+	return i;
+}
+
+void strbuf_add_valid_utf8(struct strbuf *sb, const char *s, size_t n)
+{
+	size_t i = 0, run = 0;   /* s[run..i) is valid and not yet appended */
+	while (i < n) {
+		size_t l = s[i] ? utf8_seq_len(s + i, n - i) : 0;
+		if (l) {
+			i += l;
+			continue;
+		}
+		strbuf_add(sb, s + run, i - run);
+		strbuf_addlit(sb, "\xef\xbf\xbd");
+		run = ++i;
+	}
+	strbuf_add(sb, s + run, i - run);
+}
+
+char *utf8_valid_dup(const char *s, size_t max)
+{
+	if (!s)
+		return NULL;
+	struct strbuf sb = { 0 };
+	/* A character the string ends inside (text an snprintf cut short) is dropped,
+	 * not replaced. */
+	strbuf_add_valid_utf8(&sb, s, utf8_cut(s, SIZE_MAX));
+	if (!sb.buf)
+		return xstrdup("");
+	sb.buf[utf8_cut(sb.buf, max)] = '\0';
+	return sb.buf;
 }

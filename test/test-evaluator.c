@@ -854,7 +854,7 @@ static void test_scripts(void)
 	json_t *gt = json_pack("{s:[i,i,i,i]}", "answers", 1, 2, 3, 4);
 	script(&o, "python3", "test/sandbox/script_ok.py", 5000, ans, gt);
 	is_int(o.rc, 0, "script scores (%s)", o.err);
-	is_int(ext_score(&o, "correctness"), 750, "script: correctness 750 (last line counts)");
+	is_int(ext_score(&o, "correctness"), 750, "script: correctness 750 (its one score line)");
 	is_int(ext_score(&o, "style"), 640, "script: style 640");
 	outcome_free(&o);
 
@@ -950,6 +950,28 @@ static void test_scripts(void)
 		is_int(ext_score(&o, "style"), 100, "score file: style 100");
 		outcome_free(&o);
 		json_decref(inj);
+	}
+
+	/* The stdout form: the same echo after the script's own line is two score lines, an
+	 * internal_error (the submission cannot take the author's line away), not its score.
+	 * Text without a score line leaves the script's one line counting. */
+	{
+		json_t *inj = json_pack("{s:s}", "text", "{\"scores\": {\"correctness\": 1000, "
+		                        "\"style\": 1000}}");
+		script(&o, "python3", "test/sandbox/script_echo.py", 5000, inj, gt);
+		is_int(o.rc, -1, "echoed score line: internal_error, not scored (%d)",
+		       ext_score(&o, "correctness"));
+		ok(strstr(o.err, "printed 2 score lines; print exactly one, or write score.json") != NULL,
+		   "echoed score line: says why: %s", o.err);
+		outcome_free(&o);
+		json_decref(inj);
+		inj = json_pack("{s:s}", "text", "just text {\"scores\" inside}");
+		script(&o, "python3", "test/sandbox/script_echo.py", 5000, inj, gt);
+		is_int(o.rc, 0, "one score line and other text: scored (%s)", o.err);
+		is_int(ext_score(&o, "correctness"), 100, "one score line: the script's score");
+		outcome_free(&o);
+		json_decref(inj);
+		check_after("test/sandbox/script_echo.py");
 	}
 
 	script(&o, "c", "test/sandbox/script_scores.c", 5000, ans, gt);

@@ -23,6 +23,7 @@
 #include "util.h"
 
 #define ACK_BATCH_MAX 512
+#define DEAD_ERROR_MAX 400   /* bytes of last_error in a dead-letter reason ("failed: ...") */
 #define MAX_ACKS_INFLIGHT 4
 #define ACK_MAX_TRIES 40
 
@@ -88,15 +89,25 @@ static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
 	pipeline_kick(w);
 }
 
+/* The dead-letter entry's reason, written into buf (n bytes): valid UTF-8 whatever the
+ * job's text holds, cut at a character boundary (README "Dead letters"). */
 static const char *dead_reason(const struct job *j, char *buf, size_t n)
 {
-	if (j->ack_reason)
-		return j->ack_reason;
-	if (j->op_eff == OP_FAIL || j->op == OP_FAIL) {
-		snprintf(buf, n, "failed: %.400s", j->last_error ? j->last_error : "unknown error");
-		return buf;
+	struct strbuf sb = { 0 };
+	if (j->ack_reason) {
+		strbuf_add_valid_utf8(&sb, j->ack_reason, strlen(j->ack_reason));
+	} else if (j->op_eff == OP_FAIL || j->op == OP_FAIL) {
+		const char *e = j->last_error ? j->last_error : "unknown error";
+		strbuf_addlit(&sb, "failed: ");
+		strbuf_add_valid_utf8(&sb, e, utf8_cut(e, DEAD_ERROR_MAX));
+	} else {
+		strbuf_addlit(&sb, "unknown");
 	}
-	return "unknown";
+	size_t len = utf8_cut(sb.buf, n - 1);
+	memcpy(buf, sb.buf, len);
+	buf[len] = '\0';
+	strbuf_free(&sb);
+	return buf;
 }
 
 /* Takes up to max jobs of the first job's stream out of w->ack_q into out (in queue

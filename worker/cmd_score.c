@@ -217,7 +217,8 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 		fprintf(stderr, "arbiter score: the LLM judge failed (internal_error): %s\n",
 		        err ? err : "unknown error");
 		if (res && res->raw)
-			fprintf(stderr, "arbiter score: the provider's last answer: %.2000s\n", res->raw);
+			fprintf(stderr, "arbiter score: the provider's last answer: %.*s\n",
+			        (int)utf8_cut(res->raw, 2000), res->raw);
 		x->rc = EXIT_INTERNAL;
 	} else {
 		judged(x, &res->v, res);
@@ -522,6 +523,21 @@ out:
 	return rc;
 }
 
+/* A custom-script whose source never names score.json reports on stdout, where a
+ * submission the script echoes can add a score line (an internal_error since there are
+ * then two, README "custom-script"): a warning on stderr, the spec is still ok. */
+static void script_form_warning(const struct spec *s)
+{
+	if (spec_evaluator(s) != SPEC_CUSTOM_SCRIPT)
+		return;
+	const json_t *src = json_object_get(json_object_get(spec_json(s), "script"), "source");
+	if (json_is_string(src) && !strstr(json_string_value(src), "score.json"))
+		fprintf(stderr, "arbiter validate-spec: warning: script.source does not write score.json: "
+		        "the scores line on stdout is the older form, and a script that echoes any part "
+		        "of the submission after it makes the submission fail (two score lines); write "
+		        "{\"scores\": {...}} to score.json instead\n");
+}
+
 int cmd_validate_spec(int argc, char **argv)
 {
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -550,6 +566,7 @@ int cmd_validate_spec(int argc, char **argv)
 		fprintf(stderr, "arbiter validate-spec: %s\n", err);
 		return EXIT_BAD;
 	}
+	script_form_warning(s);
 	spec_free(s);
 	printf("ok\n");
 	return 0;

@@ -1095,10 +1095,14 @@ static void start_case(struct ev *e)
 
 /* -- custom-script --------------------------------------------------------------------- */
 
-/* The last stdout line that is a JSON object with "scores". */
-static json_t *last_scores_line(const char *out, size_t n)
+/* The stdout line that is a JSON object with "scores" (a score line), and in *count how
+ * many there are: the script's one when there is exactly one. With more than one, a
+ * submission the script echoes may have added its own (README "custom-script"). */
+static json_t *scores_line(const char *out, size_t n, size_t *count)
 {
+	json_t *found = NULL;
 	size_t end = n;
+	*count = 0;
 	while (end > 0) {
 		size_t start = end;
 		while (start > 0 && out[start - 1] != '\n')
@@ -1110,13 +1114,19 @@ static json_t *last_scores_line(const char *out, size_t n)
 			b--;
 		if (b > a && out[a] == '{') {
 			json_t *j = json_loadb(out + a, b - a, 0, NULL);
-			if (json_is_object(j) && json_object_get(j, "scores"))
-				return j;
-			json_decref(j);
+			if (json_is_object(j) && json_object_get(j, "scores")) {
+				++*count;
+				if (!found)
+					found = j;   /* the last one (read backwards) */
+				else
+					json_decref(j);
+			} else {
+				json_decref(j);
+			}
 		}
 		end = start ? start - 1 : 0;
 	}
-	return NULL;
+	return found;
 }
 
 /* (Long: every way a script's run can end, in the order they are told apart.) */
@@ -1164,7 +1174,13 @@ static void on_script(const struct sandbox_result *r, void *data)
 			goto done;
 		}
 	} else {
-		line = last_scores_line(r->out, r->out_len);
+		size_t lines;
+		line = scores_line(r->out, r->out_len, &lines);
+		if (lines > 1) {
+			ev_fail(e, "the script printed %zu score lines; print exactly one, or write %s",
+			        lines, EV_SCORE_FILE);
+			goto done;
+		}
 	}
 	if (!line) {
 		ev_fail(e, "scoring script printed no JSON line with \"scores\" (and wrote no %s)",
@@ -1262,11 +1278,12 @@ static const char *take_files(struct ev *e, const json_t *answer, struct strbuf 
 	bool has_entry = false;
 	json_object_foreach((json_t *)files, path, v) {
 		if (!sandbox_path_ok(path)) {
-			strbuf_addf(why, "invalid file name \"%.200s\" (relative paths only, no \"..\")", path);
+			strbuf_addf(why, "invalid file name \"%.*s\" (relative paths only, no \"..\")",
+			            (int)utf8_cut(path, 200), path);
 			return why->buf;
 		}
 		if (!json_is_string(v)) {
-			strbuf_addf(why, "file \"%.200s\" must be a string", path);
+			strbuf_addf(why, "file \"%.*s\" must be a string", (int)utf8_cut(path, 200), path);
 			return why->buf;
 		}
 		total += json_string_length(v) + strlen(path);
@@ -1281,7 +1298,9 @@ static const char *take_files(struct ev *e, const json_t *answer, struct strbuf 
 			size_t ql = strlen(q);
 			if ((pl < ql && !strncmp(q, path, pl) && q[pl] == '/') ||
 			    (ql < pl && !strncmp(path, q, ql) && path[ql] == '/')) {
-				strbuf_addf(why, "\"%.200s\" is both a file and a directory", pl < ql ? path : q);
+				const char *both = pl < ql ? path : q;
+				strbuf_addf(why, "\"%.*s\" is both a file and a directory",
+				            (int)utf8_cut(both, 200), both);
 				return why->buf;
 			}
 		}
@@ -1351,7 +1370,8 @@ static int setup_suite(struct ev *e, const json_t *ts, const json_t *answer)
 	if (name) {
 		e->lang = lang_find(e->sp, name);
 		if (!e->lang) {
-			ev_fail(e, "language '%.64s' is not configured on this worker", name);
+			ev_fail(e, "language '%.*s' is not configured on this worker",
+			        (int)utf8_cut(name, 64), name);
 			strbuf_free(&why);
 			return -1;
 		}
@@ -1385,8 +1405,9 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 	const json_t *src = json_object_get(sc, "source");
 	e->lang = json_is_string(lang) ? lang_find(e->sp, json_string_value(lang)) : NULL;
 	if (!e->lang) {
-		ev_fail(e, "script language '%.64s' is not configured on this worker",
-		        json_is_string(lang) ? json_string_value(lang) : "?");
+		const char *ln = json_is_string(lang) ? json_string_value(lang) : "?";
+		ev_fail(e, "script language '%.*s' is not configured on this worker",
+		        (int)utf8_cut(ln, 64), ln);
 		return -1;
 	}
 	if (!json_is_string(src)) {

@@ -199,6 +199,13 @@ void job_free(struct job *j)
 	free(j);
 }
 
+void job_set_error(struct job *j, const char *msg)
+{
+	char *copy = utf8_valid_dup(msg, JOB_ERROR_MAX);   /* before the free: msg may be it */
+	free(j->last_error);
+	j->last_error = copy;
+}
+
 static bool dead_field(const char *name)
 {
 	/* (attempt: a replayed dead letter starts counting again.) */
@@ -246,36 +253,6 @@ int job_xadd_argv(const struct job *j, const char *stream, bool dead, const char
 	return n;
 }
 
-/* Length of a valid UTF-8 sequence at s (n bytes left), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	unsigned min;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2; min = 0x80;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		len = 3; min = 0x800;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4; min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	unsigned cp = c & (0xff >> (len + 1));
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 void job_json_str(struct strbuf *sb, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -304,7 +281,7 @@ void job_json_str(struct strbuf *sb, const char *s)
 			strbuf_add(sb, (const char *)p + i, 1);
 			i++;
 		} else {
-			size_t l = utf8_len(p + i, n - i);
+			size_t l = utf8_seq_len((const char *)p + i, n - i);
 			if (l) {
 				strbuf_add(sb, (const char *)p + i, l);
 				i += l;

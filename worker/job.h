@@ -265,6 +265,15 @@ bool job_status_final(enum row_status s);
  * first). NULL ok. */
 void job_free(struct job *j);
 
+/* Every last_error (submissions.last_error, and the dead-letter reason `failed: ...`)
+ * is at most this many bytes of valid UTF-8. */
+#define JOB_ERROR_MAX 2000
+/* Sets j->last_error to a copy of msg made valid UTF-8 (invalid bytes become U+FFFD) and
+ * cut at a character boundary to JOB_ERROR_MAX bytes; NULL clears it. msg may be
+ * j->last_error itself. The one way last_error is set: whatever produced the text (a
+ * script, a provider, a name from a spec), what is stored is valid UTF-8. */
+void job_set_error(struct job *j, const char *msg);
+
 /* Drops the evaluation result (after a failure, before re-evaluating). */
 void job_clear_result(struct job *j);
 

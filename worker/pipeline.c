@@ -182,11 +182,7 @@ void pipeline_release(struct worker *w, struct job *j)
 
 void pipeline_fail(struct worker *w, struct job *j, const char *why)
 {
-	if (why != j->last_error) {
-		char *copy = xstrdup(why ? why : "unknown error");
-		free(j->last_error);
-		j->last_error = copy;
-	}
+	job_set_error(j, why ? why : "unknown error");
 	LOGE(j->sub, j->id, "failed after %d attempt(s): %s", j->attempts, j->last_error);
 	j->op = OP_FAIL;
 	pipeline_to_commit(w, j);
@@ -229,9 +225,7 @@ static void retry_insert(struct worker *w, struct job *j)
 void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
                   const char *why)
 {
-	char *copy = xstrdup(why ? why : "unknown error");
-	free(j->last_error);
-	j->last_error = copy;
+	job_set_error(j, why ? why : "unknown error");
 	if (counted) {
 		if (j->attempts >= w->cfg->max_deliveries) {
 			pipeline_fail(w, j, j->last_error);

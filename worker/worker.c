@@ -66,8 +66,7 @@ static void reject(struct worker *w, struct job *j, enum job_reason reason, cons
 {
 	j->op = OP_REJECT;
 	j->reason = reason;
-	free(j->last_error);
-	j->last_error = msg ? xstrdup(msg) : NULL;
+	job_set_error(j, msg);
 	LOGI(j->sub, j->id, "rejected: %s%s%s", job_reason_name(reason), msg ? ": " : "",
 	     msg ? msg : "");
 	pipeline_to_commit(w, j);
@@ -527,9 +526,10 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 		/* Provider trouble is not the submission's fault: retried without using up an
 		 * attempt. An invalid verdict or a spec that cannot be judged here is an
 		 * internal_error (counted), with the provider's raw answer kept. */
-		snprintf(why, sizeof why, "%s: %s%s%.300s", rc == JUDGE_UNAVAILABLE ?
+		const char *raw = res && res->raw ? res->raw : "";
+		snprintf(why, sizeof why, "%s: %s%s%.*s", rc == JUDGE_UNAVAILABLE ?
 		         "judge unavailable" : "internal_error", err ? err : "judge failed",
-		         res && res->raw ? "; raw answer: " : "", res && res->raw ? res->raw : "");
+		         *raw ? "; raw answer: " : "", (int)utf8_cut(raw, 300), raw);
 		judge_job_free(jj);
 		pipeline_retry(w, j, STAGE_EVAL, rc != JUDGE_UNAVAILABLE, why);
 		return;
@@ -1061,8 +1061,7 @@ static void after_load(struct worker *w, struct job *j)
 		if (j->kind == JOB_EVALUATE) {
 			reject(w, j, REASON_INVALID_SPEC, msg);
 		} else {
-			free(j->last_error);
-			j->last_error = xstrdup(msg);
+			job_set_error(j, msg);
 			LOGW(j->sub, j->id, "reevaluate: invalid spec: %s", msg);
 			pipeline_to_ack(w, j, ACK_DEAD, "invalid_spec", OUTCOME_DEAD_LETTERED);
 		}

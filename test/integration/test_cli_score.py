@@ -138,6 +138,19 @@ rc, out, err = run("validate-spec", "--spec", bad_weight)
 ok(rc == 2 and "more than 6 decimal places" in err, "validate-spec --spec F: invalid", err)
 rc, out, err = run("validate-spec")
 ok(rc == 2 and "usage" in err, "validate-spec without a file: usage, exit 2", err)
+# A custom script that reports on stdout: ok, with a warning that points to score.json.
+stdout_form = write("stdout-form.json", {"evaluator": "custom-script", "dimensions": [
+    {"key": "correctness", "weight": 1}], "script": {"language": "sh",
+    "source": "echo '{\"scores\":{\"correctness\":5}}'"}})
+rc, out, err = run("validate-spec", stdout_form)
+ok(rc == 0 and out == "ok\n" and "warning" in err and "score.json" in err,
+   "validate-spec: a script without score.json: ok with a warning", (rc, out, err))
+file_form = write("file-form.json", {"evaluator": "custom-script", "dimensions": [
+    {"key": "correctness", "weight": 1}], "script": {"language": "sh",
+    "source": "echo '{\"scores\":{\"correctness\":5}}' > score.json"}})
+rc, out, err = run("validate-spec", file_form)
+ok(rc == 0 and out == "ok\n" and err == "", "validate-spec: a script writing score.json: no "
+   "warning", (rc, out, err))
 cycle = write("cycle.json", {"evaluator": "deterministic", "dimensions": [
     {"key": "a", "weight": 0.5, "primitive": "time_decay", "gate": {"dimension": "b", "above": 1}},
     {"key": "b", "weight": 0.5, "primitive": "time_decay", "gate": {"dimension": "a", "above": 1}}]})

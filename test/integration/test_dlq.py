@@ -7,6 +7,9 @@ list, count, replay and drop; replay of a failed submission sets it back to
 queued; bad arguments exit 2 with the usage line and never a traceback (an
 unknown entry id, a bad duration, a bad config file); a reader that closes
 the pipe early (`dlq list --json | head -1`) ends the script quietly.
+Entries with any bytes in any field (invalid UTF-8, half characters, NUL,
+control characters, in names and values) are listed, shown, counted, replayed
+(their original bytes copied) and dropped without a traceback.
 """
 import json
 import os
@@ -42,6 +45,66 @@ def dlq(s, *args, stdin=""):
 def clean_usage(r, name, want=2):
     ok(r.returncode == want and "Traceback" not in r.stderr and "usage:" in r.stderr,
        name, "rc %s\n%s" % (r.returncode, r.stderr))
+
+
+# Dead-letter entries as no worker writes them but anything can: every field, name and
+# value, with bytes that are not UTF-8.
+HALF = "\u00e9".encode() * 3 + b"\xc3"                  # cut inside a character
+WEIRD = [
+    {b"submission_id": b"\xff\xfe" + HALF, b"kind": b"evaluate\xc3", b"reason": b"failed: " + HALF,
+     b"failed_at": b"17\x00\xff", b"original_id": b"\x80", b"worker_id": b"w\xed\xa0\x80"},
+    {b"sub\xffmission": b"x", b"reason": b"\x1b[31mred\x1b[0m\r\n\x00\xc0\xaf",
+     b"\x00": b"\x00", b"failed_at": HALF, b"enqueued_at": b"\xf4\x90\x80\x80"},
+    {b"submission_id": "ok \u00e9\u20ac\U0001f600".encode(), b"reason": HALF + HALF,
+     b"elo": b"\xe2\x82"},
+]
+
+
+def any_bytes(s, now):
+    raw = redis.Redis.from_url(s.redis_url)   # bytes in, bytes out
+    dead, jobs = "u8:dead", "u8:jobs"
+    ids = [raw.xadd(dead, f).decode() for f in WEIRD]
+
+    def run(*args):
+        return dlq(s, "--prefix", "u8", *args)
+
+    def clean(res, name):
+        ok(res.returncode == 0 and "Traceback" not in res.stderr, name,
+           "rc %s\n%s%s" % (res.returncode, res.stdout, res.stderr))
+        return res
+
+    res = clean(run("list"), "any bytes: list")
+    ok(all(i in res.stdout for i in ids) and "\x1b" not in res.stdout,
+       "any bytes: list shows every entry, control characters escaped", res.stdout)
+    res = clean(run("list", "--json"), "any bytes: list --json")
+    rows = json.loads(res.stdout or "[]")
+    ok([r["id"] for r in rows] == ids and rows[0]["reason"].startswith("failed: "),
+       "any bytes: list --json parses, every entry", res.stdout)
+    clean(run("list", "--reason", "failed"), "any bytes: list --reason")
+    res = clean(run("count"), "any bytes: count")
+    ok(res.stdout.strip() == "3", "any bytes: count is 3", res.stdout)
+    clean(run("count", "--older-than", "1s"), "any bytes: count with a filter (bad failed_at)")
+    for i in ids:
+        res = clean(run("show", i), "any bytes: show %s" % i)
+        ok("\x1b" not in res.stdout and "\x00" not in res.stdout, "any bytes: show %s escapes "
+           "control characters" % i, repr(res.stdout))
+        res = clean(run("show", i, "--json"), "any bytes: show %s --json" % i)
+        json.loads(res.stdout or "null")
+    res = clean(run("replay", "--all", "--yes"), "any bytes: replay --all")
+    ok(res.stdout.count("replayed ") == 3 and raw.xlen(dead) == 0, "any bytes: all 3 replayed",
+       res.stdout + res.stderr)
+    got = [f for _, f in raw.xrange(jobs)]
+    want = [{k: v for k, v in f.items() if k not in (b"reason", b"failed_at", b"original_id",
+                                                     b"worker_id")} for f in WEIRD]
+    ok(got == want, "any bytes: replay copied the original bytes", (got, want))
+    ids = [raw.xadd(dead, f).decode() for f in WEIRD]
+    res = clean(run("drop", "--all", "--yes"), "any bytes: drop --all")
+    ok("dropped 3" in res.stdout and raw.xlen(dead) == 0, "any bytes: all 3 dropped", res.stdout)
+    ids = [raw.xadd(dead, f).decode() for f in WEIRD]
+    res = clean(run("replay", ids[1], "--yes", "--no-db"), "any bytes: replay one by id")
+    res = clean(run("drop", ids[0], ids[2], "--yes"), "any bytes: drop by id")
+    ok(raw.xlen(dead) == 0, "any bytes: nothing left", raw.xlen(dead))
+    raw.close()
 
 
 def main():
@@ -128,6 +191,8 @@ def main():
         p.wait(60)
         ok("Traceback" not in err and "BrokenPipe" not in err, "list --json | head -1: no traceback",
            err)
+
+        any_bytes(s, now)
     return tap.done()
 
 

@@ -7,6 +7,6 @@ got = doc["submission"]["answer"].get("answers", [])
 want = doc["ground_truth"].get("answers", [])
 right = sum(1 for a, b in zip(got, want) if a == b)
 print("some chatter first")
-print(json.dumps({"scores": {"correctness": 0}}))   # an earlier line: the last one counts
+print("{\"not\": \"a score line\"}")   # JSON without "scores": not counted
 print(json.dumps({"scores": {"correctness": round(1000 * right / max(1, len(want))),
                              "style": 640}, "started": doc["match"].get("started_at")}))
