@@ -914,10 +914,8 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 	}
 	const json_t *e = json_object_get(root, "error");
 	if (e) {
-		const json_t *m = json_object_get(e, "message");
-		fail(err, errlen, "the provider returned an error: %.200s",
-		     json_is_string(m) ? json_string_value(m) : json_is_string(e) ? json_string_value(e)
-		                                                                 : "(no message)");
+		/* Its message is not quoted: this reason reaches the repair request and last_error. */
+		fail(err, errlen, "the provider's response is an error object");
 		json_decref(root);
 		return -1;
 	}
@@ -1017,7 +1015,10 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 	json_error_t je;
 	json_t *root = json_loadb(s, (size_t)(e - s), JSON_REJECT_DUPLICATES, &je);
 	if (!root)
-		return fail(err, errlen, "the answer is not JSON: %s", je.text);
+		/* Where, not what: jansson's text quotes the token, and this reason goes into the
+		 * repair request's instructions (a submission may have steered the answer). */
+		return fail(err, errlen, "the answer is not one JSON object (line %d, column %d%s)",
+		            je.line, je.column, strstr(je.text, "duplicate") ? ": a duplicate key" : "");
 	int rc = -1;
 	const json_t *scores = json_object_get(root, "scores"), *sum = json_object_get(root, "summary");
 	const char *k;
@@ -1028,7 +1029,7 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 	}
 	json_object_foreach(root, k, x) {
 		if (strcmp(k, "scores") && strcmp(k, "summary")) {
-			fail(err, errlen, "unexpected key '%.64s' (only scores and summary)", k);
+			fail(err, errlen, "the answer has a key other than scores and summary");
 			goto out;
 		}
 	}
@@ -1045,7 +1046,7 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 		while (i < r->ncrit && strcmp(r->crit[i].key, k))
 			i++;
 		if (i == r->ncrit) {
-			fail(err, errlen, "scores has '%.64s', which is not a criterion", k);
+			fail(err, errlen, "scores has a key that is not a criterion");
 			goto out;
 		}
 	}
