@@ -896,10 +896,21 @@ void rubric_reply_clear(struct rubric_reply *r)
 	}
 }
 
-static int64_t count(const json_t *o, const char *k)
+/* A usage count the provider reported: absent or null is 0; anything but an integer in
+ * 0..RUBRIC_MAX_REPLY_TOKENS is refused (-1), so the sums, the token limit and the spend
+ * budget never see a negative, fractional or overflowing figure. */
+static int count(const json_t *o, const char *k, int64_t *out)
 {
 	const json_t *v = json_object_get(o, k);
-	return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : 0;
+	if (!v || json_is_null(v)) {
+		*out = 0;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > RUBRIC_MAX_REPLY_TOKENS)
+		return -1;
+	*out = (int64_t)json_integer_value(v);
+	return 0;
 }
 
 int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
@@ -920,7 +931,7 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 		return -1;
 	}
 	struct strbuf t = { 0 };
-	bool cut = false, have = false;
+	bool cut = false, have = false, bad = false;
 	switch (p) {
 	case RUBRIC_GEMINI: {
 		const json_t *c = json_array_get(json_object_get(root, "candidates"), 0);
@@ -935,8 +946,8 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 		const json_t *fr = json_object_get(c, "finishReason");
 		cut = json_is_string(fr) && !strcmp(json_string_value(fr), "MAX_TOKENS");
 		const json_t *u = json_object_get(root, "usageMetadata");
-		out->tokens_in = count(u, "promptTokenCount");
-		out->tokens_out = count(u, "candidatesTokenCount");
+		bad = count(u, "promptTokenCount", &out->tokens_in) < 0 ||
+		      count(u, "candidatesTokenCount", &out->tokens_out) < 0;
 		break;
 	}
 	case RUBRIC_ANTHROPIC: {
@@ -952,8 +963,8 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 		const json_t *sr = json_object_get(root, "stop_reason");
 		cut = json_is_string(sr) && !strcmp(json_string_value(sr), "max_tokens");
 		const json_t *u = json_object_get(root, "usage");
-		out->tokens_in = count(u, "input_tokens");
-		out->tokens_out = count(u, "output_tokens");
+		bad = count(u, "input_tokens", &out->tokens_in) < 0 ||
+		      count(u, "output_tokens", &out->tokens_out) < 0;
 		break;
 	}
 	default: {
@@ -966,12 +977,18 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 		const json_t *fr = json_object_get(c, "finish_reason");
 		cut = json_is_string(fr) && !strcmp(json_string_value(fr), "length");
 		const json_t *u = json_object_get(root, "usage");
-		out->tokens_in = count(u, "prompt_tokens");
-		out->tokens_out = count(u, "completion_tokens");
+		bad = count(u, "prompt_tokens", &out->tokens_in) < 0 ||
+		      count(u, "completion_tokens", &out->tokens_out) < 0;
 		break;
 	}
 	}
 	json_decref(root);
+	if (bad) {
+		strbuf_free(&t);
+		out->tokens_in = out->tokens_out = 0;
+		return fail(err, errlen, "the provider reported an implausible token count (not an "
+		            "integer 0-%d)", RUBRIC_MAX_REPLY_TOKENS);
+	}
 	if (!have) {
 		strbuf_free(&t);
 		return fail(err, errlen, "the provider's response holds no text");

@@ -31,6 +31,7 @@
 #define RUBRIC_DEFAULT_INPUT_BYTES 65536
 #define RUBRIC_MAX_INPUT_BYTES (1 << 20)
 #define RUBRIC_NONCE_LEN 32            /* hex characters */
+#define RUBRIC_MAX_REPLY_TOKENS 100000000 /* a usage count above is refused */
 
 enum rubric_provider { RUBRIC_OPENAI, RUBRIC_GEMINI, RUBRIC_ANTHROPIC };
 
@@ -114,11 +115,13 @@ void rubric_request(const struct rubric *r, const char *system, const char *user
  * "x-api-key: " (the key is appended by the caller). */
 const char *rubric_key_header(enum rubric_provider p);
 
-/* A provider's reply: the generated text and the token usage (0 when not reported). */
+/* A provider's reply: the generated text and the token usage (0 when not reported; each
+ * 0..RUBRIC_MAX_REPLY_TOKENS). */
 struct rubric_reply { char *text; int64_t tokens_in, tokens_out; };
 /* Parses a provider's response body. Returns 0 (out->text owned, free with
  * rubric_reply_clear) or -1 with the reason (not JSON, no text, an error object, the answer
- * was cut at the output cap). */
+ * was cut at the output cap, a usage count that is not an integer 0..RUBRIC_MAX_REPLY_TOKENS).
+ * The reason quotes nothing of the body. */
 int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
                        struct rubric_reply *out, char *err, size_t errlen);
 void rubric_reply_clear(struct rubric_reply *r);

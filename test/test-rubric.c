@@ -5,6 +5,8 @@
  * size cap and sections, the nonce delimiters, and strict verdicts.
  */
 #undef NDEBUG
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +333,45 @@ static void test_providers(void)
 	   strstr(err, "an error object") && !strstr(err, "quota"),
 	   "error object reported, its message not quoted");
 	ok(rubric_reply_parse(RUBRIC_OPENAI, "<html>", 6, &rep, err, sizeof err) < 0, "not JSON");
+	/* Finding 5: the provider's numbers are checked. A usage count that is not an integer in
+	 * 0..RUBRIC_MAX_REPLY_TOKENS refuses the reply (it would overflow the sums, the token
+	 * limit and the spend budget); an absent or null count is 0. */
+	static const struct { const char *n; bool good; int64_t want; } usage[] = {
+		{ "9223372036854775807", false, 0 }, { "-5", false, 0 }, { "1e308", false, 0 },
+		{ "\"NaN\"", false, 0 }, { "\"1000\"", false, 0 }, { "12.5", false, 0 },
+		{ "true", false, 0 }, { "{}", false, 0 }, { "100000001", false, 0 },
+		{ "100000000", true, 100000000 }, { "0", true, 0 }, { "null", true, 0 },
+		{ "1000", true, 1000 },
+	};
+	for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++)
+		for (int p = RUBRIC_OPENAI; p <= RUBRIC_ANTHROPIC; p++) {
+			char body[512];
+			const char *n = usage[i].n;
+			if (p == RUBRIC_GEMINI)
+				snprintf(body, sizeof body, "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":"
+				         "\"a\"}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount"
+				         "\":3,\"candidatesTokenCount\":%s}}", n);
+			else if (p == RUBRIC_ANTHROPIC)
+				snprintf(body, sizeof body, "{\"content\":[{\"type\":\"text\",\"text\":\"a\"}],"
+				         "\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":%s,"
+				         "\"output_tokens\":3}}", n);
+			else
+				snprintf(body, sizeof body, "{\"choices\":[{\"message\":{\"content\":\"a\"},"
+				         "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":%s,"
+				         "\"completion_tokens\":%s}}", n, n);
+			err[0] = 0;
+			int rc = rubric_reply_parse((enum rubric_provider)p, body, strlen(body), &rep, err,
+			                            sizeof err);
+			int64_t got = rc < 0 ? -1 : p == RUBRIC_GEMINI ? rep.tokens_out : rep.tokens_in;
+			if (usage[i].good)
+				ok(rc == 0 && got == usage[i].want && rep.tokens_in >= 0 && rep.tokens_out >= 0,
+				   "%s: usage %s accepted as %lld", rubric_provider_name((enum rubric_provider)p),
+				   n, (long long)got);
+			else
+				ok(rc < 0 && strstr(err, "token count"), "%s: usage %s refused (%s)",
+				   rubric_provider_name((enum rubric_provider)p), n, err);
+			rubric_reply_clear(&rep);
+		}
 	r->provider = RUBRIC_OPENAI;
 	spec_free(s);
 }
