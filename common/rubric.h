@@ -42,16 +42,14 @@ struct rubric_criterion {
 };
 
 struct rubric {
-	enum rubric_provider provider;
-	char *model, *base_url, *api_key_env, *instructions;
+	char *provider;                 /* the name of an operator-configured provider (jprov.h) */
+	char *model, *instructions;
 	double temperature;             /* default 0 */
 	int max_output_tokens;          /* default 1024 */
 	int timeout_ms;                 /* per request, default 60000 */
 	int max_retries;                /* provider errors retried per verdict, default 2 */
 	size_t max_input_bytes;         /* cap of the data document, default 64 KiB */
-	double price_in, price_out;     /* USD per million tokens, default 0 */
 	double max_cost_usd;            /* per verdict (0 = no bound): larger token caps refused */
-	bool plain_http;                /* http:// to a non-loopback host allowed */
 	size_t nfields; char **fields;  /* answer paths the judge reads */
 	size_t nfiles; char **files;    /* answer.files entries the judge reads */
 	char *self_description;         /* answer.files entry, NULL = none declared */
@@ -96,7 +94,8 @@ json_t *rubric_materials(const struct rubric *r, const json_t *answer, const jso
 json_t *rubric_sections_missing(const char *text);
 
 /* What determines a verdict, as canonical text to hash (caller frees): prompt version,
- * provider, model, temperature, output cap, instructions, criteria and materials. */
+ * provider (its configured name), model, temperature, output cap, instructions, criteria
+ * and materials. */
 char *rubric_cache_material(const struct rubric *r, const json_t *materials);
 
 /* The prompt: *system (rules, rubric, output format) and *user (the materials quoted between
@@ -106,11 +105,12 @@ char *rubric_cache_material(const struct rubric *r, const json_t *materials);
 int rubric_prompt(const struct rubric *r, const json_t *materials, const char *nonce,
                   char **system, char **user);
 
-/* The provider request: *path (appended to base_url) and *body (JSON text), caller frees.
- * repair_text/repair_err (may be NULL) add the previous invalid answer and why it was invalid,
- * for the one repair attempt. */
-void rubric_request(const struct rubric *r, const char *system, const char *user,
-                    const char *repair_text, const char *repair_err, char **path, char **body);
+/* The request to a provider speaking api: *path (appended to its base URL) and *body (JSON
+ * text), caller frees. repair_text/repair_err (may be NULL) add the previous invalid answer
+ * (as the model's own turn) and why it was invalid, for the one repair attempt. */
+void rubric_request(const struct rubric *r, enum rubric_provider api, const char *system,
+                    const char *user, const char *repair_text, const char *repair_err,
+                    char **path, char **body);
 /* The header carrying the API key: "Authorization: Bearer ", "x-goog-api-key: " or
  * "x-api-key: " (the key is appended by the caller). */
 const char *rubric_key_header(enum rubric_provider p);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jprov.h"
 #include "rubric.h"
 #include "score.h"
 #include "spec.h"
@@ -18,7 +19,6 @@
 #include "util.h"
 
 #define JUDGE_BLOCK "\"judge\": {\"provider\": \"openai\", \"model\": \"m1\", " \
-	"\"base_url\": \"http://127.0.0.1:9/v1\", \"api_key_env\": \"TEST_API_KEY\", " \
 	"\"reads\": {\"fields\": [\"summary\"], \"files\": [\"main.py\"], " \
 	"\"self_description\": \"SUBMISSION.md\"}}"
 
@@ -63,7 +63,8 @@ static void test_judge_spec(void)
 	ok(r->temperature == 0 && r->max_output_tokens == 1024 && r->timeout_ms == 60000 &&
 	   r->max_retries == 2 && r->max_input_bytes == RUBRIC_DEFAULT_INPUT_BYTES && r->tests,
 	   "defaults");
-	is_str(r->api_key_env, "TEST_API_KEY", "api_key_env kept by name");
+	is_str(r->provider, "openai", "provider kept by name");
+	is_str(r->model, "m1", "model");
 	/* Blend: the judge's 80 and 50 with time_decay's external-free dimension. */
 	const char *keys[] = { "code_quality", "design" };
 	int scores[] = { rubric_scale(80), rubric_scale(50) };
@@ -92,28 +93,25 @@ static void test_spec_rules(void)
 	        "\"judge\": {\"name\": \"A\", \"score\": 100}}], " JUDGE_BLOCK "}",
 	        "dimension 'a': judge must be");
 	static const struct { const char *block, *want; } bad[] = {
-		{ "{\"provider\": \"x\", \"model\": \"m\", \"base_url\": \"https://h\"}", "judge.provider" },
-		{ "{\"provider\": \"gemini\", \"base_url\": \"https://h\"}", "judge.model" },
-		{ "{\"provider\": \"gemini\", \"model\": \"a b\", \"base_url\": \"https://h\"}", "judge.model" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"ftp://h\"}", "judge.base_url" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"http://example.com\"}",
-		  "plain http:// only to a loopback host" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": "
-		  "\"http://127.0.0.1:80@evil.example/v1\"}", "must not contain '@'" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": "
-		  "\"http://127.0.0.1.evil.example/v1\"}", "plain http:// only to a loopback host" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
-		  "\"api_key_env\": \"ARBITER_DATABASE_URL\"}", "judge.api_key_env" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
-		  "\"api_key\": \"sk-1\"}", "judge.api_key is not a judge setting" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
-		  "\"temperature\": 3}", "judge.temperature" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
-		  "\"timeout_ms\": 10}", "judge.timeout_ms" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
-		  "\"reads\": {\"fields\": [\"a[\"]}}", "judge.reads.fields[0]" },
-		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\", "
-		  "\"price\": {\"input_per_mtok\": -1}}", "judge.price" },
+		{ "{\"provider\": \"Open AI\", \"model\": \"m\"}", "judge.provider must name a provider" },
+		{ "{\"provider\": \"gemini\"}", "judge.model" },
+		{ "{\"provider\": \"gemini\", \"model\": \"a b\"}", "judge.model" },
+		/* The connection is the operator's (finding 1): a spec that still carries it is
+		 * refused, naming the setting. */
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"base_url\": \"https://h\"}",
+		  "judge.base_url is not a spec setting" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"api_key_env\": \"OPENAI_API_KEY\"}",
+		  "judge.api_key_env is not a spec setting" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"plain_http\": true}",
+		  "judge.plain_http is not a spec setting" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"price\": {\"input_per_mtok\": 0}}",
+		  "ARBITER_JUDGE_PROVIDERS" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"api_key\": \"sk-1\"}",
+		  "judge.api_key is not a judge setting" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"temperature\": 3}", "judge.temperature" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"timeout_ms\": 10}", "judge.timeout_ms" },
+		{ "{\"provider\": \"gemini\", \"model\": \"m\", \"reads\": {\"fields\": [\"a[\"]}}",
+		  "judge.reads.fields[0]" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		char buf[1024];
@@ -287,7 +285,7 @@ static void test_providers(void)
 		return;
 	}
 	char *path, *body;
-	rubric_request(r, "SYS", "USER", NULL, NULL, &path, &body);
+	rubric_request(r, RUBRIC_OPENAI, "SYS", "USER", NULL, NULL, &path, &body);
 	is_str(path, "/chat/completions", "openai path");
 	json_t *b = json_loads(body, 0, NULL);
 	ok(b && json_object_get(json_object_get(b, "response_format"), "json_schema"),
@@ -295,8 +293,7 @@ static void test_providers(void)
 	json_decref(b);
 	free(path);
 	free(body);
-	r->provider = RUBRIC_GEMINI;
-	rubric_request(r, "SYS", "USER", "{bad", "not JSON", &path, &body);
+	rubric_request(r, RUBRIC_GEMINI, "SYS", "USER", "{bad", "not JSON", &path, &body);
 	is_str(path, "/models/m1:generateContent", "gemini path");
 	b = json_loads(body, 0, NULL);
 	ok(b && json_array_size(json_object_get(b, "contents")) == 3, "repair adds two turns");
@@ -305,8 +302,7 @@ static void test_providers(void)
 	json_decref(b);
 	free(path);
 	free(body);
-	r->provider = RUBRIC_ANTHROPIC;
-	rubric_request(r, "SYS", "USER", NULL, NULL, &path, &body);
+	rubric_request(r, RUBRIC_ANTHROPIC, "SYS", "USER", NULL, NULL, &path, &body);
 	is_str(path, "/v1/messages", "anthropic path");
 	free(path);
 	free(body);
@@ -372,7 +368,6 @@ static void test_providers(void)
 				   rubric_provider_name((enum rubric_provider)p), n, err);
 			rubric_reply_clear(&rep);
 		}
-	r->provider = RUBRIC_OPENAI;
 	spec_free(s);
 }
 
@@ -480,8 +475,8 @@ static void test_repair_quotes_nothing(void)
 			   "answer %zu is invalid", i);
 		for (int p = RUBRIC_OPENAI; p <= RUBRIC_ANTHROPIC; p++) {
 			char *path, *body;
-			r->provider = (enum rubric_provider)p;
-			rubric_request(r, "SYS", "USER", answers[i], err, &path, &body);
+			rubric_request(r, (enum rubric_provider)p, "SYS", "USER", answers[i], err, &path,
+			               &body);
 			json_t *b = json_loads(body, 0, NULL);
 			const json_t *turns = json_object_get(b, p == RUBRIC_GEMINI ? "contents" : "messages");
 			size_t n = json_array_size(turns);
@@ -502,8 +497,88 @@ static void test_repair_quotes_nothing(void)
 			free(body);
 		}
 	}
-	r->provider = RUBRIC_OPENAI;
 	spec_free(s);
+}
+
+/* The operator's providers (ARBITER_JUDGE_PROVIDERS): parsing, the URL rules, and a spec's
+ * provider and model resolved against them. */
+static void test_jprov(void)
+{
+	static const char good[] =
+		"{\"openai\": {\"base_url\": \"https://api.openai.com/v1/\", \"api_key_env\": "
+		"\"OPENAI_API_KEY\", \"models\": [\"m1\", \"gpt-4o\"], \"price\": {\"input_per_mtok\": "
+		"0.3, \"output_per_mtok\": 2.5}, \"max_cost_usd\": 0.5},"
+		" \"local\": {\"api\": \"openai-compatible\", \"base_url\": \"http://127.0.0.1:8000/v1\", "
+		"\"models\": [\"llama\"]}}";
+	struct jprovs *ps = NULL;
+	char err[512] = "";
+	ok(jprov_parse(good, strlen(good), &ps, err, sizeof err) == 0 && ps && ps->n == 2,
+	   "providers parse (%s)", err);
+	if (!ps)
+		return;
+	const struct jprov *o = &ps->p[0];
+	ok(!strcmp(o->name, "openai") && o->api == RUBRIC_OPENAI &&
+	   !strcmp(o->base_url, "https://api.openai.com/v1") && !strcmp(o->api_key_env, "OPENAI_API_KEY") &&
+	   o->nmodels == 2 && o->price_in == 0.3 && o->price_out == 2.5 && o->max_cost_usd == 0.5,
+	   "provider fields (api from the name, trailing '/' dropped)");
+	ok(ps->p[1].api == RUBRIC_OPENAI && !ps->p[1].api_key_env, "openai-compatible, no key");
+
+	struct spec *s;
+	struct rubric *r = judge_rubric(&s);
+	ok(r && jprov_resolve(ps, r, err, sizeof err) == o, "the spec's provider and model resolve");
+	char *keep = r->model;
+	r->model = "gpt-5";
+	ok(!jprov_resolve(ps, r, err, sizeof err) && strstr(err, "judge.model 'gpt-5' is not one of "
+	   "provider openai's models") && strstr(err, "ARBITER_JUDGE_PROVIDERS"),
+	   "a model off the list is refused: %s", err);
+	r->model = keep;
+	char *kp = r->provider;
+	r->provider = "evil";
+	ok(!jprov_resolve(ps, r, err, sizeof err) && strstr(err, "judge.provider 'evil' is not "
+	   "configured") && strstr(err, "openai, local"), "an unknown provider is refused: %s", err);
+	ok(!jprov_resolve(NULL, r, err, sizeof err) && strstr(err, "none configured"),
+	   "no providers at all: %s", err);
+	r->provider = kp;
+	spec_free(s);
+	jprov_free(ps);
+	ok(jprov_parse("  ", 2, &ps, err, sizeof err) == 0 && ps->n == 0, "empty text: none");
+	jprov_free(ps);
+
+	static const struct { const char *text, *want; } bad[] = {
+		{ "[1]", "not a JSON object of providers" },
+		{ "{\"sk-secret", "not JSON (line 1" },
+		{ "{\"Bad Name\": {}}", "provider names" },
+		{ "{\"x\": {\"base_url\": \"https://h\", \"models\": [\"m\"]}}", "api must be" },
+		{ "{\"openai\": {\"base_url\": \"ftp://h\", \"models\": [\"m\"]}}", "base_url must be" },
+		{ "{\"openai\": {\"base_url\": \"http://example.com\", \"models\": [\"m\"]}}",
+		  "plain http:// only to a loopback host" },
+		{ "{\"openai\": {\"base_url\": \"http://127.0.0.1:80@evil.example/v1\", \"models\": "
+		  "[\"m\"]}}", "must not contain '@'" },
+		{ "{\"openai\": {\"base_url\": \"http://127.0.0.1.evil.example/v1\", \"models\": "
+		  "[\"m\"]}}", "plain http:// only to a loopback host" },
+		{ "{\"openai\": {\"base_url\": \"https://h\"}}", "models must be" },
+		{ "{\"openai\": {\"base_url\": \"https://h\", \"models\": []}}", "models must be" },
+		{ "{\"openai\": {\"base_url\": \"https://h\", \"models\": [\"a b\"]}}", "models[0]" },
+		{ "{\"openai\": {\"base_url\": \"https://h\", \"models\": [\"m\"], \"api_key_env\": "
+		  "\"sk-123\"}}", "api_key_env must name" },
+		{ "{\"openai\": {\"base_url\": \"https://h\", \"models\": [\"m\"], \"price\": "
+		  "{\"input_per_mtok\": -1}}}", "price must be" },
+		{ "{\"openai\": {\"base_url\": \"https://h\", \"models\": [\"m\"], \"price\": "
+		  "{\"input_per_mtok\": 1e308}}}", "price must be" },
+		{ "{\"openai\": {\"base_url\": \"https://h\", \"models\": [\"m\"], \"api_key\": \"k\"}}",
+		  "api_key is not a provider setting" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = 0;
+		ps = NULL;
+		int rc = jprov_parse(bad[i].text, strlen(bad[i].text), &ps, err, sizeof err);
+		ok(rc < 0 && !ps && strstr(err, bad[i].want) && !strstr(err, "sk-"),
+		   "providers rejected (%s): %s", bad[i].want, err);
+	}
+	static const char plain[] = "{\"openai\": {\"base_url\": \"http://10.0.0.1/v1\", "
+	                            "\"plain_http\": true, \"models\": [\"m\"]}}";
+	ok(jprov_parse(plain, strlen(plain), &ps, err, sizeof err) == 0, "plain_http: %s", err);
+	jprov_free(ps);
 }
 
 int main(void)
@@ -515,5 +590,6 @@ int main(void)
 	test_providers();
 	test_verdicts();
 	test_repair_quotes_nothing();
+	test_jprov();
 	return tap_done();
 }

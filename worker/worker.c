@@ -41,6 +41,7 @@
 #include "http.h"
 #include "isotime.h"
 #include "jarena.h"
+#include "jprov.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -1818,7 +1819,15 @@ static int open_parts(struct worker *w)
 		        "(e.g. 20/day)\n", w->cfg->judge_budget);
 		return -1;
 	}
+	char perr[512];
+	if (judge_providers_load(w->cfg->judge_providers, &w->judge_providers, perr,
+	                         sizeof perr) < 0) {
+		fprintf(stderr, "arbiter worker: ARBITER_JUDGE_PROVIDERS: %s\n", perr);
+		return -1;
+	}
+	w->specs.providers = w->judge_providers;
 	struct judge_opts jo = { .pg = w->pg, .rq = w->rq_cmd, .kbase = w->k_judge,
+	                         .providers = w->judge_providers,
 	                         .max_inflight = w->cfg->judge_inflight,
 	                         .shared_inflight = w->cfg->judge_shared_inflight,
 	                         .tpm = w->cfg->judge_tpm,
@@ -1993,6 +2002,7 @@ cleanup:
 	free(w->k_lock);
 	free(w->k_judge);
 	free(w->k_judge_lane);
+	jprov_free(w->judge_providers);   /* the judge that borrowed them is closed */
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;
