@@ -950,6 +950,29 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 	return 0;
 }
 
+void rubric_error_code(const char *body, size_t len, char *out, size_t outlen)
+{
+	static const char *const fields[] = { "code", "type", "status" };
+	out[0] = 0;
+	json_t *root = json_loadb(body, len, 0, NULL);
+	const json_t *e = json_object_get(root, "error");
+	for (size_t i = 0; i < 3 && json_is_object(e); i++) {
+		const json_t *v = json_object_get(e, fields[i]);
+		if (!json_is_string(v))
+			continue;
+		const char *s = json_string_value(v);
+		size_t n = json_string_length(v);
+		bool good = n >= 1 && n <= RUBRIC_MAX_ERROR_CODE && n < outlen;
+		for (size_t k = 0; good && k < n; k++)
+			good = isalnum((unsigned char)s[k]) || s[k] == '_' || s[k] == '-' || s[k] == '.';
+		if (good) {
+			memcpy(out, s, n + 1);
+			break;
+		}
+	}
+	json_decref(root);
+}
+
 /* ---- verdicts ---------------------------------------------------------- */
 
 void rubric_verdict_clear(struct rubric_verdict *v)

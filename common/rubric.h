@@ -32,6 +32,7 @@
 #define RUBRIC_MAX_INPUT_BYTES (1 << 20)
 #define RUBRIC_NONCE_LEN 32            /* hex characters */
 #define RUBRIC_MAX_REPLY_TOKENS 100000000 /* a usage count above is refused */
+#define RUBRIC_MAX_ERROR_CODE 48       /* bytes of a provider's error code shown */
 
 enum rubric_provider { RUBRIC_OPENAI, RUBRIC_GEMINI, RUBRIC_ANTHROPIC };
 
@@ -125,6 +126,12 @@ struct rubric_reply { char *text; int64_t tokens_in, tokens_out; };
 int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
                        struct rubric_reply *out, char *err, size_t errlen);
 void rubric_reply_clear(struct rubric_reply *r);
+/* A short reason from a provider's error response body (len bytes) that is safe to show in
+ * last_error: its error object's "code", else "type", else "status" (OpenAI, Anthropic,
+ * Gemini), when that is 1..RUBRIC_MAX_ERROR_CODE characters of A-Z a-z 0-9 '_' '-' '.';
+ * else "" (nothing else of the body is ever taken: a message may echo a key or the
+ * request). Writes out (outlen >= 1). */
+void rubric_error_code(const char *body, size_t len, char *out, size_t outlen);
 
 /* A validated verdict: per criterion (rubric order) a score 0..100 and a reasoning. */
 struct rubric_verdict {

@@ -581,6 +581,30 @@ static void test_jprov(void)
 	jprov_free(ps);
 }
 
+/* Finding 1: of a provider's error body only a short identifier may be shown. */
+static void test_error_code(void)
+{
+	static const struct { const char *body, *want; } cases[] = {
+		{ "{\"error\": {\"message\": \"Incorrect API key provided: sk-live-1\", \"type\": "
+		  "\"invalid_request_error\", \"code\": \"invalid_api_key\"}}", "invalid_api_key" },
+		{ "{\"error\": {\"message\": \"sk-live-1\", \"type\": \"authentication_error\"}}",
+		  "authentication_error" },
+		{ "{\"error\": {\"code\": 401, \"message\": \"sk\", \"status\": \"UNAUTHENTICATED\"}}",
+		  "UNAUTHENTICATED" },
+		{ "{\"error\": {\"code\": \"\\u001b[31msk-live-1\", \"message\": \"x\"}}", "" },
+		{ "{\"error\": {\"code\": \"has space\"}}", "" },
+		{ "{\"error\": {\"code\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}", "" },
+		{ "{\"error\": \"sk-live-1\"}", "" },
+		{ "<html>sk-live-1</html>", "" },
+		{ "", "" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char out[RUBRIC_MAX_ERROR_CODE + 1] = "junk";
+		rubric_error_code(cases[i].body, strlen(cases[i].body), out, sizeof out);
+		is_str(out, cases[i].want, "error code of body %zu", i);
+	}
+}
+
 int main(void)
 {
 	test_judge_spec();
@@ -591,5 +615,6 @@ int main(void)
 	test_verdicts();
 	test_repair_quotes_nothing();
 	test_jprov();
+	test_error_code();
 	return tap_done();
 }

@@ -429,8 +429,11 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 		return;
 	}
 	if (st < 200 || st > 299) {
-		snprintf(why, sizeof why, "provider %s answered HTTP %ld: %.200s", x->pv->name, st,
-		         resp->body);
+		/* The status and at most a short code: the body may echo a key or the request. */
+		char code[RUBRIC_MAX_ERROR_CODE + 1];
+		rubric_error_code(resp->body, resp->len, code, sizeof code);
+		snprintf(why, sizeof why, "provider %s answered HTTP %ld%s%s%s", x->pv->name, st,
+		         *code ? " (" : "", code, *code ? ")" : "");
 		provider_ok(x);   /* it answers: the request is wrong, not the provider down */
 		release(x, 0, JLIM_ANSWERED);
 		finish(x, JUDGE_CONFIG, why);

@@ -525,10 +525,10 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	if (rc != JUDGE_OK) {
 		/* Provider trouble is not the submission's fault: retried without using up an
 		 * attempt. An invalid verdict or a spec that cannot be judged here is an
-		 * internal_error (counted), with the provider's raw answer kept. */
-		snprintf(why, sizeof why, "%s: %s%s%.300s", rc == JUDGE_UNAVAILABLE ?
-		         "judge unavailable" : "internal_error", err ? err : "judge failed",
-		         res && res->raw ? "; raw answer: " : "", res && res->raw ? res->raw : "");
+		 * internal_error (counted). The reason is arbiter's own words: nothing of the
+		 * provider's answer goes into last_error or the dead letter. */
+		snprintf(why, sizeof why, "%s: %s", rc == JUDGE_UNAVAILABLE ?
+		         "judge unavailable" : "internal_error", err ? err : "judge failed");
 		judge_job_free(jj);
 		pipeline_retry(w, j, STAGE_EVAL, rc != JUDGE_UNAVAILABLE, why);
 		return;

@@ -10,7 +10,7 @@ result; the verdict cache (re-evaluation makes no provider call, --rejudge
 makes one); injection attempts that must not change the score (and a check
 that the provider WOULD obey an injection that escaped the delimiters); 500s
 and 429 + Retry-After retried; a malformed answer repaired once, and
-internal_error with the raw answer when it stays malformed; a hanging
+internal_error naming the rule (nothing of the answer) when it stays malformed; a hanging
 provider: the circuit breaker opens (jobs wait, not failed) while
 deterministic jobs keep flowing, and closes when the provider answers again;
 a hybrid blend (tests + judge, when the sandbox is usable); exactly once when
@@ -591,8 +591,9 @@ def main():
             p.mode = "ok"
             eq(a.status(sid7), "failed", "out-of-range scores after the repair: failed")
             err = a.val("SELECT last_error FROM submissions WHERE id = %s", sid7) or ""
-            ok("internal_error" in err and "integer 0-100" in err and "raw answer" in err,
-               "last_error names the rule and keeps the raw answer", err)
+            ok("internal_error" in err and "integer 0-100" in err and "raw answer" not in err and
+               "by the rubric" not in err,
+               "last_error names the rule, and nothing of the answer", err)
             eq(a.val("SELECT count(*) FROM evaluation_results WHERE submission_id = %s", sid7), 0,
                "no result for it")
 

@@ -144,6 +144,29 @@ def main():
                                      sid)), ("completed", 400), "judged")
             eq(p.count() - n, 1, "one provider call")
 
+            # -- a provider's error body stays out of last_error and the dead letter ---------
+            leak = "sk-live-LEAK-7777"
+            bodies = [
+                (json.dumps({"error": {"message": "Incorrect API key provided: %s" % leak,
+                                       "type": "invalid_request_error", "code": "invalid_api_key"}}),
+                 " (invalid_api_key)"),
+                (json.dumps({"error": {"message": leak, "code": "\u001b[31m" + leak}}), ""),
+                ("<html><body>%s \u001b]0;pwned\u0007 %s</body></html>" % (leak, "x" * 500), ""),
+            ]
+            for i, (body, reason) in enumerate(bodies):
+                p.script = ["status:401:" + body]
+                _, sid = a.submit(a.agent(), ch, {"work": {"quality": 41 + i, "docs": 40}})
+                ok(a.wait_final([sid], 30), "401 #%d: final" % i, w.tail())
+                err = a.val("SELECT last_error FROM submissions WHERE id = %s", sid) or ""
+                dead = [f for _, f in a.dead_entries() if f.get("submission_id") == sid]
+                dl = json.dumps(dead)
+                want = "provider openai answered HTTP 401" + reason
+                ok(want in err and leak not in err and "\u001b" not in err and "html" not in err and
+                   "127.0.0.1" not in err, "401 #%d: last_error has the status%s and none of the "
+                   "body or URL" % (i, reason and " and the code"), err)
+                ok(dead and want in dl and leak not in dl and "127.0.0.1" not in dl,
+                   "401 #%d: the dead letter too" % i, dl)
+
             # -- provider numbers ----------------------------------------------------------
             nv = a.val("SELECT count(*) FROM judge_verdicts")
             for i, n in enumerate(("9223372036854775807", "-5", "1e308", '"NaN"')):
@@ -165,7 +188,7 @@ def main():
             out = w.output()
             ok("runtime error" not in out and "AddressSanitizer" not in out,
                "no sanitizer finding in the worker", w.tail())
-            ok(KEY not in out, "no key in the worker's log")
+            ok(KEY not in out and leak not in out, "no key and no body in the worker's log")
             ok(w.alive(), "the worker is alive")
             eq(w.term(), 0, "worker exits 0")
             bad = Worker(s, "prov-bad", env=dict(env, ARBITER_JUDGE_PROVIDERS='{"openai": 1}'))
