@@ -154,10 +154,12 @@ def tls_provider(s, a, env):
         ca, crt, key = test_ca(d)
         tp = Provider().start(tls=(crt, key))
         try:
-            c = a.challenge(spec(tp))
-            tenv = dict(env, ARBITER_JUDGE_PROVIDERS=tp.providers())
-            ok(json.loads(tp.providers())["openai"]["base_url"].startswith("https://127.0.0.1:"),
-               "https provider")
+            # A provider of its own name: the job left waiting below is no other worker's to
+            # judge (for them "tls" is not configured: invalid_spec).
+            tls = {"tls": dict(json.loads(tp.providers())["openai"], api="openai")}
+            c = a.challenge(spec(tp, "tls"))
+            tenv = dict(env, ARBITER_JUDGE_PROVIDERS=json.dumps(tls))
+            ok(tls["tls"]["base_url"].startswith("https://127.0.0.1:"), "https provider")
             w = Worker(s, "judge-tls", env=dict(tenv, ARBITER_JUDGE_CA_FILE=ca))
             sid = run_one(a, c, {"work": {"quality": 64, "docs": 64}})
             eq(result(a, sid) and result(a, sid)[0], 640, "judged over https (test CA)", w.tail())
