@@ -185,6 +185,14 @@ def main():
             spent = [float(a.r.get(k)) for k in a.r.keys("arbiter:judge:spend:*")]
             ok(spent and all(0 <= x < 1 for x in spent), "nor did the spend budget", spent)
 
+            n = p.count()
+            p.script = ["429:9223372036854775807"]
+            _, sid = a.submit(a.agent(), ch, {"work": {"quality": 61, "docs": 40}})
+            ok(a.wait_final([sid], 40), "Retry-After 2^63-1 s: final", w.tail())
+            eq(a.status(sid), "completed", "a Retry-After beyond the cap is provider trouble: "
+               "retried and judged", a.val("SELECT last_error FROM submissions WHERE id = %s", sid))
+            ok(p.count() - n >= 2, "asked again", p.count() - n)
+
             out = w.output()
             ok("runtime error" not in out and "AddressSanitizer" not in out,
                "no sanitizer finding in the worker", w.tail())
