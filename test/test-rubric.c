@@ -409,6 +409,16 @@ static void test_verdicts(void)
 		  "{\"score\": 1, \"reasoning\": \"\"}}, \"summary\": \"s\"}", "integer 0-100" },
 		{ "{\"scores\": {\"code_quality\": {\"score\": \"80\", \"reasoning\": \"\"}, \"design\": "
 		  "{\"score\": 1, \"reasoning\": \"\"}}, \"summary\": \"s\"}", "integer 0-100" },
+		{ "{\"scores\": {\"code_quality\": {\"score\": 9223372036854775807, \"reasoning\": \"\"}, \"design\": "
+		  "{\"score\": 1, \"reasoning\": \"\"}}, \"summary\": \"s\"}", "integer 0-100" },
+		{ "{\"scores\": {\"code_quality\": {\"score\": -1, \"reasoning\": \"\"}, \"design\": "
+		  "{\"score\": 1, \"reasoning\": \"\"}}, \"summary\": \"s\"}", "integer 0-100" },
+		{ "{\"scores\": {\"code_quality\": {\"score\": 1e308, \"reasoning\": \"\"}, \"design\": "
+		  "{\"score\": 1, \"reasoning\": \"\"}}, \"summary\": \"s\"}", "integer 0-100" },
+		{ "{\"scores\": {\"code_quality\": {\"score\": \"NaN\", \"reasoning\": \"\"}, \"design\": "
+		  "{\"score\": 1, \"reasoning\": \"\"}}, \"summary\": \"s\"}", "integer 0-100" },
+		{ "{\"scores\": {\"code_quality\": {\"score\": 99999999999999999999, \"reasoning\": \"\"}, \"design\": "
+		  "{\"score\": 1, \"reasoning\": \"\"}}, \"summary\": \"s\"}", "not one JSON object" },
 		{ "{\"scores\": {\"code_quality\": {\"score\": 8, \"reasoning\": \"\"}, \"design\": "
 		  "{\"score\": 1, \"reasoning\": \"\"}, \"speed\": {\"score\": 100, \"reasoning\": \"\"}}, "
 		  "\"summary\": \"s\"}", "a key that is not a criterion" },
