@@ -559,7 +559,7 @@ static void render_judge(struct strbuf *out)
 	sample(out, "arbiter_judge_tokens_total", tin, (double)M.judge.tokens_in);
 	sample(out, "arbiter_judge_tokens_total", tout, (double)M.judge.tokens_out);
 	header(out, "arbiter_judge_cost_usd_total", "counter",
-	       "Spend on LLM judge providers in USD, from the specs' judge.price.");
+	       "Spend on LLM judge providers in USD, at the providers' prices (ARBITER_JUDGE_PROVIDERS).");
 	sample(out, "arbiter_judge_cost_usd_total", NULL, M.judge.cost_usd);
 	gauge(out, "arbiter_judge_circuits_open", "LLM judge providers whose circuit is open.",
 	      (double)M.judge.circuits_open);

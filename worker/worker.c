@@ -41,6 +41,7 @@
 #include "http.h"
 #include "isotime.h"
 #include "jarena.h"
+#include "jprov.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -525,11 +526,10 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	if (rc != JUDGE_OK) {
 		/* Provider trouble is not the submission's fault: retried without using up an
 		 * attempt. An invalid verdict or a spec that cannot be judged here is an
-		 * internal_error (counted), with the provider's raw answer kept. */
-		const char *raw = res && res->raw ? res->raw : "";
-		snprintf(why, sizeof why, "%s: %s%s%.*s", rc == JUDGE_UNAVAILABLE ?
-		         "judge unavailable" : "internal_error", err ? err : "judge failed",
-		         *raw ? "; raw answer: " : "", (int)utf8_cut(raw, 300), raw);
+		 * internal_error (counted). The reason is arbiter's own words: nothing of the
+		 * provider's answer goes into last_error or the dead letter. */
+		snprintf(why, sizeof why, "%s: %s", rc == JUDGE_UNAVAILABLE ?
+		         "judge unavailable" : "internal_error", err ? err : "judge failed");
 		judge_job_free(jj);
 		pipeline_retry(w, j, STAGE_EVAL, rc != JUDGE_UNAVAILABLE, why);
 		return;
@@ -1847,7 +1847,15 @@ static int open_parts(struct worker *w)
 		        "(e.g. 20/day)\n", w->cfg->judge_budget);
 		return -1;
 	}
+	char perr[512];
+	if (judge_providers_load(w->cfg->judge_providers, &w->judge_providers, perr,
+	                         sizeof perr) < 0) {
+		fprintf(stderr, "arbiter worker: ARBITER_JUDGE_PROVIDERS: %s\n", perr);
+		return -1;
+	}
+	w->specs.providers = w->judge_providers;
 	struct judge_opts jo = { .pg = w->pg, .rq = w->rq_cmd, .kbase = w->k_judge,
+	                         .providers = w->judge_providers,
 	                         .max_inflight = w->cfg->judge_inflight,
 	                         .shared_inflight = w->cfg->judge_shared_inflight,
 	                         .tpm = w->cfg->judge_tpm,
@@ -2030,6 +2038,7 @@ cleanup:
 	free(w->k_judge_lane);
 	free(w->k_other_jobs);
 	free(w->k_heartbeats);
+	jprov_free(w->judge_providers);   /* the judge that borrowed them is closed */
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;

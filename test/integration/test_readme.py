@@ -121,6 +121,9 @@ def main():
         # from the environment directly (its sandbox settings come from the table itself:
         # sandbox_pool_new loads it from the environment when it has no configuration).
         ("worker/cmd_score.c", "ARBITER_LOG_LEVEL"), ("worker/cmd_score.c", "ARBITER_MAX_STRING_BYTES"),
+        # the judge's providers, for `arbiter score` and `arbiter validate-spec` (free text: the
+        # table checks nothing; judge_providers_load parses it)
+        ("worker/cmd_score.c", "ARBITER_JUDGE_PROVIDERS"),
         # migrate takes only the database URL and the file.
         ("worker/cmd_migrate.c", "ARBITER_CONFIG"), ("worker/cmd_migrate.c", "ARBITER_DATABASE_URL"),
     }
