@@ -447,8 +447,8 @@ static void on_phase2(const struct pgc_result *r, void *data)
 		case OP_COMPLETE:
 		case OP_REEVAL:
 			nev++;
-			if (j->enqueued_at_ms > 0 && now >= j->enqueued_at_ms)
-				metrics_e2e_seconds((double)(now - j->enqueued_at_ms) / 1000.0);
+			if (j->has_enqueued_at)
+				metrics_e2e_job(j->enqueued_at_ms, j->row.submitted_ms, now);
 			if (j->op_eff == OP_COMPLETE && j->eu.clamped)
 				LOGW(j->sub, j->id, "rating outside %d..%d (agent or challenge %s): clamped "
 				     "to %d vs opponent %d", ELO_RATING_MIN, ELO_RATING_MAX,

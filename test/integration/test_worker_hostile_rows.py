@@ -186,6 +186,7 @@ def main():
         port = free_port()
         w = Worker(s, "hostile-1", env={"ARBITER_METRICS_ADDR": "127.0.0.1:%d" % port})
         ok(wait_for(lambda: metrics(port), 20), "metrics served", w.tail())
+        check_enqueued_at(a, w, port)
         check_attempts(a, w)
         check_elo_adjust(a, w)
         check_eval_seq(a, w)
