@@ -171,7 +171,8 @@ struct job {
 	enum job_kind kind;
 	enum job_elo elo;
 	const char *source_ip;             /* points into fields, NULL if absent */
-	int64_t enqueued_at_ms;            /* 0 = unknown */
+	int64_t enqueued_at_ms;            /* the entry's enqueued_at (valid when has_enqueued_at) */
+	bool has_enqueued_at;              /* the entry carries a readable enqueued_at */
 	enum job_poison poison;            /* why the entry is invalid, POISON_NONE if valid */
 
 	/* Delivery bookkeeping. */

@@ -70,6 +70,7 @@ static struct {
 	uint64_t jobs[NEVAL][NOUTCOME];
 	uint64_t rejections[NREASON];
 	uint64_t reconciled;
+	uint64_t enqueued_implausible;   /* entries whose enqueued_at was not observed */
 	uint64_t reconnects[NTARGET];
 	uint64_t ratelimit[NDECISION];
 	uint64_t ratelimit_resets;
@@ -142,6 +143,20 @@ void metrics_e2e_seconds(double secs)
 	if (secs > METRICS_E2E_MAX_SECS)
 		secs = METRICS_E2E_MAX_SECS;
 	observe(&M.e2e, e2e_bounds, COUNTOF(e2e_bounds), secs);
+}
+
+int metrics_e2e_job(int64_t enqueued_at_ms, int64_t submitted_at_ms, int64_t now_ms)
+{
+	/* enqueued_at_ms is any int64 an entry carried; submitted_at_ms (SQL-clamped to
+	 * +-9e15) and now_ms are real times, so the bounds below do not overflow, and the
+	 * difference is taken only once enqueued_at_ms lies between them. */
+	if (enqueued_at_ms < submitted_at_ms - METRICS_ENQUEUE_SKEW_MS ||
+	    enqueued_at_ms > now_ms + METRICS_ENQUEUE_SKEW_MS) {
+		M.enqueued_implausible++;
+		return 0;
+	}
+	metrics_e2e_seconds((double)(now_ms - enqueued_at_ms) / 1000.0);
+	return 1;
 }
 
 void metrics_inflight(int n)
@@ -469,6 +484,11 @@ static void render_jobs(struct strbuf *out)
 	       "Time from enqueued_at to the committed result.");
 	histogram_samples(out, "arbiter_end_to_end_latency_seconds", NULL, NULL, &M.e2e,
 	                  e2e_bounds, COUNTOF(e2e_bounds));
+
+	header(out, "arbiter_enqueued_at_implausible_total", "counter",
+	       "Committed jobs whose enqueued_at was before their submission or ahead of now, "
+	       "left out of arbiter_end_to_end_latency_seconds.");
+	sample(out, "arbiter_enqueued_at_implausible_total", NULL, (double)M.enqueued_implausible);
 
 	header(out, "arbiter_commit_batch_size", "histogram",
 	       "Evaluations committed per database transaction.");

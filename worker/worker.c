@@ -1031,9 +1031,19 @@ static void after_load(struct worker *w, struct job *j)
 	}
 	/* submissions.attempts counts the attempts at evaluating the submission
 	 * (across deliveries and processes). A re-evaluation is a new job: its
-	 * attempts are its own deliveries, whatever the first evaluation took. */
-	if (j->kind == JOB_EVALUATE && r->attempts + 1 > j->attempts)
-		j->attempts = r->attempts + 1;
+	 * attempts are its own deliveries, whatever the first evaluation took.
+	 * The stored count is the API server's row: one at or beyond ARBITER_MAX_DELIVERIES
+	 * (up to INT_MAX) has used its attempts up, and is compared, never incremented. */
+	if (j->kind == JOB_EVALUATE && r->attempts >= w->cfg->max_deliveries) {
+		char why[128];
+		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
+		         r->attempts, w->cfg->max_deliveries);
+		j->attempts = r->attempts;
+		pipeline_fail(w, j, j->last_error ? j->last_error : why);
+		return;
+	}
+	if (j->kind == JOB_EVALUATE && r->attempts >= j->attempts)
+		j->attempts = r->attempts + 1;   /* r->attempts < max_deliveries <= 1000 here */
 	if (j->attempts > w->cfg->max_deliveries) {
 		char why[128];
 		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
