@@ -475,10 +475,13 @@ static void on_phase2(const struct pgc_result *r, void *data)
 			pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
 			break;
 		case OP_FAIL:
-			if (j->op == OP_REEVAL)   /* refused under the lock (cplan) */
-				LOGE(j->sub, j->id, "reevaluate refused: %s: the submission is failed",
-				     j->last_error);
 			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
+			break;
+		case OP_REFUSED:
+			/* Refused under the lock (cplan): nothing written; the submission keeps its
+			 * status and first result, the job goes to the dead letters with the reason. */
+			LOGE(j->sub, j->id, "reevaluate refused: %s", j->last_error);
+			pipeline_to_ack(w, j, ACK_DEAD, j->last_error, OUTCOME_DEAD_LETTERED);
 			break;
 		case OP_NO_RESULT:
 		default:
@@ -762,7 +765,7 @@ static char *notify_events(const struct cbatch *b, const struct cplan *plan)
 			           j->res.score, score_outcome_name(j->res.result), NULL);
 		else if (j->op_eff == OP_REJECT)
 			notify_add(events, j->sub, "rejected", 0, 0, NULL, job_reason_name(j->reason));
-		else if (j->op_eff == OP_FAIL)   /* a step: evaluate, or a refused re-evaluation */
+		else if (j->op_eff == OP_FAIL)
 			notify_add(events, j->sub, "failed", 0, 0, NULL, NULL);
 	}
 	char *notify = notify_param(events);

@@ -249,13 +249,13 @@ static bool adjust_agent(struct state *s, struct job *j, const struct cplan_orig
 static void refuse(struct state *s, struct job *j, int pos, const char *reason, const char *why)
 {
 	char buf[200];
+	(void)s;
+	(void)pos;
 	snprintf(buf, sizeof buf, "%s: %s", reason, why);
-	free(j->last_error);
-	j->last_error = xstrdup(buf);
-	j->op_eff = OP_FAIL;
+	job_set_error(j, buf);
+	j->op_eff = OP_REFUSED;
 	j->eval_seq = 0;
 	j->hist_before = j->hist_after = j->hist_change = 0;
-	add_step(s->p, pos, OP_FAIL);
 }
 
 /* A re-evaluation: pass 2. */
