@@ -1086,6 +1086,7 @@ static void create_group(struct worker *w);
 static void maybe_read(struct worker *w);
 static void read_own_pending(struct worker *w);
 static void read_timer_cb(uv_timer_t *t);
+static void check_migrations(struct worker *w);
 
 /* Adopts the entries of an XREADGROUP reply; returns how many the reply held. */
 static size_t adopt_entries(struct worker *w, redisReply *reply, bool claimed)
@@ -1190,8 +1191,12 @@ static void maybe_read(struct worker *w)
 	if (w->state != W_RUNNING || w->reading || !w->group_ready || !rq_connected(w->rq_read))
 		return;
 	/* Not ready (schema older than this binary, paused): take no job at all, not even our
-	 * own pending ones; check again shortly (the cause is logged by opsctl). */
+	 * own pending ones; check again shortly (the cause is logged by opsctl). At start-up
+	 * (schema not checked yet) the check starts now, not at the first gauges tick, and its
+	 * answer starts the reading (on_migcheck), not the next poll. */
 	if (!opsctl_may_take(w->ops, NULL, 0)) {
+		if (w->db_version == -2 && !w->migcheck_busy)
+			check_migrations(w);
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 200, 0);
 		return;
@@ -1441,7 +1446,6 @@ static void on_xinfo(struct rq *r, redisReply *reply, const char *err, void *dat
 	}
 }
 
-static void check_migrations(struct worker *w);
 
 static void gauges_cb(uv_timer_t *t)
 {
@@ -1509,13 +1513,18 @@ static void on_migcheck(const struct pgc_result *r, void *data)
 		     "migrate`", v, migrate_latest());
 	w->db_version = v;
 	w->migrations_ok = ok;
+	if (ok)
+		pipeline_kick(w);   /* read now (maybe_read), not at its next poll */
 }
 
+/* Reads the schema version (on_migcheck). The first check (the schema not checked yet) is
+ * sent even before a connection is up: pgc_run waits for the first one, so the answer comes
+ * one round trip after it; later checks are skipped while no connection is up. */
 static void check_migrations(struct worker *w)
 {
 	static const struct pgc_stmt st = {
 		"SELECT coalesce(max(version), 0) FROM arbiter_migrations", 0, NULL };
-	if (!pgc_pool_ready(w->pg))
+	if (!pgc_pool_ready(w->pg) && w->db_version != -2)
 		return;
 	w->migcheck_busy = true;
 	if (pgc_run(w->pg, &st, 1, on_migcheck, w) < 0)
