@@ -680,7 +680,7 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		return fail(err, errlen, "dimensions[%zu] must be an object, not %s", i, jcanon_type_name(dim));
 	const json_t *k = json_object_get(dim, "key");
 	if (!k)
-		return fail(err, errlen, "dimensions[%zu]: key is required", i);
+		return fail(err, errlen, "dimensions[%zu]: key is required (or name, the seed's form)", i);
 	if (!json_is_string(k))
 		return fail(err, errlen, "dimensions[%zu]: key must be a string, not %s", i, jcanon_type_name(k));
 	if (!key_valid(json_string_value(k), json_string_length(k)))
@@ -977,6 +977,50 @@ static int parse_script(struct spec *s, const json_t *sc, char *err, size_t errl
 	return 0;
 }
 
+/* The scoring-primitives seed's published form (README "The seed's spec form"): `type` names
+ * the evaluator and a dimension's `name` is its key. When root uses either, *out gets a copy in
+ * the documented form (`evaluator`, `key`; the caller frees it), else NULL. A dimension with
+ * both keeps its `key` (`name` is then a label, as in the rubric form); `type` beside
+ * `evaluator` must name the same evaluator. Returns 0, or -1 with a message. */
+static int seed_alias_expand(const json_t *root, json_t **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	const json_t *type = json_object_get(root, "type"), *ev = json_object_get(root, "evaluator");
+	const json_t *dims = json_object_get(root, "dimensions");
+	bool named = false;
+	for (size_t i = 0; i < json_array_size(dims); i++) {
+		const json_t *d = json_array_get(dims, i);
+		named |= json_is_object(d) && json_object_get(d, "name") && !json_object_get(d, "key");
+	}
+	if (type && !json_is_string(type))
+		return fail(err, errlen, "type must be a string (the evaluator), not %s",
+		            jcanon_type_name(type));
+	if (type && ev && !json_equal((json_t *)type, (json_t *)ev))
+		return fail(err, errlen, "type '%.64s' and evaluator disagree (type is the seed's name "
+		            "for evaluator: give one of them)", json_string_value(type));
+	if (!(type && !ev) && !named)
+		return 0;
+	json_t *res = json_copy((json_t *)root);
+	if (type && !ev)
+		json_object_set(res, "evaluator", (json_t *)type);
+	if (named) {
+		json_t *nd = json_array();
+		for (size_t i = 0; i < json_array_size(dims); i++) {
+			json_t *d = json_array_get(dims, i);
+			if (json_is_object(d) && json_object_get(d, "name") && !json_object_get(d, "key")) {
+				d = json_copy(d);
+				json_object_set(d, "key", json_object_get(d, "name"));
+				json_array_append_new(nd, d);
+			} else {
+				json_array_append(nd, d);
+			}
+		}
+		json_object_set_new(res, "dimensions", nd);
+	}
+	*out = res;
+	return 0;
+}
+
 int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -987,6 +1031,14 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	json_t *gate_targets[SPEC_MAX_DIMS] = { 0 };
 	json_t *expanded = NULL;   /* the seed's rubric form, as ordinary dimensions (rubric.h) */
 	if (rubric_expand(root, &expanded, err, errlen) < 0)
+		goto bad;
+	if (expanded) {
+		spec_free(s);
+		int rc = spec_from_json(expanded, out, err, errlen);
+		json_decref(expanded);
+		return rc;
+	}
+	if (seed_alias_expand(root, &expanded, err, errlen) < 0)
 		goto bad;
 	if (expanded) {
 		spec_free(s);
