@@ -2316,6 +2316,24 @@ def validation_cases():
          (None, ['threshold', 'draw'])),
         ('thresholds win 300 alone (draw default 400)', spec(dim(), thresholds={'win': 300}),
          (None, ['threshold', 'draw', 'win'])),
+        # README "Unknown keys": refused with the nearest known key; x- keys are notes
+        ('unknown key normalise', spec(dim(normalise=['trim'])),
+         ('correctness', ["'normalise'", "did you mean 'normalize'"])),
+        ('a parameter of another primitive', spec(dim(tolerance=0.5)),
+         ('correctness', ['tolerance does not apply'])),
+        ('unknown key in a nested primitive',
+         spec(dim(primitive='keyed_map', item={'primitive': 'numeric_tolerance', 'tolerence': 1}))
+         , ('correctness', ["'tolerence'", "did you mean 'tolerance'"])),
+        ('unknown key at the top level', spec(dim(), treshold={'win': 700}),
+         (None, ["unknown key 'treshold'"])),
+        ('unknown key in a gate', spec(dim('a1', 0.5), dim('a2', 0.5, gate={'dimension': 'a1',
+                                                                          'abve': 1})),
+         ('a2', ["unknown key 'abve'"])),
+        ('x- keys are notes', spec(dim(**{'x-why': 'because'}), **{'x-author': 'me'}), None),
+        ('the seed form with an x- note', {'type': 'deterministic', 'x-source': 'seed 001',
+                                           'dimensions': [{'name': 'speed', 'weight': 1,
+                                                           'primitive': 'time_decay',
+                                                           'time_limit_secs': 300}]}, None),
     ]
     for name, s, want in cases:
         d = os.path.join(tmp, 'v%d' % tap.count())
