@@ -60,7 +60,7 @@ static const char *const *prim_params(enum prim_kind k)
 	                                  "decay", NULL };
 	static const char *const td[] = { "time_limit_secs", "curve", NULL };
 	static const char *const so[] = { "field", "ground_truth_field", "normalize", "method", NULL };
-	static const char *const ex[] = { "expr", "vars", "scale", NULL };
+	static const char *const ex[] = { "expr", "vars", "scale", "null_as_missing", NULL };
 	static const char *const tl[] = { "field", "normalize", "unit", "ramp", "steps", "target",
 	                                  NULL };
 	static const char *const tc[] = { "field", "ground_truth_field", "normalize", "terms", "need",
@@ -390,6 +390,10 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 		            json_string_value(src), why);
 	for (size_t i = 0; i < d->nvars; i++)
 		d->vars[i].len_only = expr_var_use(d->expr, i) == 2;
+	const json_t *nm = json_object_get(dim, "null_as_missing");
+	if (nm && !json_is_boolean(nm))
+		return fail(err, errlen, "dimension '%s': null_as_missing must be true or false", d->key);
+	d->null_missing = json_is_true(nm);
 	d->scale = 1;
 	const json_t *sc = json_object_get(dim, "scale");
 	if (sc) {

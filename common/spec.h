@@ -84,6 +84,7 @@ struct spec_dim {
 	unsigned norm;                           /* normalize steps (norm.h) */
 	struct expr *expr; size_t nvars; struct spec_var *vars;  /* expression */
 	double scale;                            /* expression: result ÷ scale (default 1) */
+	bool null_missing;                       /* expression: a var holding null is missing */
 	bool words;                              /* text_length: unit words (else code points) */
 	enum spec_count count_of; json_t *present_keys;   /* count (present_keys borrowed) */
 	size_t npoints; struct prim_point *points; bool steps;  /* text_length, count */
