@@ -171,6 +171,18 @@ int rubric_expand(const json_t *spec, json_t **out, char *err, size_t errlen)
 			return fail(err, errlen, "rubric[%zu]: name must be a non-empty string", i);
 		}
 		const char *nm = json_string_value(name);
+		const char *ck;
+		json_t *cv;
+		json_object_foreach((json_t *)c, ck, cv) {
+			if (strncmp(ck, "x-", 2) && strcmp(ck, "name") && strcmp(ck, "description") &&
+			    strcmp(ck, "weight") && strcmp(ck, "key")) {
+				fail(err, errlen, "rubric[%zu] '%.64s': unknown key '%.64s' (a criterion has name, "
+				     "description, weight and key; keys starting with x- are free for notes)", i,
+				     nm, ck);
+				json_decref(res);
+				return -1;
+			}
+		}
 		if (desc && !json_is_string(desc)) {
 			json_decref(res);
 			return fail(err, errlen, "rubric[%zu] '%.64s': description must be a string", i, nm);

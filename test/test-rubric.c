@@ -150,6 +150,15 @@ static void test_rubric_form(void)
 		score_result_clear(&res);
 	}
 	spec_free(s);
+	/* Unknown keys are refused in a criterion and at the top level; x- keys are notes. */
+	rejects("{\"rubric\": [{\"name\": \"A\", \"weight\": 100, \"wieght\": 1}], " JUDGE_BLOCK "}",
+	        "rubric[0] 'A': unknown key 'wieght'");
+	rejects("{\"rubric\": [{\"name\": \"A\", \"weight\": 100}], \"modes\": \"llm\", "
+	        JUDGE_BLOCK "}", "unknown key 'modes' in the spec (did you mean 'mode'?)");
+	s = parse("{\"rubric\": [{\"name\": \"A\", \"weight\": 100, \"x-why\": \"n\"}], "
+	          "\"x-note\": 1, " JUDGE_BLOCK "}", err, sizeof err);
+	ok(s != NULL, "rubric form: x- keys are notes (%s)", err);
+	spec_free(s);
 	/* Hybrid: test_weight 40 / llm_weight 60; criteria 50/50 -> 0.3 each. */
 	s = parse("{\"mode\": \"hybrid\", \"test_weight\": 40, \"llm_weight\": 60, \"rubric\": ["
 	          "{\"name\": \"A\", \"weight\": 50}, {\"name\": \"B\", \"weight\": 50}], "
