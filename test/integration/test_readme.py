@@ -142,14 +142,20 @@ def main():
         pathdir = os.path.join(s.tmp, "bin")
         os.makedirs(pathdir)
         os.symlink(os.path.abspath(BIN), os.path.join(pathdir, "arbiter"))
-        port = free_port()
+        port, port2 = free_port(), free_port()
         work = os.path.join(s.tmp, "qs")
         os.makedirs(work)
         with open(os.path.join(work, "worker.conf"), "w") as f:
             f.write(ex["worker.conf"].replace("9464", str(port))
                     + "ARBITER_RATE_LIMIT=0\nARBITER_SANDBOX_CGROUP=none\n")
         env = clean_env(s, {"PATH": pathdir + ":" + os.environ.get("PATH", "")})
-        script = "set -e\n" + ex["quickstart"].replace("9464", str(port))
+        keys = set(re.findall(r"^(ARBITER_\w+)=", ex["worker.conf"], re.M))
+        r = subprocess.run(["bash", "-c", "set -a; . ./worker.conf; set +a; env"], cwd=work,
+                           env=clean_env(s), capture_output=True, text=True, timeout=30)
+        got = set(re.findall(r"^(ARBITER_\w+)=", r.stdout, re.M))
+        ok(len(keys) >= 4 and keys <= got, "worker.conf read by a shell as the README says "
+           "exports every setting of the file", (sorted(keys), sorted(got), r.stderr))
+        script = "set -e\n" + ex["quickstart"].replace("9464", str(port)).replace("9465", str(port2))
         r = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True,
                            text=True, timeout=180)
         ok(r.returncode == 0, "the quick start runs as written (migrate, worker, readyz, status, "
