@@ -598,6 +598,31 @@ fail:
 	return -1;
 }
 
+const char *config_value_text(const struct config *c, const char *env, char *buf, size_t n)
+{
+	const struct cfg_key *k = find_env(env, strlen(env));
+	const char *base = (const char *)c;
+
+	if (!k)
+		return NULL;
+	switch (k->type) {
+	case CFG_STR:
+	case CFG_STR_NONEMPTY:
+	case CFG_ENUM: {
+		const char *v = *(char *const *)(base + k->off);
+		return v ? v : "";
+	}
+	case CFG_INT:
+	case CFG_MS:
+		snprintf(buf, n, "%d", *(const int *)(base + k->off));
+		return buf;
+	case CFG_SIZE:
+		snprintf(buf, n, "%zu", *(const size_t *)(base + k->off));
+		return buf;
+	}
+	return NULL;
+}
+
 void config_report(const char *cmd, const char *msg)
 {
 	fprintf(stderr, "arbiter %s: configuration: %s\n", cmd, msg);

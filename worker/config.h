@@ -76,6 +76,11 @@ int config_load(int argc, char **argv, struct config *out, char *err, size_t err
 int config_load_some(const char *const *names, const char *file, struct config *out,
                      unsigned *given, char *err, size_t errlen);
 
+/* The value of the setting named env (e.g. "ARBITER_PREFIX") in c, as text: a string
+ * setting's own text (pointing into c), a number or a duration (in ms) printed into buf.
+ * Returns NULL when env is not a setting. */
+const char *config_value_text(const struct config *c, const char *env, char *buf, size_t n);
+
 /* Checks what the table's types cannot: the rate limit and burst, the metrics
  * address, the Redis URL, the database conninfo, the sandbox uid base. Call it
  * after config_load and before any connection or sandbox set-up. Returns 0,
