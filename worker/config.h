@@ -81,10 +81,13 @@ int config_load_some(const char *const *names, const char *file, struct config *
  * Returns NULL when env is not a setting. */
 const char *config_value_text(const struct config *c, const char *env, char *buf, size_t n);
 
-/* Checks what the table's types cannot: the rate limit and burst, the metrics
- * address, the Redis URL, the database conninfo, the sandbox uid base. Call it
- * after config_load and before any connection or sandbox set-up. Returns 0,
- * or -1 with a message naming the setting in err. */
+/* Checks what the table's types cannot: the rate limit and burst, the allow list,
+ * the metrics address, the Redis URL, the database conninfo (and a '@' after the host
+ * of a postgresql:// URI), the judge budget, the key prefix and style, the sandbox uid
+ * base: every setting error the worker could meet later, so each is reported here in
+ * the "configuration:" format with exit 2 (config_report). Call it after config_load
+ * and before any connection or sandbox set-up. Returns 0, or -1 with a message naming
+ * the setting in err. */
 int config_validate(const struct config *c, char *err, size_t errlen);
 
 /* Parses a duration: decimal N (milliseconds) or N followed by ms, s, m or h.

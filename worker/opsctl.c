@@ -485,8 +485,13 @@ void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))
 	if (!rq_connected(w->rq_cmd) || rq_cmdv(w->rq_cmd, 2000, on_leave, l, argc, argv, NULL) < 0) {
 		o->refs--;
 		free(l);
-		LOGW(NULL, NULL, "Redis unavailable at exit: consumer %s stays in the group "
-		     "(`arbiter status --prune` removes it)", w->cfg->worker_id);
+		if (w->consumer_made)
+			LOGW(NULL, NULL, "Redis unavailable at exit: consumer %s stays in the group "
+			     "(`arbiter status --prune` removes it)", w->cfg->worker_id);
+		else
+			LOGI(NULL, NULL, "Redis unavailable at exit: consumer %s was never created "
+			     "(this worker never read from the group); nothing to remove",
+			     w->cfg->worker_id);
 		done(w);
 	}
 }

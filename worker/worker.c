@@ -1127,7 +1127,12 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 				create_group(w);
 			return;
 		}
-		if (!rq_is_acl_refusal(reply->str))   /* (NOPERM: see on_group) */
+		if (strstr(reply->str, "UNBLOCKED"))
+			/* The stream left this node while we were blocked (a Cluster slot
+			 * migration, or the key deleted): the next read follows it. */
+			LOGW(NULL, NULL, "XREADGROUP: %s (the stream moved or was deleted: reading "
+			     "again)", reply->str);
+		else if (!rq_is_acl_refusal(reply->str))   /* (NOPERM: see on_group) */
 			LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
 		if (w->state == W_DRAINING)
 			maybe_finish_drain(w);
@@ -1135,6 +1140,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
 		return;
 	}
+	w->consumer_made = true;
 	w->read_backlog = adopt_entries(w, reply, false) >= (size_t)w->read_asked;
 	if (w->state == W_DRAINING)
 		maybe_finish_drain(w);
