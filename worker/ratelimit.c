@@ -125,6 +125,7 @@ const char rl_lua_check[] =
 	"  if job[ARGV[i]] == nil then job[ARGV[i]] = ARGV[i + 1] end\n"
 	"end\n"
 	"job['_token'] = ARGV[6]\n"
+	"job['_cause'] = 'rate_limit'\n"
 	"local member = cjson.encode(job)\n"
 	"local score, due, ex = fmt(ms_ceil(retry)), fmt(retry), ttl(stored, retry)\n"
 	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then\n"
@@ -168,7 +169,7 @@ const char rl_lua_promote[] =
 	"    local n = 0\n"
 	"    for k, v in pairs(job) do\n"
 	"      if type(k) == 'string' and type(v) == 'string' and k ~= '_token'\n"
-	"          and k ~= 'deferred_count' then\n"
+	"          and k ~= '_cause' and k ~= 'deferred_count' then\n"
 	"        n = n + 1\n"
 	"        if n > MAX_FIELDS then\n"
 	"          args, why = nil, 'too many fields in a member of the delayed set'\n"
@@ -197,6 +198,29 @@ const char rl_lua_promote[] =
 	"local nd = tonumber(nxt[2])\n"
 	"if nd and nd > now_ms + MAX_DEFER_MS then nd = now_ms end\n"
 	"return {moved, #due, nd or -1}\n";
+
+/* The causes script. KEYS: 1 `{prefix}:delayed`. Counts the members by their `_cause`
+ * field (rate_limit, pause, retry; a member written before the field existed counts as a
+ * retry when it has an attempt field, else as a rate-limit deferral), 1000 members per
+ * ZRANGE. Returns {rate_limit, pause, retry}. O(members): run it every few seconds,
+ * not per job. */
+const char rl_lua_delayed_causes[] =
+	"-- arbiter: the delayed set's members by cause\n"
+	"local n = {0, 0, 0}\n"
+	"local i = 0\n"
+	"while true do\n"
+	"  local ms = redis.call('ZRANGE', KEYS[1], i, i + 999)\n"
+	"  for _, m in ipairs(ms) do\n"
+	"    if string.find(m, '\"_cause\":\"pause\"', 1, true) then n[2] = n[2] + 1\n"
+	"    elseif string.find(m, '\"_cause\":\"retry\"', 1, true) then n[3] = n[3] + 1\n"
+	"    elseif string.find(m, '\"_cause\":\"rate_limit\"', 1, true) then n[1] = n[1] + 1\n"
+	"    elseif string.find(m, '\"attempt\":\"', 1, true) then n[3] = n[3] + 1\n"
+	"    else n[1] = n[1] + 1 end\n"
+	"  end\n"
+	"  if #ms < 1000 then break end\n"
+	"  i = i + 1000\n"
+	"end\n"
+	"return n\n";
 
 enum script { SCRIPT_CHECK, SCRIPT_PROMOTE, NSCRIPTS };
 

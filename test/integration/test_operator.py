@@ -122,7 +122,7 @@ def main():
         # Pause and resume, shown by status.
         r = run(["pause"], env=base)
         ok(r.returncode == 0 and rd.exists("arbiter:paused"), "arbiter pause sets the switch", r.stderr)
-        r = run(["pause", "--challenge", "two-sum"], env=base)
+        r = run(["pause", "--challenge", "two-sum", "--force"], env=base)   # created later
         ok(r.returncode == 0 and rd.sismember("arbiter:paused:challenges", "two-sum"),
            "arbiter pause --challenge two-sum", r.stderr)
         st = json.loads(run(["status", "--json"], env=base).stdout)["redis"]
