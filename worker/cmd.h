@@ -19,5 +19,7 @@ int cmd_weights(int argc, char **argv);
 int cmd_standings(int argc, char **argv);
 /* Hidden: the metric family names the binary exports (worker/cmd_status.c). */
 int cmd_metrics_names(int argc, char **argv);
+/* Hidden: resolved settings as JSON, for the operator scripts (worker/cmd_config.c). */
+int cmd_config_dump(int argc, char **argv);
 
 #endif

@@ -37,6 +37,7 @@
 #include "lanes.h"
 #include "opsctl.h"
 #include "pause.h"
+#include "ratelimit.h"
 #include "rq.h"
 #include "rkeys.h"
 #include "util.h"
@@ -70,6 +71,7 @@ struct status {
 	char oldest_entry[64];
 	long long oldest_entry_age_ms;               /* -1: empty stream */
 	long long next_delayed_due_ms;               /* relative to now; -1: none */
+	long long delayed_by[3];                     /* rate_limit, pause, retry (rl_lua_delayed_causes) */
 	struct consumer *consumers;
 	size_t nconsumers;
 	bool paused;                                 /* arbiter pause */
@@ -430,6 +432,15 @@ static int gather_delayed_dead(struct rq_sync *c, struct status *st, const struc
 		st->next_delayed_due_ms = due < 0 ? 0 : due;
 	}
 	freeReplyObject(r);
+	/* By cause: rate-limit deferrals, challenge-pause holds and retries share the set. */
+	const char *e[] = { "EVAL", rl_lua_delayed_causes, "1", sk->delayed };
+	r = cmd(c, st, 4, e);
+	if (!r)
+		return -1;
+	for (size_t i = 0; i < 3; i++)
+		st->delayed_by[i] = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+		                    r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -1;
+	freeReplyObject(r);
 	const char *d[] = { "XLEN", sk->dead };
 	return gather_int(c, st, 2, d, &st->dead);
 }
@@ -679,10 +690,14 @@ static void human_redis(const struct status *st, const char *redis_url)
 	printf("  %-28s %lld%s\n", "judge lane (judged jobs)", st->judge_lane,
 	       st->judge_lane ? "  (read by the workers as judge slots free up)" : "");
 	fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
-	printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
+	printf("  %-28s %lld", "delayed", st->delayed);
 	if (st->next_delayed_due_ms >= 0)
 		printf("  (next due in %s)", d1);
 	printf("\n");
+	static const char *const why[] = { "rate limit", "paused challenge", "retry (failing job)" };
+	for (size_t i = 0; i < 3; i++)
+		if (st->delayed_by[i] >= 0)
+			printf("    %-26s %lld\n", why[i], st->delayed_by[i]);
 	printf("  %-28s %lld%s\n", "dead letters", st->dead,
 	       st->dead ? "  (scripts/dlq list)" : "");
 	human_pause(st);
@@ -783,6 +798,12 @@ static json_t *json_redis(const struct status *st, const char *redis_url)
 	json_object_set_new(redis, "last_delivered_id",
 	                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
 	json_object_set_new(redis, "delayed", json_integer(st->delayed));
+	json_t *by = json_object();
+	static const char *const cause[] = { "rate_limit", "pause", "retry" };
+	for (size_t i = 0; i < 3; i++)
+		json_object_set_new(by, cause[i], st->delayed_by[i] >= 0 ?
+		                    json_integer(st->delayed_by[i]) : json_null());
+	json_object_set_new(redis, "delayed_by_cause", by);
 	json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
 	json_object_set_new(redis, "judge_lane", json_integer(st->judge_lane));
 	json_object_set_new(redis, "next_delayed_due_ms",
@@ -994,14 +1015,52 @@ static int pause_apply(const struct config *cfg, const char *cmdname, bool resum
 	return rc;
 }
 
-/* `arbiter pause|resume [--challenge SLUG] [--all] [settings]`. */
+/* `arbiter pause --challenge SLUG`: whether a challenge has that slug (a typo would pause
+ * nothing, silently). Returns 0 it exists, 2 it does not (message printed), 1 the database
+ * could not answer (message printed). */
+static int challenge_exists(const struct config *cfg, const char *slug)
+{
+	const char *kw[] = { "dbname", "connect_timeout", "application_name", NULL };
+	const char *val[] = { cfg->database_url, "5", "arbiter-pause", NULL };
+	char *shown = log_redact_url(cfg->database_url);
+	int rc = 1;
+	PGconn *pg = PQconnectdbParams(kw, val, 1);
+	if (!pg || PQstatus(pg) != CONNECTION_OK) {
+		const char *e = pg ? PQerrorMessage(pg) : "out of memory";
+		fprintf(stderr, "arbiter pause: cannot check that challenge '%s' exists: database %s: "
+		        "%.*s (--force pauses it unchecked)\n", slug, shown, (int)strcspn(e, "\n"), e);
+		goto out;
+	}
+	const char *params[] = { slug };
+	PGresult *res = PQexecParams(pg, "SELECT 1 FROM challenges WHERE slug = $1", 1, NULL,
+	                             params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *e = PQresultErrorMessage(res);
+		fprintf(stderr, "arbiter pause: cannot check that challenge '%s' exists: %.*s "
+		        "(--force pauses it unchecked)\n", slug, (int)strcspn(e, "\n"), e);
+	} else if (PQntuples(res) == 0) {
+		fprintf(stderr, "arbiter pause: no challenge has the slug '%s' (database %s): nothing "
+		        "paused. Check the slug, or pass --force to pause a challenge created later\n",
+		        slug, shown);
+		rc = 2;
+	} else {
+		rc = 0;
+	}
+	PQclear(res);
+out:
+	PQfinish(pg);
+	free(shown);
+	return rc;
+}
+
+/* `arbiter pause|resume [--challenge SLUG [--force]] [--all] [settings]`. */
 static int pause_resume(int argc, char **argv, bool resume)
 {
 	const char *cmdname = resume ? "resume" : "pause";
 	char **args = xcalloc((size_t)argc + 1, sizeof(char *));
 	int nargs = 0, rc;
 	const char *slug = NULL;
-	bool all = false;
+	bool all = false, force = false;
 	char err[512];
 	struct config cfg;
 
@@ -1017,16 +1076,21 @@ static int pause_resume(int argc, char **argv, bool resume)
 			slug = argv[i] + 12;
 		} else if (i > 0 && resume && !strcmp(argv[i], "--all")) {
 			all = true;
+		} else if (i > 0 && !resume && !strcmp(argv[i], "--force")) {
+			force = true;
 		} else if (i > 0 && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
-			printf("usage: arbiter %s [--challenge SLUG]%s [--config FILE] [--redis-url URL] "
-			       "[--prefix P]\n", cmdname, resume ? " [--all]" : "");
+			printf("usage: arbiter %s [--challenge SLUG%s]%s [--config FILE] [--redis-url URL] "
+			       "[--prefix P]%s\n", cmdname, resume ? "" : " [--force]", resume ? " [--all]" : "",
+			       resume ? "" : " [--database-url URL]");
 			if (resume)
 				printf("  Lifts the pause of every replica (or of one challenge; --all: the\n"
 				       "  global pause and every challenge's). Honoured within a second.\n");
 			else
 				printf("  Every replica stops reading new jobs (with --challenge: holds back that\n"
 				       "  challenge's jobs through the delayed set) within a second; work in\n"
-				       "  flight finishes. Shown by arbiter status and the arbiter_paused metric.\n");
+				       "  flight finishes. Shown by arbiter status and the arbiter_paused metric.\n"
+				       "  The slug must be a challenge's (checked in the database); --force\n"
+				       "  pauses a slug no challenge has yet.\n");
 			free(args);
 			return 0;
 		} else {
@@ -1050,7 +1114,14 @@ static int pause_resume(int argc, char **argv, bool resume)
 		config_free(&cfg);
 		return 2;
 	}
-	rc = pause_apply(&cfg, cmdname, resume, slug, all);
+	if (force && !slug) {
+		fprintf(stderr, "arbiter pause: --force goes with --challenge SLUG\n");
+		config_free(&cfg);
+		return 2;
+	}
+	rc = !resume && slug && !force ? challenge_exists(&cfg, slug) : 0;
+	if (rc == 0)
+		rc = pause_apply(&cfg, cmdname, resume, slug, all);
 	config_free(&cfg);
 	return rc;
 }

@@ -366,7 +366,7 @@ def operator_cli_checks(s, url, r, name, secret=None, prefix="arbiter", style="a
     p = cli(s, url, "pause")
     ok(p.returncode == 0 and r.exists(base + ":paused"), "%s: arbiter pause sets the switch" % name,
        p.stdout + p.stderr)
-    p = cli(s, url, "pause", "--challenge", "cli-check")
+    p = cli(s, url, "pause", "--challenge", "cli-check", "--force")   # no such challenge here
     ok(p.returncode == 0 and r.sismember(base + ":paused:challenges", "cli-check"),
        "%s: arbiter pause --challenge" % name, p.stdout + p.stderr)
     _, j = status()
