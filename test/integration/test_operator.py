@@ -30,7 +30,7 @@ from tap import ok
 
 
 def run(args, env=None, timeout=60, **kw):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(env or {})
     return subprocess.run([BIN] + args, env=e, capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -76,7 +76,7 @@ def main():
 
     # A worker that never reached Redis has no consumer in the group: its exit line must
     # not send the operator to prune one.
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(nowhere, ARBITER_METRICS_ADDR="", ARBITER_LOG_FORMAT="text", ARBITER_WORKER_ID="w-none")
     p = subprocess.Popen([BIN, "worker"], env=e, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)

@@ -43,7 +43,7 @@ def examples():
 
 
 def clean_env(s, extra=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(ARBITER_DATABASE_URL=s.database_url, ARBITER_REDIS_URL=s.redis_url)
     e.update(extra or {})
     return e

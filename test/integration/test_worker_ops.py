@@ -62,7 +62,7 @@ def http(port, path):
 
 
 def arbiter(s, *args):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(ARBITER_REDIS_URL=s.redis_url, ARBITER_DATABASE_URL=s.database_url)
     return subprocess.run([BIN] + list(args), env=e, capture_output=True, text=True, timeout=60)
 
@@ -194,7 +194,7 @@ def main():
             other = a.agent()
             rejected = a.submission(wrong_m, other, {"a": 1})
             a.enqueue(rejected)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
             env.update(ARBITER_DATABASE_URL=s.database_url, WAIT_FOR=sub)
             got = {}
             deadline = time.time() + 30
