@@ -1203,16 +1203,12 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	struct spec *s = xcalloc(1, sizeof *s);
 	s->json = json_incref((json_t *)root);
 	json_t *gate_targets[SPEC_MAX_DIMS] = { 0 };
-	json_t *expanded = NULL;   /* the seed's rubric form, as ordinary dimensions (rubric.h) */
+	/* The seed's rubric form (rubric.h), then its published aliases ("type", "name"): each
+	 * is rewritten into the documented form and parsed as that. */
+	json_t *expanded = NULL;
 	if (rubric_expand(root, &expanded, err, errlen) < 0)
 		goto bad;
-	if (expanded) {
-		spec_free(s);
-		int rc = spec_from_json(expanded, out, err, errlen);
-		json_decref(expanded);
-		return rc;
-	}
-	if (seed_alias_expand(root, &expanded, err, errlen) < 0)
+	if (!expanded && seed_alias_expand(root, &expanded, err, errlen) < 0)
 		goto bad;
 	if (expanded) {
 		spec_free(s);
