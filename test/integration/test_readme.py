@@ -113,7 +113,9 @@ def main():
                   # deploy/README.md: the manifests' own variables (KEDA's Redis address and
                   # credentials, the image's install switch), not worker settings
                   "ARBITER_REDIS_ADDRESS", "ARBITER_REDIS_USERNAME", "ARBITER_REDIS_PASSWORD",
-                  "ARBITER_IMAGE_INSTALL"}
+                  "ARBITER_IMAGE_INSTALL",
+                  # arbiter console's operator token: the console's secret, not a worker setting
+                  "ARBITER_CONSOLE_TOKEN"}
     stray = sorted(n for n in mentioned - set(binary) - exceptions if not n.startswith("ARBITER_TEST_"))
     ok(not stray, "every ARBITER_* name the README mentions is a setting", stray)
     allowed = {
@@ -126,6 +128,8 @@ def main():
         ("worker/cmd_score.c", "ARBITER_JUDGE_PROVIDERS"),
         # migrate takes only the database URL and the file.
         ("worker/cmd_migrate.c", "ARBITER_CONFIG"), ("worker/cmd_migrate.c", "ARBITER_DATABASE_URL"),
+        # the console's operator token is no worker setting (README "Operator console")
+        ("worker/cmd_console.c", "ARBITER_CONSOLE_TOKEN"),
     }
     found = set()
     for f in glob.glob(os.path.join(ROOT, "worker", "*.c")) + glob.glob(os.path.join(ROOT, "common", "*.c")):
