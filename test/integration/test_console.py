@@ -147,7 +147,10 @@ def browser_checks(s, a, con, worker_subs):
         d.get(con.url)
 
         def shown():
-            return {e.get_attribute("data-k"): e.text for e in d.find_elements(By.CSS_SELECTOR, "[data-k]")}
+            # one script call: the cards are rebuilt every 2 s, element handles go stale
+            return dict(d.execute_script(
+                "return Array.from(document.querySelectorAll('[data-k]'))"
+                ".map(function (e) { return [e.getAttribute('data-k'), e.textContent]; });"))
         wait_for(lambda: shown().get("stream_length") not in (None, "", "-"), 15)
         want = status_counts(s)
         got = shown()
