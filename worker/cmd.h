@@ -10,6 +10,8 @@ int cmd_validate_spec(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+/* The operator console (worker/cmd_console.c). */
+int cmd_console(int argc, char **argv);
 /* The pause switches (worker/pause.h), in worker/cmd_status.c. */
 int cmd_pause(int argc, char **argv);
 int cmd_resume(int argc, char **argv);

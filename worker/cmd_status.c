@@ -40,6 +40,7 @@
 #include "ratelimit.h"
 #include "rq.h"
 #include "rkeys.h"
+#include "status.h"
 #include "util.h"
 
 #define STATUS_TIMEOUT_SECS 5
@@ -138,17 +139,7 @@ static long long as_int(const redisReply *v, long long dflt)
 	return dflt;
 }
 
-/* The names status reads and writes (rkeys.h; the operator switches and the
- * bulk lane of pause.h and lanes.h share the base, so one Cluster slot). */
-struct status_keys {
-	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
-	char judge_lane[512];
-	char other_jobs[512];        /* the other key style's stream; "" in Cluster mode */
-	char heartbeats[512];        /* rkeys_heartbeats */
-	const char *style;           /* "plain" or "tagged" */
-};
-
-static int status_keys(const struct config *cfg, struct status_keys *sk, char *err, size_t errlen)
+int status_keys(const struct config *cfg, struct status_keys *sk, char *err, size_t errlen)
 {
 	struct rkeys k;
 	if (rkeys_init(&k, cfg->prefix, rkeys_style_for_url(cfg->redis_keys, cfg->redis_url), err,
@@ -181,7 +172,7 @@ static int status_keys(const struct config *cfg, struct status_keys *sk, char *e
 /* A connection to cfg's Redis through the worker's transport (rq.h: every
  * URL the worker takes, TLS, Sentinel and Cluster included), or NULL with
  * the reason in err. */
-static struct rq_sync *redis_open(const struct config *cfg, const struct status_keys *sk,
+struct rq_sync *status_redis_open(const struct config *cfg, const struct status_keys *sk,
                                   char *err, size_t errlen)
 {
 	struct rq_sync *c;
@@ -450,7 +441,7 @@ static int redis_gather(const struct config *cfg, struct status *st)
 	struct status_keys sk;
 	if (status_keys(cfg, &sk, st->redis_err, sizeof(st->redis_err)) < 0)
 		return -1;
-	struct rq_sync *c = redis_open(cfg, &sk, st->redis_err, sizeof(st->redis_err));
+	struct rq_sync *c = status_redis_open(cfg, &sk, st->redis_err, sizeof(st->redis_err));
 	if (!c)
 		return -1;
 	const char *b[] = { "XLEN", sk.bulk };
@@ -597,6 +588,20 @@ out:
 		PQfinish(pg);
 	}
 	return rc;
+}
+
+/* Frees what the gatherers allocated in *st (not st itself). */
+static void status_free(struct status *st)
+{
+	for (size_t i = 0; i < st->nconsumers; i++)
+		free(st->consumers[i].name);
+	free(st->consumers);
+	for (size_t i = 0; i < st->npaused_challenges; i++)
+		free(st->paused_challenges[i]);
+	free(st->paused_challenges);
+	for (size_t i = 0; i < st->nevals; i++)
+		free(st->evals[i].name);
+	free(st->evals);
 }
 
 /* ---- output ---- */
@@ -860,13 +865,21 @@ static json_t *json_pg(const struct status *st, const char *db_url)
 	return pg;
 }
 
-static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
-                       const char *db_url)
+/* The --json document. */
+static json_t *status_root(const struct config *cfg, const struct status *st, const char *redis_url,
+                           const char *db_url)
 {
 	json_t *root = json_object();
 	json_object_set_new(root, "prefix", json_string(cfg->prefix));
 	json_object_set_new(root, "redis", json_redis(st, redis_url));
 	json_object_set_new(root, "postgres", json_pg(st, db_url));
+	return root;
+}
+
+static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
+                       const char *db_url)
+{
+	json_t *root = status_root(cfg, st, redis_url, db_url);
 	char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	printf("%s\n", s);
 	free(s);
@@ -951,34 +964,42 @@ int cmd_status(int argc, char **argv)
 
 	/* A schema older than this binary: the workers are not ready (/readyz), nor is this. */
 	rc = st.redis_ok && st.pg_ok && st.schema_version >= migrate_latest() ? 0 : 1;
-	for (size_t i = 0; i < st.nconsumers; i++)
-		free(st.consumers[i].name);
-	free(st.consumers);
-	for (size_t i = 0; i < st.npaused_challenges; i++)
-		free(st.paused_challenges[i]);
-	free(st.paused_challenges);
-	for (size_t i = 0; i < st.nevals; i++)
-		free(st.evals[i].name);
-	free(st.evals);
+	status_free(&st);
 	config_free(&cfg);
 	return rc;
 }
 
-/* The Redis side of pause/resume: sets or clears the switch (pause.h) and
- * prints what was done. Returns the exit status (0, 1 Redis failed, 2 bad
- * settings). */
-static int pause_apply(const struct config *cfg, const char *cmdname, bool resume,
-                       const char *slug, bool all)
+json_t *status_document(const struct config *cfg, int *code)
+{
+	struct status st;
+	memset(&st, 0, sizeof(st));
+	st.schema_version = -1;
+	st.prune_idle_ms = -1;
+	redis_gather(cfg, &st);
+	pg_gather(cfg, &st);
+	char *redis_url = log_redact_url(cfg->redis_url);
+	char *db_url = log_redact_url(cfg->database_url);
+	json_t *root = status_root(cfg, &st, redis_url, db_url);
+	free(redis_url);
+	free(db_url);
+	if (code)
+		*code = st.redis_ok && st.pg_ok && st.schema_version >= migrate_latest() ? 0 : 1;
+	status_free(&st);
+	return root;
+}
+
+int status_pause_set(const struct config *cfg, bool resume, const char *slug, bool all,
+                     char *msg, size_t msglen)
 {
 	struct status_keys sk;
 	char err[768], now[32];
 	if (status_keys(cfg, &sk, err, sizeof err) < 0) {
-		config_report(cmdname, err);
+		snprintf(msg, msglen, "%s", err);
 		return 2;
 	}
-	struct rq_sync *c = redis_open(cfg, &sk, err, sizeof err);
+	struct rq_sync *c = status_redis_open(cfg, &sk, err, sizeof err);
 	if (!c) {
-		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, err);
+		snprintf(msg, msglen, "Redis: %s", err);
 		return 1;
 	}
 	snprintf(now, sizeof now, "%lld", now_ms());
@@ -1000,14 +1021,15 @@ static int pause_apply(const struct config *cfg, const char *cmdname, bool resum
 	redisReply *r = rq_sync_cmdv(c, argc, argv, err, sizeof err);
 	int rc = 0;
 	if (!r || r->type == REDIS_REPLY_ERROR) {
-		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, r ? r->str : err);
+		snprintf(msg, msglen, "Redis: %s", r ? r->str : err);
 		rc = 1;
 	} else if (slug) {
-		printf("%s challenge %s (prefix %s)%s\n", resume ? "resumed" : "paused", slug, cfg->prefix,
-		       r->type == REDIS_REPLY_INTEGER && r->integer == 0
-		           ? (resume ? ": it was not paused" : ": it was paused already") : "");
+		snprintf(msg, msglen, "%s challenge %s (prefix %s)%s", resume ? "resumed" : "paused", slug,
+		         cfg->prefix, r->type == REDIS_REPLY_INTEGER && r->integer == 0
+		             ? (resume ? ": it was not paused" : ": it was paused already") : "");
 	} else {
-		printf("%s every replica (prefix %s)\n", resume ? "resumed" : "paused", cfg->prefix);
+		snprintf(msg, msglen, "%s every replica (prefix %s)", resume ? "resumed" : "paused",
+		         cfg->prefix);
 	}
 	if (r)
 		freeReplyObject(r);
@@ -1054,6 +1076,23 @@ out:
 }
 
 /* `arbiter pause|resume [--challenge SLUG [--force]] [--all] [settings]`. */
+/* The Redis side of pause/resume (status_pause_set), printed as the commands print it.
+ * Returns the exit status (0, 1 Redis failed, 2 bad settings). */
+static int pause_apply(const struct config *cfg, const char *cmdname, bool resume,
+                       const char *slug, bool all)
+{
+	char msg[1024];
+	int rc = status_pause_set(cfg, resume, slug, all, msg, sizeof msg);
+	if (rc == 2)
+		config_report(cmdname, msg);
+	else if (rc)
+		fprintf(stderr, "arbiter %s: %s\n", cmdname, msg);
+	else
+		printf("%s\n", msg);
+	return rc;
+}
+
+/* `arbiter pause|resume [--challenge SLUG] [--all] [settings]`. */
 static int pause_resume(int argc, char **argv, bool resume)
 {
 	const char *cmdname = resume ? "resume" : "pause";

@@ -22,6 +22,7 @@ static const struct command commands[] = {
 	{ "score", cmd_score, "score one submission against a spec (no server)" },
 	{ "validate-spec", cmd_validate_spec, "check a scoring spec" },
 	{ "migrate", cmd_migrate, "apply the SQL migrations to the database" },
+	{ "console", cmd_console, "the operator console in a browser (read-only without a token)" },
 	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
 	{ "pause", cmd_pause, "stop every replica reading jobs (--challenge SLUG: one challenge)" },
 	{ "resume", cmd_resume, "lift a pause (--challenge SLUG, --all)" },

@@ -116,7 +116,9 @@ def main():
                   "ARBITER_REDIS_ADDRESS", "ARBITER_REDIS_USERNAME", "ARBITER_REDIS_PASSWORD",
                   "ARBITER_IMAGE_INSTALL",
                   # the scripts' path to the binary (Configuration), and a typo shown as one
-                  "ARBITER_BIN", "ARBITER_CONCURENCY"}
+                  "ARBITER_BIN", "ARBITER_CONCURENCY",
+                  # arbiter console's operator token: the console's secret, not a worker setting
+                  "ARBITER_CONSOLE_TOKEN"}
     stray = sorted(n for n in mentioned - set(binary) - exceptions if not n.startswith("ARBITER_TEST_"))
     ok(not stray, "every ARBITER_* name the README mentions is a setting", stray)
     allowed = {
@@ -129,6 +131,8 @@ def main():
         ("worker/cmd_score.c", "ARBITER_JUDGE_PROVIDERS"),
         # migrate takes only the database URL and the file.
         ("worker/cmd_migrate.c", "ARBITER_CONFIG"), ("worker/cmd_migrate.c", "ARBITER_DATABASE_URL"),
+        # the console's operator token is no worker setting (README "Operator console")
+        ("worker/cmd_console.c", "ARBITER_CONSOLE_TOKEN"),
     }
     found = set()
     for f in glob.glob(os.path.join(ROOT, "worker", "*.c")) + glob.glob(os.path.join(ROOT, "common", "*.c")):
