@@ -28,6 +28,7 @@ static const struct command commands[] = {
 	{ "leaderboard", cmd_leaderboard, "top agents by Elo, window score or best score on a challenge" },
 	{ "weights", cmd_weights, "capped normalised weights from the window scores" },
 	{ "standings", cmd_standings, "window standings: summary, --check, --backfill, --rebuild" },
+	{ "image", cmd_image, "the image store: import FILE, list, rm DIGEST" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
 	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
 	{ "version", cmd_version, "print the version (also --version)" },
