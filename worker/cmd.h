@@ -23,5 +23,11 @@ int cmd_standings(int argc, char **argv);
 int cmd_metrics_names(int argc, char **argv);
 /* Hidden: resolved settings as JSON, for the operator scripts (worker/cmd_config.c). */
 int cmd_config_dump(int argc, char **argv);
+/* The image store (worker/cmd_image.c). */
+int cmd_image(int argc, char **argv);
+/* Fills o from ARBITER_IMAGE_DIR, ARBITER_IMAGE_MAX_MB, ARBITER_IMAGE_MAX_UNPACKED_MB;
+ * -1 (after a message on stderr) when a value is malformed. */
+struct image_opts;
+int image_opts_from_env(struct image_opts *o);
 
 #endif

@@ -29,6 +29,7 @@ static const struct command commands[] = {
 	{ "leaderboard", cmd_leaderboard, "top agents by Elo, window score or best score on a challenge" },
 	{ "weights", cmd_weights, "capped normalised weights from the window scores" },
 	{ "standings", cmd_standings, "window standings: summary, --check, --backfill, --rebuild" },
+	{ "image", cmd_image, "the image store: import FILE, list, rm DIGEST" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
 	{ "config-dump", cmd_config_dump, NULL },       /* hidden: for scripts/arbiter_ops.py */
 	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
