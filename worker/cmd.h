@@ -25,9 +25,11 @@ int cmd_metrics_names(int argc, char **argv);
 int cmd_config_dump(int argc, char **argv);
 /* The image store (worker/cmd_image.c). */
 int cmd_image(int argc, char **argv);
-/* Fills o from ARBITER_IMAGE_DIR, ARBITER_IMAGE_MAX_MB, ARBITER_IMAGE_MAX_UNPACKED_MB;
- * -1 (after a message on stderr) when a value is malformed. */
+/* Fills o from the settings ARBITER_IMAGE_DIR, ARBITER_IMAGE_MAX_MB,
+ * ARBITER_IMAGE_MAX_UNPACKED_MB and ARBITER_SANDBOX_LOCK_DIR (configuration file of
+ * ARBITER_CONFIG, then the environment; image_opts_from_config), the store's path written
+ * into dir (n bytes). -1 after a "configuration:" message for cmdname on stderr. */
 struct image_opts;
-int image_opts_from_env(struct image_opts *o);
+int image_opts_load(const char *cmdname, struct image_opts *o, char *dir, size_t n);
 
 #endif

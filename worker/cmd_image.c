@@ -10,32 +10,23 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "config.h"
 #include "image.h"
 
-/* Reads a size in MiB from the environment; 0 when unset. -1 when malformed. */
-static int env_mb(const char *name, uint64_t *out)
+int image_opts_load(const char *cmdname, struct image_opts *o, char *dir, size_t n)
 {
-	const char *v = getenv(name);
-	*out = 0;
-	if (!v || !*v)
-		return 0;
-	char *end;
-	errno = 0;
-	unsigned long long mb = strtoull(v, &end, 10);
-	if (errno || *end || mb == 0 || mb > (1ull << 30)) {
-		fprintf(stderr, "arbiter image: %s=%s is not a size in MiB (1..2^30)\n", name, v);
+	static const char *const names[] = { "ARBITER_IMAGE_DIR", "ARBITER_IMAGE_MAX_MB",
+	                                     "ARBITER_IMAGE_MAX_UNPACKED_MB",
+	                                     "ARBITER_SANDBOX_LOCK_DIR", NULL };
+	struct config c;
+	unsigned given;
+	char err[512];
+	if (config_load_some(names, NULL, &c, &given, err, sizeof err) < 0) {
+		config_report(cmdname, err);
 		return -1;
 	}
-	*out = (uint64_t)mb << 20;
-	return 0;
-}
-
-int image_opts_from_env(struct image_opts *o)
-{
-	*o = (struct image_opts){ .dir = image_default_dir() };
-	if (env_mb("ARBITER_IMAGE_MAX_MB", &o->max_archive_bytes) < 0 ||
-	    env_mb("ARBITER_IMAGE_MAX_UNPACKED_MB", &o->max_unpacked_bytes) < 0)
-		return -1;
+	image_opts_from_config(&c, o, dir, n);
+	config_free(&c);
 	return 0;
 }
 
@@ -54,7 +45,8 @@ int cmd_image(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (image_opts_from_env(&o) < 0)
+	char dir[4096];
+	if (image_opts_load("image", &o, dir, sizeof dir) < 0)
 		return 2;
 	if (!strcmp(argv[1], "import") && argc == 3) {
 		char digest[IMAGE_DIGEST_LEN + 1];

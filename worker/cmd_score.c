@@ -603,7 +603,8 @@ int cmd_validate_spec(int argc, char **argv)
 		/* The image must be in this machine's store (ARBITER_IMAGE_DIR). */
 		struct image_opts io;
 		struct image *im = NULL;
-		if (image_opts_from_env(&io) < 0) {
+		char idir[4096];
+		if (image_opts_load("validate-spec", &io, idir, sizeof idir) < 0) {
 			spec_free(s);
 			return EXIT_BAD;
 		}

@@ -123,6 +123,12 @@ static const struct cfg_key keys[] = {
 	{ "ARBITER_SANDBOX_LOCK_DIR", CFG_STR_NONEMPTY, OFF(sandbox_lock_dir), "/run/arbiter-sandbox", 0, 0,
 	  NULL, "directory of the sandbox's uid-block locks (shared by the arbiter processes of a host) "
 	  "and of its own cgroup2 mount" },
+	{ "ARBITER_IMAGE_DIR", CFG_STR, OFF(image_dir), "", 0, 0, NULL,
+	  "the container images' store (arbiter image import); empty = <ARBITER_SANDBOX_LOCK_DIR>/images" },
+	{ "ARBITER_IMAGE_MAX_MB", CFG_SIZE, OFF(image_max_mb), "4096", 1, 1073741824, NULL,
+	  "arbiter image import: the largest image archive taken, in MiB" },
+	{ "ARBITER_IMAGE_MAX_UNPACKED_MB", CFG_SIZE, OFF(image_max_unpacked_mb), "8192", 1, 1073741824,
+	  NULL, "arbiter image import: the most an image's layers may unpack to, in MiB" },
 	{ "ARBITER_SANDBOX_CGROUP_MOUNT", CFG_ENUM, OFF(sandbox_cgroup_mount), "auto", 0, 0, "auto|no",
 	  "auto: when the cgroup2 mount found is unusable (a container's), mount cgroup2 in the lock "
 	  "directory and delegate below our own cgroup; no: never" },

@@ -54,6 +54,8 @@ struct config {
 	char *redis_keys;                             /* auto|plain|tagged key names (rkeys.h) */
 	char *notify;                                 /* on|off: completion notifications */
 	char *sandbox_lock_dir;                       /* uid locks + own cgroup2 mount */
+	char *image_dir;                              /* container images; "" = <lock dir>/images */
+	size_t image_max_mb, image_max_unpacked_mb;   /* arbiter image import's bounds (MiB) */
 	char *sandbox_cgroup_mount;                   /* auto|no */
 	char *sandbox_allow_unsafe_memory;            /* 0|1 */
 };

@@ -396,13 +396,8 @@ static int pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_po
 		free(sp);
 		return -1;
 	}
-	const char *idir = getenv("ARBITER_IMAGE_DIR");
-	if (idir && *idir)
-		snprintf(sp->image_dir, sizeof sp->image_dir, "%s", idir);
-	else
-		snprintf(sp->image_dir, sizeof sp->image_dir, "%s/images",
-		         cfg->sandbox_lock_dir && *cfg->sandbox_lock_dir ? cfg->sandbox_lock_dir
-		                                                           : "/run/arbiter-sandbox");
+	struct image_opts io;
+	image_opts_from_config(cfg, &io, sp->image_dir, sizeof sp->image_dir);
 	LOGI(NULL, NULL, "evaluators: %zu languages from %s", sp->nlangs, source);
 	*out = sp;
 	return 0;

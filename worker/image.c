@@ -11,6 +11,7 @@
  * tar whose entries are applied one by one under the rules of image.h.
  */
 #include "image.h"
+#include "config.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -47,15 +48,16 @@ static void set_err(char *err, size_t n, const char *fmt, ...)
 	va_end(ap);
 }
 
-const char *image_default_dir(void)
+void image_opts_from_config(const struct config *c, struct image_opts *o, char *dir, size_t n)
 {
-	static char buf[4096];
-	const char *d = getenv("ARBITER_IMAGE_DIR");
-	if (d && *d)
-		return d;
-	const char *l = getenv("ARBITER_SANDBOX_LOCK_DIR");
-	snprintf(buf, sizeof buf, "%s/images", l && *l ? l : "/run/arbiter-sandbox");
-	return buf;
+	if (c->image_dir && *c->image_dir)
+		snprintf(dir, n, "%s", c->image_dir);
+	else
+		snprintf(dir, n, "%s/images", c->sandbox_lock_dir && *c->sandbox_lock_dir ?
+		         c->sandbox_lock_dir : "/run/arbiter-sandbox");
+	*o = (struct image_opts){ .dir = dir,
+	                          .max_archive_bytes = (uint64_t)c->image_max_mb << 20,
+	                          .max_unpacked_bytes = (uint64_t)c->image_max_unpacked_mb << 20 };
 }
 
 static bool is_hex64(const char *s)
@@ -73,7 +75,7 @@ bool image_digest_ok(const char *s)
 
 static const char *store_dir(const struct image_opts *o)
 {
-	return o && o->dir && *o->dir ? o->dir : image_default_dir();
+	return o && o->dir && *o->dir ? o->dir : "/run/arbiter-sandbox/images";
 }
 
 static uint64_t opt_or(uint64_t v, uint64_t d)

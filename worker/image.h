@@ -30,7 +30,7 @@
 #define IMAGE_NOT_FOUND (-2)         /* image_open: the store lacks the image */
 
 struct image_opts {
-	const char *dir;              /* the store; NULL: image_default_dir() */
+	const char *dir;              /* the store; NULL: /run/arbiter-sandbox/images */
 	uint64_t max_archive_bytes;   /* the archive file; 0: 4 GiB */
 	uint64_t max_unpacked_bytes;  /* all layers decompressed; 0: 8 GiB */
 	uint64_t max_entries;         /* tar entries of all layers; 0: 1,000,000 */
@@ -52,9 +52,12 @@ struct image {
 	char *workdir;                /* absolute; "/" when the config has none */
 };
 
-/* The default store: $ARBITER_IMAGE_DIR, else $ARBITER_SANDBOX_LOCK_DIR/images, else
- * /run/arbiter-sandbox/images. Borrowed (environment or a constant). */
-const char *image_default_dir(void);
+struct config;
+
+/* The store and bounds of the settings in c: ARBITER_IMAGE_DIR, else
+ * <ARBITER_SANDBOX_LOCK_DIR>/images (written into dir, n bytes, which o->dir then
+ * borrows); ARBITER_IMAGE_MAX_MB and ARBITER_IMAGE_MAX_UNPACKED_MB. */
+void image_opts_from_config(const struct config *c, struct image_opts *o, char *dir, size_t n);
 
 /* True when s is "sha256:" followed by 64 lowercase hex digits. */
 bool image_digest_ok(const char *s);
