@@ -1,0 +1,299 @@
+-- 008_standings_projection: the standings become a projection of
+-- evaluation_results, applied after the commit in set-based batches by
+-- whichever worker holds the lease, instead of a trigger inside the commit
+-- (sql/README.md, "The projection"). The rules and the numbers are those of
+-- 002-007; only when they are computed changes.
+--
+-- Which results are applied: every result carries the id of the transaction
+-- that inserted it (standings_xid, a default: no writer names it). The
+-- progress row holds a horizon H: every result with standings_xid < H is
+-- applied. An apply batch reads the results with standings_xid >= H that
+-- are not applied yet (a first evaluation without its task, a re-evaluation
+-- newer than its task's eval_seq: the standings themselves say what is
+-- applied), the smallest ids first, and applies them per agent in id order.
+-- That is the order of the rules: an agent's first evaluations are
+-- serialized on its row, so a result that becomes visible later has a
+-- higher id than every visible result of the same agent, even though ids
+-- are not commit order across agents. H then moves to the oldest
+-- transaction still running when the batch's snapshot was taken (or to the
+-- oldest result the batch left for the next one): a transaction running
+-- then has an id >= H, so nothing can appear below H afterwards.
+--
+-- Exactly once: the progress row is the lease (FOR UPDATE SKIP LOCKED: one
+-- applier at a time; a killed applier's transaction rolls back and frees it),
+-- and the projection's writes, the horizon and the counters commit together.
+-- Applying a result twice is impossible by construction: a batch only takes
+-- results its own snapshot of the standings shows unapplied.
+
+DROP TRIGGER evaluation_results_standings ON evaluation_results;
+
+-- Nullable and without a default first (no table rewrite): rows written
+-- before this migration were applied by the trigger and stay NULL.
+ALTER TABLE evaluation_results ADD COLUMN standings_xid bigint;
+ALTER TABLE evaluation_results ALTER COLUMN standings_xid
+	SET DEFAULT (pg_current_xact_id()::text::bigint);
+CREATE INDEX evaluation_results_standings_xid_idx ON evaluation_results (standings_xid)
+	WHERE standings_xid IS NOT NULL;
+
+CREATE TABLE standings_progress (
+	singleton       bool PRIMARY KEY DEFAULT true CHECK (singleton),
+	horizon         bigint NOT NULL,        -- every result with standings_xid < horizon is applied
+	as_of           timestamptz NOT NULL,   -- every result committed before it is applied
+	applied_results bigint NOT NULL DEFAULT 0,
+	applied_batches bigint NOT NULL DEFAULT 0,
+	last_result_id  bigint NULL,            -- the highest result id applied so far
+	updated_at      timestamptz NOT NULL DEFAULT now()
+);
+-- A transaction still running now has an id >= this horizon.
+INSERT INTO standings_progress (horizon, as_of)
+VALUES (pg_snapshot_xmin(pg_current_snapshot())::text::bigint, now());
+
+-- The results at or above p_horizon not applied yet, with their task's key
+-- (first_result_id) and the agent, challenge and submission time: agents
+-- waiting for the backfill are left out (their backfill reads the results).
+CREATE FUNCTION standings_unapplied(p_horizon bigint)
+RETURNS TABLE (id bigint, xid bigint, submission_id uuid, agent_id uuid, challenge_id uuid,
+               first_result_id bigint, eval_seq int, score int, result text,
+               submitted_at timestamptz)
+LANGUAGE sql STABLE AS $$
+	SELECT r.id, r.standings_xid, r.submission_id, s.agent_id, m.challenge_id,
+	       CASE WHEN r.eval_seq = 1 THEN r.id
+	            ELSE (SELECT f.id FROM evaluation_results f
+	                  WHERE f.submission_id = r.submission_id AND f.eval_seq = 1) END,
+	       r.eval_seq, r.score, r.result, s.submitted_at
+	FROM evaluation_results r
+	JOIN submissions s ON s.id = r.submission_id
+	JOIN matches m ON m.id = s.match_id
+	LEFT JOIN standings_agents sa ON sa.agent_id = s.agent_id
+	WHERE r.standings_xid IS NOT NULL AND r.standings_xid >= p_horizon
+	  AND (sa.ready IS NULL OR sa.ready)
+	  AND NOT EXISTS (
+		SELECT 1 FROM standings_entries e
+		WHERE e.first_result_id = CASE WHEN r.eval_seq = 1 THEN r.id
+		                              ELSE (SELECT f.id FROM evaluation_results f
+		                                    WHERE f.submission_id = r.submission_id
+		                                    AND f.eval_seq = 1) END
+		  AND e.eval_seq >= r.eval_seq)
+$$;
+
+-- Applies the next batch: up to p_limit unapplied results (the smallest ids),
+-- in the caller's transaction, which must be this statement alone (the lease
+-- is the progress row's lock). busy: another session holds the lease,
+-- nothing was done. caught_up: no unapplied result was left behind, as_of
+-- then is this batch's snapshot time. lag_seconds: now - as_of.
+CREATE FUNCTION standings_apply(p_limit int, OUT applied int, OUT busy bool, OUT caught_up bool,
+                                OUT as_of timestamptz, OUT lag_seconds float8,
+                                OUT last_result_id bigint)
+LANGUAGE plpgsql
+-- The horizon makes the candidates a small range of a large table: plan with
+-- its value (a generic plan would guess a third of the table).
+SET plan_cache_mode = force_custom_plan
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+	h     bigint;
+	x     bigint;
+	n     int;
+	t0    timestamptz;
+	b     standings_entries[];
+	nleft bigint;
+	hleft bigint;
+	maxid bigint;
+	ags   uuid[];
+BEGIN
+	SELECT p.horizon INTO h FROM standings_progress p FOR UPDATE SKIP LOCKED;
+	IF NOT FOUND THEN
+		SELECT 0, true, false, p.as_of, extract(epoch FROM clock_timestamp() - p.as_of),
+		       p.last_result_id
+		INTO applied, busy, caught_up, as_of, lag_seconds, last_result_id
+		FROM standings_progress p;
+		RETURN;
+	END IF;
+	busy := false;
+	SELECT window_size INTO n FROM standings_settings;
+
+	-- Every result committed before t0 is visible to the next statement.
+	t0 := clock_timestamp();
+	SELECT array_agg(ROW(q.submission_id, q.agent_id, q.challenge_id, 0, 0, q.first_result_id, q.id,
+	                     q.eval_seq, q.score, q.result, q.submitted_at)::standings_entries
+	                 ORDER BY q.id) FILTER (WHERE q.rn <= p_limit),
+	       count(*) FILTER (WHERE q.rn > p_limit), min(q.xid) FILTER (WHERE q.rn > p_limit),
+	       max(q.id) FILTER (WHERE q.rn <= p_limit),
+	       pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+	INTO b, nleft, hleft, maxid, x
+	FROM (SELECT u.*, row_number() OVER (ORDER BY u.id) AS rn FROM standings_unapplied(h) u) q;
+	applied := coalesce(array_length(b, 1), 0);
+
+	IF applied > 0 THEN
+		-- Rows for new agents and pairs.
+		INSERT INTO standings_agents (agent_id)
+			SELECT DISTINCT u.agent_id FROM unnest(b) u ORDER BY 1 ON CONFLICT DO NOTHING;
+		INSERT INTO standings_agent_challenges (agent_id, challenge_id)
+			SELECT DISTINCT u.agent_id, u.challenge_id FROM unnest(b) u ORDER BY 1, 2
+			ON CONFLICT DO NOTHING;
+
+		-- New tasks: the next positions, in id order per agent and per pair.
+		INSERT INTO standings_entries
+			SELECT u.submission_id, u.agent_id, u.challenge_id,
+			       a.tasks + row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id),
+			       c.tasks + row_number() OVER (PARTITION BY u.agent_id, u.challenge_id
+			                                    ORDER BY u.first_result_id),
+			       u.first_result_id, u.result_id, u.eval_seq, u.score, u.result, u.submitted_at
+			FROM unnest(b) u
+			JOIN standings_agents a ON a.agent_id = u.agent_id
+			JOIN standings_agent_challenges c ON c.agent_id = u.agent_id AND c.challenge_id = u.challenge_id
+			WHERE u.eval_seq = 1;
+		UPDATE standings_agents t SET tasks = t.tasks + g.m
+			FROM (SELECT u.agent_id, count(*) AS m FROM unnest(b) u WHERE u.eval_seq = 1
+			      GROUP BY 1) g
+			WHERE t.agent_id = g.agent_id;
+		UPDATE standings_agent_challenges t SET tasks = t.tasks + g.m
+			FROM (SELECT u.agent_id, u.challenge_id, count(*) AS m FROM unnest(b) u
+			      WHERE u.eval_seq = 1 GROUP BY 1, 2) g
+			WHERE t.agent_id = g.agent_id AND t.challenge_id = g.challenge_id;
+
+		-- Re-evaluations: a task takes its latest result's score, once (an older
+		-- result than the one counted changes nothing).
+		UPDATE standings_entries e SET result_id = q.result_id, eval_seq = q.eval_seq,
+			score = q.score, result = q.result
+			FROM (SELECT DISTINCT ON (u.first_result_id) u.first_result_id, u.result_id, u.eval_seq,
+			             u.score, u.result
+			      FROM unnest(b) u WHERE u.eval_seq > 1
+			      ORDER BY u.first_result_id, u.eval_seq DESC) q
+			WHERE e.first_result_id = q.first_result_id AND e.eval_seq < q.eval_seq;
+
+		-- The touched windows, re-read over their N positions (one index range each;
+		-- a batch touches each agent once however many of its results it holds).
+		ags := ARRAY(SELECT DISTINCT u.agent_id FROM unnest(b) u ORDER BY 1);
+		UPDATE standings_agents t SET w_count = least(t.tasks, n),
+			(w_sum, w_wins, w_draws, w_losses, w_best, w_best_seq) = (
+				SELECT coalesce(sum(w.score), 0), count(*) FILTER (WHERE w.result = 'win'),
+				       count(*) FILTER (WHERE w.result = 'draw'),
+				       count(*) FILTER (WHERE w.result = 'loss'), max(w.score),
+				       (array_agg(w.seq ORDER BY w.score DESC, w.seq DESC))[1]
+				FROM (SELECT e.score, e.result, e.seq FROM standings_entries e
+				      WHERE e.agent_id = t.agent_id AND e.seq > t.tasks - n
+				      ORDER BY e.seq LIMIT n) w)
+			WHERE t.agent_id = ANY (ags);
+		-- Per pair the same, and the all-time best: the better of the stored best
+		-- and the batch's tasks (their current scores), unless the stored best's
+		-- own task was lowered: then it is re-read over the pair's tasks.
+		UPDATE standings_agent_challenges t SET w_count = least(t.tasks, n),
+			(w_sum, w_wins, w_draws, w_losses, w_best, w_best_seq) = (
+				SELECT coalesce(sum(w.score), 0), count(*) FILTER (WHERE w.result = 'win'),
+				       count(*) FILTER (WHERE w.result = 'draw'),
+				       count(*) FILTER (WHERE w.result = 'loss'), max(w.score),
+				       (array_agg(w.cseq ORDER BY w.score DESC, w.cseq DESC))[1]
+				FROM (SELECT e.score, e.result, e.cseq FROM standings_entries e
+				      WHERE e.agent_id = t.agent_id AND e.challenge_id = t.challenge_id AND e.cseq > 0
+				      AND e.cseq > t.tasks - n ORDER BY e.cseq LIMIT n) w),
+			(best_score, best_submission, best_submitted_at, best_first_id) = (
+				SELECT x.score, x.submission_id, x.submitted_at, x.first_result_id FROM (
+					SELECT t.best_score AS score, t.best_submission AS submission_id,
+					       t.best_submitted_at AS submitted_at, t.best_first_id AS first_result_id
+					WHERE t.best_score IS NOT NULL AND NOT g.lowered
+					UNION ALL
+					SELECT e.score, e.submission_id, e.submitted_at, e.first_result_id
+					FROM standings_entries e WHERE e.first_result_id = ANY (g.firsts)
+					UNION ALL
+					SELECT e.score, e.submission_id, e.submitted_at, e.first_result_id
+					FROM standings_entries e
+					WHERE g.lowered AND e.agent_id = t.agent_id AND e.challenge_id = t.challenge_id
+					AND e.cseq > 0) x
+				ORDER BY x.score DESC, x.submitted_at, x.first_result_id LIMIT 1)
+			FROM (SELECT u.agent_id, u.challenge_id, array_agg(u.first_result_id) AS firsts,
+			             coalesce(bool_or(e.score < c.best_score), false) AS lowered
+			      FROM unnest(b) u
+			      JOIN standings_agent_challenges c ON c.agent_id = u.agent_id
+			           AND c.challenge_id = u.challenge_id
+			      LEFT JOIN standings_entries e ON e.first_result_id = c.best_first_id
+			           AND e.first_result_id = u.first_result_id
+			      GROUP BY 1, 2) g
+			WHERE t.agent_id = g.agent_id AND t.challenge_id = g.challenge_id;
+	END IF;
+
+	-- Below the oldest transaction running at the snapshot, and below the
+	-- oldest result left for the next batch, everything is applied.
+	caught_up := nleft = 0;
+	UPDATE standings_progress p SET
+		horizon = greatest(p.horizon, least(x, coalesce(hleft, x))),
+		as_of = CASE WHEN nleft = 0 THEN greatest(p.as_of, t0) ELSE p.as_of END,
+		applied_results = p.applied_results + applied,
+		applied_batches = p.applied_batches + (applied > 0)::int,
+		last_result_id = greatest(p.last_result_id, maxid),
+		updated_at = clock_timestamp()
+	RETURNING p.as_of, extract(epoch FROM clock_timestamp() - p.as_of), p.last_result_id
+	INTO as_of, lag_seconds, last_result_id;
+END
+$$;
+
+-- Where the projection stands, without the lease: the progress row and how
+-- many committed results it has not applied yet (as this statement sees them).
+CREATE FUNCTION standings_status(OUT as_of timestamptz, OUT lag_seconds float8,
+                                 OUT pending bigint, OUT applied_results bigint,
+                                 OUT last_result_id bigint, OUT horizon bigint)
+LANGUAGE sql STABLE AS $$
+	SELECT p.as_of, extract(epoch FROM clock_timestamp() - p.as_of),
+	       (SELECT count(*) FROM standings_unapplied(p.horizon)),
+	       p.applied_results, p.last_result_id, p.horizon
+	FROM standings_progress p
+$$;
+
+-- The backfill and the reset write the standings too: they take the lease
+-- first (waiting for it), so no batch runs beside them. Otherwise 002/007's.
+CREATE OR REPLACE FUNCTION standings_backfill_batch(p_limit int,
+                                                    OUT agents_done int, OUT tasks_done bigint,
+                                                    OUT agents_left bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	ids uuid[];
+BEGIN
+	PERFORM 1 FROM standings_progress FOR UPDATE;
+	ids := ARRAY(SELECT sa.agent_id FROM standings_agents sa WHERE NOT sa.ready
+	             ORDER BY sa.agent_id LIMIT p_limit FOR NO KEY UPDATE SKIP LOCKED);
+	agents_done := coalesce(array_length(ids, 1), 0);
+	tasks_done := 0;
+	IF agents_done > 0 THEN
+		DELETE FROM standings_entries WHERE agent_id = ANY(ids);
+		DELETE FROM standings_agent_challenges WHERE agent_id = ANY(ids);
+		INSERT INTO standings_entries SELECT * FROM standings_recompute(ids);
+		GET DIAGNOSTICS tasks_done = ROW_COUNT;
+		UPDATE standings_agents sa SET ready = true, tasks = coalesce(g.tasks, 0),
+			w_count = coalesce(g.w_count, 0), w_sum = coalesce(g.w_sum, 0),
+			w_wins = coalesce(g.w_wins, 0), w_draws = coalesce(g.w_draws, 0),
+			w_losses = coalesce(g.w_losses, 0), w_best = g.w_best, w_best_seq = g.w_best_seq
+			FROM unnest(ids) AS u(id)
+			LEFT JOIN standings_aggregate('standings_entries', ids, false) g ON g.agent_id = u.id
+			WHERE sa.agent_id = u.id;
+		INSERT INTO standings_agent_challenges
+			SELECT g.agent_id, g.challenge_id, g.tasks, g.w_count, g.w_sum, g.w_wins, g.w_draws,
+			       g.w_losses, g.w_best, g.w_best_seq, g.best_score, g.best_submission,
+			       g.best_submitted_at, g.best_first_id
+			FROM standings_aggregate('standings_entries', ids, true) g;
+	END IF;
+	SELECT count(*) INTO agents_left FROM standings_agents WHERE NOT ready;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION standings_reset(p_window int) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	left_ bigint;
+BEGIN
+	PERFORM 1 FROM standings_progress FOR UPDATE;
+	IF p_window IS NOT NULL THEN
+		UPDATE standings_settings SET window_size = p_window;
+	END IF;
+	LOCK standings_agents IN EXCLUSIVE MODE;
+	TRUNCATE standings_entries, standings_agent_challenges;
+	UPDATE standings_agents SET ready = false, tasks = 0, w_count = 0, w_sum = 0, w_wins = 0,
+		w_draws = 0, w_losses = 0, w_best = NULL, w_best_seq = NULL;
+	INSERT INTO standings_agents (agent_id, ready)
+		SELECT DISTINCT s.agent_id, false FROM evaluation_results r
+		JOIN submissions s ON s.id = r.submission_id ORDER BY 1
+		ON CONFLICT DO NOTHING;
+	SELECT count(*) INTO left_ FROM standings_agents;
+	RETURN left_;
+END
+$$;
