@@ -100,7 +100,13 @@ DECLARE
 	nleft bigint;
 	hleft bigint;
 	maxid bigint;
-	ags   uuid[];
+	redo_a  uuid[];   -- agents whose window best must be re-read
+	redo_ca uuid[];   -- agent x challenge pairs likewise (agent, challenge)
+	redo_cc uuid[];
+	re_a  uuid[];     -- agents with a re-evaluated task
+	re_pa uuid[];     -- re-evaluated tasks: agent, challenge, first result id
+	re_pc uuid[];
+	re_f  bigint[];
 BEGIN
 	SELECT p.horizon INTO h FROM standings_progress p FOR UPDATE SKIP LOCKED;
 	IF NOT FOUND THEN
@@ -133,40 +139,128 @@ BEGIN
 			SELECT DISTINCT u.agent_id, u.challenge_id FROM unnest(b) u ORDER BY 1, 2
 			ON CONFLICT DO NOTHING;
 
-		-- New tasks: the next positions, in id order per agent and per pair.
-		INSERT INTO standings_entries
+		-- First evaluations (the usual batch), as 005-007's trigger did but for any
+		-- number of new tasks m per group: the new tasks take positions tasks+1 ...
+		-- tasks+m in id order; the old positions (tasks - N, least(tasks, tasks + m - N)]
+		-- leave the window (one index range read of at most m entries; the entries
+		-- inserted by this statement are not visible to it, and need not be), and only
+		-- the last min(m, N) new tasks are in it. The window's best becomes the best new
+		-- task in the window if it equals or beats the old best (the later position
+		-- wins a tie), else stays if its position is still inside, else is re-read
+		-- below (w_best NULL marks it).
+		WITH nw AS (
 			SELECT u.submission_id, u.agent_id, u.challenge_id,
-			       a.tasks + row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id),
+			       a.tasks + row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id) AS seq,
 			       c.tasks + row_number() OVER (PARTITION BY u.agent_id, u.challenge_id
-			                                    ORDER BY u.first_result_id),
-			       u.first_result_id, u.result_id, u.eval_seq, u.score, u.result, u.submitted_at
+			                                    ORDER BY u.first_result_id) AS cseq,
+			       u.first_result_id, u.result_id, u.eval_seq, u.score, u.result, u.submitted_at,
+			       row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id DESC) <= n AS a_in,
+			       row_number() OVER (PARTITION BY u.agent_id, u.challenge_id
+			                          ORDER BY u.first_result_id DESC) <= n AS c_in
 			FROM unnest(b) u
 			JOIN standings_agents a ON a.agent_id = u.agent_id
 			JOIN standings_agent_challenges c ON c.agent_id = u.agent_id AND c.challenge_id = u.challenge_id
-			WHERE u.eval_seq = 1;
-		UPDATE standings_agents t SET tasks = t.tasks + g.m
-			FROM (SELECT u.agent_id, count(*) AS m FROM unnest(b) u WHERE u.eval_seq = 1
-			      GROUP BY 1) g
-			WHERE t.agent_id = g.agent_id;
-		UPDATE standings_agent_challenges t SET tasks = t.tasks + g.m
-			FROM (SELECT u.agent_id, u.challenge_id, count(*) AS m FROM unnest(b) u
-			      WHERE u.eval_seq = 1 GROUP BY 1, 2) g
-			WHERE t.agent_id = g.agent_id AND t.challenge_id = g.challenge_id;
+			WHERE u.eval_seq = 1),
+		ins AS (
+			INSERT INTO standings_entries
+			SELECT w.submission_id, w.agent_id, w.challenge_id, w.seq, w.cseq, w.first_result_id,
+			       w.result_id, w.eval_seq, w.score, w.result, w.submitted_at FROM nw w),
+		-- the best new task in each window (latest position on ties), and on the
+		-- challenge (earliest submitted_at, then first id)
+		nb AS (
+			SELECT w.*,
+			       row_number() OVER (PARTITION BY w.agent_id
+			                          ORDER BY w.a_in DESC, w.score DESC, w.seq DESC) = 1 AS a_best,
+			       row_number() OVER (PARTITION BY w.agent_id, w.challenge_id
+			                          ORDER BY w.c_in DESC, w.score DESC, w.cseq DESC) = 1 AS c_best,
+			       row_number() OVER (PARTITION BY w.agent_id, w.challenge_id
+			                          ORDER BY w.score DESC, w.submitted_at, w.first_result_id) = 1 AS t_best
+			FROM nw w),
+		ga AS (
+			SELECT w.agent_id, count(*) AS m,
+			       coalesce(sum(w.score) FILTER (WHERE w.a_in), 0) AS add_s,
+			       count(*) FILTER (WHERE w.a_in AND w.result = 'win') AS add_w,
+			       count(*) FILTER (WHERE w.a_in AND w.result = 'draw') AS add_d,
+			       count(*) FILTER (WHERE w.a_in AND w.result = 'loss') AS add_l,
+			       max(w.score) FILTER (WHERE w.a_best) AS nb, max(w.seq) FILTER (WHERE w.a_best) AS nbs
+			FROM nb w GROUP BY w.agent_id),
+		ua AS (
+			UPDATE standings_agents t SET tasks = t.tasks + g.m, w_count = least(t.tasks + g.m, n),
+				(w_sum, w_wins, w_draws, w_losses) = (
+					SELECT t.w_sum + g.add_s - coalesce(sum(e.score), 0),
+					       t.w_wins + g.add_w - count(*) FILTER (WHERE e.result = 'win'),
+					       t.w_draws + g.add_d - count(*) FILTER (WHERE e.result = 'draw'),
+					       t.w_losses + g.add_l - count(*) FILTER (WHERE e.result = 'loss')
+					FROM standings_entries e WHERE e.agent_id = t.agent_id
+					AND e.seq > t.tasks - n AND e.seq <= least(t.tasks, t.tasks + g.m - n)),
+				w_best = CASE WHEN t.w_best IS NULL OR g.nb >= t.w_best THEN g.nb
+				              WHEN t.w_best_seq > t.tasks + g.m - n THEN t.w_best END,
+				w_best_seq = CASE WHEN t.w_best IS NULL OR g.nb >= t.w_best THEN g.nbs
+				                  WHEN t.w_best_seq > t.tasks + g.m - n THEN t.w_best_seq END
+			FROM ga g WHERE t.agent_id = g.agent_id
+			RETURNING t.agent_id, t.w_best IS NULL AS redo),
+		gp AS (
+			SELECT w.agent_id, w.challenge_id, count(*) AS m,
+			       coalesce(sum(w.score) FILTER (WHERE w.c_in), 0) AS add_s,
+			       count(*) FILTER (WHERE w.c_in AND w.result = 'win') AS add_w,
+			       count(*) FILTER (WHERE w.c_in AND w.result = 'draw') AS add_d,
+			       count(*) FILTER (WHERE w.c_in AND w.result = 'loss') AS add_l,
+			       max(w.score) FILTER (WHERE w.c_best) AS nb, max(w.cseq) FILTER (WHERE w.c_best) AS nbs,
+			       max(w.score) FILTER (WHERE w.t_best) AS bsc,
+			       (array_agg(w.submission_id) FILTER (WHERE w.t_best))[1] AS bsub,
+			       max(w.submitted_at) FILTER (WHERE w.t_best) AS bsat,
+			       max(w.first_result_id) FILTER (WHERE w.t_best) AS bfid
+			FROM nb w GROUP BY w.agent_id, w.challenge_id),
+		up AS (
+			UPDATE standings_agent_challenges t SET tasks = t.tasks + g.m, w_count = least(t.tasks + g.m, n),
+				(w_sum, w_wins, w_draws, w_losses) = (
+					SELECT t.w_sum + g.add_s - coalesce(sum(e.score), 0),
+					       t.w_wins + g.add_w - count(*) FILTER (WHERE e.result = 'win'),
+					       t.w_draws + g.add_d - count(*) FILTER (WHERE e.result = 'draw'),
+					       t.w_losses + g.add_l - count(*) FILTER (WHERE e.result = 'loss')
+					FROM standings_entries e
+					WHERE e.agent_id = t.agent_id AND e.challenge_id = t.challenge_id AND e.cseq > 0
+					AND e.cseq > t.tasks - n AND e.cseq <= least(t.tasks, t.tasks + g.m - n)),
+				w_best = CASE WHEN t.w_best IS NULL OR g.nb >= t.w_best THEN g.nb
+				              WHEN t.w_best_seq > t.tasks + g.m - n THEN t.w_best END,
+				w_best_seq = CASE WHEN t.w_best IS NULL OR g.nb >= t.w_best THEN g.nbs
+				                  WHEN t.w_best_seq > t.tasks + g.m - n THEN t.w_best_seq END,
+				-- all-time best on the challenge; ties go to the earliest task
+				(best_score, best_submission, best_submitted_at, best_first_id) = (
+					SELECT CASE WHEN x.b THEN g.bsc ELSE t.best_score END,
+					       CASE WHEN x.b THEN g.bsub ELSE t.best_submission END,
+					       CASE WHEN x.b THEN g.bsat ELSE t.best_submitted_at END,
+					       CASE WHEN x.b THEN g.bfid ELSE t.best_first_id END
+					FROM (SELECT t.best_score IS NULL OR g.bsc > t.best_score
+					             OR (g.bsc = t.best_score AND (g.bsat, g.bfid)
+					                 < (t.best_submitted_at, t.best_first_id)) AS b) x)
+			FROM gp g WHERE t.agent_id = g.agent_id AND t.challenge_id = g.challenge_id
+			RETURNING t.agent_id, t.challenge_id, t.w_best IS NULL AS redo)
+		SELECT x.ra, y.ca, y.cc INTO redo_a, redo_ca, redo_cc
+		FROM (SELECT array_agg(ua.agent_id) AS ra FROM ua WHERE ua.redo) x,
+		     (SELECT array_agg(up.agent_id) AS ca, array_agg(up.challenge_id) AS cc
+		      FROM up WHERE up.redo) y;
 
 		-- Re-evaluations: a task takes its latest result's score, once (an older
-		-- result than the one counted changes nothing).
-		UPDATE standings_entries e SET result_id = q.result_id, eval_seq = q.eval_seq,
-			score = q.score, result = q.result
-			FROM (SELECT DISTINCT ON (u.first_result_id) u.first_result_id, u.result_id, u.eval_seq,
-			             u.score, u.result
-			      FROM unnest(b) u WHERE u.eval_seq > 1
-			      ORDER BY u.first_result_id, u.eval_seq DESC) q
-			WHERE e.first_result_id = q.first_result_id AND e.eval_seq < q.eval_seq;
+		-- result than the one counted changes nothing). Their groups are re-read
+		-- whole below (a window's N positions; rarer than first evaluations).
+		WITH q AS (
+			SELECT DISTINCT ON (u.first_result_id) u.first_result_id, u.result_id, u.eval_seq,
+			       u.score, u.result
+			FROM unnest(b) u WHERE u.eval_seq > 1
+			ORDER BY u.first_result_id, u.eval_seq DESC),
+		c AS (
+			UPDATE standings_entries e SET result_id = q.result_id, eval_seq = q.eval_seq,
+				score = q.score, result = q.result
+			FROM q WHERE e.first_result_id = q.first_result_id AND e.eval_seq < q.eval_seq
+			RETURNING e.agent_id, e.challenge_id, e.first_result_id)
+		SELECT array_agg(DISTINCT c.agent_id), array_agg(c.agent_id), array_agg(c.challenge_id),
+		       array_agg(c.first_result_id)
+		INTO re_a, re_pa, re_pc, re_f FROM c;
 
-		-- The touched windows, re-read over their N positions (one index range each;
-		-- a batch touches each agent once however many of its results it holds).
-		ags := ARRAY(SELECT DISTINCT u.agent_id FROM unnest(b) u ORDER BY 1);
-		UPDATE standings_agents t SET w_count = least(t.tasks, n),
+		-- Window bests to re-read (first evaluations) and windows re-evaluations
+		-- changed: over the window's N positions (one index range scan each).
+		UPDATE standings_agents t SET
 			(w_sum, w_wins, w_draws, w_losses, w_best, w_best_seq) = (
 				SELECT coalesce(sum(w.score), 0), count(*) FILTER (WHERE w.result = 'win'),
 				       count(*) FILTER (WHERE w.result = 'draw'),
@@ -175,11 +269,11 @@ BEGIN
 				FROM (SELECT e.score, e.result, e.seq FROM standings_entries e
 				      WHERE e.agent_id = t.agent_id AND e.seq > t.tasks - n
 				      ORDER BY e.seq LIMIT n) w)
-			WHERE t.agent_id = ANY (ags);
-		-- Per pair the same, and the all-time best: the better of the stored best
-		-- and the batch's tasks (their current scores), unless the stored best's
-		-- own task was lowered: then it is re-read over the pair's tasks.
-		UPDATE standings_agent_challenges t SET w_count = least(t.tasks, n),
+			WHERE t.agent_id = ANY (coalesce(redo_a, '{}') || coalesce(re_a, '{}'));
+		-- Per pair the same, and the all-time best after re-evaluations: the better
+		-- of the stored best and the re-evaluated tasks (their new scores), unless
+		-- the stored best's own task was lowered: then re-read over the pair's tasks.
+		UPDATE standings_agent_challenges t SET
 			(w_sum, w_wins, w_draws, w_losses, w_best, w_best_seq) = (
 				SELECT coalesce(sum(w.score), 0), count(*) FILTER (WHERE w.result = 'win'),
 				       count(*) FILTER (WHERE w.result = 'draw'),
@@ -202,13 +296,16 @@ BEGIN
 					WHERE g.lowered AND e.agent_id = t.agent_id AND e.challenge_id = t.challenge_id
 					AND e.cseq > 0) x
 				ORDER BY x.score DESC, x.submitted_at, x.first_result_id LIMIT 1)
-			FROM (SELECT u.agent_id, u.challenge_id, array_agg(u.first_result_id) AS firsts,
+			FROM (SELECT p.agent_id, p.challenge_id, array_agg(p.first_result_id) AS firsts,
 			             coalesce(bool_or(e.score < c.best_score), false) AS lowered
-			      FROM unnest(b) u
-			      JOIN standings_agent_challenges c ON c.agent_id = u.agent_id
-			           AND c.challenge_id = u.challenge_id
+			      FROM (SELECT unnest(redo_ca) AS agent_id, unnest(redo_cc) AS challenge_id,
+			                   NULL::bigint AS first_result_id
+			            UNION ALL
+			            SELECT unnest(re_pa), unnest(re_pc), unnest(re_f)) p
+			      JOIN standings_agent_challenges c ON c.agent_id = p.agent_id
+			           AND c.challenge_id = p.challenge_id
 			      LEFT JOIN standings_entries e ON e.first_result_id = c.best_first_id
-			           AND e.first_result_id = u.first_result_id
+			           AND e.first_result_id = p.first_result_id
 			      GROUP BY 1, 2) g
 			WHERE t.agent_id = g.agent_id AND t.challenge_id = g.challenge_id;
 	END IF;

@@ -12,11 +12,16 @@ and adjust) are enqueued meanwhile. Then:
 - every result was applied exactly once: the progress row's applied_results equals
   the number of results (a result applied twice would count twice), and the
   aggregates equal the independent model computed from evaluation_results.
+First, overlapping commits by hand: a result with a lower id whose transaction is
+still open when a batch runs is applied by a later batch (the horizon waits for
+it), nothing is applied twice, and a batch limit leaves the rest for the next.
 """
 import os
 import random
 import subprocess
 import time
+
+import psycopg2
 
 from services import Services
 from standings_model import standings, tasks_from_results
@@ -58,6 +63,63 @@ def pid_of_client_port(port, pids):
     return None
 
 
+def overlapping_commits(a, url):
+    """Ids are not commit order: a result inserted by a transaction still open when a
+    batch runs (lower id, older transaction) is applied by a later batch, once."""
+    ag = [a.agent("ov-%d" % i) for i in range(2)]
+    ch = a.challenge(SPEC_X, {"x": 1}, slug="ov-ch")
+    subs = [a.submit(x, ch, {"x": 1}, enqueue=False)[1] for x in ag]
+    ins = ("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
+           "score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
+           "worker_id, started_at, completed_at) VALUES (%s, 1, 'deterministic', %s, 'win', '{}', '[]', "
+           "'[]', false, '{}', 'test', now(), now()) RETURNING id, standings_xid")
+    c1, c2, ap = (psycopg2.connect(url) for _ in range(3))
+    k1, k2 = c1.cursor(), c2.cursor()
+    k1.execute(ins, (subs[0], 900))
+    id1, xid1 = k1.fetchone()          # open: not committed yet
+    k2.execute(ins, (subs[1], 800))
+    id2, _ = k2.fetchone()
+    c2.commit()
+
+    def apply(limit=1000):
+        cur = ap.cursor()
+        cur.execute("SELECT applied, busy, caught_up FROM standings_apply(%s)", (limit,))
+        r = cur.fetchone()
+        cur.execute("SELECT horizon, applied_results FROM standings_progress")
+        h = cur.fetchone()
+        ap.commit()
+        return r + h
+
+    def tasks(agent):
+        return a.val("SELECT coalesce((SELECT tasks FROM standings_agents WHERE agent_id = %s), 0)", agent)
+
+    applied, busy, caught, horizon, total0 = apply()
+    ok(id1 < id2 and applied == 1 and tasks(ag[1]) == 1 and tasks(ag[0]) == 0 and horizon <= xid1,
+       "a batch applies the committed result (id %d) and keeps its horizon (%d) at or below the "
+       "open transaction (%d) that holds the lower id %d" % (id2, horizon, xid1, id1))
+    c1.commit()
+    applied, busy, caught, horizon, total = apply()
+    ok(applied == 1 and tasks(ag[0]) == 1 and horizon > xid1,
+       "after it commits, the next batch applies the lower id and moves the horizon past it")
+    applied, _, _, _, total2 = apply()
+    ok(applied == 0 and total2 == total, "a batch with nothing new applies nothing (exactly once)")
+    # A limit leaves results behind: the horizon stays at the oldest left.
+    more = [a.submit(ag[i % 2], ch, {"x": 1}, enqueue=False)[1] for i in range(5)]
+    for i, sid in enumerate(more):
+        k1.execute(ins, (sid, 100 * i))
+        c1.commit()
+    steps = []
+    while True:
+        applied, busy, caught, horizon, total3 = apply(2)
+        steps.append(applied)
+        if caught:
+            break
+    ok(steps == [2, 2, 1] and total3 == total2 + 5 and tasks(ag[0]) == 4 and tasks(ag[1]) == 3,
+       "batches of 2 apply 5 results as 2, 2, 1 (%r)" % steps)
+    for c in (c1, c2, ap):
+        c.close()
+
+
 def main():
     rng = random.Random(2323)
     with Services() as s:
@@ -66,6 +128,7 @@ def main():
         r = cli(url, "standings", "--rebuild", "--window", "10")
         ok(r.returncode == 0, "window 10", r.stderr)
         a = Arena(s)
+        overlapping_commits(a, url)
         agents = [a.agent("sp-%d" % i) for i in range(20)]
         chs = [a.challenge(SPEC_X, {"x": 1}, slug="sp-ch-%d" % i) for i in range(3)]
         subs = []
@@ -112,7 +175,7 @@ def main():
             everyone.append(nw)
 
         ok(all(kills), "three SIGKILLs hit the replica running standings_apply (%r)" % kills)
-        ok(all(x is not None and x < 3 for x in replaced),
+        ok(len(replaced) == 3 and all(x is not None and x < 3 for x in replaced),
            "another replica applied the next batches within 3 s (%r s)" % replaced)
         finished = a.wait_final(subs, 300)
         ok(finished, "every submission reached a final state", "".join(w.tail() for w in everyone))
@@ -137,8 +200,8 @@ def main():
         rows = a.q("SELECT r.id, r.submission_id::text, r.eval_seq, r.score, r.result, s.agent_id::text, "
                    "m.challenge_id::text, s.submitted_at FROM evaluation_results r "
                    "JOIN submissions s ON s.id = r.submission_id JOIN matches m ON m.id = s.match_id")
-        nres = len(rows)
-        applied = a.val("SELECT applied_results FROM standings_progress")
+        nres = len(rows) - 7   # overlapping_commits' results were applied by hand
+        applied = a.val("SELECT applied_results FROM standings_progress") - 7
         ok(applied == nres, "every result applied exactly once: %d applied, %d results" % (applied, nres))
         want_a, want_p = standings(tasks_from_results(rows), 10)
         got_a = {x[0]: tuple(x[1:]) for x in a.q(
