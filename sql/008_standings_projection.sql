@@ -64,16 +64,16 @@ LANGUAGE sql STABLE AS $$
 	FROM evaluation_results r
 	JOIN submissions s ON s.id = r.submission_id
 	JOIN matches m ON m.id = s.match_id
-	LEFT JOIN standings_agents sa ON sa.agent_id = s.agent_id
 	WHERE r.standings_xid IS NOT NULL AND r.standings_xid >= p_horizon
-	  AND (sa.ready IS NULL OR sa.ready)
-	  AND NOT EXISTS (
-		SELECT 1 FROM standings_entries e
-		WHERE e.first_result_id = CASE WHEN r.eval_seq = 1 THEN r.id
-		                              ELSE (SELECT f.id FROM evaluation_results f
-		                                    WHERE f.submission_id = r.submission_id
-		                                    AND f.eval_seq = 1) END
-		  AND e.eval_seq >= r.eval_seq)
+	  -- (through the small partial index of the agents waiting)
+	  AND (SELECT 1 FROM standings_agents sa WHERE sa.agent_id = s.agent_id AND NOT sa.ready) IS NULL
+	  -- a scalar subquery, not NOT EXISTS: always one probe of the primary key
+	  -- (a generic plan may hash the anti-join, reading every task)
+	  AND coalesce((SELECT e.eval_seq FROM standings_entries e
+	                WHERE e.first_result_id = CASE WHEN r.eval_seq = 1 THEN r.id
+	                                          ELSE (SELECT f.id FROM evaluation_results f
+	                                                WHERE f.submission_id = r.submission_id
+	                                                AND f.eval_seq = 1) END), 0) < r.eval_seq
 $$;
 
 -- Applies the next batch: up to p_limit unapplied results (the smallest ids),
@@ -85,10 +85,17 @@ CREATE FUNCTION standings_apply(p_limit int, OUT applied int, OUT busy bool, OUT
                                 OUT as_of timestamptz, OUT lag_seconds float8,
                                 OUT last_result_id bigint)
 LANGUAGE plpgsql
--- The horizon makes the candidates a small range of a large table: plan with
--- its value (a generic plan would guess a third of the table).
-SET plan_cache_mode = force_custom_plan
-SET jit = off
+-- Every statement here reads a batch's rows by key, so keyed nested loops
+-- are the right plan whatever the statistics say (tiny standings tables
+-- after a rebuild would otherwise get sequential scans that read every task,
+-- or a custom plan that reads a pair's window through the agent's position
+-- index, i.e. all the agent's tasks). Plans are made once per session, as
+-- the trigger's were (005-007).
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off   -- those settings inflate cost estimates past the JIT thresholds
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -107,6 +114,11 @@ DECLARE
 	re_pa uuid[];     -- re-evaluated tasks: agent, challenge, first result id
 	re_pc uuid[];
 	re_f  bigint[];
+	rf bigint[];      -- the batch's re-evaluations, the latest per task
+	rr bigint[];
+	rq int[];
+	rs int[];
+	rt text[];
 BEGIN
 	SELECT p.horizon INTO h FROM standings_progress p FOR UPDATE SKIP LOCKED;
 	IF NOT FOUND THEN
@@ -218,9 +230,13 @@ BEGIN
 					       t.w_wins + g.add_w - count(*) FILTER (WHERE e.result = 'win'),
 					       t.w_draws + g.add_d - count(*) FILTER (WHERE e.result = 'draw'),
 					       t.w_losses + g.add_l - count(*) FILTER (WHERE e.result = 'loss')
-					FROM standings_entries e
-					WHERE e.agent_id = t.agent_id AND e.challenge_id = t.challenge_id AND e.cseq > 0
-					AND e.cseq > t.tasks - n AND e.cseq <= least(t.tasks, t.tasks + g.m - n)),
+					-- ordered by cseq: through the per-challenge position index
+					-- (the agent's position index would read all its tasks)
+					FROM (SELECT e.score, e.result FROM standings_entries e
+					      WHERE e.agent_id = t.agent_id AND e.challenge_id = t.challenge_id
+					      AND e.cseq > 0 AND e.cseq > t.tasks - n
+					      AND e.cseq <= least(t.tasks, t.tasks + g.m - n)
+					      ORDER BY e.cseq LIMIT g.m) e),
 				w_best = CASE WHEN t.w_best IS NULL OR g.nb >= t.w_best THEN g.nb
 				              WHEN t.w_best_seq > t.tasks + g.m - n THEN t.w_best END,
 				w_best_seq = CASE WHEN t.w_best IS NULL OR g.nb >= t.w_best THEN g.nbs
@@ -244,19 +260,24 @@ BEGIN
 		-- Re-evaluations: a task takes its latest result's score, once (an older
 		-- result than the one counted changes nothing). Their groups are re-read
 		-- whole below (a window's N positions; rarer than first evaluations).
-		WITH q AS (
-			SELECT DISTINCT ON (u.first_result_id) u.first_result_id, u.result_id, u.eval_seq,
-			       u.score, u.result
-			FROM unnest(b) u WHERE u.eval_seq > 1
-			ORDER BY u.first_result_id, u.eval_seq DESC),
-		c AS (
-			UPDATE standings_entries e SET result_id = q.result_id, eval_seq = q.eval_seq,
-				score = q.score, result = q.result
-			FROM q WHERE e.first_result_id = q.first_result_id AND e.eval_seq < q.eval_seq
-			RETURNING e.agent_id, e.challenge_id, e.first_result_id)
-		SELECT array_agg(DISTINCT c.agent_id), array_agg(c.agent_id), array_agg(c.challenge_id),
-		       array_agg(c.first_result_id)
-		INTO re_a, re_pa, re_pc, re_f FROM c;
+		IF EXISTS (SELECT 1 FROM unnest(b) u WHERE u.eval_seq > 1) THEN
+			SELECT array_agg(q.first_result_id), array_agg(q.result_id), array_agg(q.eval_seq),
+			       array_agg(q.score), array_agg(q.result)
+			INTO rf, rr, rq, rs, rt
+			FROM (SELECT DISTINCT ON (u.first_result_id) u.first_result_id, u.result_id, u.eval_seq,
+			             u.score, u.result
+			      FROM unnest(b) u WHERE u.eval_seq > 1
+			      ORDER BY u.first_result_id, u.eval_seq DESC) q;
+			WITH c AS (
+				UPDATE standings_entries e SET result_id = q.result_id, eval_seq = q.eval_seq,
+					score = q.score, result = q.result
+				FROM unnest(rf, rr, rq, rs, rt) AS q(first_result_id, result_id, eval_seq, score, result)
+				WHERE e.first_result_id = q.first_result_id AND e.eval_seq < q.eval_seq
+				RETURNING e.agent_id, e.challenge_id, e.first_result_id)
+			SELECT array_agg(DISTINCT c.agent_id), array_agg(c.agent_id), array_agg(c.challenge_id),
+			       array_agg(c.first_result_id)
+			INTO re_a, re_pa, re_pc, re_f FROM c;
+		END IF;
 
 		-- Window bests to re-read (first evaluations) and windows re-evaluations
 		-- changed: over the window's N positions (one index range scan each).
@@ -269,7 +290,8 @@ BEGIN
 				FROM (SELECT e.score, e.result, e.seq FROM standings_entries e
 				      WHERE e.agent_id = t.agent_id AND e.seq > t.tasks - n
 				      ORDER BY e.seq LIMIT n) w)
-			WHERE t.agent_id = ANY (coalesce(redo_a, '{}') || coalesce(re_a, '{}'));
+			FROM unnest(coalesce(redo_a, '{}') || coalesce(re_a, '{}')) AS x(id)
+			WHERE t.agent_id = x.id;
 		-- Per pair the same, and the all-time best after re-evaluations: the better
 		-- of the stored best and the re-evaluated tasks (their new scores), unless
 		-- the stored best's own task was lowered: then re-read over the pair's tasks.
