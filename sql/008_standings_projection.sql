@@ -281,6 +281,8 @@ BEGIN
 
 		-- Window bests to re-read (first evaluations) and windows re-evaluations
 		-- changed: over the window's N positions (one index range scan each).
+		-- Most batches have none.
+		IF redo_a IS NOT NULL OR re_a IS NOT NULL THEN
 		UPDATE standings_agents t SET
 			(w_sum, w_wins, w_draws, w_losses, w_best, w_best_seq) = (
 				SELECT coalesce(sum(w.score), 0), count(*) FILTER (WHERE w.result = 'win'),
@@ -292,6 +294,8 @@ BEGIN
 				      ORDER BY e.seq LIMIT n) w)
 			FROM unnest(coalesce(redo_a, '{}') || coalesce(re_a, '{}')) AS x(id)
 			WHERE t.agent_id = x.id;
+		END IF;
+		IF redo_ca IS NOT NULL OR re_pa IS NOT NULL THEN
 		-- Per pair the same, and the all-time best after re-evaluations: the better
 		-- of the stored best and the re-evaluated tasks (their new scores), unless
 		-- the stored best's own task was lowered: then re-read over the pair's tasks.
@@ -330,6 +334,7 @@ BEGIN
 			           AND e.first_result_id = p.first_result_id
 			      GROUP BY 1, 2) g
 			WHERE t.agent_id = g.agent_id AND t.challenge_id = g.challenge_id;
+		END IF;
 	END IF;
 
 	-- Below the oldest transaction running at the snapshot, and below the
