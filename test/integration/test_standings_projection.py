@@ -12,6 +12,8 @@ and adjust) are enqueued meanwhile. Then:
 - every result was applied exactly once: the progress row's applied_results equals
   the number of results (a result applied twice would count twice), and the
   aggregates equal the independent model computed from evaluation_results.
+Then 1,800 more with two replicas, and `arbiter standings --rebuild --window 7`
+while they commit and apply: the windows of 7 equal the model.
 First, overlapping commits by hand: a result with a lower id whose transaction is
 still open when a batch runs is applied by a later batch (the horizon waits for
 it), nothing is applied twice, and a batch limit leaves the rest for the next.
@@ -215,6 +217,36 @@ def main():
            [(k, got_a.get(k), want_a.get(k)) for k in want_a if got_a.get(k) != want_a.get(k)][:3])
         ok(got_p == want_p, "agent x challenge windows and bests equal the model (%d pairs)" % len(want_p),
            [(k, got_p.get(k), want_p.get(k)) for k in want_p if got_p.get(k) != want_p.get(k)][:3])
+
+        # A window change while two replicas commit and apply more: the reset and the
+        # backfill take the projection's lease in turn with the batches.
+        more = []
+        for ch in chs:
+            more += bulk(a, agents, ch, 600)
+        ws = [Worker(s, "sp-r%d" % i, env=ENV) for i in range(2)]
+        wait_for(lambda: a.count_status(more) >= 300, 120, 0.02)
+        r = cli(url, "standings", "--rebuild", "--window", "7", "--batch", "3")
+        mid = a.count_status(more)
+        ok(r.returncode == 0 and mid < len(more), "rebuild --window 7 while the replicas commit "
+           "(%d of %d done when it ended)" % (mid, len(more)), r.stdout[-1000:] + r.stderr)
+        ok(a.wait_final(more, 300), "the second batch of submissions finished")
+        clean = wait_for(lambda: cli(url, "standings", "--check").returncode == 0, 30, 0.1)
+        for w in ws:
+            w.term()
+        rows = a.q("SELECT r.id, r.submission_id::text, r.eval_seq, r.score, r.result, s.agent_id::text, "
+                   "m.challenge_id::text, s.submitted_at FROM evaluation_results r "
+                   "JOIN submissions s ON s.id = r.submission_id JOIN matches m ON m.id = s.match_id")
+        want_a, want_p = standings(tasks_from_results(rows), 7)
+        got_a = {x[0]: tuple(x[1:]) for x in a.q(
+            "SELECT agent_id::text, tasks, w_count, w_sum, w_wins, w_draws, w_losses, w_best, w_best_seq "
+            "FROM standings_agents")}
+        got_p = {(x[0], x[1]): tuple(x[2:]) for x in a.q(
+            "SELECT agent_id::text, challenge_id::text, tasks, w_count, w_sum, w_wins, w_draws, w_losses, "
+            "w_best, w_best_seq, best_score, best_submission::text FROM standings_agent_challenges")}
+        ok(clean and got_a == want_a and got_p == want_p,
+           "after the rebuild: --check clean, windows of 7 and bests equal the model (%d tasks)"
+           % sum(v[0] for v in want_a.values()),
+           [(k, got_a.get(k), want_a.get(k)) for k in want_a if got_a.get(k) != want_a.get(k)][:3])
         a.close()
     return done()
 
