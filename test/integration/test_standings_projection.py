@@ -16,7 +16,8 @@ Then 1,800 more with two replicas, and `arbiter standings --rebuild --window 7`
 while they commit and apply: the windows of 7 equal the model.
 First, overlapping commits by hand: a result with a lower id whose transaction is
 still open when a batch runs is applied by a later batch (the horizon waits for
-it), nothing is applied twice, and a batch limit leaves the rest for the next.
+it), nothing is applied twice, and a batch limit leaves the rest for the next; a
+batch waits for an open backfill batch and then applies what its snapshot missed.
 """
 import os
 import random
@@ -122,6 +123,44 @@ def overlapping_commits(a, url):
         c.close()
 
 
+def backfill_beside_batch(a, url):
+    """A batch never runs beside a backfill: a result committed while a backfill batch is
+    open (its snapshot misses it) is applied afterwards, not skipped as belonging to an
+    agent still waiting for the backfill."""
+    ag = a.agent("bf-0")
+    ch = a.challenge(SPEC_X, {"x": 1}, slug="bf-ch")
+    ins = ("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
+           "score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
+           "worker_id, started_at, completed_at) VALUES (%s, 1, 'deterministic', 500, 'draw', '{}', "
+           "'[]', '[]', false, '{}', 'test', now(), now())")
+    c1, c2, c3 = (psycopg2.connect(url) for _ in range(3))
+    k1, k2, k3 = c1.cursor(), c2.cursor(), c3.cursor()
+    k2.execute(ins, (a.submit(ag, ch, {"x": 1}, enqueue=False)[1],))
+    c2.commit()
+    k3.execute("SELECT standings_reset(NULL)")
+    c3.commit()
+    k1.execute("SELECT agents_done FROM standings_backfill_batch(100000)")   # left open
+    k2.execute(ins, (a.submit(ag, ch, {"x": 1}, enqueue=False)[1],))
+    c2.commit()
+    k3.execute("SELECT applied, busy FROM standings_apply(1000)")
+    during = k3.fetchone()
+    c3.commit()
+    c1.commit()
+    while True:
+        k3.execute("SELECT applied, busy, caught_up FROM standings_apply(1000)")
+        applied, busy, caught = k3.fetchone()
+        c3.commit()
+        if caught and not busy:
+            break
+    r = cli(url, "standings", "--check")
+    tasks = a.val("SELECT tasks FROM standings_agents WHERE agent_id = %s", ag)
+    ok(during == (0, True) and tasks == 2 and r.returncode == 0 and "0 differences" in r.stdout,
+       "a batch waits for an open backfill batch (it answered %r), then applies the result the "
+       "backfill's snapshot missed (%d tasks)" % (during, tasks), r.stdout[-1500:] + r.stderr)
+    for c in (c1, c2, c3):
+        c.close()
+
+
 def main():
     rng = random.Random(2323)
     with Services() as s:
@@ -131,6 +170,9 @@ def main():
         ok(r.returncode == 0, "window 10", r.stderr)
         a = Arena(s)
         overlapping_commits(a, url)
+        backfill_beside_batch(a, url)
+        base_applied = a.val("SELECT applied_results FROM standings_progress")
+        base_results = a.val("SELECT count(*) FROM evaluation_results")
         agents = [a.agent("sp-%d" % i) for i in range(20)]
         chs = [a.challenge(SPEC_X, {"x": 1}, slug="sp-ch-%d" % i) for i in range(3)]
         subs = []
@@ -202,8 +244,8 @@ def main():
         rows = a.q("SELECT r.id, r.submission_id::text, r.eval_seq, r.score, r.result, s.agent_id::text, "
                    "m.challenge_id::text, s.submitted_at FROM evaluation_results r "
                    "JOIN submissions s ON s.id = r.submission_id JOIN matches m ON m.id = s.match_id")
-        nres = len(rows) - 7   # overlapping_commits' results were applied by hand
-        applied = a.val("SELECT applied_results FROM standings_progress") - 7
+        nres = len(rows) - base_results   # the phases by hand above are not counted
+        applied = a.val("SELECT applied_results FROM standings_progress") - base_applied
         ok(applied == nres, "every result applied exactly once: %d applied, %d results" % (applied, nres))
         want_a, want_p = standings(tasks_from_results(rows), 10)
         got_a = {x[0]: tuple(x[1:]) for x in a.q(
