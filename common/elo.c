@@ -72,6 +72,28 @@ int elo_add(int rating, long long delta)
 	return elo_floor((long long)rating + delta);
 }
 
+_Static_assert(ELO_RATING_MIN == 0 && ELO_RATING_MAX == 1000000 && ELO_CHANGE_PLAUSIBLE == 1000,
+               "elo_stored_check's sentences name these bounds");
+
+const char *elo_stored_check(const struct elo_stored *s)
+{
+	if (!s->has_before)
+		return "the match's elo_before is NULL";
+	if (s->before < ELO_RATING_MIN || s->before > ELO_RATING_MAX)
+		return "the match's elo_before is outside the rating range 0..1000000";
+	if (!s->has_change)
+		return "the match's elo_change is NULL";
+	if (s->change < -ELO_CHANGE_PLAUSIBLE || s->change > ELO_CHANGE_PLAUSIBLE)
+		return "the match's elo_change is implausible (beyond +-1000)";
+	if (!s->has_after)
+		return "the match's elo_after is NULL";
+	if (s->after < ELO_RATING_MIN || s->after > ELO_RATING_MAX)
+		return "the match's elo_after is outside the rating range 0..1000000";
+	if (s->after != s->before + s->change)
+		return "the match's elo_after is not elo_before + elo_change";
+	return NULL;
+}
+
 long elo_round(double x)
 {
 	return (long)round(x);    /* C's round() is half away from zero, and exact */

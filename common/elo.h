@@ -50,6 +50,26 @@ int elo_count_inc(int v);
  * ELO_RATING_MAX] (for elo=adjust re-evaluations). */
 int elo_add(int rating, long long delta);
 
+/* The most an elo=adjust re-evaluation accepts as a match's stored effective change
+ * (matches.elo_change). One match moves a rating by at most 39 (K 32, bonus 1.2), and
+ * adjustments keep it within that, plus at most the floor's lift of a rating stored
+ * below ELO_FLOOR; anything beyond this bound was not written by the worker. */
+#define ELO_CHANGE_PLAUSIBLE 1000
+
+/* A match's stored Elo columns (matches.elo_before, elo_after, elo_change) as read:
+ * has_* false for NULL. The values are 64-bit so any stored int4 fits. */
+struct elo_stored {
+	bool has_before, has_after, has_change;
+	long long before, after, change;
+};
+
+/* Checks the columns an elo=adjust re-evaluation builds on: elo_before and elo_after
+ * present and within [ELO_RATING_MIN, ELO_RATING_MAX], elo_change present with
+ * |elo_change| <= ELO_CHANGE_PLAUSIBLE, and elo_after = elo_before + elo_change (in 64
+ * bits). Returns NULL when they are consistent, else a static sentence saying which
+ * rule the row breaks (never freed). */
+const char *elo_stored_check(const struct elo_stored *s);
+
 /* Opponent rating: `rating` when has_rating, else newcomer 800, contender 1000, veteran 1200,
  * legendary 1400. Returns -1 for an unknown (or NULL) difficulty without a rating. */
 int elo_opponent(const char *difficulty, bool has_rating, int rating);

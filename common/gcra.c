@@ -175,6 +175,8 @@ enum gcra_verdict gcra_decide(const struct gcra_params *p, struct gcra_state *st
 		return GCRA_ALLOW;
 	}
 	retry = tat - p->tolerance_us;
+	if (retry > now_us + GCRA_MAX_DEFER_US)
+		retry = now_us + GCRA_MAX_DEFER_US;
 	if (pol == GCRA_POLICY_REJECT) {
 		if (retry_at_us)
 			*retry_at_us = retry;
@@ -182,6 +184,8 @@ enum gcra_verdict gcra_decide(const struct gcra_params *p, struct gcra_state *st
 	}
 	if (retry < dl + p->emission_us)
 		retry = dl + p->emission_us;
+	if (retry > now_us + GCRA_MAX_DEFER_US)
+		retry = now_us + GCRA_MAX_DEFER_US;
 	st->last_deferred_us = retry;
 	if (retry_at_us)
 		*retry_at_us = retry;

@@ -17,7 +17,8 @@
  *                      set, or D <= now: nobody is waiting in line for the key)
  *     allowed  -> TAT = tat + T
  *     otherwise the job is due again at retry = max(tat - tau, D + T) under
- *     `defer` (and D = retry), or rejected under `reject` (retry = tat - tau).
+ *     `defer` (and D = retry), or rejected under `reject` (retry = tat - tau),
+ *     retry at most now + GCRA_MAX_DEFER_US in both.
  * So 10/60s with burst 10: T = 6 s, tau = 54 s: 10 jobs pass at once, then
  * one every 6 s. In any window of length W at most burst + floor(W / T) jobs
  * are allowed.
@@ -44,6 +45,9 @@ struct gcra_rate {
 #define GCRA_MAX_PERIOD_US (366LL * 86400 * 1000000)   /* P ≤ 366 days */
 #define GCRA_MAX_BURST     1000000
 #define GCRA_MAX_TOLERANCE_US (400LL * 86400 * 1000000) /* (burst-1)*T ≤ 400 days */
+/* A due time is at most this far after now (the script's RL_MAX_DEFER_MS): a job that
+ * conforms later comes back after a day and is decided again. */
+#define GCRA_MAX_DEFER_US  (86400LL * 1000000)
 
 /* Parses s (surrounding blanks allowed). Returns 0 and *out, or -1 with a
  * message in err saying what is accepted and what was given. */

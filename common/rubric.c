@@ -171,6 +171,18 @@ int rubric_expand(const json_t *spec, json_t **out, char *err, size_t errlen)
 			return fail(err, errlen, "rubric[%zu]: name must be a non-empty string", i);
 		}
 		const char *nm = json_string_value(name);
+		const char *ck;
+		json_t *cv;
+		json_object_foreach((json_t *)c, ck, cv) {
+			if (strncmp(ck, "x-", 2) && strcmp(ck, "name") && strcmp(ck, "description") &&
+			    strcmp(ck, "weight") && strcmp(ck, "key")) {
+				fail(err, errlen, "rubric[%zu] '%.64s': unknown key '%.64s' (a criterion has name, "
+				     "description, weight and key; keys starting with x- are free for notes)", i,
+				     nm, ck);
+				json_decref(res);
+				return -1;
+			}
+		}
 		if (desc && !json_is_string(desc)) {
 			json_decref(res);
 			return fail(err, errlen, "rubric[%zu] '%.64s': description must be a string", i, nm);
@@ -223,9 +235,8 @@ void rubric_free(struct rubric *r)
 {
 	if (!r)
 		return;
+	free(r->provider);
 	free(r->model);
-	free(r->base_url);
-	free(r->api_key_env);
 	free(r->instructions);
 	for (size_t i = 0; i < r->nfields; i++)
 		free(r->fields[i]);
@@ -248,31 +259,6 @@ static bool printable(const char *s, bool spaces)
 			if (!(spaces && *s == ' '))
 				return false;
 	return true;
-}
-
-/* http:// is for loopback unless plain_http; the host is what follows "://" up to ':' '/'. */
-static bool loopback_url(const char *u)
-{
-	const char *h = u + 7;
-	static const char *const hosts[] = { "127.0.0.1", "localhost", "[::1]" };
-	for (size_t i = 0; i < 3; i++) {
-		size_t n = strlen(hosts[i]);
-		if (!strncmp(h, hosts[i], n) && (h[n] == 0 || h[n] == ':' || h[n] == '/'))
-			return true;
-	}
-	return false;
-}
-
-static bool env_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 1 || n > 128 || !((s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-			return false;
-	/* Only key-like names: a spec must not be able to send, say, the database URL away. */
-	return (n > 8 && !strcmp(s + n - 8, "_API_KEY")) || !strncmp(s, "ARBITER_JUDGE_", 14);
 }
 
 static int num_in(const json_t *v, double lo, double hi, double *out)
@@ -313,15 +299,24 @@ static int str_list(const json_t *v, const char *what, bool paths, size_t *n, ch
 
 static int parse_block(struct rubric *r, const json_t *jb, char *err, size_t errlen)
 {
-	static const char *const known[] = { "provider", "model", "base_url", "api_key_env",
-		"temperature", "max_output_tokens", "timeout_ms", "max_retries", "instructions",
-		"reads", "max_input_bytes", "price", "max_cost_usd", "plain_http", NULL };
+	static const char *const known[] = { "provider", "model", "temperature",
+		"max_output_tokens", "timeout_ms", "max_retries", "instructions", "reads",
+		"max_input_bytes", "max_cost_usd", NULL };
+	/* The connection is the operator's: a spec must not choose where a key goes. */
+	static const char *const operator[] = { "base_url", "api_key_env", "plain_http", "price",
+		NULL };
 	const char *k;
 	json_t *v;
 	if (!json_is_object(jb))
 		return fail(err, errlen, "judge must be an object, not %s", jcanon_type_name(jb));
 	json_object_foreach((json_t *)jb, k, v) {
 		size_t i = 0;
+		for (i = 0; operator[i]; i++)
+			if (!strcmp(operator[i], k))
+				return fail(err, errlen, "judge.%s is not a spec setting: a provider's URL, key, "
+				            "and prices are operator configuration (ARBITER_JUDGE_PROVIDERS); the "
+				            "spec names one in judge.provider and one of its models", k);
+		i = 0;
 		while (known[i] && strcmp(known[i], k))
 			i++;
 		if (!known[i])
@@ -329,47 +324,21 @@ static int parse_block(struct rubric *r, const json_t *jb, char *err, size_t err
 	}
 	v = json_object_get(jb, "provider");
 	const char *p = json_is_string(v) ? json_string_value(v) : "";
-	if (!strcmp(p, "openai") || !strcmp(p, "openai-compatible"))
-		r->provider = RUBRIC_OPENAI;
-	else if (!strcmp(p, "gemini"))
-		r->provider = RUBRIC_GEMINI;
-	else if (!strcmp(p, "anthropic"))
-		r->provider = RUBRIC_ANTHROPIC;
-	else
-		return fail(err, errlen, "judge.provider must be \"openai\", \"gemini\" or \"anthropic\"");
+	size_t pl = strlen(p);
+	bool pok = pl >= 1 && pl <= 64 && ((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= '0' && p[0] <= '9'));
+	for (size_t i = 0; pok && i < pl; i++)
+		pok = (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '_' ||
+		      p[i] == '-' || p[i] == '.';
+	if (!pok)
+		return fail(err, errlen, "judge.provider must name a provider the operator configured "
+		            "(ARBITER_JUDGE_PROVIDERS; 1-64 characters a-z, 0-9, '_', '-', '.')");
+	r->provider = xstrdup(p);
 	v = json_object_get(jb, "model");
 	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 200 ||
-	    !printable(json_string_value(v), false) || strchr(json_string_value(v), '?') ||
-	    strchr(json_string_value(v), '#'))
+	    !printable(json_string_value(v), false) || strpbrk(json_string_value(v), "?#"))
 		return fail(err, errlen, "judge.model must be a model name (1-200 printable characters, "
 		            "no spaces)");
 	r->model = xstrdup(json_string_value(v));
-	v = json_object_get(jb, "base_url");
-	const char *u = json_is_string(v) ? json_string_value(v) : "";
-	if ((strncmp(u, "https://", 8) && strncmp(u, "http://", 7)) || strlen(u) > 500 ||
-	    strlen(u) < 9 || !printable(u, false))
-		return fail(err, errlen, "judge.base_url must be an http:// or https:// URL");
-	/* No user info ("http://127.0.0.1:80@evil.example/" is evil.example), query or fragment. */
-	if (strpbrk(u, "@?#\\"))
-		return fail(err, errlen, "judge.base_url must not contain '@', '?', '#' or '\\'");
-	v = json_object_get(jb, "plain_http");
-	if (v && !json_is_boolean(v))
-		return fail(err, errlen, "judge.plain_http must be true or false");
-	r->plain_http = json_is_true(v);
-	if (!strncmp(u, "http://", 7) && !r->plain_http && !loopback_url(u))
-		return fail(err, errlen, "judge.base_url: plain http:// only to a loopback host (the "
-		            "API key would travel in clear); use https:// or set plain_http");
-	r->base_url = xstrdup(u);
-	size_t bl = strlen(r->base_url);
-	while (bl > 8 && r->base_url[bl - 1] == '/')
-		r->base_url[--bl] = 0;
-	v = json_object_get(jb, "api_key_env");
-	if (v) {
-		if (!json_is_string(v) || !env_name_ok(json_string_value(v)))
-			return fail(err, errlen, "judge.api_key_env must name an environment variable ending "
-			            "in _API_KEY or starting with ARBITER_JUDGE_ (upper case, digits, _)");
-		r->api_key_env = xstrdup(json_string_value(v));
-	}
 	double d;
 	r->temperature = 0;
 	if ((v = json_object_get(jb, "temperature"))) {
@@ -405,15 +374,6 @@ static int parse_block(struct rubric *r, const json_t *jb, char *err, size_t err
 			return fail(err, errlen, "judge.max_input_bytes must be an integer 1024-%d",
 			            RUBRIC_MAX_INPUT_BYTES);
 		r->max_input_bytes = (size_t)l;
-	}
-	if ((v = json_object_get(jb, "price"))) {
-		const json_t *pi = json_object_get(v, "input_per_mtok"),
-		             *po = json_object_get(v, "output_per_mtok");
-		if (!json_is_object(v) || json_object_size(v) != (size_t)(!!pi + !!po) ||
-		    (pi && num_in(pi, 0, 1e6, &r->price_in) < 0) ||
-		    (po && num_in(po, 0, 1e6, &r->price_out) < 0))
-			return fail(err, errlen, "judge.price must be {\"input_per_mtok\": USD, "
-			            "\"output_per_mtok\": USD} with numbers >= 0");
 	}
 	if ((v = json_object_get(jb, "max_cost_usd"))) {
 		if (num_in(v, 0, 1e6, &d) < 0)
@@ -469,7 +429,7 @@ int rubric_from_spec(const json_t *spec, const char *evaluator, struct rubric **
 	}
 	if (nj && !jb)
 		return fail(err, errlen, "dimensions with a judge criterion need a judge block "
-		            "(provider, model, base_url, ...)");
+		            "(provider, model, ...)");
 	if (!nj)
 		return fail(err, errlen, "a judge block needs at least one dimension with a judge "
 		            "criterion");
@@ -723,7 +683,7 @@ char *rubric_cache_material(const struct rubric *r, const json_t *materials)
 	char temp[40];
 	snprintf(temp, sizeof temp, "%.6f", r->temperature);
 	json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:O}", "prompt",
-	                        RUBRIC_PROMPT_VERSION, "provider", rubric_provider_name(r->provider),
+	                        RUBRIC_PROMPT_VERSION, "provider", r->provider,
 	                        "model", r->model, "temperature", temp, "max_output_tokens",
 	                        r->max_output_tokens, "instructions", r->instructions, "criteria", crit,
 	                        "materials", materials);
@@ -816,8 +776,9 @@ static char *repair_msg(const char *repair_err)
 	return sb.buf;
 }
 
-void rubric_request(const struct rubric *r, const char *system, const char *user,
-                    const char *repair_text, const char *repair_err, char **path, char **body)
+void rubric_request(const struct rubric *r, enum rubric_provider api, const char *system,
+                    const char *user, const char *repair_text, const char *repair_err,
+                    char **path, char **body)
 {
 	json_t *b;
 	struct strbuf p = { 0 };
@@ -828,7 +789,7 @@ void rubric_request(const struct rubric *r, const char *system, const char *user
 		if (!prev)
 			prev = json_string("(not valid UTF-8)");
 	}
-	switch (r->provider) {
+	switch (api) {
 	case RUBRIC_GEMINI: {
 		json_t *contents = json_pack("[{s:s, s:[{s:s}]}]", "role", "user", "parts", "text", user);
 		if (rm) {
@@ -897,10 +858,21 @@ void rubric_reply_clear(struct rubric_reply *r)
 	}
 }
 
-static int64_t count(const json_t *o, const char *k)
+/* A usage count the provider reported: absent or null is 0; anything but an integer in
+ * 0..RUBRIC_MAX_REPLY_TOKENS is refused (-1), so the sums, the token limit and the spend
+ * budget never see a negative, fractional or overflowing figure. */
+static int count(const json_t *o, const char *k, int64_t *out)
 {
 	const json_t *v = json_object_get(o, k);
-	return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : 0;
+	if (!v || json_is_null(v)) {
+		*out = 0;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > RUBRIC_MAX_REPLY_TOKENS)
+		return -1;
+	*out = (int64_t)json_integer_value(v);
+	return 0;
 }
 
 int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
@@ -915,15 +887,13 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 	}
 	const json_t *e = json_object_get(root, "error");
 	if (e) {
-		const json_t *m = json_object_get(e, "message");
-		const char *pm = json_is_string(m) ? json_string_value(m)
-		               : json_is_string(e) ? json_string_value(e) : "(no message)";
-		fail(err, errlen, "the provider returned an error: %.*s", (int)utf8_cut(pm, 200), pm);
+		/* Its message is not quoted: this reason reaches the repair request and last_error. */
+		fail(err, errlen, "the provider's response is an error object");
 		json_decref(root);
 		return -1;
 	}
 	struct strbuf t = { 0 };
-	bool cut = false, have = false;
+	bool cut = false, have = false, bad = false;
 	switch (p) {
 	case RUBRIC_GEMINI: {
 		const json_t *c = json_array_get(json_object_get(root, "candidates"), 0);
@@ -938,8 +908,8 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 		const json_t *fr = json_object_get(c, "finishReason");
 		cut = json_is_string(fr) && !strcmp(json_string_value(fr), "MAX_TOKENS");
 		const json_t *u = json_object_get(root, "usageMetadata");
-		out->tokens_in = count(u, "promptTokenCount");
-		out->tokens_out = count(u, "candidatesTokenCount");
+		bad = count(u, "promptTokenCount", &out->tokens_in) < 0 ||
+		      count(u, "candidatesTokenCount", &out->tokens_out) < 0;
 		break;
 	}
 	case RUBRIC_ANTHROPIC: {
@@ -955,8 +925,8 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 		const json_t *sr = json_object_get(root, "stop_reason");
 		cut = json_is_string(sr) && !strcmp(json_string_value(sr), "max_tokens");
 		const json_t *u = json_object_get(root, "usage");
-		out->tokens_in = count(u, "input_tokens");
-		out->tokens_out = count(u, "output_tokens");
+		bad = count(u, "input_tokens", &out->tokens_in) < 0 ||
+		      count(u, "output_tokens", &out->tokens_out) < 0;
 		break;
 	}
 	default: {
@@ -969,12 +939,18 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 		const json_t *fr = json_object_get(c, "finish_reason");
 		cut = json_is_string(fr) && !strcmp(json_string_value(fr), "length");
 		const json_t *u = json_object_get(root, "usage");
-		out->tokens_in = count(u, "prompt_tokens");
-		out->tokens_out = count(u, "completion_tokens");
+		bad = count(u, "prompt_tokens", &out->tokens_in) < 0 ||
+		      count(u, "completion_tokens", &out->tokens_out) < 0;
 		break;
 	}
 	}
 	json_decref(root);
+	if (bad) {
+		strbuf_free(&t);
+		out->tokens_in = out->tokens_out = 0;
+		return fail(err, errlen, "the provider reported an implausible token count (not an "
+		            "integer 0-%d)", RUBRIC_MAX_REPLY_TOKENS);
+	}
 	if (!have) {
 		strbuf_free(&t);
 		return fail(err, errlen, "the provider's response holds no text");
@@ -985,6 +961,29 @@ int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
 	}
 	out->text = t.buf ? t.buf : xstrdup("");
 	return 0;
+}
+
+void rubric_error_code(const char *body, size_t len, char *out, size_t outlen)
+{
+	static const char *const fields[] = { "code", "type", "status" };
+	out[0] = 0;
+	json_t *root = json_loadb(body, len, 0, NULL);
+	const json_t *e = json_object_get(root, "error");
+	for (size_t i = 0; i < 3 && json_is_object(e); i++) {
+		const json_t *v = json_object_get(e, fields[i]);
+		if (!json_is_string(v))
+			continue;
+		const char *s = json_string_value(v);
+		size_t n = json_string_length(v);
+		bool good = n >= 1 && n <= RUBRIC_MAX_ERROR_CODE && n < outlen;
+		for (size_t k = 0; good && k < n; k++)
+			good = isalnum((unsigned char)s[k]) || s[k] == '_' || s[k] == '-' || s[k] == '.';
+		if (good) {
+			memcpy(out, s, n + 1);
+			break;
+		}
+	}
+	json_decref(root);
 }
 
 /* ---- verdicts ---------------------------------------------------------- */
@@ -1018,7 +1017,10 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 	json_error_t je;
 	json_t *root = json_loadb(s, (size_t)(e - s), JSON_REJECT_DUPLICATES, &je);
 	if (!root)
-		return fail(err, errlen, "the answer is not JSON: %s", je.text);
+		/* Where, not what: jansson's text quotes the token, and this reason goes into the
+		 * repair request's instructions (a submission may have steered the answer). */
+		return fail(err, errlen, "the answer is not one JSON object (line %d, column %d%s)",
+		            je.line, je.column, strstr(je.text, "duplicate") ? ": a duplicate key" : "");
 	int rc = -1;
 	const json_t *scores = json_object_get(root, "scores"), *sum = json_object_get(root, "summary");
 	const char *k;
@@ -1029,8 +1031,7 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 	}
 	json_object_foreach(root, k, x) {
 		if (strcmp(k, "scores") && strcmp(k, "summary")) {
-			fail(err, errlen, "unexpected key '%.*s' (only scores and summary)",
-			     (int)utf8_cut(k, 64), k);
+			fail(err, errlen, "the answer has a key other than scores and summary");
 			goto out;
 		}
 	}
@@ -1047,8 +1048,7 @@ int rubric_verdict_parse(const struct rubric *r, const char *text, size_t len,
 		while (i < r->ncrit && strcmp(r->crit[i].key, k))
 			i++;
 		if (i == r->ncrit) {
-			fail(err, errlen, "scores has '%.*s', which is not a criterion",
-			     (int)utf8_cut(k, 64), k);
+			fail(err, errlen, "scores has a key that is not a criterion");
 			goto out;
 		}
 	}
@@ -1122,7 +1122,7 @@ json_t *rubric_result_json(const struct rubric *r, const struct rubric_verdict *
 	free(vt);
 	return json_pack("{s:s, s:o, s:s, s:s, s:s}", "summary", v->summary ? v->summary : "",
 	                 "verdict", vj ? vj : json_null(), "provider",
-	                 rubric_provider_name(r->provider), "model", r->model, "prompt_version",
+	                 r->provider, "model", r->model, "prompt_version",
 	                 RUBRIC_PROMPT_VERSION);
 }
 

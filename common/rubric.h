@@ -31,6 +31,8 @@
 #define RUBRIC_DEFAULT_INPUT_BYTES 65536
 #define RUBRIC_MAX_INPUT_BYTES (1 << 20)
 #define RUBRIC_NONCE_LEN 32            /* hex characters */
+#define RUBRIC_MAX_REPLY_TOKENS 100000000 /* a usage count above is refused */
+#define RUBRIC_MAX_ERROR_CODE 48       /* bytes of a provider's error code shown */
 
 enum rubric_provider { RUBRIC_OPENAI, RUBRIC_GEMINI, RUBRIC_ANTHROPIC };
 
@@ -41,16 +43,14 @@ struct rubric_criterion {
 };
 
 struct rubric {
-	enum rubric_provider provider;
-	char *model, *base_url, *api_key_env, *instructions;
+	char *provider;                 /* the name of an operator-configured provider (jprov.h) */
+	char *model, *instructions;
 	double temperature;             /* default 0 */
 	int max_output_tokens;          /* default 1024 */
 	int timeout_ms;                 /* per request, default 60000 */
 	int max_retries;                /* provider errors retried per verdict, default 2 */
 	size_t max_input_bytes;         /* cap of the data document, default 64 KiB */
-	double price_in, price_out;     /* USD per million tokens, default 0 */
 	double max_cost_usd;            /* per verdict (0 = no bound): larger token caps refused */
-	bool plain_http;                /* http:// to a non-loopback host allowed */
 	size_t nfields; char **fields;  /* answer paths the judge reads */
 	size_t nfiles; char **files;    /* answer.files entries the judge reads */
 	char *self_description;         /* answer.files entry, NULL = none declared */
@@ -95,7 +95,8 @@ json_t *rubric_materials(const struct rubric *r, const json_t *answer, const jso
 json_t *rubric_sections_missing(const char *text);
 
 /* What determines a verdict, as canonical text to hash (caller frees): prompt version,
- * provider, model, temperature, output cap, instructions, criteria and materials. */
+ * provider (its configured name), model, temperature, output cap, instructions, criteria
+ * and materials. */
 char *rubric_cache_material(const struct rubric *r, const json_t *materials);
 
 /* The prompt: *system (rules, rubric, output format) and *user (the materials quoted between
@@ -105,23 +106,32 @@ char *rubric_cache_material(const struct rubric *r, const json_t *materials);
 int rubric_prompt(const struct rubric *r, const json_t *materials, const char *nonce,
                   char **system, char **user);
 
-/* The provider request: *path (appended to base_url) and *body (JSON text), caller frees.
- * repair_text/repair_err (may be NULL) add the previous invalid answer and why it was invalid,
- * for the one repair attempt. */
-void rubric_request(const struct rubric *r, const char *system, const char *user,
-                    const char *repair_text, const char *repair_err, char **path, char **body);
+/* The request to a provider speaking api: *path (appended to its base URL) and *body (JSON
+ * text), caller frees. repair_text/repair_err (may be NULL) add the previous invalid answer
+ * (as the model's own turn) and why it was invalid, for the one repair attempt. */
+void rubric_request(const struct rubric *r, enum rubric_provider api, const char *system,
+                    const char *user, const char *repair_text, const char *repair_err,
+                    char **path, char **body);
 /* The header carrying the API key: "Authorization: Bearer ", "x-goog-api-key: " or
  * "x-api-key: " (the key is appended by the caller). */
 const char *rubric_key_header(enum rubric_provider p);
 
-/* A provider's reply: the generated text and the token usage (0 when not reported). */
+/* A provider's reply: the generated text and the token usage (0 when not reported; each
+ * 0..RUBRIC_MAX_REPLY_TOKENS). */
 struct rubric_reply { char *text; int64_t tokens_in, tokens_out; };
 /* Parses a provider's response body. Returns 0 (out->text owned, free with
  * rubric_reply_clear) or -1 with the reason (not JSON, no text, an error object, the answer
- * was cut at the output cap). */
+ * was cut at the output cap, a usage count that is not an integer 0..RUBRIC_MAX_REPLY_TOKENS).
+ * The reason quotes nothing of the body. */
 int rubric_reply_parse(enum rubric_provider p, const char *body, size_t len,
                        struct rubric_reply *out, char *err, size_t errlen);
 void rubric_reply_clear(struct rubric_reply *r);
+/* A short reason from a provider's error response body (len bytes) that is safe to show in
+ * last_error: its error object's "code", else "type", else "status" (OpenAI, Anthropic,
+ * Gemini), when that is 1..RUBRIC_MAX_ERROR_CODE characters of A-Z a-z 0-9 '_' '-' '.';
+ * else "" (nothing else of the body is ever taken: a message may echo a key or the
+ * request). Writes out (outlen >= 1). */
+void rubric_error_code(const char *body, size_t len, char *out, size_t outlen);
 
 /* A validated verdict: per criterion (rubric order) a score 0..100 and a reasoning. */
 struct rubric_verdict {

@@ -396,6 +396,10 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	for (size_t i = 0; i < d->nvars; i++) {
 		const struct spec_var *v = &d->vars[i];
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
+		if (x && json_is_null(x) && d->null_missing) {
+			x = NULL;   /* "null_as_missing": null is no value, as JavaScript's ?? reads it */
+			snprintf(why, sizeof why, "it is null");
+		}
 		values[i] = lens[i] = NAN;
 		vjson[i] = x && json_is_number(x) ? x : NULL;
 		if (!x && v->has_default) {
@@ -414,6 +418,14 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		} else if (!v->len_only) {
 			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': value at '%s' is "
 			     "not a number", d->key, v->name, v->text);
+			ok = false;
+		}
+		if (v->len_only && x && !tolerant && !json_is_string(x) && !json_is_array(x) &&
+		    !json_is_object(x)) {
+			/* len() of it has no value: the expression would be no value, silently 0 */
+			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': value at '%s' is "
+			     "%s, which has no len() (a string, array or object)", d->key, v->name, v->text,
+			     json_is_null(x) ? "null" : "not a string, array or object");
 			ok = false;
 		}
 		/* len(v) of a string counts its code points: paid before (README "Work budget") */
@@ -459,9 +471,14 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	}
 	if (ap->det) {
 		json_t *vj = json_object();
-		for (size_t i = 0; i < d->nvars; i++)
-			json_object_set_new(vj, d->vars[i].name, isnan(values[i]) ? json_null()
-			                                                          : json_real(values[i]));
+		for (size_t i = 0; i < d->nvars; i++) {
+			const struct spec_var *v = &d->vars[i];
+			/* a len()-only var shows what it holds (cut as every explained value) */
+			const json_t *x = v->len_only ? get_path(v->path, root_doc(c, v->src, NULL), why,
+			                                         sizeof why) : NULL;
+			json_object_set_new(vj, v->name, x ? brief(x) : isnan(values[i]) ? json_null()
+			                                                  : json_real(values[i]));
+		}
 		det_set(ap, "vars", vj);
 	}
 	if (values != vals) {

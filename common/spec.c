@@ -46,6 +46,129 @@ static void num_text(const json_t *v, char *buf, size_t n)
 		snprintf(buf, n, "?");
 }
 
+/* ---- unknown keys ---------------------------------------------------------------------- */
+
+/* The parameters each primitive reads (README "Unknown keys"), besides a dimension's own keys.
+ * The switch has no default: a new primitive without a list fails the build (-Wswitch). */
+static const char *const *prim_params(enum prim_kind k)
+{
+	static const char *const none[] = { NULL };
+	static const char *const em[] = { "field", "ground_truth_field", "normalize",
+	                                  "case_insensitive", NULL };
+	static const char *const plain[] = { "field", "ground_truth_field", "normalize", NULL };
+	static const char *const nt[] = { "field", "ground_truth_field", "normalize", "tolerance",
+	                                  "decay", NULL };
+	static const char *const td[] = { "time_limit_secs", "curve", NULL };
+	static const char *const so[] = { "field", "ground_truth_field", "normalize", "method", NULL };
+	static const char *const ex[] = { "expr", "vars", "scale", "null_as_missing", NULL };
+	static const char *const tl[] = { "field", "normalize", "unit", "ramp", "steps", "target",
+	                                  NULL };
+	static const char *const tc[] = { "field", "ground_truth_field", "normalize", "terms", "need",
+	                                  "case_insensitive", NULL };
+	static const char *const rm[] = { "field", "normalize", "pattern", "case_insensitive", NULL };
+	static const char *const ct[] = { "field", "normalize", "of", "keys", "ramp", "steps",
+	                                  "target", NULL };
+	static const char *const mo[] = { "field", "ground_truth_field", "normalize", "match_on",
+	                                  "method", "fields", NULL };
+	static const char *const km[] = { "field", "ground_truth_field", "normalize", "keys", "item",
+	                                  NULL };
+	switch (k) {
+	case PRIM_NONE: return none;
+	case PRIM_EXACT_MATCH: return em;
+	case PRIM_EXACT_MATCH_RATIO: case PRIM_FUZZY_STRING: case PRIM_COVERAGE_RATIO: return plain;
+	case PRIM_NUMERIC_TOLERANCE: return nt;
+	case PRIM_TIME_DECAY: return td;
+	case PRIM_SET_OVERLAP: case PRIM_TOKEN_OVERLAP: return so;
+	case PRIM_TOKEN_EFFICIENCY: case PRIM_CALL_EFFICIENCY: return none;
+	case PRIM_EXPRESSION: return ex;
+	case PRIM_TEXT_LENGTH: return tl;
+	case PRIM_TERM_COVERAGE: return tc;
+	case PRIM_REGEX_MATCH: return rm;
+	case PRIM_COUNT: return ct;
+	case PRIM_MATCH_OBJECTS: return mo;
+	case PRIM_KEYED_MAP: return km;
+	}
+	return none;
+}
+
+/* Edit distance of two short keys (bytes; both at most 64, else a large number). */
+static size_t key_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b), row[65];
+	if (n > 64 || m > 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= m; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= n; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= m; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[m];
+}
+
+static bool in_list(const char *const *list, const char *k)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		if (!strcmp(list[i], k))
+			return true;
+	return false;
+}
+
+/* Refuses a key of obj that is in none of the lists (NULL-terminated, up to three) and does
+ * not start with "x-" (authors' notes). where names the object ("dimension 'x'", "the spec");
+ * prim, for a dimension or a nested primitive, is its primitive (PRIM_NONE when it has none),
+ * else -1: there, a key that only other primitives read is reported as not applying to it. The hint is the known key nearest by
+ * edit distance, when at most a third of the key's length (at least 2) away. */
+static int check_keys(const json_t *obj, const char *where, int prim,
+                      const char *const *a, const char *const *b, const char *const *c,
+                      char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)obj, k, v) {
+		if (!strncmp(k, "x-", 2) || in_list(a, k) || in_list(b, k) || in_list(c, k))
+			continue;
+		int readers = 0, reader = PRIM_NONE;
+		for (int o = PRIM_EXACT_MATCH; prim >= 0 && o <= PRIM_KEYED_MAP; o++)
+			if (in_list(prim_params((enum prim_kind)o), k)) {
+				readers++;
+				reader = o;
+			}
+		if (readers)
+			return fail(err, errlen, "%s: %s does not apply to %s%s%s%s%s", where, k,
+			            prim ? "primitive " : "a dimension without a primitive",
+			            prim_kind_name((enum prim_kind)prim), readers == 1 ? " (only " : "",
+			            readers == 1 ? prim_kind_name((enum prim_kind)reader) : "",
+			            readers == 1 ? " reads it)" : "");
+		const char *best = NULL;
+		size_t bd = SIZE_MAX, len = strlen(k);
+		const char *const *lists[3] = { a, b, c };
+		for (int l = 0; l < 3; l++)
+			for (size_t i = 0; lists[l] && lists[l][i]; i++) {
+				size_t d = key_distance(k, lists[l][i]);
+				if (d < bd) {
+					bd = d;
+					best = lists[l][i];
+				}
+			}
+		if (best && bd <= (len / 3 > 2 ? len / 3 : 2))
+			return fail(err, errlen, "unknown key '%.64s' in %s (did you mean '%s'?)", k, where, best);
+		return fail(err, errlen, "unknown key '%.64s' in %s (keys starting with x- are free for "
+		            "notes)", k, where);
+	}
+	return 0;
+}
+
 static bool key_valid(const char *k, size_t len)
 {
 	if (len < 1 || len > 32 || k[0] < 'a' || k[0] > 'z')
@@ -211,6 +334,11 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 			struct spec_var *v = &d->vars[d->nvars];
 			const json_t *def = NULL;
 			if (json_is_object(path)) {
+				static const char *const vk[] = { "path", "default", NULL };
+				char in[120];
+				snprintf(in, sizeof in, "dimension '%s' vars.%.64s", d->key, name);
+				if (check_keys(path, in, -1, vk, NULL, NULL, err, errlen) < 0)
+					return -1;
 				def = json_object_get(path, "default");
 				if (def && !json_is_number(def))
 					return fail(err, errlen, "dimension '%s': vars.%.64s.default must be a number, "
@@ -262,6 +390,10 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 		            json_string_value(src), why);
 	for (size_t i = 0; i < d->nvars; i++)
 		d->vars[i].len_only = expr_var_use(d->expr, i) == 2;
+	const json_t *nm = json_object_get(dim, "null_as_missing");
+	if (nm && !json_is_boolean(nm))
+		return fail(err, errlen, "dimension '%s': null_as_missing must be true or false", d->key);
+	d->null_missing = json_is_true(nm);
 	d->scale = 1;
 	const json_t *sc = json_object_get(dim, "scale");
 	if (sc) {
@@ -359,6 +491,10 @@ static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, 
 		const json_t *a = json_is_array(t) ? json_array_get(t, k) : t;
 		const json_t *re = json_is_object(a) ? json_object_get(a, "regex") : NULL;
 		char why[200];
+		static const char *const rk[] = { "regex", NULL };
+		snprintf(why, sizeof why, "dimension '%s' terms[%zu]", d->key, i);
+		if (json_is_object(a) && check_keys(a, why, -1, rk, NULL, NULL, err, errlen) < 0)
+			return -1;
 		if (json_is_string(a)) {
 			if (json_string_length(a) == 0)
 				return fail(err, errlen, "dimension '%s': terms[%zu]: empty term", d->key, i);
@@ -399,6 +535,12 @@ static int parse_nested(struct spec *s, const json_t *j, const char *where, stru
 	if (prim_kind_from_name(json_string_value(p), &n->prim) < 0)
 		return fail(err, errlen, "dimension '%s': %s: unknown primitive '%.64s'", key, where,
 		            json_string_value(p));
+	static const char *const own[] = { "primitive", NULL }, *const fw[] = { "weight", NULL };
+	char in[80];
+	snprintf(in, sizeof in, "dimension '%s' %s", key, where);
+	if (check_keys(j, in, (int)n->prim, own, prim_params(n->prim), strncmp(where, "fields", 6) ? NULL : fw,
+	               err, errlen) < 0)
+		return -1;
 	switch (n->prim) {
 	case PRIM_TIME_DECAY: case PRIM_TOKEN_EFFICIENCY: case PRIM_CALL_EFFICIENCY:
 	case PRIM_EXPRESSION:
@@ -680,7 +822,7 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		return fail(err, errlen, "dimensions[%zu] must be an object, not %s", i, jcanon_type_name(dim));
 	const json_t *k = json_object_get(dim, "key");
 	if (!k)
-		return fail(err, errlen, "dimensions[%zu]: key is required", i);
+		return fail(err, errlen, "dimensions[%zu]: key is required (or name, the seed's form)", i);
 	if (!json_is_string(k))
 		return fail(err, errlen, "dimensions[%zu]: key must be a string, not %s", i, jcanon_type_name(k));
 	if (!key_valid(json_string_value(k), json_string_length(k)))
@@ -708,6 +850,10 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		return fail(err, errlen, "dimension '%s': weight %s is not in (0, 1]", d->key, nb);
 
 	const json_t *p = json_object_get(dim, "primitive");
+	static const char *const own[] = { "key", "name", "weight", "primitive", "gate", "judge",
+	                                   NULL };
+	char in[80];
+	snprintf(in, sizeof in, "dimension '%s'", d->key);
 	if (p) {
 		if (!json_is_string(p))
 			return fail(err, errlen, "dimension '%s': primitive must be a string, not %s", d->key,
@@ -715,13 +861,17 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		if (prim_kind_from_name(json_string_value(p), &d->prim) < 0)
 			return fail(err, errlen, "dimension '%s': unknown primitive '%.64s'", d->key,
 			            json_string_value(p));
-		if (parse_params(s, dim, d, 0, err, errlen) < 0)
-			return -1;
-	} else if (rubric_dim_is_judge(dim)) {
-		d->external = true;   /* scored by the LLM judge (rubric.h) */
-	} else if (s->ev == SPEC_DETERMINISTIC || s->ev == SPEC_JUDGE) {
+	}
+	if (!p && !rubric_dim_is_judge(dim) && (s->ev == SPEC_DETERMINISTIC || s->ev == SPEC_JUDGE))
 		return fail(err, errlen, "dimension '%s': primitive is required (evaluator %s)",
 		            d->key, spec_evaluator_name(s->ev));
+	if (check_keys(dim, in, (int)d->prim, own, prim_params(d->prim), NULL, err, errlen) < 0)
+		return -1;
+	if (p) {
+		if (parse_params(s, dim, d, 0, err, errlen) < 0)
+			return -1;
+	} else {
+		d->external = rubric_dim_is_judge(dim);   /* scored by the LLM judge (rubric.h) */
 	}
 
 	const json_t *g = json_object_get(dim, "gate");
@@ -729,6 +879,10 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		if (!json_is_object(g))
 			return fail(err, errlen, "dimension '%s': gate must be an object, not %s", d->key,
 			            jcanon_type_name(g));
+		static const char *const gk[] = { "dimension", "above", "expr", NULL };
+		snprintf(in, sizeof in, "dimension '%s' gate", d->key);
+		if (check_keys(g, in, -1, gk, NULL, NULL, err, errlen) < 0)
+			return -1;
 		if (json_object_get(g, "expr")) {
 			if (json_object_get(g, "dimension") || json_object_get(g, "above"))
 				return fail(err, errlen, "dimension '%s': gate takes either expr or dimension and "
@@ -819,6 +973,9 @@ static int parse_thresholds(struct spec *s, const json_t *t, char *err, size_t e
 		return 0;
 	if (!json_is_object(t))
 		return fail(err, errlen, "thresholds must be an object, not %s", jcanon_type_name(t));
+	static const char *const tk[] = { "win", "draw", NULL };
+	if (check_keys(t, "thresholds", -1, tk, NULL, NULL, err, errlen) < 0)
+		return -1;
 	const json_t *w = json_object_get(t, "win"), *d = json_object_get(t, "draw");
 	if (w && !json_is_number(w))
 		return fail(err, errlen, "thresholds.win must be a number, not %s", jcanon_type_name(w));
@@ -840,13 +997,16 @@ static int parse_thresholds(struct spec *s, const json_t *t, char *err, size_t e
 
 static int parse_constraints(struct spec *s, const json_t *c, char *err, size_t errlen)
 {
-	static const char *const names[3] = { "token_budget", "max_llm_calls", "max_tool_calls" };
+	static const char *const names[4] = { "token_budget", "max_llm_calls", "max_tool_calls",
+	                                      NULL };
 	bool *has[3] = { &s->has_budget, &s->has_llm, &s->has_tool };
 	int64_t *val[3] = { &s->budget, &s->llm, &s->tool };
 	if (!c)
 		return 0;
 	if (!json_is_object(c))
 		return fail(err, errlen, "constraints must be an object, not %s", jcanon_type_name(c));
+	if (check_keys(c, "constraints", -1, names, NULL, NULL, err, errlen) < 0)
+		return -1;
 	for (int i = 0; i < 3; i++) {
 		const json_t *v = json_object_get(c, names[i]);
 		if (!v || json_is_null(v))
@@ -878,6 +1038,11 @@ static int parse_test_suite(struct spec *s, const json_t *ts, char *err, size_t 
 		return fail(err, errlen, "evaluator test-suite needs a test_suite object");
 	if (!json_is_object(ts))
 		return fail(err, errlen, "test_suite must be an object, not %s", jcanon_type_name(ts));
+	static const char *const tsk[] = { "language", "cases", "compare", "limits", "dimension",
+	                                   NULL };
+	static const char *const ck[] = { "name", "stdin", "expected_stdout", "weight", NULL };
+	if (check_keys(ts, "test_suite", -1, tsk, NULL, NULL, err, errlen) < 0)
+		return -1;
 	const json_t *lang = json_object_get(ts, "language");
 	bool lang_ok = json_is_string(lang) && json_string_length(lang) > 0;
 	if (json_is_array(lang) && json_array_size(lang) > 0) {
@@ -896,6 +1061,10 @@ static int parse_test_suite(struct spec *s, const json_t *ts, char *err, size_t 
 		const json_t *c = json_array_get(cases, i);
 		if (!json_is_object(c))
 			return fail(err, errlen, "test_suite.cases[%zu] must be an object", i);
+		char in[48];
+		snprintf(in, sizeof in, "test_suite.cases[%zu]", i);
+		if (check_keys(c, in, -1, ck, NULL, NULL, err, errlen) < 0)
+			return -1;
 		const json_t *v = json_object_get(c, "name");
 		if (!json_is_string(v))
 			return fail(err, errlen, "test_suite.cases[%zu]: name must be a string", i);
@@ -930,8 +1099,10 @@ static int parse_test_suite(struct spec *s, const json_t *ts, char *err, size_t 
 		if (!json_is_object(lim))
 			return fail(err, errlen, "test_suite.limits must be an object");
 		static const char *const ln[] = { "cpu_ms", "wall_ms", "memory_mb", "processes",
-		                                  "output_kb" };
-		for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++) {
+		                                  "output_kb", NULL };
+		if (check_keys(lim, "test_suite.limits", -1, ln, NULL, NULL, err, errlen) < 0)
+			return -1;
+		for (size_t i = 0; ln[i]; i++) {
 			const json_t *v = json_object_get(lim, ln[i]);
 			if (v && !pos_int(v))
 				return fail(err, errlen, "test_suite.limits.%s must be a positive integer", ln[i]);
@@ -962,6 +1133,9 @@ static int parse_script(struct spec *s, const json_t *sc, char *err, size_t errl
 		return fail(err, errlen, "evaluator custom-script needs a script object");
 	if (!json_is_object(sc))
 		return fail(err, errlen, "script must be an object, not %s", jcanon_type_name(sc));
+	static const char *const sk[] = { "language", "source", "timeout_ms", NULL };
+	if (check_keys(sc, "script", -1, sk, NULL, NULL, err, errlen) < 0)
+		return -1;
 	const json_t *v = json_object_get(sc, "language");
 	if (!json_is_string(v) || json_string_length(v) == 0)
 		return fail(err, errlen, "script.language must be a language name");
@@ -974,6 +1148,50 @@ static int parse_script(struct spec *s, const json_t *sc, char *err, size_t errl
 	for (size_t i = 0; i < s->ndims; i++)
 		if (s->dims[i].prim == PRIM_NONE)
 			s->dims[i].external = true;
+	return 0;
+}
+
+/* The scoring-primitives seed's published form (README "The seed's spec form"): `type` names
+ * the evaluator and a dimension's `name` is its key. When root uses either, *out gets a copy in
+ * the documented form (`evaluator`, `key`; the caller frees it), else NULL. A dimension with
+ * both keeps its `key` (`name` is then a label, as in the rubric form); `type` beside
+ * `evaluator` must name the same evaluator. Returns 0, or -1 with a message. */
+static int seed_alias_expand(const json_t *root, json_t **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	const json_t *type = json_object_get(root, "type"), *ev = json_object_get(root, "evaluator");
+	const json_t *dims = json_object_get(root, "dimensions");
+	bool named = false;
+	for (size_t i = 0; i < json_array_size(dims); i++) {
+		const json_t *d = json_array_get(dims, i);
+		named |= json_is_object(d) && json_object_get(d, "name") && !json_object_get(d, "key");
+	}
+	if (type && !json_is_string(type))
+		return fail(err, errlen, "type must be a string (the evaluator), not %s",
+		            jcanon_type_name(type));
+	if (type && ev && !json_equal((json_t *)type, (json_t *)ev))
+		return fail(err, errlen, "type '%.64s' and evaluator disagree (type is the seed's name "
+		            "for evaluator: give one of them)", json_string_value(type));
+	if (!(type && !ev) && !named)
+		return 0;
+	json_t *res = json_copy((json_t *)root);
+	if (type && !ev)
+		json_object_set(res, "evaluator", (json_t *)type);
+	if (named) {
+		json_t *nd = json_array();
+		for (size_t i = 0; i < json_array_size(dims); i++) {
+			json_t *d = json_array_get(dims, i);
+			if (json_is_object(d) && json_object_get(d, "name") && !json_object_get(d, "key")) {
+				d = json_copy(d);
+				json_object_set(d, "key", json_object_get(d, "name"));
+				json_array_append_new(nd, d);
+			} else {
+				json_array_append(nd, d);
+			}
+		}
+		json_object_set_new(res, "dimensions", nd);
+	}
+	*out = res;
 	return 0;
 }
 
@@ -994,7 +1212,26 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 		json_decref(expanded);
 		return rc;
 	}
+	if (seed_alias_expand(root, &expanded, err, errlen) < 0)
+		goto bad;
+	if (expanded) {
+		spec_free(s);
+		int rc = spec_from_json(expanded, out, err, errlen);
+		json_decref(expanded);
+		return rc;
+	}
 
+	/* The rubric form's keys (rubric.h) are known here so they can be hinted at; when they
+	 * are present the spec was expanded above, so only these two can remain. */
+	static const char *const rk[] = { "evaluator", "type", "dimensions", "thresholds",
+	                                  "constraints", "total", "test_suite", "script", "judge",
+	                                  "mode", "rubric", "test_weight", "llm_weight", NULL };
+	if (check_keys(root, "the spec", -1, rk, NULL, NULL, err, errlen) < 0)
+		goto bad;
+	if (json_object_get(root, "test_weight") || json_object_get(root, "llm_weight")) {
+		fail(err, errlen, "test_weight and llm_weight belong to mode hybrid only");
+		goto bad;
+	}
 	const json_t *ev = json_object_get(root, "evaluator");
 	if (!ev) {
 		fail(err, errlen, "evaluator is required (deterministic, test-suite, custom-script or judge)");

@@ -3,7 +3,10 @@
  * immutable `struct spec` that is safe to share between evaluations and cache.
  * Validation messages name the dimension and the rule, e.g.
  * "dimension 'speed': weight 0.1234567 has more than 6 decimal places";
- * malformed JSON gives "line L, column C: <jansson message>". Pure: no I/O.
+ * malformed JSON gives "line L, column C: <jansson message>". A key arbiter does not read is
+ * refused with the nearest known one as a hint ("unknown key 'normalise' in dimension 'x' (did
+ * you mean 'normalize'?)"); keys starting with "x-" are authors' notes. The seed's form
+ * ("type" for evaluator, a dimension's "name" for its key) is accepted. Pure: no I/O.
  */
 #ifndef ARBITER_SPEC_H
 #define ARBITER_SPEC_H
@@ -81,6 +84,7 @@ struct spec_dim {
 	unsigned norm;                           /* normalize steps (norm.h) */
 	struct expr *expr; size_t nvars; struct spec_var *vars;  /* expression */
 	double scale;                            /* expression: result ÷ scale (default 1) */
+	bool null_missing;                       /* expression: a var holding null is missing */
 	bool words;                              /* text_length: unit words (else code points) */
 	enum spec_count count_of; json_t *present_keys;   /* count (present_keys borrowed) */
 	size_t npoints; struct prim_point *points; bool steps;  /* text_length, count */

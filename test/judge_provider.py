@@ -16,8 +16,12 @@ Its "model" is honest and a little gullible, like a real one can be:
     the score; one that cannot, does not.
 
 Behaviour per request: `script` (a list, consumed first) then `mode`:
-  ok | slow:<secs> | 429:<retry-after secs> | 500 | malformed | range | extra | hang
+  ok | slow:<secs> | 429:<retry-after secs> | 500 | malformed | range | extra | hang |
+  status:<code>:<body> (that status and body text) |
+  tokens:<JSON text> (an answer whose every usage count is that text, e.g. 9223372036854775807)
 Everything received is recorded in `requests` (path, headers, body).
+
+p.providers() is the worker's ARBITER_JUDGE_PROVIDERS pointing at it.
 
 Use: p = Provider(); p.start(); ...; p.stop()  — or run it as a script:
   python3 judge_provider.py   (mode ok; prints its port)
@@ -121,6 +125,21 @@ class Provider:
         base = "%s://127.0.0.1:%d" % (getattr(self, "scheme", "http"), self.port)
         return {"openai": base + "/v1", "gemini": base + "/v1beta", "anthropic": base}[provider]
 
+    def providers(self, base=None, key_env="ARBJ_TEST_API_KEY", models=("test-model",),
+                  price=(0.3, 2.5), **extra):
+        """The operator's ARBITER_JUDGE_PROVIDERS (JSON text) naming this server as the
+        providers "openai", "gemini" and "anthropic" (base: another front for it)."""
+        base = base or "%s://127.0.0.1:%d" % (getattr(self, "scheme", "http"), self.port)
+        out = {}
+        for name, path in (("openai", "/v1"), ("gemini", "/v1beta"), ("anthropic", "")):
+            p = {"base_url": base + path, "models": list(models),
+                 "price": {"input_per_mtok": price[0], "output_per_mtok": price[1]}}
+            if key_env:
+                p["api_key_env"] = key_env
+            p.update(extra)
+            out[name] = p
+        return json.dumps(out)
+
     def count(self):
         with self.lock:
             return len(self.requests)
@@ -181,6 +200,13 @@ class Provider:
             return self._send(h, 429, {"error": {"message": "rate limited"}}, {"Retry-After": ra})
         if mode == "500":
             return self._send(h, 500, {"error": {"message": "upstream exploded"}})
+        if mode.startswith("status:"):
+            _, code, body = mode.split(":", 2)
+            return self._send(h, int(code), raw=body.encode())
+        usage = None
+        if mode.startswith("tokens:"):
+            usage = mode[len("tokens:"):]
+            mode = "ok"
 
         scores, _, _ = _score_from(system, user)
         verdict = {"scores": {k: {"score": v, "reasoning": "criterion %s: %d by the rubric" % (k, v)}
@@ -203,7 +229,12 @@ class Provider:
         else:
             out = {"content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
                    "usage": {"input_tokens": 1000, "output_tokens": 100}}
-        return self._send(h, 200, out)
+        if usage is None:
+            return self._send(h, 200, out)
+        raw = json.dumps(out)
+        for n in (1000, 100):       # the usage counts, as raw JSON text (may be no number)
+            raw = raw.replace(": %d" % n, ": " + usage)
+        return self._send(h, 200, raw=raw.encode())
 
 
 if __name__ == "__main__":

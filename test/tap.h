@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int tap_count;
@@ -58,6 +59,16 @@ static int tap_ok(int cond, const char *fmt, ...)
 } while (0)
 
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+/* ARBITER_TEST_SLOW (default 1): how many times wider a wall-clock bound is, for a slow
+ * or loaded machine (scripts/test sets 3 for the sanitizer build; the cgroup guest 10).
+ * Only for how soon something happens, never for what happens. */
+__attribute__((unused)) static unsigned test_slow(void)
+{
+	const char *s = getenv("ARBITER_TEST_SLOW");
+	int v = s ? atoi(s) : 1;
+	return v > 1 ? (unsigned)v : 1;
+}
 
 __attribute__((unused))
 static int tap_done(void)

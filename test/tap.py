@@ -1,5 +1,17 @@
 """TAP output for arbiter's Python tests: ok(), skip(), diag(), then done()."""
+import os
 import sys
+
+# ARBITER_TEST_SLOW (default 1): wall-clock bounds and waits are this many times wider,
+# for a slow or loaded machine (scripts/test sets 3 for the sanitizer build, the cgroup
+# guest 10). Never a weaker check of what happened: only of how soon.
+SLOW = max(1, int(os.environ.get("ARBITER_TEST_SLOW", "1") or "1"))
+
+
+def slow(seconds):
+    """A wall-clock bound (seconds, or ms) widened by ARBITER_TEST_SLOW."""
+    return seconds * SLOW
+
 
 _count = 0
 _failed = 0

@@ -60,7 +60,9 @@ static struct cplan_orig orig(int before, int eff, int max_seq)
 	struct cplan_orig o = { .found = true, .has_result = true, .has_before = true,
 	                        .elo_before = before, .k = 32, .eff_change = eff,
 	                        .max_seq = max_seq, .opponent = 1000,
-	                        .match_elo_before = before };
+	                        .match_elo_before = before,
+	                        .match = { .has_before = true, .has_after = true, .has_change = true,
+	                                   .before = before, .after = before + eff, .change = eff } };
 	return o;
 }
 
@@ -223,8 +225,48 @@ static void reeval_edges(void)
 	cplan_free(&p);
 }
 
+/* Stored values the worker did not write (#22): an elo=adjust of a match whose Elo
+ * columns are inconsistent, and a re-evaluation past eval_seq INT_MAX, are refused by
+ * name (OP_FAIL, a write of its own); nothing moves, a second adjust of the same match
+ * in the batch is refused too, and an elo=keep of that match goes ahead. */
+static void refused_stored_values(void)
+{
+	njobs = 0;
+	struct job *a = mk(OP_REEVAL, S1, AG1, M1, SCORE_LOSS);
+	struct job *b = mk(OP_REEVAL, S1, AG1, M1, SCORE_DRAW);
+	struct job *k = mk(OP_REEVAL, S1, AG1, M1, SCORE_DRAW);
+	struct job *e = mk(OP_REEVAL, S2, AG2, M2, SCORE_WIN);
+	a->elo = b->elo = JOB_ELO_ADJUST;
+	struct job *jobs[] = { a, b, k, e };
+	struct cplan_agent ag[] = { agent(AG1, 1100, 10), agent(AG2, 1000, 1) };
+	struct cplan_sub ss[] = { sub(S1, "completed", "completed"), sub(S2, "completed", "completed") };
+	struct cplan_orig bad = orig(1000, 16, 1);
+	bad.eff_change = bad.match.change = 2147482731;   /* an API server's garbage */
+	struct cplan_orig ori[4] = { bad, bad, bad, orig(1000, 16, 2147483647) };
+	struct cplan p;
+
+	cplan_make(jobs, 4, ag, 2, ss, 2, ori, &p);
+	is_int(a->op_eff, OP_REFUSED, "garbage elo_change: the adjust is refused");
+	ok(a->last_error && !strncmp(a->last_error, "elo_inconsistent: ", 18),
+	   "refused as elo_inconsistent (%s)", a->last_error ? a->last_error : "NULL");
+	is_int(b->op_eff, OP_REFUSED, "a second adjust of the same match: refused too");
+	is_int(k->op_eff, OP_REEVAL, "elo=keep of that match goes ahead");
+	is_int(k->eval_seq, 2, "elo=keep: eval_seq max+1 (the refused took none)");
+	is_int(e->op_eff, OP_REFUSED, "eval_seq INT_MAX: refused");
+	ok(e->last_error && !strncmp(e->last_error, "eval_seq_exhausted: ", 20),
+	   "refused as eval_seq_exhausted (%s)", e->last_error ? e->last_error : "NULL");
+	is_int(p.nfail, 0, "three refusals, nothing written for them (the submissions keep their status)");
+	is_int(p.nreeval, 1, "one re-evaluation written");
+	is_int(p.nmatches, 0, "no match adjusted");
+	ok(!ag[0].touched && ag[0].elo == 1100, "the agent's rating does not move");
+	for (int i = 0; i < 4; i++)
+		free(jobs[i]->last_error);
+	cplan_free(&p);
+}
+
 int main(void)
 {
+	refused_stored_values();
 	evaluation_then_adjust_of_same_agent();
 	two_adjusts_of_one_match();
 	duplicates_and_matches();

@@ -1,6 +1,7 @@
 /* Unit tests for common/elo: README "Elo" worked example, bonus rounding, K switch, floor, and
  * 240 random cases checked against an independent reference. */
 #include <limits.h>
+#include <string.h>
 
 #include "elo.h"
 #include "tap.h"
@@ -333,6 +334,47 @@ int main(void)
 		is_int(elo_add(1000, -2000000000000LL), ELO_FLOOR, "adjust far below: floor");
 		is_int(elo_add(INT_MAX, INT_MAX), ELO_RATING_MAX, "adjust far above: ELO_RATING_MAX");
 		is_int(elo_add(1000, 25), 1025, "adjust 1000 + 25");
+	}
+
+	/* An elo=adjust builds on the match's stored Elo columns (#22): consistent ones pass,
+	 * anything else is refused by name, checked in 64 bits whatever the int4 values. */
+	{
+		static const struct { const char *name; bool hb, ha, hc; long long b, a, c;
+		                      const char *why; } st[] = {
+			{ "consistent win", 1, 1, 1, 1000, 1024, 24, NULL },
+			{ "consistent loss at the floor", 1, 1, 1, 105, 100, -5, NULL },
+			{ "consistent, change at the bound", 1, 1, 1, 5000, 6000, ELO_CHANGE_PLAUSIBLE, NULL },
+			{ "elo_before NULL", 0, 1, 1, 0, 1024, 24, "elo_before is NULL" },
+			{ "elo_before INT_MIN", 1, 1, 1, INT_MIN, 1024, 24, "elo_before is outside" },
+			{ "elo_before INT_MAX", 1, 1, 1, INT_MAX, INT_MAX, 0, "elo_before is outside" },
+			{ "elo_change NULL", 1, 1, 0, 1000, 1024, 0, "elo_change is NULL" },
+			{ "elo_change INT_MAX", 1, 1, 1, 1000, 1024, INT_MAX, "elo_change is implausible" },
+			{ "elo_change INT_MIN", 1, 1, 1, 1000, 1024, INT_MIN, "elo_change is implausible" },
+			{ "elo_change 1001", 1, 1, 1, 1000, 2001, 1001, "elo_change is implausible" },
+			{ "elo_after NULL", 1, 0, 1, 1000, 0, 24, "elo_after is NULL" },
+			{ "elo_after INT_MAX", 1, 1, 1, 1000, INT_MAX, 24, "elo_after is outside" },
+			{ "elo_after != before + change", 1, 1, 1, 1000, 1524, 24, "not elo_before + elo_change" },
+			/* Wrapped in 32 bits, 2147483000 + 1000 would be -2147483296: 64 bits tell. */
+			{ "before + change wraps in 32 bits", 1, 1, 1, 999000, -2147483296LL, 1000,
+			  "elo_after is outside" },
+		};
+		for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+			struct elo_stored x = { st[i].hb, st[i].ha, st[i].hc, st[i].b, st[i].a, st[i].c };
+			const char *why = elo_stored_check(&x);
+			if (!st[i].why)
+				ok(!why, "stored %s: accepted (%s)", st[i].name, why ? why : "");
+			else
+				ok(why && strstr(why, st[i].why), "stored %s: refused: %s", st[i].name,
+				   why ? why : "(accepted)");
+		}
+		/* The adjust's delta as cplan computes it from any int4 change and effective change:
+		 * 64-bit, within the rating range, no overflow. */
+		is_int(elo_add(1000, (long long)INT_MAX - INT_MIN), ELO_RATING_MAX,
+		       "adjust by INT_MAX - INT_MIN: ELO_RATING_MAX");
+		is_int(elo_add(1000, (long long)INT_MIN - INT_MAX), ELO_FLOOR,
+		       "adjust by INT_MIN - INT_MAX: floor");
+		is_int(elo_add(INT_MIN, 24), ELO_FLOOR, "adjust of a rating INT_MIN: floor");
+		is_int(elo_add(1000, -24), 976, "adjust 1000 - 24");
 	}
 
 	is_int(elo_opponent("newcomer", false, 0), 800, "newcomer 800");

@@ -452,11 +452,15 @@ static void test_hostile(void)
 	const char *fast = "{\"cpu_ms\":500,\"wall_ms\":1500,\"memory_mb\":64,\"processes\":8,"
 	                   "\"output_kb\":64}";
 
-	one(&o, "c", "main.c", "test/sandbox/infinite.c", "", "x\n", fast);
+	/* The wall limit far away: the CPU limit must be what ends the loop. */
+	one(&o, "c", "main.c", "test/sandbox/infinite.c", "", "x\n",
+	    "{\"cpu_ms\":500,\"wall_ms\":20000,\"memory_mb\":64,\"processes\":8,\"output_kb\":64}");
 	is_str(verdict_n(&o, 0), "time_limit_exceeded", "infinite loop: time_limit_exceeded");
-	ok(json_integer_value(json_object_get(test_n(&o, 0), "cpu_ms")) >= 400 ||
-	   json_integer_value(json_object_get(test_n(&o, 0), "wall_ms")) >= 1500,
-	   "infinite loop: cpu_ms %lld", (long long)json_integer_value(json_object_get(test_n(&o, 0), "cpu_ms")));
+	ok(json_integer_value(json_object_get(test_n(&o, 0), "cpu_ms")) >= 400 * (json_int_t)slow &&
+	   json_integer_value(json_object_get(test_n(&o, 0), "wall_ms")) < 20000 * (json_int_t)slow,
+	   "infinite loop: ended by the CPU limit: cpu_ms %lld, wall_ms %lld",
+	   (long long)json_integer_value(json_object_get(test_n(&o, 0), "cpu_ms")),
+	   (long long)json_integer_value(json_object_get(test_n(&o, 0), "wall_ms")));
 	outcome_free(&o);
 	check_after("infinite loop");
 

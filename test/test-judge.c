@@ -13,7 +13,7 @@
 static const char SPEC[] =
 	"{\"evaluator\": \"judge\", \"dimensions\": [{\"key\": \"a\", \"weight\": 1, "
 	"\"judge\": {\"name\": \"A\"}}], \"judge\": {\"provider\": \"openai\", \"model\": \"m\", "
-	"\"base_url\": \"http://127.0.0.1:9/v1\", \"reads\": {\"fields\": [\"x\"]}}}";
+	"\"reads\": {\"fields\": [\"x\"]}}}";
 
 int main(void)
 {

@@ -212,6 +212,19 @@ int main(void)
 	metrics_eval_seconds("deterministic", NAN);     /* ignored */
 	metrics_e2e_seconds(0.2);
 	metrics_e2e_seconds(1.79e9);   /* enqueued_at far in the past (#16): clamped */
+	/* #22: an enqueued_at that cannot be the enqueue time is counted, not observed. The
+	 * submission was submitted at S, the worker's clock reads N (Unix ms). */
+	{
+		const int64_t S = 1790000000000LL, N = S + 5000, SK = METRICS_ENQUEUE_SKEW_MS;
+		is_int(metrics_e2e_job(1, S, N), 0, "enqueued_at 1 (1970): implausible");
+		is_int(metrics_e2e_job(0, S, N), 0, "enqueued_at 0: implausible");
+		is_int(metrics_e2e_job(INT64_MIN, S, N), 0, "enqueued_at INT64_MIN: implausible");
+		is_int(metrics_e2e_job(INT64_MAX, S, N), 0, "enqueued_at INT64_MAX: implausible");
+		is_int(metrics_e2e_job(S - SK - 1, S, N), 0, "just beyond the skew before submitted_at");
+		is_int(metrics_e2e_job(N + SK + 1, S, N), 0, "just beyond the skew ahead of now");
+		is_int(metrics_e2e_job(S - SK, S, N), 1, "skew before submitted_at: observed");
+		is_int(metrics_e2e_job(N + SK, S, N), 1, "skew ahead of now: observed (as 0 s)");
+	}
 	metrics_inflight(7);
 	metrics_sandbox_busy(3);
 	metrics_queue(10, 4, 2, 5, 1);
@@ -259,12 +272,14 @@ int main(void)
 	   "histogram sum");
 	ok(strstr(t, "arbiter_evaluation_duration_seconds_sum{evaluator=\"deterministic\"} 1000.008\n") != NULL,
 	   "sum printed as shortest round-trip decimal");
-	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_bucket{le=\"0.25\"}"), 1, "e2e bucket");
-	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_bucket{le=\"0.1\"}"), 0, "e2e lower bucket");
-	ok(value_of(t, "arbiter_end_to_end_latency_seconds_sum") <= METRICS_E2E_MAX_SECS + 0.2 + 1e-9,
+	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_bucket{le=\"0.25\"}"), 2, "e2e bucket");
+	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_bucket{le=\"0.1\"}"), 1,
+	       "e2e lower bucket (the enqueued_at ahead of now, as 0 s)");
+	ok(value_of(t, "arbiter_end_to_end_latency_seconds_sum") <= METRICS_E2E_MAX_SECS + 65.2 + 1e-9,
 	   "e2e sum: a far-past enqueued_at counts at most METRICS_E2E_MAX_SECS (sum %g)",
 	   value_of(t, "arbiter_end_to_end_latency_seconds_sum"));
-	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_count"), 2, "e2e count");
+	is_int(value_of(t, "arbiter_end_to_end_latency_seconds_count"), 4, "e2e count");
+	is_int(value_of(t, "arbiter_enqueued_at_implausible_total"), 6, "implausible enqueued_at counted");
 	is_int(value_of(t, "arbiter_commit_batch_size_bucket{le=\"4\"}"), 0, "batch below");
 	is_int(value_of(t, "arbiter_commit_batch_size_bucket{le=\"8\"}"), 1, "batch bucket");
 	is_int(value_of(t, "arbiter_commit_batch_size_count"), 1, "batch count");
@@ -296,6 +311,7 @@ int main(void)
 		"arbiter_sandbox_slots_busy", "arbiter_stream_length", "arbiter_consumer_group_lag",
 		"arbiter_consumer_group_pending", "arbiter_delayed_jobs", "arbiter_dead_letter_length",
 		"arbiter_reconciler_requeued_total", "arbiter_reconnects_total",
+		"arbiter_enqueued_at_implausible_total",
 		"arbiter_commit_batch_size", "arbiter_ratelimit_decisions_total",
 		"process_resident_memory_bytes",
 	};

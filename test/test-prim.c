@@ -85,6 +85,15 @@ static void run_case(const json_t *c)
 	               json_object_get(c, "ground_truth"), &m, NULL, &lim, &r, err, sizeof err) == 0) {
 		is_int(r.dims[0].score, json_integer_value(json_object_get(c, "score")),
 		       "%s: score with explain", name);
+		const json_t *ev = json_object_get(c, "explain_vars");   /* the vars --explain shows */
+		if (ev) {
+			const json_t *gv = json_object_get(r.dims[0].detail, "vars");
+			char *g = gv ? json_dumps(gv, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+			char *w = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+			is_str(g ? g : "(none)", w, "%s: explained vars", name);
+			free(g);
+			free(w);
+		}
 		score_result_clear(&r);
 	} else {
 		ok(0, "%s: score_eval with explain (%s)", name, err);
@@ -316,6 +325,12 @@ int main(void)
 	/* Spec language v2: the new primitives and options (README "Spec language v2"). */
 	cases = json_load_file("test/data/prim_v2_cases.json", 0, &je);
 	ok(cases != NULL, "load test/data/prim_v2_cases.json (line %d: %s)", je.line, je.text);
+	json_array_foreach(cases, i, c)
+		run_case(c);
+	json_decref(cases);
+	/* Spec language v3 (README "Spec language v3"). */
+	cases = json_load_file("test/data/prim_v3_cases.json", 0, &je);
+	ok(cases != NULL, "load test/data/prim_v3_cases.json (line %d: %s)", je.line, je.text);
 	json_array_foreach(cases, i, c)
 		run_case(c);
 	json_decref(cases);

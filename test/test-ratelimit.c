@@ -18,6 +18,7 @@
 #include <hiredis/hiredis.h>
 #include <uv.h>
 
+#include "gcra.h"
 #include "log.h"
 #include "metrics.h"
 #include "ratelimit.h"
@@ -636,6 +637,163 @@ static void test_check_concurrent(struct rq *r1, struct rq *r2)
 	free_rl(b);
 }
 
+/* ---- the production Lua against the C mirror ---------------------------------------
+ * common/gcra.c's gcra_decide is a mirror of rl_lua_check, and only the mirror has
+ * decision tests (test-gcra.c). Here the script itself, the text the worker sends,
+ * runs in this redis-server on a table of random (now, TAT, last due, T, tau, policy,
+ * promoted) and must agree with gcra_state_sanitize + gcra_decide on the verdict, the
+ * retry time, the reset bits, the state written and the key's expiry. Two changes to
+ * the text, both outside the decision: the clock line reads `now` from a fourth key
+ * (the script reads TIME, which a test cannot choose), and the body is wrapped in a
+ * function whose caller also returns the key's fields and PTTL, read inside the same
+ * script (time stands still there, so a 1 ms expiry cannot race the read). */
+#define GD_CLOCK "local t = redis.call('TIME')\n" \
+	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+
+_Static_assert((long long)RL_MAX_DEFER_MS * 1000 == GCRA_MAX_DEFER_US,
+               "the script and the mirror cap due times alike");
+
+static char *gd_script(void)
+{
+	const char *at = strstr(rl_lua_check, GD_CLOCK);
+	if (!at)
+		return NULL;
+	struct strbuf b = { 0 };
+	strbuf_addf(&b, "local function decide()\n");
+	strbuf_add(&b, rl_lua_check, (size_t)(at - rl_lua_check));
+	strbuf_addf(&b, "local now = tonumber(redis.call('GET', KEYS[4]))\n");
+	strbuf_addf(&b, "%s", at + strlen(GD_CLOCK));
+	strbuf_addf(&b, "\nend\nlocal r = decide()\n"
+	             "local f = redis.call('HMGET', KEYS[1], 't', 'd')\n"
+	             "return {r[1], r[2], r[3], f[1] or '', f[2] or '', redis.call('PTTL', KEYS[1])}\n");
+	return b.buf;
+}
+
+static uint64_t gd_rng = 0x9e3779b97f4a7c15ull;
+static uint64_t gd_next(void)
+{
+	gd_rng ^= gd_rng << 13;
+	gd_rng ^= gd_rng >> 7;
+	gd_rng ^= gd_rng << 17;
+	return gd_rng;
+}
+static int64_t gd_in(int64_t lo, int64_t hi) /* uniform in [lo, hi] */
+{
+	return lo + (int64_t)(gd_next() % (uint64_t)(hi - lo + 1));
+}
+
+static void test_lua_matches_mirror(void)
+{
+	char *src = gd_script();
+	ok(src != NULL, "differential: the check script has the clock line this test replaces");
+	if (!src)
+		return;
+	redisReply *rep = R("SCRIPT LOAD %s", src);
+	char sha[64] = "";
+	if (rep->type == REDIS_REPLY_STRING)
+		snprintf(sha, sizeof sha, "%s", rep->str);
+	else
+		diag("SCRIPT LOAD: %s", rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+	freeReplyObject(rep);
+	free(src);
+	ok(sha[0] != 0, "differential: the script loads");
+	if (!sha[0])
+		return;
+	const int64_t max_defer_us = (int64_t)RL_MAX_DEFER_MS * 1000;
+	static const int64_t periods[] = { 1000, 50000, 1000000, 60000000, 3600000000LL,
+	                                   86400000000LL, 3 * 86400000000LL };
+	int cases = 0, mismatches = 0;
+	int seen[3] = { 0 };
+	for (int i = 0; i < 3000; i++) {
+		struct gcra_rate rate = { gd_in(0, 1) ? gd_in(1, 3) : gd_in(1, 1000), periods[gd_in(0, 6)] };
+		struct gcra_params p;
+		char err[200];
+		if (gcra_params_make(&rate, (long)gd_in(1, 20), &p, err, sizeof err) < 0)
+			continue;
+		int64_t span = p.emission_us + p.tolerance_us;
+		int64_t now = 1700000000000000LL + gd_in(0, 100000000000LL);
+		struct gcra_state st = { 0, 0 };
+		int shape = (int)gd_in(0, 9);
+		if (shape > 0)   /* around the window, now and then beyond what is plausible */
+			st.tat_us = now + gd_in(-2 * span, shape == 9 ? 3 * span : span + p.emission_us);
+		if (gd_in(0, 2) == 0)
+			st.last_deferred_us = now + gd_in(-2 * p.emission_us,
+			                                  gd_in(0, 4) == 0 ? 2 * max_defer_us : 3 * p.emission_us);
+		bool reject = gd_in(0, 3) == 0, promoted = gd_in(0, 3) == 0;
+
+		freeReplyObject(R("DEL {gd}:rl {gd}:delayed {gd}:jobs"));
+		if (st.tat_us)
+			freeReplyObject(R("HSET {gd}:rl t %lld", (long long)st.tat_us));
+		if (st.last_deferred_us)
+			freeReplyObject(R("HSET {gd}:rl d %lld", (long long)st.last_deferred_us));
+		freeReplyObject(R("SET {gd}:now %lld", (long long)now));
+		freeReplyObject(R("XGROUP CREATE {gd}:jobs g $ MKSTREAM"));
+		rep = R("XADD {gd}:jobs * submission_id s%d", i);
+		char id[64];
+		snprintf(id, sizeof id, "%s", rep->type == REDIS_REPLY_STRING ? rep->str : "0-0");
+		freeReplyObject(rep);
+		freeReplyObject(R("XREADGROUP GROUP g c COUNT 1 STREAMS {gd}:jobs >"));
+		char tb[32], ub[32];
+		snprintf(tb, sizeof tb, "%lld", (long long)p.emission_us);
+		snprintf(ub, sizeof ub, "%lld", (long long)p.tolerance_us);
+		rep = R("EVALSHA %s 4 {gd}:rl {gd}:delayed {gd}:jobs {gd}:now %s %s %s %s g %s "
+		        "submission_id s%d", sha, tb, ub, reject ? "reject" : "defer", promoted ? "1" : "0",
+		        id, i);
+		long long lua[3] = { -1, -1, -1 }, pttl = -3;
+		const char *lt = "?", *ld = "?";
+		if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 6) {
+			for (int k = 0; k < 3; k++)
+				lua[k] = rep->element[k]->integer;
+			lt = rep->element[3]->str;
+			ld = rep->element[4]->str;
+			pttl = rep->element[5]->integer;
+		} else if (rep->type == REDIS_REPLY_ERROR) {
+			diag("case %d: %s", i, rep->str);
+		}
+
+		struct gcra_state before = st;
+		int reset = gcra_state_sanitize(&p, &st, now, max_defer_us);
+		int64_t retry = 0;
+		enum gcra_verdict v = gcra_decide(&p, &st, now, reject ? GCRA_POLICY_REJECT : GCRA_POLICY_DEFER,
+		                                  promoted, &retry);
+		long long code = v == GCRA_ALLOW ? 0 : v == GCRA_DEFER ? 1 : 2;
+		long long retry_ms = v == GCRA_ALLOW ? 0 : gcra_us_to_ms_ceil(retry);
+		char ct[32] = "", cd[32] = "";
+		if (st.tat_us)
+			snprintf(ct, sizeof ct, "%lld", (long long)st.tat_us);
+		if (st.last_deferred_us)
+			snprintf(cd, sizeof cd, "%lld", (long long)st.last_deferred_us);
+		long long want_pttl = v == GCRA_REJECT ? (st.tat_us || st.last_deferred_us ? -1 : -2)
+		                                       : gcra_ttl_ms(&st, now);
+		cases++;
+		seen[code]++;
+		/* The expiry: PEXPIRE counts from Redis's real clock, which may pass a
+		 * millisecond while the script runs, so PTTL may read one less, and a key given
+		 * 1 or 2 ms may be gone by the read (its fields with it). */
+		bool gone = pttl == -2 && want_pttl > 0 && want_pttl <= 2 && !*lt && !*ld;
+		bool ttl_ok = pttl == want_pttl || (want_pttl > 0 && pttl == want_pttl - 1) || gone;
+		if (lua[0] != code || lua[1] != retry_ms || lua[2] != reset ||
+		    (!gone && (strcmp(lt, ct) || strcmp(ld, cd))) || !ttl_ok) {
+			if (mismatches++ < 5)
+				diag("case %d: T %lld tau %lld now %lld tat %lld d %lld %s%s:\n"
+				     "#   Lua    {%lld, %lld, reset %lld} t=%s d=%s pttl %lld\n"
+				     "#   mirror {%lld, %lld, reset %d} t=%s d=%s pttl %lld",
+				     i, (long long)p.emission_us, (long long)p.tolerance_us, (long long)now,
+				     (long long)before.tat_us, (long long)before.last_deferred_us,
+				     reject ? "reject" : "defer", promoted ? " promoted" : "",
+				     lua[0], lua[1], lua[2], lt, ld, pttl, code, retry_ms, reset, ct, cd, want_pttl);
+		}
+		freeReplyObject(rep);
+	}
+	freeReplyObject(R("DEL {gd}:rl {gd}:delayed {gd}:jobs {gd}:now"));
+	diag("differential: %d cases, %d allowed, %d deferred, %d rejected", cases, seen[0], seen[1],
+	     seen[2]);
+	ok(cases > 2000 && seen[0] > 100 && seen[1] > 100 && seen[2] > 100,
+	   "differential: the table reaches every verdict");
+	is_int(mismatches, 0, "differential: the production script and gcra_decide agree on every case "
+	       "(verdict, retry, resets, state, expiry)");
+}
+
 static void test_errors(void)
 {
 	struct rl *l = mk("t7", "5/2s", 5, "reject", NULL);
@@ -712,6 +870,7 @@ int main(void)
 	test_scripts_validate(r1);
 	test_check_concurrent(r1, r2);
 	test_errors();
+	test_lua_matches_mirror();
 	test_free_in_flight(r1);
 
 	close_rq(r1);

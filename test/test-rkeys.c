@@ -70,8 +70,10 @@ int main(void)
 	free(jk);
 	free(rl);
 	rkeys_free(&k);
+	ok(!k.base && !k.jobs && !k.dead && !k.delayed && !k.reconcile_lock && !k.group,
+	   "rkeys_free leaves no dangling pointer");
 	rkeys_free(&k);
-	ok(1, "rkeys_free twice is safe");
+	ok(!k.base && !k.jobs, "rkeys_free twice is safe (a double free fails under ASan)");
 
 	ok(rkeys_init(&k, "team1", "tagged", err, sizeof err) == 0, "prefix team1");
 	is_str(k.jobs, "{team1}:jobs", "prefix in the tag");

@@ -3,14 +3,15 @@
  * submission with no server, or check a scoring spec.
  *
  *   arbiter score --spec F --submission F [--ground-truth F] [--match F]
- *                 [--max-string-bytes N] [--verdict F] [--judge-url URL]
- *   arbiter validate-spec F
+ *                 [--max-string-bytes N] [--verdict F] [--judge-providers P]
+ *   arbiter validate-spec [--judge-providers P] F
  *
  * Exit codes: 0 success (result JSON / "ok" on stdout); 2 bad spec, bad input
  * or bad usage (reason on stderr); 3 the test-suite / custom-script evaluator
  * or the LLM judge failed (internal_error, reason on stderr). A file name "-"
- * reads stdin. A judge spec asks its provider (no verdict cache), or replays
- * a verdict from --verdict F without any network.
+ * reads stdin. A judge spec asks its provider (no verdict cache), which must be
+ * one of the operator's (--judge-providers, else ARBITER_JUDGE_PROVIDERS), or
+ * replays a verdict from --verdict F without any network.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -24,6 +25,7 @@
 #include "evaluator.h"
 #include "log.h"
 #include "isotime.h"
+#include "jprov.h"
 #include "judge.h"
 #include "rubric.h"
 #include "score.h"
@@ -48,8 +50,8 @@ static void score_usage(FILE *out)
 	        "  --verdict F           LLM judge: replay this verdict ({\"scores\", \"summary\"},\n"
 	        "                         e.g. .judge.verdict of an earlier result) instead of\n"
 	        "                         asking the provider\n"
-	        "  --judge-url URL       LLM judge: use this provider base URL instead of the\n"
-	        "                         spec's judge.base_url\n"
+	        "  --judge-providers P   LLM judge: the providers the spec may name (JSON or a\n"
+	        "                         file; default env ARBITER_JUDGE_PROVIDERS)\n"
 	        "  --explain             add \"explain\": per dimension, the values read (after\n"
 	        "                         normalisation), what matched, the fractions, gates and\n"
 	        "                         the rounding\n"
@@ -179,6 +181,7 @@ struct ext_run {
 	const struct score_limits *lim;
 	int rc;
 	const struct rubric_verdict *replay;   /* --verdict, or NULL: ask the provider */
+	const struct jprovs *providers;        /* the operator's providers (borrowed) */
 	struct judge *judge;                   /* live judge client, or NULL */
 	/* The test suite's outcome, kept for the judge of a hybrid spec. */
 	size_t n;
@@ -216,9 +219,15 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	if (rc != JUDGE_OK) {
 		fprintf(stderr, "arbiter score: the LLM judge failed (internal_error): %s\n",
 		        err ? err : "unknown error");
-		if (res && res->raw)
-			fprintf(stderr, "arbiter score: the provider's last answer: %.*s\n",
-			        (int)utf8_cut(res->raw, 2000), res->raw);
+		if (res && res->raw) {
+			/* Printable ASCII only: the answer may carry terminal escapes. */
+			fputs("arbiter score: the provider's last answer: ", stderr);
+			for (size_t i = 0; res->raw[i] && i < 2000; i++) {
+				unsigned char c = (unsigned char)res->raw[i];
+				fputc(c >= 0x20 && c < 0x7f ? c : '?', stderr);
+			}
+			fputc('\n', stderr);
+		}
 		x->rc = EXIT_INTERNAL;
 	} else {
 		judged(x, &res->v, res);
@@ -234,7 +243,8 @@ static void start_judge(struct ext_run *x, uv_loop_t *loop)
 		judged(x, x->replay, NULL);
 		return;
 	}
-	if (judge_new(loop, NULL, &x->judge) < 0) {
+	struct judge_opts o = { .providers = x->providers };
+	if (judge_new(loop, &o, &x->judge) < 0) {
 		fprintf(stderr, "arbiter score: the LLM judge cannot start (libcurl)\n");
 		x->rc = EXIT_INTERNAL;
 		return;
@@ -284,7 +294,8 @@ static int run_external_evaluator(const struct spec *s, const json_t *answer,
                                   const json_t *metadata, const json_t *ground_truth,
                                   const json_t *match_json, const struct score_match *m,
                                   const struct score_limits *lim,
-                                  const struct rubric_verdict *replay)
+                                  const struct rubric_verdict *replay,
+                                  const struct jprovs *providers)
 {
 	log_setup(ext_log_level, NULL);
 	uv_loop_t loop;
@@ -294,8 +305,8 @@ static int run_external_evaluator(const struct spec *s, const json_t *answer,
 	}
 	struct sandbox_pool *sp = NULL;
 	char err[512];
-	struct ext_run x = { s, answer, metadata, ground_truth, m, lim, EXIT_INTERNAL, replay, NULL,
-	                     0, { 0 }, { 0 }, NULL, NULL };
+	struct ext_run x = { s, answer, metadata, ground_truth, m, lim, EXIT_INTERNAL, replay,
+	                     providers, NULL, 0, { 0 }, { 0 }, NULL, NULL };
 	ext_loop = &loop;
 	if (spec_evaluator(s) == SPEC_JUDGE) {
 		start_judge(&x, &loop);
@@ -400,7 +411,7 @@ static int score_settings(size_t *max_bytes)
 int cmd_score(int argc, char **argv)
 {
 	const char *spec_f = NULL, *sub_f = NULL, *gt_f = NULL, *match_f = NULL, *max_s = NULL;
-	const char *verdict_f = NULL, *judge_url = NULL;
+	const char *verdict_f = NULL, *providers_s = getenv("ARBITER_JUDGE_PROVIDERS");
 	bool explain = false;
 	struct {
 		const char *name;
@@ -408,7 +419,7 @@ int cmd_score(int argc, char **argv)
 	} opts[] = {
 		{ "--spec", &spec_f }, { "--submission", &sub_f }, { "--ground-truth", &gt_f },
 		{ "--match", &match_f }, { "--max-string-bytes", &max_s }, { "--verdict", &verdict_f },
-		{ "--judge-url", &judge_url },
+		{ "--judge-providers", &providers_s },
 	};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -451,20 +462,24 @@ int cmd_score(int argc, char **argv)
 	char err[512];
 	struct rubric_verdict replay = { 0 };
 	bool have_replay = false;
+	struct jprovs *providers = NULL;
 
 	if (!(spec_j = load_json("spec", spec_f)))
 		goto out;
-	if (judge_url) {
-		json_t *jb = json_object_get(spec_j, "judge");
-		if (!json_is_object(jb)) {
-			fprintf(stderr, "arbiter score: --judge-url: the spec has no judge block\n");
-			goto out;
-		}
-		json_object_set_new(jb, "base_url", json_string(judge_url));
-	}
 	if (spec_from_json(spec_j, &spec, err, sizeof err) < 0) {
 		fprintf(stderr, "arbiter score: invalid spec: %s\n", err);
 		goto out;
+	}
+	/* Asking a provider needs the operator's; a replayed verdict needs none. */
+	if (spec_rubric(spec) && !verdict_f) {
+		if (judge_providers_load(providers_s, &providers, err, sizeof err) < 0) {
+			fprintf(stderr, "arbiter score: ARBITER_JUDGE_PROVIDERS: %s\n", err);
+			goto out;
+		}
+		if (!jprov_resolve(providers, spec_rubric(spec), err, sizeof err)) {
+			fprintf(stderr, "arbiter score: invalid spec: %s\n", err);
+			goto out;
+		}
 	}
 	if (!(sub = load_json("submission", sub_f)))
 		goto out;
@@ -510,11 +525,12 @@ int cmd_score(int argc, char **argv)
 	}
 	if (spec_evaluator(spec) != SPEC_DETERMINISTIC)
 		rc = run_external_evaluator(spec, answer, metadata, gt, match, &m, &lim,
-		                            have_replay ? &replay : NULL);
+		                            have_replay ? &replay : NULL, providers);
 	else
 		rc = score_external_done(spec, answer, metadata, gt, &m, NULL, &lim);
 out:
 	rubric_verdict_clear(&replay);
+	jprov_free(providers);
 	spec_free(spec);
 	json_decref(spec_j);
 	json_decref(sub);
@@ -540,17 +556,32 @@ static void script_form_warning(const struct spec *s)
 
 int cmd_validate_spec(int argc, char **argv)
 {
+	static const char usage[] = "usage: arbiter validate-spec [--judge-providers P] [--spec] F\n";
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		printf("usage: arbiter validate-spec [--spec] F\n"
+		printf("%s"
 		       "Checks a scoring spec (README, Scoring spec): prints \"ok\" and exits 0, or prints the\n"
-		       "reason on stderr and exits 2. F \"-\" reads stdin.\n");
+		       "reason on stderr and exits 2. F \"-\" reads stdin. A judge spec's provider and model\n"
+		       "are checked against the operator's providers (--judge-providers, JSON or a file,\n"
+		       "else ARBITER_JUDGE_PROVIDERS) when there are some.\n", usage);
 		return 0;
 	}
 	/* `validate-spec F`, or `validate-spec --spec F` like `arbiter score`. */
-	const char *path = argc == 2 && strcmp(argv[1], "--spec") ? argv[1]
-	                 : argc == 3 && !strcmp(argv[1], "--spec") ? argv[2] : NULL;
+	const char *path = NULL, *providers_s = getenv("ARBITER_JUDGE_PROVIDERS");
+	for (int i = 1; i < argc; i++) {
+		int hit = opt_value(argc, argv, &i, "--judge-providers", &providers_s);
+		if (hit < 0)
+			return EXIT_BAD;
+		if (!hit && !path && (hit = opt_value(argc, argv, &i, "--spec", &path)) < 0)
+			return EXIT_BAD;
+		if (!hit && !path && (strncmp(argv[i], "--", 2) || !strcmp(argv[i], "-")))
+			path = argv[i];
+		else if (!hit) {
+			fprintf(stderr, "%s", usage);
+			return EXIT_BAD;
+		}
+	}
 	if (!path) {
-		fprintf(stderr, "usage: arbiter validate-spec [--spec] F\n");
+		fprintf(stderr, "%s", usage);
 		return EXIT_BAD;
 	}
 	char *text, err[512];
@@ -567,6 +598,26 @@ int cmd_validate_spec(int argc, char **argv)
 		return EXIT_BAD;
 	}
 	script_form_warning(s);
+	const struct rubric *r = spec_rubric(s);
+	if (r && providers_s && *providers_s) {
+		struct jprovs *ps = NULL;
+		if (judge_providers_load(providers_s, &ps, err, sizeof err) < 0) {
+			fprintf(stderr, "arbiter validate-spec: ARBITER_JUDGE_PROVIDERS: %s\n", err);
+			spec_free(s);
+			return EXIT_BAD;
+		}
+		bool known = jprov_resolve(ps, r, err, sizeof err) != NULL;
+		jprov_free(ps);
+		if (!known) {
+			fprintf(stderr, "arbiter validate-spec: %s\n", err);
+			spec_free(s);
+			return EXIT_BAD;
+		}
+	} else if (r) {
+		fprintf(stderr, "arbiter validate-spec: note: judge.provider '%s' and judge.model '%s' "
+		        "not checked (no ARBITER_JUDGE_PROVIDERS or --judge-providers)\n", r->provider,
+		        r->model);
+	}
 	spec_free(s);
 	printf("ok\n");
 	return 0;

@@ -76,7 +76,7 @@ static const char SQL_REEVAL_INFO[] =
 	"COALESCE(r.k_factor, h.k_factor), COALESCE(m.elo_change, r.elo_change, 0), "
 	"(SELECT max(x.eval_seq) FROM evaluation_results x WHERE x.submission_id = q.sub), "
 	"(SELECT y.id FROM evaluation_results y WHERE y.submission_id = q.sub "
-	"AND y.job_id = q.job) IS NOT NULL, h.opponent_elo, m.elo_before "
+	"AND y.job_id = q.job) IS NOT NULL, h.opponent_elo, m.elo_before, m.elo_after, m.elo_change "
 	"FROM jsonb_to_recordset($1::jsonb) AS q(ord int, sub uuid, job text) "
 	"JOIN submissions s ON s.id = q.sub JOIN matches m ON m.id = s.match_id "
 	"LEFT JOIN evaluation_results r ON r.submission_id = q.sub AND r.eval_seq = 1 "
@@ -443,8 +443,8 @@ static void on_phase2(const struct pgc_result *r, void *data)
 		case OP_COMPLETE:
 		case OP_REEVAL:
 			nev++;
-			if (j->enqueued_at_ms > 0 && now >= j->enqueued_at_ms)
-				metrics_e2e_seconds((double)(now - j->enqueued_at_ms) / 1000.0);
+			if (j->has_enqueued_at)
+				metrics_e2e_job(j->enqueued_at_ms, j->row.submitted_ms, now);
 			if (j->op_eff == OP_COMPLETE && j->eu.clamped)
 				LOGW(j->sub, j->id, "rating outside %d..%d (agent or challenge %s): clamped "
 				     "to %d vs opponent %d", ELO_RATING_MIN, ELO_RATING_MAX,
@@ -473,6 +473,12 @@ static void on_phase2(const struct pgc_result *r, void *data)
 		case OP_FAIL:
 			pipeline_to_ack(w, j, ACK_DEAD, NULL, OUTCOME_FAILED);
 			break;
+		case OP_REFUSED:
+			/* Refused under the lock (cplan): nothing written; the submission keeps its
+			 * status and first result, the job goes to the dead letters with the reason. */
+			LOGE(j->sub, j->id, "reevaluate refused: %s", j->last_error);
+			pipeline_to_ack(w, j, ACK_DEAD, j->last_error, OUTCOME_DEAD_LETTERED);
+			break;
 		case OP_NO_RESULT:
 		default:
 			/* Decided under the lock: a reevaluation with nothing to reevaluate. */
@@ -489,6 +495,11 @@ static void on_phase2(const struct pgc_result *r, void *data)
 static int geti(PGresult *res, int row, int col)
 {
 	return PQgetisnull(res, row, col) ? 0 : atoi(PQgetvalue(res, row, col));
+}
+
+static long long getll(PGresult *res, int row, int col)
+{
+	return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
 /* What the locks returned (phase 1's result sets, by column number as the
@@ -552,6 +563,13 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 			x->job_exists = PQgetvalue(res, i, 6)[0] == 't';
 			x->opponent = PQgetisnull(res, i, 7) ? -1 : geti(res, i, 7);
 			x->match_elo_before = PQgetisnull(res, i, 8) ? x->elo_before : geti(res, i, 8);
+			/* As stored, for elo_stored_check (an elo=adjust builds on them). */
+			x->match.has_before = !PQgetisnull(res, i, 8);
+			x->match.before = getll(res, i, 8);
+			x->match.has_after = !PQgetisnull(res, i, 9);
+			x->match.after = getll(res, i, 9);
+			x->match.has_change = !PQgetisnull(res, i, 10);
+			x->match.change = getll(res, i, 10);
 		}
 	}
 }
@@ -647,7 +665,8 @@ static void add_step_row(struct rows *x, struct worker *w, const struct cplan_st
 		job_json_str(&x->fail, j->sub);
 		strbuf_addlit(&x->fail, ",\"err\":");
 		job_json_str(&x->fail, j->last_error ? j->last_error : "unknown error");
-		strbuf_addf(&x->fail, ",\"att\":%d}", j->attempts);
+		/* submissions.attempts counts evaluate jobs only (GREATEST keeps it for 0). */
+		strbuf_addf(&x->fail, ",\"att\":%d}", j->kind == JOB_EVALUATE ? j->attempts : 0);
 		break;
 	default:
 		break;
@@ -682,7 +701,8 @@ static void plan_rows(struct rows *x, struct worker *w, struct cbatch *b,
 		open_elem(&x->matches, "[{", ",{");
 		strbuf_addf(&x->matches, "\"id\":\"%s\",\"rs\":\"%s\",\"sc\":%d,\"vf\":%s,\"ec\":%d,"
 		            "\"ea\":%d}", m->id, score_outcome_name(j->res.result), j->res.score,
-		            j->res.verified ? "true" : "false", m->eff, m->elo_before + m->eff);
+		            j->res.verified ? "true" : "false", (int)m->eff,
+		            elo_clamp_rating(m->elo_before + m->eff, NULL));
 	}
 	close_list(&x->complete, "]");
 	close_list(&x->complete_ids, "}");
@@ -741,7 +761,7 @@ static char *notify_events(const struct cbatch *b, const struct cplan *plan)
 			           j->res.score, score_outcome_name(j->res.result), NULL);
 		else if (j->op_eff == OP_REJECT)
 			notify_add(events, j->sub, "rejected", 0, 0, NULL, job_reason_name(j->reason));
-		else if (j->op_eff == OP_FAIL && j->kind == JOB_EVALUATE)
+		else if (j->op_eff == OP_FAIL)
 			notify_add(events, j->sub, "failed", 0, 0, NULL, NULL);
 	}
 	char *notify = notify_param(events);

@@ -145,6 +145,9 @@ static const struct cfg_key keys[] = {
 	  "requests wait for the next minute" },
 	{ "ARBITER_JUDGE_BREAKER_FAILURES", CFG_INT, OFF(judge_breaker_failures), "5", 1, 1000, NULL,
 	  "LLM judge: consecutive failed verdicts that open a provider's circuit" },
+	{ "ARBITER_JUDGE_PROVIDERS", CFG_STR, OFF(judge_providers), "", 0, 0, NULL,
+	  "LLM judge: the providers specs may name (base URL, key variable, models, prices): a JSON "
+	  "object, or the path of a file holding it; empty = none (judge specs are refused)" },
 	{ "ARBITER_JUDGE_BUDGET", CFG_STR, OFF(judge_budget), "", 0, 0, NULL,
 	  "LLM judge spend budget shared by all replicas: USD/hour or USD/day (e.g. 20/day); "
 	  "empty = none. Exhausted: judge jobs wait" },

@@ -49,6 +49,7 @@ struct config {
 	int judge_tpm;                                /* tokens/minute across replicas, 0 = none */
 	int judge_breaker_failures;                   /* failed verdicts opening a circuit, default 5 */
 	int judge_breaker_cooldown_ms;                /* before a probe, default 30000 */
+	char *judge_providers;                        /* JSON object or a file path, "" = none */
 	char *judge_budget;                           /* "USD/hour" | "USD/day" | "" (none) */
 	int pg_lock_timeout_ms;                       /* lock_timeout of worker sessions, default 2000 */
 	size_t spec_cache_bytes;                      /* spec cache bound, default 64 MiB */

@@ -5,6 +5,7 @@
  */
 #include "cplan.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,15 +233,29 @@ static bool adjust_agent(struct state *s, struct job *j, const struct cplan_orig
 	if (!a)
 		return false;
 	a->elo = elo_clamp_rating(a->elo, NULL);
-	int nr = elo_add(a->elo, (long long)j->eu.change - m->eff);
+	int nr = elo_add(a->elo, (long long)j->eu.change - m->eff);   /* 64-bit, bounded */
 	j->hist_before = a->elo;
 	j->hist_after = nr;
-	j->hist_change = nr - a->elo;
+	j->hist_change = nr - a->elo;   /* both within [0, ELO_RATING_MAX] */
 	a->elo = nr;
 	a->touched = true;
 	m->eff += j->hist_change;
 	m->last = j;
 	return true;
+}
+
+/* A re-evaluation refused for a stored value it cannot build on: the submission ends
+ * failed with last_error "<reason>: <why>" (and the job is dead-lettered with it). */
+static void refuse(struct state *s, struct job *j, int pos, const char *reason, const char *why)
+{
+	char buf[200];
+	(void)s;
+	(void)pos;
+	snprintf(buf, sizeof buf, "%s: %s", reason, why);
+	job_set_error(j, buf);
+	j->op_eff = OP_REFUSED;
+	j->eval_seq = 0;
+	j->hist_before = j->hist_after = j->hist_change = 0;
 }
 
 /* A re-evaluation: pass 2. */
@@ -254,8 +269,21 @@ static void decide_reeval(struct state *s, struct job *j, int pos, const struct 
 		j->duplicate = true;
 		return;
 	}
+	/* The match's stored columns, checked once per match and batch (a later
+	 * adjustment of the same match builds on the batch's own values). */
+	if (j->elo == JOB_ELO_ADJUST && !smap_get(&s->madj, j->row.match_id)) {
+		const char *why = elo_stored_check(&x->match);
+		if (why) {
+			refuse(s, j, pos, "elo_inconsistent", why);
+			return;
+		}
+	}
 	int *seen = smap_get(&s->seq, j->sub);
 	int seq = seen && *seen > x->max_seq ? *seen : x->max_seq;
+	if (seq >= INT_MAX) {
+		refuse(s, j, pos, "eval_seq_exhausted", "the submission's highest eval_seq is 2147483647");
+		return;
+	}
 	j->eval_seq = seq + 1;
 	smap_put(&s->seq, j->sub, j->eval_seq);
 

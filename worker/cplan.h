@@ -31,12 +31,18 @@
  *    shows the last of them.
  *  - A re-evaluation whose job id already has a result is a duplicate; one of
  *    a submission without a first result is OP_NO_RESULT (dead-lettered).
+ *  - Stored values the worker did not write are refused, never wrapped: an
+ *    elo=adjust re-evaluation of a match whose Elo columns break
+ *    elo_stored_check (common/elo.h), or a re-evaluation of a submission whose
+ *    eval_seq is at INT_MAX, becomes OP_FAIL with last_error "elo_inconsistent:
+ *    ..." or "eval_seq_exhausted: ..." (the submission ends failed).
  */
 #ifndef ARBITER_CPLAN_H
 #define ARBITER_CPLAN_H
 
 #include <stdbool.h>
 
+#include "elo.h"
 #include "job.h"
 
 /* An agent's row as locked; cplan_make updates it to the final row. */
@@ -64,12 +70,13 @@ struct cplan_orig {
 	int max_seq;           /* highest eval_seq of the submission */
 	int opponent;          /* opponent rating of the first evaluation, -1 = unknown */
 	int match_elo_before;  /* matches.elo_before */
+	struct elo_stored match;   /* the match's Elo columns as stored (checked for elo=adjust) */
 };
 
 /* A match changed by elo=adjust re-evaluations. */
 struct cplan_match {
 	char id[37];
-	int eff, elo_before;          /* effective change after the batch; rating before the match */
+	long long eff, elo_before;    /* effective change after the batch; rating before the match */
 	const struct job *last;       /* the re-evaluation the match shows; NULL = none applied */
 };
 

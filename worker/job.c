@@ -157,8 +157,9 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 		j->source_ip = strlen(j->fields[2 * fi + 1]) == j->flens[2 * fi + 1]
 		               ? j->fields[2 * fi + 1] : "(invalid)";
 	fi = field_index(j, "enqueued_at");
-	if (fi < 0 || strlen(j->fields[2 * fi + 1]) != j->flens[2 * fi + 1] ||
-	    !parse_i64(j->fields[2 * fi + 1], &j->enqueued_at_ms))
+	j->has_enqueued_at = fi >= 0 && strlen(j->fields[2 * fi + 1]) == j->flens[2 * fi + 1] &&
+	                     parse_i64(j->fields[2 * fi + 1], &j->enqueued_at_ms);
+	if (!j->has_enqueued_at)
 		j->enqueued_at_ms = 0;
 	return j;
 }

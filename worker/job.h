@@ -90,6 +90,9 @@ enum job_op {
 	OP_FAIL,          /* submission failed with last_error, copy dead-lettered */
 	OP_NO_RESULT,     /* op_eff only: a reevaluation of a submission without a first
 	                   * result, found under the lock; nothing written, dead-lettered */
+	OP_REFUSED,       /* op_eff only: a reevaluation refused under the lock for a stored
+	                   * value it cannot build on (last_error names it); nothing written,
+	                   * the submission keeps its status, dead-lettered with that reason */
 	OP_RESTORE,       /* op_eff only: an evaluate job for a submission that already has its
 	                   * first result (an API server set it back to queued): the status goes
 	                   * back to completed, nothing else is written */
@@ -171,7 +174,8 @@ struct job {
 	enum job_kind kind;
 	enum job_elo elo;
 	const char *source_ip;             /* points into fields, NULL if absent */
-	int64_t enqueued_at_ms;            /* 0 = unknown */
+	int64_t enqueued_at_ms;            /* the entry's enqueued_at (valid when has_enqueued_at) */
+	bool has_enqueued_at;              /* the entry carries a readable enqueued_at */
 	enum job_poison poison;            /* why the entry is invalid, POISON_NONE if valid */
 
 	/* Delivery bookkeeping. */

@@ -7,6 +7,7 @@
  */
 #include "judge.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "jprov.h"
 #include "judge_http.h"
 #include "judge_limits.h"
 #include "log.h"
@@ -58,6 +60,7 @@ struct jrun {
 	struct jrun *lq_next;   /* in jg's lookup queue */
 	struct judge *jg;
 	const struct rubric *r;
+	const struct jprov *pv; /* the provider r names (set by ask; borrowed from jg->o) */
 	judge_cb *cb;
 	void *data;
 	char *job_id;           /* NULL = unknown */
@@ -178,7 +181,7 @@ static void release(struct jrun *x, int64_t tokens, enum jlim_outcome o)
 	x->admitted = false;
 	if (jg->o.shared_inflight > 0 || (jg->o.tpm > 0 && tokens > 0) || o == JLIM_FAILED ||
 	    x->probe || x->brk_fails > 0)
-		jlim_done(jg->lim, x->r->base_url, x->run_id, tokens, o, x->probe);
+		jlim_done(jg->lim, x->pv->base_url, x->run_id, tokens, o, x->probe);
 }
 
 static void finish(struct jrun *x, int rc, const char *err)
@@ -399,9 +402,9 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 	long st = resp->status;
 	if (resp->err || st == 408 || st == 429 || st >= 500) {
 		if (resp->err)
-			snprintf(why, sizeof why, "provider %s: %s", r->base_url, resp->err);
+			snprintf(why, sizeof why, "provider %s: %s", x->pv->name, resp->err);
 		else
-			snprintf(why, sizeof why, "provider %s answered HTTP %ld", r->base_url, st);
+			snprintf(why, sizeof why, "provider %s answered HTTP %ld", x->pv->name, st);
 		int64_t ra = st == 429 ? resp->retry_after_ms : -1;
 		if (x->attempt < r->max_retries && ra <= RETRY_AFTER_CAP_MS) {
 			release(x, 0, JLIM_RELEASE);
@@ -426,8 +429,11 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 		return;
 	}
 	if (st < 200 || st > 299) {
-		snprintf(why, sizeof why, "provider %s answered HTTP %ld: %.200s", r->base_url, st,
-		         resp->body);
+		/* The status and at most a short code: the body may echo a key or the request. */
+		char code[RUBRIC_MAX_ERROR_CODE + 1];
+		rubric_error_code(resp->body, resp->len, code, sizeof code);
+		snprintf(why, sizeof why, "provider %s answered HTTP %ld%s%s%s", x->pv->name, st,
+		         *code ? " (" : "", code, *code ? ")" : "");
 		provider_ok(x);   /* it answers: the request is wrong, not the provider down */
 		release(x, 0, JLIM_ANSWERED);
 		finish(x, JUDGE_CONFIG, why);
@@ -436,7 +442,7 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 	provider_ok(x);
 	struct rubric_reply rep;
 	char err[300];
-	if (rubric_reply_parse(r->provider, resp->body, resp->len, &rep, err, sizeof err) < 0) {
+	if (rubric_reply_parse(x->pv->api, resp->body, resp->len, &rep, err, sizeof err) < 0) {
 		release(x, 0, JLIM_ANSWERED);
 		invalid(x, err, resp->body);
 		return;
@@ -444,7 +450,9 @@ static void on_http(const struct jhttp_resp *resp, void *data)
 	release(x, rep.tokens_in + rep.tokens_out, JLIM_ANSWERED);
 	x->res.tokens_in += rep.tokens_in;
 	x->res.tokens_out += rep.tokens_out;
-	double c = ((double)rep.tokens_in * r->price_in + (double)rep.tokens_out * r->price_out) / 1e6;
+	/* Both counts are 0..RUBRIC_MAX_REPLY_TOKENS (rubric_reply_parse), prices 0..1e6. */
+	double c = ((double)rep.tokens_in * x->pv->price_in +
+	            (double)rep.tokens_out * x->pv->price_out) / 1e6;
 	x->res.cost_usd += c;
 	jg->st.tokens_in += (uint64_t)rep.tokens_in;
 	jg->st.tokens_out += (uint64_t)rep.tokens_out;
@@ -496,7 +504,7 @@ static void on_admit(int decision, int64_t wait_ms, int fails, const char *err, 
 		return;
 	case JLIM_OPEN:
 		snprintf(why, sizeof why, "provider %s: circuit open after %d failed verdicts; next "
-		         "probe in %lld ms", x->r->base_url, fails, (long long)wait_ms);
+		         "probe in %lld ms", x->pv->name, fails, (long long)wait_ms);
 		finish(x, JUDGE_UNAVAILABLE, why);
 		return;
 	case JLIM_TPM:
@@ -523,7 +531,7 @@ static void on_admit(int decision, int64_t wait_ms, int fails, const char *err, 
 static void send_request(struct jrun *x)
 {
 	struct judge *jg = x->jg;
-	if (jg->lim && jlim_admit(jg->lim, x->r->base_url, x->run_id, x->r->timeout_ms + 10000,
+	if (jg->lim && jlim_admit(jg->lim, x->pv->base_url, x->run_id, x->r->timeout_ms + 10000,
 	                          on_admit, x) == 0)
 		return;
 	post(x);
@@ -533,15 +541,15 @@ static void post(struct jrun *x)
 {
 	const struct rubric *r = x->r;
 	char *path = NULL, *body = NULL;
-	rubric_request(r, x->system, x->user, x->repaired ? x->repair_text : NULL,
+	rubric_request(r, x->pv->api, x->system, x->user, x->repaired ? x->repair_text : NULL,
 	               x->repaired ? x->repair_err : NULL, &path, &body);
 	struct strbuf url = { 0 };
-	strbuf_addf(&url, "%s%s", r->base_url, path);
+	strbuf_addf(&url, "%s%s", x->pv->base_url, path);
 	const char *hdrs[2];
 	size_t nh = 0;
 	if (x->key_header)
 		hdrs[nh++] = x->key_header;
-	if (r->provider == RUBRIC_ANTHROPIC)
+	if (x->pv->api == RUBRIC_ANTHROPIC)
 		hdrs[nh++] = "anthropic-version: 2023-06-01";
 	x->res.calls++;
 	x->jg->st.requests++;
@@ -557,13 +565,19 @@ static void ask(struct jrun *x)
 {
 	struct judge *jg = x->jg;
 	const struct rubric *r = x->r;
-	char why[300];
-	x->br = jg->lim ? NULL : breaker_for(jg, r->base_url);
+	char why[400];
+	const struct jprov *pv = jprov_resolve(jg->o.providers, r, why, sizeof why);
+	if (!pv) {
+		finish(x, JUDGE_CONFIG, why);
+		return;
+	}
+	x->pv = pv;
+	x->br = jg->lim ? NULL : breaker_for(jg, pv->base_url);
 	if (x->br && x->br->open) {
 		uint64_t now = uv_now(jg->loop);
 		if (now < x->br->until || x->br->probing) {
 			snprintf(why, sizeof why, "provider %s: circuit open after %d failed verdicts; next "
-			         "probe in %llu ms", r->base_url, x->br->fails,
+			         "probe in %llu ms", pv->name, x->br->fails,
 			         (unsigned long long)(x->br->until > now ? x->br->until - now : 0));
 			finish(x, JUDGE_UNAVAILABLE, why);
 			return;
@@ -571,16 +585,17 @@ static void ask(struct jrun *x)
 		x->br->probing = true;
 		x->probe = true;
 	}
-	if (r->api_key_env) {
-		const char *k = getenv(r->api_key_env);
+	if (pv->api_key_env) {
+		const char *k = getenv(pv->api_key_env);
 		if (!k || !*k) {
-			snprintf(why, sizeof why, "the environment variable %s (judge.api_key_env) is not "
-			         "set in the worker", r->api_key_env);
+			snprintf(why, sizeof why, "the environment variable %s (provider %s's api_key_env in "
+			         "ARBITER_JUDGE_PROVIDERS) is not set in the worker", pv->api_key_env,
+			         pv->name);
 			finish(x, JUDGE_CONFIG, why);
 			return;
 		}
 		struct strbuf h = { 0 };
-		strbuf_addf(&h, "%s%s", rubric_key_header(r->provider), k);
+		strbuf_addf(&h, "%s%s", rubric_key_header(pv->api), k);
 		x->key_header = h.buf;
 	}
 	for (int i = 0; i < 8; i++) {
@@ -600,13 +615,17 @@ static void ask(struct jrun *x)
 		finish(x, JUDGE_CONFIG, "could not draw a delimiter absent from the submission");
 		return;
 	}
-	if (r->max_cost_usd > 0) {
+	/* The tighter of the spec's cap and the operator's. */
+	double cap = r->max_cost_usd;
+	if (pv->max_cost_usd > 0 && (cap <= 0 || pv->max_cost_usd < cap))
+		cap = pv->max_cost_usd;
+	if (cap > 0) {
 		/* At most two billed answers (the repair); a token is at least ~3 bytes of prompt. */
 		double in = (double)(strlen(x->system) + strlen(x->user)) / 3.0 + 1;
-		double est = 2 * (in * r->price_in + (double)r->max_output_tokens * r->price_out) / 1e6;
-		if (est > r->max_cost_usd) {
-			snprintf(why, sizeof why, "a verdict could cost up to %.4f USD, over judge."
-			         "max_cost_usd %.4f", est, r->max_cost_usd);
+		double est = 2 * (in * pv->price_in + (double)r->max_output_tokens * pv->price_out) / 1e6;
+		if (est > cap) {
+			snprintf(why, sizeof why, "a verdict could cost up to %.4f USD, over the cap %.4f "
+			         "(judge.max_cost_usd, or provider %s's max_cost_usd)", est, cap, pv->name);
 			finish(x, JUDGE_CONFIG, why);
 			return;
 		}
@@ -921,7 +940,7 @@ char *judge_row(const struct rubric *r, const struct judge_result *res)
 		return NULL;
 	json_t *v = json_loads(res->verdict_text, 0, NULL);
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:f, s:i, s:b}", "key", res->key,
-	                      "provider", rubric_provider_name(r->provider), "model", r->model,
+	                      "provider", r->provider, "model", r->model,
 	                      "pv", RUBRIC_PROMPT_VERSION, "verdict", v ? v : json_null(),
 	                      "ti", (json_int_t)res->tokens_in, "tout", (json_int_t)res->tokens_out,
 	                      "cost", res->cost_usd, "calls", res->paid_calls > 0 ? res->paid_calls : 1,
@@ -941,4 +960,40 @@ void judge_committed(struct judge *jg, const char *key)
 	rq_cmdv(jg->rq, 0, rq_reply_logged, (void *)"judge: PEXPIRE of a committed verdict", 3, argv,
 	        NULL);
 	free(k);
+}
+
+int judge_providers_load(const char *setting, struct jprovs **out, char *err, size_t errlen)
+{
+	const char *v = setting ? setting : "";
+	while (*v == ' ' || *v == '\t' || *v == '\n')
+		v++;
+	if (!*v || *v == '{') {
+		if (jprov_parse(v, strlen(v), out, err, errlen) < 0)
+			return -1;
+		return 0;
+	}
+	FILE *f = fopen(v, "r");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", v, strerror(errno));
+		return -1;
+	}
+	struct strbuf sb = { 0 };
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0 && sb.len < (1u << 20))
+		strbuf_add(&sb, buf, n);
+	bool bad = ferror(f) || sb.len >= (1u << 20);
+	fclose(f);
+	if (bad) {
+		snprintf(err, errlen, "%s: %s", v, sb.len >= (1u << 20) ? "larger than 1 MiB"
+		                                                        : "read error");
+		strbuf_free(&sb);
+		return -1;
+	}
+	char why[400];
+	int rc = jprov_parse(sb.buf ? sb.buf : "", sb.len, out, why, sizeof why);
+	if (rc < 0)
+		snprintf(err, errlen, "%s: %s", v, why);
+	strbuf_free(&sb);
+	return rc;
 }

@@ -19,8 +19,10 @@
  *    crashes after paying finds it there and reuses it, and two workers that
  *    paid for the same key at once both use the one kept first (SET NX).
  *    After the commit (judge_committed) the entry lives JUDGE_GRACE_MS more.
- * The API key is read from the environment variable the spec names, sent
- * only in the provider's key header, never logged or stored.
+ * Providers are operator configuration (jprov.h, ARBITER_JUDGE_PROVIDERS): a
+ * spec names one and a model from its list. The API key is read from the
+ * environment variable the operator named for that provider, sent only in
+ * the provider's key header, never logged or stored.
  */
 #ifndef ARBITER_JUDGE_H
 #define ARBITER_JUDGE_H
@@ -32,6 +34,7 @@
 
 #include "rubric.h"
 
+struct jprovs;
 struct pgc_pool;
 struct rq;
 struct judge;
@@ -45,8 +48,9 @@ enum judge_rc {
 	JUDGE_INVALID = -1,      /* the provider's answers were no valid verdict (after the repair) */
 	JUDGE_UNAVAILABLE = -2,  /* provider trouble (5xx, 429, timeouts, breaker open), or the
 	                          * cache is unreachable: not the submission's fault, retry later */
-	JUDGE_CONFIG = -3,       /* the spec cannot be judged here: API key variable unset, the cost
-	                          * bound, a 4xx other than 408/429 (bad model, bad key) */
+	JUDGE_CONFIG = -3,       /* the spec cannot be judged here: its provider or model is not
+	                          * configured, API key variable unset, the cost bound, a 4xx other
+	                          * than 408/429 (bad model, bad key) */
 };
 
 struct judge_result {
@@ -77,6 +81,8 @@ struct judge_opts {
 	const char *ca_file;          /* PEM CA bundle for providers' TLS; NULL/"" = the system's */
 	int shared_inflight;          /* with rq: requests in flight across replicas, 0 = no limit */
 	int64_t tpm;                  /* with rq: tokens per minute across replicas, 0 = no limit */
+	const struct jprovs *providers; /* the operator's providers (borrowed for the judge's
+	                                 * lifetime); NULL = none: every fresh verdict fails */
 };
 
 /* Creates a client on loop. o may be NULL (defaults). Returns 0 or -1. */
@@ -104,6 +110,12 @@ void judge_close(struct judge *jg);
 
 /* The verdict key of r on answer and tests (hex SHA-256 of rubric_cache_material). */
 void judge_key(const struct rubric *r, const json_t *answer, const json_t *tests, char out[65]);
+
+/* The providers of setting (ARBITER_JUDGE_PROVIDERS): "" = none, text starting with '{' =
+ * the JSON itself, anything else = the path of a file holding it (at most 1 MiB; read with
+ * blocking I/O: call at start-up, not on the loop). Returns 0 (*out new, jprov_free) or -1
+ * with the reason in err. */
+int judge_providers_load(const char *setting, struct jprovs **out, char *err, size_t errlen);
 
 /* Parses a spend budget "USD/hour" or "USD/day" (USD a decimal > 0). "" = none: *usd 0.
  * Returns 0, or -1 for anything else. */

@@ -196,6 +196,10 @@ static void finish(struct jreq *r, CURLcode res)
 	resp.status = res == CURLE_OK ? status : 0;
 	resp.body = r->resp.buf ? r->resp.buf : "";
 	resp.len = r->resp.len;
+	/* The provider's number: saturated at a day, so the milliseconds cannot overflow (a
+	 * Retry-After of 2^63-1 seconds, or a date far ahead, reaches here as such). */
+	if (ra > JHTTP_RETRY_AFTER_MAX_S)
+		ra = JHTTP_RETRY_AFTER_MAX_S;
 	resp.retry_after_ms = ra > 0 ? (int64_t)ra * 1000 : (status == 429 && res == CURLE_OK ? 0 : -1);
 	if (res != CURLE_OK) {
 		resp.err = r->too_big ? "response larger than 4 MiB" : curl_easy_strerror(res);

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #define JHTTP_MAX_BODY (4u << 20)   /* a response larger than this fails */
+#define JHTTP_RETRY_AFTER_MAX_S 86400   /* a longer Retry-After is read as this */
 
 struct jhttp;
 
@@ -26,7 +27,8 @@ struct jhttp_resp {
 	size_t len;
 	const char *err;           /* transport error (timeout, refused, TLS, too large) or NULL */
 	int timed_out;             /* err is a timeout */
-	int64_t retry_after_ms;    /* Retry-After (seconds or HTTP date), -1 when absent */
+	int64_t retry_after_ms;    /* Retry-After (seconds or HTTP date, at most
+	                            * JHTTP_RETRY_AFTER_MAX_S), -1 when absent */
 };
 /* Runs exactly once per request, never synchronously inside jhttp_post. */
 typedef void jhttp_cb(const struct jhttp_resp *r, void *data);

@@ -70,6 +70,7 @@ static struct {
 	uint64_t jobs[NEVAL][NOUTCOME];
 	uint64_t rejections[NREASON];
 	uint64_t reconciled;
+	uint64_t enqueued_implausible;   /* entries whose enqueued_at was not observed */
 	uint64_t reconnects[NTARGET];
 	uint64_t ratelimit[NDECISION];
 	uint64_t ratelimit_resets;
@@ -145,6 +146,20 @@ void metrics_e2e_seconds(double secs)
 	if (secs > METRICS_E2E_MAX_SECS)
 		secs = METRICS_E2E_MAX_SECS;
 	observe(&M.e2e, e2e_bounds, COUNTOF(e2e_bounds), secs);
+}
+
+int metrics_e2e_job(int64_t enqueued_at_ms, int64_t submitted_at_ms, int64_t now_ms)
+{
+	/* enqueued_at_ms is any int64 an entry carried; submitted_at_ms (SQL-clamped to
+	 * +-9e15) and now_ms are real times, so the bounds below do not overflow, and the
+	 * difference is taken only once enqueued_at_ms lies between them. */
+	if (enqueued_at_ms < submitted_at_ms - METRICS_ENQUEUE_SKEW_MS ||
+	    enqueued_at_ms > now_ms + METRICS_ENQUEUE_SKEW_MS) {
+		M.enqueued_implausible++;
+		return 0;
+	}
+	metrics_e2e_seconds((double)(now_ms - enqueued_at_ms) / 1000.0);
+	return 1;
 }
 
 void metrics_inflight(int n)
@@ -485,6 +500,11 @@ static void render_jobs(struct strbuf *out)
 	histogram_samples(out, "arbiter_end_to_end_latency_seconds", NULL, NULL, &M.e2e,
 	                  e2e_bounds, COUNTOF(e2e_bounds));
 
+	header(out, "arbiter_enqueued_at_implausible_total", "counter",
+	       "Committed jobs whose enqueued_at was before their submission or ahead of now, "
+	       "left out of arbiter_end_to_end_latency_seconds.");
+	sample(out, "arbiter_enqueued_at_implausible_total", NULL, (double)M.enqueued_implausible);
+
 	header(out, "arbiter_commit_batch_size", "histogram",
 	       "Evaluations committed per database transaction.");
 	histogram_samples(out, "arbiter_commit_batch_size", NULL, NULL, &M.batch,
@@ -585,7 +605,7 @@ static void render_judge(struct strbuf *out)
 	sample(out, "arbiter_judge_tokens_total", tin, (double)M.judge.tokens_in);
 	sample(out, "arbiter_judge_tokens_total", tout, (double)M.judge.tokens_out);
 	header(out, "arbiter_judge_cost_usd_total", "counter",
-	       "Spend on LLM judge providers in USD, from the specs' judge.price.");
+	       "Spend on LLM judge providers in USD, at the providers' prices (ARBITER_JUDGE_PROVIDERS).");
 	sample(out, "arbiter_judge_cost_usd_total", NULL, M.judge.cost_usd);
 	gauge(out, "arbiter_judge_circuits_open", "LLM judge providers whose circuit is open.",
 	      (double)M.judge.circuits_open);

@@ -45,6 +45,17 @@ void metrics_eval_seconds(const char *evaluator, double secs);
 /* Observes enqueued_at → commit latency (histogram, seconds), clamped into
  * [0, METRICS_E2E_MAX_SECS]; NaN is ignored. */
 void metrics_e2e_seconds(double secs);
+/* How far an entry's enqueued_at may be ahead of the submission's submitted_at's
+ * lower bound or of the worker's clock: the API server's, PostgreSQL's and the
+ * worker's clocks may differ by this much. */
+#define METRICS_ENQUEUE_SKEW_MS 60000
+
+/* One committed job's end-to-end latency: enqueued_at_ms (the entry's enqueued_at,
+ * Unix ms) to now_ms. A value before submitted_at_ms (the submission's submitted_at) −
+ * METRICS_ENQUEUE_SKEW_MS, or after now_ms + METRICS_ENQUEUE_SKEW_MS, cannot be when the
+ * job was enqueued: it is not observed but counted in
+ * arbiter_enqueued_at_implausible_total. Returns 1 when observed, 0 when counted. */
+int metrics_e2e_job(int64_t enqueued_at_ms, int64_t submitted_at_ms, int64_t now_ms);
 /* Gauge: jobs in flight in this process. */
 void metrics_inflight(int n);
 /* Gauge: sandbox slots in use. */

@@ -67,6 +67,7 @@ struct worker {
 	struct rl *rl;
 	struct sandbox_pool *sp;     /* NULL when the sandbox cannot be used here */
 	struct judge *judge;         /* LLM judge client (worker/judge.h), NULL if it cannot start */
+	struct jprovs *judge_providers; /* ARBITER_JUDGE_PROVIDERS (common/jprov.h), owned */
 	double judge_budget_usd;     /* ARBITER_JUDGE_BUDGET per period, 0 = none */
 	int judge_budget_period_s;   /* 3600 or 86400 */
 	char *k_judge;               /* "<base>:judge", the judge's Redis keys (rkeys_judge) */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "job.h"
+#include "jprov.h"
 #include "util.h"
 
 static uint64_t fnv64(const char *s, size_t n, uint64_t h)
@@ -153,6 +154,11 @@ struct spec_entry *speccache_get(struct speccache *c, const char *id, const char
 	e->hash = h;
 	e->gt_bytes = glen;
 	if (spec_parse(spec_text, slen, &e->spec, err, sizeof err) < 0) {
+		e->spec = NULL;
+		e->err = xstrdup(err);
+	} else if (c->providers && spec_rubric(e->spec) &&
+	           !jprov_resolve(c->providers, spec_rubric(e->spec), err, sizeof err)) {
+		spec_free(e->spec);
 		e->spec = NULL;
 		e->err = xstrdup(err);
 	} else {

@@ -47,17 +47,23 @@ struct spec_entry {
  * ground truths (estimated) and SPECCACHE_MAX entries: the least recently used are
  * dropped first (jobs holding them keep them until they are done), and an entry
  * larger than max_bytes on its own is used and never kept. */
+struct jprovs;
+
 struct speccache {
 	struct spec_entry *buckets[SPECCACHE_BUCKETS];
 	int n;
 	size_t bytes, max_bytes;
 	struct spec_entry *lru_head, *lru_tail;
+	/* When set (borrowed): a judge spec whose provider or model is not configured here is
+	 * an invalid spec (entry with err). NULL = not checked. */
+	const struct jprovs *providers;
 };
 
 /* Returns a new reference (the caller's, dropped with speccache_unref) to the
  * entry for challenge id with these texts, parsing them when they are new or
- * changed. An invalid spec or ground truth gives an entry with spec == NULL
- * and err set. Never NULL (out of memory aborts). */
+ * changed. An invalid spec or ground truth, or a judge spec naming a provider
+ * or model c->providers does not have, gives an entry with spec == NULL and
+ * err set. Never NULL (out of memory aborts). */
 struct spec_entry *speccache_get(struct speccache *c, const char *id, const char *spec_text,
                                  size_t slen, const char *gt_text, size_t glen);
 

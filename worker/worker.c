@@ -41,6 +41,7 @@
 #include "http.h"
 #include "isotime.h"
 #include "jarena.h"
+#include "jprov.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -526,11 +527,10 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	if (rc != JUDGE_OK) {
 		/* Provider trouble is not the submission's fault: retried without using up an
 		 * attempt. An invalid verdict or a spec that cannot be judged here is an
-		 * internal_error (counted), with the provider's raw answer kept. */
-		const char *raw = res && res->raw ? res->raw : "";
-		snprintf(why, sizeof why, "%s: %s%s%.*s", rc == JUDGE_UNAVAILABLE ?
-		         "judge unavailable" : "internal_error", err ? err : "judge failed",
-		         *raw ? "; raw answer: " : "", (int)utf8_cut(raw, 300), raw);
+		 * internal_error (counted). The reason is arbiter's own words: nothing of the
+		 * provider's answer goes into last_error or the dead letter. */
+		snprintf(why, sizeof why, "%s: %s", rc == JUDGE_UNAVAILABLE ?
+		         "judge unavailable" : "internal_error", err ? err : "judge failed");
 		judge_job_free(jj);
 		pipeline_retry(w, j, STAGE_EVAL, rc != JUDGE_UNAVAILABLE, why);
 		return;
@@ -1032,9 +1032,19 @@ static void after_load(struct worker *w, struct job *j)
 	}
 	/* submissions.attempts counts the attempts at evaluating the submission
 	 * (across deliveries and processes). A re-evaluation is a new job: its
-	 * attempts are its own deliveries, whatever the first evaluation took. */
-	if (j->kind == JOB_EVALUATE && r->attempts + 1 > j->attempts)
-		j->attempts = r->attempts + 1;
+	 * attempts are its own deliveries, whatever the first evaluation took.
+	 * The stored count is the API server's row: one at or beyond ARBITER_MAX_DELIVERIES
+	 * (up to INT_MAX) has used its attempts up, and is compared, never incremented. */
+	if (j->kind == JOB_EVALUATE && r->attempts >= w->cfg->max_deliveries) {
+		char why[128];
+		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
+		         r->attempts, w->cfg->max_deliveries);
+		j->attempts = r->attempts;
+		pipeline_fail(w, j, j->last_error ? j->last_error : why);
+		return;
+	}
+	if (j->kind == JOB_EVALUATE && r->attempts >= j->attempts)
+		j->attempts = r->attempts + 1;   /* r->attempts < max_deliveries <= 1000 here */
 	if (j->attempts > w->cfg->max_deliveries) {
 		char why[128];
 		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
@@ -1077,6 +1087,7 @@ static void create_group(struct worker *w);
 static void maybe_read(struct worker *w);
 static void read_own_pending(struct worker *w);
 static void read_timer_cb(uv_timer_t *t);
+static void check_migrations(struct worker *w);
 
 /* Adopts the entries of an XREADGROUP reply; returns how many the reply held. */
 static size_t adopt_entries(struct worker *w, redisReply *reply, bool claimed)
@@ -1181,8 +1192,12 @@ static void maybe_read(struct worker *w)
 	if (w->state != W_RUNNING || w->reading || !w->group_ready || !rq_connected(w->rq_read))
 		return;
 	/* Not ready (schema older than this binary, paused): take no job at all, not even our
-	 * own pending ones; check again shortly (the cause is logged by opsctl). */
+	 * own pending ones; check again shortly (the cause is logged by opsctl). At start-up
+	 * (schema not checked yet) the check starts now, not at the first gauges tick, and its
+	 * answer starts the reading (on_migcheck), not the next poll. */
 	if (!opsctl_may_take(w->ops, NULL, 0)) {
+		if (w->db_version == -2 && !w->migcheck_busy)
+			check_migrations(w);
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 200, 0);
 		return;
@@ -1432,7 +1447,6 @@ static void on_xinfo(struct rq *r, redisReply *reply, const char *err, void *dat
 	}
 }
 
-static void check_migrations(struct worker *w);
 
 static void gauges_cb(uv_timer_t *t)
 {
@@ -1500,13 +1514,18 @@ static void on_migcheck(const struct pgc_result *r, void *data)
 		     "migrate`", v, migrate_latest());
 	w->db_version = v;
 	w->migrations_ok = ok;
+	if (ok)
+		pipeline_kick(w);   /* read now (maybe_read), not at its next poll */
 }
 
+/* Reads the schema version (on_migcheck). The first check (the schema not checked yet) is
+ * sent even before a connection is up: pgc_run waits for the first one, so the answer comes
+ * one round trip after it; later checks are skipped while no connection is up. */
 static void check_migrations(struct worker *w)
 {
 	static const struct pgc_stmt st = {
 		"SELECT coalesce(max(version), 0) FROM arbiter_migrations", 0, NULL };
-	if (!pgc_pool_ready(w->pg))
+	if (!pgc_pool_ready(w->pg) && w->db_version != -2)
 		return;
 	w->migcheck_busy = true;
 	if (pgc_run(w->pg, &st, 1, on_migcheck, w) < 0)
@@ -1850,7 +1869,15 @@ static int open_parts(struct worker *w)
 		        "(e.g. 20/day)\n", w->cfg->judge_budget);
 		return -1;
 	}
+	char perr[512];
+	if (judge_providers_load(w->cfg->judge_providers, &w->judge_providers, perr,
+	                         sizeof perr) < 0) {
+		fprintf(stderr, "arbiter worker: ARBITER_JUDGE_PROVIDERS: %s\n", perr);
+		return -1;
+	}
+	w->specs.providers = w->judge_providers;
 	struct judge_opts jo = { .pg = w->pg, .rq = w->rq_cmd, .kbase = w->k_judge,
+	                         .providers = w->judge_providers,
 	                         .max_inflight = w->cfg->judge_inflight,
 	                         .shared_inflight = w->cfg->judge_shared_inflight,
 	                         .tpm = w->cfg->judge_tpm,
@@ -2035,6 +2062,7 @@ cleanup:
 	free(w->k_judge_lane);
 	free(w->k_other_jobs);
 	free(w->k_heartbeats);
+	jprov_free(w->judge_providers);   /* the judge that borrowed them is closed */
 	uv_loop_close(w->loop);
 	free(w);
 	return rc;

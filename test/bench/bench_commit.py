@@ -4,7 +4,14 @@
 Starts a private redis-server and postgres (fsync on, synchronous_commit on),
 migrates, and measures on the same database:
 
-1. ceiling: pgbench runs the worker's own commit statements (read from
+1. strict ceiling (issue #23): pgbench runs test/bench/bench_commit_ceiling.sql, the
+   writes the exactly-once contract requires for BATCH evaluations as set-based
+   statements and nothing else (lock the agents, submissions and matches in id
+   order; insert the results, their dimensions and elo_history rows; update
+   the matches, agents and submissions; no standings: the standings trigger is
+   disabled while it runs, if the schema has one), CLIENTS clients. The ratio
+   pipeline / strict ceiling is the figure the issue's target (>= 0.5) is on.
+   And the statements ceiling: pgbench runs the worker's own commit statements (read from
    worker/commit.c: lock the agents, lock the submissions, the set-based
    insert/update of results, dimensions, matches, elo_history and
    submissions, the agents' rows), BATCH evaluations per transaction,
@@ -30,7 +37,7 @@ The latency phase also prints how busy the whole machine was while it ran
 the workers, redis-server, this bench and its listener): whether the latency
 at that rate is queueing for a CPU.
 
-It prints each figure and the ratio pipeline / ceiling. Both figures come
+It prints each figure and the ratios pipeline / ceiling (both ceilings). All figures come
 from the same machine in the same minute, so their ratio is meaningful even
 on a noisy shared machine; the absolute figures are not.
 
@@ -190,9 +197,10 @@ def prepare_batches(db, ids, agents_of, matches_of, batch, tpl, first_batch):
                           "bs": 1}
         rows.append((first_batch + b, json.dumps(complete),
                      "{" + ",".join(sorted(chunk)) + "}",
+                     "{" + ",".join(sorted(set(matches_of[x] for x in chunk))) + "}",
                      "{" + ",".join(sorted(agents)) + "}", json.dumps(list(agents.values()))))
     psycopg2.extras.execute_values(
-        cur, "INSERT INTO bench_batches (b, rows, sub_ids, agent_ids, agents) VALUES %s", rows,
+        cur, "INSERT INTO bench_batches (b, rows, sub_ids, mat_ids, agent_ids, agents) VALUES %s", rows,
         page_size=50)
     db.commit()
     return len(rows)
@@ -211,6 +219,16 @@ def pgbench_script(sql):
         "WHERE b = (SELECT nextval('bench_batch_seq')) \\gset",
         "\\startpipeline", "BEGIN;", lock_agents + ";", lock_subs + ";", "\\endpipeline",
         "\\startpipeline", complete + ";", agents + ";", "COMMIT;", "\\endpipeline", ""])
+
+
+STRICT_SCRIPT = os.path.join(HERE, "bench_commit_ceiling.sql")
+
+
+def standings_trigger(svc, on):
+    """Enables or disables the standings trigger on evaluation_results, if it exists."""
+    svc.psql(svc.dbname, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = "
+             "'evaluation_results_standings') THEN EXECUTE 'ALTER TABLE evaluation_results %s "
+             "TRIGGER evaluation_results_standings'; END IF; END $$" % ("ENABLE" if on else "DISABLE"))
 
 
 def pgbench(svc, script, clients, txs, mode):
@@ -490,7 +508,7 @@ def main():
             agents = add_agents(cur, AGENTS)
             challenge = add_challenge(cur, SPEC, GT)
             cur.execute("CREATE TABLE bench_batches (b int PRIMARY KEY, rows text, sub_ids text, "
-                        "agent_ids text, agents text)")
+                        "mat_ids text, agent_ids text, agents text)")
             cur.execute("CREATE SEQUENCE bench_batch_seq")
             db.commit()
 
@@ -502,33 +520,47 @@ def main():
             tpl = templates(db)
 
             script = pgbench_script(commit_sql())
+            strict_script = open(STRICT_SCRIPT).read()
             next_sub = len(warm)
             nbatch = 1
             ratios = [[] for _ in bins]
+            strict_ratios = [[] for _ in bins]
             rates = [[] for _ in bins]
             rss = [0 for _ in bins]
             for rnd in range(args.rounds):
-                # 1. Ceiling, on its own submissions.
+                # 1. Ceilings, each on its own submissions: the strict one (the contract's
+                # writes only), then the worker's own statements.
                 per_client_warm = 10 if rnd else 20
                 per_client = args.jobs // (args.batch * args.clients)
                 n_warm = per_client_warm * args.clients * args.batch
                 n_meas = per_client * args.clients * args.batch
-                ids = seed(db, n_warm + n_meas, agents, challenge, first=next_sub)
-                next_sub += len(ids)
-                cur.execute("SELECT id::text, agent_id::text, match_id::text FROM submissions "
-                            "WHERE id = ANY(%s::uuid[])", (ids,))
-                info = {x: (a_, m_) for x, a_, m_ in cur.fetchall()}
-                db.commit()
-                nbatch += prepare_batches(db, ids, {x: info[x][0] for x in ids},
-                                          {x: info[x][1] for x in ids}, args.batch, tpl, nbatch)
-                pgbench(svc, script, args.clients, per_client_warm, args.mode)
-                settle(svc)
-                tps = pgbench(svc, script, args.clients, per_client, args.mode)
-                ceiling = tps * args.batch
-                print("round %d ceiling: pgbench, the commit's statements, "
-                      "%d evaluations/transaction, %d clients: %.0f transactions/s = "
-                      "%.0f evaluations/s"
-                      % (rnd + 1, args.batch, args.clients, tps, ceiling))
+                found = {}
+                for kind, scr in (("strict", strict_script), ("statements", script)):
+                    ids = seed(db, n_warm + n_meas, agents, challenge, first=next_sub)
+                    next_sub += len(ids)
+                    cur.execute("SELECT id::text, agent_id::text, match_id::text FROM submissions "
+                                "WHERE id = ANY(%s::uuid[])", (ids,))
+                    info = {x: (a_, m_) for x, a_, m_ in cur.fetchall()}
+                    db.commit()
+                    nbatch += prepare_batches(db, ids, {x: info[x][0] for x in ids},
+                                              {x: info[x][1] for x in ids}, args.batch, tpl, nbatch)
+                    if kind == "strict":
+                        standings_trigger(svc, False)
+                    try:
+                        pgbench(svc, scr, args.clients, per_client_warm, args.mode)
+                        settle(svc)
+                        tps = pgbench(svc, scr, args.clients, per_client, args.mode)
+                    finally:
+                        if kind == "strict":
+                            standings_trigger(svc, True)
+                    found[kind] = tps * args.batch
+                    print("round %d %s ceiling: pgbench, %s, %d evaluations/transaction, "
+                          "%d clients: %.0f transactions/s = %.0f evaluations/s"
+                          % (rnd + 1, kind, "the contract's writes set-based "
+                             "(test/bench/bench_commit_ceiling.sql)" if kind == "strict"
+                             else "the commit's statements", args.batch, args.clients, tps,
+                             found[kind]))
+                ceiling, strict = found["statements"], found["strict"]
 
                 # 2. Pipeline, on a backlog of its own, each binary in turn (the order
                 # rotates from round to round).
@@ -547,17 +579,23 @@ def main():
                     stop_workers(ws)
                     rate = n / span if span > 0 else 0
                     print("round %d pipeline: %s: %d evaluations by %d workers (concurrency %d, "
-                          "batch %d) in %.2f s = %.0f evaluations/s; ratio %.2f"
+                          "batch %d) in %.2f s = %.0f evaluations/s; ratio %.2f of the statements "
+                          "ceiling, %.2f of the strict ceiling"
                           % (rnd + 1, label[bi], n, args.workers,
                              int(envs[bi]["ARBITER_CONCURRENCY"]),
                              int(envs[bi]["ARBITER_BATCH_MAX"]),
-                             span, rate, rate / ceiling if ceiling else 0))
+                             span, rate, rate / ceiling if ceiling else 0,
+                             rate / strict if strict else 0))
+                    strict_ratios[bi].append(rate / strict if strict else 0)
                     ratios[bi].append(rate / ceiling if ceiling else 0)
                     rates[bi].append(rate)
             med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
             for bi in range(len(bins)):
                 print("ratio pipeline / ceiling: %s: median %.2f (rounds: %s)"
                       % (label[bi], med(ratios[bi]), " ".join("%.2f" % x for x in ratios[bi])))
+                print("ratio pipeline / strict ceiling: %s: median %.2f (rounds: %s)"
+                      % (label[bi], med(strict_ratios[bi]),
+                         " ".join("%.2f" % x for x in strict_ratios[bi])))
             if args.profile:
                 top_statements(cur, "the last pipeline round")
 

@@ -115,13 +115,18 @@ class Provider:
             writer.close()
 
 
-def judge_spec(port):
+def judge_spec():
     return {"mode": "llm", "rubric": [
         {"key": "quality", "name": "Quality", "description": "q", "weight": 60},
         {"key": "docs", "name": "Docs", "description": "d", "weight": 40}],
-        "judge": {"provider": "openai", "model": "bench", "base_url":
-                  "http://127.0.0.1:%d/v1" % port, "timeout_ms": 30000,
+        "judge": {"provider": "bench", "model": "bench", "timeout_ms": 30000,
                   "reads": {"fields": ["work"]}}}
+
+
+def judge_providers(port):
+    """The worker's ARBITER_JUDGE_PROVIDERS: the bench's provider on a loopback port."""
+    return json.dumps({"bench": {"api": "openai", "base_url": "http://127.0.0.1:%d/v1" % port,
+                                 "models": ["bench"]}})
 
 
 def seed(db, n, agents, challenge, judged):
@@ -382,6 +387,7 @@ def main():
                    ARBITER_REDIS_URL=svc.redis_url, ARBITER_METRICS_ADDR="",
                    ARBITER_RATE_LIMIT="0", ARBITER_CONCURRENCY=str(args.concurrency),
                    ARBITER_JUDGE_INFLIGHT=str(args.concurrency), ARBITER_LOG_LEVEL="warn",
+                   ARBITER_JUDGE_PROVIDERS=judge_providers(prov.port),
                    # phase 3 keeps a pool of queued submissions the feeder has not enqueued
                    # yet: the reconciler must not take them for jobs Redis lost
                    ARBITER_RECONCILE_MS="24h")
@@ -391,7 +397,7 @@ def main():
         cur = db.cursor()
         agents = add_agents(cur, 200)
         det, jud = str(uuid.uuid4()), str(uuid.uuid4())
-        for cid, slug, spec in ((det, "det", DET_SPEC), (jud, "judged", judge_spec(prov.port))):
+        for cid, slug, spec in ((det, "det", DET_SPEC), (jud, "judged", judge_spec())):
             cur.execute("INSERT INTO challenges (id, slug, difficulty, scoring_spec, ground_truth, "
                         "time_limit_secs) VALUES (%s,%s,'contender',%s,%s,300)",
                         (cid, slug, json.dumps(spec), json.dumps(GT)))

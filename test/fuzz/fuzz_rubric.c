@@ -20,7 +20,7 @@ static const char SPEC[] =
 	"{\"evaluator\": \"judge\", \"dimensions\": ["
 	"{\"key\": \"code_quality\", \"weight\": 0.5, \"judge\": {\"name\": \"Code quality\"}},"
 	"{\"key\": \"design\", \"weight\": 0.5, \"judge\": {\"name\": \"Design\"}}],"
-	"\"judge\": {\"provider\": \"openai\", \"model\": \"m\", \"base_url\": \"http://127.0.0.1/v1\", "
+	"\"judge\": {\"provider\": \"openai\", \"model\": \"m\", "
 	"\"max_input_bytes\": 1024, \"reads\": {\"fields\": [\"a\", \"b[0]\", \"c.d\"], "
 	"\"files\": [\"x.py\"], \"self_description\": \"S.md\"}}}";
 

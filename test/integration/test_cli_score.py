@@ -237,7 +237,9 @@ ts = write("ts.json", {"evaluator": "test-suite", "dimensions": [{"key": "correc
                            {"name": "t", "stdin": "", "expected_stdout": "x"}]}})
 rc, out, err = run("score", "--spec", ts, "--submission",
                    write("ts-sub.json", {"answer": {"files": {"main.sh": "echo x"}}}))
-ok(rc in (0, 3) and (rc == 0 or err.strip() != ""),
-   "test-suite spec: evaluated (0) or internal error with a reason (3)", (rc, out, err))
+# A language no worker has: never a score (exit 0 would be a result for a program
+# that cannot have run), but exit 3 naming the language, sandbox or not.
+ok(rc == 3 and "no-such-language" in err and "not configured" in err and out.strip() == "",
+   "test-suite spec in an unknown language: internal error (3) naming it", (rc, out, err))
 
 sys.exit(tap.done())

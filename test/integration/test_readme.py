@@ -121,6 +121,9 @@ def main():
         # from the environment directly (its sandbox settings come from the table itself:
         # sandbox_pool_new loads it from the environment when it has no configuration).
         ("worker/cmd_score.c", "ARBITER_LOG_LEVEL"), ("worker/cmd_score.c", "ARBITER_MAX_STRING_BYTES"),
+        # the judge's providers, for `arbiter score` and `arbiter validate-spec` (free text: the
+        # table checks nothing; judge_providers_load parses it)
+        ("worker/cmd_score.c", "ARBITER_JUDGE_PROVIDERS"),
         # migrate takes only the database URL and the file.
         ("worker/cmd_migrate.c", "ARBITER_CONFIG"), ("worker/cmd_migrate.c", "ARBITER_DATABASE_URL"),
     }
@@ -139,14 +142,20 @@ def main():
         pathdir = os.path.join(s.tmp, "bin")
         os.makedirs(pathdir)
         os.symlink(os.path.abspath(BIN), os.path.join(pathdir, "arbiter"))
-        port = free_port()
+        port, port2 = free_port(), free_port()
         work = os.path.join(s.tmp, "qs")
         os.makedirs(work)
         with open(os.path.join(work, "worker.conf"), "w") as f:
             f.write(ex["worker.conf"].replace("9464", str(port))
                     + "ARBITER_RATE_LIMIT=0\nARBITER_SANDBOX_CGROUP=none\n")
         env = clean_env(s, {"PATH": pathdir + ":" + os.environ.get("PATH", "")})
-        script = "set -e\n" + ex["quickstart"].replace("9464", str(port))
+        keys = set(re.findall(r"^(ARBITER_\w+)=", ex["worker.conf"], re.M))
+        r = subprocess.run(["bash", "-c", "set -a; . ./worker.conf; set +a; env"], cwd=work,
+                           env=clean_env(s), capture_output=True, text=True, timeout=30)
+        got = set(re.findall(r"^(ARBITER_\w+)=", r.stdout, re.M))
+        ok(len(keys) >= 4 and keys <= got, "worker.conf read by a shell as the README says "
+           "exports every setting of the file", (sorted(keys), sorted(got), r.stderr))
+        script = "set -e\n" + ex["quickstart"].replace("9464", str(port)).replace("9465", str(port2))
         r = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True,
                            text=True, timeout=180)
         ok(r.returncode == 0, "the quick start runs as written (migrate, worker, readyz, status, "

@@ -919,7 +919,19 @@ def v2_dim(d, docs, err, adv):
     return r
 
 
+def seed_canon(spec):
+    """README "The seed's spec form": `type` names the evaluator, and a dimension's `name`
+    is its key when it has no `key`."""
+    spec = dict(spec)
+    if 'type' in spec and 'evaluator' not in spec:
+        spec['evaluator'] = spec['type']
+    spec['dimensions'] = [dict(d, key=d['name']) if 'key' not in d and 'name' in d else d
+                          for d in spec['dimensions']]
+    return spec
+
+
 def reference_score(spec, sub, gt, match):
+    spec = seed_canon(spec)
     answer = sub.get('answer', {})
     metadata = sub.get('metadata', {})
     match = match or {}
@@ -1880,6 +1892,30 @@ def gen_case(rng, idx):
     return spec, sub, case.gt, case.match
 
 
+def seed_form(rng, spec):
+    """Some specs in the seed's published form (README "The seed's spec form"): `type` for
+    `evaluator`, `name` for a dimension's `key`, or `name` as a label beside `key`. Its own
+    generator, so the cases generated before v3 stay the same."""
+    if rng.random() >= 0.15:
+        return spec
+    spec = dict(spec)
+    if rng.random() < 0.7:
+        ev = spec.pop('evaluator')
+        spec = dict([('type', ev)] + list(spec.items()))
+    elif rng.random() < 0.5:
+        spec['type'] = spec['evaluator']
+    dims = []
+    for d in spec['dimensions']:
+        r = rng.random()
+        if r < 0.5:
+            d = {('name' if k == 'key' else k): v for k, v in d.items()}
+        elif r < 0.6:
+            d = dict(d, name='Label: ' + d['key'].upper())
+        dims.append(d)
+    spec['dimensions'] = dims
+    return spec
+
+
 def strip_missing(v):
     return v
 
@@ -1919,6 +1955,7 @@ def differential():
     cases = []
     for i in range(NCASES):
         spec, sub, gt, match = gen_case(rng, i)
+        spec = seed_form(random.Random(SEED * 1000003 + i), spec)
         cases.append((i, spec, sub, gt, match))
     t0 = time.time()
     with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) * 2)) as ex:
@@ -1927,6 +1964,8 @@ def differential():
     nbad = 0
     for (i, spec, sub, gt, match), (d, rc, out, errtext) in zip(cases, results):
         prims = ','.join(sorted(set(x['primitive'] for x in spec['dimensions'])))
+        if 'type' in spec or any('name' in x for x in spec['dimensions']):
+            prims += ' seed form'
         try:
             exp = reference_score(spec, sub, gt or {}, match)
         except Exception as e:  # a bug in the generator/reference
@@ -2277,6 +2316,24 @@ def validation_cases():
          (None, ['threshold', 'draw'])),
         ('thresholds win 300 alone (draw default 400)', spec(dim(), thresholds={'win': 300}),
          (None, ['threshold', 'draw', 'win'])),
+        # README "Unknown keys": refused with the nearest known key; x- keys are notes
+        ('unknown key normalise', spec(dim(normalise=['trim'])),
+         ('correctness', ["'normalise'", "did you mean 'normalize'"])),
+        ('a parameter of another primitive', spec(dim(tolerance=0.5)),
+         ('correctness', ['tolerance does not apply'])),
+        ('unknown key in a nested primitive',
+         spec(dim(primitive='keyed_map', item={'primitive': 'numeric_tolerance', 'tolerence': 1}))
+         , ('correctness', ["'tolerence'", "did you mean 'tolerance'"])),
+        ('unknown key at the top level', spec(dim(), treshold={'win': 700}),
+         (None, ["unknown key 'treshold'"])),
+        ('unknown key in a gate', spec(dim('a1', 0.5), dim('a2', 0.5, gate={'dimension': 'a1',
+                                                                          'abve': 1})),
+         ('a2', ["unknown key 'abve'"])),
+        ('x- keys are notes', spec(dim(**{'x-why': 'because'}), **{'x-author': 'me'}), None),
+        ('the seed form with an x- note', {'type': 'deterministic', 'x-source': 'seed 001',
+                                           'dimensions': [{'name': 'speed', 'weight': 1,
+                                                           'primitive': 'time_decay',
+                                                           'time_limit_secs': 300}]}, None),
     ]
     for name, s, want in cases:
         d = os.path.join(tmp, 'v%d' % tap.count())

@@ -14,6 +14,7 @@ import sys
 import time
 
 from services import Services
+from tap import slow
 from workerkit import (SPEC_X, Arena, Worker, bulk, diag, done, eq, exactly_once, migrate, ok,
                        wait_for)
 
@@ -44,7 +45,7 @@ def main():
         dt = time.time() - t0
         n = a.count_status(subs)
         eq(rc, 0, "SIGTERM: exit 0", w1.tail())
-        ok(dt < 5, "SIGTERM: drained in %.2fs" % dt)
+        ok(dt < slow(5), "SIGTERM: drained in %.2fs" % dt)
         ok(n < len(subs), "stopped in the middle (%d of %d final)" % (n, len(subs)))
         eq(consumer_pending(a, "d1"), 0, "nothing left pending under the stopped worker")
         ok("draining" in w1.output(), "drain logged", w1.tail())
@@ -80,7 +81,7 @@ def main():
         rc = w3.term(30)
         dt = time.time() - t0
         eq(rc, 0, "deadline drain: exit 0", w3.tail())
-        ok(dt < 1.5 + 5, "deadline drain took %.2fs (deadline 1.5 s)" % dt)
+        ok(dt < 1.5 + slow(5), "deadline drain took %.2fs (deadline 1.5 s)" % dt)
         eq(consumer_pending(a, "d3"), 0, "every held job released")
         eq(a.r.xlen(a.stream), 500, "all 500 entries are back in the stream")
         s.start_postgres()
@@ -96,7 +97,7 @@ def main():
         w4.proc.send_signal(2)
         rc = w4.proc.wait(30)
         eq(rc, 0, "SIGINT: exit 0 (%.2fs)" % (time.time() - t0), w4.tail())
-        ok(time.time() - t0 < 3, "idle worker stops at once")
+        ok(time.time() - t0 < slow(3), "idle worker stops at once")
         a.close()
     return done()
 

@@ -33,8 +33,7 @@ DET_X = {"evaluator": "deterministic", "dimensions": [
 
 def spec(p):
     return {"mode": "llm", "judge": {
-        "provider": "openai", "model": "test-model", "base_url": p.url("openai"),
-        "api_key_env": "ARBJ_TEST_API_KEY", "max_retries": 2, "timeout_ms": 60000,
+        "provider": "openai", "model": "test-model", "max_retries": 2, "timeout_ms": 60000,
         "reads": {"fields": ["work"]}}, "thresholds": {"win": 700, "draw": 400}, "rubric": [
         {"key": "quality", "name": "Quality", "description": "How good the work is", "weight": 60},
         {"key": "docs", "name": "Docs", "description": "How well it is explained", "weight": 40}]}
@@ -79,6 +78,7 @@ def main():
             a = Arena(s)
             lane = a.stream + ":judge"
             env = {"ARBJ_TEST_API_KEY": KEY, "ARBITER_JUDGE_INFLIGHT": "4",
+                   "ARBITER_JUDGE_PROVIDERS": p.providers(),
                    "ARBITER_CONCURRENCY": "8", "ARBITER_CLAIM_IDLE_MS": "2000"}
             ch = a.challenge(spec(p))
             det = a.challenge(DET_SPEC, {"a": 1})

@@ -9,6 +9,7 @@ up deterministic jobs meanwhile. Skipped when the sandbox cannot run here.
 import sys
 import time
 
+import sandboxhost
 from services import Services
 from test_worker_failures import sandbox_usable
 from workerkit import SPEC_X, Arena, Worker, bulk, diag, done, eq, migrate, ok, wait_for
@@ -36,9 +37,9 @@ SCRIPT = {
 
 def main():
     usable, why = sandbox_usable()
-    if not usable:
-        print("1..0 # SKIP sandbox not usable here: %s" % why.strip().replace("\n", " "))
-        return 0
+    stop = sandboxhost.skip_all_or_fail(usable, why.strip().replace("\n", " "))
+    if stop is not None:
+        return stop
     with Services() as s:
         migrate(s)
         a = Arena(s)

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 
+import sandboxhost
 from services import Services
 from workerkit import BIN, Arena, Worker, diag, done, eq, migrate, ok, tmpdir, wait_for
 
@@ -39,10 +40,10 @@ def sandbox_usable(d):
 def main():
     d = tmpdir()
     usable, why = sandbox_usable(d)
-    if not usable:
-        print("1..0 # SKIP sandbox not usable here: %s" % why[:300])
+    stop = sandboxhost.skip_all_or_fail(usable, why[:300])
+    if stop is not None:
         shutil.rmtree(d, ignore_errors=True)
-        return 0
+        return stop
     with Services() as s:
         migrate(s)
         a = Arena(s)

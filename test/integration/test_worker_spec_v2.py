@@ -8,7 +8,8 @@ keyed_map, term_coverage with a regex, a gate expression and the round_each
 total. Each submission's stored result must equal `arbiter score` on the same
 inputs and the hand-computed score; a 1 MiB answer against hostile regexes
 completes (bounded, with a warning) and the worker stays healthy; a spec with
-an invalid v2 construct is rejected as invalid_spec.
+an invalid v2 construct, and a spec with an unknown (misspelt) key, are rejected as
+invalid_spec.
 """
 import sys
 
@@ -79,9 +80,16 @@ def main():
         ch3 = a.challenge(bad, {}, difficulty="contender")
         m3 = a.match(ag, ch3)
         sid3 = a.submission(m3, ag, {"t": "aa"}, {})
-        for x in [t[1] for t in subs] + [sid2, sid3]:
+        # A misspelt parameter (README "Unknown keys"): rejected, not silently ignored.
+        typo = {"evaluator": "deterministic", "dimensions": [
+            {"key": "correctness", "weight": 1, "primitive": "exact_match", "field": "t",
+             "ground_truth_field": "t", "normalise": ["casefold"]}]}
+        ch4 = a.challenge(typo, {"t": "AA"}, difficulty="contender")
+        m4 = a.match(ag, ch4)
+        sid4 = a.submission(m4, ag, {"t": "aa"}, {})
+        for x in [t[1] for t in subs] + [sid2, sid3, sid4]:
             a.enqueue(x)
-        ok(a.wait_final([t[1] for t in subs] + [sid2, sid3], 60), "all submissions finished",
+        ok(a.wait_final([t[1] for t in subs] + [sid2, sid3, sid4], 60), "all submissions finished",
            w.tail())
         for i, (m, sid, ans, meta) in enumerate(subs):
             match = {"started_at": iso_ms(a, "matches", "started_at", m),
@@ -121,6 +129,8 @@ def main():
                "hostile regexes: bounded, with a warning", row[1])
         eq(a.q1("SELECT status, reject_reason FROM submissions WHERE id = %s", sid3),
            ("rejected", "invalid_spec"), "invalid regex in a spec: rejected invalid_spec")
+        eq(a.q1("SELECT status, reject_reason FROM submissions WHERE id = %s", sid4),
+           ("rejected", "invalid_spec"), "unknown key 'normalise' in a spec: rejected invalid_spec")
         ok(w.alive(), "worker still running")
         eq(w.term(30), 0, "SIGTERM: exit 0", w.tail())
         a.close()

@@ -23,7 +23,7 @@ import redis
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 
-from tap import diag, done, ok  # noqa: F401  (re-exported for the worker tests)
+from tap import diag, done, ok, slow  # noqa: F401  (re-exported for the worker tests)
 
 
 def eq(got, want, name, info=None):
@@ -42,8 +42,9 @@ def migrate(s):
 
 
 def wait_for(pred, timeout=30.0, every=0.05):
-    """Polls pred() until it returns a truthy value; returns it (or the last falsy one)."""
-    deadline = time.time() + timeout
+    """Polls pred() until it returns a truthy value; returns it (or the last falsy one).
+    timeout is widened by ARBITER_TEST_SLOW (tap.slow)."""
+    deadline = time.time() + slow(timeout)
     v = pred()
     while not v and time.time() < deadline:
         time.sleep(every)
