@@ -8,7 +8,8 @@ new database, a rebuild, statistics from a small table) could keep plans that
 read an agent's whole history. This test does exactly that: one session commits
 and applies a first evaluation, the tables are analyzed with that one row, then
 it commits and applies 300 more for one agent on one challenge (window 10, four
-per batch, like a worker's commit), then four more with auto_explain logging
+per batch, like a worker's commit; beside 30,000 older results the projection
+must not read), then four more with auto_explain logging
 every nested statement's plan with its row counts. Every scan of a standings
 table and of evaluation_results, submissions and matches in those plans must
 read O(batch) rows: the batch's results (found through the projection's
@@ -111,6 +112,24 @@ def main():
             db.commit()
             assert applied == len(ids) and caught, (applied, caught)
 
+        # A history the projection has no business reading: 30,000 results of another
+        # agent, written before (standings_xid NULL, as rows from before sql/008).
+        cur.execute("INSERT INTO agents (name) VALUES ('old') RETURNING id")
+        old = cur.fetchone()[0]
+        cur.execute("WITH m AS (INSERT INTO matches (agent_id, challenge_id, status, started_at, "
+                    "expires_at) SELECT %s, %s, 'completed', now(), now() "
+                    "FROM generate_series(1, 30000) RETURNING id), "
+                    "s AS (INSERT INTO submissions (match_id, agent_id, source_ip, answer, status) "
+                    "SELECT id, %s, '10.0.0.1', '{}', 'completed' FROM m RETURNING id) "
+                    "INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, "
+                    "result, score_breakdown, submission_warnings, constraint_violations, verified, "
+                    "evaluation_log, worker_id, started_at, completed_at, standings_xid) "
+                    "SELECT id, 1, 'deterministic', 500, 'draw', '{}', '[]', '[]', true, '{}', 'w', "
+                    "now(), now(), NULL FROM s", (old, ch, old))
+        db.commit()
+        db.autocommit = True
+        cur.execute("ANALYZE evaluation_results")
+        db.autocommit = False
         commit(subs[:1])
         # Statistics of tiny tables (autovacuum analyzes a table after its first 50
         # changes; an operator may run VACUUM ANALYZE): the next commit plans with them.
@@ -160,6 +179,10 @@ def main():
         got = cur.fetchone()
         ok(got == (309, 10), "309 tasks counted, 10 in the window", repr(got))
         db.commit()
+        # The older history was written without standings (as if the trigger had been
+        # disabled): a rebuild counts it, then the check covers everything.
+        r = subprocess.run([BIN, "standings", "--rebuild"], env=env, capture_output=True, text=True)
+        ok(r.returncode == 0, "standings --rebuild", r.stdout + r.stderr)
         r = subprocess.run([BIN, "standings", "--check"], env=env, capture_output=True, text=True)
         ok(r.returncode == 0, "standings --check finds no difference", r.stdout + r.stderr)
         # The partial best-score index still serves the per-challenge leaderboard (the
