@@ -433,8 +433,9 @@ int rubric_from_spec(const json_t *spec, const char *evaluator, struct rubric **
 	if (!nj)
 		return fail(err, errlen, "a judge block needs at least one dimension with a judge "
 		            "criterion");
-	if (!is_judge && strcmp(evaluator ? evaluator : "", "test-suite"))
-		return fail(err, errlen, "judge criteria need evaluator judge or test-suite (hybrid), not "
+	if (!is_judge && strcmp(evaluator ? evaluator : "", "test-suite") &&
+	    strcmp(evaluator ? evaluator : "", "container"))
+		return fail(err, errlen, "judge criteria need evaluator judge, test-suite or container (hybrid), not "
 		            "%s", evaluator ? evaluator : "none");
 	struct rubric *r = xcalloc(1, sizeof *r);
 	for (size_t i = 0; i < json_array_size(dims); i++) {

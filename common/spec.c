@@ -1151,6 +1151,69 @@ static int parse_script(struct spec *s, const json_t *sc, char *err, size_t errl
 	return 0;
 }
 
+/* evaluator container: "image" (a digest: whether the store has it is the worker's
+ * question) and the optional "container" object of README "Container evaluator". */
+static int parse_container(struct spec *s, const json_t *root, char *err, size_t errlen)
+{
+	const json_t *im = json_object_get(root, "image");
+	const char *d = json_string_value(im);
+	bool ok = d && strlen(d) == 71 && !strncmp(d, "sha256:", 7);
+	for (size_t i = 7; ok && i < 71; i++)
+		ok = (d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f');
+	if (!ok)
+		return fail(err, errlen, "evaluator container needs image: \"sha256:<64 lowercase hex "
+		            "digits>\" (the digest `arbiter image import` printed)");
+	const json_t *c = json_object_get(root, "container");
+	if (c) {
+		if (!json_is_object(c))
+			return fail(err, errlen, "container must be an object, not %s", jcanon_type_name(c));
+		static const char *const ck[] = { "cmd", "env", "timeout_ms", "memory_mb", "pids", NULL };
+		if (check_keys(c, "container", -1, ck, NULL, NULL, err, errlen) < 0)
+			return -1;
+		const json_t *cmd = json_object_get(c, "cmd");
+		if (cmd) {
+			if (!json_is_array(cmd) || json_array_size(cmd) < 1 || json_array_size(cmd) > 64)
+				return fail(err, errlen, "container.cmd must be an array of 1 to 64 strings");
+			for (size_t i = 0; i < json_array_size(cmd); i++) {
+				const json_t *a = json_array_get(cmd, i);
+				if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a) ||
+				    json_string_length(a) > 4096)
+					return fail(err, errlen, "container.cmd[%zu] must be a string (at most 4096 "
+					            "bytes, no NUL)", i);
+			}
+		}
+		const json_t *env = json_object_get(c, "env");
+		if (env) {
+			if (!json_is_object(env) || json_object_size(env) > 64)
+				return fail(err, errlen, "container.env must be an object of at most 64 strings");
+			const char *k;
+			const json_t *v;
+			json_object_foreach((json_t *)env, k, v) {
+				bool kok = (*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_';
+				for (const char *p = k; kok && *p; p++)
+					kok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+					      (*p >= '0' && *p <= '9');
+				if (!kok || strlen(k) > 128)
+					return fail(err, errlen, "container.env: '%.64s' is not a variable name", k);
+				if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v) ||
+				    json_string_length(v) > 4096)
+					return fail(err, errlen, "container.env.%s must be a string (at most 4096 "
+					            "bytes, no NUL)", k);
+			}
+		}
+		static const char *const nk[] = { "timeout_ms", "memory_mb", "pids", NULL };
+		for (size_t i = 0; nk[i]; i++) {
+			const json_t *v = json_object_get(c, nk[i]);
+			if (v && !pos_int(v))
+				return fail(err, errlen, "container.%s must be a positive integer", nk[i]);
+		}
+	}
+	for (size_t i = 0; i < s->ndims; i++)
+		if (s->dims[i].prim == PRIM_NONE)
+			s->dims[i].external = true;
+	return 0;
+}
+
 /* The scoring-primitives seed's published form (README "The seed's spec form"): `type` names
  * the evaluator and a dimension's `name` is its key. When root uses either, *out gets a copy in
  * the documented form (`evaluator`, `key`; the caller frees it), else NULL. A dimension with
@@ -1203,16 +1266,12 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	struct spec *s = xcalloc(1, sizeof *s);
 	s->json = json_incref((json_t *)root);
 	json_t *gate_targets[SPEC_MAX_DIMS] = { 0 };
-	json_t *expanded = NULL;   /* the seed's rubric form, as ordinary dimensions (rubric.h) */
+	/* The seed's rubric form (rubric.h), then its published aliases ("type", "name"): each
+	 * is rewritten into the documented form and parsed as that. */
+	json_t *expanded = NULL;
 	if (rubric_expand(root, &expanded, err, errlen) < 0)
 		goto bad;
-	if (expanded) {
-		spec_free(s);
-		int rc = spec_from_json(expanded, out, err, errlen);
-		json_decref(expanded);
-		return rc;
-	}
-	if (seed_alias_expand(root, &expanded, err, errlen) < 0)
+	if (!expanded && seed_alias_expand(root, &expanded, err, errlen) < 0)
 		goto bad;
 	if (expanded) {
 		spec_free(s);
@@ -1225,7 +1284,8 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	 * are present the spec was expanded above, so only these two can remain. */
 	static const char *const rk[] = { "evaluator", "type", "dimensions", "thresholds",
 	                                  "constraints", "total", "test_suite", "script", "judge",
-	                                  "mode", "rubric", "test_weight", "llm_weight", NULL };
+	                                  "mode", "rubric", "test_weight", "llm_weight", "image",
+	                                  "container", NULL };
 	if (check_keys(root, "the spec", -1, rk, NULL, NULL, err, errlen) < 0)
 		goto bad;
 	if (json_object_get(root, "test_weight") || json_object_get(root, "llm_weight")) {
@@ -1234,7 +1294,8 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	}
 	const json_t *ev = json_object_get(root, "evaluator");
 	if (!ev) {
-		fail(err, errlen, "evaluator is required (deterministic, test-suite, custom-script or judge)");
+		fail(err, errlen, "evaluator is required (deterministic, test-suite, custom-script, judge or "
+		     "container)");
 		goto bad;
 	}
 	const char *evs = json_is_string(ev) ? json_string_value(ev) : "";
@@ -1246,10 +1307,12 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 		s->ev = SPEC_CUSTOM_SCRIPT;
 	} else if (!strcmp(evs, "judge")) {
 		s->ev = SPEC_JUDGE;
+	} else if (!strcmp(evs, "container")) {
+		s->ev = SPEC_CONTAINER;
 	} else {
 		if (json_is_string(ev))
 			fail(err, errlen, "evaluator '%.64s' is not one of deterministic, test-suite, "
-			     "custom-script, judge", evs);
+			     "custom-script, judge, container", evs);
 		else
 			fail(err, errlen, "evaluator must be a string, not %s", jcanon_type_name(ev));
 		goto bad;
@@ -1326,6 +1389,12 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	if (s->ev == SPEC_CUSTOM_SCRIPT &&
 	    parse_script(s, json_object_get(root, "script"), err, errlen) < 0)
 		goto bad;
+	if (s->ev == SPEC_CONTAINER && parse_container(s, root, err, errlen) < 0)
+		goto bad;
+	if (s->ev != SPEC_CONTAINER && (json_object_get(root, "image") || json_object_get(root, "container"))) {
+		fail(err, errlen, "image and container belong to evaluator container only");
+		goto bad;
+	}
 	if (rubric_from_spec(root, spec_evaluator_name(s->ev), &s->rubric, err, errlen) < 0)
 		goto bad;
 	*out = s;
@@ -1358,6 +1427,7 @@ const char *spec_evaluator_name(enum spec_evaluator e)
 	case SPEC_TEST_SUITE: return "test-suite";
 	case SPEC_CUSTOM_SCRIPT: return "custom-script";
 	case SPEC_JUDGE: return "judge";
+	case SPEC_CONTAINER: return "container";
 	default: return "deterministic";
 	}
 }

@@ -29,7 +29,8 @@ struct expr;
 
 #define SPEC_MAX_DIMS 16
 
-enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT, SPEC_JUDGE };
+enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT, SPEC_JUDGE,
+                      SPEC_CONTAINER };
 struct spec;   /* immutable after spec_parse; safe to share and cache */
 
 /* Parses and validates (every rule of README "Scoring spec"). On failure returns -1 and writes a message
@@ -40,7 +41,7 @@ int spec_parse(const char *text, size_t len, struct spec **out, char *err, size_
 int spec_from_json(const json_t *spec, struct spec **out, char *err, size_t errlen);
 void spec_free(struct spec *s);                       /* NULL ok */
 enum spec_evaluator spec_evaluator(const struct spec *s);
-/* "deterministic", "test-suite", "custom-script" or "judge". */
+/* "deterministic", "test-suite", "custom-script", "judge" or "container". */
 const char *spec_evaluator_name(enum spec_evaluator e);
 const json_t *spec_json(const struct spec *s);
 /* The LLM-judge criteria and settings (common/rubric.h), or NULL when no dimension is judged:

@@ -1,18 +1,19 @@
 """arbiter_ops: what the operator scripts (scripts/requeue, scripts/dlq) share.
 
 - Settings like `arbiter`: flags > ARBITER_* environment > the configuration
-  file (--config F or ARBITER_CONFIG) > defaults. The file format is the
-  worker's (README "Configuration"): `ARBITER_KEY=value` lines, optionally
-  after `export `, `#` comment lines, a `#` after whitespace starts a
-  trailing comment unless the value is quoted, matching quotes are removed.
+  file (--config F or ARBITER_CONFIG) > defaults, the file and the environment
+  read by the worker's own code (`arbiter config-dump`): one set of rules.
 - Durations with units (500ms, 30s, 5m, 2h, 1d).
 - Connection strings without passwords for messages.
 - `run(main)`: bad usage and bad configuration exit 2 with a message (never a
   traceback); a closed stdout (`| head`) ends quietly; Ctrl-C exits 130.
 """
 import argparse
+import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 
 
@@ -27,48 +28,48 @@ class Parser(argparse.ArgumentParser):
         raise UsageError("%s\n%s" % (message, self.format_usage().rstrip()))
 
 
-def parse_config_file(path):
-    """The KEY=value pairs of a configuration file (see the module comment)."""
-    out = {}
-    try:
-        f = open(path, encoding="utf-8")
-    except OSError as e:
-        raise UsageError("config file %s: %s" % (path, e.strerror or e))
-    with f:
-        for n, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            if re.match(r"export[ \t]", line):
-                line = line[7:].strip()
-            if "=" not in line:
-                raise UsageError("%s:%d: expected KEY=value" % (path, n))
-            k, v = (x.strip() for x in line.split("=", 1))
-            if v[:1] in ("'", '"'):
-                end = v.find(v[0], 1)
-                rest = v[end + 1:].strip() if end > 0 else None
-                if end < 0 or (rest and not rest.startswith("#")):
-                    raise UsageError("%s:%d: unterminated quote in the value of %s" % (path, n, k))
-                v = v[1:end]
-            else:
-                m = re.search(r"[ \t]#", v)
-                if m:
-                    v = v[:m.start()].strip()
-            out[k] = v
-    return out
+def arbiter_bin():
+    """The `arbiter` binary the settings are read through: $ARBITER_BIN, else the build
+    tree beside this script (build/worker/arbiter), else `arbiter` on PATH."""
+    b = os.environ.get("ARBITER_BIN")
+    if b:
+        return b
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
+                        "build", "worker", "arbiter")
+    if os.access(here, os.X_OK):
+        return here
+    b = shutil.which("arbiter")
+    if not b:
+        raise UsageError("cannot find the arbiter binary, which the scripts read their settings "
+                         "through (set ARBITER_BIN, or put arbiter on PATH)")
+    return b
 
 
 def settings(args, defaults, flags):
-    """defaults: {ENV: default}; flags: {ENV: attribute of args or None}. Returns {ENV: value}."""
-    s = dict(defaults)
-    path = getattr(args, "config", None) or os.environ.get("ARBITER_CONFIG")
+    """defaults: {ENV: default}; flags: {ENV: attribute of args or None}. Returns {ENV: value}.
+
+    The configuration file (--config F or ARBITER_CONFIG) and the environment are
+    resolved by the worker's own code (`arbiter config-dump`, worker/cmd_config.c), so
+    the file's syntax, quoting and comments mean what they mean to the worker, and a
+    file the worker refuses (an unknown ARBITER_ key, a bad value) is refused here with
+    the same message (exit 2). A setting neither file nor environment sets takes the
+    script's default; flags override everything."""
+    cmd = [arbiter_bin(), "config-dump"]
+    path = getattr(args, "config", None)
     if path:
-        for k, v in parse_config_file(path).items():
-            if k in s:
-                s[k] = v
-    for k in s:
-        if os.environ.get(k):
-            s[k] = os.environ[k]
+        cmd += ["--config", path]
+    try:
+        p = subprocess.run(cmd + sorted(defaults), capture_output=True, timeout=30)
+    except OSError as e:
+        raise UsageError("cannot run %s: %s" % (cmd[0], e.strerror or e))
+    if p.returncode != 0:
+        msg = p.stderr.decode("utf-8", "backslashreplace").strip()
+        msg = msg[len("arbiter config-dump: "):] if msg.startswith("arbiter config-dump: ") else msg
+        raise UsageError(msg or "%s config-dump exited %d" % (cmd[0], p.returncode))
+    got = json.loads(p.stdout)
+    s = dict(defaults)
+    for k in got["given"]:
+        s[k] = got["values"][k]
     for k, attr in flags.items():
         v = getattr(args, attr, None) if attr else None
         if v is not None:

@@ -36,6 +36,32 @@ static long long pending(void)
 	return n;
 }
 
+/* The keys the script is given: the dead-letter stream only when an entry goes there (a
+ * Cluster node importing the slot refuses, TRYAGAIN, a script naming a key it lacks). */
+static void declared_keys(void)
+{
+	const char **argv;
+	size_t *lens;
+	char nbuf[2 * 12];
+	const char *f[] = { "submission_id", "s" };
+	struct ackscript_entry acks[] = { { "1-1", ACKSCRIPT_ACK, 0, NULL, NULL },
+	                                  { "1-2", ACKSCRIPT_RELEASE, 2, f, NULL } };
+	int argc = ackscript_argv("k:jobs", "k:dead", "g", acks, 2, nbuf, &argv, &lens);
+	ok(argc > 4 && !strcmp(argv[2], "1") && !strcmp(argv[3], "k:jobs") && !strcmp(argv[4], "g"),
+	   "acknowledge and release only: KEYS = the stream alone (numkeys %s, then %s)",
+	   argc > 4 ? argv[2] : "?", argc > 4 ? argv[4] : "?");
+	free(argv);
+	free(lens);
+	struct ackscript_entry mixed[] = { { "1-1", ACKSCRIPT_ACK, 0, NULL, NULL },
+	                                   { "1-2", ACKSCRIPT_DEAD, 2, f, NULL } };
+	argc = ackscript_argv("k:jobs", "k:dead", "g", mixed, 2, nbuf, &argv, &lens);
+	ok(argc > 5 && !strcmp(argv[2], "2") && !strcmp(argv[3], "k:jobs") &&
+	   !strcmp(argv[4], "k:dead") && !strcmp(argv[5], "g"),
+	   "a dead-letter entry: KEYS = the stream and the dead-letter stream");
+	free(argv);
+	free(lens);
+}
+
 int main(void)
 {
 	const char *url = getenv("ARBITER_TEST_REDIS_URL");
@@ -50,6 +76,7 @@ int main(void)
 		diag("cannot connect to %s", url);
 		return 1;
 	}
+	declared_keys();
 	freeReplyObject(R("DEL ta:jobs ta:dead ta:deadstr"));
 	freeReplyObject(R("XGROUP CREATE ta:jobs ta-g 0 MKSTREAM"));
 	char ids[3][32];

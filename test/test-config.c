@@ -290,6 +290,9 @@ int main(void)
 			{ "--redis-url", "http://h", "ARBITER_REDIS_URL" },
 			{ "--database-url", "host='unterminated", "ARBITER_DATABASE_URL" },
 			{ "--sandbox-uid-base", "5", "ARBITER_SANDBOX_UID_BASE" },
+			{ "--database-url", "postgresql://u:p@h/db@x", "ARBITER_DATABASE_URL" },
+			{ "--judge-budget", "5/week", "ARBITER_JUDGE_BUDGET" },
+			{ "--rate-allow", "10.0.0.0/99", "ARBITER_RATE_ALLOW" },
 		};
 		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 			char *argv[] = { "worker", (char *)bad[i].flag, (char *)bad[i].value, NULL };

@@ -227,8 +227,10 @@ int main(void)
 	}
 	metrics_inflight(7);
 	metrics_sandbox_busy(3);
-	metrics_queue(10, 4, 2, 5, 1);
-	metrics_queue(11, -1, -1, -1, -1);
+	metrics_queue(10, 4, 2, 1);
+	metrics_queue(11, -1, -1, -1);
+	metrics_delayed(5, 2, 1);
+	metrics_delayed(-1, 3, -1);
 	metrics_reconciled(3);
 	metrics_reconciled(-5);
 	metrics_reconnect("redis");
@@ -289,7 +291,9 @@ int main(void)
 	is_int(value_of(t, "arbiter_stream_length"), 11, "stream length updated");
 	is_int(value_of(t, "arbiter_consumer_group_lag"), 4, "negative lag leaves the gauge");
 	is_int(value_of(t, "arbiter_consumer_group_pending"), 2, "pending gauge");
-	is_int(value_of(t, "arbiter_delayed_jobs"), 5, "delayed gauge");
+	is_int(value_of(t, "arbiter_delayed_jobs{cause=\"rate_limit\"}"), 5, "delayed: rate limit");
+	is_int(value_of(t, "arbiter_delayed_jobs{cause=\"pause\"}"), 3, "delayed: pause holds");
+	is_int(value_of(t, "arbiter_delayed_jobs{cause=\"retry\"}"), 1, "delayed: retries");
 	is_int(value_of(t, "arbiter_dead_letter_length"), 1, "dead gauge");
 	is_int(value_of(t, "arbiter_reconciler_requeued_total"), 3, "reconciler counter ignores negatives");
 	is_int(value_of(t, "arbiter_reconnects_total{target=\"redis\"}"), 1, "redis reconnect");

@@ -371,8 +371,9 @@ static void test_defer_and_promote(struct rq *r)
 	rep = R("ZRANGE {t4}:delayed 0 0 WITHSCORES");
 	ok(rep->elements == 2 && strstr(rep->element[0]->str, "\"submission_id\":\"hot-5\"") &&
 	   strstr(rep->element[0]->str, "\"_token\":") &&
+	   strstr(rep->element[0]->str, "\"_cause\":\"rate_limit\"") &&
 	   strstr(rep->element[0]->str, "\"source_ip\":\"192.0.2.1\""),
-	   "member is a JSON object of the fields + _token: %s",
+	   "member is a JSON object of the fields + _token + _cause rate_limit: %s",
 	   rep->elements ? rep->element[0]->str : "");
 	freeReplyObject(rep);
 
@@ -405,17 +406,19 @@ static void test_defer_and_promote(struct rq *r)
 	rep = R("XREVRANGE {t4}:jobs + - COUNT 1");
 	{
 		redisReply *e = rep->element[0]->element[1];
-		int has_dc = 0, has_tok = 0, has_sub = 0;
+		int has_dc = 0, has_tok = 0, has_sub = 0, has_cause = 0;
 		for (size_t i = 0; i + 1 < e->elements; i += 2) {
 			if (!strcmp(e->element[i]->str, "deferred_count") && !strcmp(e->element[i + 1]->str, "1"))
 				has_dc = 1;
 			if (!strcmp(e->element[i]->str, "_token"))
 				has_tok = 1;
+			if (!strcmp(e->element[i]->str, "_cause"))
+				has_cause = 1;
 			if (!strcmp(e->element[i]->str, "submission_id"))
 				has_sub = 1;
 		}
-		ok(has_dc && !has_tok && has_sub && e->elements == 8,
-		   "fields restored + deferred_count 1, no token (%zu items)", e->elements);
+		ok(has_dc && !has_tok && !has_cause && has_sub && e->elements == 8,
+		   "fields restored + deferred_count 1, no token, no cause (%zu items)", e->elements);
 	}
 	freeReplyObject(rep);
 

@@ -1,6 +1,7 @@
 /* Per-entry acknowledgement script; see ackscript.h. */
 #include "ackscript.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,9 +57,16 @@ int ackscript_argv(const char *k_jobs, const char *k_dead, const char *group,
 #define PUSH(s, len) do { a[c] = (s); l[c] = (len); c++; } while (0)
 	PUSH("EVAL", 4);
 	PUSH(ackscript_lua, strlen(ackscript_lua));
-	PUSH("2", 1);
+	/* The dead-letter stream is named only when an entry goes there: a Cluster node
+	 * importing our slot runs a multi-key script only if every key it names exists
+	 * there, and {prefix}:dead does not exist until something is dead-lettered. */
+	bool dead = false;
+	for (int i = 0; i < n; i++)
+		dead = dead || e[i].mode == ACKSCRIPT_DEAD;
+	PUSH(dead ? "2" : "1", 1);
 	PUSH(k_jobs, strlen(k_jobs));
-	PUSH(k_dead, strlen(k_dead));
+	if (dead)
+		PUSH(k_dead, strlen(k_dead));
 	PUSH(group, strlen(group));
 	for (int i = 0; i < n; i++) {
 		static const char modes[] = { 'a', 'd', 'r' };

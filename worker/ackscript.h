@@ -21,7 +21,8 @@
  * from it), 2 {prefix}:dead. ARGV: 1 the group, then per
  * entry: id, mode ("a" acknowledge, "d" dead-letter copy first, "r" release
  * copy to the entries' stream first), n, then n strings (field, value, ...).
- * Returns one element per entry: 1, or an error text ("copy: ..." / "ack: ..."). */
+ * Returns one element per entry: 1, or an error text ("copy: ..." / "ack: ...").
+ * KEYS[2] is given only when an entry is dead-lettered (ackscript_argv). */
 extern const char ackscript_lua[];
 
 enum ackscript_mode { ACKSCRIPT_ACK = 'a', ACKSCRIPT_DEAD = 'd', ACKSCRIPT_RELEASE = 'r' };

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "log.h"
 #include "migrate.h"
+#include "redact.h"
 #include "standings.h"
 #include "util.h"
 
@@ -117,6 +118,14 @@ int cmd_migrate(int argc, char **argv)
 		return 2;
 	}
 	const char *url = flag_url && flag_url[0] ? flag_url : cfg.database_url;
+	/* A URI libpq would misread is a settings error, reported as the others are. */
+	if (redact_check_conn(url, cerr, sizeof cerr) < 0) {
+		char msg[600];
+		snprintf(msg, sizeof msg, "ARBITER_DATABASE_URL: %s", cerr);
+		config_report("migrate", msg);
+		config_free(&cfg);
+		return 2;
+	}
 
 	char err[1024];
 	char *shown = log_redact_url(url);

@@ -23,6 +23,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "evaluator.h"
+#include "image.h"
 #include "log.h"
 #include "isotime.h"
 #include "jprov.h"
@@ -598,6 +599,23 @@ int cmd_validate_spec(int argc, char **argv)
 		return EXIT_BAD;
 	}
 	script_form_warning(s);
+	if (spec_evaluator(s) == SPEC_CONTAINER) {
+		/* The image must be in this machine's store (ARBITER_IMAGE_DIR). */
+		struct image_opts io;
+		struct image *im = NULL;
+		if (image_opts_from_env(&io) < 0) {
+			spec_free(s);
+			return EXIT_BAD;
+		}
+		int irc = image_open(&io, json_string_value(json_object_get(spec_json(s), "image")), &im,
+		                     err, sizeof err);
+		image_free(im);
+		if (irc < 0) {
+			fprintf(stderr, "arbiter validate-spec: %s\n", err);
+			spec_free(s);
+			return EXIT_BAD;
+		}
+	}
 	const struct rubric *r = spec_rubric(s);
 	if (r && providers_s && *providers_s) {
 		struct jprovs *ps = NULL;

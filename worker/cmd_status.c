@@ -37,8 +37,10 @@
 #include "lanes.h"
 #include "opsctl.h"
 #include "pause.h"
+#include "ratelimit.h"
 #include "rq.h"
 #include "rkeys.h"
+#include "status.h"
 #include "util.h"
 
 #define STATUS_TIMEOUT_SECS 5
@@ -70,6 +72,7 @@ struct status {
 	char oldest_entry[64];
 	long long oldest_entry_age_ms;               /* -1: empty stream */
 	long long next_delayed_due_ms;               /* relative to now; -1: none */
+	long long delayed_by[3];                     /* rate_limit, pause, retry (rl_lua_delayed_causes) */
 	struct consumer *consumers;
 	size_t nconsumers;
 	bool paused;                                 /* arbiter pause */
@@ -136,17 +139,7 @@ static long long as_int(const redisReply *v, long long dflt)
 	return dflt;
 }
 
-/* The names status reads and writes (rkeys.h; the operator switches and the
- * bulk lane of pause.h and lanes.h share the base, so one Cluster slot). */
-struct status_keys {
-	char jobs[512], dead[512], delayed[512], group[512], paused[512], pausedc[512], bulk[512];
-	char judge_lane[512];
-	char other_jobs[512];        /* the other key style's stream; "" in Cluster mode */
-	char heartbeats[512];        /* rkeys_heartbeats */
-	const char *style;           /* "plain" or "tagged" */
-};
-
-static int status_keys(const struct config *cfg, struct status_keys *sk, char *err, size_t errlen)
+int status_keys(const struct config *cfg, struct status_keys *sk, char *err, size_t errlen)
 {
 	struct rkeys k;
 	if (rkeys_init(&k, cfg->prefix, rkeys_style_for_url(cfg->redis_keys, cfg->redis_url), err,
@@ -179,7 +172,7 @@ static int status_keys(const struct config *cfg, struct status_keys *sk, char *e
 /* A connection to cfg's Redis through the worker's transport (rq.h: every
  * URL the worker takes, TLS, Sentinel and Cluster included), or NULL with
  * the reason in err. */
-static struct rq_sync *redis_open(const struct config *cfg, const struct status_keys *sk,
+struct rq_sync *status_redis_open(const struct config *cfg, const struct status_keys *sk,
                                   char *err, size_t errlen)
 {
 	struct rq_sync *c;
@@ -430,6 +423,15 @@ static int gather_delayed_dead(struct rq_sync *c, struct status *st, const struc
 		st->next_delayed_due_ms = due < 0 ? 0 : due;
 	}
 	freeReplyObject(r);
+	/* By cause: rate-limit deferrals, challenge-pause holds and retries share the set. */
+	const char *e[] = { "EVAL", rl_lua_delayed_causes, "1", sk->delayed };
+	r = cmd(c, st, 4, e);
+	if (!r)
+		return -1;
+	for (size_t i = 0; i < 3; i++)
+		st->delayed_by[i] = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+		                    r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -1;
+	freeReplyObject(r);
 	const char *d[] = { "XLEN", sk->dead };
 	return gather_int(c, st, 2, d, &st->dead);
 }
@@ -439,7 +441,7 @@ static int redis_gather(const struct config *cfg, struct status *st)
 	struct status_keys sk;
 	if (status_keys(cfg, &sk, st->redis_err, sizeof(st->redis_err)) < 0)
 		return -1;
-	struct rq_sync *c = redis_open(cfg, &sk, st->redis_err, sizeof(st->redis_err));
+	struct rq_sync *c = status_redis_open(cfg, &sk, st->redis_err, sizeof(st->redis_err));
 	if (!c)
 		return -1;
 	const char *b[] = { "XLEN", sk.bulk };
@@ -588,6 +590,20 @@ out:
 	return rc;
 }
 
+/* Frees what the gatherers allocated in *st (not st itself). */
+static void status_free(struct status *st)
+{
+	for (size_t i = 0; i < st->nconsumers; i++)
+		free(st->consumers[i].name);
+	free(st->consumers);
+	for (size_t i = 0; i < st->npaused_challenges; i++)
+		free(st->paused_challenges[i]);
+	free(st->paused_challenges);
+	for (size_t i = 0; i < st->nevals; i++)
+		free(st->evals[i].name);
+	free(st->evals);
+}
+
 /* ---- output ---- */
 
 static void fmt_duration(char *buf, size_t n, double secs)
@@ -679,10 +695,14 @@ static void human_redis(const struct status *st, const char *redis_url)
 	printf("  %-28s %lld%s\n", "judge lane (judged jobs)", st->judge_lane,
 	       st->judge_lane ? "  (read by the workers as judge slots free up)" : "");
 	fmt_duration(d1, sizeof(d1), st->next_delayed_due_ms / 1000.0);
-	printf("  %-28s %lld", "delayed (rate limit)", st->delayed);
+	printf("  %-28s %lld", "delayed", st->delayed);
 	if (st->next_delayed_due_ms >= 0)
 		printf("  (next due in %s)", d1);
 	printf("\n");
+	static const char *const why[] = { "rate limit", "paused challenge", "retry (failing job)" };
+	for (size_t i = 0; i < 3; i++)
+		if (st->delayed_by[i] >= 0)
+			printf("    %-26s %lld\n", why[i], st->delayed_by[i]);
 	printf("  %-28s %lld%s\n", "dead letters", st->dead,
 	       st->dead ? "  (scripts/dlq list)" : "");
 	human_pause(st);
@@ -783,6 +803,12 @@ static json_t *json_redis(const struct status *st, const char *redis_url)
 	json_object_set_new(redis, "last_delivered_id",
 	                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
 	json_object_set_new(redis, "delayed", json_integer(st->delayed));
+	json_t *by = json_object();
+	static const char *const cause[] = { "rate_limit", "pause", "retry" };
+	for (size_t i = 0; i < 3; i++)
+		json_object_set_new(by, cause[i], st->delayed_by[i] >= 0 ?
+		                    json_integer(st->delayed_by[i]) : json_null());
+	json_object_set_new(redis, "delayed_by_cause", by);
 	json_object_set_new(redis, "bulk_lane", json_integer(st->bulk));
 	json_object_set_new(redis, "judge_lane", json_integer(st->judge_lane));
 	json_object_set_new(redis, "next_delayed_due_ms",
@@ -839,13 +865,21 @@ static json_t *json_pg(const struct status *st, const char *db_url)
 	return pg;
 }
 
-static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
-                       const char *db_url)
+/* The --json document. */
+static json_t *status_root(const struct config *cfg, const struct status *st, const char *redis_url,
+                           const char *db_url)
 {
 	json_t *root = json_object();
 	json_object_set_new(root, "prefix", json_string(cfg->prefix));
 	json_object_set_new(root, "redis", json_redis(st, redis_url));
 	json_object_set_new(root, "postgres", json_pg(st, db_url));
+	return root;
+}
+
+static void print_json(const struct config *cfg, const struct status *st, const char *redis_url,
+                       const char *db_url)
+{
+	json_t *root = status_root(cfg, st, redis_url, db_url);
 	char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	printf("%s\n", s);
 	free(s);
@@ -930,34 +964,42 @@ int cmd_status(int argc, char **argv)
 
 	/* A schema older than this binary: the workers are not ready (/readyz), nor is this. */
 	rc = st.redis_ok && st.pg_ok && st.schema_version >= migrate_latest() ? 0 : 1;
-	for (size_t i = 0; i < st.nconsumers; i++)
-		free(st.consumers[i].name);
-	free(st.consumers);
-	for (size_t i = 0; i < st.npaused_challenges; i++)
-		free(st.paused_challenges[i]);
-	free(st.paused_challenges);
-	for (size_t i = 0; i < st.nevals; i++)
-		free(st.evals[i].name);
-	free(st.evals);
+	status_free(&st);
 	config_free(&cfg);
 	return rc;
 }
 
-/* The Redis side of pause/resume: sets or clears the switch (pause.h) and
- * prints what was done. Returns the exit status (0, 1 Redis failed, 2 bad
- * settings). */
-static int pause_apply(const struct config *cfg, const char *cmdname, bool resume,
-                       const char *slug, bool all)
+json_t *status_document(const struct config *cfg, int *code)
+{
+	struct status st;
+	memset(&st, 0, sizeof(st));
+	st.schema_version = -1;
+	st.prune_idle_ms = -1;
+	redis_gather(cfg, &st);
+	pg_gather(cfg, &st);
+	char *redis_url = log_redact_url(cfg->redis_url);
+	char *db_url = log_redact_url(cfg->database_url);
+	json_t *root = status_root(cfg, &st, redis_url, db_url);
+	free(redis_url);
+	free(db_url);
+	if (code)
+		*code = st.redis_ok && st.pg_ok && st.schema_version >= migrate_latest() ? 0 : 1;
+	status_free(&st);
+	return root;
+}
+
+int status_pause_set(const struct config *cfg, bool resume, const char *slug, bool all,
+                     char *msg, size_t msglen)
 {
 	struct status_keys sk;
 	char err[768], now[32];
 	if (status_keys(cfg, &sk, err, sizeof err) < 0) {
-		config_report(cmdname, err);
+		snprintf(msg, msglen, "%s", err);
 		return 2;
 	}
-	struct rq_sync *c = redis_open(cfg, &sk, err, sizeof err);
+	struct rq_sync *c = status_redis_open(cfg, &sk, err, sizeof err);
 	if (!c) {
-		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, err);
+		snprintf(msg, msglen, "Redis: %s", err);
 		return 1;
 	}
 	snprintf(now, sizeof now, "%lld", now_ms());
@@ -979,18 +1021,74 @@ static int pause_apply(const struct config *cfg, const char *cmdname, bool resum
 	redisReply *r = rq_sync_cmdv(c, argc, argv, err, sizeof err);
 	int rc = 0;
 	if (!r || r->type == REDIS_REPLY_ERROR) {
-		fprintf(stderr, "arbiter %s: Redis: %s\n", cmdname, r ? r->str : err);
+		snprintf(msg, msglen, "Redis: %s", r ? r->str : err);
 		rc = 1;
 	} else if (slug) {
-		printf("%s challenge %s (prefix %s)%s\n", resume ? "resumed" : "paused", slug, cfg->prefix,
-		       r->type == REDIS_REPLY_INTEGER && r->integer == 0
-		           ? (resume ? ": it was not paused" : ": it was paused already") : "");
+		snprintf(msg, msglen, "%s challenge %s (prefix %s)%s", resume ? "resumed" : "paused", slug,
+		         cfg->prefix, r->type == REDIS_REPLY_INTEGER && r->integer == 0
+		             ? (resume ? ": it was not paused" : ": it was paused already") : "");
 	} else {
-		printf("%s every replica (prefix %s)\n", resume ? "resumed" : "paused", cfg->prefix);
+		snprintf(msg, msglen, "%s every replica (prefix %s)", resume ? "resumed" : "paused",
+		         cfg->prefix);
 	}
 	if (r)
 		freeReplyObject(r);
 	rq_sync_close(c);
+	return rc;
+}
+
+/* `arbiter pause --challenge SLUG`: whether a challenge has that slug (a typo would pause
+ * nothing, silently). Returns 0 it exists, 2 it does not (message printed), 1 the database
+ * could not answer (message printed). */
+static int challenge_exists(const struct config *cfg, const char *slug)
+{
+	const char *kw[] = { "dbname", "connect_timeout", "application_name", NULL };
+	const char *val[] = { cfg->database_url, "5", "arbiter-pause", NULL };
+	char *shown = log_redact_url(cfg->database_url);
+	int rc = 1;
+	PGconn *pg = PQconnectdbParams(kw, val, 1);
+	if (!pg || PQstatus(pg) != CONNECTION_OK) {
+		const char *e = pg ? PQerrorMessage(pg) : "out of memory";
+		fprintf(stderr, "arbiter pause: cannot check that challenge '%s' exists: database %s: "
+		        "%.*s (--force pauses it unchecked)\n", slug, shown, (int)strcspn(e, "\n"), e);
+		goto out;
+	}
+	const char *params[] = { slug };
+	PGresult *res = PQexecParams(pg, "SELECT 1 FROM challenges WHERE slug = $1", 1, NULL,
+	                             params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *e = PQresultErrorMessage(res);
+		fprintf(stderr, "arbiter pause: cannot check that challenge '%s' exists: %.*s "
+		        "(--force pauses it unchecked)\n", slug, (int)strcspn(e, "\n"), e);
+	} else if (PQntuples(res) == 0) {
+		fprintf(stderr, "arbiter pause: no challenge has the slug '%s' (database %s): nothing "
+		        "paused. Check the slug, or pass --force to pause a challenge created later\n",
+		        slug, shown);
+		rc = 2;
+	} else {
+		rc = 0;
+	}
+	PQclear(res);
+out:
+	PQfinish(pg);
+	free(shown);
+	return rc;
+}
+
+/* `arbiter pause|resume [--challenge SLUG [--force]] [--all] [settings]`. */
+/* The Redis side of pause/resume (status_pause_set), printed as the commands print it.
+ * Returns the exit status (0, 1 Redis failed, 2 bad settings). */
+static int pause_apply(const struct config *cfg, const char *cmdname, bool resume,
+                       const char *slug, bool all)
+{
+	char msg[1024];
+	int rc = status_pause_set(cfg, resume, slug, all, msg, sizeof msg);
+	if (rc == 2)
+		config_report(cmdname, msg);
+	else if (rc)
+		fprintf(stderr, "arbiter %s: %s\n", cmdname, msg);
+	else
+		printf("%s\n", msg);
 	return rc;
 }
 
@@ -1001,7 +1099,7 @@ static int pause_resume(int argc, char **argv, bool resume)
 	char **args = xcalloc((size_t)argc + 1, sizeof(char *));
 	int nargs = 0, rc;
 	const char *slug = NULL;
-	bool all = false;
+	bool all = false, force = false;
 	char err[512];
 	struct config cfg;
 
@@ -1017,16 +1115,21 @@ static int pause_resume(int argc, char **argv, bool resume)
 			slug = argv[i] + 12;
 		} else if (i > 0 && resume && !strcmp(argv[i], "--all")) {
 			all = true;
+		} else if (i > 0 && !resume && !strcmp(argv[i], "--force")) {
+			force = true;
 		} else if (i > 0 && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
-			printf("usage: arbiter %s [--challenge SLUG]%s [--config FILE] [--redis-url URL] "
-			       "[--prefix P]\n", cmdname, resume ? " [--all]" : "");
+			printf("usage: arbiter %s [--challenge SLUG%s]%s [--config FILE] [--redis-url URL] "
+			       "[--prefix P]%s\n", cmdname, resume ? "" : " [--force]", resume ? " [--all]" : "",
+			       resume ? "" : " [--database-url URL]");
 			if (resume)
 				printf("  Lifts the pause of every replica (or of one challenge; --all: the\n"
 				       "  global pause and every challenge's). Honoured within a second.\n");
 			else
 				printf("  Every replica stops reading new jobs (with --challenge: holds back that\n"
 				       "  challenge's jobs through the delayed set) within a second; work in\n"
-				       "  flight finishes. Shown by arbiter status and the arbiter_paused metric.\n");
+				       "  flight finishes. Shown by arbiter status and the arbiter_paused metric.\n"
+				       "  The slug must be a challenge's (checked in the database); --force\n"
+				       "  pauses a slug no challenge has yet.\n");
 			free(args);
 			return 0;
 		} else {
@@ -1050,7 +1153,14 @@ static int pause_resume(int argc, char **argv, bool resume)
 		config_free(&cfg);
 		return 2;
 	}
-	rc = pause_apply(&cfg, cmdname, resume, slug, all);
+	if (force && !slug) {
+		fprintf(stderr, "arbiter pause: --force goes with --challenge SLUG\n");
+		config_free(&cfg);
+		return 2;
+	}
+	rc = !resume && slug && !force ? challenge_exists(&cfg, slug) : 0;
+	if (rc == 0)
+		rc = pause_apply(&cfg, cmdname, resume, slug, all);
 	config_free(&cfg);
 	return rc;
 }

@@ -28,6 +28,10 @@
 
 #include "gcra.h"
 #include "http.h"
+#include "ipkey.h"
+#include "judge.h"
+#include "redact.h"
+#include "rkeys.h"
 #include "rq.h"
 #include "util.h"
 
@@ -605,6 +609,31 @@ fail:
 	return -1;
 }
 
+const char *config_value_text(const struct config *c, const char *env, char *buf, size_t n)
+{
+	const struct cfg_key *k = find_env(env, strlen(env));
+	const char *base = (const char *)c;
+
+	if (!k)
+		return NULL;
+	switch (k->type) {
+	case CFG_STR:
+	case CFG_STR_NONEMPTY:
+	case CFG_ENUM: {
+		const char *v = *(char *const *)(base + k->off);
+		return v ? v : "";
+	}
+	case CFG_INT:
+	case CFG_MS:
+		snprintf(buf, n, "%d", *(const int *)(base + k->off));
+		return buf;
+	case CFG_SIZE:
+		snprintf(buf, n, "%zu", *(const size_t *)(base + k->off));
+		return buf;
+	}
+	return NULL;
+}
+
 void config_report(const char *cmd, const char *msg)
 {
 	fprintf(stderr, "arbiter %s: configuration: %s\n", cmd, msg);
@@ -643,6 +672,36 @@ int config_validate(const struct config *c, char *err, size_t errlen)
 		return -1;
 	}
 	PQconninfoFree(opts);
+	if (redact_check_conn(c->database_url, why, sizeof why) < 0) {
+		set_err(err, errlen, "ARBITER_DATABASE_URL: %s", why);
+		return -1;
+	}
+	struct ipkey_allow allow;
+	if (ipkey_allow_parse(c->rate_allow, &allow, why, sizeof why) < 0) {
+		set_err(err, errlen, "ARBITER_RATE_ALLOW: %s", why);
+		return -1;
+	}
+	ipkey_allow_free(&allow);
+	double usd;
+	int period_s;
+	if (judge_budget_parse(c->judge_budget, &usd, &period_s) < 0) {
+		set_err(err, errlen, "ARBITER_JUDGE_BUDGET: '%s' is not USD/hour or USD/day (e.g. 20/day)",
+		        c->judge_budget);
+		return -1;
+	}
+	/* The key names (rkeys.h), as the worker derives them from the prefix and the style. */
+	bool cluster = rq_url_parse(c->redis_url, &u, why, sizeof why) == 0 && u.cluster;
+	memset(&u, 0, sizeof u);
+	struct rkeys rk;
+	if (rkeys_init(&rk, c->prefix, rkeys_style(c->redis_keys, cluster), err, errlen) < 0)
+		return -1;
+	bool plain_in_cluster = rk.legacy && cluster && !strchr(rk.base, '{');
+	rkeys_free(&rk);
+	if (plain_in_cluster) {
+		set_err(err, errlen, "ARBITER_REDIS_KEYS=plain cannot work with Redis Cluster (the keys "
+		        "would not share a slot): use tagged or auto");
+		return -1;
+	}
 	if (c->retry_max_ms < c->retry_base_ms) {
 		set_err(err, errlen, "ARBITER_RETRY_MAX_MS: %d ms is below ARBITER_RETRY_BASE_MS (%d ms)",
 		        c->retry_max_ms, c->retry_base_ms);

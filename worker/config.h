@@ -79,10 +79,18 @@ int config_load(int argc, char **argv, struct config *out, char *err, size_t err
 int config_load_some(const char *const *names, const char *file, struct config *out,
                      unsigned *given, char *err, size_t errlen);
 
-/* Checks what the table's types cannot: the rate limit and burst, the metrics
- * address, the Redis URL, the database conninfo, the sandbox uid base. Call it
- * after config_load and before any connection or sandbox set-up. Returns 0,
- * or -1 with a message naming the setting in err. */
+/* The value of the setting named env (e.g. "ARBITER_PREFIX") in c, as text: a string
+ * setting's own text (pointing into c), a number or a duration (in ms) printed into buf.
+ * Returns NULL when env is not a setting. */
+const char *config_value_text(const struct config *c, const char *env, char *buf, size_t n);
+
+/* Checks what the table's types cannot: the rate limit and burst, the allow list,
+ * the metrics address, the Redis URL, the database conninfo (and a '@' after the host
+ * of a postgresql:// URI), the judge budget, the key prefix and style, the sandbox uid
+ * base: every setting error the worker could meet later, so each is reported here in
+ * the "configuration:" format with exit 2 (config_report). Call it after config_load
+ * and before any connection or sandbox set-up. Returns 0, or -1 with a message naming
+ * the setting in err. */
 int config_validate(const struct config *c, char *err, size_t errlen);
 
 /* Parses a duration: decimal N (milliseconds) or N followed by ms, s, m or h.

@@ -7,7 +7,9 @@
  *   EV_CASES    test-suite: one sandbox run per case, one after another (a
  *               case re-queues behind other evaluations, so slots are shared
  *               fairly), each compared with the expected output
- *   EV_SCRIPT   custom-script: one run with the document of README "Sandbox" on stdin
+ *   EV_SCRIPT   custom-script: one run with the document of README "Sandbox" on stdin;
+ *               container: one run of an imported image (worker/image.h) with the
+ *               submission in /submission, its scores read from /output/score.json
  *   EV_DONE     the callback ran; the evaluation waits for its timer to close
  *
  * The language table (deploy/languages.json) is compiled in as the default;
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "image.h"
 #include "languages_default.h"
 #include "log.h"
 #include "sandbox.h"
@@ -65,6 +68,7 @@ struct sandbox_pool {
 	struct lang *langs;
 	size_t nlangs;
 	int active;                /* evaluations not yet freed */
+	char image_dir[4096];      /* the image store (ARBITER_IMAGE_DIR) */
 };
 
 enum ev_state { EV_COMPILE, EV_CASES, EV_SCRIPT, EV_DONE };
@@ -123,6 +127,11 @@ struct ev {
 	bool failed;
 	char err[512];
 	struct sandbox_req req;     /* the run in flight (borrowed by the sandbox) */
+	/* container */
+	bool container;
+	struct image *image;
+	char **argv, **envv;        /* NULL-terminated, owned */
+	char *path;                 /* the PATH of envv */
 };
 
 /* ======================================================================================
@@ -387,6 +396,13 @@ static int pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_po
 		free(sp);
 		return -1;
 	}
+	const char *idir = getenv("ARBITER_IMAGE_DIR");
+	if (idir && *idir)
+		snprintf(sp->image_dir, sizeof sp->image_dir, "%s", idir);
+	else
+		snprintf(sp->image_dir, sizeof sp->image_dir, "%s/images",
+		         cfg->sandbox_lock_dir && *cfg->sandbox_lock_dir ? cfg->sandbox_lock_dir
+		                                                           : "/run/arbiter-sandbox");
 	LOGI(NULL, NULL, "evaluators: %zu languages from %s", sp->nlangs, source);
 	*out = sp;
 	return 0;
@@ -691,6 +707,14 @@ static void ev_free(struct ev *e)
 	free(e->dim_key);
 	free(e->stdin_doc);
 	strbuf_free(&e->compile_output);
+	image_free(e->image);
+	for (char **p = e->argv; p && *p; p++)
+		free(*p);
+	free(e->argv);
+	for (char **p = e->envv; p && *p; p++)
+		free(*p);
+	free(e->envv);
+	free(e->path);
 	free(e);
 }
 
@@ -1081,7 +1105,7 @@ static void start_case(struct ev *e)
 	const json_t *c = json_array_get(e->cases, e->next);
 	const json_t *in = json_object_get(c, "stdin");
 	memset(&e->req, 0, sizeof e->req);
-	e->req.argv = (const char *const *)e->lang->run;
+	e->req.argv = e->container ? NULL : (const char *const *)e->lang->run;
 	e->req.files = e->run_files;
 	e->req.nfiles = e->nrun_files;
 	e->req.stdin_data = json_is_string(in) ? json_string_value(in) : NULL;
@@ -1163,7 +1187,38 @@ static void on_script(const struct sandbox_result *r, void *data)
 		ev_fail(e, "%s", m.buf);
 		goto done;
 	}
-	if (r->collected) {
+	if (e->container && !r->collected) {
+		ev_fail(e, "container: wrote no /output/%s (a JSON object with \"scores\")", EV_SCORE_FILE);
+		goto done;
+	}
+	if (r->collected && e->container) {
+		json_error_t jerr;
+		line = json_loadb(r->collected, r->collected_len, 0, &jerr);
+		json_t *ts = json_object_get(line, "test_score");
+		if (json_is_object(line) && !json_object_get(line, "scores") && json_is_number(ts)) {
+			/* The seed's form {"test_score": 0..100}: the one external dimension, x 10. */
+			size_t nd = spec_ndims(e->spec), ext = 0, at = 0;
+			for (size_t i = 0; i < nd; i++)
+				if (spec_dim_external(e->spec, i)) {
+					ext++;
+					at = i;
+				}
+			if (ext != 1) {
+				ev_fail(e, "container: {\"test_score\"} needs exactly one dimension scored by the"
+				        " container (this spec has %zu): write {\"scores\": {...}}", ext);
+				goto done;
+			}
+			json_t *sc = json_object();
+			json_object_set_new(sc, spec_dim_key(e->spec, at),
+			                    json_real(json_number_value(ts) * 10.0));
+			json_object_set_new(line, "scores", sc);
+		}
+		if (!json_is_object(line) || !json_object_get(line, "scores")) {
+			ev_fail(e, "container: /output/%s is not a JSON object with \"scores\"%s%s",
+			        EV_SCORE_FILE, line ? "" : ": ", line ? "" : jerr.text);
+			goto done;
+		}
+	} else if (r->collected) {
 		/* The score file: only the script writes there (the submission can at most make
 		 * a careless script echo it on stdout). */
 		json_error_t jerr;
@@ -1242,7 +1297,7 @@ done:
 static void start_script(struct ev *e)
 {
 	memset(&e->req, 0, sizeof e->req);
-	e->req.argv = (const char *const *)e->lang->run;
+	e->req.argv = e->container ? NULL : (const char *const *)e->lang->run;
 	e->req.files = e->run_files;
 	e->req.nfiles = e->nrun_files;
 	e->req.stdin_data = e->stdin_doc;
@@ -1250,6 +1305,17 @@ static void start_script(struct ev *e)
 	e->req.lim = e->lim;
 	e->req.collect = EV_SCORE_FILE;
 	e->req.collect_max = EV_SCORE_FILE_MAX;
+	if (e->container) {
+		e->req.argv = (const char *const *)e->argv;
+		e->req.files = e->files;
+		e->req.nfiles = e->nfiles;
+		e->req.stdin_data = NULL;
+		e->req.stdin_len = 0;
+		e->req.rootfs = e->image->rootfs;
+		e->req.envp = (const char *const *)e->envv;
+		e->req.cwd = e->image->workdir;
+		e->req.path = e->path;
+	}
 	if (sandbox_run(e->sp->sb, &e->req, on_script, e) < 0) {
 		ev_fail(e, "cannot start the scoring script");
 		complete_soon(e);
@@ -1465,6 +1531,150 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 	return 0;
 }
 
+/* Container limits: defaults and the maxima a spec may ask for. */
+#define EV_CT_TIMEOUT_MS 60000
+#define EV_CT_MAX_TIMEOUT_MS 600000
+#define EV_CT_MEMORY_MB 512
+#define EV_CT_MAX_MEMORY_MB 4096
+#define EV_CT_PIDS 64
+#define EV_CT_MAX_PIDS 1024
+
+static char **strv_dup(char *const *v, size_t extra)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char **o = xcalloc(n + extra + 1, sizeof *o);
+	for (size_t i = 0; i < n; i++)
+		o[i] = xstrdup(v[i]);
+	return o;
+}
+
+static uint64_t ct_limit(const json_t *c, const char *k, uint64_t def, uint64_t max)
+{
+	const json_t *v = json_object_get(c, k);
+	uint64_t x = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
+	                                                              : def;
+	return x > max ? max : x;
+}
+
+/* evaluator container: the image, its command and environment (the spec's override them),
+ * /submission's files: answer.json, metadata.json and files/ from answer.files (names the
+ * sandbox would refuse are left out; answer.json has everything). */
+static int setup_container(struct ev *e, const json_t *root, const json_t *answer,
+                           const json_t *metadata)
+{
+	char err[600];
+	struct image_opts io = { .dir = e->sp->image_dir };
+	const char *digest = json_string_value(json_object_get(root, "image"));
+	int rc = image_open(&io, digest, &e->image, err, sizeof err);
+	if (rc < 0) {
+		ev_fail(e, "%s%s", rc == IMAGE_NOT_FOUND ? "image_not_found: " : "", err);
+		return -1;
+	}
+	const json_t *c = json_object_get(root, "container");
+	const json_t *cmd = json_object_get(c, "cmd");
+	if (json_is_array(cmd)) {
+		e->argv = str_array(cmd);
+	} else {
+		size_t ne = 0, nc = 0;
+		while (e->image->entrypoint[ne])
+			ne++;
+		while (e->image->cmd[nc])
+			nc++;
+		e->argv = xcalloc(ne + nc + 1, sizeof *e->argv);
+		for (size_t i = 0; i < ne; i++)
+			e->argv[i] = xstrdup(e->image->entrypoint[i]);
+		for (size_t i = 0; i < nc; i++)
+			e->argv[ne + i] = xstrdup(e->image->cmd[i]);
+	}
+	if (!e->argv || !e->argv[0]) {
+		ev_fail(e, "container: image %s has no Entrypoint or Cmd and the spec gives no "
+		        "container.cmd", digest);
+		return -1;
+	}
+	/* The environment: the image's, then the spec's (replacing a variable of the same
+	 * name), then HOME=/tmp unless set. */
+	const json_t *env = json_object_get(c, "env");
+	e->envv = strv_dup(e->image->env, json_object_size(env) + 1);
+	size_t n = 0;
+	while (e->envv[n])
+		n++;
+	const char *k;
+	const json_t *v;
+	json_object_foreach((json_t *)env, k, v) {
+		size_t kl = strlen(k);
+		struct strbuf b = { 0 };
+		strbuf_addf(&b, "%s=%s", k, json_string_value(v));
+		size_t i = 0;
+		while (i < n && !(strncmp(e->envv[i], k, kl) == 0 && e->envv[i][kl] == '='))
+			i++;
+		if (i < n)
+			free(e->envv[i]);
+		else
+			n++;
+		e->envv[i] = b.buf;
+	}
+	bool home = false;
+	for (size_t i = 0; i < n; i++) {
+		if (!strncmp(e->envv[i], "PATH=", 5) && !e->path)
+			e->path = xstrdup(e->envv[i] + 5);
+		home |= !strncmp(e->envv[i], "HOME=", 5);
+	}
+	if (!home)
+		e->envv[n++] = xstrdup("HOME=/tmp");
+	if (!e->path)
+		e->path = xstrdup("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	uint64_t timeout = ct_limit(c, "timeout_ms", EV_CT_TIMEOUT_MS, EV_CT_MAX_TIMEOUT_MS);
+	e->lim = (struct sandbox_limits){
+		.cpu_ms = (uint32_t)timeout, .wall_ms = (uint32_t)timeout,
+		.memory_bytes = ct_limit(c, "memory_mb", EV_CT_MEMORY_MB, EV_CT_MAX_MEMORY_MB) << 20,
+		.processes = (uint32_t)ct_limit(c, "pids", EV_CT_PIDS, EV_CT_MAX_PIDS),
+		.output_bytes = 1u << 20, .file_bytes = 64u << 20, .open_files = 256,
+	};
+	/* /submission */
+	const json_t *files = json_is_object(answer) ? json_object_get(answer, "files") : NULL;
+	e->files = xcalloc(json_object_size(files) + 2, sizeof *e->files);
+	json_t *empty = json_object();
+	char *a = json_dumps(answer ? answer : empty, JSON_COMPACT | JSON_ENCODE_ANY);
+	char *m = json_dumps(metadata ? metadata : empty, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(empty);
+	if (!a || !m) {
+		free(a);
+		free(m);
+		ev_fail(e, "cannot encode the submission");
+		return -1;
+	}
+	e->files[e->nfiles++] = (struct sandbox_file){ xstrdup("answer.json"), a, strlen(a), false };
+	e->files[e->nfiles++] = (struct sandbox_file){ xstrdup("metadata.json"), m, strlen(m), false };
+	size_t total = strlen(a) + strlen(m);
+	json_object_foreach((json_t *)files, k, v) {
+		struct strbuf p = { 0 };
+		strbuf_addf(&p, "files/%s", k);
+		total += json_string_length(v) + p.len;
+		if (!json_is_string(v) || !sandbox_path_ok(p.buf) || total > EV_MAX_FILES_BYTES ||
+		    e->nfiles >= EV_MAX_FILES) {
+			strbuf_free(&p);
+			continue;
+		}
+		bool clash = false;   /* a file cannot also be a directory of another one */
+		for (size_t i = 2; i < e->nfiles && !clash; i++) {
+			const char *q = e->files[i].path;
+			size_t ql = strlen(q), pl = p.len;
+			clash = (pl < ql && !strncmp(q, p.buf, pl) && q[pl] == '/') ||
+			        (ql < pl && !strncmp(p.buf, q, ql) && p.buf[ql] == '/');
+		}
+		if (clash) {
+			strbuf_free(&p);
+			continue;
+		}
+		e->files[e->nfiles++] = (struct sandbox_file){
+			p.buf, memdup(json_string_value(v), json_string_length(v)), json_string_length(v), false };
+	}
+	start_script(e);
+	return 0;
+}
+
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
                   const json_t *metadata, const json_t *ground_truth, const json_t *match,
                   eval_cb *cb, void *data)
@@ -1476,7 +1686,7 @@ int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *a
 	const json_t *ts = json_object_get(root, "test_suite");
 	const json_t *sc = json_object_get(root, "script");
 	if (kind == SPEC_TEST_SUITE ? !json_is_object(ts) :
-	    kind == SPEC_CUSTOM_SCRIPT ? !json_is_object(sc) : true)
+	    kind == SPEC_CUSTOM_SCRIPT ? !json_is_object(sc) : kind != SPEC_CONTAINER)
 		return -1;
 	struct ev *e = xcalloc(1, sizeof *e);
 	sp->active++;
@@ -1487,8 +1697,10 @@ int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *a
 	e->kind = kind == SPEC_TEST_SUITE ? EV_SUITE : EV_CUSTOM;
 	uv_timer_init(sp->loop, &e->timer);
 	e->timer.data = e;
+	e->container = kind == SPEC_CONTAINER;
 	int rc = e->kind == EV_SUITE ? setup_suite(e, ts, answer)
-	                             : setup_script(e, sc, answer, metadata, ground_truth, match);
+	         : e->container ? setup_container(e, root, answer, metadata)
+	                        : setup_script(e, sc, answer, metadata, ground_truth, match);
 	if (rc < 0)
 		complete_soon(e);   /* e->failed: reported as internal_error, asynchronously */
 	return 0;

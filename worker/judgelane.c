@@ -108,7 +108,7 @@ static void run_reader(struct judgelane *l, bool poll);
 
 static void log_refusal(const char *what, const char *str)
 {
-	if (rq_is_acl_refusal(str))
+	if (rq_is_acl_refusal(str) || rq_is_tryagain(str))
 		LOGD(NULL, NULL, "judge lane: %s: %s", what, str);
 	else
 		LOGW(NULL, NULL, "judge lane: %s: %s", what, str);

@@ -75,7 +75,7 @@ static void on_fed(struct rq *r, redisReply *reply, const char *err, void *data)
 			     reply->element[0]->integer);
 	} else if (!err && reply && reply->type == REDIS_REPLY_ERROR) {
 		/* NOPERM: rq logs it once and /readyz reports it; not every tick. */
-		if (rq_is_acl_refusal(reply->str))
+		if (rq_is_acl_refusal(reply->str) || rq_is_tryagain(reply->str))
 			LOGD(NULL, NULL, "bulk lane: %s", reply->str);
 		else
 			LOGW(NULL, NULL, "bulk lane: %s", reply->str);

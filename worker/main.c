@@ -22,13 +22,16 @@ static const struct command commands[] = {
 	{ "score", cmd_score, "score one submission against a spec (no server)" },
 	{ "validate-spec", cmd_validate_spec, "check a scoring spec" },
 	{ "migrate", cmd_migrate, "apply the SQL migrations to the database" },
+	{ "console", cmd_console, "the operator console in a browser (read-only without a token)" },
 	{ "status", cmd_status, "queue, consumer and database overview (--json for scripts)" },
 	{ "pause", cmd_pause, "stop every replica reading jobs (--challenge SLUG: one challenge)" },
 	{ "resume", cmd_resume, "lift a pause (--challenge SLUG, --all)" },
 	{ "leaderboard", cmd_leaderboard, "top agents by Elo, window score or best score on a challenge" },
 	{ "weights", cmd_weights, "capped normalised weights from the window scores" },
 	{ "standings", cmd_standings, "window standings: summary, --check, --backfill, --rebuild" },
+	{ "image", cmd_image, "the image store: import FILE, list, rm DIGEST" },
 	{ "metrics-names", cmd_metrics_names, NULL },   /* hidden: for the deploy tests */
+	{ "config-dump", cmd_config_dump, NULL },       /* hidden: for scripts/arbiter_ops.py */
 	{ "worker", cmd_worker, "run the evaluation worker (daemon)" },
 	{ "version", cmd_version, "print the version (also --version)" },
 	{ NULL, NULL, NULL },

@@ -83,7 +83,8 @@ static struct {
 	uint64_t bulk_moved;
 	long judge_lane_len;
 	uint64_t judge_lane_in, judge_lane_out;
-	long stream_len, lag, pending, delayed, dead;
+	long stream_len, lag, pending, dead;
+	long delayed[3];            /* by cause: delayed_causes[] */
 	long other_stream;
 	struct histogram eval[NEVAL];
 	struct histogram e2e;
@@ -200,7 +201,15 @@ void metrics_sandbox_busy(int n)
 	M.sandbox_busy = n < 0 ? 0 : n;
 }
 
-void metrics_queue(long stream_len, long lag, long pending, long delayed, long dead)
+void metrics_delayed(long rate_limit, long pause, long retry)
+{
+	long v[] = { rate_limit, pause, retry };
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		if (v[i] >= 0)
+			M.delayed[i] = v[i];
+}
+
+void metrics_queue(long stream_len, long lag, long pending, long dead)
 {
 	if (stream_len >= 0)
 		M.stream_len = stream_len;
@@ -208,8 +217,6 @@ void metrics_queue(long stream_len, long lag, long pending, long delayed, long d
 		M.lag = lag;
 	if (pending >= 0)
 		M.pending = pending;
-	if (delayed >= 0)
-		M.delayed = delayed;
 	if (dead >= 0)
 		M.dead = dead;
 }
@@ -300,6 +307,9 @@ static void add_escaped(struct strbuf *out, const char *s, int label)
 			strbuf_add(out, s, 1);
 	}
 }
+
+/* The cause label of arbiter_delayed_jobs, in the order of metrics_delayed's arguments. */
+static const char *const delayed_causes[] = { "rate_limit", "pause", "retry" };
 
 static void header(struct strbuf *out, const char *name, const char *type, const char *help)
 {
@@ -526,8 +536,13 @@ static void render_queue(struct strbuf *out)
 	gauge(out, "arbiter_consumer_group_pending",
 	      "Entries delivered to the consumer group but not yet acknowledged.",
 	      (double)M.pending);
-	gauge(out, "arbiter_delayed_jobs", "Jobs deferred by the rate limit, waiting in the delayed set.",
-	      (double)M.delayed);
+	header(out, "arbiter_delayed_jobs", "gauge", "Jobs waiting in the delayed set, by cause: "
+	       "rate_limit (deferred by the rate limit), pause (held by a challenge pause), retry "
+	       "(a failing job waiting for its next attempt).");
+	for (size_t i = 0; i < sizeof delayed_causes / sizeof delayed_causes[0]; i++) {
+		const char *labels[] = { "cause", delayed_causes[i], NULL };
+		sample(out, "arbiter_delayed_jobs", labels, (double)M.delayed[i]);
+	}
 	gauge(out, "arbiter_dead_letter_length", "Entries in the dead-letter stream.",
 	      (double)M.dead);
 	gauge(out, "arbiter_other_style_stream_length",

@@ -77,9 +77,13 @@ struct metrics_judge {
 };
 void metrics_judge(const struct metrics_judge *j);
 /* Queue gauges: XLEN of {prefix}:jobs, the group's lag and pending count,
- * ZCARD of {prefix}:delayed, XLEN of {prefix}:dead. A negative value means
- * "unknown this time" and leaves that gauge unchanged. */
-void metrics_queue(long stream_len, long lag, long pending, long delayed, long dead);
+ * XLEN of {prefix}:dead. A negative value means "unknown this time" and leaves
+ * that gauge unchanged. */
+void metrics_queue(long stream_len, long lag, long pending, long dead);
+/* Gauge arbiter_delayed_jobs{cause}: the members of {prefix}:delayed by cause
+ * (rl_lua_delayed_causes): rate-limit deferrals, challenge-pause holds, retries of
+ * failing jobs. A negative value leaves that series unchanged. */
+void metrics_delayed(long rate_limit, long pause, long retry);
 /* Gauge arbiter_other_style_stream_length: entries in the job stream of the other
  * key style (rkeys_other_jobs), which no worker of this deployment reads. */
 void metrics_other_stream(long n);

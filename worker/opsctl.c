@@ -377,15 +377,18 @@ static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int a
                        void (*done)(struct worker *w, struct job *j, bool ok))
 {
 	struct worker *w = o->w;
-	int argc = 10 + 2 * j->nf;
+	int argc = 12 + 2 * j->nf;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
 	char delay[16], att[16];
 	snprintf(delay, sizeof delay, "%u", delay_ms);
 	snprintf(att, sizeof att, "%d", attempt);
+	/* _cause (first, so it wins): what `arbiter status` and arbiter_delayed_jobs count the
+	 * member as; the promotion drops it. */
 	const char *head[] = { "EVAL", hold_lua, "2", pipeline_stream_key(w, j->stream), w->k_delayed,
-	                       w->k_group, j->id, delay, "attempt", att };
-	int nh = attempt > 0 ? 10 : 8;
+	                       w->k_group, j->id, delay, "_cause", attempt > 0 ? "retry" : "pause",
+	                       "attempt", att };
+	int nh = attempt > 0 ? 12 : 10;
 	for (int i = 0; i < nh; i++) {
 		argv[i] = head[i];
 		lens[i] = strlen(head[i]);
@@ -485,8 +488,13 @@ void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))
 	if (!rq_connected(w->rq_cmd) || rq_cmdv(w->rq_cmd, 2000, on_leave, l, argc, argv, NULL) < 0) {
 		o->refs--;
 		free(l);
-		LOGW(NULL, NULL, "Redis unavailable at exit: consumer %s stays in the group "
-		     "(`arbiter status --prune` removes it)", w->cfg->worker_id);
+		if (w->consumer_made)
+			LOGW(NULL, NULL, "Redis unavailable at exit: consumer %s stays in the group "
+			     "(`arbiter status --prune` removes it)", w->cfg->worker_id);
+		else
+			LOGI(NULL, NULL, "Redis unavailable at exit: consumer %s was never created "
+			     "(this worker never read from the group); nothing to remove",
+			     w->cfg->worker_id);
 		done(w);
 	}
 }

@@ -108,6 +108,7 @@ struct worker {
 	int read_asked;              /* COUNT of the last XREADGROUP */
 	bool read_backlog;           /* it returned COUNT entries: more may be waiting */
 	bool group_ready;            /* XGROUP CREATE done on the current read connection */
+	bool consumer_made;          /* an XREADGROUP was answered: Redis has our consumer */
 	bool group_creating;
 	bool own_pending_done;       /* our own pending entries were picked up at start */
 	bool reclaim_busy, reconcile_busy, gauges_busy, migcheck_busy;

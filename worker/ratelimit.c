@@ -58,7 +58,14 @@
  * delayed set), 2 over the limit under reject, 3 the entry is no longer
  * pending for the group (someone else handled it: drop it). A field given
  * twice keeps its first value, as in job.c. Numbers are
- * written with %.0f: Lua's tostring keeps only 14 digits. */
+ * written with %.0f: Lua's tostring keeps only 14 digits.
+ * Called with KEYS[1] alone (the fast path, same ARGV), it decides and writes exactly as
+ * above when the job is allowed or rejected, and returns {4, 0, 0} having written nothing
+ * when the job must be deferred: the caller then runs it again with the three keys. A
+ * single-key script is served by a Cluster node whether or not the key exists there,
+ * so during a slot migration the allowed jobs (nearly all) need neither the delayed set
+ * nor the stream, which do not exist on the importing node until something is deferred
+ * (a multi-key script naming them gets TRYAGAIN). */
 const char rl_lua_check[] =
 	"-- arbiter rate limit: GCRA per source-IP key (see common/gcra.h)\n"
 	"local MAX_DEFER_US = " RL_STR(RL_MAX_DEFER_MS) " * 1000\n"
@@ -119,6 +126,7 @@ const char rl_lua_check[] =
 	"  clean()\n"
 	"  return {2, ms_ceil(retry), reset}\n"
 	"end\n"
+	"if #KEYS < 3 then return {4, 0, 0} end\n"
 	"if retry < dl + T then retry = dl + T end\n"
 	"if retry > now + MAX_DEFER_US then retry = now + MAX_DEFER_US end\n"
 	"local job = {}\n"
@@ -126,6 +134,7 @@ const char rl_lua_check[] =
 	"  if job[ARGV[i]] == nil then job[ARGV[i]] = ARGV[i + 1] end\n"
 	"end\n"
 	"job['_token'] = ARGV[6]\n"
+	"job['_cause'] = 'rate_limit'\n"
 	"local member = cjson.encode(job)\n"
 	"local score, due, ex = fmt(ms_ceil(retry)), fmt(retry), ttl(stored, retry)\n"
 	"if redis.call('XACK', KEYS[3], ARGV[5], ARGV[6]) == 0 then\n"
@@ -169,7 +178,7 @@ const char rl_lua_promote[] =
 	"    local n = 0\n"
 	"    for k, v in pairs(job) do\n"
 	"      if type(k) == 'string' and type(v) == 'string' and k ~= '_token'\n"
-	"          and k ~= 'deferred_count' then\n"
+	"          and k ~= '_cause' and k ~= 'deferred_count' then\n"
 	"        n = n + 1\n"
 	"        if n > MAX_FIELDS then\n"
 	"          args, why = nil, 'too many fields in a member of the delayed set'\n"
@@ -198,6 +207,29 @@ const char rl_lua_promote[] =
 	"local nd = tonumber(nxt[2])\n"
 	"if nd and nd > now_ms + MAX_DEFER_MS then nd = now_ms end\n"
 	"return {moved, #due, nd or -1}\n";
+
+/* The causes script. KEYS: 1 `{prefix}:delayed`. Counts the members by their `_cause`
+ * field (rate_limit, pause, retry; a member written before the field existed counts as a
+ * retry when it has an attempt field, else as a rate-limit deferral), 1000 members per
+ * ZRANGE. Returns {rate_limit, pause, retry}. O(members): run it every few seconds,
+ * not per job. */
+const char rl_lua_delayed_causes[] =
+	"-- arbiter: the delayed set's members by cause\n"
+	"local n = {0, 0, 0}\n"
+	"local i = 0\n"
+	"while true do\n"
+	"  local ms = redis.call('ZRANGE', KEYS[1], i, i + 999)\n"
+	"  for _, m in ipairs(ms) do\n"
+	"    if string.find(m, '\"_cause\":\"pause\"', 1, true) then n[2] = n[2] + 1\n"
+	"    elseif string.find(m, '\"_cause\":\"retry\"', 1, true) then n[3] = n[3] + 1\n"
+	"    elseif string.find(m, '\"_cause\":\"rate_limit\"', 1, true) then n[1] = n[1] + 1\n"
+	"    elseif string.find(m, '\"attempt\":\"', 1, true) then n[3] = n[3] + 1\n"
+	"    else n[1] = n[1] + 1 end\n"
+	"  end\n"
+	"  if #ms < 1000 then break end\n"
+	"  i = i + 1000\n"
+	"end\n"
+	"return n\n";
 
 enum script { SCRIPT_CHECK, SCRIPT_PROMOTE, NSCRIPTS };
 
@@ -245,6 +277,7 @@ struct check_ctx {
 	int argc;
 	char **argv;
 	bool retried;
+	bool full;                              /* the three-key call (after the fast path) */
 	char *sub;                              /* submission_id for logs, may be NULL */
 	char *entry;
 };
@@ -567,6 +600,28 @@ static void state_reset(const struct check_ctx *c, long long what)
 	metrics_ratelimit_reset();
 }
 
+static void check_cb(struct rq *r, redisReply *reply, const char *err, void *data);
+
+/* Sends c's check: with c->full, the three keys (c->argv as built); else the fast path,
+ * KEYS[1] alone with the same ARGV (see rl_lua_check). Returns 0 or -1 (not sent). */
+static int check_send(struct rl *l, struct rq *r, struct check_ctx *c, bool force_eval)
+{
+	if (c->full)
+		return send_script(l, r, SCRIPT_CHECK, force_eval, check_cb, c, c->argc,
+		                   (const char **)c->argv);
+	const char **v = xcalloc((size_t)c->argc, sizeof *v);
+	int n = 0;
+	v[n++] = c->argv[0];
+	v[n++] = c->argv[1];
+	v[n++] = "1";
+	v[n++] = c->argv[3];                 /* the limiter key; [4], [5]: delayed set, stream */
+	for (int i = 6; i < c->argc; i++)
+		v[n++] = c->argv[i];
+	int rc = send_script(l, r, SCRIPT_CHECK, force_eval, check_cb, c, n, v);
+	free(v);
+	return rc;
+}
+
 static void check_cb(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	struct check_ctx *c = data;
@@ -580,8 +635,7 @@ static void check_cb(struct rq *r, redisReply *reply, const char *err, void *dat
 		c->retried = true;
 		forget_connection(l, r);
 		LOGI(NULL, NULL, "rate limit: script not cached in Redis (NOSCRIPT), sending EVAL");
-		if (send_script(l, r, SCRIPT_CHECK, true, check_cb, c, c->argc,
-		                (const char **)c->argv) == 0)
+		if (check_send(l, r, c, true) == 0)
 			return;
 		why = "could not send EVAL";
 	} else if (reply && reply->type == REDIS_REPLY_ARRAY &&
@@ -594,6 +648,13 @@ static void check_cb(struct rq *r, redisReply *reply, const char *err, void *dat
 		if (reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_INTEGER &&
 		    reply->element[2]->integer > 0)
 			state_reset(c, reply->element[2]->integer);
+		if (code == 4 && !c->full && !l->freeing) {
+			/* The fast path says "defer": the move needs the three keys. */
+			c->full = true;
+			if (check_send(l, r, c, false) == 0)
+				return;
+			code = -1;
+		}
 		switch (code) {
 		case 0: d = RL_ALLOW; break;
 		case 1: d = RL_DEFERRED; break;
@@ -689,7 +750,7 @@ int rl_check_stream(struct rl *l, struct rq *r, const char *stream, const char *
 	for (int i = 0; i < 2 * nf; i++)
 		c->argv[argc++] = xstrdup(fields[i]);
 	c->argc = argc;
-	if (send_script(l, r, SCRIPT_CHECK, false, check_cb, c, c->argc, (const char **)c->argv) < 0) {
+	if (check_send(l, r, c, false) < 0) {
 		check_ctx_free(c);
 		return -1;
 	}
@@ -731,8 +792,9 @@ static void promote_cb(struct rq *r, redisReply *reply, const char *err, void *d
 				return;
 		}
 	} else if (!err && reply && reply->type == REDIS_REPLY_ERROR &&
-	           rq_is_acl_refusal(reply->str)) {
-		/* An ACL refusal: rq logs it once and /readyz reports it; not every tick. */
+	           (rq_is_acl_refusal(reply->str) || rq_is_tryagain(reply->str))) {
+		/* An ACL refusal: rq logs it once and /readyz reports it; not every tick.
+		 * TRYAGAIN (a slot migration): the next tick tries again. */
 		LOGD(NULL, NULL, "rate limit: promoting deferred jobs failed: %s", reply->str);
 	} else {
 		LOGW(NULL, NULL, "rate limit: promoting deferred jobs failed: %s",

@@ -204,6 +204,7 @@ struct rq {
 	int ask_port;
 	struct rq_req *hold_head, *hold_tail;
 	uint64_t asks;              /* commands resent with ASKING, in total */
+	uint64_t tryagains;         /* TRYAGAIN replies delivered since the last MOVED */
 };
 
 static void conn_drop(struct rq *r, const char *why);
@@ -569,6 +570,25 @@ static bool is_redirect(const redisReply *reply)
 	        !strncmp(reply->str, "TRYAGAIN", 8));
 }
 
+/* TRYAGAIN: a Cluster node will not run a multi-key command now (its slot is
+ * migrating and the command's keys are not all on that node). */
+static bool is_tryagain(const redisReply *reply)
+{
+	return reply->type == REDIS_REPLY_ERROR && reply->str && !strncmp(reply->str, "TRYAGAIN", 8);
+}
+
+/* Counts a TRYAGAIN answered to a user command; the first of a migration is logged
+ * (at info: the command's caller retries it, nothing is lost). */
+static void tryagain_note(struct rq *r, const redisReply *reply)
+{
+	if (!r->tryagains++)
+		LOGI(NULL, NULL, "redis %s: cluster: slot %d is migrating: %s (a multi-key command "
+		     "whose keys are not all on one node yet; its caller retries it, the connection "
+		     "stays)", r->name, r->slot, reply->str);
+	else
+		LOGD(NULL, NULL, "redis %s: cluster: %s", r->name, reply->str);
+}
+
 /* A user command's outcome: delivered now, or, while earlier commands wait
  * for the importing node, kept on r->hold until they are answered. Takes rep. */
 static void req_done(struct rq *r, struct rq_req *q, redisReply *rep, const char *err)
@@ -601,10 +621,22 @@ static int ask_deliver(struct rq *r, struct rq_conn *c, struct rq_req *q, redisR
 		return c->closing ? -1 : 0;
 	}
 	req_put(r, q);
+	if (is_tryagain(rep)) {
+		/* The importing node will not serve it yet (a multi-key command naming
+		 * a key that is not there, e.g. a set that does not exist until a
+		 * job is deferred): the command's reply is this error, both
+		 * connections stay; the caller retries. */
+		tryagain_note(r, rep);
+		c->asked++;
+		u->held = rep;
+		u->ready = true;
+		hold_drain(r, false);
+		return c->closing ? -1 : 0;
+	}
 	if (is_redirect(rep) && r->conn) {
-		/* The importing node will not serve it either (TRYAGAIN: a
-		 * multi-key command during the migration): fail it with everything
-		 * in flight and retry on the owner, as without ASK. */
+		/* The importing node will not serve it either (MOVED: the migration
+		 * ended meanwhile): fail it with everything in flight and retry on
+		 * the owner, as without ASK. */
 		u->held_err = "disconnected";
 		u->ready = true;
 		cluster_redirect(r, r->conn, rep);
@@ -655,6 +687,16 @@ static int conn_deliver(struct rq *r, struct rq_conn *c)
 			continue;
 		}
 		bool readonly = false;
+		if (r->url.cluster && !r->closing && !q->internal && c == r->conn && is_tryagain(reply)) {
+			/* TRYAGAIN (a multi-key command while our slot migrates, some of
+			 * its keys on each node): this one command was not executed; the
+			 * caller sees the error and retries on its own schedule. The
+			 * connection stays (dropping it failed every command in flight
+			 * and reconnected once per job). */
+			tryagain_note(r, reply);
+			req_done(r, q, reply, NULL);
+			continue;
+		}
 		if (r->url.cluster && !r->closing && !q->internal && c == r->conn && is_redirect(reply)) {
 			/* ASK: this one command goes to the importing node, with
 			 * ASKING; the connection stays. */
@@ -1086,6 +1128,11 @@ static bool cluster_redirect(struct rq *r, struct rq_conn *c, const redisReply *
 			r->have_master = true;
 			r->keep_target = true;
 		}
+		if (r->tryagains)
+			LOGI(NULL, NULL, "redis %s: cluster: %llu command(s) answered TRYAGAIN during "
+			     "the migration of slot %d (retried by their callers)", r->name,
+			     (unsigned long long)r->tryagains, r->slot);
+		r->tryagains = 0;
 		snprintf(why, sizeof why, "cluster: %s: following it", s);
 		LOGI(NULL, NULL, "redis %s: %s", r->name, why);
 	} else {
@@ -2056,6 +2103,11 @@ bool rq_is_acl_refusal(const char *s)
 {
 	return s && (!strncmp(s, "NOPERM", 6) ||
 	             strstr(s, "can't run this command or subcommand") != NULL);
+}
+
+bool rq_is_tryagain(const char *s)
+{
+	return s && !strncmp(s, "TRYAGAIN", 8);
 }
 
 const char *rq_last_error(const struct rq *r)

@@ -102,6 +102,10 @@ void rq_close(struct rq *r, void (*done)(void *data), void *data);
  * "The user executing the script can't run this command or subcommand". */
 bool rq_is_acl_refusal(const char *s);
 
+/* True when an error reply's text is a Cluster TRYAGAIN: a multi-key command not run
+ * while our slot migrates (rq logs the first of a migration; callers retry quietly). */
+bool rq_is_tryagain(const char *s);
+
 /* Why r is not connected: the reason its last connection attempt failed
  * (refused, WRONGPASS, NOAUTH, a bad DB index, TLS, ...); "" while connected
  * or before an attempt failed. Valid until the next attempt. */

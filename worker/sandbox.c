@@ -251,6 +251,11 @@ struct sb_run {
 	const char *envp[4];
 	char exec_path[PATH_MAX];
 	bool exec_search;
+	const char *const *env;         /* the command's environment (envp, or the request's) */
+	const char *search;             /* PATH-style list for exec_search */
+	const char *cwd;                /* the command's working directory */
+	const char *outdir;             /* the writable directory collect reads from */
+	char sub_opts[128];             /* container mode: /submission's tmpfs */
 };
 
 static void run_start(struct sb_run *r);
@@ -572,31 +577,41 @@ static void payload_exec(struct sandbox *sb, struct sb_run *r, int in_fd, int ou
 	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, uid, uid, uid) < 0 ||
 	    syscall(SYS_setresuid, uid, uid, uid) < 0)
 		goto fail;
-	if (chdir("/work") < 0)
+	if (chdir(r->cwd) < 0)
 		goto fail;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		goto fail;
 	if (sb->seccomp.filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sb->seccomp) < 0)
 		goto fail;
 	if (!r->exec_search) {
-		execve(r->exec_path, (char *const *)r->req.argv, (char *const *)r->envp);
+		execve(r->exec_path, (char *const *)r->req.argv, (char *const *)r->env);
 	} else {
-		static const char *const dirs[] = { "/usr/local/bin/", "/usr/bin/", "/bin/" };
-		const char *name = r->req.argv[0];
+		/* Each directory of the search list in turn (no C library: we are a vfork child). */
+		const char *name = r->req.argv[0], *d = r->search;
 		size_t nl = c_strlen(name);
-		for (size_t d = 0; d < 3; d++) {
+		int first = 0;
+		while (*d) {
+			const char *e = d;
+			while (*e && *e != ':')
+				e++;
+			size_t dl = (size_t)(e - d);
 			char path[PATH_MAX];
-			size_t dl = c_strlen(dirs[d]);
-			if (dl + nl + 1 > sizeof path)
-				break;
-			for (size_t i = 0; i < dl; i++)
-				path[i] = dirs[d][i];
-			for (size_t i = 0; i <= nl; i++)
-				path[dl + i] = name[i];
-			execve(path, (char *const *)r->req.argv, (char *const *)r->envp);
-			if (errno != ENOENT)
-				break;
+			if (dl && dl + nl + 2 <= sizeof path) {
+				for (size_t i = 0; i < dl; i++)
+					path[i] = d[i];
+				path[dl] = '/';
+				for (size_t i = 0; i <= nl; i++)
+					path[dl + 1 + i] = name[i];
+				execve(path, (char *const *)r->req.argv, (char *const *)r->env);
+				if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
+					break;
+				if (errno == EACCES && !first)
+					first = EACCES;
+			}
+			d = *e ? e + 1 : e;
 		}
+		if (first && errno == ENOENT)
+			errno = first;
 	}
 fail:
 	st->exec_errno = errno ? errno : EINVAL;
@@ -724,6 +739,78 @@ static void init_plan(struct sandbox *sb, struct sb_status *st)
 	}
 }
 
+/* init, container mode: the image's root, read-only, with /dev, /proc, /tmp, a read-only
+ * /submission holding the request's files and a writable /output, pivoted into. */
+static void init_image_root(struct sb_run *r, struct sb_status *st, uid_t uid)
+{
+	st->stage = ST_ROOT;
+	if (mount(r->req.rootfs, SB_STAGE, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, SB_STAGE, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		child_fail(st, ST_ROOT, 0);
+
+	st->stage = ST_DEV;
+	if (mount("tmpfs", SB_STAGE "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+	          "size=64k,nr_inodes=32,mode=755") < 0)
+		child_fail(st, ST_DEV, 0);
+	{
+		int dev = open(SB_STAGE "/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dev < 0)
+			child_fail(st, ST_DEV, 0);
+		if (mknodat(dev, "null", S_IFCHR | 0666, makedev(1, 3)) < 0 ||
+		    mknodat(dev, "zero", S_IFCHR | 0666, makedev(1, 5)) < 0 ||
+		    mknodat(dev, "urandom", S_IFCHR | 0666, makedev(1, 9)) < 0 ||
+		    symlinkat("/proc/self/fd", dev, "fd") < 0 ||
+		    symlinkat("/proc/self/fd/0", dev, "stdin") < 0 ||
+		    symlinkat("/proc/self/fd/1", dev, "stdout") < 0 ||
+		    symlinkat("/proc/self/fd/2", dev, "stderr") < 0)
+			child_fail(st, ST_DEV, 1);
+		close(dev);
+		if (mount(NULL, SB_STAGE "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+		          "size=64k,nr_inodes=32,mode=755") < 0)
+			child_fail(st, ST_DEV, 2);
+	}
+
+	st->stage = ST_PROC;
+	if (mount("proc", SB_STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	          "hidepid=2,subset=pid") < 0 &&
+	    mount("proc", SB_STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
+		child_fail(st, ST_PROC, 0);
+
+	st->stage = ST_TMP;
+	if (mount("tmpfs", SB_STAGE "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, r->tmp_opts) < 0)
+		child_fail(st, ST_TMP, 0);
+
+	st->stage = ST_WORK;
+	if (mount("tmpfs", SB_STAGE "/output", "tmpfs", MS_NOSUID | MS_NODEV, r->work_opts) < 0 ||
+	    mount("tmpfs", SB_STAGE "/submission", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	          r->sub_opts) < 0)
+		child_fail(st, ST_WORK, 0);
+
+	st->stage = ST_FILES;
+	{
+		int sub = open(SB_STAGE "/submission", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sub < 0)
+			child_fail(st, ST_FILES, -1);
+		for (size_t i = 0; i < r->req.nfiles; i++) {
+			const struct sandbox_file *f = &r->req.files[i];
+			if (child_write_file(sub, f->path, f->data, f->len, f->executable ? 0755 : 0644,
+			                     0, 0) < 0)
+				child_fail(st, ST_FILES, (int)i);
+		}
+		close(sub);
+		if (mount(NULL, SB_STAGE "/submission", NULL,
+		          MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, r->sub_opts) < 0)
+			child_fail(st, ST_FILES, -2);
+	}
+	(void)uid;
+
+	st->stage = ST_PIVOT;
+	if (chdir(SB_STAGE) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		child_fail(st, ST_PIVOT, 0);
+	st->stage = ST_RDONLY;   /* the bind mount is read-only already */
+}
+
 /* init: the run's root file system (the mount plan, /dev, /proc, /tmp, /work with the
  * request's files), pivoted into and remounted read-only. */
 static void init_build_root(struct sandbox *sb, struct sb_run *r, struct sb_status *st, uid_t uid)
@@ -731,6 +818,10 @@ static void init_build_root(struct sandbox *sb, struct sb_run *r, struct sb_stat
 	st->stage = ST_PRIVATE;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(st, ST_PRIVATE, 0);
+	if (r->req.rootfs) {
+		init_image_root(r, st, uid);
+		return;
+	}
 
 	st->stage = ST_ROOT;
 	if (mount("tmpfs", SB_STAGE, "tmpfs", MS_NOSUID, "size=4m,nr_inodes=512,mode=755") < 0)
@@ -860,7 +951,7 @@ static void init_collect(struct sb_run *r, struct sb_status *st, int collect_fd)
 {
 	if (collect_fd >= 0 && st->payload_done && WIFEXITED(st->payload_status) &&
 	    WEXITSTATUS(st->payload_status) == 0 && r->req.collect) {
-		int wd = open("/work", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int wd = open(r->outdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		int fd = wd < 0 ? -1 : openat(wd, r->req.collect, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		struct stat sbuf;
 		if (fd >= 0 && fstat(fd, &sbuf) == 0 && S_ISREG(sbuf.st_mode) &&
@@ -2584,6 +2675,21 @@ static void prepare_child_args(struct sandbox *sb, struct sb_run *r)
 	r->envp[1] = "HOME=/tmp";
 	r->envp[2] = "LANG=C.UTF-8";
 	r->envp[3] = NULL;
+	r->env = r->envp;
+	r->search = "/usr/local/bin:/usr/bin:/bin";
+	r->cwd = "/work";
+	r->outdir = "/work";
+	if (r->req.rootfs) {
+		static const char *const none[] = { NULL };
+		r->env = r->req.envp ? r->req.envp : none;
+		r->search = r->req.path ? r->req.path : r->search;
+		r->cwd = r->req.cwd ? r->req.cwd : "/";
+		r->outdir = "/output";
+		snprintf(r->sub_opts, sizeof r->sub_opts, "size=%llu,nr_inodes=%llu,mode=755",
+		         (unsigned long long)(files + 4096), (unsigned long long)inodes);
+		snprintf(r->work_opts, sizeof r->work_opts, "size=%llu,nr_inodes=4096,mode=755,uid=%u,gid=%u",
+		         (unsigned long long)fsz, (unsigned)r->slot->uid, (unsigned)r->slot->uid);
+	}
 	const char *a0 = r->req.argv[0];
 	r->exec_search = !strchr(a0, '/');
 	if (!r->exec_search)

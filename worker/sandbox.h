@@ -58,6 +58,17 @@ struct sandbox_req {
 	const char *collect;       /* file in /work to hand back when the command exits 0, or NULL */
 	size_t collect_max;        /* larger files are not collected */
 	const char *log_sub;       /* submission id for log lines, may be NULL */
+	/* Container mode (worker/image.h), when rootfs is set: that host directory, which must
+	 * hold empty directories dev, proc, tmp, submission and output, is bind-mounted
+	 * read-only, nosuid, nodev as the root instead of the host's runtime; the files go to a
+	 * tmpfs /submission remounted read-only once written; /output is the writable,
+	 * size-limited tmpfs owned by the sandbox user (collect is relative to it); /tmp, /proc
+	 * and /dev as always. */
+	const char *rootfs;
+	const char *const *envp;   /* container mode: the environment (NULL-terminated); NULL: none */
+	const char *cwd;           /* container mode: the working directory; NULL: "/" */
+	const char *path;          /* container mode: where argv[0] without '/' is searched
+	                            * (PATH's form); NULL: /usr/local/bin:/usr/bin:/bin */
 };
 
 enum sandbox_end {

@@ -1139,7 +1139,12 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 				create_group(w);
 			return;
 		}
-		if (!rq_is_acl_refusal(reply->str))   /* (NOPERM: see on_group) */
+		if (strstr(reply->str, "UNBLOCKED"))
+			/* The stream left this node while we were blocked (a Cluster slot
+			 * migration, or the key deleted): the next read follows it. */
+			LOGW(NULL, NULL, "XREADGROUP: %s (the stream moved or was deleted: reading "
+			     "again)", reply->str);
+		else if (!rq_is_acl_refusal(reply->str))   /* (NOPERM: see on_group) */
 			LOGE(NULL, NULL, "XREADGROUP: %s", reply->str);
 		if (w->state == W_DRAINING)
 			maybe_finish_drain(w);
@@ -1147,6 +1152,7 @@ static void on_read(struct rq *r, redisReply *reply, const char *err, void *data
 			uv_timer_start(&w->t_read, read_timer_cb, 1000, 0);
 		return;
 	}
+	w->consumer_made = true;
 	w->read_backlog = adopt_entries(w, reply, false) >= (size_t)w->read_asked;
 	if (w->state == W_DRAINING)
 		maybe_finish_drain(w);
@@ -1363,7 +1369,7 @@ static void reclaim_cb(uv_timer_t *t)
 struct gauges_ctx {
 	struct worker *w;
 	int left;
-	long len, lag, pending, delayed, dead;
+	long len, lag, pending, dead;
 };
 
 static void gauge_done(struct gauges_ctx *g)
@@ -1371,7 +1377,7 @@ static void gauge_done(struct gauges_ctx *g)
 	if (--g->left > 0)
 		return;
 	if (g->w->state != W_STOPPING)
-		metrics_queue(g->len, g->lag, g->pending, g->delayed, g->dead);
+		metrics_queue(g->len, g->lag, g->pending, g->dead);
 	g->w->gauges_busy = false;
 	free(g);
 }
@@ -1382,6 +1388,22 @@ static void on_gauge_int(struct rq *r, redisReply *reply, const char *err, void 
 	(void)r;
 	if (!err && reply && reply->type == REDIS_REPLY_INTEGER)
 		*slot = (long)reply->integer;
+}
+
+/* The delayed set by cause ({rate_limit, pause, retry}): arbiter_delayed_jobs{cause}. */
+static void on_delayed_causes(struct rq *r, redisReply *reply, const char *err, void *data)
+{
+	(void)r;
+	(void)data;
+	if (err || !reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3)
+		return;
+	long v[3];
+	for (size_t i = 0; i < 3; i++) {
+		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
+			return;
+		v[i] = (long)reply->element[i]->integer;
+	}
+	metrics_delayed(v[0], v[1], v[2]);
 }
 
 #define OTHER_STREAM_LOG_MS (5 * 60 * 1000)   /* repeat of the warning while it lasts */
@@ -1475,13 +1497,14 @@ static void gauges_cb(uv_timer_t *t)
 		return;
 	struct gauges_ctx *g = xcalloc(1, sizeof *g);
 	g->w = w;
-	g->len = g->lag = g->pending = g->delayed = g->dead = -1;
+	g->len = g->lag = g->pending = g->dead = -1;
 	g->left = 1;
 	w->gauges_busy = true;
 	/* Commands on one connection complete in order: the last one closes. */
 	rq_cmdf(w->rq_cmd, 0, on_gauge_int, &g->len, "XLEN %s", w->k_jobs);
 	rq_cmdf(w->rq_cmd, 0, on_xinfo, g, "XINFO GROUPS %s", w->k_jobs);
-	rq_cmdf(w->rq_cmd, 0, on_gauge_int, &g->delayed, "ZCARD %s", w->k_delayed);
+	const char *dargv[] = { "EVAL", rl_lua_delayed_causes, "1", w->k_delayed };
+	(void)rq_cmdv(w->rq_cmd, 0, on_delayed_causes, NULL, 4, dargv, NULL);
 	if (w->k_other_jobs)
 		rq_cmdf(w->rq_cmd, 0, on_other_stream, w, "XLEN %s", w->k_other_jobs);
 	if (rq_cmdf(w->rq_cmd, 0, on_gauge_last, g, "XLEN %s", w->k_dead) < 0) {

@@ -275,7 +275,7 @@ def check_dashboard(names):
         for labels in re.findall(r"by \(([^)]*)\)", e):
             for lab in (x.strip() for x in labels.split(",")):
                 if lab not in ("le", "evaluator", "outcome", "reason", "decision", "target",
-                               "direction", "instance", "job", "version"):
+                               "direction", "instance", "job", "version", "cause"):
                     bad.append("%s: unknown label %s" % (title, lab))
     ok(not bad, "every metric and label the dashboard queries is exported", "\n".join(bad))
     family = {n for n in names if n.startswith("arbiter_")}

@@ -32,7 +32,7 @@ REQUEUE = os.path.join(ROOT, "scripts", "requeue")
 
 
 def env_for(s):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(ARBITER_REDIS_URL=s.redis_url, ARBITER_DATABASE_URL=s.database_url)
     return e
 

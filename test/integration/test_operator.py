@@ -5,7 +5,9 @@ Against a private Redis and PostgreSQL (test/services.py):
 - `arbiter --version` / `arbiter version`, and arbiter_build_info in /metrics;
 - every bad setting is refused before any connection, with one message
   format and exit 2 (a rate without a unit, a bad metrics address, a bad
-  duration, a bad Redis URL), for `worker` and `status` alike;
+  duration, a bad Redis URL, a '@' after the host of a database URI, a bad judge budget,
+  allow list or key prefix/style), for `worker` and `status` alike, and `migrate`'s URL;
+- a worker that never reached Redis does not claim at exit that its consumer stays;
 - durations with units and `export KEY=` lines in the configuration file;
 - `arbiter pause` / `resume` (global and per challenge) shown by `status`;
 - `arbiter status --prune` removes idle consumers that hold nothing and
@@ -28,7 +30,7 @@ from tap import ok
 
 
 def run(args, env=None, timeout=60, **kw):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(env or {})
     return subprocess.run([BIN] + args, env=e, capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -49,6 +51,13 @@ def main():
         (["--drain-ms", "5 minutes"], "ARBITER_DRAIN_MS"),
         (["--redis-url", "http://h/"], "ARBITER_REDIS_URL"),
         (["--sandbox-cgroup", "maybe"], "ARBITER_SANDBOX_CGROUP"),
+        # These were found only once the worker opened its parts: exit 1, another format.
+        (["--database-url", "postgresql://u:p@h/db@x"], "ARBITER_DATABASE_URL"),
+        (["--judge-budget", "5/week"], "ARBITER_JUDGE_BUDGET"),
+        (["--rate-allow", "10.0.0.0/99"], "ARBITER_RATE_ALLOW"),
+        (["--redis-keys", "plain", "--redis-url", "redis+cluster://127.0.0.1:1"],
+         "ARBITER_REDIS_KEYS"),
+        (["--redis-keys", "tagged", "--prefix", "{arb"], "ARBITER_PREFIX"),
     ]
     for cmd in ("worker", "status"):
         for args, setting in cases:
@@ -58,8 +67,26 @@ def main():
                and "starting" not in r.stderr and time.time() - t0 < 10,
                "%s %s: exit 2 before connecting, one message format" % (cmd, " ".join(args)),
                "rc %s: %s" % (r.returncode, r.stderr))
+    r = run(["migrate", "--database-url", "postgresql://u:p@h/db@x"], env=nowhere, timeout=30)
+    ok(r.returncode == 2 and r.stderr.startswith("arbiter migrate: configuration: ARBITER_DATABASE_URL"),
+       "migrate: a '@' after the host is a settings error too (exit 2)",
+       "rc %s: %s" % (r.returncode, r.stderr))
     r = run(["worker", "--metrics-addr", "127.0.0.1:99999"], env=nowhere)
     ok(r.returncode == 2 and r.stderr.count("ARBITER_METRICS_ADDR") == 1, "no doubled prefix", r.stderr)
+
+    # A worker that never reached Redis has no consumer in the group: its exit line must
+    # not send the operator to prune one.
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
+    e.update(nowhere, ARBITER_METRICS_ADDR="", ARBITER_LOG_FORMAT="text", ARBITER_WORKER_ID="w-none")
+    p = subprocess.Popen([BIN, "worker"], env=e, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    time.sleep(1.0)
+    p.terminate()
+    out = p.communicate(timeout=60)[0]
+    ok(p.returncode == 0 and "stays in the group" not in out
+       and "consumer w-none was never created" in out,
+       "a worker that never reached Redis says it left no consumer (not 'stays in the group')",
+       "rc %s: %s" % (p.returncode, out[-1500:]))
 
     with Services() as s:
         migrate(s)
@@ -95,7 +122,7 @@ def main():
         # Pause and resume, shown by status.
         r = run(["pause"], env=base)
         ok(r.returncode == 0 and rd.exists("arbiter:paused"), "arbiter pause sets the switch", r.stderr)
-        r = run(["pause", "--challenge", "two-sum"], env=base)
+        r = run(["pause", "--challenge", "two-sum", "--force"], env=base)   # created later
         ok(r.returncode == 0 and rd.sismember("arbiter:paused:challenges", "two-sum"),
            "arbiter pause --challenge two-sum", r.stderr)
         st = json.loads(run(["status", "--json"], env=base).stdout)["redis"]

@@ -9,7 +9,8 @@ extracted from README.md and run against a private Redis and PostgreSQL
 - producer.js: the Node producer (needs the `pg` and `redis` modules: Debian's
   node-pg/node-redis, installed here as root when missing; skipped with the
   reason when they cannot be had);
-- listen.py: LISTEN on the documented channel while a producer's job completes.
+- listen.py: LISTEN on the documented channel, then poll once: it reports a submission that
+  completed before it started and one that completes while it listens.
 Also: every setting the README's settings table lists is a row of `arbiter worker
 --help` and the other way round (same defaults), every ARBITER_* name the README
 mentions is a setting or a documented exception, and no C file outside
@@ -42,7 +43,7 @@ def examples():
 
 
 def clean_env(s, extra=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(ARBITER_DATABASE_URL=s.database_url, ARBITER_REDIS_URL=s.redis_url)
     e.update(extra or {})
     return e
@@ -113,7 +114,11 @@ def main():
                   # deploy/README.md: the manifests' own variables (KEDA's Redis address and
                   # credentials, the image's install switch), not worker settings
                   "ARBITER_REDIS_ADDRESS", "ARBITER_REDIS_USERNAME", "ARBITER_REDIS_PASSWORD",
-                  "ARBITER_IMAGE_INSTALL"}
+                  "ARBITER_IMAGE_INSTALL",
+                  # the scripts' path to the binary (Configuration), and a typo shown as one
+                  "ARBITER_BIN", "ARBITER_CONCURENCY",
+                  # arbiter console's operator token: the console's secret, not a worker setting
+                  "ARBITER_CONSOLE_TOKEN"}
     stray = sorted(n for n in mentioned - set(binary) - exceptions if not n.startswith("ARBITER_TEST_"))
     ok(not stray, "every ARBITER_* name the README mentions is a setting", stray)
     allowed = {
@@ -126,6 +131,8 @@ def main():
         ("worker/cmd_score.c", "ARBITER_JUDGE_PROVIDERS"),
         # migrate takes only the database URL and the file.
         ("worker/cmd_migrate.c", "ARBITER_CONFIG"), ("worker/cmd_migrate.c", "ARBITER_DATABASE_URL"),
+        # the console's operator token is no worker setting (README "Operator console")
+        ("worker/cmd_console.c", "ARBITER_CONSOLE_TOKEN"),
     }
     found = set()
     for f in glob.glob(os.path.join(ROOT, "worker", "*.c")) + glob.glob(os.path.join(ROOT, "common", "*.c")):
@@ -176,6 +183,31 @@ def main():
                    w.tail())
                 row = a.q1("SELECT score, result FROM evaluation_results WHERE submission_id = %s", sub)
                 ok(row == (1000, "win"), "score 1000, win", row)
+
+            # listen.py: a submission that completed before the listener started (only the
+            # poll after LISTEN can see it) and one enqueued once it listens (a notification).
+            ch = a.challenge({"evaluator": "deterministic", "dimensions": [
+                {"key": "c", "weight": 1, "primitive": "exact_match", "field": "a",
+                 "ground_truth_field": "a"}], "thresholds": {"win": 700, "draw": 400}}, {"a": 1})
+            ag = a.agent()
+            _, early = a.submit(ag, ch, {"a": 1})
+            ok(a.wait_final([early], 60), "a submission completes before the listener starts",
+               w.tail())
+            _, late = a.submit(ag, ch, {"a": 1}, enqueue=False)
+            lp = subprocess.Popen([sys.executable, "-c", ex["listen.py"]],
+                                  env=clean_env(s, {"WAIT_FOR": "%s,%s" % (early, late)}),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1.0)   # either way round is fine: that is what the example promises
+            a.enqueue(late)
+            try:
+                out, err = lp.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                lp.kill()
+                out, err = lp.communicate()
+            printed = {l.split()[0] for l in out.splitlines() if l.strip()}
+            ok(lp.returncode == 0 and printed == {early, late},
+               "listen.py reports the result finished before its LISTEN and the one after",
+               "rc %s\n%s%s" % (lp.returncode, out, err))
 
             path, why = node_modules()
             if path is None:

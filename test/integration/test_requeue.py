@@ -234,7 +234,7 @@ def main():
             f.write("# arbiter\nexport ARBITER_DATABASE_URL=%s\n"
                     "ARBITER_REDIS_URL=%s   # local\nARBITER_PREFIX='cfgp'\n"
                     % (s.database_url, s.redis_url))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
         res = subprocess.run([REQUEUE, "--config", cfg, "--ids", ids["s1"]], env=env,
                              capture_output=True, text=True, timeout=60)
         ok(res.returncode == 0 and len(entries(r, "cfgp:jobs:bulk")) == 1,

@@ -9,6 +9,9 @@ worker` processes:
 - a wrong PostgreSQL password: /readyz names the cause;
 - `arbiter pause`: honoured within a second (a job added afterwards stays
   unread), visible in /metrics (arbiter_paused 1); `arbiter resume`: evaluated;
+- `arbiter pause --challenge SLUG` refuses a slug no challenge has (--force takes it);
+  status and arbiter_delayed_jobs{cause="pause"} count a held job as held, not as a
+  rate-limit deferral;
 - `arbiter pause --challenge SLUG`: that challenge's jobs are held in the
   delayed set, another challenge's are evaluated; after resume, evaluated;
 - completion notifications on the documented channel (LISTEN arbiter_results),
@@ -59,7 +62,7 @@ def http(port, path):
 
 
 def arbiter(s, *args):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(ARBITER_REDIS_URL=s.redis_url, ARBITER_DATABASE_URL=s.database_url)
     return subprocess.run([BIN] + list(args), env=e, capture_output=True, text=True, timeout=60)
 
@@ -128,8 +131,18 @@ def main():
             ok(a.wait_final([sub], 10), "resumed: the job is evaluated", w.tail())
             ok(time.time() - t0 < slow(3), "within a second or two of `arbiter resume` (%.1f s)" % (time.time() - t0))
 
+            # A slug no challenge has is refused (it would pause nothing); --force takes it.
+            r = arbiter(s, "pause", "--challenge", "no-such-slug")
+            ok(r.returncode == 2 and "no challenge has the slug 'no-such-slug'" in r.stderr
+               and not rd.sismember("arbiter:paused:challenges", "no-such-slug"),
+               "pause --challenge no-such-slug: exit 2, nothing paused", r.stdout + r.stderr)
+            r = arbiter(s, "pause", "--challenge", "later-slug", "--force")
+            ok(r.returncode == 0 and rd.sismember("arbiter:paused:challenges", "later-slug"),
+               "--force pauses a slug no challenge has yet", r.stdout + r.stderr)
+            arbiter(s, "resume", "--challenge", "later-slug")
             ch2 = a.challenge(SPEC, {"a": 1}, slug="two")
             r = arbiter(s, "pause", "--challenge", "two")
+            ok(r.returncode == 0, "pause --challenge two (an existing challenge)", r.stdout + r.stderr)
             time.sleep(1.5)
             _, held = a.submit(agent, ch2, {"a": 1})
             _, free = a.submit(agent, ch, {"a": 1})
@@ -138,6 +151,29 @@ def main():
             eq(a.status(held), "queued", "the paused challenge's job is held")
             ok(rd.zcard("arbiter:delayed") >= 1 or rd.xlen("arbiter:jobs") >= 1,
                "it waits in the delayed set (or back in the stream)")
+            # Shown as held by the pause, not as a rate-limit deferral.
+            def by_cause():
+                try:
+                    return json.loads(arbiter(s, "status", "--json").stdout)["redis"].get(
+                        "delayed_by_cause")
+                except (ValueError, KeyError):
+                    return None
+            by = wait_for(lambda: (lambda b: b if b and b.get("pause") == 1 else None)(by_cause()), 10)
+            eq(by, {"rate_limit": 0, "pause": 1, "retry": 0},
+               "status --json: the held job counts under pause, not rate_limit")
+            def split_table():
+                t = arbiter(s, "status").stdout
+                return t if (re.search(r"^ +paused challenge +1$", t, re.M)
+                             and re.search(r"^ +rate limit +0$", t, re.M)
+                             and "delayed (rate limit)" not in t) else None
+            table = wait_for(split_table, 10)
+            ok(table, "status: the delayed line split by cause", arbiter(s, "status").stdout)
+            gauge = wait_for(lambda: re.search(r'^arbiter_delayed_jobs\{cause="pause"\} 1$',
+                                               http(port, "/metrics")[1], re.M), 10)
+            m = http(port, "/metrics")[1]
+            ok(gauge and re.search(r'^arbiter_delayed_jobs\{cause="rate_limit"\} 0$', m, re.M),
+               "arbiter_delayed_jobs{cause=pause} 1, rate_limit 0",
+               "\n".join(l for l in m.splitlines() if "delayed" in l))
             arbiter(s, "resume", "--challenge", "two")
             ok(a.wait_final([held], 20), "after resume --challenge it is evaluated", w.tail())
             n = a.val("SELECT count(*) FROM evaluation_results WHERE submission_id = %s", held)
@@ -158,7 +194,7 @@ def main():
             other = a.agent()
             rejected = a.submission(wrong_m, other, {"a": 1})
             a.enqueue(rejected)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
             env.update(ARBITER_DATABASE_URL=s.database_url, WAIT_FOR=sub)
             got = {}
             deadline = time.time() + 30

@@ -59,7 +59,7 @@ def readyz_with(port, *words):
 
 
 def status(s, url):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     e.update(ARBITER_REDIS_URL=url, ARBITER_DATABASE_URL=s.database_url)
     return subprocess.run([BIN, "status"], env=e, capture_output=True, text=True, timeout=60)
 

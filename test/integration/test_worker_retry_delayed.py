@@ -14,11 +14,12 @@ job's own failure, counted). With ARBITER_RETRY_BASE_MS = ARBITER_RETRY_MAX_MS
   same worker completes (the waiting job holds no slot: concurrency 1).
 """
 import json
+import subprocess
 import sys
 import time
 
 from services import Services
-from workerkit import SPEC_X, Arena, Worker, eq, migrate, ok, wait_for
+from workerkit import BIN, SPEC_X, Arena, Worker, eq, migrate, ok, wait_for
 
 import tap
 
@@ -78,6 +79,17 @@ def main():
             eq(member.get("attempt"), "2", "its member carries attempt 2", member)
             ok(1500 <= due - now <= 4000, "due 2-4 s later by Redis's clock (in %d ms)" % (due - now))
             eq(member.get("submission_id"), bad, "the entry's fields travel with it")
+            eq(member.get("_cause"), "retry", "the member is marked as a retry (not a rate-limit "
+               "deferral)", member)
+            st = subprocess.run([BIN, "status", "--json", "--redis-url", s.redis_url,
+                                 "--database-url", s.database_url],
+                                capture_output=True, text=True, timeout=60)
+            try:
+                by = json.loads(st.stdout)["redis"]["delayed_by_cause"]
+            except (ValueError, KeyError):
+                by = None
+            eq(by, {"rate_limit": 0, "pause": 0, "retry": 1},
+               "status --json counts it under retry", st.stdout[-1500:] + st.stderr)
         eq(a.pending(), 0, "nothing pending in the stream while it waits (no claim, no slot)")
 
         # The waiting job holds no slot: with concurrency 1, another job completes meanwhile.

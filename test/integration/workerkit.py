@@ -366,7 +366,7 @@ def operator_cli_checks(s, url, r, name, secret=None, prefix="arbiter", style="a
     p = cli(s, url, "pause")
     ok(p.returncode == 0 and r.exists(base + ":paused"), "%s: arbiter pause sets the switch" % name,
        p.stdout + p.stderr)
-    p = cli(s, url, "pause", "--challenge", "cli-check")
+    p = cli(s, url, "pause", "--challenge", "cli-check", "--force")   # no such challenge here
     ok(p.returncode == 0 and r.sismember(base + ":paused:challenges", "cli-check"),
        "%s: arbiter pause --challenge" % name, p.stdout + p.stderr)
     _, j = status()
@@ -393,7 +393,7 @@ def operator_cli_checks(s, url, r, name, secret=None, prefix="arbiter", style="a
 def script(s, name, url, *args, timeout=60):
     """scripts/NAME ARGS... with ARBITER_REDIS_URL=url and the test's database;
     the CompletedProcess (text)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_") or k == "ARBITER_BIN"}
     env.update({"ARBITER_REDIS_URL": url, "ARBITER_DATABASE_URL": s.database_url})
     top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     return subprocess.run(["/usr/bin/python3", os.path.join(top, "scripts", name)] + list(args),

@@ -1,0 +1,263 @@
+#!/usr/bin/python3
+"""`arbiter console` against a private Redis and PostgreSQL and a real worker, over HTTP and
+in a real browser (Debian's chromium + chromium-driver through python3-selenium; CI installs
+them with scripts/deps, and without them this test fails: it is never skipped).
+
+HTTP: every answer has the strict Content-Security-Policy; the overview's counts are those
+of `arbiter status --json` (the worker paused, so nothing moves between the two readings);
+an action without the token is refused (401), a cross-origin one too (403), a console
+started without a token refuses every action (403); a dead letter whose fields are not
+UTF-8 is served as valid JSON with \\xNN text; each view's latency is measured.
+
+Browser: the overview shows the same counts as `arbiter status --json`; the page resumes
+the paused worker with the token (logged with the operator's name) and the jobs flow to
+completion; a failed submission's page shows its last_error and the dead letter's reason;
+`<script>` in an answer and in a reason is shown as text and never runs; the pause button
+without the token is refused and nothing is paused; a dead letter replayed from the page
+completes; no console errors (CSP violations included); the page's weight is measured
+(target 200 KB) and a screenshot taken (ARBITER_CONSOLE_SCREENSHOT, else the temp dir).
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import redis
+
+from services import Services
+from workerkit import BIN, SPEC_X, Arena, Worker, cli, diag, done, eq, migrate, ok, wait_for
+
+TOKEN = "console-test-token-0123456789"
+HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
+
+
+class Console:
+    """One `arbiter console` process on a free loopback port."""
+
+    def __init__(self, s, token=None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+        env.update(ARBITER_REDIS_URL=s.redis_url, ARBITER_DATABASE_URL=s.database_url)
+        if token:
+            env["ARBITER_CONSOLE_TOKEN"] = token
+        self.log_path = os.path.join(s.tmp, "console-%d.log" % int(time.time() * 1000))
+        self.log = open(self.log_path, "w+")
+        self.proc = subprocess.Popen([BIN, "console", "--listen", "127.0.0.1:0"], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        m = wait_for(lambda: re.search(r"listening on (http://\S+/)", self.output()), 20)
+        if not m:
+            raise RuntimeError("console did not start: " + self.output())
+        self.url = m.group(1)
+
+    def output(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path.lstrip("/"), timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+
+    def post(self, body, headers=None):
+        req = urllib.request.Request(self.url + "api/action", data=json.dumps(body).encode(),
+                                     headers=dict({"Content-Type": "application/json"}, **(headers or {})),
+                                     method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+COUNTS = [("redis", "stream_length"), ("redis", "lag"), ("redis", "pending"), ("redis", "delayed"),
+          ("redis", "dead"), ("redis", "bulk_lane"), ("redis", "judge_lane"),
+          ("postgres", "queued"), ("postgres", "evaluating"), ("postgres", "schema_version")]
+
+
+def status_counts(s):
+    r = cli(s, s.redis_url, "status", "--json")
+    doc = json.loads(r.stdout)
+    return {k: doc[sec][k] for sec, k in COUNTS}
+
+
+def http_checks(s, a, con, ro):
+    st, h, body = con.get("/")
+    csp = h.get("Content-Security-Policy", "")
+    ok(st == 200 and "default-src 'none'" in csp and "script-src 'self'" in csp
+       and "unsafe-inline" not in csp, "the page has a strict CSP", csp)
+    st, h, body = con.get("/api/overview")
+    ok("default-src 'none'" in h.get("Content-Security-Policy", ""), "the API has the CSP too")
+    page = json.loads(body)["status"]
+    want = status_counts(s)
+    got = {k: page[sec][k] for sec, k in COUNTS}
+    eq(got, want, "the overview's counts are those of arbiter status --json")
+    ok("secret" not in body.decode(), "no password on the overview (URLs redacted)")
+    before = (a.r.get(a.base + ":paused"), a.r.smembers(a.base + ":paused:challenges"))
+    eq(con.post({"action": "resume", "all": True})[0], 401, "an action without the token is refused")
+    eq(con.post({"action": "resume"}, {"X-Arbiter-Token": TOKEN + "x"})[0], 401,
+       "an action with a wrong token is refused")
+    eq(con.post({"action": "resume"}, {"X-Arbiter-Token": TOKEN, "Origin": "http://evil.example"})[0],
+       403, "a cross-origin action is refused")
+    eq(ro.post({"action": "resume"}, {"X-Arbiter-Token": TOKEN})[0], 403,
+       "a console without a token refuses every action")
+    eq((a.r.get(a.base + ":paused"), a.r.smembers(a.base + ":paused:challenges")), before,
+       "refused actions changed no pause switch")
+    # a dead letter of any bytes
+    raw = redis.Redis.from_url(s.redis_url)
+    bad_id = raw.xadd(a.dead, {b"submission_id": b"\xff\xfe", b"reason": b"bad \xc3\x28 \xed\xa0\x80 \x00",
+                               b"failed_at": str(int(time.time() * 1000)).encode()}).decode()
+    st, _, body = con.get("/api/dead/entry?id=" + bad_id)
+    doc = json.loads(body.decode("utf-8"))    # strict: raises on invalid UTF-8
+    eq(doc["fields"]["reason"], "bad \\xc3( \\xed\\xa0\\x80 \\x00", "invalid UTF-8 is served as \\xNN text")
+    eq(con.post({"action": "drop", "id": bad_id}, {"X-Arbiter-Token": TOKEN})[0], 200, "drop with the token")
+    eq(raw.xlen(a.dead), 1, "the dropped dead letter is gone")
+    # latency of each view
+    for path in ("/api/overview", "/api/dead?limit=50", "/api/submission?id=" + a.failed_sub):
+        ts = []
+        for _ in range(10):
+            t0 = time.time()
+            con.get(path)
+            ts.append((time.time() - t0) * 1000)
+        diag("latency %s: median %.1f ms, max %.1f ms" % (path, statistics.median(ts), max(ts)))
+        ok(statistics.median(ts) <= 200, "%s answers in <= 200 ms (median)" % path.split("?")[0])
+
+
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as ChromeService
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,1400"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=ChromeService("/usr/bin/chromedriver"), options=opts)
+
+
+def browser_checks(s, a, con, worker_subs):
+    from selenium.webdriver.common.by import By
+    d = browser()
+    try:
+        d.get(con.url)
+
+        def shown():
+            # one script call: the cards are rebuilt every 2 s, element handles go stale
+            return dict(d.execute_script(
+                "return Array.from(document.querySelectorAll('[data-k]'))"
+                ".map(function (e) { return [e.getAttribute('data-k'), e.textContent]; });"))
+        wait_for(lambda: shown().get("stream_length") not in (None, "", "-"), 15)
+        want = status_counts(s)
+        got = shown()
+        eq({k: got.get(k) for _, k in COUNTS if k in got}, {k: str(v) for k, v in want.items() if k in got},
+           "browser: the overview shows arbiter status --json's counts")
+        ok(wait_for(lambda: "updated" in d.find_element(By.ID, "fresh").text, 10),
+           "browser: the overview says how fresh it is")
+        # without the token: refused, nothing paused
+        d.find_element(By.ID, "pause-all").click()
+        d.switch_to.alert.accept()
+        ok(wait_for(lambda: "refused (401)" in d.find_element(By.ID, "flash").text, 10),
+           "browser: pause without the token is refused", d.find_element(By.ID, "flash").text)
+        # with the token: resume, and the jobs flow
+        d.find_element(By.CSS_SELECTOR, "#auth summary").click()
+        d.find_element(By.ID, "token").send_keys(TOKEN)
+        d.find_element(By.ID, "operator").send_keys("ops-test")
+        d.find_element(By.ID, "resume-all").click()
+        ok(wait_for(lambda: "resumed every replica" in d.find_element(By.ID, "flash").text, 10),
+           "browser: resume with the token", d.find_element(By.ID, "flash").text)
+        ok(a.wait_final(worker_subs, 60), "the resumed worker finishes the jobs")
+        ok('"operator":"ops-test"' in con.output() and '"action":"resume"' in con.output(),
+           "the action is logged with who and what")
+        ok(wait_for(lambda: shown().get("stream_length") == "0" and shown().get("queued") == "1", 15),
+           "browser: the live overview follows the flow without a reload", shown())
+        want = status_counts(s)
+        got = shown()
+        eq({k: got.get(k) for _, k in COUNTS if k in got}, {k: str(v) for k, v in want.items() if k in got},
+           "browser: after the flow the counts match arbiter status --json again")
+        shot = os.environ.get("ARBITER_CONSOLE_SCREENSHOT") or os.path.join(s.tmp, "console.png")
+        d.save_screenshot(shot)
+        diag("screenshot: %s" % shot)
+        # the page's weight
+        weight = d.execute_script(
+            "var n = performance.getEntriesByType('navigation')[0];"
+            "return performance.getEntriesByType('resource').reduce(function (t, e) {"
+            "  return t + e.encodedBodySize; }, n.encodedBodySize);")
+        diag("page weight (HTML, script, style and one overview reading): %d bytes" % weight)
+        ok(0 < weight <= 200 * 1024, "the page weighs at most 200 KB", weight)
+        # a failed submission's story
+        d.get(con.url + "#submission=" + a.failed_sub)
+        ok(wait_for(lambda: "status" in d.find_element(By.ID, "sub-out").text, 10), "browser: the story loads")
+        text = d.find_element(By.ID, "sub-out").text
+        ok("sandbox exploded " in text and HOSTILE in text, "browser: the failed submission shows its last_error, as text", text)
+        ok("dead letters" in text and "reason: sandbox exploded" in text,
+           "browser: and its dead letter with the reason", text)
+        ok("<script>window.__pwned = 1</script>" in d.find_element(By.ID, "sub-answer").text,
+           "browser: <script> in the answer is shown as text")
+        eq(d.execute_script("return window.__pwned === undefined && "
+                            "document.querySelectorAll('#sub-out script, #sub-out img').length"), 0,
+           "browser: nothing of the hostile text ran or became an element")
+        # dead letters: replay from the page, and it completes
+        d.get(con.url + "#dead")
+        row = '#dead-list tr[data-id="%s"]' % a.failed_dead
+        ok(wait_for(lambda: d.find_elements(By.CSS_SELECTOR, row), 10), "browser: the dead letter is listed")
+        ok(HOSTILE in d.find_element(By.CSS_SELECTOR, row).text, "browser: its reason is shown as text")
+        d.execute_script("document.getElementById('auth').open = true")
+        d.find_element(By.ID, "token").clear()
+        d.find_element(By.ID, "token").send_keys(TOKEN)
+        d.find_element(By.CSS_SELECTOR, row + " button.replay").click()
+        d.switch_to.alert.accept()
+        ok(wait_for(lambda: "replayed" in d.find_element(By.ID, "flash").text, 10),
+           "browser: replay with the token", d.find_element(By.ID, "flash").text)
+        ok(wait_for(lambda: a.status(a.failed_sub) == "completed", 30),
+           "the replayed dead letter's submission completes", a.status(a.failed_sub))
+        errors = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"
+                  and "/api/action" not in e.get("message", "")]   # the refused POST's 401 is expected
+        eq(errors, [], "browser: no console errors (CSP violations included)")
+    finally:
+        d.quit()
+
+
+def main():
+    with Services() as s:
+        migrate(s)
+        a = Arena(s)
+        ch = a.challenge(SPEC_X, {"x": 1})
+        ag = a.agent()
+        # a failed submission with its dead letter, both with hostile text
+        _, a.failed_sub = a.submit(ag, ch, {"x": HOSTILE}, enqueue=False)
+        a.q("UPDATE submissions SET status = 'failed', attempts = 3, last_error = %s WHERE id = %s",
+            "sandbox exploded " + HOSTILE, a.failed_sub)
+        a.failed_dead = a.r.xadd(a.dead, {"submission_id": a.failed_sub, "kind": "evaluate",
+                                          "enqueued_at": str(int(time.time() * 1000)),
+                                          "reason": "sandbox exploded " + HOSTILE,
+                                          "failed_at": str(int(time.time() * 1000)),
+                                          "original_id": "1-0", "worker_id": "w0"})
+        # the answer of the failed submission wins when replayed: x = 1 is the ground truth
+        a.q("UPDATE submissions SET answer = jsonb_build_object('x', 1, 'note', %s::text) WHERE id = %s",
+            HOSTILE, a.failed_sub)
+        # no reconciler pass during the test: the one queued submission without a job stays so
+        w = Worker(s, "c1", env={"ARBITER_RECONCILE_MS": "1h"})
+        ok(wait_for(lambda: a.r.exists(a.stream), 20), "worker up", w.tail())
+        eq(cli(s, s.redis_url, "pause").returncode, 0, "paused for stable counts")
+        subs = [a.submit(ag, ch, {"x": 1 if i % 2 else 0})[1] for i in range(40)]
+        a.submit(ag, ch, {"x": 1}, enqueue=False)      # one queued without a job: queued stays 1
+        con = Console(s, TOKEN)
+        ro = Console(s)
+        try:
+            http_checks(s, a, con, ro)
+            browser_checks(s, a, con, subs)
+        finally:
+            con.stop()
+            ro.stop()
+            w.term()
+        a.close()
+    done()
+
+
+if __name__ == "__main__":
+    main()

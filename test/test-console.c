@@ -1,0 +1,88 @@
+/*
+ * test-console: the operator console's pure parts (worker/console.h): request heads
+ * (limits, header fields, bad input), query parameters, the token check, and text made
+ * valid UTF-8 for JSON (hostile bytes shown as \xNN).
+ */
+#undef NDEBUG
+#include <string.h>
+
+#include "console.h"
+#include "tap.h"
+
+static enum console_parse parse(const char *s, struct console_request *r)
+{
+	return console_parse(s, strlen(s), r);
+}
+
+static void test_parse(void)
+{
+	struct console_request r;
+	is_int(parse("GET /api/dead?reason=x HTTP/1.1\r\nHost: 127.0.0.1:8790\r\n"
+	             "X-Arbiter-Token: abc\r\nX-Arbiter-Operator:  ann \r\n\r\n", &r), CONSOLE_OK, "a GET");
+	is_str(r.path, "/api/dead", "path without the query");
+	is_str(r.query, "reason=x", "query");
+	is_str(r.token, "abc", "token header");
+	is_str(r.operator_name, "ann", "operator header, trimmed");
+	is_str(r.host, "127.0.0.1:8790", "host");
+	is_int(parse("POST /api/action HTTP/1.1\nContent-Length: 12\n\n", &r), CONSOLE_OK, "bare LF");
+	is_int((int)r.content_length, 12, "content length");
+	is_int(parse("GET / HTTP/1.1\r\nHost: x\r\n", &r), CONSOLE_INCOMPLETE, "no blank line yet");
+	is_int(parse("GET / HTTP/2.0\r\n\r\n", &r), CONSOLE_BAD, "not HTTP/1.x");
+	is_int(parse("GET x HTTP/1.1\r\n\r\n", &r), CONSOLE_BAD, "target not a path");
+	is_int(parse("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", &r),
+	       CONSOLE_BAD, "two lengths");
+	is_int(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &r), CONSOLE_BAD, "chunked");
+	is_int(parse("POST / HTTP/1.1\r\nContent-Length: 99999\r\n\r\n", &r), CONSOLE_TOO_LARGE,
+	       "body over the limit");
+	is_int(parse("GET / HTTP/1.1\r\nX-Arbiter-Token: a\x01" "b\r\n\r\n", &r), CONSOLE_BAD,
+	       "control character in a header");
+	static char big[CONSOLE_MAX_HEAD + 10];
+	memset(big, 'a', sizeof big - 1);
+	memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+	is_int(parse(big, &r), CONSOLE_TOO_LARGE, "head over the limit");
+}
+
+static void test_params(void)
+{
+	char v[32];
+	ok(console_param("a=1&id=ab%20c+d&z", "id", v, sizeof v) && !strcmp(v, "ab c d"), "decoded");
+	ok(console_param("a=1&z", "z", v, sizeof v) && !v[0], "bare name: empty");
+	ok(!console_param("a=1", "id", v, sizeof v), "absent");
+	ok(!console_param("id=%00", "id", v, sizeof v), "a NUL byte is refused");
+	ok(!console_param("id=%zz", "id", v, sizeof v), "bad escape refused");
+	ok(!console_param("id=0123456789012345678901234567890123", "id", v, sizeof v), "too long");
+	ok(console_is_uuid("0b6b0a6e-1d0c-4b7e-9a61-0a7c2f1e3d4c"), "uuid");
+	ok(!console_is_uuid("0b6b0a6e-1d0c-4b7e-9a61-0a7c2f1e3d4'"), "not a uuid");
+	ok(console_is_entry_id("1700000000000-0") && console_is_entry_id("17"), "entry ids");
+	ok(!console_is_entry_id("17-") && !console_is_entry_id("-1") && !console_is_entry_id("1-2-3"),
+	   "not entry ids");
+}
+
+static void test_token(void)
+{
+	ok(console_token_ok("secret-token-123", "secret-token-123"), "same token");
+	ok(!console_token_ok("secret-token-123", "secret-token-12"), "prefix");
+	ok(!console_token_ok("secret-token-123", "secret-token-1234"), "longer");
+	ok(!console_token_ok("", ""), "no configured token never matches");
+}
+
+static void test_text(void)
+{
+	const char in[] = "ok \xc3\xa9 \xc3( \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf <script>\0!";
+	json_t *j = console_text(in, sizeof in - 1);
+	is_str(json_string_value(j), "ok \xc3\xa9 \\xc3( \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80 "
+	       "\\xc0\\xaf <script>\\x00!", "invalid UTF-8 and NUL as \\xNN, the rest unchanged");
+	json_decref(j);
+	j = console_text(NULL, 0);
+	ok(json_is_null(j), "NULL is null");
+	json_decref(j);
+}
+
+int main(void)
+{
+	test_parse();
+	test_params();
+	test_token();
+	test_text();
+	return tap_done();
+}

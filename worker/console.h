@@ -1,0 +1,61 @@
+/*
+ * The operator console's pure parts (no I/O), used by `arbiter console`
+ * (worker/cmd_console.c) and tested by test/test-console.c: the request head
+ * parser, query parameters, the token check and text made safe for JSON.
+ */
+#ifndef ARBITER_CONSOLE_H
+#define ARBITER_CONSOLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* A request head is at most this long; a request body (POST) at most CONSOLE_MAX_BODY. */
+#define CONSOLE_MAX_HEAD 16384
+#define CONSOLE_MAX_BODY 4096
+
+enum console_parse {
+	CONSOLE_INCOMPLETE,     /* no blank line yet */
+	CONSOLE_OK,
+	CONSOLE_BAD,            /* malformed → 400 */
+	CONSOLE_TOO_LARGE,      /* head over CONSOLE_MAX_HEAD, or a body over CONSOLE_MAX_BODY → 413 */
+};
+
+struct console_request {
+	char method[8];
+	char path[256];          /* without the query string */
+	char query[1024];        /* after '?', undecoded; "" when none */
+	char token[256];         /* X-Arbiter-Token; "" when absent */
+	char operator_name[64];  /* X-Arbiter-Operator (who, for the log); "" when absent */
+	char origin[256];        /* Origin; "" when absent */
+	char host[256];          /* Host; "" when absent */
+	long content_length;     /* -1 when absent */
+	size_t head_len;         /* bytes of the head, blank line included */
+};
+
+/* Parses buf[0..len) as a request head (CRLF or LF line ends). A header longer than its
+ * field in *req makes the request CONSOLE_BAD. Pure; never reads past len. */
+enum console_parse console_parse(const char *buf, size_t len, struct console_request *req);
+
+/* The value of parameter name in the query string q, %XX and '+' decoded, into out
+ * (NUL-terminated, at most n bytes). Returns true if present and it fits (a decoded NUL
+ * byte does not: false). */
+bool console_param(const char *q, const char *name, char *out, size_t n);
+
+/* Constant-time comparison of the token given with the configured one; an empty
+ * configured token never matches. */
+bool console_token_ok(const char *configured, const char *given);
+
+/* s[0..n) as a JSON string of valid UTF-8: every byte that is not part of a well-formed
+ * UTF-8 sequence (overlong forms, surrogates and code points above U+10FFFF included)
+ * becomes the text \xNN. Returns a new reference; NULL s gives JSON null. */
+json_t *console_text(const char *s, size_t n);
+
+/* True when s is a UUID in its canonical text form (8-4-4-4-12 hex digits). */
+bool console_is_uuid(const char *s);
+
+/* True when s is a stream entry id: digits, optionally '-' and digits (≤ 20 each). */
+bool console_is_entry_id(const char *s);
+
+#endif

@@ -1,0 +1,208 @@
+// arbiter console: the page's script. Reads the JSON API of `arbiter console` on its own
+// origin and builds the views with DOM nodes and textContent only: every value (answers,
+// reasons, names) is shown as text, never parsed as markup. Actions are POSTs carrying
+// the operator token in the X-Arbiter-Token header.
+"use strict";
+(function () {
+  var $ = function (id) { return document.getElementById(id); };
+  var timer = null, lastAt = 0, deadBefore = null;
+
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function row(tbody, cells) {
+    var tr = el("tr");
+    cells.forEach(function (c) {
+      var td = el("td");
+      if (c instanceof Node) td.appendChild(c); else td.textContent = c === null || c === undefined ? "-" : String(c);
+      tr.appendChild(td);
+    });
+    tbody.appendChild(tr);
+    return tr;
+  }
+  function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); return e; }
+  function dur(ms) {
+    if (ms === null || ms === undefined) return "-";
+    var s = ms / 1000;
+    if (s < 60) return s.toFixed(1) + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m" + Math.floor(s % 60) + "s";
+    return Math.floor(s / 3600) + "h" + Math.floor(s % 3600 / 60) + "m";
+  }
+  function flash(msg, bad) { var f = $("flash"); f.textContent = msg; f.className = bad ? "bad" : ""; }
+  function get(path) {
+    return fetch(path, { cache: "no-store", credentials: "omit" }).then(function (r) { return r.json(); });
+  }
+  function action(body, confirmText) {
+    if (confirmText && !window.confirm(confirmText)) return Promise.resolve(null);
+    var h = { "Content-Type": "application/json" };
+    var t = $("token").value;
+    if (t) h["X-Arbiter-Token"] = t;
+    var who = $("operator").value;
+    if (who) h["X-Arbiter-Operator"] = who;
+    return fetch("/api/action", { method: "POST", headers: h, body: JSON.stringify(body), credentials: "omit" })
+      .then(function (r) { return r.json().then(function (j) { return { code: r.status, j: j }; }); })
+      .then(function (res) {
+        if (res.code === 200) flash(res.j.done, false);
+        else flash("refused (" + res.code + "): " + res.j.error, true);
+        return res;
+      });
+  }
+
+  // ---- overview ----
+  function card(label, value, key, note) {
+    var c = el("div", null, "card");
+    var b = el("b", value === null || value === undefined ? "-" : value);
+    b.setAttribute("data-k", key);
+    c.appendChild(b);
+    c.appendChild(el("span", label));
+    if (note) { c.appendChild(el("br")); c.appendChild(el("small", note, "muted")); }
+    return c;
+  }
+  function renderOverview(d) {
+    var rs = d.status.redis || {}, pg = d.status.postgres || {}, sp = d.delayed_split || {};
+    $("mode").textContent = d.read_only ? "read-only (no token configured)" : "actions need the token";
+    var cards = clear($("cards"));
+    cards.appendChild(card("in the stream", rs.stream_length, "stream_length", rs.oldest_entry_age_ms !== null && rs.oldest_entry_age_ms !== undefined ? "oldest " + dur(rs.oldest_entry_age_ms) : ""));
+    cards.appendChild(card("waiting (lag)", rs.lag, "lag"));
+    cards.appendChild(card("in flight (pending)", rs.pending, "pending"));
+    cards.appendChild(card("bulk lane", rs.bulk_lane, "bulk_lane"));
+    cards.appendChild(card("judge lane", rs.judge_lane, "judge_lane"));
+    cards.appendChild(card("delayed", rs.delayed, "delayed", sp.error ? sp.error : "retry " + sp.retry + ", rate limit or pause " + sp.rate_limit_or_pause));
+    cards.appendChild(card("dead letters", rs.dead, "dead"));
+    cards.appendChild(card("queued (db)", pg.queued, "queued"));
+    cards.appendChild(card("evaluating (db)", pg.evaluating, "evaluating"));
+    cards.appendChild(card("submissions (estimate)", d.table ? d.table.submissions_estimate : null, "submissions_estimate"));
+    cards.appendChild(card("schema version", pg.schema_version, "schema_version", "needs " + pg.schema_needed));
+
+    var probs = clear($("problems"));
+    if (!rs.ok) probs.appendChild(el("li", "Redis: " + rs.error, "bad"));
+    if (!pg.ok) probs.appendChild(el("li", "PostgreSQL: " + pg.error, "bad"));
+    if (pg.ok && !pg.schema_current) probs.appendChild(el("li", "schema " + pg.schema_version + " is older than " + pg.schema_needed + ": run arbiter migrate", "bad"));
+    if (rs.ok && !rs.group_exists) probs.appendChild(el("li", "no consumer group yet (no worker has started)", "bad"));
+    if (rs.paused) probs.appendChild(el("li", "every replica is paused", "bad"));
+    if (!probs.firstChild) probs.appendChild(el("li", "none: Redis and PostgreSQL answer, schema current", "good"));
+
+    var tb = clear($("replicas").tBodies[0]);
+    (rs.consumers || []).forEach(function (c) { row(tb, [c.name, c.pending, dur(c.idle_ms), c.last_seen_ms === null ? "no heartbeat" : dur(c.last_seen_ms) + " ago"]); });
+    var ps = rs.paused ? "every replica paused" : "not paused";
+    if (rs.paused_challenges && rs.paused_challenges.length) ps += "; paused challenges: " + rs.paused_challenges.join(", ");
+    $("pause-state").textContent = ps;
+
+    var ev = clear($("evaluators").tBodies[0]);
+    Object.keys(pg.last_hour || {}).forEach(function (k) {
+      var e = pg.last_hour[k];
+      row(ev, [k, e.results, e.win, e.draw, e.loss, e.avg_score.toFixed(1)]);
+    });
+    var sv = clear($("servers"));
+    [["prefix", d.status.prefix], ["Redis", rs.url], ["stream", rs.stream], ["PostgreSQL", pg.url], ["version", d.version], ["view took", d.took_ms + " ms"]].forEach(function (p) {
+      sv.appendChild(el("dt", p[0])); sv.appendChild(el("dd", p[1]));
+    });
+    lastAt = Date.now();
+  }
+  function loadOverview() {
+    return get("/api/overview").then(renderOverview).catch(function (e) { $("fresh").textContent = "console unreachable: " + e; $("fresh").className = "bad"; });
+  }
+  function tick() {
+    if (lastAt) { $("fresh").textContent = "updated " + ((Date.now() - lastAt) / 1000).toFixed(0) + "s ago"; $("fresh").className = "muted"; }
+  }
+
+  // ---- a submission's story ----
+  function kv(obj, keys) {
+    var dl = el("dl");
+    keys.forEach(function (k) { dl.appendChild(el("dt", k)); var v = obj[k]; dl.appendChild(el("dd", v === null || v === undefined ? "-" : (typeof v === "object" ? JSON.stringify(v) : v))); });
+    return dl;
+  }
+  function renderSubmission(d) {
+    var out = clear($("sub-out"));
+    if (d.error) { out.appendChild(el("p", d.error, "bad")); return; }
+    if (d.db_error) out.appendChild(el("p", d.db_error, "bad"));
+    if (d.found === false) out.appendChild(el("p", "no such submission in PostgreSQL", "bad"));
+    if (d.row) {
+      out.appendChild(el("h2", "Row"));
+      out.appendChild(kv(d.row, ["id", "status", "attempts", "last_error", "reject_reason", "submitted_at", "agent", "challenge", "match_id", "match_status", "match_result", "match_score", "elo_before", "elo_after", "elo_change", "attempt_number", "answer_bytes"]));
+      out.appendChild(el("h2", "Answer (first 4000 characters)"));
+      var pre = el("pre", d.row.answer); pre.id = "sub-answer"; out.appendChild(pre);
+    }
+    out.appendChild(el("h2", "Where its job is now"));
+    var rd = d.redis || {};
+    if (rd.error) out.appendChild(el("p", rd.error, "bad"));
+    var places = rd.places || [];
+    if (!places.length) out.appendChild(el("p", "not in Redis (scanned: " + JSON.stringify(rd.scanned) + ", at most " + rd.scan_limit + " per key)", "muted"));
+    var t = el("table"); var tb = el("tbody"); t.appendChild(tb); t.id = "sub-places";
+    places.forEach(function (p) {
+      var what = p.where;
+      if (p.consumer) what += " — pending for " + p.consumer + " for " + dur(p.idle_ms) + ", " + p.deliveries + " deliveries";
+      else if (p.where === "stream" || p.where === "bulk lane" || p.where === "judge lane") what += " — waiting, not delivered yet";
+      if (p.due_in_ms !== undefined) what += " — " + p.cause + ", due in " + dur(Math.max(p.due_in_ms, 0));
+      if (p.fields && p.fields.reason) what += " — reason: " + p.fields.reason;
+      row(tb, [what, p.id || p.fields._token || "", JSON.stringify(p.fields)]);
+    });
+    if (places.length) out.appendChild(t);
+    out.appendChild(el("h2", "Evaluations"));
+    (d.evaluations || []).forEach(function (e) {
+      out.appendChild(el("h3", "#" + e.eval_seq + " " + e.evaluator + ": " + e.result + ", score " + e.score + (e.verified ? " (verified)" : "") + ", Elo " + e.elo_before + " " + (e.elo_change >= 0 ? "+" : "") + e.elo_change + " (k " + e.k_factor + ")"));
+      var dt = el("table"), db = el("tbody"); dt.appendChild(db);
+      row(db, ["dimension", "score", "weight", "weighted", "judge's reasoning"]).className = "muted";
+      (e.dimensions || []).forEach(function (x) { row(db, [x.key, x.score, x.weight, x.weighted, x.reasoning]); });
+      out.appendChild(dt);
+      out.appendChild(el("pre", JSON.stringify({ breakdown: e.score_breakdown, warnings: e.submission_warnings, violations: e.constraint_violations, worker: e.worker_id, job: e.job_id, started_at: e.started_at, completed_at: e.completed_at }, null, 2)));
+    });
+    if (d.evaluations && !d.evaluations.length) out.appendChild(el("p", "none yet", "muted"));
+    out.appendChild(el("p", "view took " + d.took_ms + " ms", "muted"));
+  }
+  function loadSubmission(id) {
+    $("sub-id").value = id;
+    return get("/api/submission?id=" + encodeURIComponent(id)).then(renderSubmission);
+  }
+
+  // ---- dead letters ----
+  function renderDead(d, append) {
+    var tb = $("dead-list").tBodies[0];
+    if (!append) clear(tb);
+    $("dead-summary").textContent = d.error ? d.error : d.total + " dead letters (" + d.scanned + " looked at)";
+    (d.entries || []).forEach(function (e) {
+      var f = e.fields, b = el("span");
+      var v = el("button", "View"); v.type = "button"; v.onclick = function () { showDead(e.id); }; b.appendChild(v);
+      var r = el("button", "Replay"); r.type = "button"; r.className = "replay"; r.onclick = function () { action({ action: "replay", id: e.id }, "Replay dead letter " + e.id + " to the jobs stream (and set its submission back to queued)?").then(function () { loadDead(false); }); }; b.appendChild(r);
+      var x = el("button", "Drop"); x.type = "button"; x.className = "drop"; x.onclick = function () { action({ action: "drop", id: e.id }, "Permanently drop dead letter " + e.id + "?").then(function () { loadDead(false); }); }; b.appendChild(x);
+      var tr = row(tb, [e.id, f.submission_id, f.failed_at ? new Date(Number(f.failed_at)).toISOString() : "-", f.reason, b]);
+      tr.setAttribute("data-id", e.id);
+    });
+    deadBefore = d.next_before;
+    $("dead-more").hidden = !deadBefore;
+  }
+  function loadDead(more) {
+    var q = "/api/dead?limit=50&reason=" + encodeURIComponent($("dead-reason").value);
+    if (more && deadBefore) q += "&before=" + encodeURIComponent(deadBefore);
+    return get(q).then(function (d) { renderDead(d, more); });
+  }
+  function showDead(id) {
+    return get("/api/dead/entry?id=" + encodeURIComponent(id)).then(function (d) { $("dead-entry").textContent = JSON.stringify(d, null, 2); });
+  }
+
+  // ---- navigation ----
+  function route() {
+    var h = location.hash || "#overview";
+    var view = h.indexOf("#submission") === 0 ? "submission" : h.indexOf("#dead") === 0 ? "dead" : "overview";
+    ["overview", "submission", "dead"].forEach(function (v) { $("view-" + v).hidden = v !== view; });
+    if (timer) { clearInterval(timer); timer = null; }
+    if (view === "overview") { loadOverview(); timer = setInterval(function () { loadOverview(); }, 2000); }
+    if (view === "submission") { var m = /^#submission=(.+)$/.exec(h); if (m) loadSubmission(decodeURIComponent(m[1])); }
+    if (view === "dead") loadDead(false);
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    $("sub-form").addEventListener("submit", function (ev) { ev.preventDefault(); location.hash = "#submission=" + encodeURIComponent($("sub-id").value.trim()); });
+    $("dead-form").addEventListener("submit", function (ev) { ev.preventDefault(); loadDead(false); });
+    $("dead-more").addEventListener("click", function () { loadDead(true); });
+    $("pause-all").addEventListener("click", function () { action({ action: "pause" }, "Pause every replica?").then(loadOverview); });
+    $("resume-all").addEventListener("click", function () { action({ action: "resume" }).then(loadOverview); });
+    $("pause-one").addEventListener("click", function () { action({ action: "pause", challenge: $("pause-slug").value }).then(loadOverview); });
+    $("resume-one").addEventListener("click", function () { action({ action: "resume", challenge: $("pause-slug").value }).then(loadOverview); });
+    window.addEventListener("hashchange", route);
+    setInterval(tick, 1000);
+    route();
+  });
+})();
