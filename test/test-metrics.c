@@ -336,6 +336,27 @@ int main(void)
 	is_int(value_of(t, "arbiter_jobs_in_flight"), 0, "reset zeroes gauges");
 	free(t);
 
+	/* The standings projection: counters add up, a batch counts only with results, the lag
+	 * gauge is NaN until known and keeps its value when a call brings none. */
+	metrics_reset();
+	t = render();
+	ok(isnan(value_of(t, "arbiter_standings_lag_seconds")), "standings lag NaN until known");
+	free(t);
+	metrics_standings(120, 0.25);
+	metrics_standings(0, NAN);
+	metrics_standings(30, -0.5);
+	t = render();
+	is_str(check_format(t, why, sizeof(why)), NULL, "standings exposition is well-formed");
+	is_int(value_of(t, "arbiter_standings_applied_total"), 150, "standings results applied");
+	is_int(value_of(t, "arbiter_standings_batches_total"), 2, "standings batches that applied");
+	ok(value_of(t, "arbiter_standings_lag_seconds") == 0, "a negative lag (clock skew) shows 0");
+	ok(strstr(t, "# TYPE arbiter_standings_lag_seconds gauge\n") != NULL, "standings lag is a gauge");
+	free(t);
+	metrics_standings(0, 1.5);
+	t = render();
+	ok(value_of(t, "arbiter_standings_lag_seconds") == 1.5, "standings lag follows the last answer");
+	free(t);
+
 	/* The LLM judge's counters. */
 	struct metrics_judge mj = { 3, 2, 1, 4, 9, 12000, 800, 0.5, 1, 7 };
 	metrics_judge(&mj);

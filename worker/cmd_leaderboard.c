@@ -145,6 +145,13 @@ static int require_ready(const char *cmd, PGconn *pg)
 		        "run `arbiter standings --backfill` (or `arbiter migrate`) first\n", cmd, n);
 		return 1;
 	}
+	/* The standings are a projection applied after the commit: say how current. */
+	struct standings_asof a;
+	if (standings_as_of(pg, &a, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter %s: %s (has `arbiter migrate` been run?)\n", cmd, err);
+		return 1;
+	}
+	standings_print_as_of(stderr, &a);
 	return 0;
 }
 
@@ -685,9 +692,11 @@ static void s_usage(FILE *f)
 	        "window size and how many agents and tasks are counted.\n"
 	        "  --check       recompute every task and aggregate from evaluation_results and\n"
 	        "                compare with the stored standings; exit 1 on any difference (each\n"
-	        "                is printed) or while agents wait for the backfill\n"
+	        "                is printed), while agents wait for the backfill, or while the\n"
+	        "                projection has committed results left to apply (not compared)\n"
 	        "  --backfill    build the standings of agents waiting for it, --batch agents per\n"
-	        "                transaction (default 500), with a progress line; resumable\n"
+	        "                transaction (default 500), with a progress line; resumable; then\n"
+	        "                apply the results the projection has not applied yet\n"
 	        "  --rebuild     drop and rebuild every aggregate (e.g. --window N: a new window\n"
 	        "                size, 1 to 100000); the commit path keeps running meanwhile\n"
 	        "  --json        the summary or the check as JSON\n");
@@ -733,26 +742,66 @@ static void print_progress(const struct standings_progress *p, void *data)
 	fflush(stdout);
 }
 
+/* One snapshot (REPEATABLE READ) for the progress and the comparison: the standings are
+ * compared with the results only when that snapshot shows every committed result applied
+ * (the projection caught up); otherwise the lag is reported and the exit code is 1. */
+static void print_applied(long long applied, void *data)
+{
+	(void)data;
+	printf("standings projection: %lld results applied\n", applied);
+	fflush(stdout);
+}
+
 static int s_check(PGconn *pg, bool json)
 {
 	long long pending;
 	char err[512];
-	if (standings_pending(pg, &pending, err, sizeof err) < 0) {
-		fprintf(stderr, "arbiter standings: %s\n", err);
-		return 1;
-	}
-	PGresult *res = PQexec(pg, "SELECT what, agent_id, challenge_id, submission_id, stored, expected "
-	                       "FROM standings_check() ORDER BY 1, 2, 3, 4");
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	struct standings_asof a;
+	PGresult *res = PQexec(pg, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		pg_fail("standings", "check", pg, res);
 		PQclear(res);
 		return 1;
 	}
+	PQclear(res);
+	if (standings_pending(pg, &pending, err, sizeof err) < 0 ||
+	    standings_as_of(pg, &a, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter standings: %s\n", err);
+		PQclear(PQexec(pg, "ROLLBACK"));
+		return 1;
+	}
+	if (a.pending > 0) {
+		PQclear(PQexec(pg, "ROLLBACK"));
+		if (json) {
+			json_t *root = json_object();
+			json_object_set_new(root, "behind", json_integer(a.pending));
+			json_object_set_new(root, "as_of", json_string(a.as_of));
+			json_object_set_new(root, "lag_seconds", json_real(a.lag_secs));
+			print_json(root);
+			json_decref(root);
+		} else {
+			standings_print_as_of(stdout, &a);
+			printf("standings check: the projection is %lld result%s behind; not compared\n",
+			       a.pending, a.pending == 1 ? "" : "s");
+		}
+		return 1;
+	}
+	res = PQexec(pg, "SELECT what, agent_id, challenge_id, submission_id, stored, expected "
+	             "FROM standings_check() ORDER BY 1, 2, 3, 4");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		pg_fail("standings", "check", pg, res);
+		PQclear(res);
+		PQclear(PQexec(pg, "ROLLBACK"));
+		return 1;
+	}
+	PQclear(PQexec(pg, "ROLLBACK"));
 	int nd = PQntuples(res);
 	if (json) {
 		json_t *root = json_object(), *rows = json_array();
 		json_object_set_new(root, "differences", json_integer(nd));
 		json_object_set_new(root, "pending_agents", json_integer(pending));
+		json_object_set_new(root, "behind", json_integer(0));
+		json_object_set_new(root, "as_of", json_string(a.as_of));
 		print_rows(res, FMT_JSON, rows);
 		json_object_set_new(root, "rows", rows);
 		print_json(root);
@@ -768,6 +817,7 @@ static int s_check(PGconn *pg, bool json)
 		}
 		if (nd > 50)
 			printf("... and %d more\n", nd - 50);
+		standings_print_as_of(stdout, &a);
 		if (pending)
 			printf("standings check: %lld agents wait for the backfill and were not checked\n",
 			       pending);
@@ -779,6 +829,12 @@ static int s_check(PGconn *pg, bool json)
 
 static int s_summary(PGconn *pg, bool json)
 {
+	struct standings_asof a;
+	char err[512];
+	if (standings_as_of(pg, &a, err, sizeof err) < 0) {
+		fprintf(stderr, "arbiter standings: %s\n", err);
+		return 1;
+	}
 	PGresult *res = PQexec(pg,
 		"SELECT (SELECT window_size FROM standings_settings) AS window_size, "
 		"count(*) FILTER (WHERE ready) AS agents_ready, count(*) FILTER (WHERE NOT ready) "
@@ -791,12 +847,20 @@ static int s_summary(PGconn *pg, bool json)
 	if (json) {
 		json_t *rows = json_array();
 		print_rows(res, FMT_JSON, rows);
-		print_json(json_array_get(rows, 0));
+		json_t *o = json_array_get(rows, 0);
+		json_object_set_new(o, "as_of", json_string(a.as_of));
+		json_object_set_new(o, "lag_seconds", json_real(a.lag_secs));
+		json_object_set_new(o, "results_not_applied", json_integer(a.pending));
+		json_object_set_new(o, "results_applied", json_integer(a.applied));
+		json_object_set_new(o, "last_result_id", a.last_result_id < 0 ? json_null()
+		                    : json_integer(a.last_result_id));
+		print_json(o);
 		json_decref(rows);
 	} else {
 		printf("window size %s; agents counted %s, waiting for the backfill %s; tasks %s\n",
 		       PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
 		       PQgetvalue(res, 0, 3));
+		standings_print_as_of(stdout, &a);
 	}
 	PQclear(res);
 	return 0;
@@ -845,6 +909,16 @@ int cmd_standings(int argc, char **argv)
 				rc = 1;
 			} else {
 				printf("standings backfill: done (%lld agents)\n", n);
+			}
+		}
+		if (rc == 0) {
+			/* The projection's catch-up: results committed since its last batch. */
+			long long n = standings_catch_up(pg, 5000, print_applied, NULL, err, sizeof err);
+			if (n < 0) {
+				fprintf(stderr, "arbiter standings: %s\n", err);
+				rc = 1;
+			} else {
+				printf("standings projection: caught up (%lld results applied)\n", n);
 			}
 		}
 	} else {

@@ -57,10 +57,6 @@ static const char SQL_LOCK_AGENTS[] =
 	"SELECT id, elo, match_count, win_count, draw_count, loss_count, current_streak, "
 	"best_streak FROM agents WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED";
 
-/* First in a commit: one lock order for the standings rows the result
- * inserts' trigger writes (sql/002_standings.sql, standings_lock_agents). */
-static const char SQL_LOCK_STANDINGS[] = "SELECT standings_lock_agents($1::uuid[])";
-
 /* "Has a first result" is a scalar subquery, not EXISTS: a prepared statement keeps the
  * generic plan made while the tables were small, and for EXISTS the planner may then pick
  * its hashed form, which reads every first result of the history on each call (a commit's
@@ -856,9 +852,8 @@ static void phase1(struct cbatch *b)
 	struct worker *w = b->w;
 	const char **aids = xcalloc((size_t)b->n + 1, sizeof *aids);
 	const char **sids = xcalloc((size_t)b->n + 1, sizeof *sids);
-	const char **stids = xcalloc((size_t)b->n + 1, sizeof *stids);
-	int na = 0, ns = 0, nre = 0, nst = 0;
-	struct strbuf a = { 0 }, s = { 0 }, re = { 0 }, sa = { 0 };
+	int na = 0, ns = 0, nre = 0;
+	struct strbuf a = { 0 }, s = { 0 }, re = { 0 };
 
 	for (int i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
@@ -866,8 +861,6 @@ static void phase1(struct cbatch *b)
 			aids[na++] = j->row.agent_id;
 		if (cplan_touches_sub(j))
 			sids[ns++] = j->sub;
-		if ((cplan_touches_agent(j) || j->op == OP_REEVAL) && j->row.agent_id[0])
-			stids[nst++] = j->row.agent_id;
 		if (j->op == OP_REEVAL) {
 			open_elem(&re, "[{", ",{");
 			nre++;
@@ -880,16 +873,13 @@ static void phase1(struct cbatch *b)
 		strbuf_addlit(&re, "]");
 	id_array(aids, na, &a);
 	id_array(sids, ns, &s);
-	id_array(stids, nst, &sa);
 
-	struct pgc_stmt st[6];
-	const char *pa[] = { a.buf }, *ps[] = { s.buf }, *pr[] = { re.buf }, *pst[] = { sa.buf };
+	struct pgc_stmt st[5];
+	const char *pa[] = { a.buf }, *ps[] = { s.buf }, *pr[] = { re.buf };
 	int k = 0;
 	st[k++] = (struct pgc_stmt){ SQL_BEGIN, 0, NULL };
 	st[k++] = (struct pgc_stmt){ SQL_KEYED_PLANS, 0, NULL };
 	b->idx_agents = b->idx_subs = b->idx_reeval = -1;
-	if (nst)
-		st[k++] = (struct pgc_stmt){ SQL_LOCK_STANDINGS, 1, pst };
 	if (na) {
 		b->idx_agents = k;
 		st[k++] = (struct pgc_stmt){ SQL_LOCK_AGENTS, 1, pa };
@@ -906,10 +896,8 @@ static void phase1(struct cbatch *b)
 	strbuf_free(&a);
 	strbuf_free(&s);
 	strbuf_free(&re);
-	strbuf_free(&sa);
 	free(aids);
 	free(sids);
-	free(stids);
 	if (rc < 0) {
 		struct pgc_result fake = { 0 };
 		fake.err = "database pool closed";
@@ -961,7 +949,7 @@ void commit_prepare(struct pgc_pool *p)
 {
 	/* Also the small fixed statements every commit sends (the settings, the notification):
 	 * sent unprepared, each was parsed and planned on every commit. */
-	const char *all[] = { SQL_LOCK_STANDINGS, SQL_LOCK_AGENTS, SQL_LOCK_SUBS, SQL_REEVAL_INFO, SQL_COMPLETE,
+	const char *all[] = { SQL_LOCK_AGENTS, SQL_LOCK_SUBS, SQL_REEVAL_INFO, SQL_COMPLETE,
 	                      SQL_REEVAL, SQL_REEVAL_MATCHES, SQL_AGENTS, SQL_REJECT, SQL_FAIL,
 	                      SQL_VERDICTS, SQL_RESTORE, SQL_KEYED_PLANS, SQL_NO_STATEMENT_TIMEOUT,
 	                      NOTIFY_SQL };

@@ -27,6 +27,8 @@ struct config {
 	char *log_level;                              /* debug|info|warn|error */
 	int drain_ms;                                 /* SIGTERM deadline, default 30000 */
 	int batch_max;                                /* evaluations per commit transaction */
+	int standings_apply_ms;                       /* standings projection period, 0 = off */
+	int standings_batch;                          /* results per projection transaction */
 	size_t max_string_bytes;                      /* default 1 MiB */
 	/* Database pool and commit tuning. */
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */

@@ -74,6 +74,9 @@ static struct {
 	uint64_t reconnects[NTARGET];
 	uint64_t ratelimit[NDECISION];
 	uint64_t ratelimit_resets;
+	uint64_t standings_applied, standings_batches;
+	double standings_lag;        /* valid when standings_lag_known */
+	bool standings_lag_known;
 	long inflight, sandbox_busy;
 	long paused, paused_challenges;
 	long bulk_len;
@@ -247,6 +250,18 @@ void metrics_ratelimit(const char *decision)
 void metrics_ratelimit_reset(void)
 {
 	M.ratelimit_resets++;
+}
+
+void metrics_standings(int applied, double lag_seconds)
+{
+	if (applied > 0) {
+		M.standings_applied += (uint64_t)applied;
+		M.standings_batches++;
+	}
+	if (!isnan(lag_seconds)) {
+		M.standings_lag = lag_seconds < 0 ? 0 : lag_seconds;
+		M.standings_lag_known = true;
+	}
 }
 
 void metrics_reset(void)
@@ -548,6 +563,17 @@ static void render_queue(struct strbuf *out)
 	       "Limiter keys found holding implausible state (not a finite time, too far ahead, "
 	       "not a hash) and reset.");
 	sample(out, "arbiter_ratelimit_state_resets_total", NULL, (double)M.ratelimit_resets);
+
+	gauge(out, "arbiter_standings_lag_seconds",
+	      "How far the standings projection is behind: seconds since the snapshot of its last "
+	      "batch that left no committed result unapplied (NaN until known).",
+	      M.standings_lag_known ? M.standings_lag : NAN);
+	header(out, "arbiter_standings_applied_total", "counter",
+	       "Results this process applied to the standings projection.");
+	sample(out, "arbiter_standings_applied_total", NULL, (double)M.standings_applied);
+	header(out, "arbiter_standings_batches_total", "counter",
+	       "Standings projection transactions of this process that applied results.");
+	sample(out, "arbiter_standings_batches_total", NULL, (double)M.standings_batches);
 
 	gauge(out, "arbiter_paused", "1 while `arbiter pause` stops this worker reading jobs.",
 	      (double)M.paused);

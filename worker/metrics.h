@@ -18,6 +18,8 @@
  *   arbiter_reconnects_total{target}                 counter
  *   arbiter_ratelimit_decisions_total{decision}      counter
  *   arbiter_ratelimit_state_resets_total             counter
+ *   arbiter_standings_lag_seconds gauge, arbiter_standings_applied_total and
+ *   arbiter_standings_batches_total counters (the standings projection)
  *   arbiter_build_info{version}, process_* (resident memory, CPU, fds, start)
  */
 #ifndef ARBITER_METRICS_H
@@ -91,6 +93,9 @@ void metrics_reconciled(long n);
 void metrics_reconnect(const char *what);
 /* Observes the number of evaluations committed in one transaction. */
 void metrics_commit_batch(int size);
+/* The standings projection (standings_apply.h): adds applied results (a positive
+ * count also counts one batch) and sets the lag gauge (NaN leaves it unchanged). */
+void metrics_standings(int applied, double lag_seconds);
 /* Counter: one rate-limit decision: allowed, deferred, rejected (or error). */
 void metrics_ratelimit(const char *decision);
 /* Counts one limiter key whose implausible state the rate-limit script reset

@@ -84,7 +84,7 @@ struct worker {
 	uv_signal_t sig_term, sig_int, sig_hup;
 	struct opsctl *ops;          /* pause, readiness gate, lanes, leaving the group (opsctl.h) */
 	uv_timer_t t_kick, t_read, t_retry, t_reclaim, t_reconcile, t_promote, t_gauges,
-	           t_drain, t_commit;
+	           t_drain, t_commit, t_standings;
 	int open_handles;            /* our own uv handles still open */
 	int closing_parts;           /* rq/pg/http/rl closes still pending */
 
@@ -112,6 +112,8 @@ struct worker {
 	bool group_creating;
 	bool own_pending_done;       /* our own pending entries were picked up at start */
 	bool reclaim_busy, reconcile_busy, gauges_busy, migcheck_busy;
+	bool standings_busy;         /* a standings_apply() call is outstanding (standings_apply.h) */
+	bool standings_failing;      /* the last one failed (logged once per streak) */
 	bool migrations_ok;
 	bool leaving;                /* clean exit: removing our consumer from the group */
 	int db_version;              /* arbiter_migrations version; -1 not readable, -2 not checked yet */

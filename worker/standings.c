@@ -5,6 +5,7 @@
  */
 #include "standings.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +117,65 @@ long long standings_backfill(PGconn *pg, int batch,
 		}
 	}
 	return p.agents_done;
+}
+
+int standings_as_of(PGconn *pg, struct standings_asof *out, char *err, size_t errlen)
+{
+	PGresult *res = PQexec(pg, "SELECT as_of, lag_seconds, pending, applied_results, "
+	                       "coalesce(last_result_id, -1) FROM standings_status()");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		set_err(err, errlen, "reading the standings progress", pg, res);
+		PQclear(res);
+		return -1;
+	}
+	snprintf(out->as_of, sizeof out->as_of, "%s", PQgetvalue(res, 0, 0));
+	out->lag_secs = atof(PQgetvalue(res, 0, 1));
+	out->pending = atoll(PQgetvalue(res, 0, 2));
+	out->applied = atoll(PQgetvalue(res, 0, 3));
+	out->last_result_id = atoll(PQgetvalue(res, 0, 4));
+	PQclear(res);
+	return 0;
+}
+
+void standings_print_as_of(FILE *f, const struct standings_asof *a)
+{
+	fprintf(f, "standings as of %s (lag %.1f s; %lld result%s not applied yet)\n", a->as_of,
+	        a->lag_secs, a->pending, a->pending == 1 ? "" : "s");
+}
+
+long long standings_catch_up(PGconn *pg, int batch, void (*progress)(long long applied, void *data),
+                             void *data, char *err, size_t errlen)
+{
+	char lim[16];
+	long long total = 0;
+	int idle = 0;
+	snprintf(lim, sizeof lim, "%d", batch < 1 ? 1 : batch);
+	for (;;) {
+		const char *params[] = { lim };
+		/* Autocommit: one batch, its lease and its watermark are one transaction. */
+		PGresult *res = PQexecParams(pg, "SELECT applied, busy, caught_up FROM standings_apply($1::int)",
+		                             1, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			set_err(err, errlen, "standings projection", pg, res);
+			PQclear(res);
+			return -1;
+		}
+		long long n = atoll(PQgetvalue(res, 0, 0));
+		bool busy = PQgetvalue(res, 0, 1)[0] == 't';
+		bool caught_up = PQgetvalue(res, 0, 2)[0] == 't';
+		PQclear(res);
+		total += n;
+		if (n && progress)
+			progress(total, data);
+		if (!busy && caught_up)
+			return total;
+		if (busy && ++idle > 1200) {
+			snprintf(err, errlen, "standings projection: the lease stayed held for a minute");
+			return -1;
+		}
+		if (busy)
+			usleep(50000);
+		else
+			idle = 0;
+	}
 }

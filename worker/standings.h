@@ -8,6 +8,7 @@
 #define ARBITER_STANDINGS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include <libpq-fe.h>
 
@@ -33,5 +34,30 @@ long long standings_backfill(PGconn *pg, int batch,
 /* Agents waiting for the backfill (*n), or -1 with a message in err (e.g. the
  * standings migration has not been applied). */
 int standings_pending(PGconn *pg, long long *n, char *err, size_t errlen);
+
+/* Where the standings projection stands (sql/008_standings_projection.sql). */
+struct standings_asof {
+	char as_of[64];            /* every result committed before it is applied (server time text) */
+	double lag_secs;           /* now - as_of */
+	long long pending;         /* committed results not applied yet */
+	long long applied;         /* results applied since the projection began */
+	long long last_result_id;  /* highest result id applied, -1 none */
+};
+
+/* Reads the projection's progress (standings_status()) into *out. Returns 0, or -1
+ * with a message in err (e.g. migration 008 has not been applied). */
+int standings_as_of(PGconn *pg, struct standings_asof *out, char *err, size_t errlen);
+
+/* Prints "standings as of <as_of> (lag N.N s; M results not applied yet)" to f, one
+ * line, for the commands that show standings. */
+void standings_print_as_of(FILE *f, const struct standings_asof *a);
+
+/* Catch-up of the projection: applies committed results, `batch` per transaction
+ * (standings_apply()), until none is left, waiting while a worker holds the lease
+ * (at most a minute without progress). progress (may be NULL) gets the results
+ * applied so far after each batch. Returns the results applied (>= 0), or -1 with
+ * a message in err. */
+long long standings_catch_up(PGconn *pg, int batch, void (*progress)(long long applied, void *data),
+                             void *data, char *err, size_t errlen);
 
 #endif

@@ -49,6 +49,7 @@
 #include "pgc.h"
 #include "ratelimit.h"
 #include "reconcile.h"
+#include "standings_apply.h"
 #include "rq.h"
 #include "rkeys.h"
 #include "score.h"
@@ -1697,6 +1698,7 @@ static void start_drain(struct worker *w)
 	uv_timer_stop(&w->t_read);
 	uv_timer_stop(&w->t_reconcile);
 	uv_timer_stop(&w->t_promote);
+	uv_timer_stop(&w->t_standings);
 	for (struct job *j = w->jobs, *next; j; j = next) {
 		next = j->lnext;     /* pipeline_release may free j */
 		if (j->state == JOB_LOAD_WAIT) {
@@ -1782,7 +1784,8 @@ static void shutdown_all(struct worker *w)
 	w->state = W_STOPPING;
 	LOGI(NULL, NULL, "stopping");
 	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
-	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_commit };
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_commit,
+	                         &w->t_standings };
 	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
 		uv_timer_stop(timers[i]);
 		close_handle(w, (uv_handle_t *)timers[i]);
@@ -1927,7 +1930,8 @@ static int open_parts(struct worker *w)
 static void start_timers(struct worker *w)
 {
 	uv_timer_t *timers[] = { &w->t_kick, &w->t_read, &w->t_retry, &w->t_reclaim,
-	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit };
+	                         &w->t_reconcile, &w->t_promote, &w->t_gauges, &w->t_drain, &w->t_commit,
+	                         &w->t_standings };
 	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
 		init_timer(w, timers[i]);
 	/* Claims: see claim.c for the timing. */
@@ -1935,6 +1939,7 @@ static void start_timers(struct worker *w)
 	uv_timer_start(&w->t_reconcile, reconcile_cb, (uint64_t)w->cfg->reconcile_ms,
 	               (uint64_t)w->cfg->reconcile_ms);
 	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
+	sapply_start(w);   /* the standings projection (standings_apply.h) */
 	uv_timer_start(&w->t_gauges, gauges_cb, 200, GAUGES_MS);
 	uv_signal_init(w->loop, &w->sig_term);
 	uv_signal_init(w->loop, &w->sig_int);

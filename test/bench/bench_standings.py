@@ -4,8 +4,8 @@
 Starts a private postgres (bulk-load settings, listed below), migrates, and
 builds --agents agents (default 100,000) on --challenges challenges with
 --results first evaluations (default 10,000,000) plus --reevals
-re-evaluations, all with set-based generate_series inserts while the
-standings trigger is disabled. Then the standings are built from that history
+re-evaluations, all with set-based generate_series inserts, left out of the
+standings projection (standings_xid NULL, sql/008). Then the standings are built from that history
 in one set-based pass of the migration's own functions (standings_recompute,
 standings_aggregate); with --online-backfill, by `arbiter standings --rebuild`
 instead (the batched online backfill: at this size it is bound by random reads,
@@ -88,7 +88,8 @@ def main():
         db = psycopg2.connect(svc.database_url)
         db.autocommit = True
         cur = db.cursor()
-        cur.execute("ALTER TABLE evaluation_results DISABLE TRIGGER evaluation_results_standings")
+        # The results are loaded with standings_xid NULL: counted by the pass below, not by
+        # the projection (sql/008), like rows written before it.
         # Bulk load: skip the foreign-key triggers (the generated rows reference each other
         # correctly by construction); normal mode again before the standings are built.
         cur.execute("SET session_replication_role = replica")
@@ -122,10 +123,10 @@ def main():
                 "  timestamptz '2026-01-01' + g.g * interval '1 ms' FROM g JOIN ag ON ag.i = g.ai) "
                 "INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
                 "  score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
-                "  worker_id, started_at, completed_at) "
+                "  worker_id, started_at, completed_at, standings_xid) "
                 "SELECT g.sid, 1, 'deterministic', sc, "
                 "  CASE WHEN sc >= 700 THEN 'win' WHEN sc >= 400 THEN 'draw' ELSE 'loss' END, "
-                "  '{}', '[]', '[]', false, '{}', 'bench', now(), now() FROM g ORDER BY g.g",
+                "  '{}', '[]', '[]', false, '{}', 'bench', now(), now(), NULL FROM g ORDER BY g.g",
                 {"na": args.agents, "nc": args.challenges, "lo": done + 1, "hi": done + n})
             done += n
             step("results: %d" % done, t0)
@@ -133,16 +134,15 @@ def main():
             cur.execute(
                 "INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
                 "  score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
-                "  worker_id, started_at, completed_at) "
+                "  worker_id, started_at, completed_at, standings_xid) "
                 "SELECT submission_id, 2, 'deterministic', (score * 7 + 13) %% 1001, "
                 "  CASE WHEN (score * 7 + 13) %% 1001 >= 700 THEN 'win' "
                 "       WHEN (score * 7 + 13) %% 1001 >= 400 THEN 'draw' ELSE 'loss' END, "
-                "  '{}', '[]', '[]', false, '{}', 'bench', now(), now() "
+                "  '{}', '[]', '[]', false, '{}', 'bench', now(), now(), NULL "
                 "FROM evaluation_results WHERE eval_seq = 1 AND id %% %s = 0 ORDER BY id",
                 (max(1, args.results // args.reevals),))
             step("re-evaluations: %d" % cur.rowcount, t0)
         cur.execute("SET session_replication_role = origin")
-        cur.execute("ALTER TABLE evaluation_results ENABLE TRIGGER evaluation_results_standings")
         cur.execute("VACUUM ANALYZE")
         step("vacuum analyze", t0)
 

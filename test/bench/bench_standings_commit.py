@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""What the standings trigger costs PostgreSQL per committed evaluation (issue 12;
-not in CI).
+"""What the standings cost PostgreSQL per committed evaluation (issues 12, 23;
+not in CI): the trigger inside the commit (the binary's migrations up to 007),
+or the projection applied after it (008).
 
 Starts a private postgres (synchronous_commit off: the commit's flush is not
 what is measured), migrates with --bin (so the binary's own migrations define
@@ -10,7 +11,12 @@ BEGIN; standings_lock_agents(the batch's agents); one INSERT of --batch
 results; COMMIT. After a warm-up (--warmup batches, trigger on), it alternates
 rounds with the trigger disabled and enabled (--rounds of each, --batches per
 round) and prints the CPU time of that session's backend per evaluation
-(/proc/PID/stat, user + system), whose difference is the trigger's cost. With
+(/proc/PID/stat, user + system), whose difference is the trigger's cost.
+With sql/008 (the projection) there is no trigger and no standings_lock_agents:
+"on" rounds have a second session call standings_apply() after every
+--apply-every evaluations committed (default 512, about what a worker's
+200 ms batch holds at 2,500 evaluations/s), and the cost is that session's
+backend CPU per evaluation plus any difference in the committing session's. With
 --batches 1500 or more the agents' windows (100) are full, so tasks leave
 them on every commit. Where the binary's migrations include sql/006, the
 results carry their agent, challenge and submission time as the worker's
@@ -25,7 +31,7 @@ extension slows every statement a little: compare the CPU figures of runs
 without it.
 
 Usage: bench_standings_commit.py --bin build/worker/arbiter [--batch 16]
-       [--batches 300] [--rounds 3] [--warmup 200] [--profile]
+       [--batches 300] [--rounds 3] [--warmup 200] [--apply-every 512] [--profile]
 """
 import argparse
 import os
@@ -100,6 +106,8 @@ def main():
     ap.add_argument("--batches", type=int, default=300, help="INSERTs per round")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each kind")
     ap.add_argument("--warmup", type=int, default=200, help="INSERTs before the first round")
+    ap.add_argument("--apply-every", type=int, default=512,
+                    help="with the projection (sql/008): evaluations per standings_apply() call")
     ap.add_argument("--profile", action="store_true",
                     help="per-statement times of the trigger (pg_stat_statements)")
     args = ap.parse_args()
@@ -134,26 +142,54 @@ def main():
         with_ids = cur.fetchone()[0] == 1
         cur.execute("SELECT pg_backend_pid()")
         pid = cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM pg_proc WHERE proname = 'standings_apply'")
+        projection = cur.fetchone()[0] == 1
         db.commit()
+        ap_db = psycopg2.connect(svc.database_url)   # the projection's applier (sql/008)
+        ap_cur = ap_db.cursor()
+        ap_cur.execute("SELECT pg_backend_pid()")
+        ap_pid = ap_cur.fetchone()[0]
+        ap_db.commit()
         pos = [0]
+        applier = []   # per "on" round: the applier's backend CPU per evaluation
+
+        def apply_all():
+            while True:
+                ap_cur.execute("SELECT caught_up FROM standings_apply(100000)")
+                done_ = ap_cur.fetchone()[0]
+                ap_db.commit()
+                if done_:
+                    return
 
         def run(mode, n):
-            cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
-                        % ("DISABLE" if mode == "off" else "ENABLE"))
-            db.commit()
-            c0, t0 = backend_cpu(pid), time.time()
+            if projection:
+                apply_all()   # an "off" round's results are applied before the next round
+            else:
+                cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
+                            % ("DISABLE" if mode == "off" else "ENABLE"))
+                db.commit()
+            c0, t0, a0 = backend_cpu(pid), time.time(), backend_cpu(ap_pid)
+            since = 0
             for _ in range(n):
                 batch = subs[pos[0]:pos[0] + args.batch]
                 pos[0] += args.batch
-                cur.execute("SELECT standings_lock_agents(%s::uuid[])",
-                            (sorted(set(a for _, a, _ in batch)),))
+                if not projection:
+                    cur.execute("SELECT standings_lock_agents(%s::uuid[])",
+                                (sorted(set(a for _, a, _ in batch)),))
                 if with_ids:
                     cur.execute(INSERT_IDS, (ch, [s for s, _, _ in batch], [a for _, a, _ in batch],
                                              [t for _, _, t in batch]))
                 else:
                     cur.execute(INSERT, ([s for s, _, _ in batch],))
                 db.commit()
+                since += len(batch)
+                if projection and mode == "on" and since >= args.apply_every:
+                    apply_all()
+                    since = 0
             ev = float(n * args.batch)
+            if projection and mode == "on":
+                apply_all()
+                applier.append((backend_cpu(ap_pid) - a0) * 1e6 / ev)
             return (backend_cpu(pid) - c0) * 1e6 / ev, (time.time() - t0) * 1e6 / ev
 
         run("on", args.warmup)
@@ -161,12 +197,17 @@ def main():
         for _ in range(args.rounds):
             for mode in ("off", "on"):
                 res[mode].append(run(mode, args.batches))
+        what = "projection" if projection else "trigger"
         for mode in ("off", "on"):
-            print("trigger %-3s: backend CPU per evaluation %s us (wall %s us)" % (
-                mode, " ".join("%.0f" % c for c, _ in res[mode]),
+            print("%s %-3s: committing backend's CPU per evaluation %s us (wall %s us)" % (
+                what, mode, " ".join("%.0f" % c for c, _ in res[mode]),
                 " ".join("%.0f" % w for _, w in res[mode])))
         off = statistics.median(c for c, _ in res["off"])
         on = statistics.median(c for c, _ in res["on"])
+        if projection:
+            print("projection: the applier's backend CPU per evaluation %s us (standings_apply "
+                  "every %d evaluations)" % (" ".join("%.0f" % c for c in applier), args.apply_every))
+            on += statistics.median(applier)
         if args.profile:
             profile(cur, db, lambda: run("on", args.batches), args.batches * args.batch)
         cur.execute("SELECT round(avg(tasks)) FROM standings_agents")
@@ -174,8 +215,10 @@ def main():
         db.commit()
         print("results %s their agent, challenge and submission time (sql/006)"
               % ("carry" if with_ids else "do not carry"))
-        print("batch %d: the trigger costs %+.0f us of backend CPU per evaluation (median %.0f "
-              "without, %.0f with; %s tasks per agent at the end)" % (args.batch, on - off, off, on, tasks))
+        print("batch %d: the %s costs %+.0f us of backend CPU per evaluation (median %.0f "
+              "without, %.0f with%s; %s tasks per agent at the end)" % (
+                  args.batch, what, on - off, off, on,
+                  ", the applier's included" if projection else "", tasks))
     return 0
 
 

@@ -12,10 +12,15 @@ synchronous_commit on), migrates, and runs three phases with two
    of enqueue-to-commit (evaluation_results.completed_at - enqueued time).
 3. memory: peak resident set (VmHWM) of each worker process, which ran with
    ARBITER_CONCURRENCY=64 throughout.
-4. standings overhead (issue 12): the throughput phase again, alternating
-   rounds with the standings trigger disabled and enabled (ALTER TABLE ...
-   DISABLE/ENABLE TRIGGER evaluation_results_standings), same workers, same
-   machine, off/on/off/.../on/off; prints both figures and the ratio, each
+4. standings overhead (issues 12, 23): the throughput phase again, alternating
+   rounds with the standings projection (sql/008) held off and applying, same
+   workers, same machine, off/on/off/.../on/off. "off": this script holds the
+   projection's lease (the progress row, FOR UPDATE) for the round, so every
+   worker's batch finds it busy; after the round it lets go and waits, unmeasured,
+   until the workers have applied that round's results, so the next round starts
+   caught up. "on": the workers apply as they commit; the round ends when the
+   last job is committed, and the time until the projection has caught up after
+   that last commit is printed too. Prints both figures and the ratio, each
    "on" round against the mean of the "off" rounds around it (the cost per
    evaluation grows with the history during a run, so "on" rounds that
    simply followed "off" ones looked dearer), and the CPU time postgres
@@ -24,9 +29,12 @@ synchronous_commit on), migrates, and runs three phases with two
    was the workers' own connections, i.e. not autovacuum, WAL or checkpoints):
    on a shared machine the CPU cost is steadier than the throughput; and
    the mean number of evaluations per commit transaction (the trigger's cost
-   per evaluation falls with it) and the WAL written per evaluation. (The
-   worker's standings_lock_agents call runs in both kinds of round.) The standings are rebuilt
-   afterwards (`arbiter standings --rebuild`) and checked.
+   per evaluation falls with it) and the WAL written per evaluation. The standings
+   are rebuilt afterwards (`arbiter standings --rebuild`) and checked.
+
+After phase 1 (standings on, the default), the time from the last commit of the
+backlog until `arbiter standings --check` first reports no difference is printed
+(issue 23's target: 2 s).
 
 Usage: bench_worker.py --bin build/worker/arbiter [--jobs N] [--rate R] [--secs S]
                        [--standings-rounds R] [--standings-jobs N]
@@ -272,6 +280,19 @@ def main():
         wall = time.time() - t0
         print("throughput: %d evaluations committed in %.2f s (first start to last commit "
               "%.2f s) = %.0f evaluations/s" % (n, wall, float(span), n / float(span)))
+        cur.execute("SELECT extract(epoch from max(completed_at)) FROM evaluation_results")
+        last = float(cur.fetchone()[0])
+        db.commit()
+        clean = None
+        while time.time() < last + 120:
+            ck = subprocess.run([args.bin, "standings", "--check"], env=env, capture_output=True,
+                                text=True)
+            if ck.returncode == 0 and "0 differences" in ck.stdout:
+                clean = time.time() - last
+                break
+            time.sleep(0.02)
+        print("standings --check clean %s after the last commit of the backlog" %
+              ("%.2f s" % clean if clean is not None else "not within 120 s"))
 
         # Phase 2: fixed offered rate.
         total = 0 if args.skip_latency else args.rate * args.secs
@@ -307,11 +328,25 @@ def main():
         # off, on, off, on, ..., off: each "on" round is compared with the "off" rounds on
         # either side (the cost per evaluation grows with the history during the run).
         order = [(rnd, mode) for rnd in range(args.standings_rounds) for mode in ("off", "on")]
+        lease = psycopg2.connect(svc.database_url)   # holds the projection's lease in "off" rounds
+        lc = lease.cursor()
+        catchup = []
+
+        def caught_up(timeout=120):
+            """Waits until the projection has applied every committed result; returns when."""
+            end = time.time() + timeout
+            while time.time() < end:
+                cur.execute("SELECT pending FROM standings_status()")
+                left = cur.fetchone()[0]
+                db.commit()
+                if left == 0:
+                    return time.time()
+                time.sleep(0.01)
+            return None
         for rnd, mode in order + ([(args.standings_rounds, "off")] if args.standings_rounds else []):
-            cur.execute("ALTER TABLE evaluation_results %s TRIGGER evaluation_results_standings"
-                        % ("DISABLE" if mode == "off" else "ENABLE"))
-            db.commit()
             ids4 = seed(db, args.standings_jobs, agents, challenge)
+            if mode == "off":
+                lc.execute("SELECT 1 FROM standings_progress FOR UPDATE")
             c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,))
             c_be = pg_backends_cpu(svc.pg_proc.pid, exclude=(poller,))
             c_w = sum(cpu_secs(w.pid, False) for w in workers)
@@ -328,7 +363,13 @@ def main():
             span4, n4, per_commit = cur.fetchone()
             cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (wal0,))
             wal = float(cur.fetchone()[0])
+            cur.execute("SELECT extract(epoch from max(completed_at)) FROM evaluation_results "
+                        "WHERE submission_id = ANY(%s::uuid[])", (ids4,))
+            last4 = float(cur.fetchone()[0])
             db.commit()
+            if mode == "on":
+                t_caught = caught_up()
+                catchup.append(t_caught - last4 if t_caught else float("inf"))
             c_pg = cpu_secs(svc.pg_proc.pid, exclude=(poller,)) - c_pg
             c_be = pg_backends_cpu(svc.pg_proc.pid, exclude=(poller,)) - c_be
             c_w = sum(cpu_secs(w.pid, False) for w in workers) - c_w
@@ -340,6 +381,12 @@ def main():
                   "%.1f evaluations per commit, %.0f bytes of WAL per evaluation" %
                   (mode, rnd + 1, n4, n4 / float(span4), c_pg * 1e6 / n4, c_be * 1e6 / n4,
                    c_w * 1e6 / n4, per_commit, wal / n4))
+            if mode == "on":
+                print("standings on  round %d: the projection caught up %.2f s after the last "
+                      "commit" % (rnd + 1, catchup[-1]))
+            else:
+                lease.rollback()   # lets go of the lease; the workers apply the round's results
+                caught_up()
         if args.standings_rounds:
             def bracketed(v):
                 """Each "on" round against the mean of the "off" rounds before and after it."""
@@ -356,8 +403,7 @@ def main():
                 base = median([off for _, off in bracketed(v)])
                 print("standings cost, %s per evaluation (the same way), median: %+.0f us "
                       "(%+.1f%% of %.0f us)" % (name, d, 100.0 * d / base, base))
-            cur.execute("ALTER TABLE evaluation_results ENABLE TRIGGER evaluation_results_standings")
-            db.commit()
+            lease.close()
             rb = subprocess.run([args.bin, "standings", "--rebuild", "--batch", "50"], env=env,
                                 capture_output=True, text=True)
             ck = subprocess.run([args.bin, "standings", "--check"], env=env, capture_output=True, text=True)

@@ -102,7 +102,9 @@ EXPECTED = {
         ("k_factor", "integer", True, None), ("elo_before", "integer", True, None),
         # sql/006: hints for the standings trigger, filled by the worker's commit
         ("standings_agent_id", "uuid", True, None), ("standings_challenge_id", "uuid", True, None),
-        ("standings_submitted_at", "timestamp with time zone", True, None)],
+        ("standings_submitted_at", "timestamp with time zone", True, None),
+        # sql/008: the inserting transaction's id, for the standings projection
+        ("standings_xid", "bigint", True, "pg_current_xact_id()")],
     "evaluation_dimensions": [
         ("result_id", "bigint", False, None), ("key", "text", False, None),
         ("score", "integer", False, None), ("weight", "numeric", False, None),

@@ -16,10 +16,12 @@ position instead: with equal scores the best never leaves.
 2. `arbiter migrate` applies 007: the stored windows equal the model
    (sql/README.md "Standings", latest position of the best) and
    `standings --check` finds no difference.
-3. 120 more such tasks: no commit re-reads a window, the windows still equal
-   the model and the check still finds nothing. A re-evaluation lowering the
-   best's task (row-by-row path) and one raising an older task keep them
-   equal too.
+3. 120 more such tasks, applied by batches of the standings projection
+   (sql/008, which applies 007's rule the same way): no batch re-reads a
+   window, the windows still equal the model and the check still finds
+   nothing. A re-evaluation lowering the best's task and one raising an older
+   task keep them equal too (their batches do re-read their windows, which
+   shows the count watches the right statements).
 """
 import hashlib
 import os
@@ -40,7 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 BEFORE = ["001_initial", "002_standings", "003_judge", "004_standings_plans",
           "005_standings_fast_path", "006_standings_commit_ids"]
-REREAD = "SET (w_best, w_best_seq)"
+REREAD = "SET (w_best, w_best_seq)"               # the trigger's re-read (006, 007)
+REREAD_008 = "w_losses, w_best, w_best_seq) = ("   # the projection's (sql/008)
 
 
 def apply_until_006(url):
@@ -105,10 +108,12 @@ def main():
         db.commit()
         counter = [0]
 
-        def commit(rows):
+        def commit(rows, project=False):
             """First evaluations with the ids the worker's commit passes; every fifth
-            task of the run scores 700, the others 1000. Returns the window re-reads
-            the trigger ran (auto_explain's nested statements)."""
+            task of the run scores 700, the others 1000. project: then applied by a
+            batch of the standings projection (sql/008), as a worker's applier runs it.
+            Returns the window re-reads the trigger or the batch ran (auto_explain's
+            nested statements)."""
             start = os.path.getsize(log)
             scores = []
             for _ in rows:
@@ -126,10 +131,15 @@ def main():
                         (agent, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
                          scores))
             db.commit()
+            if project:
+                cur.execute("SELECT applied FROM standings_apply(1000)")
+                assert cur.fetchone()[0] == len(rows)
+                db.commit()
             with open(log) as f:
                 f.seek(start)
                 text = f.read()
-            return sum(REREAD in p.get("Query Text", "") for p in auto_explain_plans(text))
+            return sum(REREAD in p.get("Query Text", "") or REREAD_008 in p.get("Query Text", "")
+                       for p in auto_explain_plans(text))
 
         def same(what):
             want_a, want_p = model(cur, 10)
@@ -147,28 +157,40 @@ def main():
            "commits: %d re-reads" % before)
 
         r = subprocess.run([BIN, "migrate"], env=env, capture_output=True, text=True)
-        ok(r.returncode == 0 and "007_standings_best_latest" in r.stdout, "migrate applies 007",
+        ok(r.returncode == 0 and "007_standings_best_latest" in r.stdout
+           and "008_standings_projection" in r.stdout, "migrate applies 007 and 008",
            r.stdout + r.stderr)
         same("after 007 on the windows 006 kept")
 
-        after = sum(commit(subs[i:i + 4]) for i in range(120, 240, 4))
-        eq(after, 0, "after 007, no commit of equal scores re-reads a window (30 commits)")
+        after = sum(commit(subs[i:i + 4], project=True) for i in range(120, 240, 4))
+        eq(after, 0, "after 007, no batch of equal scores re-reads a window (30 batches of the "
+           "projection, sql/008)")
         same("120 more tasks after 007")
 
-        # Re-evaluations (row by row): lower the latest 1000 of the window, then raise
-        # the oldest 700 still in it.
+        # Re-evaluations: lower the latest 1000 of the window, then raise the oldest
+        # 700 still in it (each applied by its own batch).
         cur.execute("SELECT submission_id, score FROM standings_entries WHERE agent_id = %s "
                     "ORDER BY seq DESC LIMIT 10", (agent,))
         win = cur.fetchall()
         top = next(x for x, sc in win if sc == 1000)
         low = next(x for x, sc in reversed(win) if sc == 700)
+        rereads = []
         for sub, sc in ((top, 10), (low, 1000)):
+            start = os.path.getsize(log)
             cur.execute("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, "
                         "score, result, score_breakdown, submission_warnings, "
                         "constraint_violations, verified, evaluation_log, worker_id, started_at, "
                         "completed_at) SELECT %s, 2, 'deterministic', %s, 'win', '{}', '[]', '[]', "
                         "true, '{}', 'w', now(), now()", (sub, sc))
             db.commit()
+            cur.execute("SELECT applied FROM standings_apply(1000)")
+            db.commit()
+            with open(log) as f:
+                f.seek(start)
+                rereads.append(sum(REREAD_008 in p.get("Query Text", "")
+                                   for p in auto_explain_plans(f.read())))
+        ok(all(n >= 1 for n in rereads), "a re-evaluation's batch re-reads its windows (%r): the "
+           "count above watches the right statements" % rereads)
         same("two re-evaluations after 007")
     return done()
 

@@ -9,7 +9,8 @@ enqueued. When every job is done, `arbiter standings --check` must find no
 difference, the aggregates must equal the independent Python model computed
 from evaluation_results, and every submission was counted exactly once. The
 first results carry the exact agent, challenge and submission time the commit
-hands the standings trigger (sql/006_standings_commit_ids.sql).
+fills in (sql/006_standings_commit_ids.sql). The workers apply the standings
+projection themselves (sql/008).
 """
 import json
 import os
@@ -99,6 +100,9 @@ def main():
                                      "AND submission_id = ANY(%s::uuid[])", subs) >= reevals, 240, 0.1)
         ok(nre, "every reevaluate job appended its result (%d)" % reevals, w1.tail() + w2.tail())
         wait_for(lambda: a.pending() == 0, 60)
+        # The standings are a projection the workers apply after the commit (sql/008).
+        caught = wait_for(lambda: a.val("SELECT pending FROM standings_status()") == 0, 30)
+        ok(caught, "the workers' projection applied every result")
         w1.term()
         w2.term()
         logs = "".join(w.output() for w in all_workers)

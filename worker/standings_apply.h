@@ -1,0 +1,35 @@
+/*
+ * standings_apply: the worker's side of the standings projection
+ * (sql/008_standings_projection.sql, sql/README.md "The projection"). Every
+ * replica calls standings_apply() every ARBITER_STANDINGS_APPLY_MS on its
+ * pool; whichever holds the lease (the progress row's lock) applies the next
+ * batch of up to ARBITER_STANDINGS_BATCH results, the others learn the lag.
+ * A batch that leaves results behind is followed at once by the next.
+ */
+#ifndef ARBITER_STANDINGS_APPLY_H
+#define ARBITER_STANDINGS_APPLY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct worker;
+
+/* What one call of standings_apply() reported. */
+struct sapply_outcome {
+	bool failed;        /* the statement failed (the schema is behind, the database is down) */
+	bool busy;          /* another session held the lease: nothing applied here */
+	bool caught_up;     /* no unapplied result was left behind */
+	int applied;        /* results this call applied */
+};
+
+/* The delay in ms before the next call: 0 right after a batch that left results
+ * behind, the interval otherwise, 5 intervals (at most 5 s, at least the
+ * interval) after a failure. Pure; interval_ms >= 1. */
+uint64_t sapply_next_delay(const struct sapply_outcome *o, int interval_ms);
+
+/* Starts the applier's timer (w->t_standings, initialised by the caller) unless
+ * ARBITER_STANDINGS_APPLY_MS is 0. Calls run only while the worker runs and its
+ * schema check passed; one call at a time. */
+void sapply_start(struct worker *w);
+
+#endif
