@@ -1,5 +1,5 @@
 /*
- * Exact decimals for scoring (README "Scoring spec"). Two representations:
+ * Exact decimals for scoring (common/README.md "Scoring spec"). Two representations:
  *  - dec6: fixed point with 6 places (int64 micro-units), used for weights,
  *    weighted scores and totals, so sums and floors are exact;
  *  - struct dec_num: an arbitrary JSON number as integer mantissa × 10^exp,

@@ -1,5 +1,5 @@
 /*
- * Elo rating maths (README "Elo"). The expected score uses pow() in double;
+ * Elo rating maths (common/README.md "Elo"). The expected score uses pow() in double;
  * the verified bonus is applied in integer tenths so 23 × 1.1 is exactly 25.3
  * and rounds the same on every machine. Inputs are clamped to the ranges of
  * elo.h and the arithmetic is 64-bit, so no stored value can overflow it.

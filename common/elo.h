@@ -1,5 +1,5 @@
 /*
- * Elo rating maths of README "Elo": opponent rating from the challenge
+ * Elo rating maths of common/README.md "Elo": opponent rating from the challenge
  * difficulty, expected score, K by match count, the rating floor, and the verified /
  * benchmark-grade bonus (rounded in integer arithmetic). Pure: no I/O.
  */

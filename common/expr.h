@@ -1,12 +1,12 @@
 /*
- * Expression language of the `expression` primitive (README "Scoring spec"): decimal
+ * Expression language of the `expression` primitive (common/README.md "Scoring spec"): decimal
  * numbers, declared variables, + - * / (also × ÷), unary minus, parentheses,
  * min(a, ...), max(a, ...), clamp(x, lo, hi) and comparisons (< <= > >= == !=,
  * yielding 1 or 0; a comparison's operands may not themselves be bare comparisons,
  * so `a < b < c` is rejected), boolean ! && || (1 or 0), if(c, a, b), abs,
  * round (half up), floor, ceil, len(var), coalesce(a, ...). A recursive-descent parser builds an immutable
  * tree; there is no eval of source text. Evaluation is exact on fractions (expr_eval_q;
- * README "Exact expressions"), or in double (expr_eval, expr_eval_ex). Pure: no I/O.
+ * common/README.md "Exact expressions"), or in double (expr_eval, expr_eval_ex). Pure: no I/O.
  */
 #ifndef ARBITER_EXPR_H
 #define ARBITER_EXPR_H
@@ -48,7 +48,7 @@ struct expr_q {
 struct expr_q expr_q_int(long long v);
 struct expr_q expr_q_from_dec(long long m, int e, double approx);
 struct expr_q expr_q_missing(void);
-/* expr_eval_ex in exact rational arithmetic (README "Expressions"): + - * /, min, max,
+/* expr_eval_ex in exact rational arithmetic (common/README.md "Expressions"): + - * /, min, max,
  * clamp, comparisons, abs, floor, ceil, round and the logic operators are exact on
  * fractions; x / 0 is 0 and sets *div_zero. lens may be NULL. */
 struct expr_q expr_eval_q(const struct expr *e, const struct expr_q *values,

@@ -1,5 +1,5 @@
 /*
- * Fuzzy string comparison for the `fuzzy_string` primitive (README "Scoring spec").
+ * Fuzzy string comparison for the `fuzzy_string` primitive (common/README.md "Scoring spec").
  * Text is normalised (UTF-8 → NFKC → case folding → Unicode whitespace runs
  * collapsed to one space, trimmed) and compared in code points with a
  * bit-parallel Levenshtein distance (Myers 1999, Hyyrö's blocked variant for

@@ -1,5 +1,5 @@
 /*
- * gcra: the rate-limit arithmetic of README "Rate limiting", pure (no clock, no I/O).
+ * gcra: the rate-limit arithmetic of worker/README.md "Rate limiting", pure (no clock, no I/O).
  *
  * Rate strings (ARBITER_RATE_LIMIT): "N/P<unit>" = N evaluations per P units,
  * unit ms, s, m, h or d (P may be omitted: "10/m" = "10/1m"), or "0" to

@@ -1,5 +1,5 @@
 /*
- * ipkey: source-IP keys for the rate limiter (README "Rate limiting") and the CIDR allow
+ * ipkey: source-IP keys for the rate limiter (worker/README.md "Rate limiting") and the CIDR allow
  * list (ARBITER_RATE_ALLOW). Pure: no I/O, no DNS. The input is untrusted text
  * (a job field or the submissions row), so every function takes any bytes.
  *

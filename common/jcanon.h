@@ -1,5 +1,5 @@
 /*
- * JSON comparison for the scoring primitives (README "Scoring spec"): deep equality
+ * JSON comparison for the scoring primitives (common/README.md "Scoring spec"): deep equality
  * where 1 equals 1.0 (numbers compared as exact decimals), arrays in order,
  * objects by key set; optional Unicode case folding of every string value;
  * and a canonical text (sorted keys, canonical numbers) that identifies an

@@ -1,6 +1,6 @@
 /*
  * Paths into JSON documents, as used by a scoring spec's `field`,
- * `ground_truth_field` and expression `vars` (README "Scoring spec"): `a.b[2].c`.
+ * `ground_truth_field` and expression `vars` (common/README.md "Scoring spec"): `a.b[2].c`.
  * Grammar: segments separated by '.', each a key (any characters except
  * '.', '[', ']' and '"'; non-empty) optionally followed by indexes `[N]`
  * (N a non-negative decimal integer); a key may also be written `["any.key"]`

@@ -1,6 +1,6 @@
 /*
  * jprov: the LLM judge's providers, which are operator configuration
- * (ARBITER_JUDGE_PROVIDERS, README "LLM judge"). Each provider has a name,
+ * (ARBITER_JUDGE_PROVIDERS, worker/README.md "LLM judge"). Each provider has a name,
  * the API it speaks, a base URL, the name of the worker's environment
  * variable that holds its key, the models a spec may ask for, its prices and
  * an optional cost cap per verdict. A spec's judge block names a provider and

@@ -1,5 +1,5 @@
 /*
- * Text normalisation for scoring specs (README "Normalisation"): the
+ * Text normalisation for scoring specs (common/README.md "Normalisation"): the
  * `normalize` option shared by every primitive that compares strings or
  * items. A spec lists steps; they always run in this fixed order, whatever
  * the order written: nfkc, casefold, separators (`-`, `_` and whitespace

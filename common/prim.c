@@ -1,5 +1,5 @@
 /*
- * The scoring primitives of README "Scoring spec" (see prim.h). Fractions that are
+ * The scoring primitives of common/README.md "Scoring spec" (see prim.h). Fractions that are
  * ratios of integers or of exact decimals are rounded half up with integer
  * arithmetic (unsigned __int128, or wide integers for numeric_tolerance when
  * exponents are far apart); only irreducibly floating cases (time_decay with a

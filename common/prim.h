@@ -1,5 +1,5 @@
 /*
- * The scoring primitives of README "Scoring spec", on values already resolved from the
+ * The scoring primitives of common/README.md "Scoring spec", on values already resolved from the
  * submission and the ground truth. Each returns a dimension score 0..1000 (the
  * primitive's fraction × 1000, rounded half up: exactly, with integer
  * arithmetic, wherever the fraction is a ratio of integers or decimals), or

@@ -1,5 +1,5 @@
 /*
- * The LLM-judge part of a scoring spec (see rubric.h and README "LLM judge"):
+ * The LLM-judge part of a scoring spec (see rubric.h and worker/README.md "LLM judge"):
  * rubric-form expansion, judge block validation, the judge's data document
  * and prompt, provider request/response shapes and the strict verdict
  * parser. Pure: no I/O, no clock, no randomness (the nonce is given).

@@ -1,5 +1,5 @@
 /*
- * rubric: the LLM-judge part of a scoring spec (README "LLM judge"), pure
+ * rubric: the LLM-judge part of a scoring spec (worker/README.md "LLM judge"), pure
  * code with no I/O. It
  *  - expands the seed's rubric form ({"mode", "rubric": [{name, description,
  *    weight 1-100}], "test_weight", "llm_weight"}) into ordinary dimensions,

@@ -897,7 +897,7 @@ int rx_search(const struct rx *r, const char *text, size_t len, uint64_t *budget
 		 * assertions at this position): rebuild cl by re-adding their successors. */
 		/* A position costs about what two state visits do (decoding, folding, word tests)
 		 * whether or not threads run there: charged as such, so that a step costs about
-		 * the same on any text (README "Regular expressions"). */
+		 * the same on any text (common/README.md "Regular expressions"). */
 		m.work += RX_POS_STEPS;
 		if (pos == 0 || !r->bol)
 			addthread(&m, cl, 0);

@@ -1,5 +1,5 @@
 /*
- * Regular expressions for scoring specs (README "Regular expressions"): a
+ * Regular expressions for scoring specs (common/README.md "Regular expressions"): a
  * documented subset compiled to a Thompson NFA and run by a breadth-first
  * simulation, so matching time is linear in the text (times the program
  * size) and never backtracks. Patterns are bounded (RX_MAX_PATTERN bytes,

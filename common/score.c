@@ -1,5 +1,5 @@
 /*
- * Evaluation of a scoring spec (README "Scoring spec"; see score.h): primitives per
+ * Evaluation of a scoring spec (common/README.md "Scoring spec"; see score.h): primitives per
  * dimension, external scores from the test-suite / custom-script evaluator,
  * gates in topological order, the exact weighted total in dec6 fixed point,
  * win/draw/loss, the verified-trajectory check, constraint violations and the
@@ -86,7 +86,7 @@ struct ctx {
 	bool verified;
 	bool explain;
 	uint64_t rx_budget;
-	uint64_t work_left, work_used;   /* README "Work budget" */
+	uint64_t work_left, work_used;   /* common/README.md "Work budget" */
 	bool over;                  /* a charge did not fit during the current dimension */
 	int clean[4];               /* per root document: 0 unknown, 1 no string over max_str, 2 has */
 	json_t *warnings;
@@ -102,7 +102,7 @@ struct app {
 	json_t *det;       /* explain detail (borrowed), or NULL */
 };
 
-/* Work units of the costly steps (README "Work budget"), about a nanosecond each here. */
+/* Work units of the costly steps (common/README.md "Work budget"), about a nanosecond each here. */
 enum {
 	W_NODE = 200,          /* an array element or object member dumped, sorted or paired */
 	W_STRING = 32,         /* a string normalised or dumped (allocation, call) */
@@ -428,7 +428,7 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			     json_is_null(x) ? "null" : "not a string, array or object");
 			ok = false;
 		}
-		/* len(v) of a string counts its code points: paid before (README "Work budget") */
+		/* len(v) of a string counts its code points: paid before (common/README.md "Work budget") */
 		if (x && (!json_is_string(x) || charge(c, W_SCAN * (uint64_t)json_string_length(x))))
 			lens[i] = value_len(x);
 	}

@@ -1,5 +1,5 @@
 /*
- * Evaluation of a scoring spec against one submission (README "Scoring spec"): the
+ * Evaluation of a scoring spec against one submission (common/README.md "Scoring spec"): the
  * primitives per dimension, gates in topological order, exact weighted total,
  * result, verified-trajectory check, constraint violations, and the result
  * JSON. Deterministic: never reads the clock. Pure: no I/O.
@@ -32,7 +32,7 @@ struct score_ext {
 /* Regex work (NFA state visits) one evaluation may spend in all; beyond it a regex counts as
  * not matching and the dimension gets an error warning. About 20 ms here. */
 #define SCORE_RX_BUDGET ((uint64_t)6 * 1000 * 1000)
-/* Work units one evaluation may spend in all dimensions together (README "Work budget"): each
+/* Work units one evaluation may spend in all dimensions together (common/README.md "Work budget"): each
  * costly step is charged, from its input size, before it runs (a unit is about a nanosecond
  * here); a step that does not fit is not run, its dimension scores 0 with an error warning,
  * and so does every later dimension that needs work. Deterministic: units depend on the
@@ -65,7 +65,7 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
                struct score_result *out, char *err, size_t errlen);
 void score_result_clear(struct score_result *r);
 /* What every evaluation of one spec against one ground truth would recompute on the expected
- * side, computed once (README "Prepared ground truth"): for match_objects and keyed_map
+ * side, computed once (common/README.md "Prepared ground truth"): for match_objects and keyed_map
  * dimensions reading the ground truth, the expected elements' keys (hashed and sorted) and
  * their nested fields' resolved values, normalised texts and exact decimals. Immutable once
  * built, so any number of threads may evaluate with it at once. It borrows s and
@@ -91,7 +91,7 @@ int score_eval_prepared(const struct score_prep *p, const json_t *answer, const 
                         const struct score_match *m, const struct score_ext *ext,
                         const struct score_limits *lim, struct score_result *out, char *err,
                         size_t errlen);
-/* The result JSON of README "Scoring spec" (new reference): score, result, score_breakdown (dimensions
+/* The result JSON of common/README.md "Scoring spec" (new reference): score, result, score_breakdown (dimensions
  * in spec order, each {"score","weight","weighted"}), submission_warnings,
  * constraint_violations, verified, then the ext extra keys. Fractional weights are JSON
  * reals: dump them with JSON_REAL_PRECISION(15) (or use score_result_dumps), never the default
@@ -101,7 +101,7 @@ json_t *score_result_json(const struct score_result *r);
 /* The same as compact text with exact decimals (weights never print binary noise); caller
  * frees. Use it whenever result JSON is printed or stored. */
 char *score_result_dumps(const struct score_result *r);
-/* The rule for a custom script's score of one dimension (README "Custom-script values"): a
+/* The rule for a custom script's score of one dimension (common/README.md "Custom-script values"): a
  * JSON number is rounded half up to an integer and clamped to 0..1000. Returns 0 (*out set), 1
  * when it was clamped (*out set; msg says so, quoting the number as its shortest decimal text,
  * e.g. "-0.4", never "-0.40000000000000002"), or -1 when v is not a finite number (msg says
@@ -111,7 +111,7 @@ int score_script_value(const json_t *v, int *out, char *msg, size_t msglen);
  * reference. */
 json_t *score_result_explain(const struct score_result *r);
 const char *score_outcome_name(enum score_outcome o);   /* "win" "draw" "loss" */
-/* The verified rule of README "Scoring spec" alone: metadata.replay_log is a non-empty array of objects whose
+/* The verified rule of common/README.md "Scoring spec" alone: metadata.replay_log is a non-empty array of objects whose
  * every `ts` is ISO 8601 within [started − 5 s, submitted + 5 s]; false without match times. */
 bool score_verified(const json_t *metadata, const struct score_match *m);
 

@@ -1,5 +1,5 @@
 /*
- * Scoring spec parsing and validation (README "Scoring spec"; see spec.h). Every rule
+ * Scoring spec parsing and validation (common/README.md "Scoring spec"; see spec.h). Every rule
  * failure produces one message naming the dimension and the rule; the first
  * failure in document order wins. The parsed spec is immutable.
  */
@@ -48,7 +48,7 @@ static void num_text(const json_t *v, char *buf, size_t n)
 
 /* ---- unknown keys ---------------------------------------------------------------------- */
 
-/* The parameters each primitive reads (README "Unknown keys"), besides a dimension's own keys.
+/* The parameters each primitive reads (common/README.md "Unknown keys"), besides a dimension's own keys.
  * The switch has no default: a new primitive without a list fails the build (-Wswitch). */
 static const char *const *prim_params(enum prim_kind k)
 {
@@ -1152,7 +1152,7 @@ static int parse_script(struct spec *s, const json_t *sc, char *err, size_t errl
 }
 
 /* evaluator container: "image" (a digest: whether the store has it is the worker's
- * question) and the optional "container" object of README "Container evaluator". */
+ * question) and the optional "container" object of worker/README.md "Container evaluator". */
 static int parse_container(struct spec *s, const json_t *root, char *err, size_t errlen)
 {
 	const json_t *im = json_object_get(root, "image");
@@ -1214,7 +1214,7 @@ static int parse_container(struct spec *s, const json_t *root, char *err, size_t
 	return 0;
 }
 
-/* The scoring-primitives seed's published form (README "The seed's spec form"): `type` names
+/* The scoring-primitives seed's published form (common/README.md "The seed's spec form"): `type` names
  * the evaluator and a dimension's `name` is its key. When root uses either, *out gets a copy in
  * the documented form (`evaluator`, `key`; the caller frees it), else NULL. A dimension with
  * both keeps its `key` (`name` is then a label, as in the rubric form); `type` beside

@@ -1,5 +1,5 @@
 /*
- * Scoring specs (README "Scoring spec"): parsing and validation of every rule, into an
+ * Scoring specs (common/README.md "Scoring spec"): parsing and validation of every rule, into an
  * immutable `struct spec` that is safe to share between evaluations and cache.
  * Validation messages name the dimension and the rule, e.g.
  * "dimension 'speed': weight 0.1234567 has more than 6 decimal places";
@@ -33,7 +33,7 @@ enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT, S
                       SPEC_CONTAINER };
 struct spec;   /* immutable after spec_parse; safe to share and cache */
 
-/* Parses and validates (every rule of README "Scoring spec"). On failure returns -1 and writes a message
+/* Parses and validates (every rule of common/README.md "Scoring spec"). On failure returns -1 and writes a message
  * naming the dimension and the rule (or "line L, column C: ..." for malformed JSON) into err.
  * On success returns 0 and *out (free with spec_free). */
 int spec_parse(const char *text, size_t len, struct spec **out, char *err, size_t errlen);
@@ -52,7 +52,7 @@ const char *spec_dim_key(const struct spec *s, size_t i);
 bool spec_dim_external(const struct spec *s, size_t i); /* scored by test-suite/script, not a primitive */
 
 /* Read-only view of a validated dimension (for score.c and tests). */
-/* Where a path points (README "Path roots"): `@answer.x` (the default for `field`), `@metadata.x`,
+/* Where a path points (common/README.md "Path roots"): `@answer.x` (the default for `field`), `@metadata.x`,
  * `@match.x` (elapsed_ms, elapsed_secs, time_limit_secs, attempt_number, memoryless, verified)
  * and `@ground_truth.x` (the default for `ground_truth_field`). Expression vars also keep the
  * older `metadata.x` / `ground_truth.x` prefixes. */

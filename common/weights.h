@@ -2,7 +2,7 @@
  * weights: capped proportional weights from non-negative integer scores,
  * exact and deterministic (integer arithmetic only, no floating point).
  *
- * The rule (README "Standings"): weight_i = score_i / sum of scores; any
+ * The rule (sql/README.md "Standings"): weight_i = score_i / sum of scores; any
  * weight above the cap is set to the cap and the excess is redistributed
  * proportionally among the uncapped weights, repeated until no weight is
  * above the cap. The result of that iteration is computed directly: with the

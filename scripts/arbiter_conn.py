@@ -270,7 +270,7 @@ def secret_free(text, *conn):
 
 
 def key_base(prefix, style="auto", url=""):
-    """The base of arbiter's Redis keys (README "Redis keys"), as the worker builds it: the
+    """The base of arbiter's Redis keys (worker/README.md "Redis keys"), as the worker builds it: the
     prefix itself (arbiter:jobs, ...) for "plain" / "legacy" and for "auto" without a Cluster
     URL; with "tagged" (or "auto" and a redis+cluster:// URL), the prefix in one hash tag
     ("{arbiter}") so every key lives in one Cluster slot, unless it already holds a tag."""

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """common/rx against Python's re on random patterns of the documented subset
-(README "Regular expressions") and random subjects: ASCII, Latin-1, Greek,
+(common/README.md "Regular expressions") and random subjects: ASCII, Latin-1, Greek,
 CJK, the Kelvin, Ohm and Angstrom signs, long s, and letters next to word
 boundaries. Usage: rx_differential.py RX_DRIVER [CASES]; TAP on stdout.
 

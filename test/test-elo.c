@@ -1,4 +1,4 @@
-/* Unit tests for common/elo: README "Elo" worked example, bonus rounding, K switch, floor, and
+/* Unit tests for common/elo: common/README.md "Elo" worked example, bonus rounding, K switch, floor, and
  * 240 random cases checked against an independent reference. */
 #include <limits.h>
 #include <string.h>
@@ -37,7 +37,7 @@ static const struct elo_case cases[] = {
 	{ "equal win verified 16 x 1.1 = 17.6 -> 18", 1000, 0, 1000, ELO_WIN, true, false, 1, 1018, 18, 32, 11 },
 	{ "equal win benchmark 16 x 1.2 = 19.2 -> 19", 1000, 0, 1000, ELO_WIN, true, true, 1, 1019, 19, 32, 12 },
 	/* Random tuples (rating, match_count, opponent, outcome, verified, memoryless, attempt)
-	 * computed by the independent Python reference of README "Elo" in
+	 * computed by the independent Python reference of common/README.md "Elo" in
 	 * test/integration/test_score_differential.py; regenerate with
 	 * `python3 test/integration/test_score_differential.py --elo-table`. */
 	{ "ref", 100, 30, 800, ELO_WIN, true, true, 1, 119, 19, 16, 12 },

@@ -1,6 +1,6 @@
 /*
  * Tests of worker/evaluator.c: the test-suite and custom-script evaluators of
- * README "Sandbox" run through a sandbox_pool, with the ordinary and hostile
+ * worker/README.md "Sandbox" run through a sandbox_pool, with the ordinary and hostile
  * programs of test/sandbox/. Checks verdicts and their priority, per-case
  * figures, comparison modes, compilation errors, languages, the custom-script
  * protocol, and after every hostile run that no process is left and no host
@@ -252,7 +252,7 @@ static void test_languages(void)
 		ok(json_is_integer(json_object_get(t, "cpu_ms")) &&
 		   json_is_integer(json_object_get(t, "wall_ms")) &&
 		   /* >= 0, not > 0: a tiny program's peak can hide under the copy of the
-		    * worker it starts from (README "Sandbox"); test-sandbox checks real peaks. */
+		    * worker it starts from (worker/README.md "Sandbox"); test-sandbox checks real peaks. */
 		   json_is_integer(json_object_get(t, "memory_kb")) &&
 		   json_integer_value(json_object_get(t, "memory_kb")) >= 0 &&
 		   json_integer_value(json_object_get(t, "exit_code")) == 0 &&

@@ -267,7 +267,7 @@ static void seed_formulas(void)
 	is_str(err, "position 65: unknown variable 'hard_failures'", "names the undeclared variable");
 }
 
-/* Exact rational evaluation (README "Expressions"): results as reduced fractions. */
+/* Exact rational evaluation (common/README.md "Expressions"): results as reduced fractions. */
 static void exact(void)
 {
 	static const struct { const char *src; long long num, den; } cases[] = {

@@ -1,5 +1,5 @@
 /*
- * Tests for worker/job: entry parsing and poison detection (README "Jobs"),
+ * Tests for worker/job: entry parsing and poison detection (worker/README.md "Jobs"),
  * UUID checks, dead-letter / release argument vectors, JSON string escaping,
  * backoff bounds and time formatting.
  */

@@ -322,13 +322,13 @@ int main(void)
 	json_array_foreach(cases, i, c)
 		run_case(c);
 	json_decref(cases);
-	/* Spec language v2: the new primitives and options (README "Spec language v2"). */
+	/* Spec language v2: the new primitives and options (common/README.md "Spec language v2"). */
 	cases = json_load_file("test/data/prim_v2_cases.json", 0, &je);
 	ok(cases != NULL, "load test/data/prim_v2_cases.json (line %d: %s)", je.line, je.text);
 	json_array_foreach(cases, i, c)
 		run_case(c);
 	json_decref(cases);
-	/* Spec language v3 (README "Spec language v3"). */
+	/* Spec language v3 (common/README.md "Spec language v3"). */
 	cases = json_load_file("test/data/prim_v3_cases.json", 0, &je);
 	ok(cases != NULL, "load test/data/prim_v3_cases.json (line %d: %s)", je.line, je.text);
 	json_array_foreach(cases, i, c)

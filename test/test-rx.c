@@ -168,7 +168,7 @@ static double time_search(const char *pat, bool icase, const char *text, size_t 
  * 100,000 CJK characters (all match, so 999 threads test the class at every character). A class test must cost about what a
  * one-range class costs (it was a walk over every range, charged as one step: ≈ 3.5 s for
  * the budget's 6 million steps). Compared as a ratio of CPU times, so a loaded machine does
- * not fail it; the figure is printed for README "Regular expressions". */
+ * not fail it; the figure is printed for common/README.md "Regular expressions". */
 static void worst_class(void)
 {
 	char *pat = xmalloc(RX_MAX_PATTERN + 1);

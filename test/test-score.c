@@ -485,7 +485,7 @@ static void test_match_objects_key_forms(void)
 	score_result_clear(&r);
 }
 
-/* One evaluation's work is bounded as a whole (README "Work budget"): a spec of 16 heavy text
+/* One evaluation's work is bounded as a whole (common/README.md "Work budget"): a spec of 16 heavy text
  * dimensions on a 1 MiB answer is charged at most SCORE_WORK_BUDGET units; the dimensions
  * that no longer fit score 0 with the budget warning, the same ones on every run. Counts
  * work units, never time. */
@@ -983,7 +983,7 @@ static json_t *budget_doc(json_t *const *same, uint64_t *seed)
 	return doc;
 }
 
-/* Every primitive, at every nesting level, is charged to the one work budget (README "Work
+/* Every primitive, at every nesting level, is charged to the one work budget (common/README.md "Work
  * budget"): for each primitive that can be nested, the worst inputs the limits allow
  * (strings of 100,000 characters, the longest fuzzy_string compared before, and of 20,000,
  * whose distance fits the budget; 64 keys; 64 objects

@@ -1,6 +1,6 @@
 /*
  * Unit tests for common/spec: the data table test/data/spec_cases.json (every
- * validation rule of README "Scoring spec", each with the message it must produce, and
+ * validation rule of common/README.md "Scoring spec", each with the message it must produce, and
  * valid specs that must parse; spec_v2_cases.json and spec_v3_cases.json the same for the
  * spec languages v2 and v3), plus the parsed view: defaults, topological
  * gate order, external dimensions, thresholds and constraints.
@@ -125,7 +125,7 @@ int main(void)
 	json_array_foreach(cases, i, c)
 		run_case(c);
 	json_decref(cases);
-	/* Spec language v3 (README "Spec language v3"). */
+	/* Spec language v3 (common/README.md "Spec language v3"). */
 	cases = json_load_file("test/data/spec_v3_cases.json", 0, &je);
 	ok(cases != NULL, "load test/data/spec_v3_cases.json (line %d: %s)", je.line, je.text);
 	json_array_foreach(cases, i, c)

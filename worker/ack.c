@@ -90,7 +90,7 @@ static void on_ack(struct rq *r, redisReply *reply, const char *err, void *data)
 }
 
 /* The dead-letter entry's reason, written into buf (n bytes): valid UTF-8 whatever the
- * job's text holds, cut at a character boundary (README "Dead letters"). */
+ * job's text holds, cut at a character boundary (deploy/README.md "Dead letters: `scripts/dlq`"). */
 static const char *dead_reason(const struct job *j, char *buf, size_t n)
 {
 	struct strbuf sb = { 0 };

@@ -1,6 +1,6 @@
 /*
  * `arbiter console [--listen ADDR] [--token-file FILE] [settings]`: the operator console,
- * a small web server of its own (README "Operator console"). It serves one static page
+ * a small web server of its own (deploy/README.md "Operator console"). It serves one static page
  * (worker/console/: HTML, script and style compiled in, nothing fetched from elsewhere) and
  * a JSON API the page polls:
  *

@@ -1,5 +1,5 @@
 /*
- * `arbiter score` and `arbiter validate-spec` (README "Command line"): score one
+ * `arbiter score` and `arbiter validate-spec` (worker/README.md "Command line"): score one
  * submission with no server, or check a scoring spec.
  *
  *   arbiter score --spec F --submission F [--ground-truth F] [--match F]
@@ -285,7 +285,7 @@ static void on_external(int rc, const struct score_ext *ext, const char *err, vo
 }
 
 /*
- * The test-suite / custom-script evaluators (README "Sandbox") for `arbiter score`: a sandbox
+ * The test-suite / custom-script evaluators (worker/README.md "Sandbox") for `arbiter score`: a sandbox
  * pool on a private loop (ARBITER_SANDBOX_SLOTS, ARBITER_LANGUAGES_FILE from the
  * environment), one evaluator_run, then scoring with its score_ext. internal_error: the
  * reason on stderr, exit 3. Log lines below warnings are not printed unless

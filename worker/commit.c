@@ -976,7 +976,7 @@ void commit_flush(struct worker *w)
 		 * the database about the same CPU whatever its size (~1-2 ms with 1-10 jobs), so
 		 * at moderate rates two small commits in flight cost twice one larger one and
 		 * saturate the database long before its backlog rate; under a backlog the queue
-		 * reaches the threshold at once. README "Settings"; bench_commit measures it. */
+		 * reaches the threshold at once. worker/README.md "Settings"; bench_commit measures it. */
 		if (n < max && n < w->cfg->commit_overlap_min && w->commits_inflight > 0 &&
 		    age < COMMIT_OVERLAP_WAIT_MS && w->state == W_RUNNING) {
 			if (!uv_is_active((uv_handle_t *)&w->t_commit))

@@ -56,7 +56,7 @@ struct cfg_key {
 
 #define OFF(f) offsetof(struct config, f)
 
-/* The one table of settings (README "Configuration" lists them all). */
+/* The one table of settings (deploy/README.md "Configuration" lists them all). */
 static const struct cfg_key keys[] = {
 	{ "ARBITER_REDIS_URL", CFG_STR_NONEMPTY, OFF(redis_url), "redis://127.0.0.1:6379/0", 0, 0, NULL,
 	  "Redis to read jobs from" },

@@ -1,5 +1,5 @@
 /*
- * config: the worker's configuration (README "Configuration"), read from command-line
+ * config: the worker's configuration (deploy/README.md "Configuration"), read from command-line
  * flags, ARBITER_* environment variables and an optional KEY=value file, in
  * that order of precedence (flags > environment > file > default).
  *

@@ -1,5 +1,5 @@
 /*
- * The test-suite and custom-script evaluators (README "Sandbox") on top of the
+ * The test-suite and custom-script evaluators (worker/README.md "Sandbox") on top of the
  * sandbox. An evaluation is a small state machine driven by sandbox callbacks:
  *
  *   EV_COMPILE  the language has a compile step: one sandbox run that hands
@@ -7,7 +7,7 @@
  *   EV_CASES    test-suite: one sandbox run per case, one after another (a
  *               case re-queues behind other evaluations, so slots are shared
  *               fairly), each compared with the expected output
- *   EV_SCRIPT   custom-script: one run with the document of README "Sandbox" on stdin;
+ *   EV_SCRIPT   custom-script: one run with the document of worker/README.md "Sandbox" on stdin;
  *               container: one run of an imported image (worker/image.h) with the
  *               submission in /submission, its scores read from /output/score.json
  *   EV_DONE     the callback ran; the evaluation waits for its timer to close
@@ -188,7 +188,7 @@ static int lim_field(const json_t *o, const char *k, uint64_t max, uint64_t *out
 	return 0;
 }
 
-/* Reads the limits object (README "Sandbox") ({cpu_ms, wall_ms, memory_mb, processes, output_kb}) over the
+/* Reads the limits object (worker/README.md "Sandbox") ({cpu_ms, wall_ms, memory_mb, processes, output_kb}) over the
  * defaults in *l, clamping to safe maxima. */
 static int parse_limits(const json_t *o, struct sandbox_limits *l)
 {
@@ -322,7 +322,7 @@ int sandbox_pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_p
 {
 	*out = NULL;
 	/* Without the worker's configuration (`arbiter score`), the same settings table read
-	 * from the environment and ARBITER_CONFIG's file (README "Configuration"). */
+	 * from the environment and ARBITER_CONFIG's file (deploy/README.md "Configuration"). */
 	struct config own;
 	bool own_cfg = !cfg;
 	if (own_cfg) {
@@ -1260,7 +1260,7 @@ static void on_script(const struct sandbox_result *r, void *data)
 			ev_fail(e, "scoring script: score for '%s' %s", k, why);
 			break;
 		}
-		if (rule > 0) {   /* clamped, with a warning (README "Custom-script values") */
+		if (rule > 0) {   /* clamped, with a warning (common/README.md "Custom-script values") */
 			json_t *w = json_pack("{s:s, s:s, s:s+}", "severity", "warning", "field", k,
 			                      "message", "the scoring script's ", why);
 			json_array_append_new(clamped, w);

@@ -1,5 +1,5 @@
 /*
- * The test-suite and custom-script evaluators (README "Sandbox"), built on the
+ * The test-suite and custom-script evaluators (worker/README.md "Sandbox"), built on the
  * sandbox (worker/sandbox.h). A sandbox_pool owns the language table and
  * bounds how many sandboxes run at once (ARBITER_SANDBOX_SLOTS, default the
  * number of cores); further runs wait in a FIFO queue. Everything runs on one
@@ -23,7 +23,7 @@ struct sandbox_pool;  /* bounds concurrent sandboxes (ARBITER_SANDBOX_SLOTS) */
 /* Runs the test-suite or custom-script evaluator for spec on the loop, without blocking it.
  * On success cb gets rc 0 and ext (valid during cb). rc -1 = internal_error (err says why):
  * the worker retries then fails; `arbiter score` exits 3.
- * answer, metadata, ground_truth and match (the "match" object of README "Sandbox": started_at, submitted_at,
+ * answer, metadata, ground_truth and match (the "match" object of worker/README.md "Sandbox": started_at, submitted_at,
  * ...) are borrowed for the duration of this call only (copied as needed); any may be NULL
  * ({}). A custom script's "submission" is {"answer": answer, "metadata": metadata}, the same
  * shape as `arbiter score --submission`.

@@ -1,5 +1,5 @@
 /*
- * job: parsing and checking a stream entry (README "Jobs") and the pure
+ * job: parsing and checking a stream entry (worker/README.md "Jobs") and the pure
  * helpers the worker uses around a job (see job.h). No I/O here.
  */
 #include "job.h"

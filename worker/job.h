@@ -1,7 +1,7 @@
 /*
  * job: one stream entry of {prefix}:jobs on its way through the worker, and
  * the pure helpers around it: parsing and checking an entry's fields
- * (README "Jobs"), UUID checks, the dead-letter / release argument vectors,
+ * (worker/README.md "Jobs"), UUID checks, the dead-letter / release argument vectors,
  * JSON string escaping for the SQL batches, and retry backoff.
  *
  * Ownership: a job belongs to the worker's list of live jobs from the moment
@@ -29,7 +29,7 @@
 enum job_kind { JOB_EVALUATE, JOB_REEVALUATE };
 
 /* Why an entry is invalid (0: it is not). The names, job_poison_name(), are the
- * dead-letter reasons (README "Jobs"). */
+ * dead-letter reasons (worker/README.md "Jobs"). */
 enum job_poison {
 	POISON_NONE = 0,
 	POISON_TOO_MANY_FIELDS,

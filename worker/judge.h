@@ -1,5 +1,5 @@
 /*
- * judge: gets the LLM judge's verdict for one submission (README "LLM
+ * judge: gets the LLM judge's verdict for one submission (worker/README.md "LLM
  * judge"). It assembles what the judge reads (common/rubric.h), keys the
  * verdict by the SHA-256 of everything that determines it, and
  *  - reuses the verdict stored in judge_verdicts (sql/003_judge.sql) unless

@@ -1,6 +1,6 @@
 /*
  * judge_limits: the LLM judge's limits and circuit breakers shared by every
- * replica through Redis (README "LLM judge", "Shared limits"). Two Lua scripts
+ * replica through Redis (worker/README.md "LLM judge", "Shared limits"). Two Lua scripts
  * run atomically on Redis's own clock (TIME):
  *  - admit, before each provider request: refuses while the provider's circuit
  *    is open (one replica at a time gets the probe once the cool-down is

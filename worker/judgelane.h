@@ -1,6 +1,6 @@
 /*
  * judgelane: the judge lane, so deterministic jobs never wait behind judged ones
- * (README "LLM judge", "The judge lane").
+ * (worker/README.md "LLM judge", "The judge lane").
  *
  * A job whose spec needs the LLM judge takes no ARBITER_CONCURRENCY slot while it waits for
  * the verdict, but only up to ARBITER_JUDGE_INFLIGHT such jobs. When the judge has no free

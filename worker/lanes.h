@@ -1,5 +1,5 @@
 /*
- * lanes: the low-priority lane for bulk re-evaluation (README "Priority lanes").
+ * lanes: the low-priority lane for bulk re-evaluation (deploy/README.md "Priority lanes").
  *
  * `scripts/requeue` adds its jobs to the stream `{prefix}:jobs:bulk` instead
  * of `{prefix}:jobs`. No worker reads the bulk stream directly: every

@@ -31,7 +31,7 @@
  * (NULL/"" → "unknown"); outcome: completed, rejected, failed, dead_lettered,
  * deferred, duplicate. Strings are not retained. */
 void metrics_job(const char *evaluator, const char *outcome);
-/* Counts one rejection by reason: the reasons of README "Validation before scoring" (submission_not_found,
+/* Counts one rejection by reason: the reasons of worker/README.md "Validation before scoring" (submission_not_found,
  * not_match_owner, match_expired, match_not_active, invalid_spec) and
  * rate_limited. */
 void metrics_rejected(const char *reason);
@@ -99,7 +99,7 @@ void metrics_standings(int applied, double lag_seconds);
 /* Counter: one rate-limit decision: allowed, deferred, rejected (or error). */
 void metrics_ratelimit(const char *decision);
 /* Counts one limiter key whose implausible state the rate-limit script reset
- * (README "Rate limiting"). */
+ * (worker/README.md "Rate limiting"). */
 void metrics_ratelimit_reset(void);
 /* Appends the whole exposition (# HELP, # TYPE, samples) to out. Returns 0. */
 int  metrics_render(struct strbuf *out);

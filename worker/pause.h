@@ -1,6 +1,6 @@
 /*
  * pause: the operator's pause switches, kept in Redis so every replica sees
- * them (`arbiter pause` / `arbiter resume`, README "Pause and resume").
+ * them (`arbiter pause` / `arbiter resume`, deploy/README.md "Pause and resume").
  *
  *   {prefix}:paused              string, the Unix ms when paused: no replica
  *                                reads new jobs (in-flight work finishes)

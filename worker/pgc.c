@@ -612,7 +612,7 @@ static void attempt_failed(struct pgc_conn *c, const char *why)
 	snprintf(p->last_err, sizeof p->last_err, "%s", msg);
 	if (!p->no_session_options && strstr(msg, "unsupported startup parameter: options")) {
 		/* A pooler (PgBouncer) that refuses the parameter: connect without the
-		 * session settings rather than not at all (README "Configuration"). */
+		 * session settings rather than not at all (deploy/README.md "Configuration"). */
 		p->no_session_options = true;
 		free(p->vals[p->options_at]);
 		p->vals[p->options_at] = xstrdup(p->options_orig);

@@ -1,5 +1,5 @@
 /*
- * ratelimit: the per-source-IP limiter of README "Rate limiting" (see ratelimit.h).
+ * ratelimit: the per-source-IP limiter of worker/README.md "Rate limiting" (see ratelimit.h).
  *
  * Two Lua scripts, embedded below, do all the work atomically in Redis:
  *   rl_lua_check    GCRA decision for one job (common/gcra.h, line for line),

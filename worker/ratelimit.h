@@ -1,5 +1,5 @@
 /*
- * ratelimit: the per-source-IP rate limit of README "Rate limiting", shared by every
+ * ratelimit: the per-source-IP rate limit of worker/README.md "Rate limiting", shared by every
  * replica through Redis.
  *
  * One Lua script (GCRA, see common/gcra.h for the exact arithmetic) runs

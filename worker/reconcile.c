@@ -1,5 +1,5 @@
 /*
- * reconcile: PostgreSQL is the source of truth (README "Jobs"). Every
+ * reconcile: PostgreSQL is the source of truth (worker/README.md "Jobs"). Every
  * ARBITER_RECONCILE_MS one replica (SET {prefix}:reconcile:lock NX PX) looks
  * for submissions still queued/evaluating, older than a grace period, that
  * Redis no longer holds (Redis restarted without persistence, FLUSHALL, an

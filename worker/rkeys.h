@@ -3,7 +3,7 @@
  *
  * With ARBITER_PREFIX=arbiter (the default) and the default key style
  * ("auto"), the keys on a single Redis or behind Sentinel are the plain names
- * API servers XADD to (README "Jobs"):
+ * API servers XADD to (worker/README.md "Jobs"):
  *
  *   arbiter:jobs              the job stream (API servers XADD here)
  *   arbiter:dead              the dead-letter stream

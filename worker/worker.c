@@ -868,7 +868,7 @@ static void on_parked(struct worker *w, struct job *j, bool ok)
 }
 
 /* hooks.park: a counted retry's entry goes to the delayed set with its attempt number
- * (README "Failures, retries, dead letters"). Not when its commit may have happened (a
+ * (worker/README.md "Failures, retries, dead letters"). Not when its commit may have happened (a
  * re-evaluation is known by its entry id), nor without Redis. */
 static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms)
 {
@@ -1013,7 +1013,7 @@ static void start_eval_stage(struct worker *w, struct job *j)
 	evaluate(w, j);
 }
 
-/* README "Validation before scoring" in order, then the rate limit and the evaluation. */
+/* worker/README.md "Validation before scoring" in order, then the rate limit and the evaluation. */
 static void after_load(struct worker *w, struct job *j)
 {
 	struct job_row *r = &j->row;

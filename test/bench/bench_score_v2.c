@@ -289,7 +289,7 @@ int main(int argc, char **argv)
 		strbuf_free(&sp);
 	}
 	/* All of them at once, twice over: 16 heavy dimensions in one evaluation share one work
-	 * budget (README "Work budget"). */
+	 * budget (common/README.md "Work budget"). */
 	{
 		struct strbuf sp = { 0 };
 		strbuf_addf(&sp, "{\"evaluator\":\"deterministic\",\"total\":\"round_each\",\"dimensions\":[");
@@ -316,7 +316,7 @@ int main(int argc, char **argv)
 		}
 		strbuf_free(&sp);
 	}
-	/* Nested worst cases (README "Work budget": every primitive, at every nesting level, is
+	/* Nested worst cases (common/README.md "Work budget": every primitive, at every nesting level, is
 	 * charged to the one budget): 64 elements of 100,000- and 20,000-character texts (different
 	 * on either side) and 2,000 strings, as 16 top-level dimensions, a keyed_map of 64 keys,
 	 * match_objects of 64 objects x 32 fields, and 4 levels of keyed_map listing one key 64

@@ -1,4 +1,4 @@
-/* The 10-dimension spec of bench-score_v2 (README "Measured performance"), shared with
+/* The 10-dimension spec of bench-score_v2 (worker/README.md "Measured performance"), shared with
  * test-score's prepared-vs-fresh check so both exercise the same spec. */
 #ifndef ARBITER_BENCH_V2_SPEC_H
 #define ARBITER_BENCH_V2_SPEC_H

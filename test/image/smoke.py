@@ -65,7 +65,7 @@ def unified_memory_cgroup():
     container with its own cgroup namespace can get per-run memory limits. On a
     host whose memory controller is bound to cgroup v1 (hybrid layout) it
     cannot, and the sandbox refuses to run untrusted code unless the operator
-    opts in with ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1 (README "Delegation")."""
+    opts in with ARBITER_SANDBOX_ALLOW_UNSAFE_MEMORY=1 (worker/README.md "Sandbox", Delegation)."""
     try:
         with open("/sys/fs/cgroup/cgroup.controllers") as f:
             return "memory" in f.read().split()

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Integration test of `arbiter score` and `arbiter validate-spec` (README "Command line"):
+"""Integration test of `arbiter score` and `arbiter validate-spec` (worker/README.md "Command line"):
 drives the built binary (ARBITER_BIN) with files in a temporary directory and
 checks exit codes (0 / 2 / 3), the result JSON on stdout and reasons on stderr.
 No servers needed. TAP on stdout."""

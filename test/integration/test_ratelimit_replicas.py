@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The source-IP rate limit (README "Rate limiting") across two `arbiter worker` replicas
+"""The source-IP rate limit (worker/README.md "Rate limiting") across two `arbiter worker` replicas
 (TAP on stdout), with a real redis-server and PostgreSQL.
 
 Rate 5/2s, burst 5 (T = 400 ms, tau = 1.6 s). A hot IPv4 address and a hot

@@ -131,7 +131,7 @@ def main():
         ("worker/cmd_score.c", "ARBITER_JUDGE_PROVIDERS"),
         # migrate takes only the database URL and the file.
         ("worker/cmd_migrate.c", "ARBITER_CONFIG"), ("worker/cmd_migrate.c", "ARBITER_DATABASE_URL"),
-        # the console's operator token is no worker setting (README "Operator console")
+        # the console's operator token is no worker setting (deploy/README.md "Operator console")
         ("worker/cmd_console.c", "ARBITER_CONSOLE_TOKEN"),
     }
     found = set()

@@ -199,7 +199,7 @@ def main():
 
         # ACL on the plain Redis.
         r = redis.Redis.from_url(s.redis_url)
-        # The user README "ACL users" documents, word for word.
+        # The user worker/README.md "ACL users" documents, word for word.
         readme = docs.text()
         acl = readme.split("ACL SETUSER arbiter ", 1)[1].split("```", 1)[0].split()
         acl = [">acl-pw" if x == ">PASSWORD" else x for x in acl]

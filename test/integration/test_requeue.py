@@ -3,7 +3,7 @@
 
 Against a private PostgreSQL and Redis: a dry run enqueues nothing; selection
 by ids, by challenge (slug or id) and by submitted_at range XADDs the right
-jobs with the fields of README "Jobs"; submissions without a result are enqueued as
+jobs with the fields of worker/README.md "Jobs"; submissions without a result are enqueued as
 `evaluate` when still queued and skipped otherwise; SQL-injection-looking
 input is only ever data; errors exit non-zero without printing passwords.
 """

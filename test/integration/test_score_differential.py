@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Differential test of `arbiter score` (README "Scoring spec"; README "Command line") against an independent
+"""Differential test of `arbiter score` (common/README.md "Scoring spec"; worker/README.md "Command line") against an independent
 Python reference of the scoring contract, written from the contract text and the
 README's "Choices where the contract is silent" (not from the C sources).
 
@@ -14,7 +14,7 @@ README's "Choices where the contract is silent" (not from the C sources).
    whole result JSON: key order, scores, exact decimal weights and weighted
    values, result, verified, constraint violations, and warnings by
    (severity, field) (their wording is left open by the contract).
-2. Spec validation: every invalid-spec rule of README "Scoring spec" exits 2 naming the dimension
+2. Spec validation: every invalid-spec rule of common/README.md "Scoring spec" exits 2 naming the dimension
    and the rule; valid specs (weights summing to exactly 1 in decimal) pass.
 
 Environment: ARBITER_BIN (the built binary), SCORE_DIFF_SEED (default 20240501),
@@ -113,7 +113,7 @@ def parse_path(p):
                 k += 1
             seg = p[i:k]
             # a canonical index (no leading zero, at most 9 digits) may index an array;
-            # any other text is only an object key (README "Paths")
+            # any other text is only an object key (common/README.md "Rules", Paths)
             canonical = seg.isdigit() and len(seg) <= 9 and (seg == '0' or seg[0] != '0')
             segs.append(('num', seg) if canonical else ('key', seg))
             i = k
@@ -186,7 +186,7 @@ def fuzzy_norm(s):
 
 
 # ---------------------------------------------------------------------------
-# Reference: spec language v2 (README "Spec language v2"), written from the README
+# Reference: spec language v2 (common/README.md "Spec language v2"), written from the README
 # ---------------------------------------------------------------------------
 
 def is_ws(c):
@@ -329,7 +329,7 @@ def levenshtein(a, b):
 
 
 # ---------------------------------------------------------------------------
-# Reference: timestamps (README "Timestamps")
+# Reference: timestamps (common/README.md "Timestamps")
 # ---------------------------------------------------------------------------
 
 def days_from_civil(y, m, d):
@@ -514,7 +514,7 @@ def expr_parse(src, names):
     return e
 
 
-# Exact evaluation (README "Exact expressions"): fractions whose numerator and denominator
+# Exact evaluation (common/README.md "Exact expressions"): fractions whose numerator and denominator
 # stay within 127-bit signed integers, the steps computed as arbiter computes them (cross
 # products checked for overflow); a step that overflows continues as an IEEE double.
 I128_MIN, I128_MAX = -(1 << 127), (1 << 127) - 1
@@ -920,7 +920,7 @@ def v2_dim(d, docs, err, adv):
 
 
 def seed_canon(spec):
-    """README "The seed's spec form": `type` names the evaluator, and a dimension's `name`
+    """common/README.md "The seed's spec form": `type` names the evaluator, and a dimension's `name`
     is its key when it has no `key`."""
     spec = dict(spec)
     if 'type' in spec and 'evaluator' not in spec:
@@ -1893,7 +1893,7 @@ def gen_case(rng, idx):
 
 
 def seed_form(rng, spec):
-    """Some specs in the seed's published form (README "The seed's spec form"): `type` for
+    """Some specs in the seed's published form (common/README.md "The seed's spec form"): `type` for
     `evaluator`, `name` for a dimension's `key`, or `name` as a label beside `key`. Its own
     generator, so the cases generated before v3 stay the same."""
     if rng.random() >= 0.15:
@@ -2170,7 +2170,7 @@ def fixed_cases():
 
 
 # ---------------------------------------------------------------------------
-# Spec validation (README "Scoring spec"): every invalid-spec rule exits 2 naming the dimension
+# Spec validation (common/README.md "Scoring spec"): every invalid-spec rule exits 2 naming the dimension
 # and the rule; valid specs are accepted.
 # ---------------------------------------------------------------------------
 
@@ -2316,7 +2316,7 @@ def validation_cases():
          (None, ['threshold', 'draw'])),
         ('thresholds win 300 alone (draw default 400)', spec(dim(), thresholds={'win': 300}),
          (None, ['threshold', 'draw', 'win'])),
-        # README "Unknown keys": refused with the nearest known key; x- keys are notes
+        # common/README.md "Unknown keys": refused with the nearest known key; x- keys are notes
         ('unknown key normalise', spec(dim(normalise=['trim'])),
          ('correctness', ["'normalise'", "did you mean 'normalize'"])),
         ('a parameter of another primitive', spec(dim(tolerance=0.5)),
@@ -2369,7 +2369,7 @@ DROP = object()
 
 
 # ---------------------------------------------------------------------------
-# Elo (README "Elo") reference: `test_score_differential.py --elo-table` prints the case
+# Elo (common/README.md "Elo") reference: `test_score_differential.py --elo-table` prints the case
 # table of test/test-elo.c (the C module is checked there, against these values).
 # ---------------------------------------------------------------------------
 

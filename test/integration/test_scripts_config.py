@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The operator scripts read their settings by the worker's rules (README "Configuration").
+"""The operator scripts read their settings by the worker's rules (deploy/README.md "Configuration").
 
 scripts/requeue and scripts/dlq take the worker's configuration file (--config F or
 ARBITER_CONFIG) and resolve it with the worker's own code (`arbiter config-dump`):

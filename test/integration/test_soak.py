@@ -278,7 +278,7 @@ class Soak:
 
 
 def expected_after(before, opp, k, res, vf, ml, att):
-    """The Elo rule (README "Elo") with an opponent so far above that 10^x overflows (C: pow gives inf, E = 0)."""
+    """The Elo rule (common/README.md "Elo") with an opponent so far above that 10^x overflows (C: pow gives inf, E = 0)."""
     if (opp - before) / 400.0 > 300:
         opp = before + 400 * 300
     return min(elo_expected(before, opp, k, res, vf, ml, att), 1000000)

@@ -81,7 +81,7 @@ def finals(a, subs):
 
 def replay(a, agents, initial=1000):
     """Replays every agent's elo_history (evaluations and elo=adjust rows) in id order, checking
-    each row against README "Elo", and compares with the agents rows. Returns problems."""
+    each row against common/README.md "Elo", and compares with the agents rows. Returns problems."""
     problems = []
     for ag in agents:
         row = a.q1("SELECT elo, match_count FROM agents WHERE id = %s", ag)

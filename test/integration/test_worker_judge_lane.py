@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The judge lane (README "LLM judge"), TAP on stdout: `arbiter worker` against real Redis
+"""The judge lane (worker/README.md "LLM judge"), TAP on stdout: `arbiter worker` against real Redis
 and PostgreSQL and the test provider (test/judge_provider.py) answering slowly.
 
 Covers: a burst of judged jobs well beyond ARBITER_JUDGE_INFLIGHT, then deterministic jobs:

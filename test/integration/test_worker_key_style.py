@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A producer that XADDs to the other key style's stream is seen (README "Redis keys").
+"""A producer that XADDs to the other key style's stream is seen (worker/README.md "Redis keys").
 
 A worker on a plain redis:// URL reads `arbiter:jobs`; a producer configured for the tagged
 names XADDs to `{arbiter}:jobs`, where no worker reads. Its jobs would wait for the

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""`arbiter worker`: README "Validation before scoring" rejections and poison entries (TAP on stdout).
+"""`arbiter worker`: worker/README.md "Validation before scoring" rejections and poison entries (TAP on stdout).
 
-Each reason of README "Validation before scoring" in its place (not_match_owner, match_expired, match_not_active,
+Each reason of worker/README.md "Validation before scoring" in its place (not_match_owner, match_expired, match_not_active,
 invalid_spec with the validation message in last_error), the first failing
 check wins, rejected submissions get no result and move no Elo; poison
 entries (missing / invalid submission_id, unknown kind or elo value, unknown

@@ -80,7 +80,7 @@ def main():
         ch3 = a.challenge(bad, {}, difficulty="contender")
         m3 = a.match(ag, ch3)
         sid3 = a.submission(m3, ag, {"t": "aa"}, {})
-        # A misspelt parameter (README "Unknown keys"): rejected, not silently ignored.
+        # A misspelt parameter (common/README.md "Unknown keys"): rejected, not silently ignored.
         typo = {"evaluator": "deterministic", "dimensions": [
             {"key": "correctness", "weight": 1, "primitive": "exact_match", "field": "t",
              "ground_truth_field": "t", "normalise": ["casefold"]}]}

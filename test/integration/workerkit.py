@@ -111,7 +111,7 @@ class Worker:
 
 
 def key_base(prefix="arbiter", style="auto"):
-    """The base of arbiter's Redis keys (README "Redis keys"): the prefix
+    """The base of arbiter's Redis keys (worker/README.md "Redis keys"): the prefix
     itself (arbiter:jobs, ...) for the default style ("auto" without a
     Cluster URL), "plain" and "legacy"; with "tagged", the prefix in one hash
     tag ("{arbiter}") so every key lives in one Cluster slot, unless the
@@ -226,7 +226,7 @@ class Arena:
             return 0
 
 
-# -- Elo (README "Elo"), for replays ---------------------------------------------------
+# -- Elo (common/README.md "Elo"), for replays ---------------------------------------------------
 
 def round_half_away(x):
     import math
