@@ -53,6 +53,7 @@
 #include "rq.h"
 #include "rkeys.h"
 #include "score.h"
+#include "scoring.h"
 #include "util.h"
 
 #define LOAD_BATCH_MAX 256
@@ -375,117 +376,6 @@ static void flush_loads(struct worker *w)
 
 /* ---- evaluation ---------------------------------------------------------------------- */
 
-static void fill_match(const struct job *j, struct score_match *m)
-{
-	memset(m, 0, sizeof *m);
-	m->has_times = true;
-	m->started_at_ms = j->row.started_ms;
-	m->submitted_at_ms = j->row.submitted_ms;
-	m->time_limit_secs = j->row.time_limit_secs;
-	m->memoryless = j->row.memoryless;
-	m->attempt_number = j->row.attempt_number;
-}
-
-static void finish_eval(struct worker *w, struct job *j)
-{
-	j->has_res = true;
-	j->eval_done_ms = job_now_ms();
-	if (j->row.unreadable[0] && j->res.warnings)
-		json_array_append_new(j->res.warnings, json_pack("{s:s, s:s, s:s}", "severity", "error",
-		                      "field", "answer", "message", j->row.unreadable));
-	metrics_eval_seconds(pipeline_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
-	j->res_json = score_result_dumps(&j->res);
-	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;
-	/* The inputs are not needed any more (a failed commit is retried from the
-	 * result): a job waiting for its commit holds only what it writes. */
-	json_decref(j->row.answer);
-	json_decref(j->row.metadata);
-	j->row.answer = j->row.metadata = NULL;
-	LOGD(j->sub, j->id, "evaluated: score %d %s", j->res.score,
-	     score_outcome_name(j->res.result));
-	pipeline_to_commit(w, j);
-}
-
-/* Deterministic scoring of large inputs runs on libuv's thread pool: a
- * fuzzy_string over long texts costs up to ~0.25 s per dimension and must not
- * stall the loop. The job (state JOB_EVALUATING) is not touched by the loop
- * meanwhile; score_eval_prepared is pure and the shared spec / ground truth /
- * preparation are only read (jansson's reference counts are atomic). */
-#define OFFLOAD_INPUT_BYTES 16384
-
-struct score_work {
-	uv_work_t req;
-	struct job *j;
-	struct score_match m;
-	struct score_limits lim;
-	int rc;
-	char err[512];
-};
-
-static void score_work_cb(uv_work_t *req)
-{
-	struct score_work *sw = req->data;
-	struct job *j = sw->j;
-	sw->rc = score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &sw->m,
-	                             NULL, &sw->lim, &j->res, sw->err, sizeof sw->err);
-}
-
-static void score_after_cb(uv_work_t *req, int status)
-{
-	struct score_work *sw = req->data;
-	struct job *j = sw->j;
-	struct worker *w = j->w;
-	int rc = status < 0 ? -1 : sw->rc;
-	char why[600];
-
-	if (status < 0)
-		snprintf(sw->err, sizeof sw->err, "%s", uv_strerror(status));
-	snprintf(why, sizeof why, "internal_error: %s", sw->err);
-	free(sw);
-	if (rc == 0)
-		j->has_res = true;     /* so that job_free / job_clear_result release it */
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (rc < 0) {
-		pipeline_retry(w, j, STAGE_EVAL, true, why);
-		return;
-	}
-	finish_eval(w, j);
-}
-
-/* Scores with the spec (and the external scores of a sandbox evaluator). */
-static void score_now(struct worker *w, struct job *j, const struct score_ext *ext)
-{
-	struct score_match m;
-	struct score_limits lim = { w->cfg->max_string_bytes, false,
-	                            j->row.input_bytes + j->spec->gt_bytes };
-	char err[512];
-
-	fill_match(j, &m);
-	job_clear_result(j);
-	if (!ext && j->row.input_bytes + j->spec->gt_bytes > OFFLOAD_INPUT_BYTES) {
-		struct score_work *sw = xcalloc(1, sizeof *sw);
-		sw->req.data = sw;
-		sw->j = j;
-		sw->m = m;
-		sw->lim = lim;
-		job_set_state(j, JOB_EVALUATING);
-		if (uv_queue_work(w->loop, &sw->req, score_work_cb, score_after_cb) == 0)
-			return;
-		free(sw);      /* cannot queue: score here */
-	}
-	if (score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &m, ext, &lim,
-	                        &j->res, err, sizeof err) < 0) {
-		char why[600];
-		snprintf(why, sizeof why, "internal_error: %s", err);
-		pipeline_retry(w, j, STAGE_EVAL, true, why);
-		return;
-	}
-	finish_eval(w, j);
-}
-
 /* ---- LLM judge (worker/judge.h): evaluator judge, or after the tests of a hybrid spec ---- */
 
 struct judge_job {
@@ -550,7 +440,7 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 	struct score_match m;
 	struct score_limits lim = { w->cfg->max_string_bytes, false, 0 };
 	char e2[512];
-	fill_match(j, &m);
+	scoring_fill_match(j, &m);
 	job_clear_result(j);
 	json_decref(j->extra);
 	j->extra = extra;
@@ -571,7 +461,7 @@ static void on_judge(int rc, const struct judge_result *res, const char *err, vo
 		snprintf(j->judge_key, sizeof j->judge_key, "%s", res->key);
 	if (res->calls > 0)
 		budget_spend(w, res->cost_usd);
-	finish_eval(w, j);
+	scoring_finish(w, j);
 }
 
 /* The spend key of the current budget period: <base>:judge:spend:<period start, Unix s>. */
@@ -697,7 +587,7 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 		run_judge(w, j, ext);   /* hybrid: the judge also reads the test results */
 		return;
 	}
-	score_now(w, j, ext);
+	scoring_run(w, j, ext);
 }
 
 /* The sandbox could not be set up (at start, or when last tried): try again, at most
@@ -772,7 +662,7 @@ static void evaluate(struct worker *w, struct job *j)
 	j->eval_started_ms = job_now_ms();
 	j->eval_t0 = uv_hrtime();
 	if (j->spec->ev == SPEC_DETERMINISTIC) {
-		score_now(w, j, NULL);
+		scoring_run(w, j, NULL);
 		return;
 	}
 	if (j->spec->ev == SPEC_JUDGE) {
