@@ -148,6 +148,10 @@ const char *pipeline_evaluator(const struct job *j);
 /* Queues the job for the commit transaction (state JOB_COMMIT_WAIT). */
 void pipeline_to_commit(struct worker *w, struct job *j);
 
+/* Rejects the job (reason, msg: copied into last_error, may be NULL): logged, then
+ * queued for the commit as OP_REJECT (pipeline_to_commit). */
+void pipeline_reject(struct worker *w, struct job *j, enum job_reason reason, const char *msg);
+
 /* Queues the entry's XACK+XDEL (ack kind, dead-letter reason) and the metrics
  * outcome counted once it is done (NULL = none). */
 void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
