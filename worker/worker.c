@@ -365,7 +365,7 @@ static void flush_loads(struct worker *w)
 	}
 }
 
-/* ---- evaluation ---------------------------------------------------------------------- */
+/* ---- parking counted retries (hooks.park), fresh entries ------------------------------ */
 
 static void on_parked(struct worker *w, struct job *j, bool ok)
 {
