@@ -1,14 +1,19 @@
 /*
- * worker: the daemon's event loop and the stages of the job pipeline that
- * are not modules of their own (see worker.h; the plumbing is pipeline.c).
+ * worker: the daemon's event loop: start-up, the reading stage (XREADGROUP on
+ * the reader connection, the consumer group, our own pending entries, the
+ * judge lane's intake), the kick that flushes every stage, parking counted
+ * retries, the timers that are not a module's (claims, reconciler,
+ * promotion), readiness, drain and shutdown (see worker.h; the plumbing is
+ * pipeline.c).
  *
  * Flow of one entry:
  *   XREADGROUP (own connection, BLOCK 1000, COUNT = free slots)
  *   → job_new: fields checked (poison → {prefix}:dead + XACK)
- *   → load_q → one query for many jobs (submission + match + challenge)
- *   → duplicate / validation checks (rejections go to the commit as OP_REJECT)
- *   → rl_check (rate limit; deferred jobs leave the stream inside the script)
- *   → evaluate (deterministic inline, sandbox evaluators asynchronously)
+ *   → load_q → load.c: one query for many jobs (submission + match + challenge)
+ *   → duplicate / validation checks (load.c; rejections go to the commit as OP_REJECT)
+ *   → eval.c: rl_check (rate limit; deferred jobs leave the stream inside the script)
+ *   → evaluate (scoring.c: deterministic, inline or off the loop; judging.c: the LLM
+ *     judge; sandbox evaluators asynchronously)
  *   → commit_q → commit.c: one transaction for many jobs
  *   → ack_q → ack.c: MULTI [XADD dead/release] XACK XDEL EXEC for many jobs.
  * Everything produced during one loop iteration is batched: producers put
@@ -35,17 +40,15 @@
 #include "ack.h"
 #include "claim.h"
 #include "commit.h"
+#include "eval.h"
 #include "evaluator.h"
 #include "gauges.h"
 #include "judge.h"
 #include "judgelane.h"
 #include "http.h"
-#include "isotime.h"
-#include "jarena.h"
 #include "jprov.h"
+#include "load.h"
 #include "log.h"
-#include "metrics.h"
-#include "migrate.h"
 #include "opsctl.h"
 #include "pgc.h"
 #include "ratelimit.h"
@@ -53,11 +56,6 @@
 #include "standings_apply.h"
 #include "rq.h"
 #include "rkeys.h"
-#include "score.h"
-#include "scoring.h"
-#include "eval.h"
-#include "judging.h"
-#include "load.h"
 #include "util.h"
 
 #define READ_BLOCK_MS 1000
