@@ -85,7 +85,7 @@ static void test_spec_rules(void)
 	rejects("{\"evaluator\": \"judge\", \"dimensions\": [{\"key\": \"a\", \"weight\": 1}], "
 	        JUDGE_BLOCK "}", "dimension 'a': primitive is required (evaluator judge)");
 	rejects("{\"evaluator\": \"deterministic\", \"dimensions\": [{\"key\": \"a\", \"weight\": 1, "
-	        "\"judge\": {\"name\": \"A\"}}], " JUDGE_BLOCK "}", "need evaluator judge or test-suite");
+	        "\"judge\": {\"name\": \"A\"}}], " JUDGE_BLOCK "}", "need evaluator judge, test-suite or container");
 	rejects("{\"evaluator\": \"judge\", \"dimensions\": [{\"key\": \"a\", \"weight\": 1, "
 	        "\"primitive\": \"time_decay\", \"judge\": {\"name\": \"A\"}}], " JUDGE_BLOCK "}",
 	        "judge and primitive exclude each other");

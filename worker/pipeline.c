@@ -151,6 +151,16 @@ void pipeline_to_commit(struct worker *w, struct job *j)
 	pipeline_kick(w);
 }
 
+void pipeline_reject(struct worker *w, struct job *j, enum job_reason reason, const char *msg)
+{
+	j->op = OP_REJECT;
+	j->reason = reason;
+	job_set_error(j, msg);
+	LOGI(j->sub, j->id, "rejected: %s%s%s", job_reason_name(reason), msg ? ": " : "",
+	     msg ? msg : "");
+	pipeline_to_commit(w, j);
+}
+
 void pipeline_to_ack(struct worker *w, struct job *j, enum job_ack ack, const char *reason,
                    enum job_outcome outcome)
 {

@@ -2,8 +2,12 @@
  * pipeline: the worker's shared state (struct worker) and the plumbing of the
  * job pipeline, below the stages that use it:
  *
- *   worker.c   event loop, reading (XREADGROUP), loading, the checks, rate
- *              limit and evaluation, drain and shutdown
+ *   worker.c   event loop, reading (XREADGROUP), drain and shutdown
+ *   load.c     loading a batch and the checks before the evaluation
+ *   eval.c     pause holds, the judge lane's hand-off, rate limit, evaluators
+ *   judging.c  the LLM judge's call and its budget (for eval.c)
+ *   scoring.c  scoring with the spec, inline or on the thread pool
+ *   gauges.c   the gauges timer and the schema check
  *   commit.c   the commit transaction (cplan.c decides, commit.c executes)
  *   ack.c      XACK + XDEL (and dead-letter / release copies) in batches
  *   claim.c    keeping our entries claimed, taking over dead consumers'
@@ -147,6 +151,10 @@ const char *pipeline_evaluator(const struct job *j);
 
 /* Queues the job for the commit transaction (state JOB_COMMIT_WAIT). */
 void pipeline_to_commit(struct worker *w, struct job *j);
+
+/* Rejects the job (reason, msg: copied into last_error, may be NULL): logged, then
+ * queued for the commit as OP_REJECT (pipeline_to_commit). */
+void pipeline_reject(struct worker *w, struct job *j, enum job_reason reason, const char *msg);
 
 /* Queues the entry's XACK+XDEL (ack kind, dead-letter reason) and the metrics
  * outcome counted once it is done (NULL = none). */

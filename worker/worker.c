@@ -1,14 +1,19 @@
 /*
- * worker: the daemon's event loop and the stages of the job pipeline that
- * are not modules of their own (see worker.h; the plumbing is pipeline.c).
+ * worker: the daemon's event loop: start-up, the reading stage (XREADGROUP on
+ * the reader connection, the consumer group, our own pending entries, the
+ * judge lane's intake), the kick that flushes every stage, parking counted
+ * retries, the timers that are not a module's (claims, reconciler,
+ * promotion), readiness, drain and shutdown (see worker.h; the plumbing is
+ * pipeline.c).
  *
  * Flow of one entry:
  *   XREADGROUP (own connection, BLOCK 1000, COUNT = free slots)
  *   → job_new: fields checked (poison → {prefix}:dead + XACK)
- *   → load_q → one query for many jobs (submission + match + challenge)
- *   → duplicate / validation checks (rejections go to the commit as OP_REJECT)
- *   → rl_check (rate limit; deferred jobs leave the stream inside the script)
- *   → evaluate (deterministic inline, sandbox evaluators asynchronously)
+ *   → load_q → load.c: one query for many jobs (submission + match + challenge)
+ *   → duplicate / validation checks (load.c; rejections go to the commit as OP_REJECT)
+ *   → eval.c: rl_check (rate limit; deferred jobs leave the stream inside the script)
+ *   → evaluate (scoring.c: deterministic, inline or off the loop; judging.c: the LLM
+ *     judge; sandbox evaluators asynchronously)
  *   → commit_q → commit.c: one transaction for many jobs
  *   → ack_q → ack.c: MULTI [XADD dead/release] XACK XDEL EXEC for many jobs.
  * Everything produced during one loop iteration is batched: producers put
@@ -35,16 +40,15 @@
 #include "ack.h"
 #include "claim.h"
 #include "commit.h"
+#include "eval.h"
 #include "evaluator.h"
+#include "gauges.h"
 #include "judge.h"
 #include "judgelane.h"
 #include "http.h"
-#include "isotime.h"
-#include "jarena.h"
 #include "jprov.h"
+#include "load.h"
 #include "log.h"
-#include "metrics.h"
-#include "migrate.h"
 #include "opsctl.h"
 #include "pgc.h"
 #include "ratelimit.h"
@@ -52,31 +56,16 @@
 #include "standings_apply.h"
 #include "rq.h"
 #include "rkeys.h"
-#include "score.h"
 #include "util.h"
 
-#define LOAD_BATCH_MAX 256
 #define READ_BLOCK_MS 1000
-#define GAUGES_MS 2000
 #define PROMOTE_MS 250
 #define HARD_STOP_MS 10000
 #define ABANDON_GRACE_MS 1000        /* after the drain: wait this long for abandoned jobs */
-#define MIGCHECK_MS 30000
 #define DB_WAIT_POLL_MS 50           /* no database connection: check again this often */
-
-static void reject(struct worker *w, struct job *j, enum job_reason reason, const char *msg)
-{
-	j->op = OP_REJECT;
-	j->reason = reason;
-	job_set_error(j, msg);
-	LOGI(j->sub, j->id, "rejected: %s%s%s", job_reason_name(reason), msg ? ": " : "",
-	     msg ? msg : "");
-	pipeline_to_commit(w, j);
-}
 
 static void maybe_finish_drain(struct worker *w);
 static void shutdown_all(struct worker *w);
-static void start_eval_stage(struct worker *w, struct job *j);
 
 /* A job's backoff is over (pipeline.c): it starts again at its retry stage. */
 static void restart(struct worker *w, struct job *j)
@@ -96,7 +85,7 @@ static void restart(struct worker *w, struct job *j)
 		pipeline_kick(w);
 		return;
 	case STAGE_EVAL:
-		start_eval_stage(w, j);
+		eval_start(w, j);
 		return;
 	case STAGE_COMMIT:
 		pipeline_to_commit(w, j);
@@ -109,748 +98,7 @@ static void restart(struct worker *w, struct job *j)
 	}
 }
 
-/* ---- loading ------------------------------------------------------------------------- */
-
-/* Unix ms of a timestamptz column, clamped to ±9e15 (about year 287,000):
- * 'infinity' and '-infinity' are valid timestamps (an API server may write
- * expires_at = 'infinity' for "never") and must not make the query fail. */
-#define SQL_MS(col) "floor(LEAST(GREATEST(extract(epoch FROM " col "), -9e12), 9e12) * 1000)::int8"
-
-/* One row per submission, times as Unix ms; the challenge texts come from the
- * second statement, once per distinct challenge of the batch.
- *
- * Both are prepared once per connection and run their generic plan (SQL_KEYED_PLANS), made
- * with the statistics of that moment. Written as joins on `s.id = ANY($1)`, a plan made
- * while the tables were small read every match (a sequential scan under a hash join) or
- * every submission (a whole index, filtered) on each batch, so loading grew with the
- * history (test_commit_plans). So each id is looked up on its own, by its primary key: a
- * LATERAL subquery with OFFSET 0 is not flattened into the join, so it runs once per id
- * with the id as its key; and both statements run in one pipelined transaction after
- * SQL_KEYED_PLANS (commit.h), so that no plan of theirs scans a table whole. */
-#define SQL_LOAD_ROWS(cols_s, cols_m) \
-	"FROM (SELECT DISTINCT u.id FROM unnest($1::uuid[]) AS u(id)) u " \
-	"CROSS JOIN LATERAL (SELECT " cols_s " FROM submissions x WHERE x.id = u.id OFFSET 0) s " \
-	"CROSS JOIN LATERAL (SELECT " cols_m " FROM matches x WHERE x.id = s.match_id OFFSET 0) m "
-static const char SQL_LOAD[] =
-	"SELECT s.id, s.status, s.agent_id, s.match_id, host(s.source_ip), s.answer::text, "
-	"s.metadata::text, " SQL_MS("s.submitted_at") ", s.attempts, "
-	"m.agent_id, m.status, " SQL_MS("m.started_at") ", "
-	SQL_MS("m.expires_at") ", s.submitted_at > m.expires_at, "
-	"m.attempt_number, m.memoryless, m.challenge_id, c.difficulty, c.rating, c.time_limit_secs "
-	SQL_LOAD_ROWS("x.id, x.status, x.agent_id, x.match_id, x.source_ip, x.answer, x.metadata, "
-	              "x.submitted_at, x.attempts",
-	              "x.agent_id, x.status, x.started_at, x.expires_at, x.attempt_number, "
-	              "x.memoryless, x.challenge_id")
-	"CROSS JOIN LATERAL (SELECT x.difficulty, x.rating, x.time_limit_secs FROM challenges x "
-	"WHERE x.id = m.challenge_id OFFSET 0) c";
-static const char SQL_LOAD_CHALLENGES[] =
-	"SELECT c.id, c.scoring_spec::text, c.ground_truth::text FROM challenges c "
-	"WHERE c.id IN (SELECT m.challenge_id "
-	SQL_LOAD_ROWS("x.match_id", "x.challenge_id") ")";
-
-struct lbatch {
-	struct worker *w;
-	int n;
-	struct job *jobs[];
-};
-
-static void copy_text(char *dst, size_t n, PGresult *res, int row, int col)
-{
-	snprintf(dst, n, "%s", PQgetisnull(res, row, col) ? "" : PQgetvalue(res, row, col));
-}
-
-static int64_t get_i64(PGresult *res, int row, int col)
-{
-	return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
-}
-
-static bool get_bool(PGresult *res, int row, int col)
-{
-	return !PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't';
-}
-
-/* Parses the answer or metadata text of a row. jsonb is valid JSON, so a value jansson
- * refuses (too deep, a number beyond a double) is the submission's doing: it reads as
- * `fallback` and the reason goes to r->unreadable (README, Worker, step 3). */
-static json_t *load_input(struct job_row *r, const char *what, const char *text, size_t len,
-                          json_t *fallback)
-{
-	json_error_t jerr;
-	/* A large document's values in one arena (common/jarena.h): freed together, not one by
-	 * one; it lives until the last of them is freed, wherever that happens. */
-	struct jarena *a = jarena_begin_for(len);
-	json_t *v = job_json_load(text, len, &jerr);
-	jarena_end(a);
-	if (v) {
-		json_decref(fallback);
-		return v;
-	}
-	size_t n = strlen(r->unreadable);
-	snprintf(r->unreadable + n, sizeof r->unreadable - n, "%sthe %s cannot be read (%s): scored as %s",
-	         n ? "; " : "", what, jerr.text, json_is_null(fallback) ? "null" : "{}");
-	return fallback;
-}
-
-/* Fills j->row from row i (an unreadable answer or metadata is not an error: see
- * load_input). */
-static void fill_row(struct job *j, PGresult *res, int i)
-{
-	struct job_row *r = &j->row;
-
-	r->status = job_status_parse(PQgetisnull(res, i, 1) ? "" : PQgetvalue(res, i, 1));
-	copy_text(r->agent_id, sizeof r->agent_id, res, i, 2);
-	copy_text(r->match_id, sizeof r->match_id, res, i, 3);
-	r->source_ip = PQgetisnull(res, i, 4) ? NULL : xstrdup(PQgetvalue(res, i, 4));
-	r->submitted_ms = get_i64(res, i, 7);
-	r->attempts = (int)get_i64(res, i, 8);
-	copy_text(r->match_agent_id, sizeof r->match_agent_id, res, i, 9);
-	r->match_status = job_status_parse(PQgetisnull(res, i, 10) ? "" : PQgetvalue(res, i, 10));
-	r->started_ms = get_i64(res, i, 11);
-	r->expires_ms = get_i64(res, i, 12);
-	r->expired = get_bool(res, i, 13);
-	r->attempt_number = (int)get_i64(res, i, 14);
-	r->memoryless = get_bool(res, i, 15);
-	copy_text(r->challenge_id, sizeof r->challenge_id, res, i, 16);
-	copy_text(r->difficulty, sizeof r->difficulty, res, i, 17);
-	r->has_rating = !PQgetisnull(res, i, 18);
-	r->rating = (int)get_i64(res, i, 18);
-	r->time_limit_secs = (int)get_i64(res, i, 19);
-	/* The answer and metadata are only needed to evaluate: final submissions
-	 * (duplicates) skip the parse. */
-	if (j->kind == JOB_EVALUATE && job_status_final(r->status))
-		return;
-	r->input_bytes = (size_t)PQgetlength(res, i, 5) + (size_t)PQgetlength(res, i, 6);
-	r->unreadable[0] = '\0';
-	r->answer = load_input(r, "answer", PQgetvalue(res, i, 5), (size_t)PQgetlength(res, i, 5),
-	                       json_null());
-	r->metadata = load_input(r, "metadata", PQgetvalue(res, i, 6),
-	                         (size_t)PQgetlength(res, i, 6), json_object());
-	if (r->unreadable[0])
-		LOGW(j->sub, j->id, "%s", r->unreadable);
-}
-
-static void after_load(struct worker *w, struct job *j);
-
-/* A load batch failed: each job again (alone if one row may be the cause), or its own
- * failure. Frees b. */
-static void load_failed(struct worker *w, struct lbatch *b, const struct pgc_result *r)
-{
-	char err[512];
-	/* A load that timed out (the server's statement_timeout, 57014, or our
-	 * own query timeout): one row may be too large or too slow to read. In
-	 * a batch, load each job alone (not counted); alone, the timeout is
-	 * the job's: counted, and after ARBITER_MAX_DELIVERIES it fails with
-	 * the reason, instead of looping forever. */
-	bool timed_out = !strcmp(r->sqlstate, "57014") || strstr(r->err, "query timeout");
-	snprintf(err, sizeof err, "loading submissions failed: %s", r->err);
-	if (timed_out && b->n == 1)
-		snprintf(err, sizeof err, "loading the submission timed out on attempt %d of %d "
-		         "(ARBITER_PG_QUERY_TIMEOUT_MS=%d; the server's statement_timeout is 9/10 of "
-		         "it): its row is too large or too slow to read (%s)",
-		         b->jobs[0]->attempts, w->cfg->max_deliveries, w->cfg->pg_query_timeout_ms,
-		         r->err);
-	if ((!r->transient || timed_out) && b->n > 1)
-		LOGW(NULL, NULL, "%s: loading the %d jobs of the batch one by one", err, b->n);
-	for (int i = 0; i < b->n; i++) {
-		struct job *j = b->jobs[i];
-		if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-			pipeline_drop(w, j);
-		} else if (timed_out && b->n == 1) {
-			pipeline_retry(w, j, STAGE_LOAD, true, err);
-		} else if ((!r->transient || timed_out) && b->n > 1) {
-			/* Something in one row breaks the query: find which, without
-			 * holding up the others (nor using up their attempts). */
-			j->load_solo = true;
-			job_set_state(j, JOB_LOAD_WAIT);
-			jobq_push(&w->load_q, j);
-		} else {
-			/* Alone, a non-transient error is this job's: it uses up
-			 * attempts and ends failed instead of looping forever. */
-			pipeline_retry(w, j, STAGE_LOAD, !r->transient, err);
-		}
-	}
-	free(b);
-	pipeline_kick(w);
-}
-
-static void on_load(const struct pgc_result *r, void *data)
-{
-	struct lbatch *b = data;
-	struct worker *w = b->w;
-
-	w->loads_inflight--;
-	if (r->err) {
-		load_failed(w, b, r);
-		return;
-	}
-
-	PGresult *rows = r->res[2], *chs = r->res[3];   /* BEGIN, plans, rows, challenges, COMMIT */
-	int nrows = PQntuples(rows), nch = PQntuples(chs);
-	struct spec_entry **ents = xcalloc((size_t)nch + 1, sizeof *ents);
-	for (int c = 0; c < nch; c++)
-		ents[c] = speccache_get(&w->specs, PQgetvalue(chs, c, 0), PQgetvalue(chs, c, 1),
-		                   (size_t)PQgetlength(chs, c, 1), PQgetvalue(chs, c, 2),
-		                   (size_t)PQgetlength(chs, c, 2));
-
-	for (int i = 0; i < b->n; i++) {
-		struct job *j = b->jobs[i];
-		int row = -1;
-		if (j->state == JOB_ABANDONED) {
-			pipeline_drop(w, j);
-			continue;
-		}
-		j->load_solo = false;
-		for (int k = 0; k < nrows; k++)
-			if (!strcmp(PQgetvalue(rows, k, 0), j->sub)) {
-				row = k;
-				break;
-			}
-		if (row < 0) {
-			LOGW(j->sub, j->id, "submission not found: dead-lettering");
-			metrics_rejected("submission_not_found");
-			pipeline_to_ack(w, j, ACK_DEAD, "submission_not_found", OUTCOME_DEAD_LETTERED);
-			continue;
-		}
-		fill_row(j, rows, row);
-		for (int c = 0; c < nch; c++)
-			if (!strcmp(ents[c]->challenge_id, j->row.challenge_id)) {
-				j->spec = ents[c];
-				j->spec->refs++;
-				break;
-			}
-		after_load(w, j);
-	}
-	for (int c = 0; c < nch; c++)
-		speccache_unref(ents[c]);
-	free(ents);
-	free(b);
-	pipeline_kick(w);
-}
-
-static void flush_loads(struct worker *w)
-{
-	while (w->loads_inflight < w->max_loads && w->load_q.n > 0 && w->state != W_STOPPING) {
-		int n = 0;
-		struct job *x = w->load_q.head;
-		if (x->load_solo)
-			n = 1;
-		else
-			for (; x && !x->load_solo && n < LOAD_BATCH_MAX; x = x->qnext)
-				n++;
-		struct lbatch *b = xmalloc(sizeof *b + (size_t)n * sizeof b->jobs[0]);
-		struct strbuf arr = { 0 };
-
-		b->w = w;
-		b->n = n;
-		strbuf_addlit(&arr, "{");
-		for (int i = 0; i < n; i++) {
-			struct job *j = jobq_pop(&w->load_q);
-			job_set_state(j, JOB_LOADING);
-			b->jobs[i] = j;
-			if (i)
-				strbuf_addlit(&arr, ",");
-			strbuf_add(&arr, j->sub, strlen(j->sub));
-		}
-		strbuf_addlit(&arr, "}");
-		const char *params[] = { arr.buf };
-		struct pgc_stmt st[] = {
-			{ "BEGIN", 0, NULL },
-			{ SQL_KEYED_PLANS, 0, NULL },
-			{ SQL_LOAD, 1, params },
-			{ SQL_LOAD_CHALLENGES, 1, params },
-			{ "COMMIT", 0, NULL },
-		};
-		w->loads_inflight++;
-		int rc = pgc_run(w->pg, st, (int)(sizeof st / sizeof st[0]), on_load, b);
-		strbuf_free(&arr);
-		if (rc < 0) {
-			w->loads_inflight--;
-			for (int i = 0; i < n; i++)
-				pipeline_retry(w, b->jobs[i], STAGE_LOAD, false, "database pool closed");
-			free(b);
-			return;
-		}
-	}
-}
-
-/* ---- evaluation ---------------------------------------------------------------------- */
-
-static void fill_match(const struct job *j, struct score_match *m)
-{
-	memset(m, 0, sizeof *m);
-	m->has_times = true;
-	m->started_at_ms = j->row.started_ms;
-	m->submitted_at_ms = j->row.submitted_ms;
-	m->time_limit_secs = j->row.time_limit_secs;
-	m->memoryless = j->row.memoryless;
-	m->attempt_number = j->row.attempt_number;
-}
-
-static void finish_eval(struct worker *w, struct job *j)
-{
-	j->has_res = true;
-	j->eval_done_ms = job_now_ms();
-	if (j->row.unreadable[0] && j->res.warnings)
-		json_array_append_new(j->res.warnings, json_pack("{s:s, s:s, s:s}", "severity", "error",
-		                      "field", "answer", "message", j->row.unreadable));
-	metrics_eval_seconds(pipeline_evaluator(j), (double)(uv_hrtime() - j->eval_t0) / 1e9);
-	j->res_json = score_result_dumps(&j->res);
-	j->op = j->kind == JOB_EVALUATE ? OP_COMPLETE : OP_REEVAL;
-	/* The inputs are not needed any more (a failed commit is retried from the
-	 * result): a job waiting for its commit holds only what it writes. */
-	json_decref(j->row.answer);
-	json_decref(j->row.metadata);
-	j->row.answer = j->row.metadata = NULL;
-	LOGD(j->sub, j->id, "evaluated: score %d %s", j->res.score,
-	     score_outcome_name(j->res.result));
-	pipeline_to_commit(w, j);
-}
-
-/* Deterministic scoring of large inputs runs on libuv's thread pool: a
- * fuzzy_string over long texts costs up to ~0.25 s per dimension and must not
- * stall the loop. The job (state JOB_EVALUATING) is not touched by the loop
- * meanwhile; score_eval_prepared is pure and the shared spec / ground truth /
- * preparation are only read (jansson's reference counts are atomic). */
-#define OFFLOAD_INPUT_BYTES 16384
-
-struct score_work {
-	uv_work_t req;
-	struct job *j;
-	struct score_match m;
-	struct score_limits lim;
-	int rc;
-	char err[512];
-};
-
-static void score_work_cb(uv_work_t *req)
-{
-	struct score_work *sw = req->data;
-	struct job *j = sw->j;
-	sw->rc = score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &sw->m,
-	                             NULL, &sw->lim, &j->res, sw->err, sizeof sw->err);
-}
-
-static void score_after_cb(uv_work_t *req, int status)
-{
-	struct score_work *sw = req->data;
-	struct job *j = sw->j;
-	struct worker *w = j->w;
-	int rc = status < 0 ? -1 : sw->rc;
-	char why[600];
-
-	if (status < 0)
-		snprintf(sw->err, sizeof sw->err, "%s", uv_strerror(status));
-	snprintf(why, sizeof why, "internal_error: %s", sw->err);
-	free(sw);
-	if (rc == 0)
-		j->has_res = true;     /* so that job_free / job_clear_result release it */
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (rc < 0) {
-		pipeline_retry(w, j, STAGE_EVAL, true, why);
-		return;
-	}
-	finish_eval(w, j);
-}
-
-/* Scores with the spec (and the external scores of a sandbox evaluator). */
-static void score_now(struct worker *w, struct job *j, const struct score_ext *ext)
-{
-	struct score_match m;
-	struct score_limits lim = { w->cfg->max_string_bytes, false,
-	                            j->row.input_bytes + j->spec->gt_bytes };
-	char err[512];
-
-	fill_match(j, &m);
-	job_clear_result(j);
-	if (!ext && j->row.input_bytes + j->spec->gt_bytes > OFFLOAD_INPUT_BYTES) {
-		struct score_work *sw = xcalloc(1, sizeof *sw);
-		sw->req.data = sw;
-		sw->j = j;
-		sw->m = m;
-		sw->lim = lim;
-		job_set_state(j, JOB_EVALUATING);
-		if (uv_queue_work(w->loop, &sw->req, score_work_cb, score_after_cb) == 0)
-			return;
-		free(sw);      /* cannot queue: score here */
-	}
-	if (score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &m, ext, &lim,
-	                        &j->res, err, sizeof err) < 0) {
-		char why[600];
-		snprintf(why, sizeof why, "internal_error: %s", err);
-		pipeline_retry(w, j, STAGE_EVAL, true, why);
-		return;
-	}
-	finish_eval(w, j);
-}
-
-/* ---- LLM judge (worker/judge.h): evaluator judge, or after the tests of a hybrid spec ---- */
-
-struct judge_job {
-	struct job *j;
-	size_t n;                           /* scores from the test suite (hybrid) */
-	char *keys[SPEC_MAX_DIMS];
-	int scores[SPEC_MAX_DIMS];
-	json_t *extra, *warnings;           /* the test suite's, owned; NULL for evaluator judge */
-};
-
-static void judge_job_free(struct judge_job *jj)
-{
-	for (size_t i = 0; i < jj->n; i++)
-		free(jj->keys[i]);
-	json_decref(jj->extra);
-	json_decref(jj->warnings);
-	free(jj);
-}
-
-static void budget_spend(struct worker *w, double usd);
-
-static void on_judge(int rc, const struct judge_result *res, const char *err, void *data)
-{
-	struct judge_job *jj = data;
-	struct job *j = jj->j;
-	struct worker *w = j->w;
-	const struct spec *s = j->spec->spec;
-	const struct rubric *r = spec_rubric(s);
-	char why[900];
-
-	w->judge_waiting--;   /* it takes an ARBITER_CONCURRENCY slot again */
-	judgelane_kick(w->jlane);   /* a judge slot is free: read a job from the lane */
-
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		judge_job_free(jj);
-		pipeline_drop(w, j);
-		return;
-	}
-	if (rc != JUDGE_OK) {
-		/* Provider trouble is not the submission's fault: retried without using up an
-		 * attempt. An invalid verdict or a spec that cannot be judged here is an
-		 * internal_error (counted). The reason is arbiter's own words: nothing of the
-		 * provider's answer goes into last_error or the dead letter. */
-		snprintf(why, sizeof why, "%s: %s", rc == JUDGE_UNAVAILABLE ?
-		         "judge unavailable" : "internal_error", err ? err : "judge failed");
-		judge_job_free(jj);
-		pipeline_retry(w, j, STAGE_EVAL, rc != JUDGE_UNAVAILABLE, why);
-		return;
-	}
-	json_t *extra = jj->extra ? json_deep_copy(jj->extra) : json_object();
-	json_t *jd = rubric_result_json(r, &res->v);
-	json_object_set_new(jd, "verdict_key", json_string(res->key));
-	json_object_set_new(jd, "cached", json_boolean(res->cached));
-	json_object_set_new(jd, "calls", json_integer(res->calls));
-	json_object_set_new(jd, "tokens_in", json_integer(res->tokens_in));
-	json_object_set_new(jd, "tokens_out", json_integer(res->tokens_out));
-	json_object_set_new(jd, "cost_usd", json_real(res->cost_usd));
-	json_object_set_new(extra, "judge", jd);
-	struct rubric_ext re;
-	rubric_ext_merge(r, &res->v, jj->n, (const char *const *)jj->keys, jj->scores, &re);
-	struct score_ext ext = { re.n, re.keys, re.scores, extra, jj->warnings };
-	struct score_match m;
-	struct score_limits lim = { w->cfg->max_string_bytes, false, 0 };
-	char e2[512];
-	fill_match(j, &m);
-	job_clear_result(j);
-	json_decref(j->extra);
-	j->extra = extra;
-	int src = score_eval_prepared(j->spec->prep, j->row.answer, j->row.metadata, &m, &ext, &lim,
-	                              &j->res, e2, sizeof e2);
-	if (src < 0) {
-		judge_job_free(jj);
-		snprintf(why, sizeof why, "internal_error: %s", e2);
-		pipeline_retry(w, j, STAGE_EVAL, true, why);
-		return;
-	}
-	judge_job_free(jj);
-	/* Each judged dimension keeps its criterion, the judge's 0-100 score and reasoning. */
-	rubric_annotate(r, &res->v, j->res.dims, j->res.ndims);
-	/* A verdict not stored yet is written by the commit, with the result. */
-	j->judge_row = judge_row(r, res);
-	if (j->judge_row)
-		snprintf(j->judge_key, sizeof j->judge_key, "%s", res->key);
-	if (res->calls > 0)
-		budget_spend(w, res->cost_usd);
-	finish_eval(w, j);
-}
-
-/* The spend key of the current budget period: <base>:judge:spend:<period start, Unix s>. */
-static void budget_key(const struct worker *w, char *buf, size_t n)
-{
-	int64_t now = job_now_ms() / 1000;
-	snprintf(buf, n, "%s:spend:%lld", w->k_judge,
-	         (long long)(now - now % w->judge_budget_period_s));
-}
-
-/* Adds a fresh verdict's cost to the shared spend (fire and forget). */
-static void budget_spend(struct worker *w, double usd)
-{
-	if (w->judge_budget_usd <= 0 || usd <= 0 || !w->rq_cmd)
-		return;
-	char k[300], v[40], ttl[24];
-	budget_key(w, k, sizeof k);
-	snprintf(v, sizeof v, "%.9f", usd);
-	snprintf(ttl, sizeof ttl, "%d", 2 * w->judge_budget_period_s);
-	const char *a1[] = { "INCRBYFLOAT", k, v }, *a2[] = { "EXPIRE", k, ttl };
-	rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, a1, NULL);
-	rq_cmdv(w->rq_cmd, 0, NULL, NULL, 3, a2, NULL);
-}
-
-static void judge_go(struct worker *w, struct job *j, struct judge_job *jj);
-
-static void on_budget(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	(void)r;
-	struct judge_job *jj = data;
-	struct job *j = jj->j;
-	struct worker *w = j->w;
-	char why[300];
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		judge_job_free(jj);
-		pipeline_drop(w, j);
-		return;
-	}
-	if (!reply || reply->type == REDIS_REPLY_ERROR) {
-		snprintf(why, sizeof why, "judge budget: redis: %s", err ? err : reply->str);
-		judge_job_free(jj);
-		pipeline_retry(w, j, STAGE_EVAL, false, why);
-		return;
-	}
-	double spent = reply->type == REDIS_REPLY_STRING ? strtod(reply->str, NULL) : 0;
-	if (spent >= w->judge_budget_usd) {
-		/* Deferred, not failed: the job waits (not counted) until the next period. */
-		snprintf(why, sizeof why, "judge budget exhausted: %.4f of %.4f USD this %s", spent,
-		         w->judge_budget_usd, w->judge_budget_period_s == 3600 ? "hour" : "day");
-		metrics_job(pipeline_evaluator(j), "deferred");
-		judge_job_free(jj);
-		pipeline_retry(w, j, STAGE_EVAL, false, why);
-		return;
-	}
-	judge_go(w, j, jj);
-}
-
-/* Asks the judge; ext (may be NULL) holds the test suite's scores of a hybrid spec. */
-static void run_judge(struct worker *w, struct job *j, const struct score_ext *ext)
-{
-	struct judge_job *jj = xcalloc(1, sizeof *jj);
-	jj->j = j;
-	for (size_t i = 0; ext && i < ext->n && i < SPEC_MAX_DIMS; i++, jj->n++) {
-		jj->keys[i] = xstrdup(ext->keys[i]);
-		jj->scores[i] = ext->scores[i];
-	}
-	if (ext && ext->extra)
-		jj->extra = json_deep_copy(ext->extra);
-	if (ext && ext->warnings)
-		jj->warnings = json_deep_copy(ext->warnings);
-	job_set_state(j, JOB_EVALUATING);
-	if (w->judge_budget_usd > 0) {
-		char k[300];
-		budget_key(w, k, sizeof k);
-		const char *argv[] = { "GET", k };
-		if (rq_cmdv(w->rq_cmd, 0, on_budget, jj, 2, argv, NULL) == 0)
-			return;
-		judge_job_free(jj);
-		pipeline_retry(w, j, STAGE_EVAL, false, "judge budget: redis unavailable");
-		return;
-	}
-	judge_go(w, j, jj);
-}
-
-static void judge_go(struct worker *w, struct job *j, struct judge_job *jj)
-{
-	const char *rj = job_field(j, "rejudge");
-	if (j->judge_headed) {   /* from here on it counts in judge_waiting */
-		j->judge_headed = false;
-		w->judge_headed--;
-	}
-	if (judge_run(w->judge, spec_rubric(j->spec->spec), j->row.answer,
-	              jj->extra ? json_object_get(jj->extra, "tests") : NULL, j->id,
-	              rj && !strcmp(rj, "1"), on_judge, jj) < 0) {
-		judge_job_free(jj);
-		pipeline_retry(w, j, STAGE_EVAL, false, "judge unavailable: the judge client is closed");
-		return;
-	}
-	w->judge_waiting++;
-	pipeline_kick(w);   /* its ARBITER_CONCURRENCY slot is free while it waits: read more */
-}
-
-static void on_sandbox(int rc, const struct score_ext *ext, const char *err, void *data)
-{
-	struct job *j = data;
-	struct worker *w = j->w;
-
-	if (w->sp)
-		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (rc < 0) {
-		char why[600];
-		snprintf(why, sizeof why, "internal_error: %s", err ? err : "evaluator failed");
-		pipeline_retry(w, j, STAGE_EVAL, true, why);
-		return;
-	}
-	if (ext && ext->extra)
-		j->extra = json_deep_copy(ext->extra);
-	if (spec_rubric(j->spec->spec)) {
-		run_judge(w, j, ext);   /* hybrid: the judge also reads the test results */
-		return;
-	}
-	score_now(w, j, ext);
-}
-
-/* The sandbox could not be set up (at start, or when last tried): try again, at most
- * once per SANDBOX_REOPEN_MS (it blocks the loop for one probe sandbox). What failed may
- * have passed (another process's cgroup clean-up, a language table being deployed); else
- * every sandboxed job of this worker would spend its attempts until it ended failed.
- * Returns 1 when the sandbox is up, 0 when the next try is not due yet, -1 when it was
- * tried and failed (w->sp_err says why). */
-#define SANDBOX_REOPEN_MS 1000
-static int sandbox_reopen(struct worker *w)
-{
-	uint64_t now = uv_now(w->loop);
-	if (w->sp_retry_at && now < w->sp_retry_at)
-		return 0;
-	w->sp_retry_at = now + SANDBOX_REOPEN_MS;
-	if (sandbox_pool_new(w->loop, w->cfg, &w->sp, w->sp_err, sizeof w->sp_err) < 0) {
-		w->sp = NULL;
-		LOGW(NULL, NULL, "sandbox still unavailable: %s", w->sp_err);
-		return -1;
-	}
-	LOGI(NULL, NULL, "sandbox available again");
-	return 1;
-}
-
-static void run_sandbox(struct worker *w, struct job *j)
-{
-	char started[32], submitted[32];
-	isotime_format(j->row.started_ms, started, sizeof started);
-	isotime_format(j->row.submitted_ms, submitted, sizeof submitted);
-	json_t *match = json_pack("{s:s, s:s, s:i, s:b, s:i}", "started_at", started,
-	                          "submitted_at", submitted, "time_limit_secs",
-	                          j->row.time_limit_secs, "memoryless", j->row.memoryless,
-	                          "attempt_number", j->row.attempt_number);
-	job_set_state(j, JOB_EVALUATING);
-	j->eval_started_ms = job_now_ms();
-	j->eval_t0 = uv_hrtime();
-	int rc = evaluator_run(w->sp, j->spec->spec, j->row.answer, j->row.metadata,
-	                       j->spec->gt, match, on_sandbox, j);
-	json_decref(match);
-	if (rc < 0) {
-		pipeline_retry(w, j, STAGE_EVAL, true, "internal_error: the evaluator refused the spec");
-		return;
-	}
-	metrics_sandbox_busy(sandbox_pool_busy(w->sp));
-}
-
-static const char SQL_MARK[] =
-	"UPDATE submissions SET status = 'evaluating', attempts = GREATEST(attempts, $2::int) "
-	"WHERE id = $1::uuid AND status IN ('queued', 'evaluating')";
-
-static void on_mark(const struct pgc_result *r, void *data)
-{
-	struct job *j = data;
-	struct worker *w = j->w;
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (r->err) {
-		char why[512];
-		snprintf(why, sizeof why, "marking the submission evaluating failed: %s", r->err);
-		pipeline_note_db_error(w, r);
-		pipeline_retry(w, j, STAGE_EVAL, false, why);
-		return;
-	}
-	j->marked = true;
-	run_sandbox(w, j);
-}
-
-static void evaluate(struct worker *w, struct job *j)
-{
-	j->eval_started_ms = job_now_ms();
-	j->eval_t0 = uv_hrtime();
-	if (j->spec->ev == SPEC_DETERMINISTIC) {
-		score_now(w, j, NULL);
-		return;
-	}
-	if (j->spec->ev == SPEC_JUDGE) {
-		run_judge(w, j, NULL);
-		return;
-	}
-	int up = w->sp ? 1 : sandbox_reopen(w);
-	if (up == 0) {
-		/* Only a failed set-up try counts against a job. */
-		pipeline_retry(w, j, STAGE_EVAL, false, "sandbox unavailable: waiting for the next set-up try");
-		return;
-	}
-	if (up < 0) {
-		char why[320];
-		snprintf(why, sizeof why, "internal_error: sandbox unavailable: %s", w->sp_err);
-		pipeline_retry(w, j, STAGE_EVAL, true, why);
-		return;
-	}
-	if (j->kind == JOB_EVALUATE && !j->marked) {
-		/* A sandbox run is long: make it visible (status evaluating) and count
-		 * the attempt durably before it starts. */
-		char att[16];
-		snprintf(att, sizeof att, "%d", j->attempts);
-		const char *params[] = { j->sub, att };
-		struct pgc_stmt st = { SQL_MARK, 2, params };
-		job_set_state(j, JOB_MARKING);
-		if (pgc_run(w->pg, &st, 1, on_mark, j) < 0)
-			pipeline_retry(w, j, STAGE_EVAL, false, "database pool closed");
-		return;
-	}
-	run_sandbox(w, j);
-}
-
-static void on_rl(enum rl_decision d, int64_t retry_at_ms, const char *err, void *data)
-{
-	struct job *j = data;
-	struct worker *w = j->w;
-
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	switch (d) {
-	case RL_ALLOW:
-		j->rl_done = true;
-		evaluate(w, j);
-		return;
-	case RL_DEFERRED:
-		LOGI(j->sub, j->id, "rate limited: deferred until %lld", (long long)retry_at_ms);
-		metrics_job(pipeline_evaluator(j), job_outcome_name(OUTCOME_DEFERRED));
-		pipeline_drop(w, j);
-		return;
-	case RL_REJECT:
-		reject(w, j, REASON_RATE_LIMITED, NULL);
-		return;
-	case RL_ERROR:
-	default: {
-		char why[300];
-		snprintf(why, sizeof why, "rate limiter: %s", err ? err : "error");
-		pipeline_retry(w, j, STAGE_EVAL, false, why);
-		return;
-	}
-	}
-}
-
-static void on_held(struct worker *w, struct job *j, bool ok)
-{
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (ok) {
-		metrics_job(pipeline_evaluator(j), job_outcome_name(OUTCOME_DEFERRED));
-		pipeline_drop(w, j);
-		return;
-	}
-	pipeline_retry(w, j, STAGE_EVAL, false, "challenge paused: the job could not be held");
-}
+/* ---- parking counted retries (hooks.park), fresh entries ------------------------------ */
 
 static void on_parked(struct worker *w, struct job *j, bool ok)
 {
@@ -897,14 +145,6 @@ static void adopt_fresh(struct worker *w, redisReply *entries, enum job_stream s
 
 /* ---- the judge lane (judgelane.h) ---- */
 
-/* Free judge slots (pipeline_judge_room), 0 while draining. */
-static int judge_room(const struct worker *w)
-{
-	if (w->state != W_RUNNING)
-		return 0;
-	return pipeline_judge_room(w);
-}
-
 /* How many entries the lane's reader may take now: the free judge slots, while the worker
  * takes jobs at all (the gates of maybe_read: ready, not paused, a database that takes
  * writes); 0 while draining: the lane's jobs are for the others. */
@@ -932,154 +172,6 @@ static void lane_entries(void *data, redisReply *entries, bool own)
 	pipeline_kick(w);
 }
 
-static void judge_admit(struct worker *w, struct job *j)
-{
-	pipeline_lane_release(w, j);   /* its slot was counted there */
-	if (!j->judge_headed) {
-		j->judge_headed = true;
-		w->judge_headed++;
-	}
-}
-
-static void on_diverted(int rc, void *data)
-{
-	struct job *j = data;
-	struct worker *w = j->w;
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (rc >= 0) {
-		/* 1: its entry waits in the lane; 0: no longer ours (someone else has it). */
-		if (rc == 1)
-			LOGD(j->sub, j->id, "no free judge slot: job moved to the judge lane");
-		pipeline_drop(w, j);
-		return;
-	}
-	/* Redis refused: it waits here for a judge slot, as it would without the lane. */
-	judge_admit(w, j);
-	start_eval_stage(w, j);
-}
-
-/* A judged job with no free judge slot goes to the judge lane (true: on its way there).
- * A job read from the lane never goes back: it was read for a free slot, and if that slot
- * was taken meanwhile (a fresh job admitted in between) it waits here for the next.
- * Checked before the rate limit: a job sent to the lane is read from it as a new entry and
- * rate-limited then, once; after the limit it would be counted twice. So a job that passed
- * the limit already (a retry of its judge call) stays. The verdict cache is not asked
- * first: that lookup would be paid again when the job is read from the lane, while a cached
- * verdict holds a judge slot only for the lookup. */
-static bool judge_lane_divert(struct worker *w, struct job *j)
-{
-	bool judged = j->spec && j->spec->spec && spec_rubric(j->spec->spec);
-	if (j->stream == JOB_STREAM_LANE) {
-		if (judged)
-			judge_admit(w, j);
-		else
-			pipeline_lane_release(w, j);   /* (its spec no longer asks the judge) */
-		return false;
-	}
-	if (!w->jlane || j->judge_headed || j->rl_done || j->commit_unknown || j->poison ||
-	    j->nf == 0 || !judged)
-		return false;
-	if (!judgelane_take(w->jlane, judge_room(w)) &&
-	    judgelane_divert(w->jlane, w->cfg->worker_id, j->id, j->fields, j->flens, j->nf,
-	                     j->attempts, on_diverted, j) == 0) {
-		job_set_state(j, JOB_RATELIMIT);   /* (held by on_diverted, like a rate limit check) */
-		return true;
-	}
-	judge_admit(w, j);
-	return false;
-}
-
-static void start_eval_stage(struct worker *w, struct job *j)
-{
-	if (opsctl_holds(w->ops, j)) {
-		/* `arbiter pause --challenge`: back to the delayed set for a while. */
-		job_set_state(j, JOB_RATELIMIT);
-		opsctl_hold(w->ops, j, on_held);
-		return;
-	}
-	if (judge_lane_divert(w, j))
-		return;
-	if (j->kind == JOB_EVALUATE && !j->rl_done) {
-		const char *ip = j->source_ip ? j->source_ip : j->row.source_ip;
-		job_set_state(j, JOB_RATELIMIT);
-		if (rl_check_stream(w->rl, w->rq_cmd, pipeline_stream_key(w, j->stream), ip, false,
-		                    j->id, (const char *const *)j->fields, j->nf, on_rl, j) < 0)
-			pipeline_retry(w, j, STAGE_EVAL, false, "rate limiter unavailable");
-		return;
-	}
-	evaluate(w, j);
-}
-
-/* worker/README.md "Validation before scoring" in order, then the rate limit and the evaluation. */
-static void after_load(struct worker *w, struct job *j)
-{
-	struct job_row *r = &j->row;
-
-	if (j->kind == JOB_EVALUATE && job_status_final(r->status)) {
-		LOGD(j->sub, j->id, "duplicate delivery: submission already %s",
-		     job_status_name(r->status));
-		pipeline_to_ack(w, j, ACK_PLAIN, NULL, OUTCOME_DUPLICATE);
-		return;
-	}
-	if (j->kind == JOB_REEVALUATE && r->status != ST_COMPLETED) {
-		LOGW(j->sub, j->id, "reevaluate: submission is %s, not completed: dead-lettering",
-		     job_status_name(r->status));
-		pipeline_to_ack(w, j, ACK_DEAD, "reevaluate_without_result", OUTCOME_DEAD_LETTERED);
-		return;
-	}
-	/* submissions.attempts counts the attempts at evaluating the submission
-	 * (across deliveries and processes). A re-evaluation is a new job: its
-	 * attempts are its own deliveries, whatever the first evaluation took.
-	 * The stored count is the API server's row: one at or beyond ARBITER_MAX_DELIVERIES
-	 * (up to INT_MAX) has used its attempts up, and is compared, never incremented. */
-	if (j->kind == JOB_EVALUATE && r->attempts >= w->cfg->max_deliveries) {
-		char why[128];
-		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
-		         r->attempts, w->cfg->max_deliveries);
-		j->attempts = r->attempts;
-		pipeline_fail(w, j, j->last_error ? j->last_error : why);
-		return;
-	}
-	if (j->kind == JOB_EVALUATE && r->attempts >= j->attempts)
-		j->attempts = r->attempts + 1;   /* r->attempts < max_deliveries <= 1000 here */
-	if (j->attempts > w->cfg->max_deliveries) {
-		char why[128];
-		snprintf(why, sizeof why, "attempted %d times (ARBITER_MAX_DELIVERIES %d)",
-		         j->attempts - 1, w->cfg->max_deliveries);
-		j->attempts--;
-		pipeline_fail(w, j, j->last_error ? j->last_error : why);
-		return;
-	}
-	if (j->kind == JOB_EVALUATE) {
-		if (strcmp(r->agent_id, r->match_agent_id)) {
-			reject(w, j, REASON_NOT_MATCH_OWNER, NULL);
-			return;
-		}
-		if (r->expired) {
-			reject(w, j, REASON_MATCH_EXPIRED, NULL);
-			return;
-		}
-		if (r->match_status != ST_ACTIVE) {
-			reject(w, j, REASON_MATCH_NOT_ACTIVE, NULL);
-			return;
-		}
-	}
-	if (!j->spec || !j->spec->spec) {
-		const char *msg = j->spec ? j->spec->err : "challenge not found";
-		if (j->kind == JOB_EVALUATE) {
-			reject(w, j, REASON_INVALID_SPEC, msg);
-		} else {
-			job_set_error(j, msg);
-			LOGW(j->sub, j->id, "reevaluate: invalid spec: %s", msg);
-			pipeline_to_ack(w, j, ACK_DEAD, "invalid_spec", OUTCOME_DEAD_LETTERED);
-		}
-		return;
-	}
-	start_eval_stage(w, j);
-}
 
 /* ---- reading ------------------------------------------------------------------------- */
 
@@ -1087,7 +179,6 @@ static void create_group(struct worker *w);
 static void maybe_read(struct worker *w);
 static void read_own_pending(struct worker *w);
 static void read_timer_cb(uv_timer_t *t);
-static void check_migrations(struct worker *w);
 
 /* Adopts the entries of an XREADGROUP reply; returns how many the reply held. */
 static size_t adopt_entries(struct worker *w, redisReply *reply, bool claimed)
@@ -1203,7 +294,7 @@ static void maybe_read(struct worker *w)
 	 * answer starts the reading (on_migcheck), not the next poll. */
 	if (!opsctl_may_take(w->ops, NULL, 0)) {
 		if (w->db_version == -2 && !w->migcheck_busy)
-			check_migrations(w);
+			gauges_check_schema(w);
 		if (!uv_is_active((uv_handle_t *)&w->t_read))
 			uv_timer_start(&w->t_read, read_timer_cb, 200, 0);
 		return;
@@ -1353,7 +444,7 @@ static void on_cmd_disconnect(struct rq *r, const char *why, void *data)
  * in batches. */
 static void flush_stages(struct worker *w)
 {
-	flush_loads(w);
+	load_flush(w);
 	commit_flush(w);
 	ack_flush(w);
 	maybe_read(w);
@@ -1364,196 +455,7 @@ static void reclaim_cb(uv_timer_t *t)
 	claim_tick(t->data);
 }
 
-/* ---- gauges, readiness, promotion, reconciler timers ---------------------------------- */
-
-struct gauges_ctx {
-	struct worker *w;
-	int left;
-	long len, lag, pending, dead;
-};
-
-static void gauge_done(struct gauges_ctx *g)
-{
-	if (--g->left > 0)
-		return;
-	if (g->w->state != W_STOPPING)
-		metrics_queue(g->len, g->lag, g->pending, g->dead);
-	g->w->gauges_busy = false;
-	free(g);
-}
-
-static void on_gauge_int(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	long *slot = data;
-	(void)r;
-	if (!err && reply && reply->type == REDIS_REPLY_INTEGER)
-		*slot = (long)reply->integer;
-}
-
-/* The delayed set by cause ({rate_limit, pause, retry}): arbiter_delayed_jobs{cause}. */
-static void on_delayed_causes(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	(void)r;
-	(void)data;
-	if (err || !reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3)
-		return;
-	long v[3];
-	for (size_t i = 0; i < 3; i++) {
-		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
-			return;
-		v[i] = (long)reply->element[i]->integer;
-	}
-	metrics_delayed(v[0], v[1], v[2]);
-}
-
-#define OTHER_STREAM_LOG_MS (5 * 60 * 1000)   /* repeat of the warning while it lasts */
-
-/* XLEN of the other key style's stream: a producer that XADDs there is never read. */
-static void on_other_stream(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct worker *w = data;
-	(void)r;
-	if (err || !reply || reply->type != REDIS_REPLY_INTEGER)
-		return;
-	long n = (long)reply->integer;
-	metrics_other_stream(n);
-	uint64_t now = uv_now(w->loop);
-	if (n > 0 && (w->other_jobs_len <= 0 || now - w->other_jobs_logged >= OTHER_STREAM_LOG_MS)) {
-		LOGW(NULL, NULL, "the stream %s holds %ld entr%s that no worker reads: this worker "
-		     "reads %s (key style %s). Make the producers XADD to %s, or set "
-		     "ARBITER_REDIS_KEYS=%s on every worker (the reconciler re-enqueues queued "
-		     "submissions only after ARBITER_RECONCILE_MS, and never re-evaluations)",
-		     w->k_other_jobs, n, n == 1 ? "y" : "ies", w->k_jobs, w->key_style, w->k_jobs,
-		     strcmp(w->key_style, "plain") ? "plain" : "tagged");
-		w->other_jobs_logged = now;
-	}
-	w->other_jobs_len = n;
-}
-
-/* The last of the four commands: finishes the context. */
-static void on_gauge_last(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct gauges_ctx *g = data;
-	on_gauge_int(r, reply, err, &g->dead);
-	g->left = 1;
-	gauge_done(g);
-}
-
-static void on_xinfo(struct rq *r, redisReply *reply, const char *err, void *data)
-{
-	struct gauges_ctx *g = data;
-	(void)r;
-	if (err || !reply || reply->type != REDIS_REPLY_ARRAY)
-		return;
-	for (size_t i = 0; i < reply->elements; i++) {
-		redisReply *grp = reply->element[i];
-		bool ours = false;
-		long lag = -1, pending = -1;
-		if (grp->type != REDIS_REPLY_ARRAY)
-			continue;
-		for (size_t k = 0; k + 1 < grp->elements; k += 2) {
-			redisReply *key = grp->element[k], *v = grp->element[k + 1];
-			if (key->type != REDIS_REPLY_STRING && key->type != REDIS_REPLY_STATUS)
-				continue;
-			if (!strcmp(key->str, "name") && v->type == REDIS_REPLY_STRING)
-				ours = !strcmp(v->str, g->w->k_group);
-			else if (!strcmp(key->str, "lag") && v->type == REDIS_REPLY_INTEGER)
-				lag = (long)v->integer;
-			else if (!strcmp(key->str, "pending") && v->type == REDIS_REPLY_INTEGER)
-				pending = (long)v->integer;
-		}
-		if (ours) {
-			g->lag = lag;
-			g->pending = pending;
-		}
-	}
-}
-
-
-static void gauges_cb(uv_timer_t *t)
-{
-	struct worker *w = t->data;
-	if (w->state == W_STOPPING)
-		return;
-	metrics_inflight(w->njobs);
-	if (w->sp)
-		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
-	if (w->judge) {
-		struct judge_stats js;
-		judge_stats(w->judge, &js);
-		struct metrics_judge mj = { js.cached, js.fresh, js.invalid, js.unavailable, js.requests,
-		                            js.tokens_in, js.tokens_out, js.cost_usd, js.breakers_open,
-		                            judge_inflight(w->judge) };
-		metrics_judge(&mj);
-	}
-	if (w->ops) {
-		opsctl_redis_cause(w->ops, NULL, 0);   /* logs a lasting Redis cause every 30 s */
-		opsctl_heartbeat(w->ops);
-	}
-	if (!w->migcheck_busy && (!w->migrations_ok ||
-	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))
-		check_migrations(w);
-	if (w->gauges_busy || !rq_connected(w->rq_cmd))
-		return;
-	struct gauges_ctx *g = xcalloc(1, sizeof *g);
-	g->w = w;
-	g->len = g->lag = g->pending = g->dead = -1;
-	g->left = 1;
-	w->gauges_busy = true;
-	/* Commands on one connection complete in order: the last one closes. */
-	rq_cmdf(w->rq_cmd, 0, on_gauge_int, &g->len, "XLEN %s", w->k_jobs);
-	rq_cmdf(w->rq_cmd, 0, on_xinfo, g, "XINFO GROUPS %s", w->k_jobs);
-	const char *dargv[] = { "EVAL", rl_lua_delayed_causes, "1", w->k_delayed };
-	(void)rq_cmdv(w->rq_cmd, 0, on_delayed_causes, NULL, 4, dargv, NULL);
-	if (w->k_other_jobs)
-		rq_cmdf(w->rq_cmd, 0, on_other_stream, w, "XLEN %s", w->k_other_jobs);
-	if (rq_cmdf(w->rq_cmd, 0, on_gauge_last, g, "XLEN %s", w->k_dead) < 0) {
-		w->gauges_busy = false;
-		free(g);
-	}
-}
-
-static void on_migcheck(const struct pgc_result *r, void *data)
-{
-	struct worker *w = data;
-	w->migcheck_busy = false;
-	w->migcheck_at = uv_now(w->loop);
-	if (w->state == W_STOPPING)
-		return;
-	if (r->err) {
-		if (!r->transient) {
-			if (w->migrations_ok || w->db_version >= 0)
-				LOGW(NULL, NULL, "migrations table not readable: %s (run `arbiter migrate`)",
-				     r->err);
-			w->migrations_ok = false;
-			w->db_version = -1;
-		}
-		return;
-	}
-	int v = (int)get_i64(r->res[0], 0, 0);
-	bool ok = v >= migrate_latest();
-	if (!ok && (w->migrations_ok || w->db_version != v))
-		LOGW(NULL, NULL, "database schema at version %d, this worker needs %d: run `arbiter "
-		     "migrate`", v, migrate_latest());
-	w->db_version = v;
-	w->migrations_ok = ok;
-	if (ok)
-		pipeline_kick(w);   /* read now (maybe_read), not at its next poll */
-}
-
-/* Reads the schema version (on_migcheck). The first check (the schema not checked yet) is
- * sent even before a connection is up: pgc_run waits for the first one, so the answer comes
- * one round trip after it; later checks are skipped while no connection is up. */
-static void check_migrations(struct worker *w)
-{
-	static const struct pgc_stmt st = {
-		"SELECT coalesce(max(version), 0) FROM arbiter_migrations", 0, NULL };
-	if (!pgc_pool_ready(w->pg) && w->db_version != -2)
-		return;
-	w->migcheck_busy = true;
-	if (pgc_run(w->pg, &st, 1, on_migcheck, w) < 0)
-		w->migcheck_busy = false;
-}
+/* ---- readiness, promotion, reconciler timers ----------------------------------------- */
 
 static bool readiness(void *data, char *why, size_t n)
 {
@@ -1914,8 +816,7 @@ static int open_parts(struct worker *w)
 		                         w->cfg->worker_id, lane_room, lane_entries, w);
 	/* The batches' statements: parsed once per connection. */
 	if (!w->cfg->pg_prepare || strcmp(w->cfg->pg_prepare, "off")) {
-		pgc_pool_prepare(w->pg, SQL_LOAD);
-		pgc_pool_prepare(w->pg, SQL_LOAD_CHALLENGES);
+		load_prepare(w->pg);
 		commit_prepare(w->pg);
 	}
 	if (http_start(w->loop, w->cfg->metrics_addr, readiness, w, &w->http, err, sizeof err) < 0) {
@@ -1940,7 +841,7 @@ static void start_timers(struct worker *w)
 	               (uint64_t)w->cfg->reconcile_ms);
 	uv_timer_start(&w->t_promote, promote_cb, PROMOTE_MS, PROMOTE_MS);
 	sapply_start(w);   /* the standings projection (standings_apply.h) */
-	uv_timer_start(&w->t_gauges, gauges_cb, 200, GAUGES_MS);
+	gauges_start(w);   /* queue gauges, heartbeat, schema check */
 	uv_signal_init(w->loop, &w->sig_term);
 	uv_signal_init(w->loop, &w->sig_int);
 	uv_signal_init(w->loop, &w->sig_hup);

@@ -5,14 +5,14 @@
  * One libuv loop per process. Two Redis connections (one only for the
  * blocking XREADGROUP, one for everything else), a small PostgreSQL pool, the
  * rate limiter, the sandbox pool and the HTTP listener. A job moves through
- * the states of job.h: read → load (batched query) → validation checks → rate limit
- * → evaluate → commit (batched transaction, commit.c) → XACK+XDEL (one MULTI
+ * the states of job.h: read → load (batched query, load.c) → validation checks → rate
+ * limit → evaluate (eval.c) → commit (batched transaction, commit.c) → XACK+XDEL (one MULTI
  * per batch). Transient failures retry in process with backoff; a job that
  * keeps failing ends `failed` and dead-lettered. The reconciler (reconcile.c)
  * re-enqueues submissions that Redis lost.
  *
  * This header is the public API (cmd_worker.c); the modules of the pipeline
- * share worker_int.h.
+ * share pipeline.h.
  */
 #ifndef ARBITER_WORKER_H
 #define ARBITER_WORKER_H
