@@ -293,14 +293,14 @@ int http_respond(const struct http_request *req, http_ready_fn *ready, void *dat
 	case P_HEALTHZ:
 		return simple(out, 200, "ok\n", head, NULL);
 	case P_READYZ: {
-		char why[256] = "";
+		char why[1024] = "";
 		if (!ready || ready(data, why, sizeof(why)))
 			return simple(out, 200, "ready\n", head, NULL);
 		why[sizeof(why) - 1] = '\0';
 		for (char *c = why; *c; c++)
 			if ((unsigned char)*c < 0x20 || *c == 0x7f)
 				*c = ' ';
-		char body[300];
+		char body[1100];
 		snprintf(body, sizeof(body), "not ready: %s\n", why[0] ? why : "unknown");
 		return simple(out, 503, body, head, NULL);
 	}

@@ -457,21 +457,36 @@ static void reclaim_cb(uv_timer_t *t)
 
 /* ---- readiness, promotion, reconciler timers ----------------------------------------- */
 
+/* Adds one problem to the "; "-separated list in why (n bytes), unless it is there already. */
+static void add_problem(char *why, size_t n, const char *p)
+{
+	size_t len = strlen(why);
+	if (!*p || strstr(why, p) || len + 3 >= n)
+		return;
+	snprintf(why + len, n - len, "%s%s", len ? "; " : "", p);
+}
+
+/* Every reason the worker is not ready, not only the first: Redis down can hide a wrong
+ * database password, and an operator fixes them one deploy at a time otherwise. */
 static bool readiness(void *data, char *why, size_t n)
 {
 	struct worker *w = data;
-	if (w->state != W_RUNNING) {
-		snprintf(why, n, "draining");
-		return false;
-	}
-	if (opsctl_redis_cause(w->ops, why, n))      /* not connected and why; NOPERM */
-		return false;
+	char part[512];
+	why[0] = '\0';
+	if (w->state != W_RUNNING)
+		add_problem(why, n, "draining");
+	part[0] = '\0';
+	if (opsctl_redis_cause(w->ops, part, sizeof part))      /* not connected and why; NOPERM */
+		add_problem(why, n, part[0] ? part : "redis unavailable");
 	if (!pgc_pool_ready(w->pg)) {
 		const char *e = pgc_pool_last_error(w->pg);
-		snprintf(why, n, "postgresql not connected%s%s", *e ? ": " : "", e);
-		return false;
+		snprintf(part, sizeof part, "postgresql not connected%s%s", *e ? ": " : "", e);
+		add_problem(why, n, part);
 	}
-	return opsctl_may_take(w->ops, why, n);   /* schema, pause */
+	part[0] = '\0';
+	if (!opsctl_may_take(w->ops, part, sizeof part))      /* schema, pause */
+		add_problem(why, n, part[0] ? part : "not taking jobs");
+	return why[0] == '\0';
 }
 
 static void promote_cb(uv_timer_t *t)

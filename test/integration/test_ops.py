@@ -351,6 +351,22 @@ def postgres_down(world, w):
        (before.get(key), after.get(key)))
 
 
+def both_down(world, w):
+    """Redis and PostgreSQL down at once: /readyz names both problems, not the first only."""
+    world.s.stop_redis()
+    world.s.stop_postgres()
+    try:
+        res = wait_for(lambda: (lambda c: c if c[0] == 503 and "redis" in c[1].lower()
+                                and "postgresql" in c[1].lower() else None)(w.get("/readyz")), 30)
+        ok(res is not None, "/readyz 503 names both problems (Redis and PostgreSQL down)",
+           w.get("/readyz"))
+    finally:
+        world.s.start_postgres()
+        world.s.start_redis()
+    ok(wait_for(lambda: w.get("/readyz")[0] == 200, 60), "/readyz 200 after both return",
+       w.get("/readyz"))
+
+
 def redis_down(world, w):
     before = w.scrape()
     world.s.stop_redis()
@@ -383,6 +399,7 @@ def main():
                 dlq_checks(world, w)
                 postgres_down(world, w)
                 redis_down(world, w)
+                both_down(world, w)
         finally:
             rc = w.stop()
         ok(rc == 0, "SIGTERM: worker exits 0", w.log()[-3000:])
