@@ -380,17 +380,25 @@ def redis_down(world, w):
     ok(wait_for(lambda: w.scrape().get(key, 0) > before.get(key, 0), 10), "redis reconnect counted")
 
 
+def migrated_world(s):
+    """The schema migrated into s's database and a World on it, or None (the failure
+    reported) when `arbiter migrate` failed."""
+    r = subprocess.run([BIN, "migrate", "--database-url", s.database_url],
+                       capture_output=True, text=True, timeout=120)
+    if not ok(r.returncode == 0, "migrate", r.stderr):
+        return None
+    return World(s)
+
+
 def main():
     if not has_command("worker"):
         print("1..0 # SKIP `arbiter worker` is not built yet")
         return 0
     with Services() as s:
-        r = subprocess.run([BIN, "migrate", "--database-url", s.database_url],
-                           capture_output=True, text=True, timeout=120)
-        if not ok(r.returncode == 0, "migrate", r.stderr):
+        world = migrated_world(s)
+        if world is None:
             print("1..%d" % tap.count())
             return 1
-        world = World(s)
         w = Worker(world)
         try:
             flow(world, w)

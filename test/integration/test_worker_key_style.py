@@ -16,7 +16,7 @@ import sys
 import time
 
 from services import Services
-from test_ops import BIN, World, Worker, status, wait_for, has_command  # noqa: F401
+from test_ops import Worker, has_command, migrated_world, status, wait_for
 
 import tap
 from tap import ok
@@ -28,14 +28,11 @@ def main():
     if not has_command("worker"):
         print("1..0 # SKIP `arbiter worker` is not built yet")
         return 0
-    import subprocess
     with Services() as s:
-        r = subprocess.run([BIN, "migrate", "--database-url", s.database_url],
-                           capture_output=True, text=True, timeout=120)
-        if not ok(r.returncode == 0, "migrate", r.stderr):
+        world = migrated_world(s)
+        if world is None:
             print("1..%d" % tap.count())
             return 1
-        world = World(s)
         w = Worker(world)
         try:
             ok(wait_for(lambda: w.port, 30), "the listener's port is logged", w.log())
