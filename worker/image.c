@@ -15,6 +15,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dlfcn.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,61 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+
+/* libarchive is opened on the first import, not linked: it pulls libxml2, ICU and
+ * libstdc++ into every process, and the worker, which never imports, would carry them
+ * (+2.6 MB of resident memory per worker, measured with test/bench/bench_worker.py). */
+#define LA_FUNCS(X) \
+	X(archive_entry_filetype) \
+	X(archive_entry_hardlink) \
+	X(archive_entry_pathname) \
+	X(archive_entry_perm) \
+	X(archive_entry_symlink) \
+	X(archive_error_string) \
+	X(archive_read_data) \
+	X(archive_read_free) \
+	X(archive_read_new) \
+	X(archive_read_next_header) \
+	X(archive_read_open_fd) \
+	X(archive_read_open_filename) \
+	X(archive_read_support_filter_all) \
+	X(archive_read_support_filter_gzip) \
+	X(archive_read_support_filter_none) \
+	X(archive_read_support_format_raw) \
+	X(archive_read_support_format_tar)
+#define LA_MEMBER(f) __typeof__(f) *f;
+static struct {
+	int state;                    /* 0 not tried, 1 loaded, -1 failed */
+	char why[256];
+	LA_FUNCS(LA_MEMBER)
+} la;
+
+/* Loads libarchive once. Returns 0, or -1 with the reason in err. */
+static int la_load(char *err, size_t errlen)
+{
+	if (la.state == 0) {
+		la.state = -1;
+		void *h = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
+		if (!h) {
+			snprintf(la.why, sizeof la.why, "%s", dlerror());
+		} else {
+			la.state = 1;
+#define LA_LOAD(f) \
+			if (la.state == 1 && !(*(void **)&la.f = dlsym(h, #f))) { \
+				snprintf(la.why, sizeof la.why, "libarchive lacks %s", #f); \
+				la.state = -1; \
+			}
+			LA_FUNCS(LA_LOAD)
+#undef LA_LOAD
+		}
+	}
+	if (la.state < 0) {
+		snprintf(err, errlen, "importing images needs libarchive (Debian's libarchive13): %s",
+		         la.why);
+		return -1;
+	}
+	return 0;
+}
 
 #define IMG_MAX_JSON (1u << 20)       /* index, manifest, config */
 #define IMG_MAX_LAYERS 128
@@ -358,7 +414,7 @@ static char *read_entry_small(struct archive *a, size_t max, size_t *len)
 	if (!buf)
 		return NULL;
 	for (;;) {
-		la_ssize_t r = archive_read_data(a, buf + n, max + 1 - n);
+		la_ssize_t r = la.archive_read_data(a, buf + n, max + 1 - n);
 		if (r < 0) {
 			free(buf);
 			return NULL;
@@ -398,9 +454,9 @@ static int spool_blob(struct imp *im, struct archive *a, const char *hexname)
 	static char buf[1 << 16];
 	int rc = 0;
 	for (;;) {
-		la_ssize_t r = archive_read_data(a, buf, sizeof buf);
+		la_ssize_t r = la.archive_read_data(a, buf, sizeof buf);
 		if (r < 0) {
-			set_err(im->err, im->errlen, "reading the archive: %s", archive_error_string(a));
+			set_err(im->err, im->errlen, "reading the archive: %s", la.archive_error_string(a));
 			rc = -1;
 			break;
 		}
@@ -443,30 +499,30 @@ static int spool_blob(struct imp *im, struct archive *a, const char *hexname)
 
 static int read_archive(struct imp *im, const char *path)
 {
-	struct archive *a = archive_read_new();
+	struct archive *a = la.archive_read_new();
 	if (!a) {
 		set_err(im->err, im->errlen, "out of memory");
 		return -1;
 	}
-	archive_read_support_format_tar(a);
-	archive_read_support_filter_none(a);
-	archive_read_support_filter_gzip(a);
+	la.archive_read_support_format_tar(a);
+	la.archive_read_support_filter_none(a);
+	la.archive_read_support_filter_gzip(a);
 	int rc = -1;
-	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
-		set_err(im->err, im->errlen, "%s: %s", path, archive_error_string(a));
+	if (la.archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
+		set_err(im->err, im->errlen, "%s: %s", path, la.archive_error_string(a));
 		goto out;
 	}
 	struct archive_entry *e;
 	int r;
-	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+	while ((r = la.archive_read_next_header(a, &e)) == ARCHIVE_OK) {
 		char name[IMG_MAX_NAME + 1];
 		const char *why;
-		if (norm_name(archive_entry_pathname(e), name, sizeof name, &why) < 0) {
+		if (norm_name(la.archive_entry_pathname(e), name, sizeof name, &why) < 0) {
 			set_err(im->err, im->errlen, "archive member '%s': %s",
-			        archive_entry_pathname(e) ? archive_entry_pathname(e) : "", why);
+			        la.archive_entry_pathname(e) ? la.archive_entry_pathname(e) : "", why);
 			goto out;
 		}
-		mode_t t = archive_entry_filetype(e);
+		mode_t t = la.archive_entry_filetype(e);
 		if (t == AE_IFDIR)
 			continue;
 		if (!strncmp(name, "blobs/sha256/", 13)) {
@@ -520,7 +576,7 @@ static int read_archive(struct imp *im, const char *path)
 		/* Anything else (a docker-archive's manifest.json, stray files) is ignored. */
 	}
 	if (r != ARCHIVE_EOF) {
-		set_err(im->err, im->errlen, "reading %s: %s", path, archive_error_string(a));
+		set_err(im->err, im->errlen, "reading %s: %s", path, la.archive_error_string(a));
 		goto out;
 	}
 	if (!im->have_layout || !im->index_json) {
@@ -531,7 +587,7 @@ static int read_archive(struct imp *im, const char *path)
 	}
 	rc = 0;
 out:
-	archive_read_free(a);
+	la.archive_read_free(a);
 	return rc;
 }
 
@@ -675,27 +731,27 @@ static json_t *check_config(struct imp *im, json_t *cfg, size_t nlayers, json_t 
 static int layer_hash(struct imp *im, const char *blob, const char *diff_id, unsigned idx)
 {
 	int fd = openat(im->blobs, blob, O_RDONLY | O_CLOEXEC);
-	struct archive *a = archive_read_new();
+	struct archive *a = la.archive_read_new();
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	int rc = -1;
 	if (fd < 0 || !a || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
 		set_err(im->err, im->errlen, "layer %u: cannot read it", idx);
 		goto out;
 	}
-	archive_read_support_filter_all(a);
-	archive_read_support_format_raw(a);
+	la.archive_read_support_filter_all(a);
+	la.archive_read_support_format_raw(a);
 	struct archive_entry *e;
-	if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK ||
-	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
-		set_err(im->err, im->errlen, "layer %u: %s", idx, archive_error_string(a));
+	if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK ||
+	    la.archive_read_next_header(a, &e) != ARCHIVE_OK) {
+		set_err(im->err, im->errlen, "layer %u: %s", idx, la.archive_error_string(a));
 		goto out;
 	}
 	uint64_t max = opt_or(im->o->max_unpacked_bytes, 8ull << 30);
 	static char buf[1 << 16];
 	for (;;) {
-		la_ssize_t r = archive_read_data(a, buf, sizeof buf);
+		la_ssize_t r = la.archive_read_data(a, buf, sizeof buf);
 		if (r < 0) {
-			set_err(im->err, im->errlen, "layer %u: %s", idx, archive_error_string(a));
+			set_err(im->err, im->errlen, "layer %u: %s", idx, la.archive_error_string(a));
 			goto out;
 		}
 		if (r == 0)
@@ -721,7 +777,7 @@ static int layer_hash(struct imp *im, const char *blob, const char *diff_id, uns
 out:
 	EVP_MD_CTX_free(md);
 	if (a)
-		archive_read_free(a);
+		la.archive_read_free(a);
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -735,9 +791,9 @@ static int write_file(struct imp *im, struct archive *a, int dirfd, const char *
 		return -1;
 	static char buf[1 << 16];
 	for (;;) {
-		la_ssize_t r = archive_read_data(a, buf, sizeof buf);
+		la_ssize_t r = la.archive_read_data(a, buf, sizeof buf);
 		if (r < 0) {
-			set_err(im->err, im->errlen, "%s", archive_error_string(a));
+			set_err(im->err, im->errlen, "%s", la.archive_error_string(a));
 			close(fd);
 			errno = EIO;
 			return -1;
@@ -764,7 +820,7 @@ static int apply_entry(struct imp *im, struct archive *a, struct archive_entry *
                        struct nameset *seen)
 {
 	char name[IMG_MAX_NAME + 1];
-	const char *why, *raw = archive_entry_pathname(e);
+	const char *why, *raw = la.archive_entry_pathname(e);
 	if (norm_name(raw, name, sizeof name, &why) < 0) {
 		set_err(im->err, im->errlen, "layer %u: entry '%s': %s", idx, raw ? raw : "", why);
 		return -1;
@@ -785,8 +841,8 @@ static int apply_entry(struct imp *im, struct archive *a, struct archive_entry *
 	}
 	if (!*name)
 		return 0;   /* the root itself: its mode is ours */
-	mode_t t = archive_entry_filetype(e);
-	mode_t perm = archive_entry_perm(e);
+	mode_t t = la.archive_entry_filetype(e);
+	mode_t perm = la.archive_entry_perm(e);
 	if (perm & 07000) {
 		im->rep->stripped_modes++;
 		perm &= 0777;
@@ -825,7 +881,7 @@ static int apply_entry(struct imp *im, struct archive *a, struct archive_entry *
 	}
 	if (exists && rm_at(pfd, leaf) < 0)
 		goto sys;
-	if (archive_entry_hardlink(e))
+	if (la.archive_entry_hardlink(e))
 		t = AE_IFREG;   /* libarchive gives hard links no type of their own */
 	switch (t) {
 	case AE_IFDIR:
@@ -833,11 +889,11 @@ static int apply_entry(struct imp *im, struct archive *a, struct archive_entry *
 			goto sys;
 		break;
 	case AE_IFREG:
-		if (archive_entry_hardlink(e)) {
+		if (la.archive_entry_hardlink(e)) {
 			char target[IMG_MAX_NAME + 1];
-			if (norm_name(archive_entry_hardlink(e), target, sizeof target, &why) < 0 || !*target) {
+			if (norm_name(la.archive_entry_hardlink(e), target, sizeof target, &why) < 0 || !*target) {
 				set_err(im->err, im->errlen, "layer %u: hard link '%s' -> '%s': %s", idx, name,
-				        archive_entry_hardlink(e), *target ? why : "the root");
+				        la.archive_entry_hardlink(e), *target ? why : "the root");
 				goto out;
 			}
 			const char *tleaf;
@@ -860,7 +916,7 @@ static int apply_entry(struct imp *im, struct archive *a, struct archive_entry *
 			goto sys;
 		break;
 	case AE_IFLNK: {
-		const char *target = archive_entry_symlink(e);
+		const char *target = la.archive_entry_symlink(e);
 		if (!target || !*target || strlen(target) > IMG_MAX_NAME) {
 			set_err(im->err, im->errlen, "layer %u: symlink '%s' without a usable target", idx, name);
 			goto out;
@@ -897,33 +953,33 @@ out:
 static int layer_apply(struct imp *im, const char *blob, unsigned idx)
 {
 	int fd = openat(im->blobs, blob, O_RDONLY | O_CLOEXEC);
-	struct archive *a = archive_read_new();
+	struct archive *a = la.archive_read_new();
 	struct nameset seen = { 0 };
 	int rc = -1;
 	if (fd < 0 || !a) {
 		set_err(im->err, im->errlen, "layer %u: cannot read it", idx);
 		goto out;
 	}
-	archive_read_support_filter_all(a);
-	archive_read_support_format_tar(a);
-	if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) {
-		set_err(im->err, im->errlen, "layer %u: %s", idx, archive_error_string(a));
+	la.archive_read_support_filter_all(a);
+	la.archive_read_support_format_tar(a);
+	if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) {
+		set_err(im->err, im->errlen, "layer %u: %s", idx, la.archive_error_string(a));
 		goto out;
 	}
 	struct archive_entry *e;
 	int r;
-	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN)
+	while ((r = la.archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN)
 		if (apply_entry(im, a, e, idx, &seen) < 0)
 			goto out;
 	if (r != ARCHIVE_EOF) {
-		set_err(im->err, im->errlen, "layer %u: not a tar archive (%s)", idx, archive_error_string(a));
+		set_err(im->err, im->errlen, "layer %u: not a tar archive (%s)", idx, la.archive_error_string(a));
 		goto out;
 	}
 	rc = 0;
 out:
 	nameset_clear(&seen);
 	if (a)
-		archive_read_free(a);
+		la.archive_read_free(a);
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -1037,6 +1093,8 @@ int image_import(const struct image_opts *o, const char *path,
 	                  .rep = rep ? rep : &dummy };
 	*im.rep = (struct image_report){ 0 };
 	err[0] = '\0';
+	if (la_load(err, errlen) < 0)
+		return -1;
 	json_t *run = NULL;
 	const char *dir = store_dir(o);
 	int rc = -1, tmpfd = -1;
