@@ -890,10 +890,12 @@ static int apply_entry(struct imp *im, struct archive *a, struct archive_entry *
 		break;
 	case AE_IFREG:
 		if (la.archive_entry_hardlink(e)) {
-			char target[IMG_MAX_NAME + 1];
-			if (norm_name(la.archive_entry_hardlink(e), target, sizeof target, &why) < 0 || !*target) {
+			char target[IMG_MAX_NAME + 1] = "";
+			int nr = norm_name(la.archive_entry_hardlink(e), target, sizeof target, &why);
+			if (nr < 0 || !*target) {
+				/* target is not written when the name is refused: the reason is why */
 				set_err(im->err, im->errlen, "layer %u: hard link '%s' -> '%s': %s", idx, name,
-				        la.archive_entry_hardlink(e), *target ? why : "the root");
+				        la.archive_entry_hardlink(e), nr < 0 ? why : "the root");
 				goto out;
 			}
 			const char *tleaf;
