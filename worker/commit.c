@@ -497,11 +497,6 @@ static int geti(PGresult *res, int row, int col)
 	return PQgetisnull(res, row, col) ? 0 : atoi(PQgetvalue(res, row, col));
 }
 
-static long long getll(PGresult *res, int row, int col)
-{
-	return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
-}
-
 /* What the locks returned (phase 1's result sets, by column number as the
  * statements above list them), into the plan's inputs. */
 static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cplan_agent **ag,
@@ -565,11 +560,11 @@ static void read_locked(struct cbatch *b, const struct pgc_result *r, struct cpl
 			x->match_elo_before = PQgetisnull(res, i, 8) ? x->elo_before : geti(res, i, 8);
 			/* As stored, for elo_stored_check (an elo=adjust builds on them). */
 			x->match.has_before = !PQgetisnull(res, i, 8);
-			x->match.before = getll(res, i, 8);
+			x->match.before = pgc_get_i64(res, i, 8);
 			x->match.has_after = !PQgetisnull(res, i, 9);
-			x->match.after = getll(res, i, 9);
+			x->match.after = pgc_get_i64(res, i, 9);
 			x->match.has_change = !PQgetisnull(res, i, 10);
-			x->match.change = getll(res, i, 10);
+			x->match.change = pgc_get_i64(res, i, 10);
 		}
 	}
 }

@@ -174,11 +174,6 @@ static void gauges_cb(uv_timer_t *t)
 	}
 }
 
-static int64_t get_i64(PGresult *res, int row, int col)
-{
-	return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
-}
-
 static void on_migcheck(const struct pgc_result *r, void *data)
 {
 	struct worker *w = data;
@@ -196,7 +191,7 @@ static void on_migcheck(const struct pgc_result *r, void *data)
 		}
 		return;
 	}
-	int v = (int)get_i64(r->res[0], 0, 0);
+	int v = (int)pgc_get_i64(r->res[0], 0, 0);
 	bool ok = v >= migrate_latest();
 	if (!ok && (w->migrations_ok || w->db_version != v))
 		LOGW(NULL, NULL, "database schema at version %d, this worker needs %d: run `arbiter "

@@ -71,11 +71,6 @@ static void copy_text(char *dst, size_t n, PGresult *res, int row, int col)
 	snprintf(dst, n, "%s", PQgetisnull(res, row, col) ? "" : PQgetvalue(res, row, col));
 }
 
-static int64_t get_i64(PGresult *res, int row, int col)
-{
-	return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
-}
-
 static bool get_bool(PGresult *res, int row, int col)
 {
 	return !PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't';
@@ -113,20 +108,20 @@ static void fill_row(struct job *j, PGresult *res, int i)
 	copy_text(r->agent_id, sizeof r->agent_id, res, i, 2);
 	copy_text(r->match_id, sizeof r->match_id, res, i, 3);
 	r->source_ip = PQgetisnull(res, i, 4) ? NULL : xstrdup(PQgetvalue(res, i, 4));
-	r->submitted_ms = get_i64(res, i, 7);
-	r->attempts = (int)get_i64(res, i, 8);
+	r->submitted_ms = pgc_get_i64(res, i, 7);
+	r->attempts = (int)pgc_get_i64(res, i, 8);
 	copy_text(r->match_agent_id, sizeof r->match_agent_id, res, i, 9);
 	r->match_status = job_status_parse(PQgetisnull(res, i, 10) ? "" : PQgetvalue(res, i, 10));
-	r->started_ms = get_i64(res, i, 11);
-	r->expires_ms = get_i64(res, i, 12);
+	r->started_ms = pgc_get_i64(res, i, 11);
+	r->expires_ms = pgc_get_i64(res, i, 12);
 	r->expired = get_bool(res, i, 13);
-	r->attempt_number = (int)get_i64(res, i, 14);
+	r->attempt_number = (int)pgc_get_i64(res, i, 14);
 	r->memoryless = get_bool(res, i, 15);
 	copy_text(r->challenge_id, sizeof r->challenge_id, res, i, 16);
 	copy_text(r->difficulty, sizeof r->difficulty, res, i, 17);
 	r->has_rating = !PQgetisnull(res, i, 18);
-	r->rating = (int)get_i64(res, i, 18);
-	r->time_limit_secs = (int)get_i64(res, i, 19);
+	r->rating = (int)pgc_get_i64(res, i, 18);
+	r->time_limit_secs = (int)pgc_get_i64(res, i, 19);
 	/* The answer and metadata are only needed to evaluate: final submissions
 	 * (duplicates) skip the parse. */
 	if (j->kind == JOB_EVALUATE && job_status_final(r->status))

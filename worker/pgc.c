@@ -1404,3 +1404,8 @@ int pgc_run(struct pgc_pool *p, const struct pgc_stmt *s, int n, pgc_cb *cb, voi
 	kick(p);
 	return 0;
 }
+
+int64_t pgc_get_i64(const PGresult *res, int row, int col)
+{
+	return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
+}

@@ -111,4 +111,8 @@ void pgc_release(struct pgc_conn *c);
  * arguments, or the pool is closing). */
 int pgc_run(struct pgc_pool *p, const struct pgc_stmt *s, int n, pgc_cb *cb, void *data);
 
+/* The integer at (row, col) of a result, 0 when NULL (the worker's NOT NULL columns and
+ * coalesced aggregates; a NULL it must tell apart is read with PQgetisnull). */
+int64_t pgc_get_i64(const PGresult *res, int row, int col);
+
 #endif
