@@ -1023,40 +1023,8 @@ static void test_work_budget_worst(void)
 	double worst = 0;
 	for (size_t p = 0; p < sizeof leaf / sizeof leaf[0]; p++) {
 		for (size_t h = 0; h < 4; h++) {
-			struct strbuf sp = { 0 }, lf = { 0 };
-			strbuf_addf(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
-			if (h == 0) {
-				for (int i = 0; i < 16; i++) {
-					char f[32];
-					snprintf(f, sizeof f, "m.k%d.%s", i, path[p]);
-					lf.len = 0;
-					strbuf_addf(&lf, leaf[p], f);
-					strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":0.0625,%s}", i ? "," : "", i,
-					            lf.buf);
-				}
-			} else {
-				strbuf_addf(&lf, leaf[p], path[p]);
-				if (h == 1) {
-					strbuf_addf(&sp, "{\"key\":\"d\",\"weight\":1,\"primitive\":\"keyed_map\","
-					            "\"field\":\"m\",\"ground_truth_field\":\"m\",\"item\":{%s}}", lf.buf);
-				} else if (h == 2) {
-					strbuf_addf(&sp, "{\"key\":\"d\",\"weight\":1,\"primitive\":\"match_objects\","
-					            "\"field\":\"o\",\"ground_truth_field\":\"o\",\"match_on\":\"id\","
-					            "\"fields\":[");
-					for (int i = 0; i < 32; i++)
-						strbuf_addf(&sp, "%s{%s}", i ? "," : "", lf.buf);
-					strbuf_addf(&sp, "]}");
-				} else {
-					strbuf_addf(&sp, "{\"key\":\"d\",\"weight\":1,\"primitive\":\"keyed_map\","
-					            "\"field\":\"n\",\"ground_truth_field\":\"n\",\"keys\":[%s],\"item\":",
-					            dup.buf);
-					for (int l = 0; l < 3; l++)
-						strbuf_addf(&sp, "{\"primitive\":\"keyed_map\",\"keys\":[%s],\"item\":",
-						            dup.buf);
-					strbuf_addf(&sp, "{%s}}}}}", lf.buf);
-				}
-			}
-			strbuf_addf(&sp, "]}");
+			struct strbuf sp = { 0 };
+			bench_worst_spec(&sp, leaf[p], path[p], (int)h, dup.buf);
 			struct spec *s = parse(sp.buf);
 			char err[256], *first = NULL, name[96];
 			snprintf(name, sizeof name, "%s %s", leaf[p] + 13, shape[h]);
@@ -1099,7 +1067,6 @@ static void test_work_budget_worst(void)
 			score_prep_free(prep);
 			spec_free(s);
 			strbuf_free(&sp);
-			strbuf_free(&lf);
 		}
 	}
 	diag("worst evaluation of the worst cases: %.1f ms CPU", worst * 1e3);

@@ -369,41 +369,8 @@ int main(int argc, char **argv)
 		                                     "4 nested keyed_maps of 64 keys" };
 		for (int l = 0; l < 3; l++) {
 			for (int h = 0; h < 4; h++) {
-				struct strbuf sp = { 0 }, lf = { 0 };
-				const char *lt = leaf[l == 2];
-				strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
-				if (h == 0) {
-					for (int i = 0; i < 16; i++) {
-						char f[32];
-						snprintf(f, sizeof f, "m.k%d.%s", i, lpath[l]);
-						lf.len = 0;
-						strbuf_addf(&lf, lt, f);
-						strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":0.0625,%s}", i ? "," : "",
-						            i, lf.buf);
-					}
-				} else {
-					strbuf_addf(&lf, lt, lpath[l]);
-					if (h == 1) {
-						strbuf_addf(&sp, "{\"key\":\"d\",\"weight\":1,\"primitive\":\"keyed_map\","
-						            "\"field\":\"m\",\"ground_truth_field\":\"m\",\"item\":{%s}}", lf.buf);
-					} else if (h == 2) {
-						strbuf_addf(&sp, "{\"key\":\"d\",\"weight\":1,\"primitive\":\"match_objects\","
-						            "\"field\":\"o\",\"ground_truth_field\":\"o\",\"match_on\":\"id\","
-						            "\"fields\":[");
-						for (int i = 0; i < 32; i++)
-							strbuf_addf(&sp, "%s{%s}", i ? "," : "", lf.buf);
-						strbuf_addlit(&sp, "]}");
-					} else {
-						strbuf_addf(&sp, "{\"key\":\"d\",\"weight\":1,\"primitive\":\"keyed_map\","
-						            "\"field\":\"n\",\"ground_truth_field\":\"n\",\"keys\":[%s],"
-						            "\"item\":", dup.buf);
-						for (int k = 0; k < 3; k++)
-							strbuf_addf(&sp, "{\"primitive\":\"keyed_map\",\"keys\":[%s],\"item\":",
-							            dup.buf);
-						strbuf_addf(&sp, "{%s}}}}}", lf.buf);
-					}
-				}
-				strbuf_addlit(&sp, "]}");
+				struct strbuf sp = { 0 };
+				bench_worst_spec(&sp, leaf[l == 2], lpath[l], h, dup.buf);
 				double best = 1e9, bprep = 1e9, pt;
 				for (int rep = 0; rep < 3; rep++) {
 					double t = one(sp.buf, doc[0].buf, doc[1].buf, &pt);
@@ -421,7 +388,6 @@ int main(int argc, char **argv)
 					worst_p = "a nested worst case";
 				}
 				strbuf_free(&sp);
-				strbuf_free(&lf);
 			}
 		}
 		strbuf_free(&doc[0]);
