@@ -23,7 +23,8 @@
  *
  * Agents are locked with SKIP LOCKED: a job whose agent row another
  * transaction holds (an API server, another replica's commit) leaves the
- * batch and backs off alone, so one held row never stalls the others. Other
+ * batch and comes back alone a few milliseconds later (pipeline_contended),
+ * so one held row never stalls the others. Other
  * locks are bounded by the session's lock_timeout (ARBITER_PG_LOCK_TIMEOUT_MS):
  * on 55P03 the batch is committed one job per transaction, and only the job
  * whose row is held keeps waiting; neither spends attempts.
@@ -730,8 +731,7 @@ static void drop_locked_agents(struct cbatch *b, const struct cplan_agent *ag, i
 		}
 		if (locked) {
 			reset_job(j);
-			pipeline_retry(b->w, j, STAGE_COMMIT, false,
-			               "the agent's row is locked by another transaction");
+			pipeline_contended(b->w, j, "the agent's row is locked by another transaction");
 			continue;
 		}
 		b->jobs[k] = j;

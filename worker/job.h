@@ -181,6 +181,7 @@ struct job {
 	/* Delivery bookkeeping. */
 	int attempts;                      /* number of the current attempt (1-based) */
 	int retries;                       /* in-process retries so far (backoff exponent) */
+	int lock_skips;                    /* times its agent's row was held at commit (backoff) */
 	uint64_t read_at;                  /* loop time (ms) when read */
 	uint64_t claimed_at;               /* loop time of the last claim (read/XCLAIM) */
 	uint64_t retry_at;                 /* loop time of the next retry (JOB_BACKOFF) */

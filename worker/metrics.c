@@ -70,6 +70,7 @@ static struct {
 	uint64_t jobs[NEVAL][NOUTCOME];
 	uint64_t rejections[NREASON];
 	uint64_t reconciled;
+	uint64_t agent_lock_skips;
 	uint64_t enqueued_implausible;   /* entries whose enqueued_at was not observed */
 	uint64_t reconnects[NTARGET];
 	uint64_t ratelimit[NDECISION];
@@ -230,6 +231,11 @@ void metrics_reconciled(long n)
 {
 	if (n > 0)
 		M.reconciled += (uint64_t)n;
+}
+
+void metrics_agent_lock_skip(void)
+{
+	M.agent_lock_skips++;
 }
 
 void metrics_reconnect(const char *what)
@@ -552,6 +558,11 @@ static void render_queue(struct strbuf *out)
 	header(out, "arbiter_reconciler_requeued_total", "counter",
 	       "Queued submissions missing from Redis that the reconciler re-enqueued.");
 	sample(out, "arbiter_reconciler_requeued_total", NULL, (double)M.reconciled);
+
+	header(out, "arbiter_commit_agent_lock_skips_total", "counter",
+	       "Jobs that left a commit batch because another transaction held their agent's row "
+	       "(they come back within milliseconds).");
+	sample(out, "arbiter_commit_agent_lock_skips_total", NULL, (double)M.agent_lock_skips);
 
 	labelled_counter(out, "arbiter_reconnects_total",
 	                 "Reconnections to Redis and PostgreSQL.",

@@ -89,6 +89,8 @@ void metrics_delayed(long rate_limit, long pause, long retry);
 void metrics_other_stream(long n);
 /* Counter: submissions the reconciler re-enqueued (adds n, n ≥ 0). */
 void metrics_reconciled(long n);
+/* Counter: one job left its commit batch because another transaction held its agent's row. */
+void metrics_agent_lock_skip(void);
 /* Counter: one reconnect of "redis" or "postgres". */
 void metrics_reconnect(const char *what);
 /* Observes the number of evaluations committed in one transaction. */

@@ -19,6 +19,8 @@
 
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000          /* Redis / PostgreSQL unreachable */
+#define LOCK_SKIP_BASE_MS 4          /* a row held by another commit: it ends within ms */
+#define LOCK_SKIP_CAP_MS 256         /* ... or by an API server's longer transaction */
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
@@ -268,6 +270,21 @@ void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool 
 	if (counted && w->hooks.park && w->hooks.park(w, j, stage, d))
 		return;
 	pipeline_wait(w, j, stage, d);
+}
+
+void pipeline_contended(struct worker *w, struct job *j, const char *why)
+{
+	job_set_error(j, why);
+	metrics_agent_lock_skip();
+	if (w->drain_expired) {
+		pipeline_release(w, j);
+		return;
+	}
+	j->lock_skips++;
+	uint32_t d = job_backoff_ms(j->lock_skips, LOCK_SKIP_BASE_MS, LOCK_SKIP_CAP_MS,
+	                            pipeline_rand(w));
+	LOGD(j->sub[0] ? j->sub : NULL, j->id, "%s; committing again in %u ms", why, d);
+	pipeline_wait(w, j, STAGE_COMMIT, d);
 }
 
 void pipeline_wait(struct worker *w, struct job *j, enum job_stage stage, uint32_t d)

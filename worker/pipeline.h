@@ -172,6 +172,13 @@ void pipeline_wait(struct worker *w, struct job *j, enum job_stage stage, uint32
 void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
                   const char *why);
 
+/* A row the job's commit needs is held by another transaction, usually another replica's
+ * commit that ends within milliseconds: the job waits LOCK_SKIP_BASE_MS doubling per
+ * consecutive skip up to LOCK_SKIP_CAP_MS (with jitter) and commits again. Not a failure:
+ * no attempt is spent, it is logged at debug level and counted in
+ * arbiter_commit_agent_lock_skips_total. why is copied (last_error). */
+void pipeline_contended(struct worker *w, struct job *j, const char *why);
+
 /* Ends the job as failed: submissions.status = failed with why as last_error
  * (evaluate jobs), a copy in {prefix}:dead, then XACK. */
 void pipeline_fail(struct worker *w, struct job *j, const char *why);
