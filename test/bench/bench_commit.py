@@ -81,7 +81,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from services import Services  # noqa: E402
-from bench_worker import add_agents, add_challenge, count_done, cpu_secs, enqueue, hwm_kb, machine_secs, seed  # noqa: E402  (one copy of these helpers)
+from bench_worker import Listener, add_agents, add_challenge, count_done, cpu_secs, enqueue, hwm_kb, machine_secs, seed  # noqa: E402  (one copy of these helpers)
 
 import psycopg2  # noqa: E402
 import psycopg2.extras  # noqa: E402
@@ -312,51 +312,6 @@ def latency_slice(args, svc, env, binary, db, r, agents, challenge, first, rate)
            for s, st, c in cur.fetchall()]
     db.commit()
     return len(ids), offered, out, wcpu, bcpu, total, mach
-
-
-def listen_main(url, ready, stop, out):
-    """Child process of Listener: LISTENs on the workers' completion channel and sends back
-    {submission id: time the notification arrived}."""
-    db = psycopg2.connect(url)
-    db.autocommit = True
-    db.cursor().execute("LISTEN arbiter_results")
-    ready.set()
-    heard = {}
-    while not stop.is_set():
-        if select.select([db], [], [], 0.05)[0]:
-            db.poll()
-            now = time.time()
-            for n in db.notifies:
-                try:
-                    heard.setdefault(json.loads(n.payload)["submission_id"], now)
-                except (ValueError, KeyError):
-                    pass
-            del db.notifies[:]
-    out.send(heard)
-    db.close()
-
-
-class Listener:
-    """When each submission's commit became visible: the notification the commit sends
-    (README "Reading results"), heard as an API server would hear it. A process of its own,
-    so that the generator's thread and Python's GIL do not delay what it notes."""
-
-    def __init__(self, url):
-        ctx = multiprocessing.get_context("spawn")
-        self.ready, self.stop = ctx.Event(), ctx.Event()
-        self.rx, tx = ctx.Pipe(duplex=False)
-        self.p = ctx.Process(target=listen_main, args=(url, self.ready, self.stop, tx),
-                             daemon=True)
-        self.p.start()
-        if not self.ready.wait(30):
-            raise SystemExit("bench_commit: the LISTEN process did not start")
-
-    def heard(self):
-        """Stops listening; returns {submission id: seconds since the epoch}."""
-        self.stop.set()
-        got = self.rx.recv() if self.rx.poll(60) else {}
-        self.p.join(10)
-        return got
 
 
 def machine_cpu():
