@@ -129,6 +129,11 @@ struct ev {
 	struct sandbox_req req;     /* the run in flight (borrowed by the sandbox) */
 	/* container */
 	bool container;
+	bool image_missing;         /* the store lacks the image: EVALUATOR_IMAGE_MISSING */
+	uv_work_t open_work;        /* image_open on the thread pool */
+	int open_rc;
+	char open_err[600];
+	char *digest;               /* the spec's image (a copy: the thread reads no spec) */
 	struct image *image;
 	char **argv, **envv;        /* NULL-terminated, owned */
 	char *path;                 /* the PATH of envv */
@@ -710,6 +715,7 @@ static void ev_free(struct ev *e)
 		free(*p);
 	free(e->envv);
 	free(e->path);
+	free(e->digest);
 	free(e);
 }
 
@@ -803,7 +809,7 @@ static void ev_complete(struct ev *e)
 {
 	e->state = EV_DONE;
 	if (e->failed) {
-		e->cb(-1, NULL, e->err, e->data);
+		e->cb(e->image_missing ? EVALUATOR_IMAGE_MISSING : -1, NULL, e->err, e->data);
 		goto out;
 	}
 	if (e->kind == EV_CUSTOM && e->too_deep) {
@@ -1553,20 +1559,11 @@ static uint64_t ct_limit(const json_t *c, const char *k, uint64_t def, uint64_t 
 	return x > max ? max : x;
 }
 
-/* evaluator container: the image, its command and environment (the spec's override them),
- * /submission's files: answer.json, metadata.json and files/ from answer.files (names the
- * sandbox would refuse are left out; answer.json has everything). */
-static int setup_container(struct ev *e, const json_t *root, const json_t *answer,
-                           const json_t *metadata)
+/* evaluator container, once the image is open: its command and environment (the spec's
+ * override them), then the run. */
+static void container_start(struct ev *e)
 {
-	char err[600];
-	struct image_opts io = { .dir = e->sp->image_dir };
-	const char *digest = json_string_value(json_object_get(root, "image"));
-	int rc = image_open(&io, digest, &e->image, err, sizeof err);
-	if (rc < 0) {
-		ev_fail(e, "%s%s", rc == IMAGE_NOT_FOUND ? "image_not_found: " : "", err);
-		return -1;
-	}
+	const json_t *root = spec_json(e->spec);
 	const json_t *c = json_object_get(root, "container");
 	const json_t *cmd = json_object_get(c, "cmd");
 	if (json_is_array(cmd)) {
@@ -1585,8 +1582,9 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 	}
 	if (!e->argv || !e->argv[0]) {
 		ev_fail(e, "container: image %s has no Entrypoint or Cmd and the spec gives no "
-		        "container.cmd", digest);
-		return -1;
+		        "container.cmd", e->image->digest);
+		complete_soon(e);
+		return;
 	}
 	/* The environment: the image's, then the spec's (replacing a variable of the same
 	 * name), then HOME=/tmp unless set. */
@@ -1620,6 +1618,41 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 		e->envv[n++] = xstrdup("HOME=/tmp");
 	if (!e->path)
 		e->path = xstrdup("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	start_script(e);
+}
+
+/* The thread pool's part: reading the image's image.json (a file of the store, which may
+ * sit on slow or network storage) never blocks the loop. Touches only e->open_*, e->image. */
+static void open_work(uv_work_t *req)
+{
+	struct ev *e = req->data;
+	struct image_opts io = { .dir = e->sp->image_dir };
+	e->open_rc = image_open(&io, e->digest, &e->image, e->open_err, sizeof e->open_err);
+}
+
+static void open_done(uv_work_t *req, int status)
+{
+	struct ev *e = req->data;
+	if (status < 0 || e->open_rc < 0) {
+		e->image_missing = status >= 0 && e->open_rc == IMAGE_NOT_FOUND;
+		ev_fail(e, "%s%s", e->image_missing ? "image_not_found: " : "",
+		        status < 0 ? uv_strerror(status) : e->open_err);
+		complete_soon(e);
+		return;
+	}
+	container_start(e);
+}
+
+/* evaluator container: the limits and /submission's files (answer.json, metadata.json and
+ * files/ from answer.files; names the sandbox would refuse are left out; answer.json has
+ * everything) now, while answer and metadata are ours; the image is opened on the thread
+ * pool and the run starts when it is (container_start). */
+static int setup_container(struct ev *e, const json_t *root, const json_t *answer,
+                           const json_t *metadata)
+{
+	const json_t *c = json_object_get(root, "container");
+	const char *k;
+	const json_t *v;
 	uint64_t timeout = ct_limit(c, "timeout_ms", EV_CT_TIMEOUT_MS, EV_CT_MAX_TIMEOUT_MS);
 	e->lim = (struct sandbox_limits){
 		.cpu_ms = (uint32_t)timeout, .wall_ms = (uint32_t)timeout,
@@ -1666,9 +1699,17 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 		e->files[e->nfiles++] = (struct sandbox_file){
 			p.buf, memdup(json_string_value(v), json_string_length(v)), json_string_length(v), false };
 	}
-	start_script(e);
+	const char *digest = json_string_value(json_object_get(root, "image"));
+	e->digest = xstrdup(digest ? digest : "");
+	e->open_work.data = e;
+	int rc = uv_queue_work(e->sp->loop, &e->open_work, open_work, open_done);
+	if (rc < 0) {
+		ev_fail(e, "container: opening the image: %s", uv_strerror(rc));
+		return -1;
+	}
 	return 0;
 }
+
 
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
                   const json_t *metadata, const json_t *ground_truth, const json_t *match,

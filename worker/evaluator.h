@@ -28,8 +28,13 @@ struct sandbox_pool;  /* bounds concurrent sandboxes (ARBITER_SANDBOX_SLOTS) */
  * ({}). A custom script's "submission" is {"answer": answer, "metadata": metadata}, the same
  * shape as `arbiter score --submission`.
  * spec must stay alive until cb ran. cb runs exactly once and never synchronously inside
- * evaluator_run. Returns 0, or -1 without calling cb if the spec is not a test-suite or
- * custom-script spec (or its test_suite / script object is unusable). */
+ * evaluator_run. Returns 0, or -1 without calling cb if the spec is not a test-suite,
+ * custom-script or container spec (or its test_suite / script object is unusable).
+ * A container spec's image is opened on the loop's thread pool (worker/image.h), never on
+ * the loop; when the store lacks it, rc is EVALUATOR_IMAGE_MISSING (err begins with
+ * "image_not_found: "), which the worker waits out (ARBITER_IMAGE_WAIT_MS) instead of
+ * counting an attempt. */
+#define EVALUATOR_IMAGE_MISSING (-2)
 typedef void eval_cb(int rc, const struct score_ext *ext, const char *err, void *data);
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
                   const json_t *metadata, const json_t *ground_truth, const json_t *match,
