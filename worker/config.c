@@ -133,6 +133,9 @@ static const struct cfg_key keys[] = {
 	  "arbiter image import: the largest image archive taken, in MiB" },
 	{ "ARBITER_IMAGE_MAX_UNPACKED_MB", CFG_SIZE, OFF(image_max_unpacked_mb), "8192", 1, 1073741824,
 	  NULL, "arbiter image import: the most an image's layers may unpack to, in MiB" },
+	{ "ARBITER_IMAGE_WAIT_MS", CFG_MS, OFF(image_wait_ms), "1h", 0, 604800000, NULL,
+	  "a container job whose image the store lacks waits this long for it (rechecked with "
+	  "backoff, cause image in the delayed set), then fails with image_not_found; 0 = fail at once" },
 	{ "ARBITER_SANDBOX_CGROUP_MOUNT", CFG_ENUM, OFF(sandbox_cgroup_mount), "auto", 0, 0, "auto|no",
 	  "auto: when the cgroup2 mount found is unusable (a container's), mount cgroup2 in the lock "
 	  "directory and delegate below our own cgroup; no: never" },

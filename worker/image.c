@@ -1212,6 +1212,14 @@ void image_free(struct image *im)
 	free(im);
 }
 
+int image_meta_path(const struct image_opts *o, const char *digest, char *buf, size_t n)
+{
+	if (!image_digest_ok(digest))
+		return -1;
+	int l = snprintf(buf, n, "%s/sha256-%s/image.json", store_dir(o), digest + 7);
+	return l < 0 || (size_t)l >= n ? -1 : 0;
+}
+
 int image_open(const struct image_opts *o, const char *digest, struct image **out,
                char *err, size_t errlen)
 {

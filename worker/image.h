@@ -70,6 +70,11 @@ int image_import(const struct image_opts *o, const char *path,
                  char digest[IMAGE_DIGEST_LEN + 1], struct image_report *rep,
                  char *err, size_t errlen) __attribute__((warn_unused_result));
 
+/* The path of the image.json of the image named digest in the store (whether the store has
+ * the image is whether that file exists: it is renamed into place with the image), written
+ * into buf (n bytes). Returns 0, or -1 when digest is not an image digest or buf is short. */
+int image_meta_path(const struct image_opts *o, const char *digest, char *buf, size_t n);
+
 /* Loads the image named digest. Returns 0 and *out (the caller frees it with
  * image_free), IMAGE_NOT_FOUND when the store lacks it, or -1 with err. */
 int image_open(const struct image_opts *o, const char *digest, struct image **out,
