@@ -69,6 +69,8 @@ struct sandbox_pool {
 	size_t nlangs;
 	int active;                /* evaluations not yet freed */
 	char image_dir[4096];      /* the image store (ARBITER_IMAGE_DIR) */
+	/* What a container spec may ask for (ARBITER_CONTAINER_MAX_*). */
+	uint64_t ct_max_wall_ms, ct_max_cpu_ms, ct_max_memory_mb, ct_max_pids, ct_max_output_mb;
 };
 
 enum ev_state { EV_COMPILE, EV_CASES, EV_SCRIPT, EV_DONE };
@@ -134,6 +136,7 @@ struct ev {
 	int open_rc;
 	char open_err[600];
 	char *digest;               /* the spec's image (a copy: the thread reads no spec) */
+	json_t *ct_warnings;        /* limits the spec asked above the maxima (owned), or NULL */
 	struct image *image;
 	char **argv, **envv;        /* NULL-terminated, owned */
 	char *path;                 /* the PATH of envv */
@@ -403,6 +406,11 @@ static int pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_po
 	}
 	struct image_opts io;
 	image_opts_from_config(cfg, &io, sp->image_dir, sizeof sp->image_dir);
+	sp->ct_max_wall_ms = (uint64_t)cfg->container_max_wall_ms;
+	sp->ct_max_cpu_ms = (uint64_t)cfg->container_max_cpu_ms;
+	sp->ct_max_memory_mb = (uint64_t)cfg->container_max_memory_mb;
+	sp->ct_max_pids = (uint64_t)cfg->container_max_pids;
+	sp->ct_max_output_mb = (uint64_t)cfg->container_max_output_mb;
 	LOGI(NULL, NULL, "evaluators: %zu languages from %s", sp->nlangs, source);
 	*out = sp;
 	return 0;
@@ -716,6 +724,7 @@ static void ev_free(struct ev *e)
 	free(e->envv);
 	free(e->path);
 	free(e->digest);
+	json_decref(e->ct_warnings);
 	free(e);
 }
 
@@ -1275,6 +1284,8 @@ static void on_script(const struct sandbox_result *r, void *data)
 		vals[n] = sv;
 		n++;
 	}
+	for (size_t i = 0; e->ct_warnings && i < json_array_size(e->ct_warnings); i++)
+		json_array_append(clamped, json_array_get(e->ct_warnings, i));
 	if (!e->failed) {
 		struct score_ext ext = { n, keys, vals, NULL, clamped };
 		e->state = EV_DONE;
@@ -1532,13 +1543,12 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 	return 0;
 }
 
-/* Container limits: defaults and the maxima a spec may ask for. */
+/* Container limits a spec does not give; the maxima are the operator's settings
+ * (ARBITER_CONTAINER_MAX_*, in the pool), which also cap these defaults. */
 #define EV_CT_TIMEOUT_MS 60000
-#define EV_CT_MAX_TIMEOUT_MS 600000
 #define EV_CT_MEMORY_MB 512
-#define EV_CT_MAX_MEMORY_MB 4096
 #define EV_CT_PIDS 64
-#define EV_CT_MAX_PIDS 1024
+#define EV_CT_OUTPUT_MB 64
 
 static char **strv_dup(char *const *v, size_t extra)
 {
@@ -1551,12 +1561,26 @@ static char **strv_dup(char *const *v, size_t extra)
 	return o;
 }
 
-static uint64_t ct_limit(const json_t *c, const char *k, uint64_t def, uint64_t max)
+/* The container's limit k: the spec's value, else def; at most max (the setting named
+ * setting), a spec's value above it with a warning in e->ct_warnings. */
+static uint64_t ct_limit(struct ev *e, const json_t *c, const char *k, uint64_t def, uint64_t max,
+                         const char *setting)
 {
 	const json_t *v = json_object_get(c, k);
-	uint64_t x = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
-	                                                              : def;
-	return x > max ? max : x;
+	bool given = json_is_integer(v) && json_integer_value(v) > 0;
+	uint64_t x = given ? (uint64_t)json_integer_value(v) : def;
+	if (x <= max)
+		return x;
+	if (given) {
+		if (!e->ct_warnings)
+			e->ct_warnings = json_array();
+		json_array_append_new(e->ct_warnings, json_pack(
+			"{s:s, s:s, s:o}", "severity", "warning", "field", "container",
+			"message", json_sprintf("container.%s %llu is above this worker's maximum "
+			                        "(%s=%llu): %llu used", k, (unsigned long long)x, setting,
+			                        (unsigned long long)max, (unsigned long long)max)));
+	}
+	return max;
 }
 
 /* evaluator container, once the image is open: its command and environment (the spec's
@@ -1653,12 +1677,20 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 	const json_t *c = json_object_get(root, "container");
 	const char *k;
 	const json_t *v;
-	uint64_t timeout = ct_limit(c, "timeout_ms", EV_CT_TIMEOUT_MS, EV_CT_MAX_TIMEOUT_MS);
+	const struct sandbox_pool *sp = e->sp;
+	uint64_t timeout = ct_limit(e, c, "timeout_ms", EV_CT_TIMEOUT_MS, sp->ct_max_wall_ms,
+	                            "ARBITER_CONTAINER_MAX_WALL_MS");
 	e->lim = (struct sandbox_limits){
-		.cpu_ms = (uint32_t)timeout, .wall_ms = (uint32_t)timeout,
-		.memory_bytes = ct_limit(c, "memory_mb", EV_CT_MEMORY_MB, EV_CT_MAX_MEMORY_MB) << 20,
-		.processes = (uint32_t)ct_limit(c, "pids", EV_CT_PIDS, EV_CT_MAX_PIDS),
-		.output_bytes = 1u << 20, .file_bytes = 64u << 20, .open_files = 256,
+		.cpu_ms = (uint32_t)(timeout < sp->ct_max_cpu_ms ? timeout : sp->ct_max_cpu_ms),
+		.wall_ms = (uint32_t)timeout,
+		.memory_bytes = ct_limit(e, c, "memory_mb", EV_CT_MEMORY_MB, sp->ct_max_memory_mb,
+		                         "ARBITER_CONTAINER_MAX_MEMORY_MB") << 20,
+		.processes = (uint32_t)ct_limit(e, c, "pids", EV_CT_PIDS, sp->ct_max_pids,
+		                                "ARBITER_CONTAINER_MAX_PIDS"),
+		.output_bytes = 1u << 20,
+		.file_bytes = ct_limit(e, c, "output_mb", EV_CT_OUTPUT_MB, sp->ct_max_output_mb,
+		                       "ARBITER_CONTAINER_MAX_OUTPUT_MB") << 20,
+		.open_files = 256,
 	};
 	/* /submission */
 	const json_t *files = json_is_object(answer) ? json_object_get(answer, "files") : NULL;
