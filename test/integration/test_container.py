@@ -101,6 +101,16 @@ ok(p.returncode == 3 and "wrote no /output/score.json" in p.stderr, "no score.js
 p = score(dict(one, container={"cmd": ["/bin/sleep", "10"], "timeout_ms": 500}))
 ok(p.returncode == 3 and "timed out" in p.stderr, "container.timeout_ms is enforced", p.stderr)
 
+# A docker-archive (`docker save`) of the same layers imports and runs like the OCI archive.
+dpath = os.path.join(top, "docker.tar")
+with open(dpath, "wb") as f:
+    f.write(ociimage.docker_archive(layers, config={"Cmd": ["/app/seed.sh"], "Env": ["PATH=/bin"]}))
+p = subprocess.run([BIN, "image", "import", dpath], capture_output=True, text=True, env=ENV)
+ddigest = p.stdout.split()[-1] if p.returncode == 0 and p.stdout.split() else ""
+p = score(dict(one, image=ddigest))
+ok(ddigest and p.returncode == 0 and json.loads(p.stdout)["score"] == 730,
+   "a docker-archive's image runs: its config's Cmd scores 730", p.stdout + p.stderr)
+
 # The operator's maxima (ARBITER_CONTAINER_MAX_*): a spec asking for more gets the maximum,
 # with a warning naming the setting, and the maximum holds. Each limit is shown to be the
 # setting's doing: the same run with the default maxima passes.
