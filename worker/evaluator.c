@@ -30,6 +30,7 @@
 #include "image.h"
 #include "languages_default.h"
 #include "log.h"
+#include "rubric.h"
 #include "sandbox.h"
 #include "score.h"
 #include "spec.h"
@@ -1163,6 +1164,17 @@ static json_t *scores_line(const char *out, size_t n, size_t *count)
 	return found;
 }
 
+/* True when dimension i is the script's or the container's to score: external, and not
+ * a judge criterion (hybrid: those are the LLM judge's alone; a container that writes
+ * their keys does not score them). */
+static bool scored_by_run(const struct ev *e, size_t i)
+{
+	if (!spec_dim_external(e->spec, i))
+		return false;
+	const json_t *dims = json_object_get(spec_json(e->spec), "dimensions");
+	return !rubric_dim_is_judge(json_array_get(dims, i));
+}
+
 /* (Long: every way a script's run can end, in the order they are told apart.) */
 static void on_script(const struct sandbox_result *r, void *data)
 {
@@ -1209,7 +1221,7 @@ static void on_script(const struct sandbox_result *r, void *data)
 			/* The seed's form {"test_score": 0..100}: the one external dimension, x 10. */
 			size_t nd = spec_ndims(e->spec), ext = 0, at = 0;
 			for (size_t i = 0; i < nd; i++)
-				if (spec_dim_external(e->spec, i)) {
+				if (scored_by_run(e, i)) {
 					ext++;
 					at = i;
 				}
@@ -1263,7 +1275,7 @@ static void on_script(const struct sandbox_result *r, void *data)
 	json_t *clamped = json_array();
 	size_t n = 0;
 	for (size_t i = 0; i < nd; i++) {
-		if (!spec_dim_external(e->spec, i))
+		if (!scored_by_run(e, i))
 			continue;
 		const char *k = spec_dim_key(e->spec, i);
 		const json_t *v = json_object_get(scores, k);
