@@ -243,6 +243,7 @@ static void image_probe(struct worker *w, struct job *j)
 		job_set_state(j, JOB_RATELIMIT);   /* held by on_image_probe, like a rate limit check */
 	int rc = uv_fs_stat(w->loop, &p->req, path, on_image_probe);
 	if (rc < 0) {
+		uv_fs_req_cleanup(&p->req);
 		free(p);
 		char why[200];
 		snprintf(why, sizeof why, "looking for the image: %s", uv_strerror(rc));
