@@ -70,8 +70,7 @@ struct sandbox_pool {
 	size_t nlangs;
 	int active;                /* evaluations not yet freed */
 	char image_dir[4096];      /* the image store (ARBITER_IMAGE_DIR) */
-	/* What a container spec may ask for (ARBITER_CONTAINER_MAX_*). */
-	uint64_t ct_max_wall_ms, ct_max_cpu_ms, ct_max_memory_mb, ct_max_pids, ct_max_output_mb;
+	struct container_limits ct_max;   /* what a container spec may ask for (ARBITER_CONTAINER_MAX_*) */
 };
 
 enum ev_state { EV_COMPILE, EV_CASES, EV_SCRIPT, EV_DONE };
@@ -407,11 +406,7 @@ static int pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_po
 	}
 	struct image_opts io;
 	image_opts_from_config(cfg, &io, sp->image_dir, sizeof sp->image_dir);
-	sp->ct_max_wall_ms = (uint64_t)cfg->container_max_wall_ms;
-	sp->ct_max_cpu_ms = (uint64_t)cfg->container_max_cpu_ms;
-	sp->ct_max_memory_mb = (uint64_t)cfg->container_max_memory_mb;
-	sp->ct_max_pids = (uint64_t)cfg->container_max_pids;
-	sp->ct_max_output_mb = (uint64_t)cfg->container_max_output_mb;
+	evaluator_container_maxima(cfg, &sp->ct_max);
 	LOGI(NULL, NULL, "evaluators: %zu languages from %s", sp->nlangs, source);
 	*out = sp;
 	return 0;
@@ -1573,26 +1568,47 @@ static char **strv_dup(char *const *v, size_t extra)
 	return o;
 }
 
+void evaluator_container_maxima(const struct config *cfg, struct container_limits *max)
+{
+	*max = (struct container_limits){
+		.wall_ms = (uint64_t)cfg->container_max_wall_ms,
+		.cpu_ms = (uint64_t)cfg->container_max_cpu_ms,
+		.memory_mb = (uint64_t)cfg->container_max_memory_mb,
+		.pids = (uint64_t)cfg->container_max_pids,
+		.output_mb = (uint64_t)cfg->container_max_output_mb,
+	};
+}
+
 /* The container's limit k: the spec's value, else def; at most max (the setting named
- * setting), a spec's value above it with a warning in e->ct_warnings. */
-static uint64_t ct_limit(struct ev *e, const json_t *c, const char *k, uint64_t def, uint64_t max,
-                         const char *setting)
+ * setting), a spec's value above it with a warning appended to warnings (NULL: none). */
+static uint64_t ct_limit(json_t *warnings, const json_t *c, const char *k, uint64_t def,
+                         uint64_t max, const char *setting)
 {
 	const json_t *v = json_object_get(c, k);
 	bool given = json_is_integer(v) && json_integer_value(v) > 0;
 	uint64_t x = given ? (uint64_t)json_integer_value(v) : def;
 	if (x <= max)
 		return x;
-	if (given) {
-		if (!e->ct_warnings)
-			e->ct_warnings = json_array();
-		json_array_append_new(e->ct_warnings, json_pack(
+	if (given && warnings)
+		json_array_append_new(warnings, json_pack(
 			"{s:s, s:s, s:o}", "severity", "warning", "field", "container",
 			"message", json_sprintf("container.%s %llu is above this worker's maximum "
 			                        "(%s=%llu): %llu used", k, (unsigned long long)x, setting,
 			                        (unsigned long long)max, (unsigned long long)max)));
-	}
 	return max;
+}
+
+void evaluator_container_limits(const struct container_limits *max, const json_t *c,
+                                struct container_limits *out, json_t *warnings)
+{
+	out->wall_ms = ct_limit(warnings, c, "timeout_ms", EV_CT_TIMEOUT_MS, max->wall_ms,
+	                        "ARBITER_CONTAINER_MAX_WALL_MS");
+	out->cpu_ms = out->wall_ms < max->cpu_ms ? out->wall_ms : max->cpu_ms;
+	out->memory_mb = ct_limit(warnings, c, "memory_mb", EV_CT_MEMORY_MB, max->memory_mb,
+	                          "ARBITER_CONTAINER_MAX_MEMORY_MB");
+	out->pids = ct_limit(warnings, c, "pids", EV_CT_PIDS, max->pids, "ARBITER_CONTAINER_MAX_PIDS");
+	out->output_mb = ct_limit(warnings, c, "output_mb", EV_CT_OUTPUT_MB, max->output_mb,
+	                          "ARBITER_CONTAINER_MAX_OUTPUT_MB");
 }
 
 /* evaluator container, once the image is open: its command and environment (the spec's
@@ -1689,20 +1705,13 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 	const json_t *c = json_object_get(root, "container");
 	const char *k;
 	const json_t *v;
-	const struct sandbox_pool *sp = e->sp;
-	uint64_t timeout = ct_limit(e, c, "timeout_ms", EV_CT_TIMEOUT_MS, sp->ct_max_wall_ms,
-	                            "ARBITER_CONTAINER_MAX_WALL_MS");
+	struct container_limits l;
+	e->ct_warnings = json_array();
+	evaluator_container_limits(&e->sp->ct_max, c, &l, e->ct_warnings);
 	e->lim = (struct sandbox_limits){
-		.cpu_ms = (uint32_t)(timeout < sp->ct_max_cpu_ms ? timeout : sp->ct_max_cpu_ms),
-		.wall_ms = (uint32_t)timeout,
-		.memory_bytes = ct_limit(e, c, "memory_mb", EV_CT_MEMORY_MB, sp->ct_max_memory_mb,
-		                         "ARBITER_CONTAINER_MAX_MEMORY_MB") << 20,
-		.processes = (uint32_t)ct_limit(e, c, "pids", EV_CT_PIDS, sp->ct_max_pids,
-		                                "ARBITER_CONTAINER_MAX_PIDS"),
-		.output_bytes = 1u << 20,
-		.file_bytes = ct_limit(e, c, "output_mb", EV_CT_OUTPUT_MB, sp->ct_max_output_mb,
-		                       "ARBITER_CONTAINER_MAX_OUTPUT_MB") << 20,
-		.open_files = 256,
+		.cpu_ms = (uint32_t)l.cpu_ms, .wall_ms = (uint32_t)l.wall_ms,
+		.memory_bytes = l.memory_mb << 20, .processes = (uint32_t)l.pids,
+		.output_bytes = 1u << 20, .file_bytes = l.output_mb << 20, .open_files = 256,
 	};
 	/* /submission */
 	const json_t *files = json_is_object(answer) ? json_object_get(answer, "files") : NULL;

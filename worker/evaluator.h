@@ -40,6 +40,21 @@ int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *a
                   const json_t *metadata, const json_t *ground_truth, const json_t *match,
                   eval_cb *cb, void *data);
 
+/* A container run's limits (worker/README.md "Container evaluator"), or the maxima a spec
+ * may ask for. */
+struct container_limits {
+	uint64_t wall_ms, cpu_ms, memory_mb, pids, output_mb;
+};
+/* The maxima of cfg (ARBITER_CONTAINER_MAX_WALL_MS, _CPU_MS, _MEMORY_MB, _PIDS, _OUTPUT_MB). */
+void evaluator_container_maxima(const struct config *cfg, struct container_limits *max);
+/* The limits of a run of a container spec whose "container" object is c (borrowed, NULL
+ * ok): each the spec's value or the default, at most its maximum in max; the CPU time is the
+ * wall time, at most max->cpu_ms. Each value the spec asks above its maximum appends a
+ * warning object {severity, field, message naming the setting} to warnings (an array;
+ * NULL: none). The run and `arbiter validate-spec` both use it. */
+void evaluator_container_limits(const struct container_limits *max, const json_t *c,
+                                struct container_limits *out, json_t *warnings);
+
 /* The deepest nesting of an answer (or its metadata) a scoring script is given: an array or
  * object is one level, each level inside it one more. A deeper one is the submission's
  * doing: the script does not run and its dimensions score 0, with a warning. */

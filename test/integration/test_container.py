@@ -144,6 +144,14 @@ ok(tests_score(p) == 1000 and all(n in warned for n in (
     "ARBITER_CONTAINER_MAX_MEMORY_MB=48", "ARBITER_CONTAINER_MAX_PIDS=16",
     "ARBITER_CONTAINER_MAX_WALL_MS=25000", "ARBITER_CONTAINER_MAX_OUTPUT_MB=8")),
    "each limit asked above its maximum is a warning naming the setting", p.stdout + p.stderr)
+p = subprocess.run([BIN, "validate-spec", write("v.json", sh("true", memory_mb=4096))],
+                   capture_output=True, text=True, env=dict(ENV, ARBITER_CONTAINER_MAX_MEMORY_MB="48"))
+ok(p.returncode == 0 and p.stdout.strip() == "ok" and
+   "ARBITER_CONTAINER_MAX_MEMORY_MB=48" in p.stderr and "warning" in p.stderr,
+   "validate-spec: ok, with the same warning on stderr", p.stdout + p.stderr)
+p = subprocess.run([BIN, "validate-spec", write("v.json", sh("true", memory_mb=32))],
+                   capture_output=True, text=True, env=dict(ENV, ARBITER_CONTAINER_MAX_MEMORY_MB="48"))
+ok(p.returncode == 0 and p.stderr == "", "validate-spec: no warning within the maxima", p.stderr)
 p = score(sh("sleep 3"), env={"ARBITER_CONTAINER_MAX_WALL_MS": "1s"})
 ok(p.returncode == 3 and "timed out" in p.stderr,
    "ARBITER_CONTAINER_MAX_WALL_MS=1s ends a run whose spec allows 20 s", p.stdout + p.stderr)
