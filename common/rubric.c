@@ -136,11 +136,30 @@ int rubric_expand(const json_t *spec, json_t **out, char *err, size_t errlen)
 		    strcmp(k, "llm_weight"))
 			json_object_set(res, k, v);
 	}
-	json_object_set_new(res, "evaluator", json_string(llm ? "judge" : "test-suite"));
+	/* With an image, the poster's container runs the tests (the seed's container mode as it
+	 * describes it): evaluator container, the tests dimension scored by its score.json. */
+	bool image = json_object_get(spec, "image") != NULL;
+	if (image && llm) {
+		json_decref(res);
+		return fail(err, errlen, "image belongs to mode container or hybrid (the container "
+		            "runs the tests)");
+	}
+	if (image && json_object_get(spec, "test_suite")) {
+		json_decref(res);
+		return fail(err, errlen, "mode %s: give image (the poster's container runs the tests) "
+		            "or test_suite, not both", m);
+	}
+	json_object_set_new(res, "evaluator", json_string(llm ? "judge" : image ? "container"
+	                                                                        : "test-suite"));
 	json_t *dims = json_array();
 	json_object_set_new(res, "dimensions", dims);
 	const char *tkey = "tests";
-	if (!llm) {
+	if (image) {
+		json_t *d = json_pack("{s:s}", "key", tkey);
+		json_object_set_new(d, "weight", container ? json_integer(1)
+		                                           : json_real((double)tw / 100.0));
+		json_array_append_new(dims, d);
+	} else if (!llm) {
 		const json_t *ts = json_object_get(spec, "test_suite");
 		if (!json_is_object(ts)) {
 			json_decref(res);

@@ -62,7 +62,8 @@ struct rubric {
 /* When spec (borrowed) is in the seed's rubric form (has "rubric" or "mode"), builds the
  * equivalent ordinary spec into *out (new reference): mode "llm" (default) gives evaluator
  * "judge", "hybrid" and "container" give "test-suite" with a dimension "tests"
- * (test_suite.dimension). Criterion weight w (integer 1..100, all summing to 100) becomes
+ * (test_suite.dimension), or, when the spec names an "image" (and no test_suite), "container"
+ * with the dimension "tests" scored by the image's score.json. Criterion weight w (integer 1..100, all summing to 100) becomes
  * w/100 (hybrid: w/100 × llm_weight/100, tests test_weight/100; test_weight + llm_weight =
  * 100), so the arbiter total is floor(10 × the seed's final_score). Keys come from "key" or
  * the name (lower case, runs of other characters become '_'). Otherwise *out = NULL.

@@ -1167,7 +1167,8 @@ static int parse_container(struct spec *s, const json_t *root, char *err, size_t
 	if (c) {
 		if (!json_is_object(c))
 			return fail(err, errlen, "container must be an object, not %s", jcanon_type_name(c));
-		static const char *const ck[] = { "cmd", "env", "timeout_ms", "memory_mb", "pids", NULL };
+		static const char *const ck[] = { "cmd", "env", "timeout_ms", "memory_mb", "pids",
+		                                  "output_mb", NULL };
 		if (check_keys(c, "container", -1, ck, NULL, NULL, err, errlen) < 0)
 			return -1;
 		const json_t *cmd = json_object_get(c, "cmd");
@@ -1201,7 +1202,7 @@ static int parse_container(struct spec *s, const json_t *root, char *err, size_t
 					            "bytes, no NUL)", k);
 			}
 		}
-		static const char *const nk[] = { "timeout_ms", "memory_mb", "pids", NULL };
+		static const char *const nk[] = { "timeout_ms", "memory_mb", "pids", "output_mb", NULL };
 		for (size_t i = 0; nk[i]; i++) {
 			const json_t *v = json_object_get(c, nk[i]);
 			if (v && !pos_int(v))

@@ -169,6 +169,42 @@ static const char *verdict_n(const struct outcome *o, size_t i)
 	return v ? v : "(none)";
 }
 
+/* evaluator container without its image: EVALUATOR_IMAGE_MISSING (the worker waits for it),
+ * told apart from an image.json that is there but unreadable (-1, an internal error). The
+ * image is opened on the thread pool: the callback still comes asynchronously. */
+static void test_container_image(const char *dir)
+{
+	static const char spec[] = "{\"evaluator\": \"container\", \"image\": \"sha256:"
+	                           "ab00000000000000000000000000000000000000000000000000000000000000\", "
+	                           "\"dimensions\": [{\"key\": \"tests\", \"weight\": 1}]}";
+	struct outcome o;
+	json_t *ans = json_pack("{s:s}", "text", "x");
+	int rc = evaluate(&o, spec, ans, NULL, NULL);
+	ok(rc == 0 && o.done && o.rc == EVALUATOR_IMAGE_MISSING &&
+	   !strncmp(o.err, "image_not_found: ", 17), "container: a missing image is "
+	   "EVALUATOR_IMAGE_MISSING (%d: %s)", o.rc, o.err);
+	outcome_free(&o);
+	char path[512];
+	snprintf(path, sizeof path, "%s/sha256-ab00000000000000000000000000000000000000000000000000"
+	         "000000000000", dir);
+	int made = mkdir(path, 0700);
+	snprintf(path + strlen(path), sizeof path - strlen(path), "/image.json");
+	FILE *f = made == 0 ? fopen(path, "w") : NULL;
+	if (f) {
+		fputs("{not json", f);
+		fclose(f);
+	}
+	rc = f ? evaluate(&o, spec, ans, NULL, NULL) : -1;
+	ok(rc == 0 && o.done && o.rc == -1 && strstr(o.err, "image.json"), "container: an "
+	   "unreadable image.json is an internal error, not a missing image (%d: %s)", o.rc, o.err);
+	outcome_free(&o);
+	json_decref(ans);
+	unlink(path);
+	*strrchr(path, '/') = '\0';
+	rmdir(path);
+	rmdir(dir);
+}
+
 static int strays(void)
 {
 	return sandbox_strays(uid_base);
@@ -1129,6 +1165,9 @@ int main(void)
 		json_decref(t);
 	}
 	setenv("ARBITER_SANDBOX_SLOTS", "2", 1);
+	char image_dir[] = "/tmp/arbiter-test-images-XXXXXX";
+	if (mkdtemp(image_dir))
+		setenv("ARBITER_IMAGE_DIR", image_dir, 1);
 	uid_base = 2100000000ul + (unsigned long)(getpid() % 65536) * 64;
 	char ub[32];
 	snprintf(ub, sizeof ub, "%lu", uid_base);
@@ -1149,6 +1188,7 @@ int main(void)
 	test_scripts();
 	test_language_file();
 	test_regressions();
+	test_container_image(image_dir);
 	if (slow > 1)
 		unlink(slow_langs);
 	is_int(sandbox_pool_busy(sp), 0, "pool idle at the end");

@@ -244,6 +244,44 @@ int main(void)
 		job_free(j);
 	}
 	{
+		/* image_wait_since: a container job waiting for its image; the deadline counts
+		 * from it, the rate limit was passed; set by a worker, so a bad value is ignored. */
+		const char *f[] = { "submission_id", SUB, "image_wait_since", "1700000000000" };
+		struct job *j = mk(2, f);
+		ok(!j->poison && j->image_since_ms == 1700000000000LL, "image_wait_since is read");
+		ok(j->rl_done, "a job waiting for its image passed the rate limit already");
+		job_free(j);
+		const char *bad[][4] = { { "submission_id", SUB, "image_wait_since", "0" },
+		                         { "submission_id", SUB, "image_wait_since", "-5" },
+		                         { "submission_id", SUB, "image_wait_since", "12x" },
+		                         { "submission_id", SUB, "image_wait_since", "" } };
+		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+			j = mk(2, bad[i]);
+			ok(!j->poison && j->image_since_ms == 0 && !j->rl_done,
+			   "image_wait_since \"%s\" is ignored (no poison, rate limited)", bad[i][3]);
+			job_free(j);
+		}
+		j = mk(2, f);
+		struct job_argv_bufs bufs;
+		const char **argv;
+		size_t *lens;
+		int argc = job_xadd_argv(j, "dead", true, "failed: x", "w1", 1, &bufs, &argv, &lens);
+		bool has = false;
+		for (int i = 3; i < argc; i += 2)
+			has |= !strcmp(argv[i], "image_wait_since");
+		ok(!has, "a dead-letter copy drops image_wait_since (a replay waits afresh)");
+		free(argv);
+		free(lens);
+		argc = job_xadd_argv(j, "jobs", false, NULL, "w1", 1, &bufs, &argv, &lens);
+		has = false;
+		for (int i = 3; i < argc; i += 2)
+			has |= !strcmp(argv[i], "image_wait_since");
+		ok(has, "a released copy keeps image_wait_since (the wait goes on)");
+		free(argv);
+		free(lens);
+		job_free(j);
+	}
+	{
 		/* A NUL inside the id value: binary-safe length check. */
 		const char *f[] = { "submission_id", SUB "\0x" };
 		size_t lens[] = { 13, 38 };

@@ -229,8 +229,8 @@ int main(void)
 	metrics_sandbox_busy(3);
 	metrics_queue(10, 4, 2, 1);
 	metrics_queue(11, -1, -1, -1);
-	metrics_delayed(5, 2, 1);
-	metrics_delayed(-1, 3, -1);
+	metrics_delayed(5, 2, 1, 4);
+	metrics_delayed(-1, 3, -1, -1);
 	metrics_reconciled(3);
 	metrics_reconciled(-5);
 	metrics_reconnect("redis");
@@ -294,6 +294,7 @@ int main(void)
 	is_int(value_of(t, "arbiter_delayed_jobs{cause=\"rate_limit\"}"), 5, "delayed: rate limit");
 	is_int(value_of(t, "arbiter_delayed_jobs{cause=\"pause\"}"), 3, "delayed: pause holds");
 	is_int(value_of(t, "arbiter_delayed_jobs{cause=\"retry\"}"), 1, "delayed: retries");
+	is_int(value_of(t, "arbiter_delayed_jobs{cause=\"image\"}"), 4, "delayed: image waits");
 	is_int(value_of(t, "arbiter_dead_letter_length"), 1, "dead gauge");
 	is_int(value_of(t, "arbiter_reconciler_requeued_total"), 3, "reconciler counter ignores negatives");
 	is_int(value_of(t, "arbiter_reconnects_total{target=\"redis\"}"), 1, "redis reconnect");

@@ -187,6 +187,28 @@ static void test_rubric_form(void)
 	          "[{\"name\": \"c\", \"expected_stdout\": \"x\"}]}}", err, sizeof err);
 	ok(s && spec_ndims(s) == 1 && !spec_rubric(s), "container mode: tests only (%s)", err);
 	spec_free(s);
+	/* With an image the poster's container runs the tests: evaluator container. */
+#define IMG "\"image\": \"sha256:0000000000000000000000000000000000000000000000000000000000000000\""
+	s = parse("{\"mode\": \"hybrid\", \"test_weight\": 40, \"llm_weight\": 60, \"rubric\": ["
+	          "{\"name\": \"A\", \"weight\": 50}, {\"name\": \"B\", \"weight\": 50}], " IMG ", "
+	          "\"container\": {\"timeout_ms\": 5000}, " JUDGE_BLOCK "}", err, sizeof err);
+	ok(s != NULL, "hybrid with an image parses (%s)", err);
+	if (s) {
+		is_str(spec_evaluator_name(spec_evaluator(s)), "container", "hybrid + image is container");
+		ok(spec_dim_external(s, 0) && !strcmp(spec_dim_key(s, 0), "tests") &&
+		   spec_dim(s, 0)->weight == 400000 && spec_dim(s, 1)->weight == 300000 &&
+		   spec_rubric(s), "tests (0.4) scored by the container, criteria judged (0.3 each)");
+	}
+	spec_free(s);
+	s = parse("{\"mode\": \"container\", " IMG "}", err, sizeof err);
+	ok(s && spec_evaluator(s) == SPEC_CONTAINER && spec_ndims(s) == 1 && !spec_rubric(s),
+	   "container mode with an image: the container's tests only (%s)", err);
+	spec_free(s);
+	rejects("{\"rubric\": [{\"name\": \"A\", \"weight\": 100}], " IMG ", " JUDGE_BLOCK "}",
+	        "image belongs to mode container or hybrid");
+	rejects("{\"mode\": \"container\", " IMG ", \"test_suite\": {\"language\": \"sh\", "
+	        "\"cases\": [{\"name\": \"c\", \"expected_stdout\": \"x\"}]}}", "not both");
+#undef IMG
 	rejects("{\"rubric\": [{\"name\": \"A\", \"weight\": 50}, {\"name\": \"B\", \"weight\": 49}], "
 	        JUDGE_BLOCK "}", "must sum to 100 (they sum to 99)");
 	rejects("{\"rubric\": [{\"name\": \"A\", \"weight\": 0}], " JUDGE_BLOCK "}",

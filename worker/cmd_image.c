@@ -32,7 +32,7 @@ int image_opts_load(const char *cmdname, struct image_opts *o, char *dir, size_t
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: arbiter image import FILE   (an OCI image archive)\n"
+	fprintf(stderr, "usage: arbiter image import FILE   (an OCI image archive or a docker-archive)\n"
 	                "       arbiter image list\n"
 	                "       arbiter image rm DIGEST\n");
 }
@@ -55,7 +55,8 @@ int cmd_image(int argc, char **argv)
 			fprintf(stderr, "arbiter image import: %s: refused: %s\n", argv[2], err);
 			return 1;
 		}
-		fprintf(stderr, "%s: %u layers, %llu entries, %llu bytes%s%s\n", argv[2], rep.layers,
+		fprintf(stderr, "%s: %s, %u layers, %llu entries, %llu bytes%s%s\n", argv[2],
+		        rep.docker ? "docker-archive" : "OCI archive", rep.layers,
 		        (unsigned long long)rep.entries, (unsigned long long)rep.bytes,
 		        rep.stripped_modes ? ", setuid/setgid/sticky bits dropped" : "",
 		        rep.existed ? " (already in the store)" : "");

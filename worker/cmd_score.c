@@ -555,6 +555,35 @@ static void script_form_warning(const struct spec *s)
 		        "{\"scores\": {...}} to score.json instead\n");
 }
 
+/* A container spec asking for more than this host's maxima (ARBITER_CONTAINER_MAX_*, from
+ * the configuration file and the environment) gets the warnings a run would add to its
+ * submission_warnings, on stderr; the spec is still ok. -1 after a configuration error. */
+static int container_limit_warnings(const struct spec *s)
+{
+	static const char *const names[] = { "ARBITER_CONTAINER_MAX_WALL_MS",
+	                                     "ARBITER_CONTAINER_MAX_CPU_MS",
+	                                     "ARBITER_CONTAINER_MAX_MEMORY_MB",
+	                                     "ARBITER_CONTAINER_MAX_PIDS",
+	                                     "ARBITER_CONTAINER_MAX_OUTPUT_MB", NULL };
+	struct config c;
+	unsigned given;
+	char err[512];
+	if (config_load_some(names, NULL, &c, &given, err, sizeof err) < 0) {
+		config_report("validate-spec", err);
+		return -1;
+	}
+	struct container_limits max, l;
+	evaluator_container_maxima(&c, &max);
+	config_free(&c);
+	json_t *w = json_array();
+	evaluator_container_limits(&max, json_object_get(spec_json(s), "container"), &l, w);
+	for (size_t i = 0; i < json_array_size(w); i++)
+		fprintf(stderr, "arbiter validate-spec: warning: %s\n",
+		        json_string_value(json_object_get(json_array_get(w, i), "message")));
+	json_decref(w);
+	return 0;
+}
+
 int cmd_validate_spec(int argc, char **argv)
 {
 	static const char usage[] = "usage: arbiter validate-spec [--judge-providers P] [--spec] F\n";
@@ -613,6 +642,10 @@ int cmd_validate_spec(int argc, char **argv)
 		image_free(im);
 		if (irc < 0) {
 			fprintf(stderr, "arbiter validate-spec: %s\n", err);
+			spec_free(s);
+			return EXIT_BAD;
+		}
+		if (container_limit_warnings(s) < 0) {
 			spec_free(s);
 			return EXIT_BAD;
 		}

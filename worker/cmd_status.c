@@ -72,7 +72,7 @@ struct status {
 	char oldest_entry[64];
 	long long oldest_entry_age_ms;               /* -1: empty stream */
 	long long next_delayed_due_ms;               /* relative to now; -1: none */
-	long long delayed_by[3];                     /* rate_limit, pause, retry (rl_lua_delayed_causes) */
+	long long delayed_by[4];                     /* rate_limit, pause, retry, image (rl_lua_delayed_causes) */
 	struct consumer *consumers;
 	size_t nconsumers;
 	bool paused;                                 /* arbiter pause */
@@ -423,13 +423,14 @@ static int gather_delayed_dead(struct rq_sync *c, struct status *st, const struc
 		st->next_delayed_due_ms = due < 0 ? 0 : due;
 	}
 	freeReplyObject(r);
-	/* By cause: rate-limit deferrals, challenge-pause holds and retries share the set. */
+	/* By cause: rate-limit deferrals, challenge-pause holds, retries and image waits share
+	 * the set. */
 	const char *e[] = { "EVAL", rl_lua_delayed_causes, "1", sk->delayed };
 	r = cmd(c, st, 4, e);
 	if (!r)
 		return -1;
-	for (size_t i = 0; i < 3; i++)
-		st->delayed_by[i] = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+	for (size_t i = 0; i < 4; i++)
+		st->delayed_by[i] = r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
 		                    r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -1;
 	freeReplyObject(r);
 	const char *d[] = { "XLEN", sk->dead };
@@ -699,8 +700,9 @@ static void human_redis(const struct status *st, const char *redis_url)
 	if (st->next_delayed_due_ms >= 0)
 		printf("  (next due in %s)", d1);
 	printf("\n");
-	static const char *const why[] = { "rate limit", "paused challenge", "retry (failing job)" };
-	for (size_t i = 0; i < 3; i++)
+	static const char *const why[] = { "rate limit", "paused challenge", "retry (failing job)",
+	                                   "image (not imported yet)" };
+	for (size_t i = 0; i < 4; i++)
 		if (st->delayed_by[i] >= 0)
 			printf("    %-26s %lld\n", why[i], st->delayed_by[i]);
 	printf("  %-28s %lld%s\n", "dead letters", st->dead,
@@ -804,8 +806,8 @@ static json_t *json_redis(const struct status *st, const char *redis_url)
 	                    st->last_delivered[0] ? json_string(st->last_delivered) : json_null());
 	json_object_set_new(redis, "delayed", json_integer(st->delayed));
 	json_t *by = json_object();
-	static const char *const cause[] = { "rate_limit", "pause", "retry" };
-	for (size_t i = 0; i < 3; i++)
+	static const char *const cause[] = { "rate_limit", "pause", "retry", "image" };
+	for (size_t i = 0; i < 4; i++)
 		json_object_set_new(by, cause[i], st->delayed_by[i] >= 0 ?
 		                    json_integer(st->delayed_by[i]) : json_null());
 	json_object_set_new(redis, "delayed_by_cause", by);

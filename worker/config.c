@@ -133,6 +133,21 @@ static const struct cfg_key keys[] = {
 	  "arbiter image import: the largest image archive taken, in MiB" },
 	{ "ARBITER_IMAGE_MAX_UNPACKED_MB", CFG_SIZE, OFF(image_max_unpacked_mb), "8192", 1, 1073741824,
 	  NULL, "arbiter image import: the most an image's layers may unpack to, in MiB" },
+	{ "ARBITER_IMAGE_WAIT_MS", CFG_MS, OFF(image_wait_ms), "1h", 0, 604800000, NULL,
+	  "a container job whose image the store lacks waits this long for it (rechecked with "
+	  "backoff, cause image in the delayed set), then fails with image_not_found; 0 = fail at once" },
+	{ "ARBITER_CONTAINER_MAX_WALL_MS", CFG_MS, OFF(container_max_wall_ms), "10m", 1000, 86400000,
+	  NULL, "the longest wall time a container spec may ask for (container.timeout_ms; default 60s)" },
+	{ "ARBITER_CONTAINER_MAX_CPU_MS", CFG_MS, OFF(container_max_cpu_ms), "10m", 100, 86400000,
+	  NULL, "the most CPU time (all its processes) a container run may use, whatever its "
+	  "container.timeout_ms" },
+	{ "ARBITER_CONTAINER_MAX_MEMORY_MB", CFG_INT, OFF(container_max_memory_mb), "4096", 16, 1048576,
+	  NULL, "the most memory a container spec may ask for (container.memory_mb; default 512), in MiB" },
+	{ "ARBITER_CONTAINER_MAX_PIDS", CFG_INT, OFF(container_max_pids), "1024", 1, 65536, NULL,
+	  "the most tasks (processes and threads) a container spec may ask for (container.pids; default 64)" },
+	{ "ARBITER_CONTAINER_MAX_OUTPUT_MB", CFG_INT, OFF(container_max_output_mb), "64", 1, 65536, NULL,
+	  "the largest /output (and /tmp, and file) a container spec may ask for (container.output_mb; "
+	  "default 64), in MiB" },
 	{ "ARBITER_SANDBOX_CGROUP_MOUNT", CFG_ENUM, OFF(sandbox_cgroup_mount), "auto", 0, 0, "auto|no",
 	  "auto: when the cgroup2 mount found is unusable (a container's), mount cgroup2 in the lock "
 	  "directory and delegate below our own cgroup; no: never" },

@@ -58,6 +58,9 @@ struct config {
 	char *sandbox_lock_dir;                       /* uid locks + own cgroup2 mount */
 	char *image_dir;                              /* container images; "" = <lock dir>/images */
 	size_t image_max_mb, image_max_unpacked_mb;   /* arbiter image import's bounds (MiB) */
+	int image_wait_ms;                            /* a missing image is waited for, 0 = fail */
+	int container_max_wall_ms, container_max_cpu_ms;   /* what a container spec may ask for */
+	int container_max_memory_mb, container_max_pids, container_max_output_mb;
 	char *sandbox_cgroup_mount;                   /* auto|no */
 	char *sandbox_allow_unsafe_memory;            /* 0|1 */
 };

@@ -3,8 +3,10 @@
  * `arbiter pause --challenge` holds, the judge lane's hand-off (a judged job
  * with no free judge slot waits in the lane), the rate limit, then the
  * evaluator: deterministic (scoring.h), the LLM judge (judging.h), or a
- * sandbox evaluator (test suite, custom script; marked `evaluating` in the
- * database first). Event-loop thread only.
+ * sandbox evaluator (test suite, custom script, container; marked `evaluating`
+ * in the database first). A container job whose image the store lacks waits
+ * for it in the delayed set (cause "image") up to ARBITER_IMAGE_WAIT_MS, then
+ * fails with image_not_found. Event-loop thread only.
  */
 #include "eval.h"
 
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "evaluator.h"
+#include "image.h"
 #include "isotime.h"
 #include "judging.h"
 #include "judgelane.h"
@@ -21,8 +24,11 @@
 #include "opsctl.h"
 #include "pgc.h"
 #include "ratelimit.h"
+#include "rq.h"
 #include "scoring.h"
 #include "util.h"
+
+static void image_wait(struct worker *w, struct job *j, const char *why);
 
 static void on_sandbox(int rc, const struct score_ext *ext, const char *err, void *data)
 {
@@ -33,6 +39,11 @@ static void on_sandbox(int rc, const struct score_ext *ext, const char *err, voi
 		metrics_sandbox_busy(sandbox_pool_busy(w->sp));
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
 		pipeline_drop(w, j);
+		return;
+	}
+	if (rc == EVALUATOR_IMAGE_MISSING) {
+		/* Removed between the look before the mark and the run's own open: wait too. */
+		image_wait(w, j, err && !strncmp(err, "image_not_found: ", 17) ? err + 17 : err);
 		return;
 	}
 	if (rc < 0) {
@@ -117,6 +128,129 @@ static void on_mark(const struct pgc_result *r, void *data)
 	run_sandbox(w, j);
 }
 
+/* ---- a container job's image ------------------------------------------------------ */
+
+/* A job waiting for its image looks again after the time it has waited so far (at least
+ * the first, at most the second; jitter: half to all of it), and once more at the deadline. */
+#define IMAGE_RECHECK_MIN_MS 1000
+#define IMAGE_RECHECK_MAX_MS 30000
+
+static void on_image_parked(struct worker *w, struct job *j, bool ok)
+{
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		pipeline_drop(w, j);
+		return;
+	}
+	if (ok) {
+		pipeline_drop(w, j);    /* its entry waits in the delayed set (or someone has it) */
+		return;
+	}
+	/* Redis refused or is gone: wait here instead, until the planned time. */
+	uint64_t now = uv_now(w->loop);
+	pipeline_wait(w, j, STAGE_EVAL, j->retry_at > now ? (uint32_t)(j->retry_at - now) : 0);
+}
+
+/* The store lacks j's image (why says so): before ARBITER_IMAGE_WAIT_MS has passed since
+ * the job first found it missing (j->image_since_ms, carried by its entry), the entry waits
+ * in the delayed set (cause "image"; no attempt is spent) and comes back to look again;
+ * after it, the job fails with image_not_found (a dead-letter copy, as every failure). */
+static void image_wait(struct worker *w, struct job *j, const char *why)
+{
+	int64_t now = job_now_ms(), limit = w->cfg->image_wait_ms;
+	if (j->image_since_ms <= 0 || j->image_since_ms > now)
+		j->image_since_ms = now;
+	int64_t waited = now - j->image_since_ms;
+	char msg[900];
+	if (waited >= limit) {
+		snprintf(msg, sizeof msg, "image_not_found: %s (waited %lld ms for it, "
+		         "ARBITER_IMAGE_WAIT_MS=%lld)", why ? why : "", (long long)waited,
+		         (long long)limit);
+		pipeline_fail(w, j, msg);
+		return;
+	}
+	uint64_t d = waited < IMAGE_RECHECK_MIN_MS ? IMAGE_RECHECK_MIN_MS : (uint64_t)waited;
+	if (d > IMAGE_RECHECK_MAX_MS)
+		d = IMAGE_RECHECK_MAX_MS;
+	d = d / 2 + pipeline_rand(w) % (d / 2 + 1);
+	if ((int64_t)d > limit - waited)
+		d = (uint64_t)(limit - waited);
+	snprintf(msg, sizeof msg, "waiting for the image: %s", why ? why : "");
+	job_set_error(j, msg);
+	LOGI(j->sub, j->id, "%s; waited %lld of %lld ms (ARBITER_IMAGE_WAIT_MS), looking again in "
+	     "%llu ms", j->last_error, (long long)waited, (long long)limit, (unsigned long long)d);
+	j->retry_stage = STAGE_EVAL;
+	j->retry_at = uv_now(w->loop) + d;
+	if (w->ops && w->state != W_STOPPING && !j->commit_unknown && !j->poison && j->nf > 0 &&
+	    rq_connected(w->rq_cmd)) {
+		job_set_state(j, JOB_BACKOFF);
+		job_set_state(j, JOB_RATELIMIT);   /* (held by on_image_parked, like a park) */
+		opsctl_image_wait(w->ops, j, (uint32_t)d, on_image_parked);
+		return;
+	}
+	pipeline_wait(w, j, STAGE_EVAL, (uint32_t)d);
+}
+
+static void sandboxed(struct worker *w, struct job *j);
+
+struct image_probe {
+	uv_fs_t req;
+	struct job *j;
+};
+
+static void on_image_probe(uv_fs_t *req)
+{
+	struct image_probe *p = req->data;
+	struct job *j = p->j;
+	struct worker *w = j->w;
+	ssize_t res = req->result;
+	uv_fs_req_cleanup(req);
+	free(p);
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		pipeline_drop(w, j);
+		return;
+	}
+	if (res == UV_ENOENT || res == UV_ENOTDIR) {
+		char dir[4096], why[4400];
+		struct image_opts io;
+		image_opts_from_config(w->cfg, &io, dir, sizeof dir);
+		snprintf(why, sizeof why, "image %s is not in the image store %s (import it with "
+		         "`arbiter image import`)",
+		         json_string_value(json_object_get(spec_json(j->spec->spec), "image")), dir);
+		image_wait(w, j, why);
+		return;
+	}
+	/* There (or unreadable for another reason, which the evaluator's own open reports). */
+	sandboxed(w, j);
+}
+
+/* A container job first looks for its image (a stat of its image.json on the thread pool:
+ * the store may be slow storage), before anything is marked: a job waiting for its image
+ * stays `queued`. */
+static void image_probe(struct worker *w, struct job *j)
+{
+	char dir[4096], path[4200];
+	struct image_opts io;
+	image_opts_from_config(w->cfg, &io, dir, sizeof dir);
+	const char *digest = json_string_value(json_object_get(spec_json(j->spec->spec), "image"));
+	if (image_meta_path(&io, digest, path, sizeof path) < 0) {
+		sandboxed(w, j);   /* (a valid spec names a digest: the evaluator reports it) */
+		return;
+	}
+	struct image_probe *p = xcalloc(1, sizeof *p);
+	p->j = j;
+	p->req.data = p;
+	if (j->state != JOB_RATELIMIT)     /* (from on_rl it is already) */
+		job_set_state(j, JOB_RATELIMIT);   /* held by on_image_probe, like a rate limit check */
+	int rc = uv_fs_stat(w->loop, &p->req, path, on_image_probe);
+	if (rc < 0) {
+		uv_fs_req_cleanup(&p->req);
+		free(p);
+		char why[200];
+		snprintf(why, sizeof why, "looking for the image: %s", uv_strerror(rc));
+		pipeline_retry(w, j, STAGE_EVAL, false, why);
+	}
+}
+
 static void evaluate(struct worker *w, struct job *j)
 {
 	j->eval_started_ms = job_now_ms();
@@ -129,6 +263,16 @@ static void evaluate(struct worker *w, struct job *j)
 		judging_run(w, j, NULL);
 		return;
 	}
+	if (j->spec->ev == SPEC_CONTAINER) {
+		image_probe(w, j);
+		return;
+	}
+	sandboxed(w, j);
+}
+
+/* The sandbox evaluators: the sandbox must be up; the job is marked, then run. */
+static void sandboxed(struct worker *w, struct job *j)
+{
 	int up = w->sp ? 1 : sandbox_reopen(w);
 	if (up == 0) {
 		/* Only a failed set-up try counts against a job. */

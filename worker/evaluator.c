@@ -30,6 +30,7 @@
 #include "image.h"
 #include "languages_default.h"
 #include "log.h"
+#include "rubric.h"
 #include "sandbox.h"
 #include "score.h"
 #include "spec.h"
@@ -69,6 +70,7 @@ struct sandbox_pool {
 	size_t nlangs;
 	int active;                /* evaluations not yet freed */
 	char image_dir[4096];      /* the image store (ARBITER_IMAGE_DIR) */
+	struct container_limits ct_max;   /* what a container spec may ask for (ARBITER_CONTAINER_MAX_*) */
 };
 
 enum ev_state { EV_COMPILE, EV_CASES, EV_SCRIPT, EV_DONE };
@@ -129,6 +131,12 @@ struct ev {
 	struct sandbox_req req;     /* the run in flight (borrowed by the sandbox) */
 	/* container */
 	bool container;
+	bool image_missing;         /* the store lacks the image: EVALUATOR_IMAGE_MISSING */
+	uv_work_t open_work;        /* image_open on the thread pool */
+	int open_rc;
+	char open_err[600];
+	char *digest;               /* the spec's image (a copy: the thread reads no spec) */
+	json_t *ct_warnings;        /* limits the spec asked above the maxima (owned), or NULL */
 	struct image *image;
 	char **argv, **envv;        /* NULL-terminated, owned */
 	char *path;                 /* the PATH of envv */
@@ -398,6 +406,7 @@ static int pool_new(uv_loop_t *loop, const struct config *cfg, struct sandbox_po
 	}
 	struct image_opts io;
 	image_opts_from_config(cfg, &io, sp->image_dir, sizeof sp->image_dir);
+	evaluator_container_maxima(cfg, &sp->ct_max);
 	LOGI(NULL, NULL, "evaluators: %zu languages from %s", sp->nlangs, source);
 	*out = sp;
 	return 0;
@@ -710,6 +719,8 @@ static void ev_free(struct ev *e)
 		free(*p);
 	free(e->envv);
 	free(e->path);
+	free(e->digest);
+	json_decref(e->ct_warnings);
 	free(e);
 }
 
@@ -803,7 +814,7 @@ static void ev_complete(struct ev *e)
 {
 	e->state = EV_DONE;
 	if (e->failed) {
-		e->cb(-1, NULL, e->err, e->data);
+		e->cb(e->image_missing ? EVALUATOR_IMAGE_MISSING : -1, NULL, e->err, e->data);
 		goto out;
 	}
 	if (e->kind == EV_CUSTOM && e->too_deep) {
@@ -1148,6 +1159,17 @@ static json_t *scores_line(const char *out, size_t n, size_t *count)
 	return found;
 }
 
+/* True when dimension i is the script's or the container's to score: external, and not
+ * a judge criterion (hybrid: those are the LLM judge's alone; a container that writes
+ * their keys does not score them). */
+static bool scored_by_run(const struct ev *e, size_t i)
+{
+	if (!spec_dim_external(e->spec, i))
+		return false;
+	const json_t *dims = json_object_get(spec_json(e->spec), "dimensions");
+	return !rubric_dim_is_judge(json_array_get(dims, i));
+}
+
 /* (Long: every way a script's run can end, in the order they are told apart.) */
 static void on_script(const struct sandbox_result *r, void *data)
 {
@@ -1194,7 +1216,7 @@ static void on_script(const struct sandbox_result *r, void *data)
 			/* The seed's form {"test_score": 0..100}: the one external dimension, x 10. */
 			size_t nd = spec_ndims(e->spec), ext = 0, at = 0;
 			for (size_t i = 0; i < nd; i++)
-				if (spec_dim_external(e->spec, i)) {
+				if (scored_by_run(e, i)) {
 					ext++;
 					at = i;
 				}
@@ -1248,7 +1270,7 @@ static void on_script(const struct sandbox_result *r, void *data)
 	json_t *clamped = json_array();
 	size_t n = 0;
 	for (size_t i = 0; i < nd; i++) {
-		if (!spec_dim_external(e->spec, i))
+		if (!scored_by_run(e, i))
 			continue;
 		const char *k = spec_dim_key(e->spec, i);
 		const json_t *v = json_object_get(scores, k);
@@ -1269,6 +1291,8 @@ static void on_script(const struct sandbox_result *r, void *data)
 		vals[n] = sv;
 		n++;
 	}
+	for (size_t i = 0; e->ct_warnings && i < json_array_size(e->ct_warnings); i++)
+		json_array_append(clamped, json_array_get(e->ct_warnings, i));
 	if (!e->failed) {
 		struct score_ext ext = { n, keys, vals, NULL, clamped };
 		e->state = EV_DONE;
@@ -1526,13 +1550,12 @@ static int setup_script(struct ev *e, const json_t *sc, const json_t *answer,
 	return 0;
 }
 
-/* Container limits: defaults and the maxima a spec may ask for. */
+/* Container limits a spec does not give; the maxima are the operator's settings
+ * (ARBITER_CONTAINER_MAX_*, in the pool), which also cap these defaults. */
 #define EV_CT_TIMEOUT_MS 60000
-#define EV_CT_MAX_TIMEOUT_MS 600000
 #define EV_CT_MEMORY_MB 512
-#define EV_CT_MAX_MEMORY_MB 4096
 #define EV_CT_PIDS 64
-#define EV_CT_MAX_PIDS 1024
+#define EV_CT_OUTPUT_MB 64
 
 static char **strv_dup(char *const *v, size_t extra)
 {
@@ -1545,28 +1568,54 @@ static char **strv_dup(char *const *v, size_t extra)
 	return o;
 }
 
-static uint64_t ct_limit(const json_t *c, const char *k, uint64_t def, uint64_t max)
+void evaluator_container_maxima(const struct config *cfg, struct container_limits *max)
 {
-	const json_t *v = json_object_get(c, k);
-	uint64_t x = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
-	                                                              : def;
-	return x > max ? max : x;
+	*max = (struct container_limits){
+		.wall_ms = (uint64_t)cfg->container_max_wall_ms,
+		.cpu_ms = (uint64_t)cfg->container_max_cpu_ms,
+		.memory_mb = (uint64_t)cfg->container_max_memory_mb,
+		.pids = (uint64_t)cfg->container_max_pids,
+		.output_mb = (uint64_t)cfg->container_max_output_mb,
+	};
 }
 
-/* evaluator container: the image, its command and environment (the spec's override them),
- * /submission's files: answer.json, metadata.json and files/ from answer.files (names the
- * sandbox would refuse are left out; answer.json has everything). */
-static int setup_container(struct ev *e, const json_t *root, const json_t *answer,
-                           const json_t *metadata)
+/* The container's limit k: the spec's value, else def; at most max (the setting named
+ * setting), a spec's value above it with a warning appended to warnings (NULL: none). */
+static uint64_t ct_limit(json_t *warnings, const json_t *c, const char *k, uint64_t def,
+                         uint64_t max, const char *setting)
 {
-	char err[600];
-	struct image_opts io = { .dir = e->sp->image_dir };
-	const char *digest = json_string_value(json_object_get(root, "image"));
-	int rc = image_open(&io, digest, &e->image, err, sizeof err);
-	if (rc < 0) {
-		ev_fail(e, "%s%s", rc == IMAGE_NOT_FOUND ? "image_not_found: " : "", err);
-		return -1;
-	}
+	const json_t *v = json_object_get(c, k);
+	bool given = json_is_integer(v) && json_integer_value(v) > 0;
+	uint64_t x = given ? (uint64_t)json_integer_value(v) : def;
+	if (x <= max)
+		return x;
+	if (given && warnings)
+		json_array_append_new(warnings, json_pack(
+			"{s:s, s:s, s:o}", "severity", "warning", "field", "container",
+			"message", json_sprintf("container.%s %llu is above this worker's maximum "
+			                        "(%s=%llu): %llu used", k, (unsigned long long)x, setting,
+			                        (unsigned long long)max, (unsigned long long)max)));
+	return max;
+}
+
+void evaluator_container_limits(const struct container_limits *max, const json_t *c,
+                                struct container_limits *out, json_t *warnings)
+{
+	out->wall_ms = ct_limit(warnings, c, "timeout_ms", EV_CT_TIMEOUT_MS, max->wall_ms,
+	                        "ARBITER_CONTAINER_MAX_WALL_MS");
+	out->cpu_ms = out->wall_ms < max->cpu_ms ? out->wall_ms : max->cpu_ms;
+	out->memory_mb = ct_limit(warnings, c, "memory_mb", EV_CT_MEMORY_MB, max->memory_mb,
+	                          "ARBITER_CONTAINER_MAX_MEMORY_MB");
+	out->pids = ct_limit(warnings, c, "pids", EV_CT_PIDS, max->pids, "ARBITER_CONTAINER_MAX_PIDS");
+	out->output_mb = ct_limit(warnings, c, "output_mb", EV_CT_OUTPUT_MB, max->output_mb,
+	                          "ARBITER_CONTAINER_MAX_OUTPUT_MB");
+}
+
+/* evaluator container, once the image is open: its command and environment (the spec's
+ * override them), then the run. */
+static void container_start(struct ev *e)
+{
+	const json_t *root = spec_json(e->spec);
 	const json_t *c = json_object_get(root, "container");
 	const json_t *cmd = json_object_get(c, "cmd");
 	if (json_is_array(cmd)) {
@@ -1585,8 +1634,9 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 	}
 	if (!e->argv || !e->argv[0]) {
 		ev_fail(e, "container: image %s has no Entrypoint or Cmd and the spec gives no "
-		        "container.cmd", digest);
-		return -1;
+		        "container.cmd", e->image->digest);
+		complete_soon(e);
+		return;
 	}
 	/* The environment: the image's, then the spec's (replacing a variable of the same
 	 * name), then HOME=/tmp unless set. */
@@ -1620,12 +1670,48 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 		e->envv[n++] = xstrdup("HOME=/tmp");
 	if (!e->path)
 		e->path = xstrdup("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	uint64_t timeout = ct_limit(c, "timeout_ms", EV_CT_TIMEOUT_MS, EV_CT_MAX_TIMEOUT_MS);
+	start_script(e);
+}
+
+/* The thread pool's part: reading the image's image.json (a file of the store, which may
+ * sit on slow or network storage) never blocks the loop. Touches only e->open_*, e->image. */
+static void open_work(uv_work_t *req)
+{
+	struct ev *e = req->data;
+	struct image_opts io = { .dir = e->sp->image_dir };
+	e->open_rc = image_open(&io, e->digest, &e->image, e->open_err, sizeof e->open_err);
+}
+
+static void open_done(uv_work_t *req, int status)
+{
+	struct ev *e = req->data;
+	if (status < 0 || e->open_rc < 0) {
+		e->image_missing = status >= 0 && e->open_rc == IMAGE_NOT_FOUND;
+		ev_fail(e, "%s%s", e->image_missing ? "image_not_found: " : "",
+		        status < 0 ? uv_strerror(status) : e->open_err);
+		complete_soon(e);
+		return;
+	}
+	container_start(e);
+}
+
+/* evaluator container: the limits and /submission's files (answer.json, metadata.json and
+ * files/ from answer.files; names the sandbox would refuse are left out; answer.json has
+ * everything) now, while answer and metadata are ours; the image is opened on the thread
+ * pool and the run starts when it is (container_start). */
+static int setup_container(struct ev *e, const json_t *root, const json_t *answer,
+                           const json_t *metadata)
+{
+	const json_t *c = json_object_get(root, "container");
+	const char *k;
+	const json_t *v;
+	struct container_limits l;
+	e->ct_warnings = json_array();
+	evaluator_container_limits(&e->sp->ct_max, c, &l, e->ct_warnings);
 	e->lim = (struct sandbox_limits){
-		.cpu_ms = (uint32_t)timeout, .wall_ms = (uint32_t)timeout,
-		.memory_bytes = ct_limit(c, "memory_mb", EV_CT_MEMORY_MB, EV_CT_MAX_MEMORY_MB) << 20,
-		.processes = (uint32_t)ct_limit(c, "pids", EV_CT_PIDS, EV_CT_MAX_PIDS),
-		.output_bytes = 1u << 20, .file_bytes = 64u << 20, .open_files = 256,
+		.cpu_ms = (uint32_t)l.cpu_ms, .wall_ms = (uint32_t)l.wall_ms,
+		.memory_bytes = l.memory_mb << 20, .processes = (uint32_t)l.pids,
+		.output_bytes = 1u << 20, .file_bytes = l.output_mb << 20, .open_files = 256,
 	};
 	/* /submission */
 	const json_t *files = json_is_object(answer) ? json_object_get(answer, "files") : NULL;
@@ -1666,9 +1752,17 @@ static int setup_container(struct ev *e, const json_t *root, const json_t *answe
 		e->files[e->nfiles++] = (struct sandbox_file){
 			p.buf, memdup(json_string_value(v), json_string_length(v)), json_string_length(v), false };
 	}
-	start_script(e);
+	const char *digest = json_string_value(json_object_get(root, "image"));
+	e->digest = xstrdup(digest ? digest : "");
+	e->open_work.data = e;
+	int rc = uv_queue_work(e->sp->loop, &e->open_work, open_work, open_done);
+	if (rc < 0) {
+		ev_fail(e, "container: opening the image: %s", uv_strerror(rc));
+		return -1;
+	}
 	return 0;
 }
+
 
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
                   const json_t *metadata, const json_t *ground_truth, const json_t *match,

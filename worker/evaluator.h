@@ -28,12 +28,32 @@ struct sandbox_pool;  /* bounds concurrent sandboxes (ARBITER_SANDBOX_SLOTS) */
  * ({}). A custom script's "submission" is {"answer": answer, "metadata": metadata}, the same
  * shape as `arbiter score --submission`.
  * spec must stay alive until cb ran. cb runs exactly once and never synchronously inside
- * evaluator_run. Returns 0, or -1 without calling cb if the spec is not a test-suite or
- * custom-script spec (or its test_suite / script object is unusable). */
+ * evaluator_run. Returns 0, or -1 without calling cb if the spec is not a test-suite,
+ * custom-script or container spec (or its test_suite / script object is unusable).
+ * A container spec's image is opened on the loop's thread pool (worker/image.h), never on
+ * the loop; when the store lacks it, rc is EVALUATOR_IMAGE_MISSING (err begins with
+ * "image_not_found: "), which the worker waits out (ARBITER_IMAGE_WAIT_MS) instead of
+ * counting an attempt. */
+#define EVALUATOR_IMAGE_MISSING (-2)
 typedef void eval_cb(int rc, const struct score_ext *ext, const char *err, void *data);
 int evaluator_run(struct sandbox_pool *sp, const struct spec *s, const json_t *answer,
                   const json_t *metadata, const json_t *ground_truth, const json_t *match,
                   eval_cb *cb, void *data);
+
+/* A container run's limits (worker/README.md "Container evaluator"), or the maxima a spec
+ * may ask for. */
+struct container_limits {
+	uint64_t wall_ms, cpu_ms, memory_mb, pids, output_mb;
+};
+/* The maxima of cfg (ARBITER_CONTAINER_MAX_WALL_MS, _CPU_MS, _MEMORY_MB, _PIDS, _OUTPUT_MB). */
+void evaluator_container_maxima(const struct config *cfg, struct container_limits *max);
+/* The limits of a run of a container spec whose "container" object is c (borrowed, NULL
+ * ok): each the spec's value or the default, at most its maximum in max; the CPU time is the
+ * wall time, at most max->cpu_ms. Each value the spec asks above its maximum appends a
+ * warning object {severity, field, message naming the setting} to warnings (an array;
+ * NULL: none). The run and `arbiter validate-spec` both use it. */
+void evaluator_container_limits(const struct container_limits *max, const json_t *c,
+                                struct container_limits *out, json_t *warnings);
 
 /* The deepest nesting of an answer (or its metadata) a scoring script is given: an array or
  * object is one level, each level inside it one more. A deeper one is the submission's

@@ -51,20 +51,20 @@ static void on_gauge_int(struct rq *r, redisReply *reply, const char *err, void 
 		*slot = (long)reply->integer;
 }
 
-/* The delayed set by cause ({rate_limit, pause, retry}): arbiter_delayed_jobs{cause}. */
+/* The delayed set by cause ({rate_limit, pause, retry, image}): arbiter_delayed_jobs{cause}. */
 static void on_delayed_causes(struct rq *r, redisReply *reply, const char *err, void *data)
 {
 	(void)r;
 	(void)data;
-	if (err || !reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3)
+	if (err || !reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 4)
 		return;
-	long v[3];
-	for (size_t i = 0; i < 3; i++) {
+	long v[4];
+	for (size_t i = 0; i < 4; i++) {
 		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
 			return;
 		v[i] = (long)reply->element[i]->integer;
 	}
-	metrics_delayed(v[0], v[1], v[2]);
+	metrics_delayed(v[0], v[1], v[2], v[3]);
 }
 
 #define OTHER_STREAM_LOG_MS (5 * 60 * 1000)   /* repeat of the warning while it lasts */

@@ -1,11 +1,13 @@
 /*
- * The image store (see image.h): importing an OCI image archive, safely, into a
- * content-addressed directory; listing, opening and removing images.
+ * The image store (see image.h): importing an OCI image archive or a docker-archive,
+ * safely, into a content-addressed directory; listing, opening and removing images.
  *
  * An import reads the archive once, spooling each blob into the temporary
  * directory while hashing it (a blob whose SHA-256 differs from its name is
  * refused), then follows index.json -> manifest -> config and layers, checking
- * each descriptor's size and digest. Each layer is read twice: first as a raw
+ * each descriptor's size and digest. A docker-archive's members are spooled under their
+ * SHA-256 and its manifest.json turned into that OCI form first (docker_to_oci), so the
+ * rest is the same. Each layer is read twice: first as a raw
  * stream, decompressed and hashed against the config's diff_id and bounded in
  * size (a compression bomb stops here, before anything is written), then as a
  * tar whose entries are applied one by one under the rules of image.h.
@@ -394,6 +396,16 @@ struct imp {
 	bool have_layout;
 	uint64_t archive_bytes, unpacked, entries;
 	struct image_report *rep;
+	/* docker-archive: every other regular member spooled into others/ under its SHA-256,
+	 * its name kept (onames[i] -> ohex[i]); symbolic and hard links among the members
+	 * (lnames[i] -> ltargets[i], archive-relative); manifest.json. */
+	int others;
+	char **onames, (*ohex)[65];
+	size_t no;
+	char **lnames, **ltargets;
+	size_t nl;
+	struct nameset members;
+	json_t *docker_manifest;
 };
 
 static void hex(const unsigned char *d, char out[65])
@@ -433,15 +445,19 @@ static char *read_entry_small(struct archive *a, size_t max, size_t *len)
 	return buf;
 }
 
-/* Copies the current entry into blobs/<hex>, checking that its SHA-256 is hex. */
-static int spool_blob(struct imp *im, struct archive *a, const char *hexname)
+/* Copies the current entry into dirfd: when want is set, as want (its SHA-256 must be
+ * want); else under a temporary name renamed to its SHA-256, written into got. */
+static int spool(struct imp *im, struct archive *a, int dirfd, const char *want, char got[65])
 {
-	int fd = openat(im->blobs, hexname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	char tmpname[32];
+	snprintf(tmpname, sizeof tmpname, ".spool-%llu", (unsigned long long)im->archive_bytes);
+	const char *fname = want ? want : tmpname;
+	int fd = openat(dirfd, fname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		if (errno == EEXIST)
-			set_err(im->err, im->errlen, "duplicate entry blobs/sha256/%s in the archive", hexname);
+		if (errno == EEXIST && want)
+			set_err(im->err, im->errlen, "duplicate entry blobs/sha256/%s in the archive", want);
 		else
-			set_err(im->err, im->errlen, "spooling blob %s: %s", hexname, strerror(errno));
+			set_err(im->err, im->errlen, "spooling %s: %s", fname, strerror(errno));
 		return -1;
 	}
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -473,7 +489,7 @@ static int spool_blob(struct imp *im, struct archive *a, const char *hexname)
 		for (la_ssize_t off = 0; off < r;) {
 			ssize_t w = write(fd, buf + off, (size_t)(r - off));
 			if (w < 0) {
-				set_err(im->err, im->errlen, "spooling blob %s: %s", hexname, strerror(errno));
+				set_err(im->err, im->errlen, "spooling %s: %s", fname, strerror(errno));
 				rc = -1;
 				break;
 			}
@@ -487,13 +503,241 @@ static int spool_blob(struct imp *im, struct archive *a, const char *hexname)
 	if (!rc) {
 		EVP_DigestFinal_ex(md, d, NULL);
 		hex(d, h);
-		if (strcmp(h, hexname)) {
-			set_err(im->err, im->errlen, "blob sha256:%s has the digest sha256:%s", hexname, h);
+		if (want && strcmp(h, want)) {
+			set_err(im->err, im->errlen, "blob sha256:%s has the digest sha256:%s", want, h);
 			rc = -1;
 		}
 	}
 	EVP_MD_CTX_free(md);
 	close(fd);
+	if (!want) {
+		/* Two members with the same content share one file. */
+		if (!rc && renameat(dirfd, tmpname, dirfd, h) < 0) {
+			set_err(im->err, im->errlen, "spooling a member: %s", strerror(errno));
+			rc = -1;
+		}
+		if (rc)
+			(void)unlinkat(dirfd, tmpname, 0);
+		else
+			memcpy(got, h, 65);
+	}
+	return rc;
+}
+
+static int spool_blob(struct imp *im, struct archive *a, const char *hexname)
+{
+	return spool(im, a, im->blobs, hexname, NULL);
+}
+
+#define IMG_MAX_MEMBERS 10000         /* docker-archive: members other than blobs */
+
+/* Resolves a relative name lexically into out: "." and empty components go, ".." takes the
+ * previous one away (-1 with why when there is none: the name leaves the archive). */
+static int resolve_lexical(const char *in, char *out, size_t n, const char **why)
+{
+	size_t o = 0;
+	const char *p = in;
+	while (*p) {
+		const char *s = p;
+		while (*p && *p != '/')
+			p++;
+		size_t l = (size_t)(p - s);
+		while (*p == '/')
+			p++;
+		if (l == 0 || (l == 1 && s[0] == '.'))
+			continue;
+		if (l == 2 && s[0] == '.' && s[1] == '.') {
+			if (o == 0) {
+				*why = "it leaves the archive";
+				return -1;
+			}
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;   /* the slash before it */
+			continue;
+		}
+		if (o + l + 2 > n) {
+			*why = "a name too long";
+			return -1;
+		}
+		if (o)
+			out[o++] = '/';
+		memcpy(out + o, s, l);
+		o += l;
+	}
+	out[o] = '\0';
+	if (!o) {
+		*why = "it names the archive's root";
+		return -1;
+	}
+	return 0;
+}
+
+/* A member of a docker-archive (or any other file of the archive): spooled into others/,
+ * or, a link, remembered. Names are normalised; a name given twice is refused. */
+static int other_member(struct imp *im, struct archive *a, struct archive_entry *e,
+                        const char *name, mode_t t)
+{
+	const char *hl = la.archive_entry_hardlink(e);
+	if (t != AE_IFREG && t != AE_IFLNK && !hl)
+		return 0;   /* (devices and the like: nothing of an image) */
+	if (im->no + im->nl >= IMG_MAX_MEMBERS) {
+		set_err(im->err, im->errlen, "more than %d members in the archive", IMG_MAX_MEMBERS);
+		return -1;
+	}
+	int dup = nameset_add(&im->members, name);
+	if (dup != 0) {
+		set_err(im->err, im->errlen, dup < 0 ? "out of memory" : "duplicate entry '%s' in the "
+		        "archive", name);
+		return -1;
+	}
+	if (hl || t == AE_IFLNK) {
+		/* A link: its target as an archive-relative name (a hard link's is one already; a
+		 * symbolic link's is relative to the link's directory), resolved lexically. */
+		const char *tg = hl ? hl : la.archive_entry_symlink(e);
+		char joined[2 * IMG_MAX_NAME + 2], norm[IMG_MAX_NAME + 1];
+		const char *why = "an empty target";
+		const char *slash = strrchr(name, '/');
+		if (!tg || !*tg || tg[0] == '/')
+			why = "an absolute or empty target";
+		else if (!hl && slash)
+			snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - name), name, tg);
+		else
+			snprintf(joined, sizeof joined, "%s", tg);
+		if (!tg || !*tg || tg[0] == '/' || resolve_lexical(joined, norm, sizeof norm, &why) < 0) {
+			set_err(im->err, im->errlen, "archive member '%s' links to '%s': %s", name,
+			        tg ? tg : "", why);
+			return -1;
+		}
+		im->lnames = realloc(im->lnames, (im->nl + 1) * sizeof *im->lnames);
+		im->ltargets = realloc(im->ltargets, (im->nl + 1) * sizeof *im->ltargets);
+		if (!im->lnames || !im->ltargets)
+			abort();   /* out of memory aborts (as xmalloc) */
+		im->lnames[im->nl] = strdup(name);
+		im->ltargets[im->nl] = strdup(norm);
+		if (!im->lnames[im->nl] || !im->ltargets[im->nl])
+			abort();
+		im->nl++;
+		return 0;
+	}
+	char h[65];
+	if (spool(im, a, im->others, NULL, h) < 0)
+		return -1;
+	im->onames = realloc(im->onames, (im->no + 1) * sizeof *im->onames);
+	im->ohex = realloc(im->ohex, (im->no + 1) * sizeof *im->ohex);
+	if (!im->onames || !im->ohex || !(im->onames[im->no] = strdup(name)))
+		abort();
+	memcpy(im->ohex[im->no], h, 65);
+	im->no++;
+	return 0;
+}
+
+/* The SHA-256 of the docker-archive member name (a file, or a link to one). */
+static const char *member_hex(const struct imp *im, const char *name)
+{
+	for (int hop = 0; hop < 2; hop++) {
+		for (size_t i = 0; i < im->no; i++)
+			if (!strcmp(im->onames[i], name))
+				return im->ohex[i];
+		size_t i = 0;
+		while (i < im->nl && strcmp(im->lnames[i], name))
+			i++;
+		if (i == im->nl)
+			return NULL;
+		name = im->ltargets[i];   /* one link to a file; a link to a link is not followed */
+	}
+	return NULL;
+}
+
+/* A docker-archive (`docker save`: manifest.json naming a config file and layer tars) is
+ * turned into the OCI layout the rest of the import reads: the image's OCI manifest is
+ * written for it (config and layers as they are in the archive, layers as uncompressed
+ * tars), in others/ beside its blobs, and index.json names it. So every rule of the import
+ * applies alike, and the digest printed is that manifest's. */
+static int docker_to_oci(struct imp *im)
+{
+	json_t *m = im->docker_manifest;
+	if (!json_is_array(m) || json_array_size(m) != 1) {
+		set_err(im->err, im->errlen, "docker-archive: manifest.json must list exactly one image"
+		        " (it lists %zu; save one image per archive)", json_is_array(m) ? json_array_size(m) : 0);
+		return -1;
+	}
+	json_t *img = json_array_get(m, 0);
+	const char *cfg = json_string_value(json_object_get(img, "Config"));
+	json_t *layers = json_object_get(img, "Layers");
+	if (!cfg || !json_is_array(layers) || json_array_size(layers) > IMG_MAX_LAYERS) {
+		set_err(im->err, im->errlen, "docker-archive: manifest.json needs Config and Layers (at"
+		        " most %d)", IMG_MAX_LAYERS);
+		return -1;
+	}
+	json_t *om = json_object(), *ls = json_array();
+	json_object_set_new(om, "schemaVersion", json_integer(2));
+	json_object_set_new(om, "mediaType", json_string("application/vnd.oci.image.manifest.v1+json"));
+	size_t i;
+	json_t *l;
+	int rc = -1;
+	char *text = NULL;
+	for (i = 0; i <= json_array_size(layers); i++) {
+		bool is_cfg = i == json_array_size(layers);
+		const char *raw = is_cfg ? cfg : json_string_value(json_array_get(layers, i));
+		char name[IMG_MAX_NAME + 1];
+		const char *why, *h;
+		struct stat st;
+		if (!raw || norm_name(raw, name, sizeof name, &why) < 0 || !(h = member_hex(im, name)) ||
+		    fstatat(im->others, h, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			set_err(im->err, im->errlen, "docker-archive: %s%s '%s' is not a file of the archive",
+			        is_cfg ? "Config" : "Layers[", is_cfg ? "" : "]", raw ? raw : "(not a string)");
+			goto out;
+		}
+		l = json_object();
+		json_object_set_new(l, "mediaType", json_string(is_cfg ? "application/vnd.oci.image.config.v1+json"
+		                                                        : "application/vnd.oci.image.layer.v1.tar"));
+		json_object_set_new(l, "digest", json_sprintf("sha256:%s", h));
+		json_object_set_new(l, "size", json_integer((json_int_t)st.st_size));
+		if (is_cfg)
+			json_object_set_new(om, "config", l);
+		else
+			json_array_append_new(ls, l);
+	}
+	json_object_set_new(om, "layers", ls);
+	ls = NULL;
+	/* Key order as written above (jansson keeps insertion order), no spaces: the same
+	 * archive always gives the same manifest, hence the same digest. */
+	text = json_dumps(om, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!text) {
+		set_err(im->err, im->errlen, "out of memory");
+		goto out;
+	}
+	size_t len = strlen(text);
+	unsigned char d[32];
+	char h[65];
+	EVP_Digest(text, len, d, NULL, EVP_sha256(), NULL);
+	hex(d, h);
+	int fd = openat(im->others, h, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	bool wrote = fd >= 0 && write(fd, text, len) == (ssize_t)len;
+	if (fd >= 0)
+		close(fd);
+	if (!wrote) {
+		set_err(im->err, im->errlen, "docker-archive: writing its manifest: %s", strerror(errno));
+		goto out;
+	}
+	im->index_json = json_pack("{s:i, s:[{s:s, s:s, s:I}]}", "schemaVersion", 2, "manifests",
+	                           "mediaType", "application/vnd.oci.image.manifest.v1+json",
+	                           "digest", "", "size", (json_int_t)len);
+	json_object_set_new(json_array_get(json_object_get(im->index_json, "manifests"), 0), "digest",
+	                    json_sprintf("sha256:%s", h));
+	/* From here on the blobs are others/. */
+	int t = im->blobs;
+	im->blobs = im->others;
+	im->others = t;
+	im->have_layout = true;
+	im->rep->docker = true;
+	rc = 0;
+out:
+	free(text);
+	json_decref(ls);
+	json_decref(om);
 	return rc;
 }
 
@@ -572,17 +816,36 @@ static int read_archive(struct imp *im, const char *path)
 					goto out;
 				}
 			}
+		} else if (!strcmp(name, "manifest.json") && t == AE_IFREG &&
+		         !la.archive_entry_hardlink(e)) {
+			/* A docker-archive's (used only when there is no OCI layout). */
+			size_t len;
+			char *s = read_entry_small(a, IMG_MAX_JSON, &len);
+			json_error_t je;
+			if (!s || im->docker_manifest ||
+			    !(im->docker_manifest = json_loadb(s, len, JSON_REJECT_DUPLICATES, &je))) {
+				free(s);
+				set_err(im->err, im->errlen, "manifest.json: %s", im->docker_manifest ?
+				        "duplicate entry in the archive" : "unreadable, larger than 1 MiB or not"
+				        " JSON");
+				goto out;
+			}
+			free(s);
+		} else if (other_member(im, a, e, name, t) < 0) {
+			/* Any other member: a docker-archive's config and layers, or stray files. */
+			goto out;
 		}
-		/* Anything else (a docker-archive's manifest.json, stray files) is ignored. */
 	}
 	if (r != ARCHIVE_EOF) {
 		set_err(im->err, im->errlen, "reading %s: %s", path, la.archive_error_string(a));
 		goto out;
 	}
-	if (!im->have_layout || !im->index_json) {
-		set_err(im->err, im->errlen, "%s is not an OCI image archive (no oci-layout or index.json;"
-		        " docker-archive is not supported: convert it with skopeo copy docker-archive:F"
-		        " oci-archive:G)", path);
+	if (!im->have_layout && !im->index_json && im->docker_manifest) {
+		if (docker_to_oci(im) < 0)
+			goto out;
+	} else if (!im->have_layout || !im->index_json) {
+		set_err(im->err, im->errlen, "%s is not an OCI image archive (oci-layout and "
+		        "index.json) nor a docker-archive (manifest.json)", path);
 		goto out;
 	}
 	rc = 0;
@@ -1092,7 +1355,7 @@ int image_import(const struct image_opts *o, const char *path,
 {
 	struct image_report dummy;
 	struct imp im = { .o = o, .err = err, .errlen = errlen, .blobs = -1, .root = -1,
-	                  .rep = rep ? rep : &dummy };
+	                  .others = -1, .rep = rep ? rep : &dummy };
 	*im.rep = (struct image_report){ 0 };
 	err[0] = '\0';
 	if (la_load(err, errlen) < 0)
@@ -1110,7 +1373,9 @@ int image_import(const struct image_opts *o, const char *path,
 	snprintf(im.tmp, sizeof im.tmp, "%s/.tmp-%d-%ld", dir, (int)getpid(), (long)ts.tv_nsec);
 	if (mkdir(im.tmp, 0700) < 0 || (tmpfd = open(im.tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
 	    mkdirat(tmpfd, "blobs", 0700) < 0 || mkdirat(tmpfd, "rootfs", 0755) < 0 ||
+	    mkdirat(tmpfd, "others", 0700) < 0 ||
 	    (im.blobs = openat(tmpfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    (im.others = openat(tmpfd, "others", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
 	    (im.root = openat(tmpfd, "rootfs", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		set_err(err, errlen, "image store %s: %s", dir, strerror(errno));
 		goto out;
@@ -1133,7 +1398,7 @@ int image_import(const struct image_opts *o, const char *path,
 		set_err(err, errlen, "writing image.json: %s", strerror(errno));
 		goto out;
 	}
-	if (rm_at(tmpfd, "blobs") < 0) {
+	if (rm_at(tmpfd, "blobs") < 0 || rm_at(tmpfd, "others") < 0) {
 		set_err(err, errlen, "removing the spooled blobs: %s", strerror(errno));
 		goto out;
 	}
@@ -1152,6 +1417,20 @@ int image_import(const struct image_opts *o, const char *path,
 out:
 	json_decref(run);
 	json_decref(im.index_json);
+	json_decref(im.docker_manifest);
+	for (size_t i = 0; i < im.no; i++)
+		free(im.onames[i]);
+	for (size_t i = 0; i < im.nl; i++) {
+		free(im.lnames[i]);
+		free(im.ltargets[i]);
+	}
+	free(im.onames);
+	free(im.ohex);
+	free(im.lnames);
+	free(im.ltargets);
+	nameset_clear(&im.members);
+	if (im.others >= 0)
+		close(im.others);
 	if (im.blobs >= 0)
 		close(im.blobs);
 	if (im.root >= 0)
@@ -1210,6 +1489,14 @@ void image_free(struct image *im)
 	strv_free(im->env);
 	free(im->workdir);
 	free(im);
+}
+
+int image_meta_path(const struct image_opts *o, const char *digest, char *buf, size_t n)
+{
+	if (!image_digest_ok(digest))
+		return -1;
+	int l = snprintf(buf, n, "%s/sha256-%s/image.json", store_dir(o), digest + 7);
+	return l < 0 || (size_t)l >= n ? -1 : 0;
 }
 
 int image_open(const struct image_opts *o, const char *digest, struct image **out,

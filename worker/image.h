@@ -1,7 +1,8 @@
 /*
- * The image store of the container evaluator: OCI images imported once by the
- * operator (`arbiter image import FILE`), unpacked into a content-addressed
- * directory and used read-only as the root of sandboxed runs.
+ * The image store of the container evaluator: OCI images (from an OCI archive or a
+ * docker-archive) imported once by the operator (`arbiter image import FILE`),
+ * unpacked into a content-addressed directory and used read-only as the root of
+ * sandboxed runs.
  *
  * Layout under the store directory (ARBITER_IMAGE_DIR):
  *   sha256-<hex>/rootfs       the image's file system, every layer applied
@@ -39,6 +40,7 @@ struct image_opts {
 /* What an import did beyond the digest (for its summary line). */
 struct image_report {
 	bool existed;                 /* the store had the image already: nothing changed */
+	bool docker;                  /* the archive was a docker-archive (`docker save`) */
 	unsigned layers;
 	uint64_t entries, bytes;
 	uint64_t stripped_modes;      /* setuid/setgid/sticky bits removed */
@@ -62,13 +64,21 @@ void image_opts_from_config(const struct config *c, struct image_opts *o, char *
 /* True when s is "sha256:" followed by 64 lowercase hex digits. */
 bool image_digest_ok(const char *s);
 
-/* Imports the OCI image archive at path (a tar of an OCI image layout) into the store,
- * creating the store if needed. Safe to run concurrently with other imports, removals
+/* Imports the image archive at path into the store, creating the store if needed: an OCI
+ * image archive (a tar of an OCI image layout), or a docker-archive (`docker save`:
+ * manifest.json naming one image's config and layer tars), whose OCI manifest is written
+ * for it (config and layers as they are; the digest is that manifest's, the same for the
+ * same archive), under the same rules. Safe to run concurrently with other imports, removals
  * and runs. On success returns 0 and writes the manifest digest ("sha256:<hex>") into
  * digest; otherwise -1 with the first rule that failed in err. */
 int image_import(const struct image_opts *o, const char *path,
                  char digest[IMAGE_DIGEST_LEN + 1], struct image_report *rep,
                  char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* The path of the image.json of the image named digest in the store (whether the store has
+ * the image is whether that file exists: it is renamed into place with the image), written
+ * into buf (n bytes). Returns 0, or -1 when digest is not an image digest or buf is short. */
+int image_meta_path(const struct image_opts *o, const char *digest, char *buf, size_t n);
 
 /* Loads the image named digest. Returns 0 and *out (the caller frees it with
  * image_free), IMAGE_NOT_FOUND when the store lacks it, or -1 with err. */

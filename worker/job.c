@@ -151,6 +151,19 @@ struct job *job_new(const char *id, const char *const *fields, const size_t *len
 		if (a > 1)
 			j->rl_done = true;
 	}
+	/* image_wait_since: set by a worker when a container job waits in the delayed set for its
+	 * image (worker/README.md "Container evaluator"); the wait's deadline counts from it, and
+	 * the job passed the rate limit before it first waited. Not the API server's to set: a
+	 * value that is not a plain positive integer is ignored (the wait starts afresh). */
+	fi = field_index(j, "image_wait_since");
+	if (fi >= 0) {
+		int64_t t;
+		if (strlen(j->fields[2 * fi + 1]) == j->flens[2 * fi + 1] &&
+		    parse_i64(j->fields[2 * fi + 1], &t) && t > 0) {
+			j->image_since_ms = t;
+			j->rl_done = true;
+		}
+	}
 	fi = field_index(j, "source_ip");
 	if (fi >= 0 && j->flens[2 * fi + 1] > 0)
 		/* A value with a NUL byte inside is no address: limited as `invalid`. */
@@ -209,9 +222,10 @@ void job_set_error(struct job *j, const char *msg)
 
 static bool dead_field(const char *name)
 {
-	/* (attempt: a replayed dead letter starts counting again.) */
+	/* (attempt, image_wait_since: a replayed dead letter starts counting and waiting again.) */
 	return !strcmp(name, "reason") || !strcmp(name, "original_id") ||
-	       !strcmp(name, "worker_id") || !strcmp(name, "failed_at") || !strcmp(name, "attempt");
+	       !strcmp(name, "worker_id") || !strcmp(name, "failed_at") || !strcmp(name, "attempt") ||
+	       !strcmp(name, "image_wait_since");
 }
 
 int job_xadd_argv(const struct job *j, const char *stream, bool dead, const char *reason,

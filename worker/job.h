@@ -195,6 +195,8 @@ struct job {
 	bool judge_headed;                 /* admitted to the judge (counted in w->judge_headed)
 	                                    * until it asks the judge or is freed */
 	bool marked;                       /* sandbox: evaluating/attempts written */
+	int64_t image_since_ms;            /* container: wall-clock ms when it began waiting for its
+	                                    * image (the entry's image_wait_since), 0 = not waiting */
 
 	/* Loaded data. */
 	struct job_row row;
@@ -233,7 +235,9 @@ struct job {
  * invalid has poison set to the reason (POISON_MISSING_SUBMISSION_ID, ..._INVALID_SUBMISSION_ID,
  * ..._INVALID_KIND, ..._INVALID_ELO, ..._INVALID_ATTEMPT, ..._TOO_MANY_FIELDS).
  * A valid `attempt` field (1..JOB_MAX_ATTEMPT, set when a retry waits in the delayed set)
- * raises attempts to it, and above 1 sets rl_done. Never fails (OOM aborts). Free with
+ * raises attempts to it, and above 1 sets rl_done. An `image_wait_since` field that is a
+ * plain positive integer (set when a container job waits for its image) sets image_since_ms
+ * and rl_done; any other value is ignored. Never fails (OOM aborts). Free with
  * job_free. */
 #define JOB_MAX_ATTEMPT 1000000
 

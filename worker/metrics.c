@@ -85,7 +85,7 @@ static struct {
 	long judge_lane_len;
 	uint64_t judge_lane_in, judge_lane_out;
 	long stream_len, lag, pending, dead;
-	long delayed[3];            /* by cause: delayed_causes[] */
+	long delayed[4];            /* by cause: delayed_causes[] */
 	long other_stream;
 	struct histogram eval[NEVAL];
 	struct histogram e2e;
@@ -202,9 +202,9 @@ void metrics_sandbox_busy(int n)
 	M.sandbox_busy = n < 0 ? 0 : n;
 }
 
-void metrics_delayed(long rate_limit, long pause, long retry)
+void metrics_delayed(long rate_limit, long pause, long retry, long image)
 {
-	long v[] = { rate_limit, pause, retry };
+	long v[] = { rate_limit, pause, retry, image };
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
 		if (v[i] >= 0)
 			M.delayed[i] = v[i];
@@ -315,7 +315,7 @@ static void add_escaped(struct strbuf *out, const char *s, int label)
 }
 
 /* The cause label of arbiter_delayed_jobs, in the order of metrics_delayed's arguments. */
-static const char *const delayed_causes[] = { "rate_limit", "pause", "retry" };
+static const char *const delayed_causes[] = { "rate_limit", "pause", "retry", "image" };
 
 static void header(struct strbuf *out, const char *name, const char *type, const char *help)
 {
@@ -544,7 +544,8 @@ static void render_queue(struct strbuf *out)
 	      (double)M.pending);
 	header(out, "arbiter_delayed_jobs", "gauge", "Jobs waiting in the delayed set, by cause: "
 	       "rate_limit (deferred by the rate limit), pause (held by a challenge pause), retry "
-	       "(a failing job waiting for its next attempt).");
+	       "(a failing job waiting for its next attempt), image (a container job waiting for "
+	       "its image to be imported).");
 	for (size_t i = 0; i < sizeof delayed_causes / sizeof delayed_causes[0]; i++) {
 		const char *labels[] = { "cause", delayed_causes[i], NULL };
 		sample(out, "arbiter_delayed_jobs", labels, (double)M.delayed[i]);

@@ -82,8 +82,9 @@ void metrics_judge(const struct metrics_judge *j);
 void metrics_queue(long stream_len, long lag, long pending, long dead);
 /* Gauge arbiter_delayed_jobs{cause}: the members of {prefix}:delayed by cause
  * (rl_lua_delayed_causes): rate-limit deferrals, challenge-pause holds, retries of
- * failing jobs. A negative value leaves that series unchanged. */
-void metrics_delayed(long rate_limit, long pause, long retry);
+ * failing jobs, container jobs waiting for their image. A negative value leaves that
+ * series unchanged. */
+void metrics_delayed(long rate_limit, long pause, long retry, long image);
 /* Gauge arbiter_other_style_stream_length: entries in the job stream of the other
  * key style (rkeys_other_jobs), which no worker of this deployment reads. */
 void metrics_other_stream(long n);

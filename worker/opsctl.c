@@ -345,6 +345,7 @@ struct hold_req {
 	struct opsctl *o;
 	struct job *j;
 	int attempt;                /* 0: a pause hold; else the retry's attempt number */
+	const char *cause;          /* the member's _cause: "pause", "retry", "image" (static) */
 	uint32_t delay_ms;
 	void (*done)(struct worker *w, struct job *j, bool ok);
 };
@@ -357,9 +358,12 @@ static void on_hold(struct rq *r, redisReply *reply, const char *err, void *data
 	o->refs--;
 	bool ok = !err && reply && reply->type == REDIS_REPLY_INTEGER;
 	if (!ok)
-		LOGW(h->j->sub, h->j->id, "%s failed: %s", h->attempt ? "moving a retry to the delayed "
-		     "set" : "holding a paused challenge's job",
+		LOGW(h->j->sub, h->j->id, "%s failed: %s", !strcmp(h->cause, "retry") ? "moving a "
+		     "retry to the delayed set" : !strcmp(h->cause, "image") ? "moving a job waiting "
+		     "for its image to the delayed set" : "holding a paused challenge's job",
 		     err ? err : reply && reply->str ? reply->str : "unexpected reply");
+	else if (reply->integer == 1 && !strcmp(h->cause, "image"))
+		LOGD(h->j->sub, h->j->id, "waits %u ms in the delayed set for its image", h->delay_ms);
 	else if (reply->integer == 1 && h->attempt)
 		LOGD(h->j->sub, h->j->id, "attempt %d waits %u ms in the delayed set", h->attempt,
 		     h->delay_ms);
@@ -371,24 +375,34 @@ static void on_hold(struct rq *r, redisReply *reply, const char *err, void *data
 	maybe_free(o);
 }
 
-/* The hold script for j, due in delay_ms; attempt > 0 adds the field attempt (first, so it
- * wins over an older one). */
-static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int attempt,
+/* The hold script for j, due in delay_ms, its member counted as cause ("pause", "retry",
+ * "image"); attempt > 0 adds the field attempt and since_ms > 0 the field image_wait_since
+ * (first, so they win over older ones). */
+static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, const char *cause,
+                       int attempt, int64_t since_ms,
                        void (*done)(struct worker *w, struct job *j, bool ok))
 {
 	struct worker *w = o->w;
-	int argc = 12 + 2 * j->nf;
+	int argc = 14 + 2 * j->nf;
 	const char **argv = xcalloc((size_t)argc, sizeof *argv);
 	size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-	char delay[16], att[16];
+	char delay[16], att[16], since[24];
 	snprintf(delay, sizeof delay, "%u", delay_ms);
 	snprintf(att, sizeof att, "%d", attempt);
+	snprintf(since, sizeof since, "%lld", (long long)since_ms);
 	/* _cause (first, so it wins): what `arbiter status` and arbiter_delayed_jobs count the
 	 * member as; the promotion drops it. */
-	const char *head[] = { "EVAL", hold_lua, "2", pipeline_stream_key(w, j->stream), w->k_delayed,
-	                       w->k_group, j->id, delay, "_cause", attempt > 0 ? "retry" : "pause",
-	                       "attempt", att };
-	int nh = attempt > 0 ? 12 : 10;
+	const char *head[14] = { "EVAL", hold_lua, "2", pipeline_stream_key(w, j->stream),
+	                         w->k_delayed, w->k_group, j->id, delay, "_cause", cause };
+	int nh = 10;
+	if (attempt > 0) {
+		head[nh++] = "attempt";
+		head[nh++] = att;
+	}
+	if (since_ms > 0) {
+		head[nh++] = "image_wait_since";
+		head[nh++] = since;
+	}
 	for (int i = 0; i < nh; i++) {
 		argv[i] = head[i];
 		lens[i] = strlen(head[i]);
@@ -402,6 +416,7 @@ static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int a
 	h->o = o;
 	h->j = j;
 	h->attempt = attempt;
+	h->cause = cause;
 	h->delay_ms = delay_ms;
 	h->done = done;
 	o->refs++;
@@ -422,13 +437,19 @@ static void to_delayed(struct opsctl *o, struct job *j, uint32_t delay_ms, int a
 void opsctl_hold(struct opsctl *o, struct job *j,
                  void (*done)(struct worker *w, struct job *j, bool ok))
 {
-	to_delayed(o, j, PAUSE_HOLD_MS, 0, done);
+	to_delayed(o, j, PAUSE_HOLD_MS, "pause", 0, 0, done);
 }
 
 void opsctl_park(struct opsctl *o, struct job *j, uint32_t delay_ms,
                  void (*done)(struct worker *w, struct job *j, bool ok))
 {
-	to_delayed(o, j, delay_ms, j->attempts, done);
+	to_delayed(o, j, delay_ms, "retry", j->attempts, 0, done);
+}
+
+void opsctl_image_wait(struct opsctl *o, struct job *j, uint32_t delay_ms,
+                       void (*done)(struct worker *w, struct job *j, bool ok))
+{
+	to_delayed(o, j, delay_ms, "image", j->attempts, j->image_since_ms, done);
 }
 
 struct leave_req {

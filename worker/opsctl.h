@@ -9,7 +9,8 @@
  *   resolved to challenge ids, and a job of such a challenge is held: moved
  *   atomically (Lua: XACK + XDEL + ZADD) to the delayed set for
  *   PAUSE_HOLD_MS, from which the usual promotion brings it back; the same script
- *   parks a failed job until its next attempt (opsctl_park);
+ *   parks a failed job until its next attempt (opsctl_park) and a container job
+ *   whose image the store lacks until it looks again (opsctl_image_wait);
  * - the cap of the dead-letter stream: XTRIM {prefix}:dead MAXLEN
  *   ARBITER_DEAD_LETTER_MAX every minute;
  * - leaving the consumer group on a clean exit: our consumer is deleted
@@ -62,6 +63,14 @@ void opsctl_hold(struct opsctl *o, struct job *j,
  * loses it. done as for opsctl_hold. */
 void opsctl_park(struct opsctl *o, struct job *j, uint32_t delay_ms,
                  void (*done)(struct worker *w, struct job *j, bool ok));
+
+/* A container job whose image the store lacks, through the delayed set: moves j's entry
+ * there (same script as a hold) due in delay_ms, counted as cause "image", with the fields
+ * attempt = j->attempts (no attempt is spent) and image_wait_since = j->image_since_ms (> 0),
+ * so the wait's deadline holds across promotions, replicas and restarts. done as for
+ * opsctl_hold. */
+void opsctl_image_wait(struct opsctl *o, struct job *j, uint32_t delay_ms,
+                       void (*done)(struct worker *w, struct job *j, bool ok));
 
 /* How often a worker writes its heartbeat (opsctl_heartbeat from the gauges timer), and
  * how old a heartbeat must be before `arbiter status --prune` believes its worker dead

@@ -209,13 +209,13 @@ const char rl_lua_promote[] =
 	"return {moved, #due, nd or -1}\n";
 
 /* The causes script. KEYS: 1 `{prefix}:delayed`. Counts the members by their `_cause`
- * field (rate_limit, pause, retry; a member written before the field existed counts as a
- * retry when it has an attempt field, else as a rate-limit deferral), 1000 members per
- * ZRANGE. Returns {rate_limit, pause, retry}. O(members): run it every few seconds,
+ * field (rate_limit, pause, retry, image; a member written before the field existed counts
+ * as a retry when it has an attempt field, else as a rate-limit deferral), 1000 members per
+ * ZRANGE. Returns {rate_limit, pause, retry, image}. O(members): run it every few seconds,
  * not per job. */
 const char rl_lua_delayed_causes[] =
 	"-- arbiter: the delayed set's members by cause\n"
-	"local n = {0, 0, 0}\n"
+	"local n = {0, 0, 0, 0}\n"
 	"local i = 0\n"
 	"while true do\n"
 	"  local ms = redis.call('ZRANGE', KEYS[1], i, i + 999)\n"
@@ -223,6 +223,7 @@ const char rl_lua_delayed_causes[] =
 	"    if string.find(m, '\"_cause\":\"pause\"', 1, true) then n[2] = n[2] + 1\n"
 	"    elseif string.find(m, '\"_cause\":\"retry\"', 1, true) then n[3] = n[3] + 1\n"
 	"    elseif string.find(m, '\"_cause\":\"rate_limit\"', 1, true) then n[1] = n[1] + 1\n"
+	"    elseif string.find(m, '\"_cause\":\"image\"', 1, true) then n[4] = n[4] + 1\n"
 	"    elseif string.find(m, '\"attempt\":\"', 1, true) then n[3] = n[3] + 1\n"
 	"    else n[1] = n[1] + 1 end\n"
 	"  end\n"

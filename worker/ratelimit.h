@@ -124,7 +124,7 @@ const char *rl_decision_name(enum rl_decision d);
 /* The two Lua scripts (for tests and operators). */
 extern const char rl_lua_check[];
 extern const char rl_lua_promote[];
-/* Counts the delayed set's members by cause: {rate_limit, pause, retry} (ratelimit.c). */
+/* Counts the delayed set's members by cause: {rate_limit, pause, retry, image} (ratelimit.c). */
 extern const char rl_lua_delayed_causes[];
 
 #endif

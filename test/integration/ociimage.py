@@ -64,6 +64,56 @@ def busybox_layer(script=None, script_path="score.sh"):
     return e
 
 
+def docker_archive(layers, config=None, hook=None, link_repeated=True):
+    """The bytes of a docker-archive (`docker save`'s classic format): <id>/layer.tar per
+    layer (a layer repeated is a symlink to the first copy, as docker writes it),
+    <config sha>.json, manifest.json, repositories. hook(parts) may change "manifest" (the
+    list), "config" (dict) or "members" [(name, bytes or ("symlink", target))] before the
+    tar is written."""
+    raws = [layer_tar(l)[1] for l in layers]
+    cfg = {"architecture": "amd64", "os": "linux",
+           "config": {"Env": ["PATH=/bin"], "Cmd": ["/bin/sh", "-c", "true"],
+                      "WorkingDir": "/app"},
+           "rootfs": {"type": "layers", "diff_ids": [sha(r) for r in raws]}}
+    if config:
+        cfg["config"].update(config)
+    parts = {"config": cfg}
+    if hook:
+        hook("config", parts)
+    cfgb = json.dumps(parts["config"]).encode()
+    members, names, first = [], [], {}
+    for i, r in enumerate(raws):
+        lid = hashlib.sha256(b"layer %d " % i + r).hexdigest()
+        name = lid + "/layer.tar"
+        if link_repeated and sha(r) in first:
+            members.append((name, ("symlink", "../" + first[sha(r)])))
+        else:
+            first.setdefault(sha(r), name)
+            members.append((name, r))
+        members.append((lid + "/VERSION", b"1.0"))
+        names.append(name)
+    members.append((sha(cfgb)[7:] + ".json", cfgb))
+    parts["manifest"] = [{"Config": sha(cfgb)[7:] + ".json", "RepoTags": ["test:latest"],
+                          "Layers": names}]
+    parts["members"] = members
+    if hook:
+        hook("manifest", parts)
+    parts["members"].append(("manifest.json", json.dumps(parts["manifest"]).encode()))
+    parts["members"].append(("repositories", b'{"test": {"latest": "x"}}'))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as t:
+        for name, data in parts["members"]:
+            ti = tarfile.TarInfo(name)
+            if isinstance(data, tuple):
+                ti.type = tarfile.SYMTYPE
+                ti.linkname = data[1]
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+    return out.getvalue()
+
+
 def archive(layers, config=None, compress=False, hook=None):
     """The bytes of an OCI archive with these layers (lists of entries). config updates
     the image config's "config" object; hook(parts) may change anything before the

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -99,6 +100,83 @@ ok(p.returncode == 3 and "wrote no /output/score.json" in p.stderr, "no score.js
    p.stdout + p.stderr)
 p = score(dict(one, container={"cmd": ["/bin/sleep", "10"], "timeout_ms": 500}))
 ok(p.returncode == 3 and "timed out" in p.stderr, "container.timeout_ms is enforced", p.stderr)
+
+# A docker-archive (`docker save`) of the same layers imports and runs like the OCI archive.
+dpath = os.path.join(top, "docker.tar")
+with open(dpath, "wb") as f:
+    f.write(ociimage.docker_archive(layers, config={"Cmd": ["/app/seed.sh"], "Env": ["PATH=/bin"]}))
+p = subprocess.run([BIN, "image", "import", dpath], capture_output=True, text=True, env=ENV)
+ddigest = p.stdout.split()[-1] if p.returncode == 0 and p.stdout.split() else ""
+p = score(dict(one, image=ddigest))
+ok(ddigest and p.returncode == 0 and json.loads(p.stdout)["score"] == 730,
+   "a docker-archive's image runs: its config's Cmd scores 730", p.stdout + p.stderr)
+
+# The operator's maxima (ARBITER_CONTAINER_MAX_*): a spec asking for more gets the maximum,
+# with a warning naming the setting, and the maximum holds. Each limit is shown to be the
+# setting's doing: the same run with the default maxima passes.
+def sh(cmd, **limits):
+    return dict(one, container=dict({"cmd": ["/bin/sh", "-c", cmd + ' && v=1000 || v=0; '
+                                                "printf '{\"scores\": {\"tests\": %s}}' $v "
+                                                "> /output/score.json"], "timeout_ms": 20000},
+                                     **limits))
+
+
+def tests_score(p):
+    try:
+        return json.loads(p.stdout)["score"] if p.returncode == 0 else None
+    except ValueError:
+        return None
+
+
+big_alloc = sh("dd if=/dev/zero of=/dev/null bs=96M count=1 2>/dev/null", memory_mb=4096)
+p = score(big_alloc)
+ok(tests_score(p) == 1000, "control: a 96 MiB allocation runs under the default maximum",
+   p.stdout + p.stderr)
+p = score(big_alloc, env={"ARBITER_CONTAINER_MAX_MEMORY_MB": "48"})
+ok(tests_score(p) == 0 or (p.returncode == 3 and "memory" in p.stderr),
+   "ARBITER_CONTAINER_MAX_MEMORY_MB=48 holds although the spec asks 4096", p.stdout + p.stderr)
+p = score(sh("true", memory_mb=4096, pids=500, timeout_ms=30000, output_mb=100),
+          env={"ARBITER_CONTAINER_MAX_MEMORY_MB": "48", "ARBITER_CONTAINER_MAX_PIDS": "16",
+               "ARBITER_CONTAINER_MAX_WALL_MS": "25s", "ARBITER_CONTAINER_MAX_OUTPUT_MB": "8"})
+warned = " ".join(x.get("message", "") for x in
+                  (json.loads(p.stdout).get("submission_warnings", []) if p.returncode == 0 else []))
+ok(tests_score(p) == 1000 and all(n in warned for n in (
+    "ARBITER_CONTAINER_MAX_MEMORY_MB=48", "ARBITER_CONTAINER_MAX_PIDS=16",
+    "ARBITER_CONTAINER_MAX_WALL_MS=25000", "ARBITER_CONTAINER_MAX_OUTPUT_MB=8")),
+   "each limit asked above its maximum is a warning naming the setting", p.stdout + p.stderr)
+p = subprocess.run([BIN, "validate-spec", write("v.json", sh("true", memory_mb=4096))],
+                   capture_output=True, text=True, env=dict(ENV, ARBITER_CONTAINER_MAX_MEMORY_MB="48"))
+ok(p.returncode == 0 and p.stdout.strip() == "ok" and
+   "ARBITER_CONTAINER_MAX_MEMORY_MB=48" in p.stderr and "warning" in p.stderr,
+   "validate-spec: ok, with the same warning on stderr", p.stdout + p.stderr)
+p = subprocess.run([BIN, "validate-spec", write("v.json", sh("true", memory_mb=32))],
+                   capture_output=True, text=True, env=dict(ENV, ARBITER_CONTAINER_MAX_MEMORY_MB="48"))
+ok(p.returncode == 0 and p.stderr == "", "validate-spec: no warning within the maxima", p.stderr)
+p = score(sh("sleep 3"), env={"ARBITER_CONTAINER_MAX_WALL_MS": "1s"})
+ok(p.returncode == 3 and "timed out" in p.stderr,
+   "ARBITER_CONTAINER_MAX_WALL_MS=1s ends a run whose spec allows 20 s", p.stdout + p.stderr)
+t0 = time.monotonic()
+p = score(sh("i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"),
+          env={"ARBITER_CONTAINER_MAX_CPU_MS": "300ms"})
+took = time.monotonic() - t0
+ok(p.returncode == 3 and "timed out" in p.stderr and took < 10,
+   "ARBITER_CONTAINER_MAX_CPU_MS=300ms ends a busy run whose spec allows 20 s (%.1f s)" % took,
+   p.stdout + p.stderr)
+forks = sh("(sleep 1 & sleep 1 & sleep 1 & sleep 1 & sleep 1 & sleep 1 & wait) 2>/dev/null", pids=64)
+p = score(forks)
+ok(tests_score(p) == 1000, "control: 6 background processes under the default maximum",
+   p.stdout + p.stderr)
+p = score(forks, env={"ARBITER_CONTAINER_MAX_PIDS": "4"})
+ok(tests_score(p) == 0 or p.returncode == 3, "ARBITER_CONTAINER_MAX_PIDS=4 holds although the "
+   "spec asks 64", p.stdout + p.stderr)
+fill = sh("dd if=/dev/zero of=/output/big bs=1M count=3 2>/dev/null; r=$?; rm -f /output/big; "
+          "[ $r = 0 ]", output_mb=16)
+p = score(fill)
+ok(tests_score(p) == 1000, "control: 3 MiB in /output with container.output_mb 16",
+   p.stdout + p.stderr)
+p = score(fill, env={"ARBITER_CONTAINER_MAX_OUTPUT_MB": "2"})
+ok(tests_score(p) == 0, "ARBITER_CONTAINER_MAX_OUTPUT_MB=2 bounds /output although the spec "
+   "asks 16", p.stdout + p.stderr)
 
 absent = "sha256:" + "0" * 64
 p = validate(dict(one, image=absent))

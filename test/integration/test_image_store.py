@@ -1,6 +1,7 @@
 """The image store: `arbiter image import/list/rm` on OCI archives built here, and
 every hostile-layer rule of issue #27 (refused, or neutralised, at import; nothing
 outside the store is ever touched)."""
+import gzip
 import json
 import os
 import shutil
@@ -260,6 +261,84 @@ def arm(stage, parts):
 
 refused("another architecture", one([], hook=arm), "architecture 's390x'")
 refused("not an OCI archive", b"\0" * 1024, "not an OCI image archive")
+
+# ---- docker-archive (`docker save`), written here as docker writes it -----------------
+dlayers = [base, [{"name": "app/extra", "data": b"docker"}], base]   # the base twice: a symlink
+dk = ociimage.docker_archive(dlayers, config={"Cmd": ["/app/score.sh"]})
+p = imp(dk, name="docker.tar")
+dlast = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+droot = os.path.join(store, "sha256-" + dlast[7:], "rootfs")
+ok(p.returncode == 0 and dlast.startswith("sha256:") and len(dlast) == 71 and
+   "docker-archive" in p.stderr and
+   open(os.path.join(droot, "app/extra")).read() == "docker" and
+   os.path.isfile(os.path.join(droot, "bin/busybox")) and
+   json.load(open(os.path.join(store, "sha256-" + dlast[7:], "image.json")))["cmd"] == ["/app/score.sh"],
+   "a docker-archive imports (a repeated layer as docker's symlink): its layers and config",
+   p.stdout + p.stderr)
+p = imp(gzip.compress(dk, mtime=0), name="docker.tar.gz")
+ok(p.returncode == 0 and p.stdout.split()[-1] == dlast and "already" in p.stderr,
+   "the same docker-archive gzipped (docker save | gzip) is the same image: same digest",
+   p.stdout + p.stderr)
+ok(run("rm", dlast).returncode == 0, "the docker-archive's image is removed like any other")
+
+
+def drefused(label, want, layers=None, hook=None, **kw):
+    refused("docker-archive: " + label, ociimage.docker_archive(layers or [base], hook=hook, **kw),
+            want)
+
+
+# The same hostile-layer rules (one layer of each kind), and the archive's own.
+drefused("absolute path in a layer", "an absolute path",
+         [base, [{"name": "/etc/evil", "data": b"x"}]])
+drefused("'..' in a layer", "a '..' component", [base, [{"name": "app/../../evil", "data": b"x"}]])
+drefused("device node in a layer", "is a device node", [base, [{"name": "app/null", "type": "chr"}]])
+drefused("symlink leaving the root", "leaves the root",
+         [base, [{"name": "app/out", "type": "symlink", "target": "../../.."}]])
+drefused("duplicate entry in a layer", "duplicate entry 'app/a'",
+         [base, [{"name": "app/a", "data": b"1"}, {"name": "app/a", "data": b"2"}]])
+
+
+def wrong_diff_id(stage, parts):
+    if stage == "config":
+        parts["config"]["rootfs"]["diff_ids"][0] = "sha256:" + "1" * 64
+
+
+def two_images(stage, parts):
+    if stage == "manifest":
+        parts["manifest"] = parts["manifest"] * 2
+
+
+def missing_layer(stage, parts):
+    if stage == "manifest":
+        parts["manifest"][0]["Layers"].append("nowhere/layer.tar")
+
+
+def escaping_member(stage, parts):
+    if stage == "manifest":
+        name = parts["manifest"][0]["Layers"][0]
+        parts["members"] = [(n, ("symlink", "../../" + canary + "/victim") if n == name else d)
+                            for n, d in parts["members"]]
+
+
+def absolute_member(stage, parts):
+    if stage == "manifest":
+        name = parts["manifest"][0]["Layers"][0]
+        parts["members"] = [(n, ("symlink", canary + "/victim") if n == name else d)
+                            for n, d in parts["members"]]
+
+
+def dup_member(stage, parts):
+    if stage == "manifest":
+        parts["members"].append(parts["members"][0])
+
+
+drefused("a layer that does not match its diff_id", "the config's diff_id", hook=wrong_diff_id)
+drefused("manifest.json with two images", "exactly one image", hook=two_images)
+drefused("a layer missing from the archive", "is not a file of the archive", hook=missing_layer)
+drefused("a member linking out of the archive ('..')", "leaves the archive", hook=escaping_member)
+drefused("a member linking to an absolute path", "an absolute or empty target",
+         hook=absolute_member)
+drefused("a member twice", "duplicate entry", hook=dup_member)
 
 ok(canary_intact(), "the host canary directory is untouched after every import")
 ok(run("list").stdout.split() == [digest] and

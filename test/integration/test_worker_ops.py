@@ -159,7 +159,7 @@ def main():
                 except (ValueError, KeyError):
                     return None
             by = wait_for(lambda: (lambda b: b if b and b.get("pause") == 1 else None)(by_cause()), 10)
-            eq(by, {"rate_limit": 0, "pause": 1, "retry": 0},
+            eq(by, {"rate_limit": 0, "pause": 1, "retry": 0, "image": 0},
                "status --json: the held job counts under pause, not rate_limit")
             def split_table():
                 t = arbiter(s, "status").stdout

@@ -88,7 +88,7 @@ def main():
                 by = json.loads(st.stdout)["redis"]["delayed_by_cause"]
             except (ValueError, KeyError):
                 by = None
-            eq(by, {"rate_limit": 0, "pause": 0, "retry": 1},
+            eq(by, {"rate_limit": 0, "pause": 0, "retry": 1, "image": 0},
                "status --json counts it under retry", st.stdout[-1500:] + st.stderr)
         eq(a.pending(), 0, "nothing pending in the stream while it waits (no claim, no slot)")
 
