@@ -25,55 +25,6 @@ typedef __int128 i128;
 
 #define U128_LIMIT ((u128)1 << 120)     /* operands of exact ratios stay below this */
 
-static const char *const prim_names[] = {
-	[PRIM_NONE] = "",
-	[PRIM_EXACT_MATCH] = "exact_match",
-	[PRIM_EXACT_MATCH_RATIO] = "exact_match_ratio",
-	[PRIM_NUMERIC_TOLERANCE] = "numeric_tolerance",
-	[PRIM_FUZZY_STRING] = "fuzzy_string",
-	[PRIM_TIME_DECAY] = "time_decay",
-	[PRIM_COVERAGE_RATIO] = "coverage_ratio",
-	[PRIM_SET_OVERLAP] = "set_overlap",
-	[PRIM_TOKEN_EFFICIENCY] = "token_efficiency",
-	[PRIM_CALL_EFFICIENCY] = "call_efficiency",
-	[PRIM_EXPRESSION] = "expression",
-	[PRIM_TEXT_LENGTH] = "text_length",
-	[PRIM_TERM_COVERAGE] = "term_coverage",
-	[PRIM_REGEX_MATCH] = "regex_match",
-	[PRIM_TOKEN_OVERLAP] = "token_overlap",
-	[PRIM_COUNT] = "count",
-	[PRIM_MATCH_OBJECTS] = "match_objects",
-	[PRIM_KEYED_MAP] = "keyed_map",
-};
-
-int prim_kind_from_name(const char *name, enum prim_kind *out)
-{
-	for (size_t i = 1; i < sizeof prim_names / sizeof prim_names[0]; i++)
-		if (!strcmp(name, prim_names[i])) {
-			*out = (enum prim_kind)i;
-			return 0;
-		}
-	return -1;
-}
-
-const char *prim_kind_name(enum prim_kind k)
-{
-	if ((size_t)k >= sizeof prim_names / sizeof prim_names[0])
-		return "";
-	return prim_names[k];
-}
-
-bool prim_reads_fields(enum prim_kind k)
-{
-	switch (k) {
-	case PRIM_EXACT_MATCH: case PRIM_EXACT_MATCH_RATIO: case PRIM_NUMERIC_TOLERANCE:
-	case PRIM_FUZZY_STRING: case PRIM_COVERAGE_RATIO: case PRIM_SET_OVERLAP:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* ---- rounding ---------------------------------------------------------- */
 
 int prim_permille_ratio(u128 num, u128 den)
