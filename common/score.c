@@ -1317,18 +1317,22 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 
 /* ---- keyed sides (common/README.md "Spec language v3": keyed answers against records) ---- */
 
-/* Appends the text of a key value to sb: a string as it is, a number as its canonical text;
- * false for any other value (no key). With norm, the value is normalised first (a numeric
- * string may become a number). */
+/* Appends the text of a key value to sb: a string as it is, an integer in decimal digits, a
+ * real as its shortest decimal text (2.0 is "2", 1.5 is "1.5", as JavaScript prints them in the
+ * usual range); false for any other value (no key). With norm, the value is normalised first
+ * (a numeric string may become a number). */
 static bool key_text(const json_t *v, unsigned norm, struct strbuf *sb)
 {
 	json_t *nv = norm && v ? norm_value(norm, v) : NULL;
 	const json_t *x = nv ? nv : v;
 	bool ok = true;
+	char b[48];
 	if (json_is_string(x))
 		strbuf_add(sb, json_string_value(x), json_string_length(x));
-	else if (json_is_number(x))
-		jcanon_dump(x, sb);
+	else if (json_is_integer(x))
+		strbuf_addf(sb, "%lld", (long long)json_integer_value(x));
+	else if (json_is_real(x) && dec_shortest(json_real_value(x), b, sizeof b) > 0)
+		strbuf_add(sb, b, strlen(b));
 	else
 		ok = false;
 	json_decref(nv);
