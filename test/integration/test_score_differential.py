@@ -693,8 +693,13 @@ V2_PRIMS = ('text_contains', 'text_length', 'term_coverage', 'regex_match', 'tok
             'count', 'match_objects', 'keyed_map')
 # Every primitive this reference implements (test-prim checks that each of arbiter's primitive
 # descriptors is named here).
-REFERENCE_PRIMITIVES = FIELD_PRIMS + ('time_decay', 'token_efficiency', 'call_efficiency',
-                                      'expression') + V2_PRIMS
+REFERENCE_PRIMITIVES = ('exact_match', 'exact_match_ratio', 'numeric_tolerance', 'fuzzy_string',
+                        'coverage_ratio', 'set_overlap', 'time_decay', 'token_efficiency',
+                        'call_efficiency', 'expression', 'text_contains', 'text_length',
+                        'term_coverage', 'regex_match', 'token_overlap', 'count',
+                        'match_objects', 'keyed_map')
+assert set(REFERENCE_PRIMITIVES) == set(FIELD_PRIMS + V2_PRIMS) | {
+    'time_decay', 'token_efficiency', 'call_efficiency', 'expression'}
 
 
 def root_path(text, default, docs):
