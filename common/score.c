@@ -581,7 +581,10 @@ static bool pay_distance(void *arg, size_t m, size_t n)
 	return charge(arg, lev_units(m, n));
 }
 
-static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
+/* Runs a regex search paid from both budgets: 1 when it matches, 0 when it does not, -1 when
+ * stopped by a budget (then counted as not matching; a term that must be absent counts as
+ * present, so exhausting the budget never earns credit). */
+static int run_rx3(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
 {
 	/* The regex budget of the evaluation, and no more steps than the work budget pays for. */
 	uint64_t cap = c->work_left / W_RX_STEP, b = c->rx_budget < cap ? c->rx_budget : cap;
@@ -593,7 +596,12 @@ static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, st
 		charge(c, UINT64_MAX);   /* stopped by the work budget: it is spent */
 	else if (m < 0)
 		ap->nrx++;
-	return m > 0;
+	return m < 0 ? -1 : m > 0;
+}
+
+static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
+{
+	return run_rx3(c, r, t, n, ap) > 0;
 }
 
 static bool key_text(const json_t *v, unsigned norm, struct strbuf *sb);
@@ -687,7 +695,8 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 			bool f = false;
 			for (size_t k = 0; k < t->nalt && !f; k++) {
 				if (t->rx[k]) {
-					f = run_rx(c, t->rx[k], text, tl, ap);
+					int m = run_rx3(c, t->rx[k], text, tl, ap);
+					f = m > 0 || (m < 0 && t->neg);   /* stopped: present, for a negation */
 				} else if (t->ref[k]) {
 					int rr = ref_term(c, d, t->ref[k], text, tl, &f, built, e);
 					if (rr != 0) {
@@ -701,6 +710,8 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 					f = memmem(text, tl, t->lit[k], t->litlen[k]) != NULL;
 				}
 			}
+			if (t->neg)   /* {"not": ...}: found when none of its alternatives occurs */
+				f = !f;
 			found += f;
 			if (hit)
 				json_array_append_new(f ? hit : miss, json_integer((json_int_t)i));

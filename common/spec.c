@@ -479,6 +479,17 @@ static int parse_affix(const json_t *obj, const char *k, char **out, const char 
 static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, size_t errlen)
 {
 	struct spec_term *term = &d->terms[i];
+	if (json_is_object(t) && json_object_get(t, "not")) {   /* a term that must be absent */
+		static const char *const nk[] = { "not", NULL };
+		char where[120];
+		snprintf(where, sizeof where, "dimension '%s' terms[%zu]", d->key, i);
+		if (check_keys(t, where, -1, nk, NULL, NULL, err, errlen) < 0)
+			return -1;
+		t = json_object_get(t, "not");
+		if (json_is_object(t) && json_object_get(t, "not"))
+			return fail(err, errlen, "dimension '%s': terms[%zu]: not inside not", d->key, i);
+		term->neg = true;
+	}
 	size_t n = json_is_array(t) ? json_array_size(t) : 1;
 	if (n == 0 || n > 64)
 		return fail(err, errlen, "dimension '%s': terms[%zu] must hold 1 to 64 alternatives",
@@ -493,10 +504,14 @@ static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, 
 		const json_t *re = json_is_object(a) ? json_object_get(a, "regex") : NULL;
 		const json_t *gr = json_is_object(a) ? json_object_get(a, "ground_truth") : NULL;
 		char why[200];
-		static const char *const rk[] = { "regex", "ground_truth", "prefix", "suffix", NULL };
+		static const char *const rk[] = { "regex", "ground_truth", "prefix", "suffix", "not",
+		                                  NULL };
 		snprintf(why, sizeof why, "dimension '%s' terms[%zu]", d->key, i);
 		if (json_is_object(a) && check_keys(a, why, -1, rk, NULL, NULL, err, errlen) < 0)
 			return -1;
+		if (json_is_object(a) && json_object_get(a, "not"))
+			return fail(err, errlen, "dimension '%s': terms[%zu]: {\"not\": ...} is a whole term, "
+			            "not an alternative", d->key, i);
 		if (json_is_object(a) && !!re + !!gr != 1)
 			return fail(err, errlen, "dimension '%s': terms[%zu] takes regex or ground_truth "
 			            "(with prefix and suffix), not both", d->key, i);
@@ -531,8 +546,8 @@ static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, 
 				return -1;
 		} else {
 			return fail(err, errlen, "dimension '%s': terms[%zu] must be a string, "
-			            "{\"regex\": \"...\"}, {\"ground_truth\": \"path\"} or an array of "
-			            "those", d->key, i);
+			            "{\"regex\": \"...\"}, {\"ground_truth\": \"path\"}, an array of "
+			            "those, or {\"not\": one of them}", d->key, i);
 		}
 	}
 	return 0;

@@ -72,7 +72,8 @@ enum spec_count { SPEC_C_LENGTH, SPEC_C_DISTINCT, SPEC_C_UNIQUE_RATIO, SPEC_C_PR
  * "suffix"}`): prefix + the value's text + suffix, normalised at evaluation. */
 struct spec_tref { enum spec_var_source src; struct jpath *path; char *text, *prefix, *suffix; };
 /* One term: any of its alternatives; each is a literal (lit), a regex (rx) or a reference (ref). */
-struct spec_term { size_t nalt; char **lit; size_t *litlen; struct rx **rx; struct spec_tref **ref; };
+struct spec_term { size_t nalt; char **lit; size_t *litlen; struct rx **rx; struct spec_tref **ref;
+                   bool neg;   /* {"not": ...}: the term counts when none of its alternatives occurs */ };
 /* A key built from a record (keyed_map field_key / ground_truth_key, match_objects match_on
  * as an object): prefix + the text of the value at path + suffix. path NULL: prefix and suffix
  * only (match_objects keeps its match_on paths). */

@@ -851,6 +851,9 @@ def v2_apply(d, a, b, st):
             terms = d['terms']
             found = 0
             for t in terms:
+                neg = isinstance(t, dict) and 'not' in t   # v3: a term that must be absent
+                if neg:
+                    t = t['not']
                 alts = t if isinstance(t, list) else [t]
                 hit = False
                 for x in alts:
@@ -868,7 +871,7 @@ def v2_apply(d, a, b, st):
                         tt = norm_str(steps, x.get('prefix', '') + key_text(v) +
                                       x.get('suffix', ''))
                         hit = bool(tt) and tt in text
-                found += hit
+                found += (not hit) if neg else hit
             total = len(terms)
         elif d.get('terms_from') == 'words':
             if not isinstance(b, str):
@@ -2296,6 +2299,8 @@ def gen_v3_dim(case, key, weight):
                 t = ['patch', {'ground_truth': name + '.host'}]
             else:
                 t = rng.choice(['fixed', 'closed', 'down'])
+            if rng.random() < 0.25:
+                t = {'not': t}
             terms.append(t)
         d['terms'] = terms
         if rng.random() < 0.4:
