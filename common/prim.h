@@ -105,6 +105,13 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
  * (dec_num_from_json of want) already at hand. */
 int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
                                const struct dec_num *tol, bool linear);
+/* prim_numeric_tolerance with a tolerance relative to the truth (v3): element i is within when
+ * |a − e| ≤ max(tol, rel × |e|), the product exact up to 18 significant digits (cut to 18
+ * beyond); linear decay uses that allowance. Exact fractions, or long double when the
+ * exponents are too far apart for 128-bit integers. */
+int prim_numeric_relative(const json_t *got, const json_t *want, const struct dec_num *tol,
+                          const struct dec_num *rel, bool linear, int *nbad,
+                          struct prim_err *err);
 /* Both strings: fuzzy_score(). PRIM_BAD if not strings or invalid UTF-8. */
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err);
 /* prim_fuzzy_string with the distance paid for before it runs: after normalising both texts

@@ -1580,6 +1580,12 @@ static int ap_exact_match_ratio(APPLY_ARGS)
 
 static int ap_numeric_tolerance(APPLY_ARGS)
 {
+	if (d->has_relative) {   /* an allowance per expected value */
+		int nbad = 0;
+		int r = prim_numeric_relative(got, want, &d->tolerance, &d->relative, d->linear, &nbad, e);
+		ap->nbad += nbad;
+		return r;
+	}
 	if (pw && pw->has_dec && !d->norm && json_is_number(got))   /* want's decimal known */
 		return prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear);
 	int nbad = 0;
@@ -1875,7 +1881,7 @@ struct prim_desc {
 static const char *const pa_none[] = { NULL };
 static const char *const pa_exact[] = { P_PLAIN, "case_insensitive", NULL };
 static const char *const pa_plain[] = { P_PLAIN, NULL };
-static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", NULL };
+static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", "relative", NULL };
 static const char *const pa_time[] = { "time_limit_secs", "curve", NULL };
 static const char *const pa_method[] = { P_PLAIN, "method", NULL };
 static const char *const pa_expr[] = { "expr", "vars", "scale", "null_as_missing", NULL };

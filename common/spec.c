@@ -745,6 +745,15 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 				return fail(err, errlen, "dimension '%s': tolerance %s must be >= 0", d->key, nb);
 			}
 		}
+		v = json_object_get(dim, "relative");
+		if (v) {   /* v3: |a − e| ≤ max(tolerance, relative × |e|); tolerance then defaults to 0 */
+			if (!json_is_number(v) || dec_num_from_json(v, &d->relative) < 0 || d->relative.m < 0)
+				return fail(err, errlen, "dimension '%s': relative must be a number >= 0 (the "
+				            "allowed difference as a share of the expected value)", d->key);
+			d->has_relative = true;
+			if (!json_object_get(dim, "tolerance"))
+				d->tolerance = (struct dec_num){ 0, 0 };
+		}
 		v = json_object_get(dim, "decay");
 		if (v) {
 			if (!json_is_string(v) || (strcmp(json_string_value(v), "none") &&

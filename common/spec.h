@@ -91,6 +91,7 @@ struct spec_dim {
 	char *field_text, *gt_text;              /* as written (NULL when absent) */
 	bool case_insensitive;                   /* exact_match; regexes of regex_match/terms */
 	struct dec_num tolerance; bool linear;   /* numeric_tolerance (default 0.01, none) */
+	bool has_relative; struct dec_num relative;   /* numeric_tolerance: allowance r × |truth| */
 	bool has_time_limit; struct dec_num time_limit_secs; double curve;  /* time_decay */
 	bool jaccard;                            /* set_overlap (default true) */
 	enum prim_method method;                   /* set_overlap, token_overlap, match_objects */

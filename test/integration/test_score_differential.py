@@ -783,11 +783,14 @@ def v2_apply(d, a, b, st):
     if prim == 'exact_match':
         return 1000 if deep_eq(a, b, d.get('case_insensitive', False)) else 0
     if prim == 'numeric_tolerance':
-        tol = exact(d.get('tolerance', 0.01))
+        rel = d.get('relative')
+        tol = exact(d.get('tolerance', 0.01 if rel is None else 0))
         if not is_num(a):
             return bad(0)
         if not is_num(b):
             return bad(1)
+        if rel is not None:
+            tol = max(tol, exact(rel) * abs(exact(b)))
         dd = abs(exact(a) - exact(b))
         return 1000 if dd <= tol else 0
     if prim == 'set_overlap':
@@ -1175,10 +1178,12 @@ def reference_score(spec, sub, gt, match):
                             score = set_ratio(len(A & B), len(A), len(B),
                                               d.get('method', 'jaccard'))
             elif prim == 'numeric_tolerance':
-                tol = exact(d.get('tolerance', 0.01))
+                rel = d.get('relative')   # v3: max(tolerance, relative x |expected|)
+                tol0 = exact(d.get('tolerance', 0.01 if rel is None else 0))
                 linear = d.get('decay', 'none') == 'linear'
 
                 def within(x, y):
+                    tol = tol0 if rel is None else max(tol0, exact(rel) * abs(exact(y)))
                     dd = abs(exact(x) - exact(y))
                     if dd <= tol:
                         return Fraction(1)
@@ -2162,7 +2167,7 @@ def gen_v3_dim(case, key, weight):
     rng = case.rng
     d = {'key': key, 'weight': weight}
     kind = rng.choice(['km_records', 'km_records', 'mo_keyed', 'mo_keyed', 'contains',
-                       'contains', 'words', 'refs'])
+                       'contains', 'words', 'refs', 'relative'])
     if kind == 'km_records':
         d['primitive'] = 'keyed_map'
         side = rng.choice(['g', 'g', 'f', 'both'])
@@ -2276,6 +2281,24 @@ def gen_v3_dim(case, key, weight):
             d['need'] = rng.randint(1, 3)
         if rng.random() < 0.05:
             g = ['not', 'a string']
+    elif kind == 'relative':
+        d['primitive'] = 'numeric_tolerance'
+        d['relative'] = rng.choice([0.05, 0.1, 0, 0.5, 0.001, 1e-9, 2])
+        if rng.random() < 0.3:
+            d['tolerance'] = rng.choice([0, 0.01, 1, 0.5])
+        if rng.random() < 0.4:
+            d['decay'] = 'linear'
+
+        def num():
+            return rng.choice([100, 0, -100, 0.1, 1.5, 1e300, 1e-300, 95, 105, 104.99, 105.01,
+                               -95, 110, 1e-7, 2, 7.5, 1.04e300, 0.3, 0.30000000000000004])
+        if rng.random() < 0.5:
+            a, g = num(), num()
+        else:
+            g = [num() for _ in range(rng.randint(0, 4))]
+            a = [num() if rng.random() < 0.9 else 'x' for _ in range(rng.randint(0, 5))]
+        if rng.random() < 0.05:
+            a = 'x'
     else:   # refs
         d['primitive'] = 'term_coverage'
         a = rng.choice(['fixed CVE-2024-1 by patch', 'ticket #42 closed', 'db1.internal down',
