@@ -1217,6 +1217,13 @@ static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, 
 		case PRIM_M_PRECISION: den = unit * ns; break;
 		case PRIM_M_F1: den = unit * (ns + ne); num *= 2; break;
 		case PRIM_M_MEAN: den = unit * matched; break;
+		case PRIM_M_POINTS:   /* Σ points × pair fraction, capped at max_points */
+			num *= (unsigned __int128)d->pair_points;
+			den = unit * (unsigned __int128)d->max_points;
+			if (num > den)
+				num = den;
+			det_set(ap, "points", json_real((double)(num * 1000000 / unit) / 1e6 / 1e6));
+			break;
 		default: den = unit * ne; break;
 		}
 		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0) : prim_permille_ratio(num, den);
@@ -1894,7 +1901,7 @@ static const char *const pa_regex[] = { "field", "normalize", "pattern", "case_i
 static const char *const pa_count[] = { "field", "normalize", "of", "keys", "ramp", "steps",
                                         "target", NULL };
 static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
-                                          "ground_truth_keyed", NULL };
+                                          "ground_truth_keyed", "points", "max_points", NULL };
 static const char *const pa_keyed[] = { P_PLAIN, "keys", "item", "field_key", "ground_truth_key",
                                         NULL };
 static const char *const pa_contains[] = { P_PLAIN, "direction", "equal_credit",

@@ -663,11 +663,24 @@ static int parse_match_objects(struct spec *s, const json_t *dim, struct spec_di
 			return fail(err, errlen, "dimension '%s': match_on[%zu] is not a valid path%s%s",
 			            d->key, i, json_is_string(k) ? ": " : "", json_is_string(k) ? why : "");
 	}
-	static const char *const names[] = { "recall", "precision", "f1", "mean", NULL };
+	static const char *const names[] = { "recall", "precision", "f1", "mean", "points", NULL };
 	static const enum prim_method vals[] = { PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1,
-	                                         PRIM_M_MEAN };
+	                                         PRIM_M_MEAN, PRIM_M_POINTS };
 	if (parse_method(dim, d, PRIM_M_RECALL, names, vals, err, errlen) < 0)
 		return -1;
+	static const char *const pn[] = { "points", "max_points" };
+	dec6 *pv[] = { &d->pair_points, &d->max_points };
+	for (int i = 0; i < 2; i++) {   /* method points (v3): both required, else refused */
+		const json_t *v = json_object_get(dim, pn[i]);
+		int places;
+		if (!v != (d->method != PRIM_M_POINTS))
+			return fail(err, errlen, "dimension '%s': %s goes with method \"points\" (points "
+			            "per matched pair and max_points, the full score)", d->key, pn[i]);
+		if (v && (!json_is_number(v) || dec_from_json(v, pv[i], &places) < 0 || places > 6 ||
+		          *pv[i] <= 0 || *pv[i] > (dec6)1000000 * DEC6_ONE))
+			return fail(err, errlen, "dimension '%s': %s must be a number in (0, 1000000] with "
+			            "at most 6 decimal places", d->key, pn[i]);
+	}
 	const json_t *f = json_object_get(dim, "fields");
 	if (!f)
 		return 0;

@@ -936,6 +936,8 @@ def v2_apply(d, a, b, st):
         if ns == 0 and ne == 0:
             return 1000
         m = d.get('method', 'recall')
+        if m == 'points':   # v3: points per pair, summed, capped at max_points
+            return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
         den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
         if m == 'f1':
             P *= 2
@@ -948,6 +950,8 @@ def v2_apply(d, a, b, st):
         if not isinstance(b, list):
             return bad(1)
         on = d['match_on'] if isinstance(d['match_on'], list) else [d['match_on']]
+        # v3: {"path", "prefix", "suffix"}; fixed text on both sides changes no pairing
+        on = [x['path'] if isinstance(x, dict) else x for x in on]
 
         def key(o):
             if not isinstance(o, dict):
@@ -983,6 +987,8 @@ def v2_apply(d, a, b, st):
         if ns == 0 and ne == 0:
             return 1000
         m = d.get('method', 'recall')
+        if m == 'points':   # v3: points per pair, summed, capped at max_points
+            return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
         den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
         if m == 'f1':
             P *= 2
@@ -2220,7 +2226,7 @@ def gen_v3_dim(case, key, weight):
         d['primitive'] = 'match_objects'
         on = rng.choice(['id', {'path': 'id', 'suffix': '_e'}, {'path': 'id', 'prefix': 'k'}])
         d['match_on'] = on
-        fk, gk = rng.choice([(True, False), (False, True), (True, True)])
+        fk, gk = rng.choice([(True, False), (False, True), (True, True), (False, False)])
         if fk:
             d['field_keyed'] = True
         if gk:
@@ -2253,7 +2259,10 @@ def gen_v3_dim(case, key, weight):
             d['fields'] = [{'primitive': 'exact_match', 'field': 'sev',
                             'normalize': rng.choice([[], ['casefold']])}]
         if rng.random() < 0.6:
-            d['method'] = rng.choice(['recall', 'precision', 'f1', 'mean'])
+            d['method'] = rng.choice(['recall', 'precision', 'f1', 'mean', 'points', 'points'])
+            if d['method'] == 'points':
+                d['points'] = rng.choice([250, 100, 33.333333, 0.5, 1000])
+                d['max_points'] = rng.choice([1000, 150, 100, 1, 0.000001])
     elif kind == 'contains':
         d['primitive'] = 'text_contains'
         base = rng.choice(['Paris', 'paris, France', 'the root cause', 'root', 'Straße', ''])
