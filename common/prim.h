@@ -55,7 +55,8 @@ enum prim_kind {
  * f1 2|A∩B|/(|A|+|B|), mean (match_objects: mean pair score over matched pairs), points
  * (match_objects: Σ points × pair score, capped at max_points, over max_points). */
 enum prim_method { PRIM_M_JACCARD, PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1, PRIM_M_MEAN,
-                   PRIM_M_POINTS /* match_objects (v3): pair points summed, capped */ };
+                   PRIM_M_POINTS /* match_objects (v3): pair points summed, capped */,
+                   PRIM_M_DISTINCT /* match_objects (v3): distinct expected values of pairs */ };
 /* A ramp or steps point: at x, fraction f (dec6, 0..1). */
 struct prim_point { int64_t x; dec6 f; };
 

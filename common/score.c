@@ -1131,6 +1131,38 @@ static size_t pair_up(const struct spec_dim *d, const json_t *probe_arr, const s
 static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, const json_t *want,
                     const json_t *const *ge, const json_t *const *we, size_t ns, size_t ne,
                     const size_t *pair, size_t matched, const struct prep_dim *pd, struct app *ap);
+
+/* match_objects method distinct (v3): how many distinct values (canonical JSON; a missing value
+ * counts as none) the matched pairs' expected elements hold at distinct_of, against the ramp.
+ * The values are dumped and sorted: paid as a count of distinct items. */
+static int mo_distinct(struct ctx *c, const struct spec_dim *d, const json_t *const *v, size_t n,
+                       struct app *ap)
+{
+	uint64_t u = 0;
+	for (size_t i = 0; i < n; i++)
+		u += v[i] ? 2 * value_units(v[i], 0) : 0;
+	if (c->over || !charge(c, u))
+		return 0;
+	char **txt = xcalloc(n ? n : 1, sizeof *txt);
+	size_t m = 0, distinct = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i])
+			continue;
+		struct strbuf t = { 0 };
+		strbuf_addlit(&t, "");
+		jcanon_dump(v[i], &t);
+		txt[m++] = t.buf;
+	}
+	qsort(txt, m, sizeof *txt, score_strcmp);
+	for (size_t i = 0; i < m; i++)
+		distinct += i == 0 || strcmp(txt[i - 1], txt[i]);
+	for (size_t i = 0; i < m; i++)
+		free(txt[i]);
+	free(txt);
+	det_set(ap, "distinct", json_integer((json_int_t)distinct));
+	return prim_ramp((int64_t)distinct, d->points, d->npoints, d->steps);
+}
+
 static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t *got,
                           const json_t *want, struct app *ap, struct prim_err *e);
 
@@ -1182,6 +1214,8 @@ static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, 
 		wsum += d->fweights[f];
 	unsigned __int128 num = 0;   /* Σ over pairs of Σ w_f × s_f (or 1000 × 10^6 per pair) */
 	json_t *pairs = ap->det ? json_array() : NULL;
+	const json_t **dvals = d->distinct_of ? xcalloc(ne ? ne : 1, sizeof *dvals) : NULL;
+	size_t ndv = 0;
 	for (size_t j = 0; j < ne && !c->over; j++) {   /* pairs in expected order */
 		if (pair[j] == SIZE_MAX)
 			continue;
@@ -1198,6 +1232,8 @@ static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, 
 			/* scale to "per unit weight": Σ w s / W, kept as a fraction over W below */
 		}
 		num += (unsigned __int128)pn;
+		if (d->distinct_of && pn > 0)   /* method distinct: the expected values counted */
+			dvals[ndv++] = jpath_get(d->distinct_of, w, NULL, 0);
 		if (pairs && json_array_size(pairs) < 50)
 			json_array_append_new(pairs, json_pack("{s:I, s:I, s:f}", "submitted",
 			                      (json_int_t)pair[j], "expected", (json_int_t)j,
@@ -1209,7 +1245,11 @@ static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, 
 	                                                                                  : DEC6_ONE);
 	unsigned __int128 den;
 	int r;
-	if (ns == 0 && ne == 0) {
+	if (d->distinct_of) {   /* method distinct: the ramp at the count of distinct values */
+		r = mo_distinct(c, d, dvals, ndv, ap);
+		free(dvals);
+		den = 1;
+	} else if (ns == 0 && ne == 0) {
 		r = 1000;
 		den = 1;
 	} else {
@@ -1901,7 +1941,8 @@ static const char *const pa_regex[] = { "field", "normalize", "pattern", "case_i
 static const char *const pa_count[] = { "field", "normalize", "of", "keys", "ramp", "steps",
                                         "target", NULL };
 static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
-                                          "ground_truth_keyed", "points", "max_points", NULL };
+                                          "ground_truth_keyed", "points", "max_points",
+                                          "distinct_of", "ramp", "steps", "target", NULL };
 static const char *const pa_keyed[] = { P_PLAIN, "keys", "item", "field_key", "ground_truth_key",
                                         NULL };
 static const char *const pa_contains[] = { P_PLAIN, "direction", "equal_credit",

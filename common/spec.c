@@ -208,6 +208,7 @@ static void dim_free(struct spec_dim *d)
 	rkey_free(d->fkey);
 	rkey_free(d->gkey);
 	rkey_free(d->okey);
+	jpath_free(d->distinct_of);
 	for (size_t i = 0; i < d->nvars; i++) {
 		free(d->vars[i].name);
 		free(d->vars[i].text);
@@ -663,11 +664,28 @@ static int parse_match_objects(struct spec *s, const json_t *dim, struct spec_di
 			return fail(err, errlen, "dimension '%s': match_on[%zu] is not a valid path%s%s",
 			            d->key, i, json_is_string(k) ? ": " : "", json_is_string(k) ? why : "");
 	}
-	static const char *const names[] = { "recall", "precision", "f1", "mean", "points", NULL };
+	static const char *const names[] = { "recall", "precision", "f1", "mean", "points",
+	                                     "distinct", NULL };
 	static const enum prim_method vals[] = { PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1,
-	                                         PRIM_M_MEAN, PRIM_M_POINTS };
+	                                         PRIM_M_MEAN, PRIM_M_POINTS, PRIM_M_DISTINCT };
 	if (parse_method(dim, d, PRIM_M_RECALL, names, vals, err, errlen) < 0)
 		return -1;
+	const json_t *dof = json_object_get(dim, "distinct_of");
+	if (!dof != (d->method != PRIM_M_DISTINCT))
+		return fail(err, errlen, "dimension '%s': distinct_of goes with method \"distinct\" (the "
+		            "path, in each expected object, of the value counted)", d->key);
+	if (dof) {
+		if (!json_is_string(dof) || jpath_parse(json_string_value(dof), json_string_length(dof),
+		                                        &d->distinct_of, why, sizeof why) < 0)
+			return fail(err, errlen, "dimension '%s': distinct_of must be a path%s%s", d->key,
+			            json_is_string(dof) ? ": " : "", json_is_string(dof) ? why : "");
+		if (parse_ramp(dim, d, err, errlen) < 0)
+			return -1;
+	} else if (json_object_get(dim, "ramp") || json_object_get(dim, "steps") ||
+	           json_object_get(dim, "target")) {
+		return fail(err, errlen, "dimension '%s': ramp, steps and target go with method "
+		            "\"distinct\" in match_objects", d->key);
+	}
 	static const char *const pn[] = { "points", "max_points" };
 	dec6 *pv[] = { &d->pair_points, &d->max_points };
 	for (int i = 0; i < 2; i++) {   /* method points (v3): both required, else refused */

@@ -111,6 +111,7 @@ struct spec_dim {
 	bool f_keyed, g_keyed;                   /* match_objects: that side is {key: element} */
 	struct spec_rkey *okey;                  /* match_objects: match_on's prefix and suffix */
 	dec6 pair_points, max_points;            /* match_objects method points (v3) */
+	struct jpath *distinct_of;               /* match_objects method distinct (v3), or NULL */
 	enum spec_contains contains;             /* text_contains direction (default either) */
 	dec6 equal_credit, contains_credit;      /* text_contains credits (default 1 and 1) */
 	bool words_terms;                        /* term_coverage terms_from "words" */

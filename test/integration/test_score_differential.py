@@ -915,6 +915,7 @@ def v2_apply(d, a, b, st):
                                else None, o) for o in v])
         subs, exps = sides
         used = set()
+        dvals = set()
         fields = d.get('fields', [])
         W = sum(exact(f.get('weight', 1)) for f in fields)
         P = Fraction(0)
@@ -927,15 +928,20 @@ def v2_apply(d, a, b, st):
                 continue
             used.add(hit)
             pairs += 1
-            if not fields:
-                P += 1
-            else:
-                P += sum(exact(f.get('weight', 1)) * nested_score(f, subs[hit][1], w, st)
-                         for f in fields) / (1000 * W)
+            ps = Fraction(1) if not fields else \
+                sum(exact(f.get('weight', 1)) * nested_score(f, subs[hit][1], w, st)
+                    for f in fields) / (1000 * W)
+            P += ps
+            if 'distinct_of' in d and ps > 0:   # v3: distinct expected values of the pairs
+                dv = resolve(w, d['distinct_of'])
+                if dv is not MISSING:
+                    dvals.add(canon(dv))
         ns, ne = len(subs), len(exps)
+        m = d.get('method', 'recall')
+        if m == 'distinct':
+            return ramp_value(d, len(dvals))
         if ns == 0 and ne == 0:
             return 1000
-        m = d.get('method', 'recall')
         if m == 'points':   # v3: points per pair, summed, capped at max_points
             return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
         den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
@@ -965,6 +971,7 @@ def v2_apply(d, a, b, st):
             return tuple(ks)
         subs = [(key(o), i) for i, o in enumerate(a)]
         used = set()
+        dvals = set()
         fields = d.get('fields', [])
         W = sum(exact(f.get('weight', 1)) for f in fields)
         P = Fraction(0)
@@ -978,15 +985,20 @@ def v2_apply(d, a, b, st):
                 continue
             used.add(hit)
             pairs += 1
-            if not fields:
-                P += 1
-            else:
-                P += sum(exact(f.get('weight', 1)) * nested_score(f, a[hit], w, st)
-                         for f in fields) / (1000 * W)
+            ps = Fraction(1) if not fields else \
+                sum(exact(f.get('weight', 1)) * nested_score(f, a[hit], w, st)
+                    for f in fields) / (1000 * W)
+            P += ps
+            if 'distinct_of' in d and ps > 0:   # v3: distinct expected values of the pairs
+                dv = resolve(w, d['distinct_of'])
+                if dv is not MISSING:
+                    dvals.add(canon(dv))
         ns, ne = len(a), len(b)
+        m = d.get('method', 'recall')
+        if m == 'distinct':
+            return ramp_value(d, len(dvals))
         if ns == 0 and ne == 0:
             return 1000
-        m = d.get('method', 'recall')
         if m == 'points':   # v3: points per pair, summed, capped at max_points
             return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
         den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
@@ -2259,10 +2271,14 @@ def gen_v3_dim(case, key, weight):
             d['fields'] = [{'primitive': 'exact_match', 'field': 'sev',
                             'normalize': rng.choice([[], ['casefold']])}]
         if rng.random() < 0.6:
-            d['method'] = rng.choice(['recall', 'precision', 'f1', 'mean', 'points', 'points'])
+            d['method'] = rng.choice(['recall', 'precision', 'f1', 'mean', 'points', 'points',
+                                      'distinct', 'distinct'])
             if d['method'] == 'points':
                 d['points'] = rng.choice([250, 100, 33.333333, 0.5, 1000])
                 d['max_points'] = rng.choice([1000, 150, 100, 1, 0.000001])
+            if d['method'] == 'distinct':
+                d['distinct_of'] = 'sev'
+                rand_ramp(rng, d)
     elif kind == 'contains':
         d['primitive'] = 'text_contains'
         base = rng.choice(['Paris', 'paris, France', 'the root cause', 'root', 'Straße', ''])
