@@ -1628,6 +1628,9 @@ static int ap_exact_match_ratio(APPLY_ARGS)
 static int ap_numeric_tolerance(APPLY_ARGS)
 {
 	if (d->has_relative) {   /* an allowance per expected value */
+		if (json_is_number(want))   /* shown as a number (it is compared exactly) */
+			det_set(ap, "allowance", json_real((double)fmaxl(dec_num_ld(&d->tolerance),
+			        dec_num_ld(&d->relative) * fabsl((long double)json_number_value(want)))));
 		int nbad = 0;
 		int r = prim_numeric_relative(got, want, &d->tolerance, &d->relative, d->linear, &nbad, e);
 		ap->nbad += nbad;

@@ -1081,7 +1081,8 @@ static void test_work_budget_worst(void)
 }
 
 /* The v3 keyed shapes at sizes beyond the budget (common/README.md "Spec language v3"):
- * keyed_map with records on one or both sides and match_objects with keyed sides, 60,000
+ * keyed_map with records on one or both sides, match_objects with keyed sides and with the
+ * methods distinct (60,000 distinct 1,000-character values) and points, 60,000
  * elements a side (keys built with a suffix, all submitted records under one key too, so
  * pairing walks one chain), each pair compared by text_contains on 1,000-character texts. Their
  * keys are charged before they are built: each evaluation stays within the budget and the CPU
@@ -1119,6 +1120,11 @@ static void test_work_budget_keyed(void)
 		"\"ground_truth_keyed\":true,\"match_on\":{\"path\":\"id\",\"suffix\":\"_e\"},"
 		"\"fields\":[{\"primitive\":\"text_contains\",\"field\":\"v\","
 		"\"ground_truth_field\":\"@element\"}]",
+		"\"primitive\":\"match_objects\",\"field\":\"recs\",\"ground_truth_field\":\"recs\","
+		"\"match_on\":\"id\",\"method\":\"distinct\",\"distinct_of\":\"v\",\"target\":3",
+		"\"primitive\":\"match_objects\",\"field\":\"obj\",\"ground_truth_field\":\"recs\","
+		"\"field_keyed\":true,\"match_on\":{\"path\":\"id\",\"suffix\":\"_e\"},\"method\":"
+		"\"points\",\"points\":0.5,\"max_points\":1000000",
 	};
 	for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
 		struct strbuf sp = { 0 };
