@@ -25,55 +25,6 @@ typedef __int128 i128;
 
 #define U128_LIMIT ((u128)1 << 120)     /* operands of exact ratios stay below this */
 
-static const char *const prim_names[] = {
-	[PRIM_NONE] = "",
-	[PRIM_EXACT_MATCH] = "exact_match",
-	[PRIM_EXACT_MATCH_RATIO] = "exact_match_ratio",
-	[PRIM_NUMERIC_TOLERANCE] = "numeric_tolerance",
-	[PRIM_FUZZY_STRING] = "fuzzy_string",
-	[PRIM_TIME_DECAY] = "time_decay",
-	[PRIM_COVERAGE_RATIO] = "coverage_ratio",
-	[PRIM_SET_OVERLAP] = "set_overlap",
-	[PRIM_TOKEN_EFFICIENCY] = "token_efficiency",
-	[PRIM_CALL_EFFICIENCY] = "call_efficiency",
-	[PRIM_EXPRESSION] = "expression",
-	[PRIM_TEXT_LENGTH] = "text_length",
-	[PRIM_TERM_COVERAGE] = "term_coverage",
-	[PRIM_REGEX_MATCH] = "regex_match",
-	[PRIM_TOKEN_OVERLAP] = "token_overlap",
-	[PRIM_COUNT] = "count",
-	[PRIM_MATCH_OBJECTS] = "match_objects",
-	[PRIM_KEYED_MAP] = "keyed_map",
-};
-
-int prim_kind_from_name(const char *name, enum prim_kind *out)
-{
-	for (size_t i = 1; i < sizeof prim_names / sizeof prim_names[0]; i++)
-		if (!strcmp(name, prim_names[i])) {
-			*out = (enum prim_kind)i;
-			return 0;
-		}
-	return -1;
-}
-
-const char *prim_kind_name(enum prim_kind k)
-{
-	if ((size_t)k >= sizeof prim_names / sizeof prim_names[0])
-		return "";
-	return prim_names[k];
-}
-
-bool prim_reads_fields(enum prim_kind k)
-{
-	switch (k) {
-	case PRIM_EXACT_MATCH: case PRIM_EXACT_MATCH_RATIO: case PRIM_NUMERIC_TOLERANCE:
-	case PRIM_FUZZY_STRING: case PRIM_COVERAGE_RATIO: case PRIM_SET_OVERLAP:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* ---- rounding ---------------------------------------------------------- */
 
 int prim_permille_ratio(u128 num, u128 den)
@@ -581,6 +532,77 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 		return prim_permille_ratio(sp, den);
 	int r = numtol_big(got, want, tol, linear);
 	return r >= 0 ? r : prim_permille_double(sld / (long double)n);
+}
+
+/* The allowance of one expected value e under a relative tolerance: max(tol, rel × |e|), the
+ * product exact when it has at most 18 significant digits, else cut (rounded down) to 18. */
+static struct dec_num rel_allow(const struct dec_num *tol, const struct dec_num *rel,
+                                const struct dec_num *e)
+{
+	u128 m = uabs64(rel->m) * uabs64(e->m);   /* both below 2^63: no overflow */
+	long ex = (long)rel->e + e->e;
+	while (m >= (u128)1000000000000000000ULL) {
+		m /= 10;
+		ex++;
+	}
+	struct dec_num p = { (int64_t)m, (int32_t)(m ? ex : 0) };
+	return dec_num_cmp(&p, tol) >= 0 ? p : *tol;
+}
+
+int prim_numeric_relative(const json_t *got, const json_t *want, const struct dec_num *tol,
+                          const struct dec_num *rel, bool linear, int *nbad,
+                          struct prim_err *err)
+{
+	struct dec_num a, b, t;
+	struct frac f;
+	if (nbad)
+		*nbad = 0;
+	if (json_is_number(want)) {
+		if (!json_is_number(got)) {
+			set_err(err, 0, "submitted value is %s, not a number", jcanon_type_name(got));
+			return PRIM_BAD;
+		}
+		dec_num_from_json(got, &a);
+		dec_num_from_json(want, &b);
+		t = rel_allow(tol, rel, &b);
+		element_fraction(&a, &b, &t, linear, &f);
+		return f.exact ? prim_permille_ratio(f.p, f.q) : prim_permille_double(f.ld);
+	}
+	if (!json_is_array(want)) {
+		set_err(err, 1, "ground-truth value is %s, not a number or an array", jcanon_type_name(want));
+		return PRIM_BAD;
+	}
+	if (!json_is_array(got)) {
+		set_err(err, 0, "submitted value is %s, not an array", jcanon_type_name(got));
+		return PRIM_BAD;
+	}
+	size_t n = json_array_size(want), ng = json_array_size(got);
+	if (n == 0)
+		return ng == 0 ? 1000 : 0;
+	u128 sp = 0, sq = 1;
+	bool exact = true;
+	long double sld = 0;
+	int bad = 0;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *w = json_array_get(want, i), *g = i < ng ? json_array_get(got, i) : NULL;
+		if (!json_is_number(w) || !json_is_number(g)) {
+			bad++;
+			continue;
+		}
+		dec_num_from_json(g, &a);
+		dec_num_from_json(w, &b);
+		t = rel_allow(tol, rel, &b);
+		element_fraction(&a, &b, &t, linear, &f);
+		sld += f.ld;
+		if (exact && (!f.exact || !frac_add(&sp, &sq, f.p, f.q)))
+			exact = false;
+	}
+	if (nbad)
+		*nbad = bad;
+	u128 den;
+	if (exact && !__builtin_mul_overflow(sq, (u128)n, &den) && den < U128_LIMIT)
+		return prim_permille_ratio(sp, den);
+	return prim_permille_double(sld / (long double)n);
 }
 
 /* ---- fuzzy_string ------------------------------------------------------ */

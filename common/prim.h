@@ -45,20 +45,44 @@ enum prim_kind {
 	PRIM_COUNT,              /* v2: length, distinct items, present keys against a ramp */
 	PRIM_MATCH_OBJECTS,      /* v2: pair objects on keys, score fields, aggregate */
 	PRIM_KEYED_MAP,          /* v2: a nested primitive per key of an object, mean */
+	PRIM_TEXT_CONTAINS,      /* v3: one text inside the other (either direction), credits */
 };
+/* Kinds are 0 .. PRIM_KIND_COUNT - 1: a new kind goes last in the enum and moves this. */
+#define PRIM_KIND_COUNT (PRIM_TEXT_CONTAINS + 1)
 
 /* set_overlap / token_overlap / match_objects aggregate over A = submitted, B = expected:
  * jaccard |A∩B|/|A∪B|, recall |A∩B|/|B| (set_overlap's "intersection"), precision |A∩B|/|A|,
- * f1 2|A∩B|/(|A|+|B|), mean (match_objects: mean pair score over matched pairs). */
-enum prim_method { PRIM_M_JACCARD, PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1, PRIM_M_MEAN };
+ * f1 2|A∩B|/(|A|+|B|), mean (match_objects: mean pair score over matched pairs), points
+ * (match_objects: Σ points × pair score, capped at max_points, over max_points). */
+enum prim_method { PRIM_M_JACCARD, PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1, PRIM_M_MEAN,
+                   PRIM_M_POINTS /* match_objects (v3): pair points summed, capped */,
+                   PRIM_M_DISTINCT /* match_objects (v3): distinct expected values of pairs */ };
 /* A ramp or steps point: at x, fraction f (dec6, 0..1). */
 struct prim_point { int64_t x; dec6 f; };
 
-/* Name ↔ kind ("exact_match", ...). from_name returns 0, or -1 for an unknown name. */
+/* Each primitive has one descriptor, in one table beside the code that applies it
+ * (common/score.c, prim_table): its name, the parameters it reads, these flags, the JSON types
+ * it needs on each side, its work units, how it is applied and how its expected side is
+ * prepared. The functions below read that table. What a new primitive needs besides its row:
+ * its parameters' parsing (spec.c parse_params, a switch without default: a forgotten kind
+ * fails the build, -Werror=switch), a row in common/README.md, cases in test/data/, the
+ * differential reference (test/integration/test_score_differential.py) and a fuzz seed;
+ * test/test-prim.c's descriptor test checks the last four. */
+enum {
+	PRIM_F_FIELD = 1u << 0,      /* reads `field` (else it reads the match or metadata) */
+	PRIM_F_GT = 1u << 1,         /* needs `ground_truth_field` (a dimension must give it) */
+	PRIM_F_GT_OPT = 1u << 2,     /* may read `ground_truth_field` (term_coverage) */
+	PRIM_F_NESTABLE = 1u << 3,   /* may be a nested primitive (fields[i], item) */
+	PRIM_F_NORM_OWN = 1u << 4,   /* `normalize` is applied by the primitive itself (keys) */
+};
+/* Name ↔ kind ("exact_match", ...). from_name returns 0, or -1 for an unknown name (and for
+ * ""). kind_name gives "" for PRIM_NONE or a kind out of range. */
 int prim_kind_from_name(const char *name, enum prim_kind *out);
 const char *prim_kind_name(enum prim_kind k);
-/* True for the primitives that need `field` and `ground_truth_field`. */
-bool prim_reads_fields(enum prim_kind k);
+/* The parameter keys kind k reads besides a dimension's own (NULL-terminated, static). */
+const char *const *prim_params(enum prim_kind k);
+/* PRIM_F_* of kind k (0 for PRIM_NONE). */
+unsigned prim_flags(enum prim_kind k);
 
 /* round_half_up(1000 × num / den), exactly; den > 0, num ≤ den is not required (the result
  * is clamped to 0..1000). */
@@ -84,6 +108,13 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
  * (dec_num_from_json of want) already at hand. */
 int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
                                const struct dec_num *tol, bool linear);
+/* prim_numeric_tolerance with a tolerance relative to the truth (v3): element i is within when
+ * |a − e| ≤ max(tol, rel × |e|), the product exact up to 18 significant digits (cut to 18
+ * beyond); linear decay uses that allowance. Exact fractions, or long double when the
+ * exponents are too far apart for 128-bit integers. */
+int prim_numeric_relative(const json_t *got, const json_t *want, const struct dec_num *tol,
+                          const struct dec_num *rel, bool linear, int *nbad,
+                          struct prim_err *err);
 /* Both strings: fuzzy_score(). PRIM_BAD if not strings or invalid UTF-8. */
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err);
 /* prim_fuzzy_string with the distance paid for before it runs: after normalising both texts

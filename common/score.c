@@ -204,30 +204,9 @@ static void gt_label(const struct spec_dim *d, char *buf, size_t n)
 		snprintf(buf, n, "%s", d->gt_text ? d->gt_text : "ground_truth");
 }
 
-/* The JSON type a field primitive needs on either side, as text for the warning; NULL when
- * v has it (exact_match takes any value). Shapes that depend on both sides (numeric_tolerance's
- * scalar vs array) are checked by the primitive itself. */
-static const char *needed_type(enum prim_kind k, const json_t *v)
-{
-	switch (k) {
-	case PRIM_EXACT_MATCH_RATIO: case PRIM_COVERAGE_RATIO: case PRIM_SET_OVERLAP:
-		return json_is_array(v) ? NULL : "an array";
-	case PRIM_FUZZY_STRING:
-		return json_is_string(v) ? NULL : "a string";
-	case PRIM_NUMERIC_TOLERANCE:
-		return json_is_number(v) || json_is_array(v) ? NULL : "a number or an array";
-	case PRIM_TEXT_LENGTH: case PRIM_REGEX_MATCH: case PRIM_TOKEN_OVERLAP:
-		return json_is_string(v) ? NULL : "a string";
-	case PRIM_TERM_COVERAGE:
-		return json_is_string(v) || json_is_array(v) ? NULL : "a string or an array of strings";
-	case PRIM_MATCH_OBJECTS:
-		return json_is_array(v) ? NULL : "an array";
-	case PRIM_KEYED_MAP:
-		return json_is_object(v) ? NULL : "an object";
-	default:
-		return NULL;
-	}
-}
+/* The JSON type a field primitive needs on side 0 (submitted) or 1 (expected), as text for
+ * the warning; NULL when v has it (its descriptor's need, after the table below). */
+static const char *needed_type(const struct spec_dim *d, int side, const json_t *v);
 
 /* True when v (inside root document src) may hold a string longer than the limit: a whole
  * document without one is checked once per evaluation, not once per dimension. */
@@ -255,7 +234,7 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		     "%s (%s)", d->key, d->field_text, d->field_src == SPEC_VAR_ANSWER ? "answer" :
 		     "submission", why);
 		rc = -1;
-	} else if ((need = needed_type(d->prim, *got))) {
+	} else if ((need = needed_type(d, 0, *got))) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at '%s' "
 		     "is %s, not %s", d->key, d->field_text, jcanon_type_name(*got), need);
 		rc = -1;
@@ -270,7 +249,7 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		     "(%s)", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
 		     d->gt_src == SPEC_VAR_GROUND_TRUTH ? "ground truth" : "submission", why);
 		rc = -1;
-	} else if ((need = needed_type(d->prim, *want))) {
+	} else if ((need = needed_type(d, 1, *want))) {
 		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
 		     "not %s", d->key, d->gt_field ? jpath_text(d->gt_field) : d->gt_text,
@@ -602,7 +581,10 @@ static bool pay_distance(void *arg, size_t m, size_t n)
 	return charge(arg, lev_units(m, n));
 }
 
-static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
+/* Runs a regex search paid from both budgets: 1 when it matches, 0 when it does not, -1 when
+ * stopped by a budget (then counted as not matching; a term that must be absent counts as
+ * present, so exhausting the budget never earns credit). */
+static int run_rx3(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
 {
 	/* The regex budget of the evaluation, and no more steps than the work budget pays for. */
 	uint64_t cap = c->work_left / W_RX_STEP, b = c->rx_budget < cap ? c->rx_budget : cap;
@@ -614,7 +596,53 @@ static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, st
 		charge(c, UINT64_MAX);   /* stopped by the work budget: it is spent */
 	else if (m < 0)
 		ap->nrx++;
-	return m > 0;
+	return m < 0 ? -1 : m > 0;
+}
+
+static int run_rx(struct ctx *c, const struct rx *r, const char *t, size_t n, struct app *ap)
+{
+	return run_rx3(c, r, t, n, ap) > 0;
+}
+
+static bool key_text(const json_t *v, unsigned norm, struct strbuf *sb);
+
+/* A term built from a value (common/README.md "Spec language v3"): prefix + the text of the
+ * value at r's path (a string, or a number's canonical text) + suffix, normalised as the text
+ * was; *found when it occurs in text. Its normalising and scan are paid here. Returns 0, or
+ * PRIM_BAD (e: the expected side) when the value is missing or not a string or number. */
+static int ref_term(struct ctx *c, const struct spec_dim *d, const struct spec_tref *r,
+                    const char *text, size_t tl, bool *found, json_t *built, struct prim_err *e)
+{
+	char why[120];
+	const json_t *v = get_path(r->path, root_doc(c, r->src, NULL), why, sizeof why);
+	*found = false;
+	if (!json_is_string(v) && !json_is_number(v)) {
+		e->side = 1;
+		snprintf(e->why, sizeof e->why, "the term from '%.100s' %s", r->text,
+		         v ? "is not a string or a number" : "has no value");
+		return PRIM_BAD;
+	}
+	struct strbuf sb = { 0 };
+	strbuf_addlit(&sb, "");
+	if (r->prefix)
+		strbuf_add(&sb, r->prefix, strlen(r->prefix));
+	key_text(v, 0, &sb);
+	if (r->suffix)
+		strbuf_add(&sb, r->suffix, strlen(r->suffix));
+	json_t *tj = json_stringn(sb.buf, sb.len);
+	strbuf_free(&sb);
+	if (!tj || !charge(c, string_units(tj, d->norm))) {   /* its scan is paid with the others */
+		json_decref(tj);
+		return 0;
+	}
+	size_t n;
+	char *t = norm_text(d->norm, json_string_value(tj), json_string_length(tj), &n);
+	*found = n > 0 && memmem(text, tl, t, n) != NULL;
+	if (built && json_array_size(built) < 50)
+		json_array_append_new(built, json_stringn(t, n));
+	free(t);
+	json_decref(tj);
+	return 0;
 }
 
 static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *got,
@@ -636,22 +664,72 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 			nscan += !d->terms[i].rx[k];
 	if (!d->nterms && json_is_array(want))
 		nscan = json_array_size(want);
+	/* terms_from "words": the ground-truth string's distinct words, tokenised as token_overlap
+	 * does (paid like it), then each a literal term */
+	char **wt = NULL;
+	size_t nw = 0;
+	struct strbuf wsb = { 0 };
+	if (!d->nterms && d->words_terms) {
+		if (!json_is_string(want)) {
+			free(own);
+			return need_type(want, 1, false, "a string (its words are the terms)", e);
+		}
+		if (!charge(c, W_TOKEN * (uint64_t)json_string_length(want))) {
+			free(own);
+			return 0;
+		}
+		prim_tokens(json_string_value(want), json_string_length(want), &wsb, &wt, &nw);
+		nscan = nw;
+	}
 	if (!charge(c, W_STRING + (uint64_t)tl * W_SCAN * (nscan + 1))) {
 		free(own);
+		free(wt);
+		strbuf_free(&wsb);
 		return 0;
 	}
 	json_t *hit = ap->det ? json_array() : NULL, *miss = ap->det ? json_array() : NULL;
 	if (d->nterms) {
+		json_t *built = ap->det ? json_array() : NULL;   /* terms built from values */
 		for (size_t i = 0; i < d->nterms && !c->over; i++) {
 			const struct spec_term *t = &d->terms[i];
 			bool f = false;
-			for (size_t k = 0; k < t->nalt && !f; k++)
-				f = t->rx[k] ? run_rx(c, t->rx[k], text, tl, ap)
-				             : memmem(text, tl, t->lit[k], t->litlen[k]) != NULL;
+			for (size_t k = 0; k < t->nalt && !f; k++) {
+				if (t->rx[k]) {
+					int m = run_rx3(c, t->rx[k], text, tl, ap);
+					f = m > 0 || (m < 0 && t->neg);   /* stopped: present, for a negation */
+				} else if (t->ref[k]) {
+					int rr = ref_term(c, d, t->ref[k], text, tl, &f, built, e);
+					if (rr != 0) {
+						free(own);
+						json_decref(hit);
+						json_decref(miss);
+						json_decref(built);
+						return rr;
+					}
+				} else {
+					f = memmem(text, tl, t->lit[k], t->litlen[k]) != NULL;
+				}
+			}
+			if (t->neg)   /* {"not": ...}: found when none of its alternatives occurs */
+				f = !f;
 			found += f;
 			if (hit)
 				json_array_append_new(f ? hit : miss, json_integer((json_int_t)i));
 		}
+		if (built && json_array_size(built))
+			det_set(ap, "terms_built", built);
+		else
+			json_decref(built);
+	} else if (d->words_terms) {
+		total = nw;
+		for (size_t i = 0; i < nw; i++) {
+			bool f = memmem(text, tl, wt[i], strlen(wt[i])) != NULL;
+			found += f;
+			if (hit && json_array_size(f ? hit : miss) < 50)
+				json_array_append_new(f ? hit : miss, json_string(wt[i]));
+		}
+		free(wt);
+		strbuf_free(&wsb);
 	} else {
 		if (!json_is_array(want)) {
 			free(own);
@@ -932,8 +1010,8 @@ static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, cons
 		return 0;
 	const json_t *sg = g ? get_path(n->field, g, NULL, 0) : NULL;
 	const json_t *sw = pw ? pw->v : nested_want(n, w);
-	if (!sg || (!sw && n->prim != PRIM_TEXT_LENGTH && n->prim != PRIM_REGEX_MATCH &&
-	            n->prim != PRIM_COUNT && !(n->prim == PRIM_TERM_COVERAGE && n->nterms))) {
+	unsigned fl = prim_flags(n->prim);   /* an expected value is needed: */
+	if (!sg || (!sw && ((fl & PRIM_F_GT) || ((fl & PRIM_F_GT_OPT) && !n->nterms)))) {
 		ap->nbad++;
 		return 0;
 	}
@@ -1050,9 +1128,49 @@ static size_t pair_up(const struct spec_dim *d, const json_t *probe_arr, const s
 	return matched;
 }
 
+static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, const json_t *want,
+                    const json_t *const *ge, const json_t *const *we, size_t ns, size_t ne,
+                    const size_t *pair, size_t matched, const struct prep_dim *pd, struct app *ap);
+
+/* match_objects method distinct (v3): how many distinct values (canonical JSON; a missing value
+ * counts as none) the matched pairs' expected elements hold at distinct_of, against the ramp.
+ * The values are dumped and sorted: paid as a count of distinct items. */
+static int mo_distinct(struct ctx *c, const struct spec_dim *d, const json_t *const *v, size_t n,
+                       struct app *ap)
+{
+	uint64_t u = 0;
+	for (size_t i = 0; i < n; i++)
+		u += v[i] ? 2 * value_units(v[i], 0) : 0;
+	if (c->over || !charge(c, u))
+		return 0;
+	char **txt = xcalloc(n ? n : 1, sizeof *txt);
+	size_t m = 0, distinct = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i])
+			continue;
+		struct strbuf t = { 0 };
+		strbuf_addlit(&t, "");
+		jcanon_dump(v[i], &t);
+		txt[m++] = t.buf;
+	}
+	qsort(txt, m, sizeof *txt, score_strcmp);
+	for (size_t i = 0; i < m; i++)
+		distinct += i == 0 || strcmp(txt[i - 1], txt[i]);
+	for (size_t i = 0; i < m; i++)
+		free(txt[i]);
+	free(txt);
+	det_set(ap, "distinct", json_integer((json_int_t)distinct));
+	return prim_ramp((int64_t)distinct, d->points, d->npoints, d->steps);
+}
+
+static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t *got,
+                          const json_t *want, struct app *ap, struct prim_err *e);
+
 static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const json_t *got,
                                const json_t *want, struct app *ap, struct prim_err *e)
 {
+	if (d->f_keyed || d->g_keyed)
+		return apply_mo_keyed(c, d, got, want, ap, e);
 	if (!json_is_array(got))
 		return need_type(got, 0, false, "an array", e);
 	if (!json_is_array(want))
@@ -1079,15 +1197,30 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		free(keys);
 		strbuf_free(&sb);
 	}
+	int r = mo_score(c, d, got, want, NULL, NULL, ns, ne, pair, matched, pd, ap);
+	free(pair);
+	return r;
+}
+
+/* match_objects' score from its pairs (pair[j]: the submitted index paired with expected j, or
+ * SIZE_MAX): the pairs' field scores in expected order, aggregated by the method. The elements
+ * are ge[i] / we[j] when given (keyed sides), else the arrays' items. */
+static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, const json_t *want,
+                    const json_t *const *ge, const json_t *const *we, size_t ns, size_t ne,
+                    const size_t *pair, size_t matched, const struct prep_dim *pd, struct app *ap)
+{
 	dec6 wsum = 0;
 	for (size_t f = 0; f < d->nfields; f++)
 		wsum += d->fweights[f];
 	unsigned __int128 num = 0;   /* Σ over pairs of Σ w_f × s_f (or 1000 × 10^6 per pair) */
 	json_t *pairs = ap->det ? json_array() : NULL;
+	const json_t **dvals = d->distinct_of ? xcalloc(ne ? ne : 1, sizeof *dvals) : NULL;
+	size_t ndv = 0;
 	for (size_t j = 0; j < ne && !c->over; j++) {   /* pairs in expected order */
 		if (pair[j] == SIZE_MAX)
 			continue;
-		const json_t *w = json_array_get(want, j), *g = json_array_get(got, pair[j]);
+		const json_t *w = we ? we[j] : json_array_get(want, j);
+		const json_t *g = ge ? ge[pair[j]] : json_array_get(got, pair[j]);
 		int64_t pn = 0;
 		if (d->nfields == 0) {
 			pn = (int64_t)1000 * DEC6_ONE;
@@ -1099,19 +1232,24 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 			/* scale to "per unit weight": Σ w s / W, kept as a fraction over W below */
 		}
 		num += (unsigned __int128)pn;
+		if (d->distinct_of && pn > 0)   /* method distinct: the expected values counted */
+			dvals[ndv++] = jpath_get(d->distinct_of, w, NULL, 0);
 		if (pairs && json_array_size(pairs) < 50)
 			json_array_append_new(pairs, json_pack("{s:I, s:I, s:f}", "submitted",
 			                      (json_int_t)pair[j], "expected", (json_int_t)j,
 			                      "score", d->nfields ? (double)pn / (double)wsum
 			                                          : 1000.0));
 	}
-	free(pair);
 	/* pair fraction = pn / (1000 × W), W = wsum (or 10^6 without fields). */
 	unsigned __int128 unit = (unsigned __int128)1000 * (unsigned __int128)(d->nfields ? wsum
 	                                                                                  : DEC6_ONE);
 	unsigned __int128 den;
 	int r;
-	if (ns == 0 && ne == 0) {
+	if (d->distinct_of) {   /* method distinct: the ramp at the count of distinct values */
+		r = mo_distinct(c, d, dvals, ndv, ap);
+		free(dvals);
+		den = 1;
+	} else if (ns == 0 && ne == 0) {
 		r = 1000;
 		den = 1;
 	} else {
@@ -1119,6 +1257,13 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 		case PRIM_M_PRECISION: den = unit * ns; break;
 		case PRIM_M_F1: den = unit * (ns + ne); num *= 2; break;
 		case PRIM_M_MEAN: den = unit * matched; break;
+		case PRIM_M_POINTS:   /* Σ points × pair fraction, capped at max_points */
+			num *= (unsigned __int128)d->pair_points;
+			den = unit * (unsigned __int128)d->max_points;
+			if (num > den)
+				num = den;
+			det_set(ap, "points", json_real((double)(num * 1000000 / unit) / 1e6 / 1e6));
+			break;
 		default: den = unit * ne; break;
 		}
 		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0) : prim_permille_ratio(num, den);
@@ -1129,9 +1274,14 @@ static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const js
 	return r;
 }
 
+static int apply_keyed_records(struct ctx *c, const struct spec_dim *d, const json_t *got,
+                               const json_t *want, struct app *ap, struct prim_err *e);
+
 static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t *got,
                            const json_t *want, struct app *ap, struct prim_err *e)
 {
+	if (d->fkey || d->gkey)
+		return apply_keyed_records(c, d, got, want, ap, e);
 	if (!json_is_object(got))
 		return need_type(got, 0, false, "an object", e);
 	if (!json_is_object(want))
@@ -1223,50 +1373,664 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 	return prim_ramp(n, d->points, d->npoints, d->steps);
 }
 
-/* Units a primitive's own work costs on its (normalised) values, besides normalising them,
- * its regexes (charged per step as they run) and its nested primitives (charged each). */
+/* ---- keyed sides (common/README.md "Spec language v3": keyed answers against records) ---- */
+
+/* Appends the text of a key value to sb: a string as it is, an integer in decimal digits, a
+ * real as its shortest decimal text (2.0 is "2", 1.5 is "1.5", as JavaScript prints them in the
+ * usual range); false for any other value (no key). With norm, the value is normalised first
+ * (a numeric string may become a number). */
+static bool key_text(const json_t *v, unsigned norm, struct strbuf *sb)
+{
+	json_t *nv = norm && v ? norm_value(norm, v) : NULL;
+	const json_t *x = nv ? nv : v;
+	bool ok = true;
+	char b[48];
+	if (json_is_string(x))
+		strbuf_add(sb, json_string_value(x), json_string_length(x));
+	else if (json_is_integer(x))
+		strbuf_addf(sb, "%lld", (long long)json_integer_value(x));
+	else if (json_is_real(x) && dec_shortest(json_real_value(x), b, sizeof b) > 0)
+		strbuf_add(sb, b, strlen(b));
+	else
+		ok = false;
+	json_decref(nv);
+	return ok;
+}
+
+/* Units to build one key from v (a string or a number) and its affixes. */
+static uint64_t key_units(const json_t *v, unsigned norm, const struct spec_rkey *k)
+{
+	uint64_t u = W_STRING + (json_is_string(v) ? (norm ? string_units(v, norm) - W_STRING
+	                                                    : W_BYTE * json_string_length(v)) : 0);
+	if (k)
+		u += W_BYTE * ((k->prefix ? strlen(k->prefix) : 0) + (k->suffix ? strlen(k->suffix) : 0));
+	return u;
+}
+
+/* A record's key: prefix + the text of the value at path (or at match_on when k->path is NULL)
+ * + suffix, in sb (reset first); false when the record has no usable key. */
+static bool record_key(const struct spec_rkey *k, const struct jpath *path, const json_t *rec,
+                       unsigned norm, struct strbuf *sb)
+{
+	sb->len = 0;
+	strbuf_addlit(sb, "");
+	const json_t *v = rec ? jpath_get(path, rec, NULL, 0) : NULL;
+	if (!v)
+		return false;
+	if (k && k->prefix)
+		strbuf_add(sb, k->prefix, strlen(k->prefix));
+	if (!key_text(v, norm, sb))
+		return false;
+	if (k && k->suffix)
+		strbuf_add(sb, k->suffix, strlen(k->suffix));
+	return true;
+}
+
+/* keyed_map with a records side (field_key / ground_truth_key): each side is an object, or an
+ * array of records keyed by their built key (the first record with a key counts). The keys
+ * scored are `keys`, else the expected object's keys, else each expected record's key in
+ * order (a record without one counts 0). */
+static int apply_keyed_records(struct ctx *c, const struct spec_dim *d, const json_t *got,
+                               const json_t *want, struct app *ap, struct prim_err *e)
+{
+	if (d->fkey ? !json_is_array(got) : !json_is_object(got))
+		return need_type(got, 0, false, d->fkey ? "an array of records" : "an object", e);
+	if (d->gkey ? !json_is_array(want) : !json_is_object(want))
+		return need_type(want, 1, false, d->gkey ? "an array of records" : "an object", e);
+	/* the records' keys, built before anything is scored */
+	uint64_t u = 0;
+	const struct spec_rkey *ks[2] = { d->fkey, d->gkey };
+	const json_t *sides[2] = { got, want };
+	for (int s = 0; s < 2; s++)
+		for (size_t i = 0; ks[s] && i < json_array_size(sides[s]); i++) {
+			const json_t *v = jpath_get(ks[s]->path, json_array_get(sides[s], i), NULL, 0);
+			u += W_NODE + (v ? key_units(v, 0, ks[s]) : 0);
+		}
+	if (!charge(c, u))
+		return 0;
+	struct strbuf kb = { 0 };
+	json_t *maps[2] = { NULL, NULL };   /* built key → the first record with it */
+	for (int s = 0; s < 2; s++) {
+		if (!ks[s])
+			continue;
+		maps[s] = json_object();
+		for (size_t i = 0; i < json_array_size(sides[s]); i++) {
+			json_t *rec = json_array_get(sides[s], i);
+			if (record_key(ks[s], ks[s]->path, rec, 0, &kb) &&
+			    !json_object_getn(maps[s], kb.buf, kb.len))
+				json_object_setn_new(maps[s], kb.buf, kb.len, json_incref(rec));
+		}
+	}
+	size_t nk = d->keys ? json_array_size(d->keys) : d->gkey ? json_array_size(want)
+	                                                         : json_object_size(want);
+	unsigned long long sum = 0;
+	json_t *per = ap->det ? json_object() : NULL;
+	void *it = !d->keys && !d->gkey ? json_object_iter((json_t *)want) : NULL;
+	for (size_t i = 0; i < nk && !c->over; i++) {
+		const json_t *wv = NULL;
+		bool have = true;
+		kb.len = 0;
+		strbuf_addlit(&kb, "");
+		if (d->keys) {
+			const json_t *kj = json_array_get(d->keys, i);
+			strbuf_add(&kb, json_string_value(kj), json_string_length(kj));
+			wv = d->gkey ? json_object_getn(maps[1], kb.buf, kb.len)
+			             : json_object_getn(want, kb.buf, kb.len);
+		} else if (d->gkey) {
+			wv = json_array_get(want, i);
+			have = record_key(d->gkey, d->gkey->path, wv, 0, &kb);
+		} else {
+			const char *k = json_object_iter_key(it);
+			strbuf_add(&kb, k, json_object_iter_key_len(it));
+			wv = json_object_iter_value(it);
+			it = json_object_iter_next((json_t *)want, it);
+		}
+		int r = 0;
+		if (have) {
+			const json_t *gv = json_object_getn(d->fkey ? maps[0] : got, kb.buf, kb.len);
+			r = nested(c, d->item, gv, wv, NULL, ap);
+		} else {
+			ap->nbad++;   /* an expected record without a key: counts 0 */
+		}
+		sum += (unsigned long long)r;
+		if (per && json_object_size(per) < 50 && have)
+			json_object_setn_new(per, kb.buf, kb.len, json_integer(r));
+	}
+	json_decref(maps[0]);
+	json_decref(maps[1]);
+	strbuf_free(&kb);
+	det_set(ap, "per_key", per);
+	if (nk == 0)
+		return 1000;
+	det_set(ap, "fraction", frac_json(sum, 1000ULL * nk));
+	return prim_permille_ratio(sum, (unsigned __int128)1000 * nk);
+}
+
+/* match_objects with an object side (field_keyed / ground_truth_keyed): a member {k: v} is the
+ * element v with the key k; a record's key is match_on's value (with match_on's prefix and
+ * suffix). Keys are normalised with `normalize`. Pairing as for arrays: each expected element,
+ * in order, takes the first unused submitted element with the same key. */
+static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t *got,
+                          const json_t *want, struct app *ap, struct prim_err *e)
+{
+	if (d->f_keyed ? !json_is_object(got) : !json_is_array(got))
+		return need_type(got, 0, false, d->f_keyed ? "an object" : "an array", e);
+	if (d->g_keyed ? !json_is_object(want) : !json_is_array(want))
+		return need_type(want, 1, false, d->g_keyed ? "an object" : "an array", e);
+	const json_t *sides[2] = { got, want };
+	bool keyed[2] = { d->f_keyed, d->g_keyed };
+	size_t n[2];
+	uint64_t u = 0;
+	for (int s = 0; s < 2; s++) {
+		n[s] = keyed[s] ? json_object_size(sides[s]) : json_array_size(sides[s]);
+		if (keyed[s]) {
+			const char *k;
+			json_t *v;
+			json_object_foreach((json_t *)sides[s], k, v)
+				u += W_NODE + W_STRING + W_BYTE * (uint64_t)strlen(k) * (d->norm ? 16 : 1);
+		} else {
+			for (size_t i = 0; i < n[s]; i++) {
+				const json_t *v = jpath_get(d->match_on[0], json_array_get(sides[s], i), NULL, 0);
+				u += W_NODE + (v ? key_units(v, d->norm, d->okey) : 0);
+			}
+		}
+	}
+	if (!charge(c, u))
+		return 0;
+	const json_t **el[2];
+	char **keys[2];
+	size_t *klen[2];
+	struct strbuf kb = { 0 };
+	for (int s = 0; s < 2; s++) {
+		el[s] = xcalloc(n[s] ? n[s] : 1, sizeof *el[s]);
+		keys[s] = xcalloc(n[s] ? n[s] : 1, sizeof *keys[s]);
+		klen[s] = xcalloc(n[s] ? n[s] : 1, sizeof *klen[s]);
+		void *it = keyed[s] ? json_object_iter((json_t *)sides[s]) : NULL;
+		for (size_t i = 0; i < n[s]; i++) {
+			bool have;
+			if (keyed[s]) {
+				json_t *ks = json_stringn(json_object_iter_key(it), json_object_iter_key_len(it));
+				kb.len = 0;
+				strbuf_addlit(&kb, "");
+				have = ks && key_text(ks, d->norm, &kb);
+				json_decref(ks);
+				el[s][i] = json_object_iter_value(it);
+				it = json_object_iter_next((json_t *)sides[s], it);
+			} else {
+				el[s][i] = json_array_get(sides[s], i);
+				have = json_is_object(el[s][i]) &&
+				       record_key(d->okey, d->match_on[0], el[s][i], d->norm, &kb);
+			}
+			if (have) {
+				keys[s][i] = xmalloc(kb.len + 1);
+				memcpy(keys[s][i], kb.buf, kb.len + 1);
+				klen[s][i] = kb.len;
+			}
+		}
+	}
+	strbuf_free(&kb);
+	/* the submitted elements by key, in order: head of each key's chain, next[] after it */
+	json_t *head = json_object();
+	size_t *next = xcalloc(n[0] ? n[0] : 1, sizeof *next);
+	for (size_t i = n[0]; i-- > 0;) {
+		if (!keys[0][i])
+			continue;
+		json_t *h = json_object_getn(head, keys[0][i], klen[0][i]);
+		next[i] = h ? (size_t)json_integer_value(h) : SIZE_MAX;
+		json_object_setn_new(head, keys[0][i], klen[0][i], json_integer((json_int_t)i));
+	}
+	size_t *pair = xmalloc((n[1] ? n[1] : 1) * sizeof *pair), matched = 0;
+	for (size_t j = 0; j < n[1]; j++) {
+		pair[j] = SIZE_MAX;
+		json_t *h = keys[1][j] ? json_object_getn(head, keys[1][j], klen[1][j]) : NULL;
+		if (!h || json_integer_value(h) < 0)
+			continue;
+		size_t i = (size_t)json_integer_value(h);
+		pair[j] = i;
+		matched++;
+		json_integer_set(h, next[i] == SIZE_MAX ? -1 : (json_int_t)next[i]);
+	}
+	json_decref(head);
+	free(next);
+	int r = mo_score(c, d, got, want, el[0], el[1], n[0], n[1], pair, matched, NULL, ap);
+	free(pair);
+	for (int s = 0; s < 2; s++) {
+		for (size_t i = 0; i < n[s]; i++)
+			free(keys[s][i]);
+		free(keys[s]);
+		free(klen[s]);
+		free(el[s]);
+	}
+	return r;
+}
+
+/* ---- the primitives' descriptors ------------------------------------------------------- */
+
+/* The arguments of every field primitive's apply function: values already resolved and
+ * normalised (got, want), want's prepared scalar side (pw) or prepared whole value (pv),
+ * both may be NULL; PRIM_BAD with e filled when a value is ill-typed. */
+#define APPLY_ARGS struct ctx *c __attribute__((unused)), \
+	const struct spec_dim *d __attribute__((unused)), const json_t *got, \
+	const json_t *want __attribute__((unused)), const struct pval *pw __attribute__((unused)), \
+	const struct prep_dim *pv __attribute__((unused)), struct app *ap __attribute__((unused)), \
+	struct prim_err *e __attribute__((unused))
+
+static int ap_exact_match(APPLY_ARGS)
+{
+	return prim_exact_match(got, want, d->case_insensitive);
+}
+
+static int ap_exact_match_ratio(APPLY_ARGS)
+{
+	return prim_exact_match_ratio(got, want, e);
+}
+
+static int ap_numeric_tolerance(APPLY_ARGS)
+{
+	if (d->has_relative) {   /* an allowance per expected value */
+		if (json_is_number(want))   /* shown as a number (it is compared exactly) */
+			det_set(ap, "allowance", json_real((double)fmaxl(dec_num_ld(&d->tolerance),
+			        dec_num_ld(&d->relative) * fabsl((long double)json_number_value(want)))));
+		int nbad = 0;
+		int r = prim_numeric_relative(got, want, &d->tolerance, &d->relative, d->linear, &nbad, e);
+		ap->nbad += nbad;
+		return r;
+	}
+	if (pw && pw->has_dec && !d->norm && json_is_number(got))   /* want's decimal known */
+		return prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear);
+	int nbad = 0;
+	int r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e);
+	ap->nbad += nbad;
+	return r;
+}
+
+static int ap_fuzzy_string(APPLY_ARGS)
+{
+	return prim_fuzzy_string_paid(got, want, pay_distance, c, e);
+}
+
+static int ap_coverage_ratio(APPLY_ARGS)
+{
+	return pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e)
+	                         : prim_coverage_ratio(got, want, e);
+}
+
+static int ap_set_overlap(APPLY_ARGS)
+{
+	return pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e)
+	                         : prim_set_method(got, want, d->method, e);
+}
+
+static int ap_text_length(APPLY_ARGS)
+{
+	int r;
+	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0)
+		return r;
+	size_t n = d->words ? prim_count_words(json_string_value(got), json_string_length(got))
+	                    : prim_count_chars(json_string_value(got), json_string_length(got));
+	det_set(ap, "length", json_integer((json_int_t)n));
+	return prim_ramp((int64_t)n, d->points, d->npoints, d->steps);
+}
+
+static int ap_count(APPLY_ARGS)
+{
+	return apply_count(d, got, ap, e);
+}
+
+static int ap_regex_match(APPLY_ARGS)
+{
+	int r;
+	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0)
+		return r;
+	return run_rx(c, d->rx, json_string_value(got), json_string_length(got), ap) ? 1000 : 0;
+}
+
+static int ap_term_coverage(APPLY_ARGS)
+{
+	return apply_terms(c, d, got, want, ap, e);
+}
+
+static int ap_token_overlap(APPLY_ARGS)
+{
+	int r;
+	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0 ||
+	    (r = need_type(want, 1, json_is_string(want), "a string", e)) != 0)
+		return r;
+	struct strbuf sa, sb;
+	char **ia, **ib;
+	size_t na, nb;
+	prim_tokens(json_string_value(got), json_string_length(got), &sa, &ia, &na);
+	if (pv && pv->has_tok) {   /* the expected tokens, prepared */
+		memset(&sb, 0, sizeof sb);
+		ib = pv->tok;
+		nb = pv->ntok;
+	} else {
+		prim_tokens(json_string_value(want), json_string_length(want), &sb, &ib, &nb);
+	}
+	size_t cm = prim_sorted_common(ia, na, ib, nb);
+	det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
+	                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
+	r = prim_set_ratio(cm, na, nb, d->method);
+	free(ia);
+	if (!(pv && pv->has_tok))
+		free(ib);
+	strbuf_free(&sa);
+	strbuf_free(&sb);
+	return r;
+}
+
+static int ap_match_objects(APPLY_ARGS)
+{
+	return apply_match_objects(c, d, got, want, ap, e);
+}
+
+static int ap_keyed_map(APPLY_ARGS)
+{
+	return apply_keyed_map(c, d, got, want, ap, e);
+}
+
+/* text_contains: equal texts score equal_credit; otherwise, when one (non-empty) text lies
+ * inside the other in an allowed direction, contains_credit; else 0. */
+static int ap_text_contains(APPLY_ARGS)
+{
+	int r;
+	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0 ||
+	    (r = need_type(want, 1, json_is_string(want), "a string", e)) != 0)
+		return r;
+	const char *a = json_string_value(got), *b = json_string_value(want);
+	size_t la = json_string_length(got), lb = json_string_length(want);
+	const char *rel = "none";
+	dec6 credit = 0;
+	if (la == lb && !memcmp(a, b, la)) {
+		rel = "equal";
+		credit = d->equal_credit;
+	} else if (la && lb && d->contains != SPEC_IN_ANSWER && la < lb && memmem(b, lb, a, la)) {
+		rel = "answer_in_truth";
+		credit = d->contains_credit;
+	} else if (la && lb && d->contains != SPEC_IN_TRUTH && lb < la && memmem(a, la, b, lb)) {
+		rel = "truth_in_answer";
+		credit = d->contains_credit;
+	}
+	det_set(ap, "relation", json_string(rel));
+	return prim_permille_ratio((unsigned __int128)credit, DEC6_ONE);
+}
+
+/* Primitives that read no fields: the match, the metadata, an expression's variables. */
+static int ev_none(struct ctx *c, const struct spec_dim *d, struct app *ap)
+{
+	(void)c, (void)d, (void)ap;
+	return 0;
+}
+
+static int ev_time_decay(struct ctx *c, const struct spec_dim *d, struct app *ap)
+{
+	(void)ap;
+	return eval_time_decay(c, d);
+}
+
+static int ev_token_efficiency(struct ctx *c, const struct spec_dim *d, struct app *ap)
+{
+	(void)ap;
+	return eval_efficiency(c, d, "token_budget", "token_count");
+}
+
+static int ev_call_efficiency(struct ctx *c, const struct spec_dim *d, struct app *ap)
+{
+	(void)ap;
+	return eval_efficiency(c, d, "max_llm_calls", "llm_call_count");
+}
+
+/* JSON types needed per side (needed_type). Shapes that depend on both sides
+ * (numeric_tolerance's scalar vs array) are checked by the primitive itself. */
+static const char *nd_array(const struct spec_dim *d, int side, const json_t *v)
+{
+	(void)d, (void)side;
+	return json_is_array(v) ? NULL : "an array";
+}
+
+static const char *nd_string(const struct spec_dim *d, int side, const json_t *v)
+{
+	(void)d, (void)side;
+	return json_is_string(v) ? NULL : "a string";
+}
+
+static const char *nd_number(const struct spec_dim *d, int side, const json_t *v)
+{
+	(void)d, (void)side;
+	return json_is_number(v) || json_is_array(v) ? NULL : "a number or an array";
+}
+
+static const char *nd_terms(const struct spec_dim *d, int side, const json_t *v)
+{
+	if (side == 1 && d->words_terms)
+		return json_is_string(v) ? NULL : "a string (its words are the terms)";
+	return json_is_string(v) || json_is_array(v) ? NULL : "a string or an array of strings";
+}
+
+static const char *nd_objects(const struct spec_dim *d, int side, const json_t *v)
+{
+	if (side ? d->g_keyed : d->f_keyed)
+		return json_is_object(v) ? NULL : "an object";
+	return json_is_array(v) ? NULL : "an array";
+}
+
+static const char *nd_keyed(const struct spec_dim *d, int side, const json_t *v)
+{
+	if (side ? d->gkey : d->fkey)
+		return json_is_array(v) ? NULL : "an array of records";
+	return json_is_object(v) ? NULL : "an object";
+}
+
+/* Work units of each primitive's own steps on its (normalised) values, besides normalising
+ * them, its regexes (charged per step as they run) and its nested primitives (charged each). */
+static uint64_t un_sets(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)d;   /* every element dumped canonically and sorted */
+	return (json_is_array(got) ? value_units(got, 0) : 0) +
+	       (json_is_array(want) ? value_units(want, 0) : 0);
+}
+
+static uint64_t un_count(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)want;
+	/* every item dumped into a buffer of its own, sorted, freed: twice a set's units */
+	if (d->count_of == SPEC_C_DISTINCT || d->count_of == SPEC_C_UNIQUE_RATIO)
+		return json_is_array(got) ? 2 * value_units(got, 0) : 0;
+	if (d->count_of == SPEC_C_PRESENT)   /* a lookup per listed key */
+		return W_CMP_NODE * (uint64_t)json_array_size(d->present_keys);
+	return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
+}
+
+static uint64_t un_scan(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)d, (void)want;
+	return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
+}
+
+static uint64_t un_tokens(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)d;
+	return (json_is_string(got) ? W_TOKEN * (uint64_t)json_string_length(got) : 0) +
+	       (json_is_string(want) ? W_TOKEN * (uint64_t)json_string_length(want) : 0);
+}
+
+static size_t size_of(const json_t *v)
+{
+	return json_is_array(v) ? json_array_size(v) : json_is_object(v) ? json_object_size(v) : 0;
+}
+
+static uint64_t un_objects(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)d;   /* keys dumped, hashed, sorted; pairs looked up */
+	return W_NODE * ((uint64_t)size_of(got) + (uint64_t)size_of(want));
+}
+
+static uint64_t un_keyed(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)got;   /* a records side's keys are charged as they are built */
+	return W_NODE * (d->keys ? (uint64_t)json_array_size(d->keys) : (uint64_t)size_of(want));
+}
+
+static uint64_t un_numeric(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)d, (void)got;
+	return json_is_array(want) ? W_NODE / 4 * (uint64_t)json_array_size(want) : 0;
+}
+
+static uint64_t un_exact(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	/* two strings with normalize: their normalising covers the compare (apply) */
+	if (d->norm && !d->case_insensitive && json_is_string(got) && json_is_string(want))
+		return 0;
+	return cmp_units(got, d->case_insensitive) + cmp_units(want, d->case_insensitive);
+}
+
+static uint64_t un_fuzzy(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)d;   /* normalising both into code points (NFKC, case folding) and stripping their
+	            * common ends: twice a normalisation's units; the distance is paid once its
+	            * size is known (pay_distance) */
+	return json_is_string(got) && json_is_string(want)
+	       ? 2 * (string_units(got, NORM_NFKC | NORM_CASEFOLD) +
+	              string_units(want, NORM_NFKC | NORM_CASEFOLD)) : 0;
+}
+
+static uint64_t un_contains(const struct spec_dim *d, const json_t *got, const json_t *want)
+{
+	(void)d;   /* a compare and up to one substring search over both texts */
+	return W_STRING + (json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0) +
+	       (json_is_string(want) ? W_SCAN * (uint64_t)json_string_length(want) : 0);
+}
+
+/* How a top-level dimension's expected side is prepared once per ground truth (score_prepare). */
+enum prep_kind {
+	PREP_NONE,      /* nothing to prepare */
+	PREP_SCALAR,    /* one value: its normalised text or exact decimal (struct pval) */
+	PREP_WHOLE,     /* the whole value normalised; its set or tokens */
+	PREP_OBJECTS,   /* match_objects: keys hashed, sorted, indexed; the fields' values */
+	PREP_KEYS,      /* keyed_map: each key's nested value */
+};
+
+typedef int apply_fn(APPLY_ARGS);
+/* One primitive: everything the scorer and the validator know of it besides the parsing of
+ * its own parameters (spec.c parse_params). */
+struct prim_desc {
+	const char *name;              /* as written in a spec */
+	const char *const *params;     /* keys it reads besides a dimension's own */
+	unsigned flags;                /* PRIM_F_* (prim.h) */
+	enum prep_kind prep;
+	/* the JSON type needed on a side (NULL: any value; the primitive checks the rest) */
+	const char *(*need)(const struct spec_dim *d, int side, const json_t *v);
+	/* its own work units on the normalised values (NULL: constant work) */
+	uint64_t (*units)(const struct spec_dim *d, const json_t *got, const json_t *want);
+	apply_fn *apply;               /* field primitives (PRIM_F_FIELD) */
+	int (*eval)(struct ctx *c, const struct spec_dim *d, struct app *ap);   /* the others */
+};
+
+#define P_PLAIN "field", "ground_truth_field", "normalize"
+static const char *const pa_none[] = { NULL };
+static const char *const pa_exact[] = { P_PLAIN, "case_insensitive", NULL };
+static const char *const pa_plain[] = { P_PLAIN, NULL };
+static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", "relative", NULL };
+static const char *const pa_time[] = { "time_limit_secs", "curve", NULL };
+static const char *const pa_method[] = { P_PLAIN, "method", NULL };
+static const char *const pa_expr[] = { "expr", "vars", "scale", "null_as_missing", NULL };
+static const char *const pa_length[] = { "field", "normalize", "unit", "ramp", "steps", "target",
+                                         NULL };
+static const char *const pa_terms[] = { P_PLAIN, "terms", "need", "case_insensitive",
+                                        "terms_from", NULL };
+static const char *const pa_regex[] = { "field", "normalize", "pattern", "case_insensitive",
+                                        NULL };
+static const char *const pa_count[] = { "field", "normalize", "of", "keys", "ramp", "steps",
+                                        "target", NULL };
+static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
+                                          "ground_truth_keyed", "points", "max_points",
+                                          "distinct_of", "ramp", "steps", "target", NULL };
+static const char *const pa_keyed[] = { P_PLAIN, "keys", "item", "field_key", "ground_truth_key",
+                                        NULL };
+static const char *const pa_contains[] = { P_PLAIN, "direction", "equal_credit",
+                                           "contains_credit", NULL };
+
+#define F_CMP (PRIM_F_FIELD | PRIM_F_GT | PRIM_F_NESTABLE)   /* compares two values */
+#define F_ONE (PRIM_F_FIELD | PRIM_F_NESTABLE)               /* reads the answer only */
+static const struct prim_desc prim_table[PRIM_KIND_COUNT] = {
+	[PRIM_NONE] = { "", pa_none, 0, PREP_NONE, NULL, NULL, NULL, ev_none },
+	[PRIM_EXACT_MATCH] = { "exact_match", pa_exact, F_CMP, PREP_SCALAR, NULL, un_exact,
+	                       ap_exact_match, NULL },
+	[PRIM_EXACT_MATCH_RATIO] = { "exact_match_ratio", pa_plain, F_CMP, PREP_NONE, nd_array,
+	                             un_sets, ap_exact_match_ratio, NULL },
+	[PRIM_NUMERIC_TOLERANCE] = { "numeric_tolerance", pa_numeric, F_CMP, PREP_SCALAR, nd_number,
+	                             un_numeric, ap_numeric_tolerance, NULL },
+	[PRIM_FUZZY_STRING] = { "fuzzy_string", pa_plain, F_CMP, PREP_NONE, nd_string, un_fuzzy,
+	                        ap_fuzzy_string, NULL },
+	[PRIM_TIME_DECAY] = { "time_decay", pa_time, 0, PREP_NONE, NULL, NULL, NULL, ev_time_decay },
+	[PRIM_COVERAGE_RATIO] = { "coverage_ratio", pa_plain, F_CMP, PREP_WHOLE, nd_array, un_sets,
+	                          ap_coverage_ratio, NULL },
+	[PRIM_SET_OVERLAP] = { "set_overlap", pa_method, F_CMP, PREP_WHOLE, nd_array, un_sets,
+	                       ap_set_overlap, NULL },
+	[PRIM_TOKEN_EFFICIENCY] = { "token_efficiency", pa_none, 0, PREP_NONE, NULL, NULL, NULL,
+	                            ev_token_efficiency },
+	[PRIM_CALL_EFFICIENCY] = { "call_efficiency", pa_none, 0, PREP_NONE, NULL, NULL, NULL,
+	                           ev_call_efficiency },
+	[PRIM_EXPRESSION] = { "expression", pa_expr, 0, PREP_NONE, NULL, NULL, NULL,
+	                      eval_expression },
+	[PRIM_TEXT_LENGTH] = { "text_length", pa_length, F_ONE, PREP_NONE, nd_string, un_scan,
+	                       ap_text_length, NULL },
+	[PRIM_TERM_COVERAGE] = { "term_coverage", pa_terms, F_ONE | PRIM_F_GT_OPT, PREP_NONE,
+	                         nd_terms, NULL, ap_term_coverage, NULL },
+	[PRIM_REGEX_MATCH] = { "regex_match", pa_regex, F_ONE, PREP_NONE, nd_string, NULL,
+	                       ap_regex_match, NULL },
+	[PRIM_TOKEN_OVERLAP] = { "token_overlap", pa_method, F_CMP, PREP_WHOLE, nd_string,
+	                         un_tokens, ap_token_overlap, NULL },
+	[PRIM_COUNT] = { "count", pa_count, F_ONE, PREP_NONE, NULL, un_count, ap_count, NULL },
+	[PRIM_MATCH_OBJECTS] = { "match_objects", pa_objects, F_CMP | PRIM_F_NORM_OWN, PREP_OBJECTS,
+	                         nd_objects, un_objects, ap_match_objects, NULL },
+	[PRIM_KEYED_MAP] = { "keyed_map", pa_keyed, F_CMP | PRIM_F_NORM_OWN, PREP_KEYS, nd_keyed,
+	                     un_keyed, ap_keyed_map, NULL },
+	[PRIM_TEXT_CONTAINS] = { "text_contains", pa_contains, F_CMP, PREP_NONE, nd_string,
+	                         un_contains, ap_text_contains, NULL },
+};
+
+static const struct prim_desc *desc_of(enum prim_kind k)
+{
+	return (size_t)k < PRIM_KIND_COUNT ? &prim_table[k] : &prim_table[PRIM_NONE];
+}
+
+int prim_kind_from_name(const char *name, enum prim_kind *out)
+{
+	for (size_t i = 1; i < PRIM_KIND_COUNT; i++)
+		if (!strcmp(name, prim_table[i].name)) {
+			*out = (enum prim_kind)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *prim_kind_name(enum prim_kind k)
+{
+	return desc_of(k)->name;
+}
+
+const char *const *prim_params(enum prim_kind k)
+{
+	return desc_of(k)->params;
+}
+
+unsigned prim_flags(enum prim_kind k)
+{
+	return desc_of(k)->flags;
+}
+
+static const char *needed_type(const struct spec_dim *d, int side, const json_t *v)
+{
+	const struct prim_desc *p = desc_of(d->prim);
+	return p->need ? p->need(d, side, v) : NULL;
+}
+
 static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const json_t *want)
 {
-	switch (d->prim) {
-	case PRIM_EXACT_MATCH_RATIO:
-	case PRIM_COVERAGE_RATIO:
-	case PRIM_SET_OVERLAP:   /* every element dumped canonically and sorted */
-		return (json_is_array(got) ? value_units(got, 0) : 0) +
-		       (json_is_array(want) ? value_units(want, 0) : 0);
-	case PRIM_COUNT:
-		/* every item dumped into a buffer of its own, sorted, freed: twice a set's units */
-		if (d->count_of == SPEC_C_DISTINCT || d->count_of == SPEC_C_UNIQUE_RATIO)
-			return json_is_array(got) ? 2 * value_units(got, 0) : 0;
-		if (d->count_of == SPEC_C_PRESENT)   /* a lookup per listed key */
-			return W_CMP_NODE * (uint64_t)json_array_size(d->present_keys);
-		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
-	case PRIM_TEXT_LENGTH:
-		return json_is_string(got) ? W_SCAN * (uint64_t)json_string_length(got) : 0;
-	case PRIM_TOKEN_OVERLAP:
-		return (json_is_string(got) ? W_TOKEN * (uint64_t)json_string_length(got) : 0) +
-		       (json_is_string(want) ? W_TOKEN * (uint64_t)json_string_length(want) : 0);
-	case PRIM_MATCH_OBJECTS:   /* keys dumped, hashed, sorted; pairs looked up */
-		return W_NODE * ((json_is_array(got) ? (uint64_t)json_array_size(got) : 0) +
-		                 (json_is_array(want) ? (uint64_t)json_array_size(want) : 0));
-	case PRIM_KEYED_MAP:
-		return W_NODE * (d->keys ? (uint64_t)json_array_size(d->keys)
-		                         : json_is_object(want) ? (uint64_t)json_object_size(want) : 0);
-	case PRIM_NUMERIC_TOLERANCE:
-		return json_is_array(want) ? W_NODE / 4 * (uint64_t)json_array_size(want) : 0;
-	case PRIM_EXACT_MATCH:
-		/* two strings with normalize: their normalising covers the compare (apply) */
-		if (d->norm && !d->case_insensitive && json_is_string(got) && json_is_string(want))
-			return 0;
-		return cmp_units(got, d->case_insensitive) + cmp_units(want, d->case_insensitive);
-	case PRIM_FUZZY_STRING:   /* normalising both into code points (NFKC, case folding) and
-	                           * stripping their common ends: twice a normalisation's units;
-	                           * the distance is paid once its size is known (pay_distance) */
-		return json_is_string(got) && json_is_string(want)
-		       ? 2 * (string_units(got, NORM_NFKC | NORM_CASEFOLD) +
-		              string_units(want, NORM_NFKC | NORM_CASEFOLD)) : 0;
-	default:   /* constant work (numbers, time, efficiencies) */
-		return 0;
-	}
+	const struct prim_desc *p = desc_of(d->prim);
+	return p->units ? p->units(d, got, want) : 0;
 }
 
 /* Applies a field-reading primitive to resolved values (normalised here); PRIM_BAD with e.
@@ -1274,7 +2038,7 @@ static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const js
 static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, const json_t *want0,
                  const struct pval *pw, struct app *ap, struct prim_err *e)
 {
-	bool norm = d->norm && d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP;
+	bool norm = d->norm && !(prim_flags(d->prim) & PRIM_F_NORM_OWN);
 	if (norm && d->prim == PRIM_EXACT_MATCH && !ap->det && !d->case_insensitive &&
 	    json_is_string(got0) && json_is_string(want0)) {
 		/* two strings: compare the normalised texts without building JSON values; with
@@ -1322,7 +2086,7 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		return 0;
 	json_t *got = norm ? norm_value(d->norm, got0) : (json_t *)got0;
 	json_t *want = pv ? pv->nwant : norm && want0 ? norm_value(d->norm, want0) : (json_t *)want0;
-	int r, nbad = 0;
+	int r;
 	if (!charge(c, pv ? prim_units(d, got, NULL) + pv->nwant_units : prim_units(d, got, want))) {
 		r = 0;
 		goto out;
@@ -1332,85 +2096,7 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		if (want)
 			det_set(ap, "expected_normalized", brief(want));
 	}
-	switch (d->prim) {
-	case PRIM_EXACT_MATCH:
-		r = prim_exact_match(got, want, d->case_insensitive);
-		break;
-	case PRIM_EXACT_MATCH_RATIO:
-		r = prim_exact_match_ratio(got, want, e);
-		break;
-	case PRIM_NUMERIC_TOLERANCE:
-		if (pw && pw->has_dec && !norm && json_is_number(got)) {   /* want's decimal known */
-			r = prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear);
-			break;
-		}
-		r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e);
-		ap->nbad += nbad;
-		break;
-	case PRIM_FUZZY_STRING:
-		r = prim_fuzzy_string_paid(got, want, pay_distance, c, e);
-		break;
-	case PRIM_COVERAGE_RATIO:
-		r = pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e)
-		                      : prim_coverage_ratio(got, want, e);
-		break;
-	case PRIM_SET_OVERLAP:
-		r = pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e)
-		                      : prim_set_method(got, want, d->method, e);
-		break;
-	case PRIM_TEXT_LENGTH:
-		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0) {
-			size_t n = d->words ? prim_count_words(json_string_value(got), json_string_length(got))
-			                    : prim_count_chars(json_string_value(got), json_string_length(got));
-			det_set(ap, "length", json_integer((json_int_t)n));
-			r = prim_ramp((int64_t)n, d->points, d->npoints, d->steps);
-		}
-		break;
-	case PRIM_COUNT:
-		r = apply_count(d, got, ap, e);
-		break;
-	case PRIM_REGEX_MATCH:
-		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0)
-			r = run_rx(c, d->rx, json_string_value(got), json_string_length(got), ap) ? 1000 : 0;
-		break;
-	case PRIM_TERM_COVERAGE:
-		r = apply_terms(c, d, got, want, ap, e);
-		break;
-	case PRIM_TOKEN_OVERLAP:
-		if ((r = need_type(got, 0, json_is_string(got), "a string", e)) == 0 &&
-		    (r = need_type(want, 1, json_is_string(want), "a string", e)) == 0) {
-			struct strbuf sa, sb;
-			char **ia, **ib;
-			size_t na, nb;
-			prim_tokens(json_string_value(got), json_string_length(got), &sa, &ia, &na);
-			if (pv && pv->has_tok) {   /* the expected tokens, prepared */
-				memset(&sb, 0, sizeof sb);
-				ib = pv->tok;
-				nb = pv->ntok;
-			} else {
-				prim_tokens(json_string_value(want), json_string_length(want), &sb, &ib, &nb);
-			}
-			size_t cm = prim_sorted_common(ia, na, ib, nb);
-			det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
-			                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
-			r = prim_set_ratio(cm, na, nb, d->method);
-			free(ia);
-			if (!(pv && pv->has_tok))
-				free(ib);
-			strbuf_free(&sa);
-			strbuf_free(&sb);
-		}
-		break;
-	case PRIM_MATCH_OBJECTS:
-		r = apply_match_objects(c, d, got, want, ap, e);
-		break;
-	case PRIM_KEYED_MAP:
-		r = apply_keyed_map(c, d, got, want, ap, e);
-		break;
-	default:
-		r = 0;
-		break;
-	}
+	r = desc_of(d->prim)->apply(c, d, got, want, pw, pv, ap, e);
 out:
 	if (norm) {   /* norm_value gave new references (possibly to the same values) */
 		json_decref(got);
@@ -1428,18 +2114,8 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 	int r;
 	e.side = 0;
 	e.why[0] = 0;
-	switch (d->prim) {
-	case PRIM_TIME_DECAY:
-		return eval_time_decay(c, d);
-	case PRIM_TOKEN_EFFICIENCY:
-		return eval_efficiency(c, d, "token_budget", "token_count");
-	case PRIM_CALL_EFFICIENCY:
-		return eval_efficiency(c, d, "max_llm_calls", "llm_call_count");
-	case PRIM_EXPRESSION:
-		return eval_expression(c, d, &ap);
-	default:
-		break;
-	}
+	if (desc_of(d->prim)->eval)   /* reads no fields */
+		return desc_of(d->prim)->eval(c, d, &ap);
 	if (resolve_fields(c, d, &got, &want) < 0)
 		return 0;
 	if (det) {
@@ -1454,7 +2130,7 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 			c->cur = c->prep->dims[i];
 	/* exact_match / numeric_tolerance: the expected value's prepared side */
 	const struct pval *pw = c->cur && c->cur->want == want && c->cur->n == 1 &&
-	                        (d->prim == PRIM_EXACT_MATCH || d->prim == PRIM_NUMERIC_TOLERANCE)
+	                        desc_of(d->prim)->prep == PREP_SCALAR
 	                        ? &c->cur->vals[0] : NULL;
 	r = apply(c, d, got, want, pw, &ap, &e);
 	c->cur = NULL;
@@ -1565,14 +2241,15 @@ static void prep_dim_free(struct prep_dim *pd)
  * keyed_map whose expected value is in the ground truth and has the type they need. */
 static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *gt, uint64_t *left)
 {
-	bool whole = d->prim == PRIM_SET_OVERLAP || d->prim == PRIM_COVERAGE_RATIO ||
-	             d->prim == PRIM_TOKEN_OVERLAP;   /* the whole expected value, normalised */
-	bool scalar = d->prim == PRIM_EXACT_MATCH || d->prim == PRIM_NUMERIC_TOLERANCE;
-	if ((d->prim != PRIM_MATCH_OBJECTS && d->prim != PRIM_KEYED_MAP && !whole && !scalar) ||
+	enum prep_kind pk = desc_of(d->prim)->prep;
+	bool whole = pk == PREP_WHOLE;    /* the whole expected value, normalised */
+	bool scalar = pk == PREP_SCALAR;
+	/* keyed sides and records (v3) are paired by their own code, not prepared */
+	if (pk == PREP_NONE || d->f_keyed || d->g_keyed || d->fkey || d->gkey ||
 	    !d->gt_text || d->gt_src != SPEC_VAR_GROUND_TRUTH)
 		return NULL;
 	const json_t *want = get_path(d->gt_field, gt, NULL, 0);
-	if (!want || needed_type(d->prim, want))
+	if (!want || needed_type(d, 1, want))
 		return NULL;
 	struct pval pv;
 	if (scalar) {   /* one value: prepared when there is something to prepare */

@@ -48,49 +48,6 @@ static void num_text(const json_t *v, char *buf, size_t n)
 
 /* ---- unknown keys ---------------------------------------------------------------------- */
 
-/* The parameters each primitive reads (common/README.md "Unknown keys"), besides a dimension's own keys.
- * The switch has no default: a new primitive without a list fails the build (-Wswitch). */
-static const char *const *prim_params(enum prim_kind k)
-{
-	static const char *const none[] = { NULL };
-	static const char *const em[] = { "field", "ground_truth_field", "normalize",
-	                                  "case_insensitive", NULL };
-	static const char *const plain[] = { "field", "ground_truth_field", "normalize", NULL };
-	static const char *const nt[] = { "field", "ground_truth_field", "normalize", "tolerance",
-	                                  "decay", NULL };
-	static const char *const td[] = { "time_limit_secs", "curve", NULL };
-	static const char *const so[] = { "field", "ground_truth_field", "normalize", "method", NULL };
-	static const char *const ex[] = { "expr", "vars", "scale", "null_as_missing", NULL };
-	static const char *const tl[] = { "field", "normalize", "unit", "ramp", "steps", "target",
-	                                  NULL };
-	static const char *const tc[] = { "field", "ground_truth_field", "normalize", "terms", "need",
-	                                  "case_insensitive", NULL };
-	static const char *const rm[] = { "field", "normalize", "pattern", "case_insensitive", NULL };
-	static const char *const ct[] = { "field", "normalize", "of", "keys", "ramp", "steps",
-	                                  "target", NULL };
-	static const char *const mo[] = { "field", "ground_truth_field", "normalize", "match_on",
-	                                  "method", "fields", NULL };
-	static const char *const km[] = { "field", "ground_truth_field", "normalize", "keys", "item",
-	                                  NULL };
-	switch (k) {
-	case PRIM_NONE: return none;
-	case PRIM_EXACT_MATCH: return em;
-	case PRIM_EXACT_MATCH_RATIO: case PRIM_FUZZY_STRING: case PRIM_COVERAGE_RATIO: return plain;
-	case PRIM_NUMERIC_TOLERANCE: return nt;
-	case PRIM_TIME_DECAY: return td;
-	case PRIM_SET_OVERLAP: case PRIM_TOKEN_OVERLAP: return so;
-	case PRIM_TOKEN_EFFICIENCY: case PRIM_CALL_EFFICIENCY: return none;
-	case PRIM_EXPRESSION: return ex;
-	case PRIM_TEXT_LENGTH: return tl;
-	case PRIM_TERM_COVERAGE: return tc;
-	case PRIM_REGEX_MATCH: return rm;
-	case PRIM_COUNT: return ct;
-	case PRIM_MATCH_OBJECTS: return mo;
-	case PRIM_KEYED_MAP: return km;
-	}
-	return none;
-}
-
 /* Edit distance of two short keys (bytes; both at most 64, else a large number). */
 static size_t key_distance(const char *a, const char *b)
 {
@@ -139,7 +96,7 @@ static int check_keys(const json_t *obj, const char *where, int prim,
 		if (!strncmp(k, "x-", 2) || in_list(a, k) || in_list(b, k) || in_list(c, k))
 			continue;
 		int readers = 0, reader = PRIM_NONE;
-		for (int o = PRIM_EXACT_MATCH; prim >= 0 && o <= PRIM_KEYED_MAP; o++)
+		for (int o = PRIM_EXACT_MATCH; prim >= 0 && o < PRIM_KIND_COUNT; o++)
 			if (in_list(prim_params((enum prim_kind)o), k)) {
 				readers++;
 				reader = o;
@@ -198,6 +155,16 @@ static bool as_count(const json_t *v, int64_t *out)
 	return false;
 }
 
+static void rkey_free(struct spec_rkey *k)
+{
+	if (!k)
+		return;
+	jpath_free(k->path);
+	free(k->prefix);
+	free(k->suffix);
+	free(k);
+}
+
 static void dim_free(struct spec_dim *d)
 {
 	jpath_free(d->field);
@@ -211,7 +178,16 @@ static void dim_free(struct spec_dim *d)
 		for (size_t k = 0; k < d->terms[i].nalt; k++) {
 			free(d->terms[i].lit[k]);
 			rx_free(d->terms[i].rx[k]);
+			struct spec_tref *r = d->terms[i].ref ? d->terms[i].ref[k] : NULL;
+			if (r) {
+				jpath_free(r->path);
+				free(r->text);
+				free(r->prefix);
+				free(r->suffix);
+				free(r);
+			}
 		}
+		free(d->terms[i].ref);
 		free(d->terms[i].lit);
 		free(d->terms[i].litlen);
 		free(d->terms[i].rx);
@@ -229,6 +205,10 @@ static void dim_free(struct spec_dim *d)
 		dim_free(d->item);
 		free(d->item);
 	}
+	rkey_free(d->fkey);
+	rkey_free(d->gkey);
+	rkey_free(d->okey);
+	jpath_free(d->distinct_of);
 	for (size_t i = 0; i < d->nvars; i++) {
 		free(d->vars[i].name);
 		free(d->vars[i].text);
@@ -302,6 +282,8 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 		return fail(err, errlen, "dimension '%s': %s must be a string, not %s", dkey, key,
 		            jcanon_type_name(v));
 	*text = xstrndup(json_string_value(v), json_string_length(v));
+	if (dflt == SPEC_VAR_ELEMENT && !strcmp(*text, "@element"))
+		return 0;   /* a nested primitive's element itself (v3: records against plain values) */
 	if (parse_rooted(json_string_value(v), json_string_length(v), dflt, src, out, why,
 	                 sizeof why) < 0)
 		return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s", dkey,
@@ -475,10 +457,40 @@ static int parse_ramp(const json_t *dim, struct spec_dim *d, char *err, size_t e
 	return 0;
 }
 
-/* One term of term_coverage: a string, {"regex": P}, or an array of those (alternatives). */
+/* A prefix or suffix of a built key or term: a string without NUL, at most 256 bytes (NULL
+ * when absent). */
+static int parse_affix(const json_t *obj, const char *k, char **out, const char *where, char *err,
+                       size_t errlen)
+{
+	const json_t *v = json_object_get(obj, k);
+	*out = NULL;
+	if (!v)
+		return 0;
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v) ||
+	    json_string_length(v) > 256)
+		return fail(err, errlen, "%s: %s must be a string of at most 256 bytes (no NUL)", where,
+		            k);
+	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+/* One term of term_coverage: a string, {"regex": P}, {"ground_truth": P, "prefix", "suffix"}
+ * (a term built from a value: common/README.md "Spec language v3"), or an array of those
+ * (alternatives). */
 static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, size_t errlen)
 {
 	struct spec_term *term = &d->terms[i];
+	if (json_is_object(t) && json_object_get(t, "not")) {   /* a term that must be absent */
+		static const char *const nk[] = { "not", NULL };
+		char where[120];
+		snprintf(where, sizeof where, "dimension '%s' terms[%zu]", d->key, i);
+		if (check_keys(t, where, -1, nk, NULL, NULL, err, errlen) < 0)
+			return -1;
+		t = json_object_get(t, "not");
+		if (json_is_object(t) && json_object_get(t, "not"))
+			return fail(err, errlen, "dimension '%s': terms[%zu]: not inside not", d->key, i);
+		term->neg = true;
+	}
 	size_t n = json_is_array(t) ? json_array_size(t) : 1;
 	if (n == 0 || n > 64)
 		return fail(err, errlen, "dimension '%s': terms[%zu] must hold 1 to 64 alternatives",
@@ -486,15 +498,27 @@ static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, 
 	term->lit = xcalloc(n, sizeof *term->lit);
 	term->litlen = xcalloc(n, sizeof *term->litlen);
 	term->rx = xcalloc(n, sizeof *term->rx);
+	term->ref = xcalloc(n, sizeof *term->ref);
 	term->nalt = n;
 	for (size_t k = 0; k < n; k++) {
 		const json_t *a = json_is_array(t) ? json_array_get(t, k) : t;
 		const json_t *re = json_is_object(a) ? json_object_get(a, "regex") : NULL;
+		const json_t *gr = json_is_object(a) ? json_object_get(a, "ground_truth") : NULL;
 		char why[200];
-		static const char *const rk[] = { "regex", NULL };
+		static const char *const rk[] = { "regex", "ground_truth", "prefix", "suffix", "not",
+		                                  NULL };
 		snprintf(why, sizeof why, "dimension '%s' terms[%zu]", d->key, i);
 		if (json_is_object(a) && check_keys(a, why, -1, rk, NULL, NULL, err, errlen) < 0)
 			return -1;
+		if (json_is_object(a) && json_object_get(a, "not"))
+			return fail(err, errlen, "dimension '%s': terms[%zu]: {\"not\": ...} is a whole term, "
+			            "not an alternative", d->key, i);
+		if (json_is_object(a) && !!re + !!gr != 1)
+			return fail(err, errlen, "dimension '%s': terms[%zu] takes regex or ground_truth "
+			            "(with prefix and suffix), not both", d->key, i);
+		if (re && (json_object_get(a, "prefix") || json_object_get(a, "suffix")))
+			return fail(err, errlen, "dimension '%s': terms[%zu]: prefix and suffix go with "
+			            "ground_truth, not regex", d->key, i);
 		if (json_is_string(a)) {
 			if (json_string_length(a) == 0)
 				return fail(err, errlen, "dimension '%s': terms[%zu]: empty term", d->key, i);
@@ -507,11 +531,56 @@ static int parse_term(const json_t *t, struct spec_dim *d, size_t i, char *err, 
 			               sizeof why) < 0)
 				return fail(err, errlen, "dimension '%s': terms[%zu]: regex '%.80s' is invalid: %s",
 				            d->key, i, json_string_value(re), why);
+		} else if (json_is_string(gr)) {
+			struct spec_tref *r = term->ref[k] = xcalloc(1, sizeof *r);
+			r->text = xstrndup(json_string_value(gr), json_string_length(gr));
+			if (parse_rooted(json_string_value(gr), json_string_length(gr), SPEC_VAR_GROUND_TRUTH,
+			                 &r->src, &r->path, why, sizeof why) < 0)
+				return fail(err, errlen, "dimension '%s': terms[%zu].ground_truth '%.100s' is not a "
+				            "valid path: %s", d->key, i, json_string_value(gr), why);
+			if (r->src == SPEC_VAR_MATCH)
+				return fail(err, errlen, "dimension '%s': terms[%zu].ground_truth cannot read "
+				            "@match", d->key, i);
+			snprintf(why, sizeof why, "dimension '%s' terms[%zu]", d->key, i);
+			if (parse_affix(a, "prefix", &r->prefix, why, err, errlen) < 0 ||
+			    parse_affix(a, "suffix", &r->suffix, why, err, errlen) < 0)
+				return -1;
 		} else {
 			return fail(err, errlen, "dimension '%s': terms[%zu] must be a string, "
-			            "{\"regex\": \"...\"} or an array of those", d->key, i);
+			            "{\"regex\": \"...\"}, {\"ground_truth\": \"path\"}, an array of "
+			            "those, or {\"not\": one of them}", d->key, i);
 		}
 	}
+	return 0;
+}
+
+/* A record key (keyed_map field_key / ground_truth_key): a path, or {"path", "prefix",
+ * "suffix"}; *out NULL when absent. */
+static int parse_rkey(const json_t *dim, const char *name, struct spec_dim *d,
+                      struct spec_rkey **out, char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(dim, name), *p = v;
+	char why[200], where[120];
+	*out = NULL;
+	if (!v)
+		return 0;
+	snprintf(where, sizeof where, "dimension '%s' %s", d->key, name);
+	if (json_is_object(v)) {
+		static const char *const kk[] = { "path", "prefix", "suffix", NULL };
+		if (check_keys(v, where, -1, kk, NULL, NULL, err, errlen) < 0)
+			return -1;
+		p = json_object_get(v, "path");
+	}
+	if (!json_is_string(p))
+		return fail(err, errlen, "dimension '%s': %s must be a path (the key inside each record) "
+		            "or {\"path\", \"prefix\", \"suffix\"}", d->key, name);
+	struct spec_rkey *k = *out = xcalloc(1, sizeof *k);
+	if (jpath_parse(json_string_value(p), json_string_length(p), &k->path, why, sizeof why) < 0)
+		return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s", d->key,
+		            name, json_string_value(p), why);
+	if (json_is_object(v) && (parse_affix(v, "prefix", &k->prefix, where, err, errlen) < 0 ||
+	                          parse_affix(v, "suffix", &k->suffix, where, err, errlen) < 0))
+		return -1;
 	return 0;
 }
 
@@ -541,14 +610,9 @@ static int parse_nested(struct spec *s, const json_t *j, const char *where, stru
 	if (check_keys(j, in, (int)n->prim, own, prim_params(n->prim), strncmp(where, "fields", 6) ? NULL : fw,
 	               err, errlen) < 0)
 		return -1;
-	switch (n->prim) {
-	case PRIM_TIME_DECAY: case PRIM_TOKEN_EFFICIENCY: case PRIM_CALL_EFFICIENCY:
-	case PRIM_EXPRESSION:
+	if (!(prim_flags(n->prim) & PRIM_F_NESTABLE))
 		return fail(err, errlen, "dimension '%s': %s: primitive %s cannot be nested (it does not "
 		            "compare two values)", key, where, prim_kind_name(n->prim));
-	default:
-		break;
-	}
 	if (depth >= NEST_MAX_DEPTH)
 		return fail(err, errlen, "dimension '%s': %s: primitives nested deeper than %d", key,
 		            where, NEST_MAX_DEPTH);
@@ -559,10 +623,34 @@ static int parse_match_objects(struct spec *s, const json_t *dim, struct spec_di
                                char *err, size_t errlen)
 {
 	const json_t *on = json_object_get(dim, "match_on");
-	char why[160];
+	char why[160], where[80];
 	if (!on)
 		return fail(err, errlen, "dimension '%s': primitive match_objects needs match_on (a "
 		            "key path or an array of them)", d->key);
+	static const char *const kb[] = { "field_keyed", "ground_truth_keyed" };
+	bool *kv[] = { &d->f_keyed, &d->g_keyed };
+	for (int i = 0; i < 2; i++) {
+		const json_t *v = json_object_get(dim, kb[i]);
+		if (v && !json_is_boolean(v))
+			return fail(err, errlen, "dimension '%s': %s must be true or false", d->key, kb[i]);
+		*kv[i] = json_is_true(v);
+	}
+	if (json_is_object(on)) {   /* {"path", "prefix", "suffix"}: a key built from a record */
+		static const char *const kk[] = { "path", "prefix", "suffix", NULL };
+		snprintf(where, sizeof where, "dimension '%s' match_on", d->key);
+		if (check_keys(on, where, -1, kk, NULL, NULL, err, errlen) < 0)
+			return -1;
+		d->okey = xcalloc(1, sizeof *d->okey);
+		if (parse_affix(on, "prefix", &d->okey->prefix, where, err, errlen) < 0 ||
+		    parse_affix(on, "suffix", &d->okey->suffix, where, err, errlen) < 0)
+			return -1;
+		on = json_object_get(on, "path");
+		if (!json_is_string(on))
+			return fail(err, errlen, "dimension '%s': match_on.path must be a path", d->key);
+	}
+	if ((d->f_keyed || d->g_keyed) && !json_is_string(on))
+		return fail(err, errlen, "dimension '%s': field_keyed / ground_truth_keyed need one "
+		            "match_on path (an object side's keys are single values)", d->key);
 	if (!json_is_string(on) &&
 	    (!json_is_array(on) || json_array_size(on) == 0 || json_array_size(on) > 8))
 		return fail(err, errlen, "dimension '%s': match_on must be a path or an array of 1 to 8 "
@@ -576,11 +664,41 @@ static int parse_match_objects(struct spec *s, const json_t *dim, struct spec_di
 			return fail(err, errlen, "dimension '%s': match_on[%zu] is not a valid path%s%s",
 			            d->key, i, json_is_string(k) ? ": " : "", json_is_string(k) ? why : "");
 	}
-	static const char *const names[] = { "recall", "precision", "f1", "mean", NULL };
+	static const char *const names[] = { "recall", "precision", "f1", "mean", "points",
+	                                     "distinct", NULL };
 	static const enum prim_method vals[] = { PRIM_M_RECALL, PRIM_M_PRECISION, PRIM_M_F1,
-	                                         PRIM_M_MEAN };
+	                                         PRIM_M_MEAN, PRIM_M_POINTS, PRIM_M_DISTINCT };
 	if (parse_method(dim, d, PRIM_M_RECALL, names, vals, err, errlen) < 0)
 		return -1;
+	const json_t *dof = json_object_get(dim, "distinct_of");
+	if (!dof != (d->method != PRIM_M_DISTINCT))
+		return fail(err, errlen, "dimension '%s': distinct_of goes with method \"distinct\" (the "
+		            "path, in each expected object, of the value counted)", d->key);
+	if (dof) {
+		if (!json_is_string(dof) || jpath_parse(json_string_value(dof), json_string_length(dof),
+		                                        &d->distinct_of, why, sizeof why) < 0)
+			return fail(err, errlen, "dimension '%s': distinct_of must be a path%s%s", d->key,
+			            json_is_string(dof) ? ": " : "", json_is_string(dof) ? why : "");
+		if (parse_ramp(dim, d, err, errlen) < 0)
+			return -1;
+	} else if (json_object_get(dim, "ramp") || json_object_get(dim, "steps") ||
+	           json_object_get(dim, "target")) {
+		return fail(err, errlen, "dimension '%s': ramp, steps and target go with method "
+		            "\"distinct\" in match_objects", d->key);
+	}
+	static const char *const pn[] = { "points", "max_points" };
+	dec6 *pv[] = { &d->pair_points, &d->max_points };
+	for (int i = 0; i < 2; i++) {   /* method points (v3): both required, else refused */
+		const json_t *v = json_object_get(dim, pn[i]);
+		int places;
+		if (!v != (d->method != PRIM_M_POINTS))
+			return fail(err, errlen, "dimension '%s': %s goes with method \"points\" (points "
+			            "per matched pair and max_points, the full score)", d->key, pn[i]);
+		if (v && (!json_is_number(v) || dec_from_json(v, pv[i], &places) < 0 || places > 6 ||
+		          *pv[i] <= 0 || *pv[i] > (dec6)1000000 * DEC6_ONE))
+			return fail(err, errlen, "dimension '%s': %s must be a number in (0, 1000000] with "
+			            "at most 6 decimal places", d->key, pn[i]);
+	}
 	const json_t *f = json_object_get(dim, "fields");
 	if (!f)
 		return 0;
@@ -615,19 +733,8 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 	bool nested = depth > 0;
 	enum spec_var_source fdef = nested ? SPEC_VAR_ELEMENT : SPEC_VAR_ANSWER;
 	enum spec_var_source gdef = nested ? SPEC_VAR_ELEMENT : SPEC_VAR_GROUND_TRUTH;
-	bool need_f = false, need_g = false, reads = false;
-	switch (d->prim) {
-	case PRIM_EXACT_MATCH: case PRIM_EXACT_MATCH_RATIO: case PRIM_NUMERIC_TOLERANCE:
-	case PRIM_FUZZY_STRING: case PRIM_COVERAGE_RATIO: case PRIM_SET_OVERLAP:
-	case PRIM_TOKEN_OVERLAP: case PRIM_MATCH_OBJECTS: case PRIM_KEYED_MAP:
-		need_f = need_g = reads = true;
-		break;
-	case PRIM_TEXT_LENGTH: case PRIM_REGEX_MATCH: case PRIM_COUNT: case PRIM_TERM_COVERAGE:
-		need_f = reads = true;
-		break;
-	default:
-		break;
-	}
+	unsigned fl = prim_flags(d->prim);
+	bool reads = fl & PRIM_F_FIELD, need_f = reads, need_g = fl & PRIM_F_GT;
 	if (reads) {
 		if (parse_path_param(dim, "field", d->key, pname, &d->field, &d->field_src,
 		                     &d->field_text, fdef, nested || !need_f, s, err, errlen) < 0 ||
@@ -668,6 +775,15 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 				num_text(v, nb, sizeof nb);
 				return fail(err, errlen, "dimension '%s': tolerance %s must be >= 0", d->key, nb);
 			}
+		}
+		v = json_object_get(dim, "relative");
+		if (v) {   /* v3: |a − e| ≤ max(tolerance, relative × |e|); tolerance then defaults to 0 */
+			if (!json_is_number(v) || dec_num_from_json(v, &d->relative) < 0 || d->relative.m < 0)
+				return fail(err, errlen, "dimension '%s': relative must be a number >= 0 (the "
+				            "allowed difference as a share of the expected value)", d->key);
+			d->has_relative = true;
+			if (!json_object_get(dim, "tolerance"))
+				d->tolerance = (struct dec_num){ 0, 0 };
 		}
 		v = json_object_get(dim, "decay");
 		if (v) {
@@ -770,6 +886,15 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 		break;
 	case PRIM_TERM_COVERAGE: {
 		const json_t *t = json_object_get(dim, "terms");
+		v = json_object_get(dim, "terms_from");
+		if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "items") &&
+		                                 strcmp(json_string_value(v), "words"))))
+			return fail(err, errlen, "dimension '%s': terms_from must be \"items\" (the ground "
+			            "truth's strings) or \"words\" (the words of a ground-truth string)", d->key);
+		d->words_terms = v && !strcmp(json_string_value(v), "words");
+		if (v && t)
+			return fail(err, errlen, "dimension '%s': terms_from applies to ground_truth_field, "
+			            "not to terms", d->key);
 		if (!t && !d->gt_field && !d->gt_text)
 			return fail(err, errlen, "dimension '%s': primitive term_coverage needs terms or "
 			            "ground_truth_field", d->key);
@@ -802,13 +927,41 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 				            "names", d->key);
 			d->keys = (json_t *)v;
 		}
+		if (parse_rkey(dim, "field_key", d, &d->fkey, err, errlen) < 0 ||
+		    parse_rkey(dim, "ground_truth_key", d, &d->gkey, err, errlen) < 0)
+			return -1;
 		d->item = xcalloc(1, sizeof *d->item);
 		return parse_nested(s, json_object_get(dim, "item"), "item", d->item, d->key, depth, err,
 		                    errlen);
 	case PRIM_EXPRESSION:
 		return parse_expression(s, dim, d, err, errlen);
-	default:
+	case PRIM_TEXT_CONTAINS: {
+		static const char *const dn[] = { "either", "answer_in_truth", "truth_in_answer" };
+		v = json_object_get(dim, "direction");
+		d->contains = SPEC_IN_EITHER;
+		if (v) {
+			int k = 0;
+			while (k < 3 && !(json_is_string(v) && !strcmp(json_string_value(v), dn[k])))
+				k++;
+			if (k == 3)
+				return fail(err, errlen, "dimension '%s': direction must be \"either\", "
+				            "\"answer_in_truth\" or \"truth_in_answer\"", d->key);
+			d->contains = (enum spec_contains)k;
+		}
+		static const char *const cn[] = { "equal_credit", "contains_credit" };
+		dec6 *cv[] = { &d->equal_credit, &d->contains_credit };
+		for (int k = 0; k < 2; k++) {
+			*cv[k] = DEC6_ONE;
+			v = json_object_get(dim, cn[k]);
+			if (v && parse_fraction(v, cv[k], false) < 0)
+				return fail(err, errlen, "dimension '%s': %s must be a fraction in [0, 1] with at "
+				            "most 6 places", d->key, cn[k]);
+		}
 		break;
+	}
+	case PRIM_NONE: case PRIM_EXACT_MATCH_RATIO: case PRIM_FUZZY_STRING:
+	case PRIM_COVERAGE_RATIO: case PRIM_TOKEN_EFFICIENCY: case PRIM_CALL_EFFICIENCY:
+		break;   /* no parameters besides the common ones */
 	}
 	return 0;
 }

@@ -68,7 +68,19 @@ struct spec_var {
 };
 /* count: what is counted. */
 enum spec_count { SPEC_C_LENGTH, SPEC_C_DISTINCT, SPEC_C_UNIQUE_RATIO, SPEC_C_PRESENT };
-struct spec_term { size_t nalt; char **lit; size_t *litlen; struct rx **rx; };  /* any alt */
+/* A term built from a value the spec points at (term_coverage `{"ground_truth": P, "prefix",
+ * "suffix"}`): prefix + the value's text + suffix, normalised at evaluation. */
+struct spec_tref { enum spec_var_source src; struct jpath *path; char *text, *prefix, *suffix; };
+/* One term: any of its alternatives; each is a literal (lit), a regex (rx) or a reference (ref). */
+struct spec_term { size_t nalt; char **lit; size_t *litlen; struct rx **rx; struct spec_tref **ref;
+                   bool neg;   /* {"not": ...}: the term counts when none of its alternatives occurs */ };
+/* A key built from a record (keyed_map field_key / ground_truth_key, match_objects match_on
+ * as an object): prefix + the text of the value at path + suffix. path NULL: prefix and suffix
+ * only (match_objects keeps its match_on paths). */
+struct spec_rkey { struct jpath *path; char *prefix, *suffix; };
+/* text_contains: which text must lie inside which. */
+enum spec_contains { SPEC_IN_EITHER, SPEC_IN_TRUTH /* answer inside truth */,
+                     SPEC_IN_ANSWER /* truth inside answer */ };
 struct spec_dim {
 	char key[33];
 	dec6 weight;
@@ -79,6 +91,7 @@ struct spec_dim {
 	char *field_text, *gt_text;              /* as written (NULL when absent) */
 	bool case_insensitive;                   /* exact_match; regexes of regex_match/terms */
 	struct dec_num tolerance; bool linear;   /* numeric_tolerance (default 0.01, none) */
+	bool has_relative; struct dec_num relative;   /* numeric_tolerance: allowance r × |truth| */
 	bool has_time_limit; struct dec_num time_limit_secs; double curve;  /* time_decay */
 	bool jaccard;                            /* set_overlap (default true) */
 	enum prim_method method;                   /* set_overlap, token_overlap, match_objects */
@@ -94,6 +107,14 @@ struct spec_dim {
 	size_t nkeys; struct jpath **match_on;   /* match_objects */
 	size_t nfields; struct spec_dim *fields; dec6 *fweights;   /* match_objects pair fields */
 	struct spec_dim *item; json_t *keys;     /* keyed_map nested primitive, listed keys */
+	struct spec_rkey *fkey, *gkey;           /* keyed_map: a records side's key (NULL: object) */
+	bool f_keyed, g_keyed;                   /* match_objects: that side is {key: element} */
+	struct spec_rkey *okey;                  /* match_objects: match_on's prefix and suffix */
+	dec6 pair_points, max_points;            /* match_objects method points (v3) */
+	struct jpath *distinct_of;               /* match_objects method distinct (v3), or NULL */
+	enum spec_contains contains;             /* text_contains direction (default either) */
+	dec6 equal_credit, contains_credit;      /* text_contains credits (default 1 and 1) */
+	bool words_terms;                        /* term_coverage terms_from "words" */
 	bool has_gate; size_t gate_dim; double gate_above;
 	struct expr *gate_expr; uint32_t gate_deps;   /* gate {"expr": ...} over dimension keys */
 };

@@ -13,7 +13,9 @@
 #include "util.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void run_case(const json_t *c)
 {
@@ -298,15 +300,113 @@ static void test_count_words(void)
 static void test_names(void)
 {
 	enum prim_kind k;
-	static const char *const names[] = { "exact_match", "exact_match_ratio", "numeric_tolerance",
-		"fuzzy_string", "time_decay", "coverage_ratio", "set_overlap", "token_efficiency",
-		"call_efficiency", "expression" };
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		ok(prim_kind_from_name(names[i], &k) == 0 && !strcmp(prim_kind_name(k), names[i]),
-		   "primitive name %s round-trips", names[i]);
+	for (int i = 1; i < PRIM_KIND_COUNT; i++) {
+		const char *name = prim_kind_name((enum prim_kind)i);
+		ok(name[0] && prim_kind_from_name(name, &k) == 0 && k == (enum prim_kind)i,
+		   "primitive %d's name %s round-trips", i, name);
 	}
 	ok(prim_kind_from_name("Exact_match", &k) < 0, "names are case-sensitive");
 	ok(prim_kind_from_name("", &k) < 0, "empty name");
+	ok(!strcmp(prim_kind_name(PRIM_NONE), "") && !strcmp(prim_kind_name(PRIM_KIND_COUNT), ""),
+	   "no name for PRIM_NONE or beyond the table");
+}
+
+/* A file's text (NUL-terminated, caller frees), or NULL. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	struct strbuf sb = { 0 };
+	char buf[65536];
+	size_t n;
+	strbuf_addlit(&sb, "");
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+		strbuf_add(&sb, buf, n);
+	fclose(f);
+	return sb.buf;
+}
+
+/* True when text names primitive name as JSON ("primitive": "name", with or without the
+ * space), or inside a C string literal (escaped quotes) when c_source. */
+static bool names_prim(const char *text, const char *name, bool c_source)
+{
+	char a[128], b[128];
+	if (c_source) {
+		snprintf(a, sizeof a, "\\\"primitive\\\":\\\"%s\\\"", name);
+		snprintf(b, sizeof b, "\\\"primitive\\\": \\\"%s\\\"", name);
+	} else {
+		snprintf(a, sizeof a, "\"primitive\":\"%s\"", name);
+		snprintf(b, sizeof b, "\"primitive\": \"%s\"", name);
+	}
+	return strstr(text, a) || strstr(text, b);
+}
+
+/* Every primitive's descriptor (common/score.c prim_table) has what the descriptor's comment in
+ * common/prim.h asks for besides its row: a row of a primitives table in common/README.md
+ * ("| `name`"), cases in the unit case tables (test/data/prim*_cases.json), an implementation in
+ * the differential reference (named in its REFERENCE_PRIMITIVES) and a fuzz seed (a spec of
+ * test/fuzz/corpus/spec naming it, or fuzz_match's fixed spec). Its parameters are known to the
+ * validator, and the flags are consistent. */
+static void test_descriptors(void)
+{
+	char *readme = slurp("common/README.md");
+	char *diff = slurp("test/integration/test_score_differential.py");
+	char *fuzz_match = slurp("test/fuzz/fuzz_match.c");
+	static const char *const tables[] = { "test/data/prim_cases.json",
+		"test/data/prim_v2_cases.json", "test/data/prim_v3_cases.json" };
+	char *cases[3];
+	for (int t = 0; t < 3; t++)
+		cases[t] = slurp(tables[t]);
+	struct strbuf seeds = { 0 };
+	strbuf_addlit(&seeds, "");
+	for (int i = 0; i < 100; i++) {
+		char path[64];
+		snprintf(path, sizeof path, "test/fuzz/corpus/spec/%02d.json", i);
+		char *t = slurp(path);
+		if (t)
+			strbuf_add(&seeds, t, strlen(t));
+		free(t);
+	}
+	if (!ok(readme && diff && fuzz_match && cases[0] && cases[1] && cases[2] && seeds.len,
+	        "descriptor test: the README, case tables, reference and fuzz corpus are readable"))
+		goto out;
+	const char *refs = strstr(diff, "REFERENCE_PRIMITIVES = ");
+	const char *refs_end = refs ? strstr(refs, "\n\n") : NULL;
+	ok(refs && refs_end, "the differential reference lists REFERENCE_PRIMITIVES");
+	for (int i = 1; i < PRIM_KIND_COUNT && refs && refs_end; i++) {
+		const char *name = prim_kind_name((enum prim_kind)i);
+		char pat[96];
+		snprintf(pat, sizeof pat, "| `%s`", name);
+		ok(strstr(readme, pat) != NULL, "%s: a row in common/README.md's primitive tables", name);
+		bool in_cases = false;
+		for (int t = 0; t < 3; t++)
+			in_cases |= names_prim(cases[t], name, false);
+		ok(in_cases, "%s: cases in test/data/prim*_cases.json", name);
+		snprintf(pat, sizeof pat, "'%s'", name);
+		const char *at = strstr(refs, pat);
+		ok(at && at < refs_end, "%s: implemented by the differential reference", name);
+		ok(names_prim(seeds.buf, name, false) || names_prim(fuzz_match, name, true),
+		   "%s: a fuzz seed (test/fuzz/corpus/spec or fuzz_match.c's spec)", name);
+		unsigned fl = prim_flags((enum prim_kind)i);
+		const char *const *pa = prim_params((enum prim_kind)i);
+		bool has_field = false, has_gt = false;
+		for (size_t k = 0; pa[k]; k++) {
+			has_field |= !strcmp(pa[k], "field");
+			has_gt |= !strcmp(pa[k], "ground_truth_field");
+		}
+		ok(has_field == !!(fl & PRIM_F_FIELD) &&
+		   has_gt == !!(fl & (PRIM_F_GT | PRIM_F_GT_OPT)) &&
+		   (!(fl & PRIM_F_NESTABLE) || (fl & PRIM_F_FIELD)),
+		   "%s: flags agree with its parameters", name);
+	}
+out:
+	free(readme);
+	free(diff);
+	free(fuzz_match);
+	for (int t = 0; t < 3; t++)
+		free(cases[t]);
+	strbuf_free(&seeds);
 }
 
 int main(void)
@@ -340,6 +440,7 @@ int main(void)
 	test_time_decay_direct();
 	test_efficiency_direct();
 	test_names();
+	test_descriptors();
 	test_count_words();
 	return tap_done();
 }

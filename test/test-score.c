@@ -1007,8 +1007,13 @@ static void test_work_budget_worst(void)
 		"\"primitive\":\"regex_match\",\"field\":\"%1$s\",\"pattern\":\"(.*a){12}x\"",
 		"\"primitive\":\"token_overlap\",\"field\":\"%1$s\",\"ground_truth_field\":\"%1$s\",\"method\":\"f1\"",
 		"\"primitive\":\"count\",\"field\":\"%1$s\",\"of\":\"distinct\",\"target\":10",
+		/* v3 (common/README.md "Spec language v3") */
+		"\"primitive\":\"text_contains\",\"field\":\"%1$s\",\"ground_truth_field\":\"%1$s\",\"normalize\":[\"casefold\"]",
+		"\"primitive\":\"term_coverage\",\"field\":\"%1$s\",\"ground_truth_field\":\"%1$s\",\"terms_from\":\"words\"",
+		"\"primitive\":\"term_coverage\",\"field\":\"%1$s\",\"normalize\":[\"nfkc\"],\"terms\":[{\"ground_truth\":\"m.k0.s\",\"prefix\":\"x\"},{\"ground_truth\":\"m.k1.s\"}]",
 	};
-	static const char *const path[] = { "s", "f", "e", "a", "x", "a", "a", "s", "s", "s", "s", "a" };
+	static const char *const path[] = { "s", "f", "e", "a", "x", "a", "a", "s", "s", "s", "s", "a",
+	                                    "s", "s", "s" };
 	uint64_t seed = 0x9E3779B97F4A7C15ull;
 	json_t *same[64];
 	for (int i = 0; i < 64; i++)
@@ -1075,6 +1080,92 @@ static void test_work_budget_worst(void)
 	json_decref(gt);
 }
 
+/* The v3 keyed shapes at sizes beyond the budget (common/README.md "Spec language v3"):
+ * keyed_map with records on one or both sides, match_objects with keyed sides and with the
+ * methods distinct (60,000 distinct 1,000-character values) and points, 60,000
+ * elements a side (keys built with a suffix, all submitted records under one key too, so
+ * pairing walks one chain), each pair compared by text_contains on 1,000-character texts. Their
+ * keys are charged before they are built: each evaluation stays within the budget and the CPU
+ * bound, scores 0 with the budget's warning when it does not fit, and a second run gives the
+ * same result and units. */
+static void test_work_budget_keyed(void)
+{
+	enum { N = 60000 };
+	uint64_t seed = 0x51ED2701u;
+	json_t *txt = random_text(1000, &seed);
+	json_t *recs = json_array(), *obj = json_object(), *same = json_array(), *sobj = json_object();
+	for (int i = 0; i < N; i++) {
+		char k[32];
+		snprintf(k, sizeof k, "k%d", i);
+		json_array_append_new(recs, json_pack("{s:s, s:O}", "id", k, "v", txt));
+		json_array_append_new(same, json_pack("{s:s, s:O}", "id", "k0", "v", txt));
+		snprintf(k, sizeof k, "k%d_e", i);
+		json_object_set_new(obj, k, json_pack("{s:O}", "v", txt));
+		json_object_set(sobj, k, txt);
+	}
+	json_t *ans = json_pack("{s:o, s:o, s:O}", "obj", obj, "same", same, "recs", recs);
+	json_t *gt = json_pack("{s:o, s:o}", "recs", recs, "obj", sobj);
+	json_decref(txt);
+	static const char *const dims[] = {
+		"\"primitive\":\"keyed_map\",\"field\":\"obj\",\"ground_truth_field\":\"recs\","
+		"\"ground_truth_key\":{\"path\":\"id\",\"suffix\":\"_e\"},\"item\":{\"primitive\":"
+		"\"text_contains\",\"field\":\"v\",\"ground_truth_field\":\"v\"}",
+		"\"primitive\":\"keyed_map\",\"field\":\"same\",\"ground_truth_field\":\"recs\","
+		"\"field_key\":\"id\",\"ground_truth_key\":\"id\",\"item\":{\"primitive\":"
+		"\"text_contains\",\"field\":\"v\"}",
+		"\"primitive\":\"match_objects\",\"field\":\"obj\",\"ground_truth_field\":\"recs\","
+		"\"field_keyed\":true,\"normalize\":[\"casefold\"],\"match_on\":{\"path\":\"id\","
+		"\"suffix\":\"_e\"},\"fields\":[{\"primitive\":\"text_contains\",\"field\":\"v\"}]",
+		"\"primitive\":\"match_objects\",\"field\":\"same\",\"ground_truth_field\":\"obj\","
+		"\"ground_truth_keyed\":true,\"match_on\":{\"path\":\"id\",\"suffix\":\"_e\"},"
+		"\"fields\":[{\"primitive\":\"text_contains\",\"field\":\"v\","
+		"\"ground_truth_field\":\"@element\"}]",
+		"\"primitive\":\"match_objects\",\"field\":\"recs\",\"ground_truth_field\":\"recs\","
+		"\"match_on\":\"id\",\"method\":\"distinct\",\"distinct_of\":\"v\",\"target\":3",
+		"\"primitive\":\"match_objects\",\"field\":\"obj\",\"ground_truth_field\":\"recs\","
+		"\"field_keyed\":true,\"match_on\":{\"path\":\"id\",\"suffix\":\"_e\"},\"method\":"
+		"\"points\",\"points\":0.5,\"max_points\":1000000",
+	};
+	for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+		struct strbuf sp = { 0 };
+		strbuf_addf(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[{\"key\":\"d\","
+		            "\"weight\":1,%s}]}", dims[i]);
+		struct spec *s = parse(sp.buf);
+		char err[256], *first = NULL;
+		uint64_t work0 = 0;
+		ok(s != NULL, "keyed worst case %zu: the spec parses", i);
+		for (int run = 0; s && run < 2; run++) {
+			struct score_result r;
+			struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false, 0 };
+			double t0 = cpu_now();
+			int rc = score_eval(s, ans, NULL, gt, NULL, NULL, &lim, &r, err, sizeof err);
+			double t = cpu_now() - t0;
+			if (!ok(rc == 0, "keyed worst case %zu: scores", i))
+				break;
+			char *dump = score_result_dumps(&r);
+			if (run == 0) {
+				ok(r.work <= SCORE_WORK_BUDGET && t <= EVAL_CPU_LIMIT, "keyed worst case %zu: "
+				   "%llu work units, %.1f ms CPU (within %.0f ms), score %d", i,
+				   (unsigned long long)r.work, t * 1e3, EVAL_CPU_LIMIT * 1e3, r.score);
+				ok(r.score > 0 || strstr(dump, "work budget"), "keyed worst case %zu: scored, or "
+				   "0 with the budget's warning", i);
+				first = dump;
+				work0 = r.work;
+			} else {
+				ok(!strcmp(dump, first) && r.work == work0, "keyed worst case %zu: the same "
+				   "result and work on a second run", i);
+				free(dump);
+			}
+			score_result_clear(&r);
+		}
+		free(first);
+		spec_free(s);
+		strbuf_free(&sp);
+	}
+	json_decref(ans);
+	json_decref(gt);
+}
+
 int main(void)
 {
 	test_work_budget_worst();
@@ -1093,5 +1184,6 @@ int main(void)
 	test_violations_verified();
 	test_external();
 	test_misc();
+	test_work_budget_keyed();   /* last: its 60,000-element documents leave a large heap */
 	return tap_done();
 }

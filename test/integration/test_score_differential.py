@@ -689,8 +689,17 @@ FIELD_PRIMS = ('exact_match', 'exact_match_ratio', 'numeric_tolerance', 'fuzzy_s
                'coverage_ratio', 'set_overlap')
 
 
-V2_PRIMS = ('text_length', 'term_coverage', 'regex_match', 'token_overlap', 'count',
-            'match_objects', 'keyed_map')
+V2_PRIMS = ('text_contains', 'text_length', 'term_coverage', 'regex_match', 'token_overlap',
+            'count', 'match_objects', 'keyed_map')
+# Every primitive this reference implements (test-prim checks that each of arbiter's primitive
+# descriptors is named here).
+REFERENCE_PRIMITIVES = ('exact_match', 'exact_match_ratio', 'numeric_tolerance', 'fuzzy_string',
+                        'coverage_ratio', 'set_overlap', 'time_decay', 'token_efficiency',
+                        'call_efficiency', 'expression', 'text_contains', 'text_length',
+                        'term_coverage', 'regex_match', 'token_overlap', 'count',
+                        'match_objects', 'keyed_map')
+assert set(REFERENCE_PRIMITIVES) == set(FIELD_PRIMS + V2_PRIMS) | {
+    'time_decay', 'token_efficiency', 'call_efficiency', 'expression'}
 
 
 def root_path(text, default, docs):
@@ -714,6 +723,8 @@ def nested_score(n, g, w, st):
     """A nested primitive on one element pair; st['bad'] counts missing / ill-typed."""
     f = n.get('field')
     gf = n.get('ground_truth_field', f)
+    f = None if f == '@element' else f      # v3: the element itself
+    gf = None if gf == '@element' else gf
     sg = MISSING if g is MISSING else get(g, f)
     sw = MISSING if w is MISSING else get(w, gf)
     if sg is MISSING or sw is MISSING:
@@ -724,6 +735,37 @@ def nested_score(n, g, w, st):
         st['bad'] += 1
         return 0
     return r
+
+
+def key_text(v):
+    """common/README.md "Keyed answers against records": a key value's text (a string as
+    it is, an integer in digits, a real as its shortest decimal), or None."""
+    if isinstance(v, bool) or v is None or isinstance(v, (list, dict)) or v is MISSING:
+        return None
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        r = repr(v)
+        return r[:-2] if r.endswith('.0') else r
+    return v
+
+
+def record_key(spec, rec, steps=()):
+    """prefix + the key text at the path + suffix, or None; spec a path or {path, prefix,
+    suffix}."""
+    path, pre, suf = (spec, '', '') if isinstance(spec, str) else \
+        (spec['path'], spec.get('prefix', ''), spec.get('suffix', ''))
+    if rec is MISSING:
+        return None
+    v = resolve(rec, path)
+    if v is MISSING:
+        return None
+    t = key_text(norm_val(steps, v))
+    return None if t is None else pre + t + suf
+
+
+def credit(d, name):
+    return exact(d.get(name, 1))
 
 
 def v2_apply(d, a, b, st):
@@ -741,11 +783,14 @@ def v2_apply(d, a, b, st):
     if prim == 'exact_match':
         return 1000 if deep_eq(a, b, d.get('case_insensitive', False)) else 0
     if prim == 'numeric_tolerance':
-        tol = exact(d.get('tolerance', 0.01))
+        rel = d.get('relative')
+        tol = exact(d.get('tolerance', 0.01 if rel is None else 0))
         if not is_num(a):
             return bad(0)
         if not is_num(b):
             return bad(1)
+        if rel is not None:
+            tol = max(tol, exact(rel) * abs(exact(b)))
         dd = abs(exact(a) - exact(b))
         return 1000 if dd <= tol else 0
     if prim == 'set_overlap':
@@ -756,6 +801,19 @@ def v2_apply(d, a, b, st):
         A = set(canon(x) for x in a)
         B = set(canon(x) for x in b)
         return set_ratio(len(A & B), len(A), len(B), d.get('method', 'jaccard'))
+    if prim == 'text_contains':
+        if not isinstance(a, str):
+            return bad(0)
+        if not isinstance(b, str):
+            return bad(1)
+        dr = d.get('direction', 'either')
+        if a == b:
+            return half_up(credit(d, 'equal_credit'))
+        if a and b and dr != 'truth_in_answer' and len(a) < len(b) and a in b:
+            return half_up(credit(d, 'contains_credit'))
+        if a and b and dr != 'answer_in_truth' and len(b) < len(a) and b in a:
+            return half_up(credit(d, 'contains_credit'))
+        return 0
     if prim == 'text_length':
         if not isinstance(a, str):
             return bad(0)
@@ -796,15 +854,34 @@ def v2_apply(d, a, b, st):
             terms = d['terms']
             found = 0
             for t in terms:
+                neg = isinstance(t, dict) and 'not' in t   # v3: a term that must be absent
+                if neg:
+                    t = t['not']
                 alts = t if isinstance(t, list) else [t]
                 hit = False
                 for x in alts:
+                    if hit:
+                        break   # alternatives after a hit are not looked at
                     if isinstance(x, str):
-                        hit = hit or norm_str(steps, x) in text
-                    else:
-                        hit = hit or re.search(x['regex'], text, fl) is not None
-                found += hit
+                        hit = norm_str(steps, x) in text
+                    elif 'regex' in x:
+                        hit = re.search(x['regex'], text, fl) is not None
+                    else:   # v3: prefix + a value's text + suffix
+                        doc, path = root_path(x['ground_truth'], 'ground_truth', st['docs'])
+                        v = get(doc, path)
+                        if isinstance(v, bool) or not (isinstance(v, str) or is_num(v)):
+                            return bad(1)
+                        tt = norm_str(steps, x.get('prefix', '') + key_text(v) +
+                                      x.get('suffix', ''))
+                        hit = bool(tt) and tt in text
+                found += (not hit) if neg else hit
             total = len(terms)
+        elif d.get('terms_from') == 'words':
+            if not isinstance(b, str):
+                return bad(1)
+            ws = tokens(b)
+            total = len(ws)
+            found = sum(1 for w in ws if w in text)
         else:
             if not isinstance(b, list):
                 return bad(1)
@@ -824,12 +901,63 @@ def v2_apply(d, a, b, st):
             return bad(1)
         A, B = tokens(a), tokens(b)
         return set_ratio(len(A & B), len(A), len(B), d.get('method', 'recall'))
+    if prim == 'match_objects' and (d.get('field_keyed') or d.get('ground_truth_keyed')):
+        # v3: an object side {key: element}; records keyed by match_on (with its affixes)
+        sides = []
+        for side, (v, keyed) in enumerate(((a, d.get('field_keyed')),
+                                           (b, d.get('ground_truth_keyed')))):
+            if not isinstance(v, dict if keyed else list):
+                return bad(side)
+            if keyed:
+                sides.append([(key_text(norm_val(steps, k)), x) for k, x in v.items()])
+            else:
+                sides.append([(record_key(d['match_on'], o, steps) if isinstance(o, dict)
+                               else None, o) for o in v])
+        subs, exps = sides
+        used = set()
+        dvals = set()
+        fields = d.get('fields', [])
+        W = sum(exact(f.get('weight', 1)) for f in fields)
+        P = Fraction(0)
+        pairs = 0
+        for k, w in exps:
+            if k is None:
+                continue
+            hit = next((i for i, (kk, _) in enumerate(subs) if kk == k and i not in used), None)
+            if hit is None:
+                continue
+            used.add(hit)
+            pairs += 1
+            ps = Fraction(1) if not fields else \
+                sum(exact(f.get('weight', 1)) * nested_score(f, subs[hit][1], w, st)
+                    for f in fields) / (1000 * W)
+            P += ps
+            if 'distinct_of' in d and ps > 0:   # v3: distinct expected values of the pairs
+                dv = resolve(w, d['distinct_of'])
+                if dv is not MISSING:
+                    dvals.add(canon(dv))
+        ns, ne = len(subs), len(exps)
+        m = d.get('method', 'recall')
+        if m == 'distinct':
+            return ramp_value(d, len(dvals))
+        if ns == 0 and ne == 0:
+            return 1000
+        if m == 'points':   # v3: points per pair, summed, capped at max_points
+            return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
+        den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
+        if m == 'f1':
+            P *= 2
+        if den == 0:
+            return 1000 if m == 'recall' else 0
+        return half_up(P / den)
     if prim == 'match_objects':
         if not isinstance(a, list):
             return bad(0)
         if not isinstance(b, list):
             return bad(1)
         on = d['match_on'] if isinstance(d['match_on'], list) else [d['match_on']]
+        # v3: {"path", "prefix", "suffix"}; fixed text on both sides changes no pairing
+        on = [x['path'] if isinstance(x, dict) else x for x in on]
 
         def key(o):
             if not isinstance(o, dict):
@@ -843,6 +971,7 @@ def v2_apply(d, a, b, st):
             return tuple(ks)
         subs = [(key(o), i) for i, o in enumerate(a)]
         used = set()
+        dvals = set()
         fields = d.get('fields', [])
         W = sum(exact(f.get('weight', 1)) for f in fields)
         P = Fraction(0)
@@ -856,21 +985,60 @@ def v2_apply(d, a, b, st):
                 continue
             used.add(hit)
             pairs += 1
-            if not fields:
-                P += 1
-            else:
-                P += sum(exact(f.get('weight', 1)) * nested_score(f, a[hit], w, st)
-                         for f in fields) / (1000 * W)
+            ps = Fraction(1) if not fields else \
+                sum(exact(f.get('weight', 1)) * nested_score(f, a[hit], w, st)
+                    for f in fields) / (1000 * W)
+            P += ps
+            if 'distinct_of' in d and ps > 0:   # v3: distinct expected values of the pairs
+                dv = resolve(w, d['distinct_of'])
+                if dv is not MISSING:
+                    dvals.add(canon(dv))
         ns, ne = len(a), len(b)
+        m = d.get('method', 'recall')
+        if m == 'distinct':
+            return ramp_value(d, len(dvals))
         if ns == 0 and ne == 0:
             return 1000
-        m = d.get('method', 'recall')
+        if m == 'points':   # v3: points per pair, summed, capped at max_points
+            return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
         den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
         if m == 'f1':
             P *= 2
         if den == 0:
             return 1000 if m == 'recall' else 0
         return half_up(P / den)
+    if prim == 'keyed_map' and (d.get('field_key') or d.get('ground_truth_key')):
+        # v3: a records side keyed by field_key / ground_truth_key (first record per key)
+        fk, gk = d.get('field_key'), d.get('ground_truth_key')
+        if not isinstance(a, list if fk else dict):
+            return bad(0)
+        if not isinstance(b, list if gk else dict):
+            return bad(1)
+
+        def first_by_key(recs, spec):
+            m = {}
+            for r in recs:
+                k = record_key(spec, r)
+                if k is not None and k not in m:
+                    m[k] = r
+            return m
+        amap = first_by_key(a, fk) if fk else a
+        bmap = first_by_key(b, gk) if gk else b
+        if 'keys' in d:
+            items = [(k, bmap.get(k, MISSING)) for k in d['keys']]
+        elif gk:
+            items = [(record_key(gk, r), r) for r in b]
+        else:
+            items = list(b.items())
+        if not items:
+            return 1000
+        tot = 0
+        for k, w in items:
+            if k is None:
+                st['bad'] += 1
+                continue
+            tot += nested_score(d['item'], amap.get(k, MISSING), w, st)
+        return half_up(Fraction(tot, 1000 * len(items)))
     if prim == 'keyed_map':
         if not isinstance(a, dict):
             return bad(0)
@@ -885,7 +1053,20 @@ def v2_apply(d, a, b, st):
 
 
 V2_TYPES = {'text_length': (str,), 'regex_match': (str,), 'token_overlap': (str,),
-            'term_coverage': (str, list), 'match_objects': (list,), 'keyed_map': (dict,)}
+            'term_coverage': (str, list), 'match_objects': (list,), 'keyed_map': (dict,),
+            'text_contains': (str,)}
+
+
+def v2_types(d, side):
+    """The JSON types a side must have (v3: records and keyed sides, terms from words)."""
+    prim = d['primitive']
+    if prim == 'keyed_map' and d.get(('field_key', 'ground_truth_key')[side]):
+        return (list,)
+    if prim == 'match_objects' and d.get(('field_keyed', 'ground_truth_keyed')[side]):
+        return (dict,)
+    if prim == 'term_coverage' and side == 1 and d.get('terms_from') == 'words':
+        return (str,)
+    return V2_TYPES.get(prim)
 
 
 def v2_dim(d, docs, err, adv):
@@ -894,8 +1075,8 @@ def v2_dim(d, docs, err, adv):
     adoc, apath = root_path(f, 'answer', docs)
     a = get(adoc, apath)
     good = True
-    if a is MISSING or (prim in V2_TYPES and not isinstance(a, V2_TYPES[prim])) or \
-            (prim in V2_TYPES and isinstance(a, bool)):
+    ta = v2_types(d, 0)
+    if a is MISSING or (ta and not isinstance(a, ta)) or (ta and isinstance(a, bool)):
         err(f)
         good = False
     b = MISSING
@@ -904,17 +1085,19 @@ def v2_dim(d, docs, err, adv):
         gdoc, gpath = root_path(g, 'ground_truth', docs)
         glabel = 'ground_truth.' + g if not g.startswith('@') else g
         b = get(gdoc, gpath)
-        if b is MISSING or (prim in V2_TYPES and not isinstance(b, V2_TYPES[prim])):
+        tb = v2_types(d, 1)
+        if b is MISSING or (tb and not isinstance(b, tb)):
             err(glabel)
             good = False
     if not good:
         return 0
-    st = {'bad': 0, 'side': 0}
+    st = {'bad': 0, 'side': 0, 'docs': docs}
     r = v2_apply(d, a, b, st)
     if r is not None and st['bad']:
         adv(f)
     if r is None:
-        err(f if st['side'] == 0 else ('ground_truth.' + g if not g.startswith('@') else g))
+        err(f if st['side'] == 0 else 'ground_truth' if g is None else
+            ('ground_truth.' + g if not g.startswith('@') else g))
         return 0
     return r
 
@@ -1013,10 +1196,12 @@ def reference_score(spec, sub, gt, match):
                             score = set_ratio(len(A & B), len(A), len(B),
                                               d.get('method', 'jaccard'))
             elif prim == 'numeric_tolerance':
-                tol = exact(d.get('tolerance', 0.01))
+                rel = d.get('relative')   # v3: max(tolerance, relative x |expected|)
+                tol0 = exact(d.get('tolerance', 0.01 if rel is None else 0))
                 linear = d.get('decay', 'none') == 'linear'
 
                 def within(x, y):
+                    tol = tol0 if rel is None else max(tol0, exact(rel) * abs(exact(y)))
                     dd = abs(exact(x) - exact(y))
                     if dd <= tol:
                         return Fraction(1)
@@ -1988,6 +2173,226 @@ def differential():
 
 
 # ---------------------------------------------------------------------------
+# Spec language v3 (common/README.md "Spec language v3"): its own generator and seed, so the
+# cases generated above stay what they were
+# ---------------------------------------------------------------------------
+
+V3_CASES = int(os.environ.get("SCORE_DIFF_V3_CASES", "800"))
+V3_IDS = ['q1', 'q2', 'q3', 'Q1', ' q2', 7, 7.0, 1.5, 'x_e', True, None]
+
+
+def gen_v3_dim(case, key, weight):
+    rng = case.rng
+    d = {'key': key, 'weight': weight}
+    kind = rng.choice(['km_records', 'km_records', 'mo_keyed', 'mo_keyed', 'contains',
+                       'contains', 'words', 'refs', 'relative'])
+    if kind == 'km_records':
+        d['primitive'] = 'keyed_map'
+        side = rng.choice(['g', 'g', 'f', 'both'])
+        spec = rng.choice(['id', {'path': 'id', 'suffix': '_e'}, {'path': 'id', 'prefix': 'p'},
+                           {'path': 'id', 'prefix': 'q', 'suffix': 'x'}])
+        ids = [rng.choice(V3_IDS) for _ in range(rng.randint(0, 5))]
+
+        def rec(i):
+            r = {'v': rng.choice(['a', 'A', 1, 1.2, 'b'])}
+            if rng.random() < 0.9:
+                r['id'] = i
+            return r
+        def built(i):
+            t = key_text(i)
+            if t is None:
+                return 'none'
+            if isinstance(spec, str):
+                return t
+            return spec.get('prefix', '') + t + spec.get('suffix', '')
+        g_recs = [rec(i) for i in ids]
+        a_recs = [rec(rng.choice(ids + ['zz'])) for _ in range(rng.randint(0, 5))]
+        if side in ('g', 'both'):
+            d['ground_truth_key'] = spec
+            g = g_recs
+        else:
+            g = {built(i): rng.choice(['a', 1, 1.2]) for i in ids}
+        if side in ('f', 'both'):
+            d['field_key'] = spec
+            a = a_recs
+        else:
+            a = {built(i): rng.choice(['a', 'A', 1, 1.25, 'b']) for i in ids + ['zz']
+                 if rng.random() < 0.8}
+        item = {'primitive': rng.choice(['exact_match', 'numeric_tolerance', 'text_contains'])}
+        if item['primitive'] == 'numeric_tolerance':
+            item['tolerance'] = 0.5
+        if item['primitive'] == 'text_contains':
+            item['contains_credit'] = rng.choice([0.7, 0.25])
+        if 'field_key' in d:
+            item['field'] = 'v'
+        if 'ground_truth_key' in d:
+            item['ground_truth_field'] = 'v'
+        elif 'field_key' in d:
+            item['ground_truth_field'] = '@element'
+        if rng.random() < 0.3 and isinstance(g, dict) and g:
+            d['keys'] = rng.sample(sorted(g), min(len(g), 2)) + ['nope']
+        elif rng.random() < 0.2 and 'ground_truth_key' in d:
+            d['keys'] = [built(rng.choice(V3_IDS))]
+        d['item'] = item
+    elif kind == 'mo_keyed':
+        d['primitive'] = 'match_objects'
+        on = rng.choice(['id', {'path': 'id', 'suffix': '_e'}, {'path': 'id', 'prefix': 'k'}])
+        d['match_on'] = on
+        fk, gk = rng.choice([(True, False), (False, True), (True, True), (False, False)])
+        if fk:
+            d['field_keyed'] = True
+        if gk:
+            d['ground_truth_keyed'] = True
+        if rng.random() < 0.4:
+            d['normalize'] = rng.choice([['casefold'], ['trim'], ['casefold', 'trim', 'numeric']])
+        ids = [rng.choice(V3_IDS) for _ in range(rng.randint(0, 5))]
+
+        def keyname(i):
+            t = key_text(i)
+            if t is None:
+                return 'none'
+            if isinstance(on, str):
+                return t
+            return on.get('prefix', '') + t + on.get('suffix', '')
+
+        def side(keyed, n):
+            pick = [rng.choice(ids + ['zz']) for _ in range(n)]
+            if keyed:
+                return {keyname(i): {'sev': rng.choice(['hi', 'HI', 'lo'])} for i in pick}
+            out = []
+            for i in pick:
+                o = {'sev': rng.choice(['hi', 'HI', 'lo'])}
+                if rng.random() < 0.9:
+                    o['id'] = i
+                out.append(o if rng.random() < 0.95 else 'not an object')
+            return out
+        a, g = side(fk, rng.randint(0, 5)), side(gk, rng.randint(0, 5))
+        if rng.random() < 0.6:
+            d['fields'] = [{'primitive': 'exact_match', 'field': 'sev',
+                            'normalize': rng.choice([[], ['casefold']])}]
+        if rng.random() < 0.6:
+            d['method'] = rng.choice(['recall', 'precision', 'f1', 'mean', 'points', 'points',
+                                      'distinct', 'distinct'])
+            if d['method'] == 'points':
+                d['points'] = rng.choice([250, 100, 33.333333, 0.5, 1000])
+                d['max_points'] = rng.choice([1000, 150, 100, 1, 0.000001])
+            if d['method'] == 'distinct':
+                d['distinct_of'] = 'sev'
+                rand_ramp(rng, d)
+    elif kind == 'contains':
+        d['primitive'] = 'text_contains'
+        base = rng.choice(['Paris', 'paris, France', 'the root cause', 'root', 'Straße', ''])
+        a = rng.choice([base, base.upper(), ' ' + base + ' ', base[:3], base + ' x', 'other'])
+        g = rng.choice([base, 'paris', 'The root cause: cache', 'strasse', ''])
+        if rng.random() < 0.5:
+            d['normalize'] = rng.choice([['casefold'], ['casefold', 'trim'], ['nfkc', 'casefold',
+                                                                              'punctuation']])
+        if rng.random() < 0.5:
+            d['direction'] = rng.choice(['either', 'answer_in_truth', 'truth_in_answer'])
+        if rng.random() < 0.6:
+            d['contains_credit'] = rng.choice([0.7, 0.5, 0, 0.333333])
+        if rng.random() < 0.3:
+            d['equal_credit'] = rng.choice([0.9, 1])
+        if rng.random() < 0.05:
+            a = 5
+    elif kind == 'words':
+        d['primitive'] = 'term_coverage'
+        d['terms_from'] = 'words'
+        a = rand_text(rng)
+        g = rand_text(rng)
+        if rng.random() < 0.4:
+            d['normalize'] = rand_steps(rng, False)
+        if rng.random() < 0.2:
+            d['need'] = rng.randint(1, 3)
+        if rng.random() < 0.05:
+            g = ['not', 'a string']
+    elif kind == 'relative':
+        d['primitive'] = 'numeric_tolerance'
+        d['relative'] = rng.choice([0.05, 0.1, 0, 0.5, 0.001, 1e-9, 2])
+        if rng.random() < 0.3:
+            d['tolerance'] = rng.choice([0, 0.01, 1, 0.5])
+        if rng.random() < 0.4:
+            d['decay'] = 'linear'
+
+        def num():
+            return rng.choice([100, 0, -100, 0.1, 1.5, 1e300, 1e-300, 95, 105, 104.99, 105.01,
+                               -95, 110, 1e-7, 2, 7.5, 1.04e300, 0.3, 0.30000000000000004])
+        if rng.random() < 0.5:
+            a, g = num(), num()
+        else:
+            g = [num() for _ in range(rng.randint(0, 4))]
+            a = [num() if rng.random() < 0.9 else 'x' for _ in range(rng.randint(0, 5))]
+        if rng.random() < 0.05:
+            a = 'x'
+    else:   # refs
+        d['primitive'] = 'term_coverage'
+        a = rng.choice(['fixed CVE-2024-1 by patch', 'ticket #42 closed', 'db1.internal down',
+                        'DB1.INTERNAL', 'nothing here'])
+        case.nf += 1
+        vals = {'cve': rng.choice(['2024-1', '2024-2', 7, 1.5, True, None]),
+                'n': rng.choice([42, 42.0, '42', 4]), 'host': rng.choice(['db1', 'DB1'])}
+        name = 'r%d' % case.nf
+        if rng.random() < 0.9:
+            case.gt[name] = vals
+        terms = []
+        for _ in range(rng.randint(1, 3)):
+            r = rng.random()
+            if r < 0.3:
+                t = {'ground_truth': name + '.cve', 'prefix': 'CVE-'}
+            elif r < 0.5:
+                t = {'ground_truth': name + '.n', 'prefix': '#'}
+            elif r < 0.7:
+                t = {'ground_truth': '@ground_truth.' + name + '.host', 'suffix': '.internal'}
+            elif r < 0.85:
+                t = ['patch', {'ground_truth': name + '.host'}]
+            else:
+                t = rng.choice(['fixed', 'closed', 'down'])
+            if rng.random() < 0.25:
+                t = {'not': t}
+            terms.append(t)
+        d['terms'] = terms
+        if rng.random() < 0.4:
+            d['normalize'] = ['casefold']
+        d['field'] = case._place(case.answer, 'f%d' % case.nf, a)
+        return d
+    d['field'], d['ground_truth_field'] = case.place(a, g)
+    return d
+
+
+def gen_v3_case(rng, idx):
+    case = Case(rng, idx)
+    n = rng.choice([1, 1, 2, 3])
+    keys = rng.sample(KEYS, n)
+    dims = [gen_v3_dim(case, k, w) for k, w in zip(keys, rand_weights(rng, n))]
+    return {'evaluator': 'deterministic', 'dimensions': dims}, {'answer': case.answer}, case.gt
+
+
+def differential_v3():
+    rng = random.Random(SEED + 3)
+    cases = [(('v3_%d' % i),) + gen_v3_case(rng, i) + (None,) for i in range(V3_CASES)]
+    with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) * 2)) as ex:
+        results = list(ex.map(run_case, cases))
+    nbad = 0
+    for (i, spec, sub, gt, match), (d, rc, out, errtext) in zip(cases, results):
+        prims = ','.join(sorted(set(x['primitive'] for x in spec['dimensions'])))
+        try:
+            exp = reference_score(spec, sub, gt or {}, match)
+        except Exception as e:  # a bug in the generator/reference
+            ok(False, 'v3 case %s (%s): reference raised %r' % (i, prims, e))
+            continue
+        diffs = ['exit %d: %s' % (rc, errtext.strip())] if rc != 0 else compare(exp, out)
+        if not ok(not diffs, 'v3 case %s (%s)' % (i, prims),
+                  '\n'.join(diffs) + '\ncase files: %s' % (KEEP or d)):
+            nbad += 1
+            if KEEP:
+                os.makedirs(KEEP, exist_ok=True)
+                dst = os.path.join(KEEP, os.path.basename(d))
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(d, dst)
+    print('# %d v3 cases, %d differ' % (len(cases), nbad))
+
+
+# ---------------------------------------------------------------------------
 # Fixed cases: specific edges of the contract, checked against the reference
 # and against literal expected scores
 # ---------------------------------------------------------------------------
@@ -2425,6 +2830,7 @@ def main():
         fixed_cases()
         validation_cases()
         differential()
+        differential_v3()
     finally:
         if not KEEP:
             shutil.rmtree(tmp, ignore_errors=True)
