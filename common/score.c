@@ -92,6 +92,7 @@ struct ctx {
 	json_t *warnings;
 	const struct score_prep *prep;
 	const struct prep_dim *cur;   /* the prepared side of the dimension being scored, or NULL */
+	const int *fin;             /* final scores so far (composites read them), by index */
 };
 
 /* What one application of a primitive noticed besides its score (nested elements that were
@@ -374,12 +375,98 @@ static int permille_q(struct expr_q q)
 	return prim_permille_ratio((unsigned __int128)q.num, (unsigned __int128)q.den);
 }
 
+/* round_half_up(full × num / den) for 0 ≤ num < den, exactly (common/README.md "Points"): the
+ * product is built bit by bit as a quotient and a remainder below den, so nothing overflows. */
+static int64_t scaled_ratio(unsigned __int128 num, unsigned __int128 den, int64_t full)
+{
+	unsigned __int128 q = 0, r = 0;
+	for (int b = 62; b >= 0; b--) {
+		q <<= 1;   /* (q + r/den) doubled; r < den < 2^127, so 2r fits */
+		r <<= 1;
+		if (r >= den) {
+			r -= den;
+			q++;
+		}
+		if ((full >> b) & 1) {   /* plus num/den */
+			r += num;
+			if (r >= den) {
+				r -= den;
+				q++;
+			}
+		}
+	}
+	return (int64_t)q + (r >= den - r);   /* half up: r/den ≥ 1/2 */
+}
+
+/* An expression's value clamped to [0, 1] times full (1000, or the dimension's points),
+ * rounded half up once: exactly when the value is an exact fraction, else as binary results
+ * are (floor(x × full + 0.5 + 1e-9)). full 1000 is permille_q. */
+static int scaled_q(struct expr_q q, int64_t full)
+{
+	if (full == 1000)
+		return permille_q(q);
+	if (q.missing || !q.exact) {
+		long double x = q.missing ? NAN : q.d;
+		if (!(x > 0))
+			return 0;
+		if (x >= 1)
+			return (int)full;
+		return (int)floorl(x * (long double)full + 0.5L + 1e-9L);
+	}
+	if (q.num <= 0)
+		return 0;
+	if (q.num >= q.den)
+		return (int)full;
+	return (int)scaled_ratio((unsigned __int128)q.num, (unsigned __int128)q.den, full);
+}
+
 /* The warning of a dimension one of whose steps did not fit the work budget. */
 static void budget_warning(struct ctx *c, const struct spec_dim *d)
 {
 	warn(c->warnings, "error", d->field_text ? d->field_text : d->key, "dimension '%s': not "
 	     "scored (0): the evaluation's work budget of %llu units is spent (README \"Work "
 	     "budget\")", d->key, (unsigned long long)SCORE_WORK_BUDGET);
+}
+
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det);
+
+/* A composite's var that is a part or another dimension (common/README.md "Composite
+ * dimensions"): its exact fraction in *q. A part is charged W_APPLY and scored as a dimension
+ * (its warnings name the composite); once a step does not fit (*spent), no later part runs and
+ * *warned says whether the budget's warning was given. parts, with explain, gets the part's
+ * detail. */
+static void composite_var(struct ctx *c, const struct spec_var *v, json_t *parts,
+                          json_t *dims, struct expr_q *q, bool *spent, bool *warned)
+{
+	if (v->dim >= 0) {
+		const struct spec_dim *t = spec_dim(c->s, (size_t)v->dim);
+		int sc = c->fin[v->dim];
+		*q = expr_q_div(expr_q_int(sc), expr_q_int(spec_dim_scale(t)));
+		if (dims)
+			json_object_set_new(dims, v->name, json_pack("{s:s, s:i}", "dimension", t->key,
+			                                             "score", sc));
+		return;
+	}
+	int sc = 0;
+	json_t *pdet = parts ? json_object() : NULL;
+	if (pdet)
+		json_object_set_new(pdet, "primitive", json_string(prim_kind_name(v->part->prim)));
+	if (*spent || c->over) {
+		*spent = true;
+	} else if (!charge(c, W_APPLY)) {
+		*spent = true;
+	} else {
+		sc = eval_prim(c, v->part, pdet);
+		if (c->over) {   /* eval_prim gave the budget's warning */
+			*spent = *warned = true;
+			sc = 0;
+		}
+	}
+	if (pdet) {
+		json_object_set_new(pdet, "score", json_integer(sc));
+		json_object_set_new(parts, v->name, pdet);
+	}
+	*q = expr_q_from_dec(sc, -3, sc / 1000.0);
 }
 
 static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *ap)
@@ -390,11 +477,24 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	double *lens = d->nvars <= 64 ? lvals : xcalloc(d->nvars, sizeof *lens);
 	const json_t **vjson = d->nvars <= 64 ? vjs : xcalloc(d->nvars, sizeof *vjson);
 	char why[200];
-	bool ok = true, tolerant = expr_has_coalesce(d->expr);
+	bool ok = true, tolerant = expr_has_coalesce(d->expr), composite = false;
+	bool spent = false, warned = false;
 	size_t nmissing = 0;
 	c->over = false;
+	for (size_t i = 0; i < d->nvars; i++)
+		composite |= d->vars[i].part || d->vars[i].dim >= 0;
+	struct expr_q *pre = composite ? xcalloc(d->nvars, sizeof *pre) : NULL;
+	json_t *parts = composite && ap->det ? json_object() : NULL;
+	json_t *drefs = composite && ap->det ? json_object() : NULL;
 	for (size_t i = 0; i < d->nvars; i++) {
 		const struct spec_var *v = &d->vars[i];
+		if (v->part || v->dim >= 0) {
+			composite_var(c, v, parts, drefs, &pre[i], &spent, &warned);
+			values[i] = pre[i].d;
+			lens[i] = NAN;
+			vjson[i] = NULL;
+			continue;
+		}
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
 		if (x && json_is_null(x) && d->null_missing) {
 			x = NULL;   /* "null_as_missing": null is no value, as JavaScript's ?? reads it */
@@ -433,8 +533,10 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			lens[i] = value_len(x);
 	}
 	int score = 0;
-	if (c->over) {
-		budget_warning(c, d);
+	if (c->over || spent) {
+		if (!warned)
+			budget_warning(c, d);
+		c->over = true;
 		ok = false;
 	}
 	if (ok) {
@@ -443,7 +545,8 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		struct expr_q *qvals = d->nvars <= 64 ? qv : xcalloc(d->nvars, sizeof *qvals);
 		struct expr_q *qlens = d->nvars <= 64 ? ql : xcalloc(d->nvars, sizeof *qlens);
 		for (size_t i = 0; i < d->nvars; i++) {
-			qvals[i] = exact_of(vjson[i], values[i]);
+			qvals[i] = pre && (d->vars[i].part || d->vars[i].dim >= 0) ? pre[i]
+			                                                          : exact_of(vjson[i], values[i]);
 			qlens[i] = isnan(lens[i]) ? expr_q_missing() : expr_q_int((long long)lens[i]);
 		}
 		struct expr_q q = expr_eval_q(d->expr, qvals, qlens, &div_zero);
@@ -465,17 +568,31 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 					     "at '%s' and no alternative applied", d->key, v->name, v->text);
 			}
 		}
-		score = permille_q(q);
+		score = scaled_q(q, spec_dim_scale(d));
 		if (ap->det)
 			det_set(ap, "value", isfinite(r) ? json_real(r) : json_null());
+		if (ap->det && q.exact && !q.missing && (pre || d->full_points) &&
+		    q.num >= -(__int128)INT64_MAX && q.num <= (__int128)INT64_MAX &&
+		    q.den <= (__int128)INT64_MAX)   /* the exact value rounded once */
+			det_set(ap, "exact", json_pack("[I, I]", (json_int_t)q.num, (json_int_t)q.den));
 	}
+	if (parts && json_object_size(parts))
+		det_set(ap, "parts", parts);
+	else
+		json_decref(parts);
+	if (drefs && json_object_size(drefs))
+		det_set(ap, "dimensions", drefs);
+	else
+		json_decref(drefs);
+	free(pre);
 	if (ap->det) {
 		json_t *vj = json_object();
 		for (size_t i = 0; i < d->nvars; i++) {
 			const struct spec_var *v = &d->vars[i];
 			/* a len()-only var shows what it holds (cut as every explained value) */
-			const json_t *x = v->len_only ? get_path(v->path, root_doc(c, v->src, NULL), why,
-			                                         sizeof why) : NULL;
+			const json_t *x = v->len_only && !v->part && v->dim < 0
+			                  ? get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why)
+			                  : NULL;
 			json_object_set_new(vj, v->name, x ? brief(x) : isnan(values[i]) ? json_null()
 			                                                  : json_real(values[i]));
 		}
@@ -1718,6 +1835,43 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	return rc;
 }
 
+/* The raw score (before gates) of dimension i: the external evaluator's, or its primitive's
+ * (with explain, its detail in out->dims[i].detail). */
+static int score_one(struct ctx *c, size_t i, const struct score_ext *ext,
+                     struct score_result *out)
+{
+	const struct spec *s = c->s;
+	const struct spec_dim *d = spec_dim(s, i);
+	int r;
+	if (d->external) {
+		size_t k = 0, n = ext ? ext->n : 0;
+		while (k < n && strcmp(ext->keys[k], d->key))
+			k++;
+		if (k == n) {
+			r = 0;
+			warn(c->warnings, "error", d->key, "dimension '%s': the %s evaluator gave no score "
+			     "for it", d->key, spec_evaluator_name(spec_evaluator(s)));
+		} else {
+			int v = ext->scores[k];
+			r = v < 0 ? 0 : v > 1000 ? 1000 : v;
+		}
+		return r;
+	}
+	json_t *det = c->explain ? json_object() : NULL;
+	if (det)
+		json_object_set_new(det, "primitive", json_string(prim_kind_name(d->prim)));
+	r = eval_prim(c, d, det);
+	if (det && d->norm) {
+		char nb[128];
+		norm_describe(d->norm, nb, sizeof nb);
+		json_object_set_new(det, "normalize", json_string(nb));
+	}
+	if (det && d->full_points)
+		json_object_set_new(det, "points", json_integer(d->full_points));
+	out->dims[i].detail = det;
+	return r;
+}
+
 int score_eval_prepared(const struct score_prep *p, const json_t *answer, const json_t *metadata,
                         const struct score_match *m, const struct score_ext *ext,
                         const struct score_limits *lim, struct score_result *out, char *err,
@@ -1779,41 +1933,27 @@ int score_eval_prepared(const struct score_prep *p, const json_t *answer, const 
 		json_object_set_new(c.match_doc, "verified", json_boolean(c.verified));
 	}
 
-	int raw[SPEC_MAX_DIMS], fin[SPEC_MAX_DIMS];
+	int raw[SPEC_MAX_DIMS] = { 0 }, fin[SPEC_MAX_DIMS] = { 0 };
+	bool later[SPEC_MAX_DIMS] = { false };
+	c.fin = fin;
+	/* In spec order, except composites that read other dimensions: those are scored in the
+	 * gate pass below, once what they read is final. */
 	for (size_t i = 0; i < nd; i++) {
-		const struct spec_dim *d = spec_dim(s, i);
-		if (d->external) {
-			size_t k = 0, n = ext ? ext->n : 0;
-			while (k < n && strcmp(ext->keys[k], d->key))
-				k++;
-			if (k == n) {
-				raw[i] = 0;
-				warn(c.warnings, "error", d->key, "dimension '%s': the %s evaluator gave no score "
-				     "for it", d->key, spec_evaluator_name(spec_evaluator(s)));
-			} else {
-				int v = ext->scores[k];
-				raw[i] = v < 0 ? 0 : v > 1000 ? 1000 : v;
-			}
-		} else {
-			json_t *det = c.explain ? json_object() : NULL;
-			if (det)
-				json_object_set_new(det, "primitive", json_string(prim_kind_name(d->prim)));
-			raw[i] = eval_prim(&c, d, det);
-			if (det && d->norm) {
-				char nb[128];
-				norm_describe(d->norm, nb, sizeof nb);
-				json_object_set_new(det, "normalize", json_string(nb));
-			}
-			out->dims[i].detail = det;
-		}
+		if (spec_dim(s, i)->ref_deps && !spec_dim(s, i)->external)
+			later[i] = true;
+		else
+			raw[i] = score_one(&c, i, ext, out);
 	}
-	/* Gates, in an order where every target is final before its dependents. */
+	/* Gates, in an order where every target (and every dimension a composite reads) is final
+	 * before its dependents. */
 	const size_t *order = spec_topo_order(s);
 	for (size_t i = 0; i < nd; i++)
 		fin[i] = raw[i];
 	for (size_t k = 0; k < nd; k++) {
 		size_t i = order[k];
 		const struct spec_dim *d = spec_dim(s, i);
+		if (later[i])
+			raw[i] = score_one(&c, i, ext, out);
 		fin[i] = raw[i];
 		bool pass = true;
 		if (d->gate_expr) {
@@ -1858,6 +1998,8 @@ int score_eval_prepared(const struct score_prep *p, const json_t *answer, const 
 			if (!o->detail)
 				o->detail = json_object();
 			json_object_set_new(o->detail, "raw_score", json_integer(raw[i]));
+			if (d->helper)
+				json_object_set_new(o->detail, "helper", json_true());
 			json_object_set_new(o->detail, "score", json_integer(fin[i]));
 		}
 	}

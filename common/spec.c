@@ -233,6 +233,10 @@ static void dim_free(struct spec_dim *d)
 		free(d->vars[i].name);
 		free(d->vars[i].text);
 		jpath_free(d->vars[i].path);
+		if (d->vars[i].part) {
+			dim_free(d->vars[i].part);
+			free(d->vars[i].part);
+		}
 	}
 	free(d->vars);
 }
@@ -311,6 +315,35 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 	return 0;
 }
 
+static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, int depth,
+                        char *err, size_t errlen);
+
+/* A composite's part (common/README.md "Composite dimensions"): a primitive with a dimension's
+ * parameters (paths from the answer and the ground truth as for a dimension), scored as a
+ * dimension would be; any primitive but expression. */
+static int parse_part(struct spec *s, const json_t *j, const char *name, struct spec_dim *n,
+                      const char *key, char *err, size_t errlen)
+{
+	memcpy(n->key, key, strlen(key) + 1);
+	const json_t *p = json_object_get(j, "primitive");
+	if (!json_is_string(p))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: primitive must be a string",
+		            key, name);
+	if (prim_kind_from_name(json_string_value(p), &n->prim) < 0)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: unknown primitive '%.64s'", key,
+		            name, json_string_value(p));
+	if (n->prim == PRIM_EXPRESSION)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: an expression cannot be a part of "
+		            "a composite (make it a dimension, helper if it should count nothing, and "
+		            "read it with {\"dimension\": key})", key, name);
+	static const char *const own[] = { "primitive", NULL };
+	char in[120];
+	snprintf(in, sizeof in, "dimension '%s' vars.%.64s", key, name);
+	if (check_keys(j, in, (int)n->prim, own, prim_params(n->prim), NULL, err, errlen) < 0)
+		return -1;
+	return parse_params(s, j, n, 0, err, errlen);
+}
+
 static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *d, char *err,
                             size_t errlen)
 {
@@ -325,7 +358,7 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 	if (vars && !json_is_object(vars))
 		return fail(err, errlen, "dimension '%s': vars must be an object, not %s", d->key,
 		            jcanon_type_name(vars));
-	size_t nv = vars ? json_object_size(vars) : 0;
+	size_t nv = vars ? json_object_size(vars) : 0, nparts = 0;
 	d->vars = xcalloc(nv ? nv : 1, sizeof *d->vars);
 	const char *name;
 	json_t *path;
@@ -333,6 +366,35 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 		json_object_foreach((json_t *)vars, name, path) {
 			struct spec_var *v = &d->vars[d->nvars];
 			const json_t *def = NULL;
+			v->dim = -1;
+			if (json_is_object(path) && json_object_get(path, "primitive")) {
+				if (++nparts > SPEC_MAX_PARTS)
+					return fail(err, errlen, "dimension '%s': a composite reads at most %d "
+					            "primitives", d->key, SPEC_MAX_PARTS);
+				v->name = xstrdup(name);
+				v->text = xstrdup(name);
+				v->part = xcalloc(1, sizeof *v->part);
+				d->nvars++;
+				if (parse_part(s, path, name, v->part, d->key, err, errlen) < 0)
+					return -1;
+				continue;
+			}
+			if (json_is_object(path) && json_object_get(path, "dimension")) {
+				static const char *const dk[] = { "dimension", NULL };
+				char in[120];
+				snprintf(in, sizeof in, "dimension '%s' vars.%.64s", d->key, name);
+				if (check_keys(path, in, -1, dk, NULL, NULL, err, errlen) < 0)
+					return -1;
+				const json_t *k = json_object_get(path, "dimension");
+				if (!json_is_string(k))
+					return fail(err, errlen, "dimension '%s': vars.%.64s.dimension must be a "
+					            "dimension key", d->key, name);
+				v->name = xstrdup(name);
+				v->text = xstrndup(json_string_value(k), json_string_length(k));
+				v->dim = -2;   /* resolved once every key is known (resolve_refs) */
+				d->nvars++;
+				continue;
+			}
 			if (json_is_object(path)) {
 				static const char *const vk[] = { "path", "default", NULL };
 				char in[120];
@@ -388,8 +450,12 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 	if (rc < 0)
 		return fail(err, errlen, "dimension '%s': expression '%.100s' does not parse: %s", d->key,
 		            json_string_value(src), why);
-	for (size_t i = 0; i < d->nvars; i++)
+	for (size_t i = 0; i < d->nvars; i++) {
 		d->vars[i].len_only = expr_var_use(d->expr, i) == 2;
+		if ((d->vars[i].part || d->vars[i].dim != -1) && (expr_var_use(d->expr, i) & 2))
+			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
+			            "a primitive's or a dimension's score", d->key, d->vars[i].name);
+	}
 	const json_t *nm = json_object_get(dim, "null_as_missing");
 	if (nm && !json_is_boolean(nm))
 		return fail(err, errlen, "dimension '%s': null_as_missing must be true or false", d->key);
@@ -834,24 +900,37 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 			return fail(err, errlen, "dimension '%s': key is not unique (also dimensions[%zu])",
 			            d->key, j);
 
-	const json_t *w = json_object_get(dim, "weight");
+	const json_t *w = json_object_get(dim, "weight"), *h = json_object_get(dim, "helper");
 	int places;
-	if (!w)
+	if (h && !json_is_boolean(h))
+		return fail(err, errlen, "dimension '%s': helper must be true or false", d->key);
+	d->helper = json_is_true(h);
+	if (d->helper && (!w || (json_is_number(w) && json_number_value(w) == 0))) {
+		d->weight = 0;   /* counts nothing in the total (common/README.md "Helper dimensions") */
+	} else if (d->helper) {
+		return fail(err, errlen, "dimension '%s': a helper dimension counts nothing in the total: "
+		            "its weight must be 0 or absent", d->key);
+	} else if (!w) {
 		return fail(err, errlen, "dimension '%s': weight is required", d->key);
-	if (!json_is_number(w))
-		return fail(err, errlen, "dimension '%s': weight must be a number, not %s", d->key,
-		            jcanon_type_name(w));
-	num_text(w, nb, sizeof nb);
-	int rc = dec_from_json(w, &d->weight, &places);
-	if (places > 6)
-		return fail(err, errlen, "dimension '%s': weight %s has more than 6 decimal places",
-		            d->key, nb);
-	if (rc < 0 || d->weight <= 0 || d->weight > DEC6_ONE)
-		return fail(err, errlen, "dimension '%s': weight %s is not in (0, 1]", d->key, nb);
+	}
+	if (!d->helper) {   /* a weight in (0, 1] */
+		if (!json_is_number(w))
+			return fail(err, errlen, "dimension '%s': weight must be a number, not %s", d->key,
+			            jcanon_type_name(w));
+		num_text(w, nb, sizeof nb);
+		int rc = dec_from_json(w, &d->weight, &places);
+		if (places > 6)
+			return fail(err, errlen, "dimension '%s': weight %s has more than 6 decimal places",
+			            d->key, nb);
+		if (rc < 0 || d->weight <= 0 || d->weight > DEC6_ONE)
+			return fail(err, errlen, "dimension '%s': weight %s is not in (0, 1]%s", d->key, nb,
+			            rc == 0 && d->weight == 0 ? " (a dimension that counts nothing is "
+			            "\"helper\": true)" : "");
+	}
 
 	const json_t *p = json_object_get(dim, "primitive");
 	static const char *const own[] = { "key", "name", "weight", "primitive", "gate", "judge",
-	                                   NULL };
+	                                   "helper", "points", NULL };
 	char in[80];
 	snprintf(in, sizeof in, "dimension '%s'", d->key);
 	if (p) {
@@ -867,6 +946,14 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		            d->key, spec_evaluator_name(s->ev));
 	if (check_keys(dim, in, (int)d->prim, own, prim_params(d->prim), NULL, err, errlen) < 0)
 		return -1;
+	const json_t *pt = json_object_get(dim, "points");
+	if (pt && d->prim != PRIM_EXPRESSION)
+		return fail(err, errlen, "dimension '%s': points applies to primitive expression only "
+		            "(its value is exact, so the points are rounded once)", d->key);
+	if (pt && (!as_count(pt, &d->full_points) || d->full_points < 1 ||
+	           d->full_points > SPEC_MAX_POINTS))
+		return fail(err, errlen, "dimension '%s': points must be an integer from 1 to %d (the "
+		            "dimension's full score)", d->key, SPEC_MAX_POINTS);
 	if (p) {
 		if (parse_params(s, dim, d, 0, err, errlen) < 0)
 			return -1;
@@ -927,7 +1014,34 @@ static int parse_gate_expr(struct spec *s, size_t i, const json_t *g, char *err,
 	return 0;
 }
 
-/* Depth-first topological sort over gate dependencies; reports the first cycle found. */
+/* A composite's {"dimension": key} vars: the key must name another dimension; each becomes a
+ * dependency (ref_deps) for the topological order. */
+static int find_dim(const struct spec *s, const char *key);
+
+static int resolve_refs(struct spec *s, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < s->ndims; i++) {
+		struct spec_dim *d = &s->dims[i];
+		for (size_t k = 0; k < d->nvars; k++) {
+			struct spec_var *v = &d->vars[k];
+			if (v->dim != -2)
+				continue;
+			int t = find_dim(s, v->text);
+			if (t < 0)
+				return fail(err, errlen, "dimension '%s': vars.%.64s reads dimension '%.64s', "
+				            "which does not exist", d->key, v->name, v->text);
+			if ((size_t)t == i)
+				return fail(err, errlen, "dimension '%s': vars.%.64s reads the dimension itself",
+				            d->key, v->name);
+			v->dim = t;
+			d->ref_deps |= 1u << t;
+		}
+	}
+	return 0;
+}
+
+/* Depth-first topological sort over gate dependencies and composite references; reports the
+ * first cycle found. */
 static int topo_visit(struct spec *s, size_t c, int *state, size_t *chain, size_t len, size_t *n,
                       char *err, size_t errlen)
 {
@@ -941,12 +1055,17 @@ static int topo_visit(struct spec *s, size_t c, int *state, size_t *chain, size_
 		for (size_t k = start; k < len; k++)
 			off += (size_t)snprintf(msg + off, sizeof msg - off, "%s -> ", s->dims[chain[k]].key);
 		snprintf(msg + off, sizeof msg - off, "%s", s->dims[c].key);
-		return fail(err, errlen, "dimension '%s': gates form a cycle: %s", s->dims[c].key, msg);
+		bool refs = false;
+		for (size_t k = 0; k < s->ndims; k++)
+			refs |= s->dims[k].ref_deps != 0;
+		return fail(err, errlen, "dimension '%s': %s form a cycle: %s", s->dims[c].key,
+		            refs ? "gates and composite references" : "gates", msg);
 	}
 	state[c] = 1;
 	chain[len] = c;
 	const struct spec_dim *d = &s->dims[c];
-	uint32_t deps = d->gate_expr ? d->gate_deps : d->has_gate ? 1u << d->gate_dim : 0;
+	uint32_t deps = (d->gate_expr ? d->gate_deps : d->has_gate ? 1u << d->gate_dim : 0) |
+	                d->ref_deps;
 	for (size_t k = 0; k < s->ndims; k++)
 		if ((deps & (1u << k)) && topo_visit(s, k, state, chain, len + 1, n, err, errlen) < 0)
 			return -1;
@@ -1118,6 +1237,9 @@ static int parse_test_suite(struct spec *s, const json_t *ts, char *err, size_t 
 	int di = find_dim(s, dk);
 	if (di < 0)
 		return fail(err, errlen, "test_suite.dimension '%.64s' is not a dimension of this spec", dk);
+	if (s->dims[di].full_points)
+		return fail(err, errlen, "dimension '%s': points does not apply to the dimension the "
+		            "tests score (0..1000)", s->dims[di].key);
 	s->dims[di].external = true;
 	s->dims[di].prim = PRIM_NONE;
 	for (size_t i = 0; i < s->ndims; i++)
@@ -1329,7 +1451,7 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	}
 	size_t nd = json_array_size(dims);
 	if (nd < 1 || nd > SPEC_MAX_DIMS) {
-		fail(err, errlen, "dimensions must have 1 to 16 entries (has %zu)", nd);
+		fail(err, errlen, "dimensions must have 1 to %d entries (has %zu)", SPEC_MAX_DIMS, nd);
 		goto bad;
 	}
 	for (size_t i = 0; i < nd; i++) {
@@ -1358,7 +1480,7 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 		}
 		s->dims[i].gate_dim = (size_t)gi;
 	}
-	if (topo(s, err, errlen) < 0)
+	if (resolve_refs(s, err, errlen) < 0 || topo(s, err, errlen) < 0)
 		goto bad;
 
 	dec6 sum = 0;

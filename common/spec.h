@@ -27,7 +27,13 @@ struct expr;
 #define SPEC_CASE_WEIGHT_MIN 1
 #define SPEC_CASE_WEIGHT_MAX (1000000LL * 1000000LL)
 
-#define SPEC_MAX_DIMS 16
+/* Dimensions per spec (common/README.md "Rules"); gate and reference sets are bit masks of
+ * this many bits. */
+#define SPEC_MAX_DIMS 32
+/* The largest raw scale a dimension may declare ("points", common/README.md "Points"). */
+#define SPEC_MAX_POINTS 1000000
+/* Nested primitives one composite expression may read ("Composite dimensions"). */
+#define SPEC_MAX_PARTS 64
 
 enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT, SPEC_JUDGE,
                       SPEC_CONTAINER };
@@ -65,6 +71,11 @@ struct spec_var {
 	char *text;                  /* the path as written in the spec */
 	bool has_default; double def;   /* {"path": ..., "default": N}: used when missing */
 	bool len_only;               /* used only inside len(): need not be a number */
+	/* Composite dimensions (common/README.md "Composite dimensions"): a var is either a path
+	 * (above), a nested primitive scored like a dimension (part, owned; its fraction is
+	 * score ÷ 1000), or another dimension's final score ÷ its scale (dim ≥ 0). */
+	struct spec_dim *part;       /* {"primitive": ...}, or NULL */
+	int dim;                     /* {"dimension": key}: that dimension's index, else -1 */
 };
 /* count: what is counted. */
 enum spec_count { SPEC_C_LENGTH, SPEC_C_DISTINCT, SPEC_C_UNIQUE_RATIO, SPEC_C_PRESENT };
@@ -96,9 +107,19 @@ struct spec_dim {
 	struct spec_dim *item; json_t *keys;     /* keyed_map nested primitive, listed keys */
 	bool has_gate; size_t gate_dim; double gate_above;
 	struct expr *gate_expr; uint32_t gate_deps;   /* gate {"expr": ...} over dimension keys */
+	uint32_t ref_deps;           /* dimensions an expression's {"dimension": k} vars read */
+	bool helper;                 /* "helper": true: weight 0, counts nothing in the total */
+	int64_t full_points;         /* expression "points": score 0..full_points; 0: 0..1000 */
 };
+_Static_assert(SPEC_MAX_DIMS <= 32, "gate_deps and ref_deps are 32-bit masks");
+/* A dimension's full score: its points, or 1000. */
+static inline int64_t spec_dim_scale(const struct spec_dim *d)
+{
+	return d->full_points ? d->full_points : 1000;
+}
 const struct spec_dim *spec_dim(const struct spec *s, size_t i);
-/* Dimension indexes in an order where every gate target comes before the dimensions it gates. */
+/* Dimension indexes in an order where every gate target, and every dimension a composite
+ * reads, comes before the dimensions that depend on it. */
 const size_t *spec_topo_order(const struct spec *s);
 /* The total rule: false (default) floor(min(1000, Σ weighted)); true ("total": "round_each")
  * each weighted value rounded half up, then summed, capped at 1000. */

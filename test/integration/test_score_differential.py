@@ -2229,8 +2229,8 @@ def validation_cases():
         ('unknown evaluator', spec(dim(), evaluator='llm-judge'), (None, ['evaluator'])),
         ('no dimensions', spec(), (None, ['dimension'])),
         ('dimensions not an array', dict(spec(dim()), dimensions={}), (None, ['dimension'])),
-        ('17 dimensions', spec(*[dim('w%d' % i, 0.0625 if i < 15 else 0.03125)
-                                 for i in range(17)]), (None, ['16', 'dimensions'])),
+        ('33 dimensions', spec(*[dim('w%d' % i, 0.03125 if i < 32 else 0.000001)
+                                 for i in range(33)]), (None, ['32', 'dimensions'])),
         ('key with upper case', spec(dim('Speed')), ('Speed', ['key'])),
         ('key starting with a digit', spec(dim('1a')), ('1a', ['key'])),
         ('key of 33 characters', spec(dim('a' * 33)), ('a' * 33, ['key'])),
