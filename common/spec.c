@@ -341,7 +341,16 @@ static int parse_part(struct spec *s, const json_t *j, const char *name, struct 
 	snprintf(in, sizeof in, "dimension '%s' vars.%.64s", key, name);
 	if (check_keys(j, in, (int)n->prim, own, prim_params(n->prim), NULL, err, errlen) < 0)
 		return -1;
-	return parse_params(s, j, n, 0, err, errlen);
+	if (parse_params(s, j, n, 0, err, errlen) == 0)
+		return 0;
+	/* "dimension 'k': rule" names the part: "dimension 'k' vars.name: rule" */
+	char head[48], msg[512];
+	int hl = snprintf(head, sizeof head, "dimension '%s': ", key);
+	if (errlen && hl > 0 && !strncmp(err, head, (size_t)hl)) {
+		snprintf(msg, sizeof msg, "dimension '%s' vars.%.64s: %s", key, name, err + hl);
+		snprintf(err, errlen, "%s", msg);
+	}
+	return -1;
 }
 
 static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *d, char *err,

@@ -1019,10 +1019,11 @@ static void test_work_budget_worst(void)
 	struct strbuf dup = { 0 };   /* "a" 64 times */
 	for (int i = 0; i < 64; i++)
 		strbuf_addf(&dup, "%s\"a\"", i ? "," : "");
-	static const char *const shape[] = { "top", "keyed_map", "match_objects", "nested" };
+	static const char *const shape[] = { "top", "keyed_map", "match_objects", "nested",
+	                                     "composite" };
 	double worst = 0;
 	for (size_t p = 0; p < sizeof leaf / sizeof leaf[0]; p++) {
-		for (size_t h = 0; h < 4; h++) {
+		for (size_t h = 0; h < BENCH_WORST_SHAPES; h++) {
 			struct strbuf sp = { 0 };
 			bench_worst_spec(&sp, leaf[p], path[p], (int)h, dup.buf);
 			struct spec *s = parse(sp.buf);
@@ -1075,8 +1076,90 @@ static void test_work_budget_worst(void)
 	json_decref(gt);
 }
 
+/* test/data/score_v3_dims_cases.json: whole specs with composite, helper and points
+ * dimensions (common/README.md "Composite dimensions", "Helper dimensions", "Points"), each
+ * with its total, dimension scores and warnings ("severity:field", in order); scored with and
+ * without explain (the same result, and every dimension explained). The differential test
+ * scores the same table against its reference. */
+static void test_v3_dims_table(void)
+{
+	json_error_t je;
+	json_t *cases = json_load_file("test/data/score_v3_dims_cases.json", 0, &je);
+	if (!ok(cases != NULL, "load test/data/score_v3_dims_cases.json (line %d: %s)", je.line,
+	        je.text))
+		return;
+	size_t i;
+	json_t *c;
+	json_array_foreach(cases, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		struct spec *s = NULL;
+		char err[512];
+		if (!ok(spec_from_json(json_object_get(c, "spec"), &s, err, sizeof err) == 0,
+		        "%s: spec parses", name)) {
+			diag("%s", err);
+			continue;
+		}
+		const json_t *mj = json_object_get(c, "match");
+		struct score_match m = { 0 };
+		if (mj) {
+			const char *a = json_string_value(json_object_get(mj, "started_at"));
+			const char *b = json_string_value(json_object_get(mj, "submitted_at"));
+			m.has_times = isotime_parse(a, strlen(a), &m.started_at_ms) == 0 &&
+			              isotime_parse(b, strlen(b), &m.submitted_at_ms) == 0;
+		}
+		char *dumps[2] = { NULL, NULL };
+		for (int ex = 0; ex < 2; ex++) {
+			struct score_result r;
+			struct score_limits lim = { 0, ex == 1, 0 };
+			if (score_eval(s, json_object_get(c, "answer"), json_object_get(c, "metadata"),
+			               json_object_get(c, "ground_truth"), mj ? &m : NULL, NULL, &lim, &r,
+			               err, sizeof err) < 0) {
+				ok(0, "%s: scores: %s", name, err);
+				break;
+			}
+			dumps[ex] = score_result_dumps(&r);
+			if (ex == 0) {
+				is_int(r.score, json_integer_value(json_object_get(c, "score")), "%s: total", name);
+				const json_t *want = json_object_get(c, "dimensions");
+				bool same = r.ndims == json_object_size(want);
+				for (size_t k = 0; k < r.ndims; k++)
+					same = same && json_integer_value(json_object_get(want, r.dims[k].key)) ==
+					               r.dims[k].score;
+				if (!ok(same, "%s: dimension scores", name))
+					diag("%s", dumps[0]);
+				struct strbuf w = { 0 }, ww = { 0 };
+				strbuf_addlit(&w, "");
+				strbuf_addlit(&ww, "");
+				size_t j;
+				json_t *x;
+				json_array_foreach(r.warnings, j, x)
+					strbuf_addf(&w, "%s:%s ", json_string_value(json_object_get(x, "severity")),
+					            json_string_value(json_object_get(x, "field")));
+				json_array_foreach(json_object_get(c, "warnings"), j, x)
+					strbuf_addf(&ww, "%s ", json_string_value(x));
+				is_str(w.buf, ww.buf, "%s: warnings", name);
+				strbuf_free(&w);
+				strbuf_free(&ww);
+			} else {
+				bool all = true;
+				for (size_t k = 0; k < r.ndims; k++)
+					all = all && r.dims[k].detail &&
+					      json_object_get(r.dims[k].detail, "score");
+				ok(all && !strcmp(dumps[0], dumps[1]), "%s: explain gives the same result and "
+				   "explains every dimension", name);
+			}
+			score_result_clear(&r);
+		}
+		free(dumps[0]);
+		free(dumps[1]);
+		spec_free(s);
+	}
+	json_decref(cases);
+}
+
 int main(void)
 {
+	test_v3_dims_table();
 	test_work_budget_worst();
 	test_prepared_bound();
 	test_prepared_index();

@@ -693,6 +693,30 @@ V2_PRIMS = ('text_length', 'term_coverage', 'regex_match', 'token_overlap', 'cou
             'match_objects', 'keyed_map')
 
 
+def q_scaled(q, full):
+    """common/README.md "Points": the value clamped to [0, 1] times full, rounded half up once
+    (exactly for exact values; binary values as floor(x * full + 0.5 + 1e-9))."""
+    if full == 1000:
+        return q_permille(q)
+    if not q.exact:
+        x = q.f
+        if x != x or x <= 0:
+            return 0
+        if x >= 1:
+            return full
+        return math.floor(x * full + 0.5 + 1e-9)
+    fr = min(max(Fraction(q.n, q.d), Fraction(0)), Fraction(1))
+    return math.floor(fr * full + Fraction(1, 2))
+
+
+def composite_reads(d):
+    """The dimension keys a composite expression's vars read."""
+    if d.get('primitive') != 'expression':
+        return []
+    return [v['dimension'] for v in (d.get('vars') or {}).values()
+            if isinstance(v, dict) and 'dimension' in v]
+
+
 def root_path(text, default, docs):
     """(document, path or None) for a field that may start with a root."""
     for r in ('@answer', '@metadata', '@match', '@ground_truth'):
@@ -967,8 +991,11 @@ def reference_score(spec, sub, gt, match):
         warnings.append(('warning', field))
 
     raw = {}
-    for d in spec['dimensions']:
-        key = d['key']
+    final = {}
+    dims = {d['key']: d for d in spec['dimensions']}
+
+    def prim_score(d, key):
+        """A dimension's primitive (or a composite's part, key its composite's)."""
         prim = d['primitive']
         score = 0
         if prim in V2_PRIMS:
@@ -1094,6 +1121,15 @@ def reference_score(spec, sub, gt, match):
             env = {}
             bad = False
             for name, path in (d.get('vars') or {}).items():
+                if isinstance(path, dict) and 'primitive' in path:
+                    # a composite's part: scored as a dimension, read as score / 1000
+                    env[name] = q_make(prim_score(path, key), 1000)
+                    continue
+                if isinstance(path, dict) and 'dimension' in path:
+                    # another dimension's final score / its full score
+                    t = dims[path['dimension']]
+                    env[name] = q_make(final[t['key']], t.get('points', 1000))
+                    continue
                 if path.startswith('metadata.'):
                     v = resolve(metadata, path[len('metadata.'):])
                 elif path.startswith('ground_truth.'):
@@ -1110,30 +1146,51 @@ def reference_score(spec, sub, gt, match):
                 x = expr_eval(expr_parse(d['expr'], list(env)), env, dz)
                 if dz[0]:
                     adv(key)
-                score = q_permille(x)
-        raw[key] = score
+                if 'scale' in d:
+                    x = q_div(x, q_var(d['scale']))
+                score = q_scaled(x, d.get('points', 1000))
+        return score
 
-    # gates, in topological order
-    final = {}
-    dims = {d['key']: d for d in spec['dimensions']}
+    # spec order, except composites reading other dimensions (scored when reached below)
+    for d in spec['dimensions']:
+        if not composite_reads(d):
+            raw[d['key']] = prim_score(d, d['key'])
 
-    def settle(k):
-        if k in final:
-            return final[k]
+    # gates (and deferred composites), in topological order: depth-first over the
+    # dimensions each depends on, in spec order, as common/README.md "Composite dimensions" says
+    keys = [d['key'] for d in spec['dimensions']]
+
+    def deps(k):
+        d = dims[k]
+        ds = set(composite_reads(d))
+        if d.get('gate') is not None:
+            ds.add(d['gate']['dimension'])
+        return [x for x in keys if x in ds]
+    order = []
+    state = {}
+
+    def visit(k):
+        if state.get(k):
+            return
+        state[k] = 1
+        for t in deps(k):
+            visit(t)
+        order.append(k)
+    for k in keys:
+        visit(k)
+    for k in order:
+        if k not in raw:
+            raw[k] = prim_score(dims[k], k)
         g = dims[k].get('gate')
         s = raw[k]
-        if g is not None:
-            if not Fraction(settle(g['dimension'])) > exact(g['above']):
-                s = 0
+        if g is not None and not Fraction(final[g['dimension']]) > exact(g['above']):
+            s = 0
         final[k] = s
-        return s
-    for k in dims:
-        settle(k)
 
     total = Fraction(0)
     breakdown = []
     for d in spec['dimensions']:
-        w = exact(d['weight'])
+        w = exact(d.get('weight', 0))   # a helper dimension: 0
         wd = final[d['key']] * w
         # "round_each": each weighted value rounded half up, then summed
         total += math.floor(wd + Fraction(1, 2)) if spec.get('total') == 'round_each' else wd
@@ -1892,6 +1949,80 @@ def gen_case(rng, idx):
     return spec, sub, case.gt, case.match
 
 
+V3D_SHARE = float(os.environ.get("SCORE_DIFF_V3D_SHARE", "0.3"))  # specs given v3 dimensions
+
+COMPOSITE_EXPRS = ['max(A, B)', 'min(1, A + B)', 'A * (1 - 0.25 * (1 - B))', '(A + B) / 2 - 0.1',
+                   'clamp(A - 0.3 * (B < 0.5), 0, 1)', 'A * 0.7 + 0.3 * B',
+                   'max(A, 0.7 * B) - 0.1 * (1 - C)', 'min(A, B, C) * 1.5', 'A / 3 + B / 7',
+                   'A * B * C', '(A >= 0.5) * 0.6 + 0.4 * C', '1 - A']
+PART_DROP = ('key', 'name', 'weight', 'gate', 'helper', 'points')
+
+
+def v3_dims(rng, spec):
+    """common/README.md "Composite dimensions", "Helper dimensions" and "Points": some specs get
+    helper copies of their dimensions (now and then gated on), one or two dimensions become
+    composites (the other dimensions' primitives as parts, other dimensions' scores as reads,
+    so more than 16 dimensions and gates through composites occur) and expressions get points.
+    Its own generator, so the cases generated before stay the same."""
+    if rng.random() >= V3D_SHARE:
+        return spec
+    spec = copy.deepcopy(spec)
+    dims = spec['dimensions']
+    for h in range(rng.choice([0, 1, 1, 2])):
+        src = rng.choice(dims)
+        hd = {k: v for k, v in src.items() if k not in PART_DROP}
+        hd['key'] = 'helper%d' % h
+        hd['helper'] = True
+        if rng.random() < 0.3:
+            hd['weight'] = 0
+        dims.insert(rng.randint(0, len(dims)), hd)
+        for d in dims:
+            if d is not hd and 'gate' not in d and rng.random() < 0.15:
+                d['gate'] = {'dimension': hd['key'], 'above': rng.choice([0, 499.5, 700])}
+    byk = {d['key']: d for d in dims}
+
+    def reaches(a, b, seen=None):   # does a depend on b (gates, reads)?
+        seen = seen or set()
+        if a == b:
+            return True
+        if a in seen:
+            return False
+        seen.add(a)
+        d = byk[a]
+        nxt = composite_reads(d) + ([d['gate']['dimension']] if d.get('gate') else [])
+        return any(reaches(x, b, seen) for x in nxt)
+    for _ in range(rng.choice([1, 1, 2])):
+        j = rng.randrange(len(dims))
+        d = dims[j]
+        names = []
+        vars_ = {}
+        sources = [x for x in dims if x is not d and x.get('primitive') != 'expression']
+        for p in range(rng.choice([0, 1, 1, 2, 3]) if sources else 0):
+            part = {k: v for k, v in rng.choice(sources).items() if k not in PART_DROP}
+            vars_['p%d' % p] = part
+            names.append('p%d' % p)
+        refs = [x['key'] for x in dims if x is not d and not reaches(x['key'], d['key'])]
+        for r in range(min(len(refs), rng.choice([0, 1, 1, 2]))):
+            vars_['r%d' % r] = {'dimension': rng.choice(refs)}
+            names.append('r%d' % r)
+        if not names:
+            part = {'primitive': 'time_decay'}
+            vars_['p0'] = part
+            names.append('p0')
+        e = rng.choice(COMPOSITE_EXPRS)
+        for x in 'ABC':
+            e = e.replace(x, rng.choice(names))
+        nd = {k: v for k, v in d.items() if k in ('key', 'weight', 'gate', 'helper')}
+        nd.update(primitive='expression', expr=e, vars=vars_)
+        dims[j] = byk[d['key']] = nd
+    for d in dims:
+        if d.get('primitive') == 'expression' and rng.random() < 0.4:
+            d['points'] = rng.choice([1002, 1, 7, 999, 1001, 123456, 500])
+            if rng.random() < 0.5:
+                d['scale'] = rng.choice([d['points'], 1000, 0.5, 3])
+    return spec
+
+
 def seed_form(rng, spec):
     """Some specs in the seed's published form (common/README.md "The seed's spec form"): `type` for
     `evaluator`, `name` for a dimension's `key`, or `name` as a label beside `key`. Its own
@@ -1955,6 +2086,7 @@ def differential():
     cases = []
     for i in range(NCASES):
         spec, sub, gt, match = gen_case(rng, i)
+        spec = v3_dims(random.Random(SEED * 7919 + i), spec)
         spec = seed_form(random.Random(SEED * 1000003 + i), spec)
         cases.append((i, spec, sub, gt, match))
     t0 = time.time()
@@ -1966,6 +2098,12 @@ def differential():
         prims = ','.join(sorted(set(x['primitive'] for x in spec['dimensions'])))
         if 'type' in spec or any('name' in x for x in spec['dimensions']):
             prims += ' seed form'
+        for flag in ('helper', 'points'):
+            if any(flag in x for x in spec['dimensions']):
+                prims += ' ' + flag
+        if any(isinstance(v, dict) and ('primitive' in v or 'dimension' in v)
+               for x in spec['dimensions'] for v in (x.get('vars') or {}).values()):
+            prims += ' composite'
         try:
             exp = reference_score(spec, sub, gt or {}, match)
         except Exception as e:  # a bug in the generator/reference
