@@ -2306,6 +2306,26 @@ def fixed_cases():
        '"weight":0.15,"weighted":114}},"submission_warnings":[],"constraint_violations":[],'
        '"verified":false}', 'fixed: the seed example prints 823 win byte for byte', out + errtext)
 
+    # composite, helper and points dimensions: the unit tests' table (test-score), each case
+    # scored by the binary and by the reference, both against the table's totals
+    with open(os.path.join('test', 'data', 'score_v3_dims_cases.json'), encoding='utf-8') as f:
+        table = json.load(f)
+    for c in table:
+        sub = {'answer': c['answer']}
+        if 'metadata' in c:
+            sub['metadata'] = c['metadata']
+        d, rc, out, errtext = run_case(('v3d%d' % tap.count(), c['spec'], sub, c['ground_truth'],
+                                        c.get('match')))
+        exp = reference_score(c['spec'], sub, c['ground_truth'], c.get('match'))
+        diffs = compare(exp, out) if rc == 0 else ['exit %d: %s' % (rc, errtext)]
+        if exp['score'] != c['score']:
+            diffs.append('reference total %d, the table %d' % (exp['score'], c['score']))
+        if {k: v for k, v, _, _ in exp['breakdown']} != c['dimensions']:
+            diffs.append('reference dimensions %r, the table %r' % (exp['breakdown'], c['dimensions']))
+        if ['%s:%s' % w for w in exp['warnings']] != c['warnings']:
+            diffs.append('reference warnings %r, the table %r' % (exp['warnings'], c['warnings']))
+        ok(not diffs, 'fixed v3 dimensions: %s' % c['name'], '\n'.join(diffs))
+
 
 # ---------------------------------------------------------------------------
 # Spec validation (common/README.md "Scoring spec"): every invalid-spec rule exits 2 naming the dimension
@@ -2333,6 +2353,21 @@ def validation_cases():
          spec(dim('a1', 0.333333), dim('a2', 0.333334), dim('a3', 0.333333)), None),
         ('weights 10 x 0.1', spec(*[dim('w%d' % i, 0.1) for i in range(10)]), None),
         ('weights 16 x 0.0625', spec(*[dim('w%d' % i, 0.0625) for i in range(16)]), None),
+        ('weights 32 x 0.03125', spec(*[dim('w%d' % i, 0.03125) for i in range(32)]), None),
+        ('a helper without weight', spec(dim('a1', 1), dim('h1', DROP, helper=True)), None),
+        ('a helper with a weight', spec(dim('a1', 0.5), dim('h1', 0.5, helper=True)),
+         ('h1', ['helper', 'weight'])),
+        ('points on exact_match', spec(dim('a1', 1, points=1002)), ('a1', ['points'])),
+        ('points 0', spec(dim('a1', 1, primitive='expression', expr='1', points=0,
+                              field=DROP, ground_truth_field=DROP)), ('a1', ['points'])),
+        ('a composite reading a missing dimension',
+         spec(dim('a1', 1, primitive='expression', expr='z', vars={'z': {'dimension': 'zz'}},
+                  field=DROP, ground_truth_field=DROP)), ('a1', ['zz', 'exist'])),
+        ('composites reading each other',
+         spec(dim('a1', 0.5, primitive='expression', expr='z', vars={'z': {'dimension': 'a2'}},
+                  field=DROP, ground_truth_field=DROP),
+              dim('a2', 0.5, primitive='expression', expr='z', vars={'z': {'dimension': 'a1'}},
+                  field=DROP, ground_truth_field=DROP)), ('a1', ['cycle'])),
         ('weights 0.000001 + 0.999999', spec(dim('a1', 0.000001), dim('a2', 0.999999)), None),
         ('weight 1.0', spec(dim('a1', 1.0)), None),
         ('key of 32 characters', spec(dim('a' + 'b' * 31)), None),
