@@ -469,6 +469,137 @@ static void composite_var(struct ctx *c, const struct spec_var *v, json_t *parts
 	*q = expr_q_from_dec(sc, -3, sc / 1000.0);
 }
 
+static uint64_t cmp_units(const json_t *v, bool fold);
+
+/* Whether a kept element's number b follows a in the scan's order (equal values do). */
+static bool in_order(const struct spec_scan *sc, const struct dec_num *a, const struct dec_num *b)
+{
+	int r = dec_num_cmp(a, b);
+	return sc->descending ? r >= 0 : r <= 0;
+}
+
+/* A filter-and-scan var over arr (common/README.md "Filter and scan"): the elements that pass
+ * every test, reduced to one exact number in *q (missing: min or max of nothing). Charged
+ * before it runs: per element 16 units, and per test 16 plus the compare units of its
+ * values. Returns 0, -1 after an error warning, -2 when the charge did not fit (c->over).
+ * sdet, with explain, gets the counts. */
+static int scan_var(struct ctx *c, const struct spec_dim *d, const struct spec_var *v,
+                    const json_t *arr, struct expr_q *q, json_t *sdet)
+{
+	const struct spec_scan *sc = v->scan;
+	const json_t *target[16] = { 0 };
+	char why[200];
+	if (!json_is_array(arr)) {
+		warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': value at '%s' is %s, "
+		     "not an array", d->key, v->name, v->text, jcanon_type_name(arr));
+		return -1;
+	}
+	uint64_t per = W_CMP_NODE;
+	for (size_t w = 0; w < sc->nwhere; w++) {
+		const struct spec_where *x = &sc->where[w];
+		target[w] = x->equals;
+		if (x->eq_text) {
+			target[w] = get_path(x->eq_path, root_doc(c, x->eq_src, NULL), why, sizeof why);
+			if (!target[w]) {
+				warn(c->warnings, "error", x->eq_text, "dimension '%s': variable '%s': no value "
+				     "at '%s' (%s)", d->key, v->name, x->eq_text, why);
+				return -1;
+			}
+		}
+		per += W_CMP_NODE + cmp_units(target[w], false);
+		for (size_t k = 0; x->in && k < json_array_size(x->in); k++)
+			per += cmp_units(json_array_get(x->in, k), false);
+	}
+	size_t n = json_array_size(arr), kept = 0, count = 0;
+	if (!charge(c, per * (uint64_t)n))
+		return -2;
+	bool sorted = true, have = false;
+	struct dec_num prev = { 0, 0 }, best = { 0, 0 };
+	const json_t *bestj = NULL;
+	struct expr_q sum = expr_q_int(0);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *e = json_array_get(arr, i);
+		bool keep = true;
+		for (size_t w = 0; w < sc->nwhere && keep; w++) {
+			const struct spec_where *x = &sc->where[w];
+			const json_t *f = get_path(x->field, e, NULL, 0);
+			bool hit = false;
+			if (!f)
+				hit = false;   /* a missing field fails the test ("not" keeps it) */
+			else if (x->type == JSON_INTEGER)
+				hit = json_is_number(f);
+			else if (x->type == JSON_TRUE)
+				hit = json_is_boolean(f);
+			else if (x->type >= 0)
+				hit = (int)json_typeof(f) == x->type;
+			else if (x->in)
+				for (size_t k = 0; k < json_array_size(x->in) && !hit; k++)
+					hit = jcanon_equal(f, json_array_get(x->in, k), false);
+			else
+				hit = jcanon_equal(f, target[w], false);
+			keep = hit != x->negate;
+		}
+		if (!keep)
+			continue;
+		kept++;
+		if (sc->reduce == SPEC_R_COUNT)
+			continue;
+		const json_t *val = get_path(sc->of, e, NULL, 0);
+		struct dec_num dn;
+		if (!val || dec_num_from_json(val, &dn) < 0) {
+			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': element %zu of '%s' "
+			     "has no number%s%s", d->key, v->name, i, v->text, sc->of ? " at " : "",
+			     sc->of ? jpath_text(sc->of) : "");
+			return -1;
+		}
+		switch (sc->reduce) {
+		case SPEC_R_SUM:
+			sum = expr_q_add(sum, exact_of(val, json_number_value(val)));
+			break;
+		case SPEC_R_MIN: case SPEC_R_MAX:
+			if (!have || (dec_num_cmp(&dn, &best) < 0) == (sc->reduce == SPEC_R_MIN)) {
+				if (!have || dec_num_cmp(&dn, &best) != 0) {
+					best = dn;
+					bestj = val;
+				}
+			}
+			break;
+		case SPEC_R_NEW_BEST:   /* strictly better than every earlier kept value */
+			if (!have || (sc->descending ? dec_num_cmp(&dn, &best) < 0
+			                             : dec_num_cmp(&dn, &best) > 0)) {
+				best = dn;
+				count++;
+			}
+			break;
+		case SPEC_R_SORTED: case SPEC_R_IN_ORDER:
+			if (have) {
+				bool o = in_order(sc, &prev, &dn);
+				sorted = sorted && o;
+				count += o;
+			}
+			prev = dn;
+			break;
+		case SPEC_R_COUNT:
+			break;
+		}
+		have = true;
+	}
+	switch (sc->reduce) {
+	case SPEC_R_COUNT: *q = expr_q_int((long long)kept); break;
+	case SPEC_R_SUM: *q = sum; break;
+	case SPEC_R_MIN: case SPEC_R_MAX:
+		*q = bestj ? exact_of(bestj, json_number_value(bestj)) : expr_q_missing();
+		break;
+	case SPEC_R_NEW_BEST: case SPEC_R_IN_ORDER: *q = expr_q_int((long long)count); break;
+	case SPEC_R_SORTED: *q = expr_q_int(sorted ? 1 : 0); break;
+	}
+	if (sdet)
+		json_object_set_new(sdet, v->name, json_pack("{s:I, s:I, s:o}", "elements", (json_int_t)n,
+		                                             "kept", (json_int_t)kept, "value",
+		                                             q->missing ? json_null() : json_real(q->d)));
+	return 0;
+}
+
 static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
 	double vals[64], lvals[64];
@@ -482,10 +613,12 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	size_t nmissing = 0;
 	c->over = false;
 	for (size_t i = 0; i < d->nvars; i++)
-		composite |= d->vars[i].part || d->vars[i].dim >= 0;
+		composite |= d->vars[i].part || d->vars[i].dim >= 0 || d->vars[i].scan;
 	struct expr_q *pre = composite ? xcalloc(d->nvars, sizeof *pre) : NULL;
+	bool *scanned = composite ? xcalloc(d->nvars, sizeof *scanned) : NULL;  /* pre[i] is it */
 	json_t *parts = composite && ap->det ? json_object() : NULL;
 	json_t *drefs = composite && ap->det ? json_object() : NULL;
+	json_t *scans = composite && ap->det ? json_object() : NULL;
 	for (size_t i = 0; i < d->nvars; i++) {
 		const struct spec_var *v = &d->vars[i];
 		if (v->part || v->dim >= 0) {
@@ -502,6 +635,21 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		}
 		values[i] = lens[i] = NAN;
 		vjson[i] = x && json_is_number(x) ? x : NULL;
+		if (v->scan && x && !c->over) {
+			int rc = scan_var(c, d, v, x, &pre[i], scans);
+			vjson[i] = NULL;
+			if (rc == -1)
+				ok = false;
+			if (rc != 0 || !pre[i].missing) {
+				values[i] = rc == 0 ? pre[i].d : NAN;
+				scanned[i] = rc == 0;
+				continue;
+			}
+			x = NULL;   /* min or max of no element: no value, as a missing path */
+			snprintf(why, sizeof why, "no element was kept");
+		} else if (v->scan && x) {
+			continue;   /* the budget is spent: nothing more of this dimension runs */
+		}
 		if (!x && v->has_default) {
 			values[i] = v->def;
 		} else if (!x) {
@@ -545,8 +693,8 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		struct expr_q *qvals = d->nvars <= 64 ? qv : xcalloc(d->nvars, sizeof *qvals);
 		struct expr_q *qlens = d->nvars <= 64 ? ql : xcalloc(d->nvars, sizeof *qlens);
 		for (size_t i = 0; i < d->nvars; i++) {
-			qvals[i] = pre && (d->vars[i].part || d->vars[i].dim >= 0) ? pre[i]
-			                                                          : exact_of(vjson[i], values[i]);
+			qvals[i] = pre && (d->vars[i].part || d->vars[i].dim >= 0 || scanned[i])
+			           ? pre[i] : exact_of(vjson[i], values[i]);
 			qlens[i] = isnan(lens[i]) ? expr_q_missing() : expr_q_int((long long)lens[i]);
 		}
 		struct expr_q q = expr_eval_q(d->expr, qvals, qlens, &div_zero);
@@ -584,7 +732,12 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		det_set(ap, "dimensions", drefs);
 	else
 		json_decref(drefs);
+	if (scans && json_object_size(scans))
+		det_set(ap, "scans", scans);
+	else
+		json_decref(scans);
 	free(pre);
+	free(scanned);
 	if (ap->det) {
 		json_t *vj = json_object();
 		for (size_t i = 0; i < d->nvars; i++) {

@@ -198,6 +198,20 @@ static bool as_count(const json_t *v, int64_t *out)
 	return false;
 }
 
+static void scan_free(struct spec_scan *sc)
+{
+	if (!sc)
+		return;
+	for (size_t i = 0; i < sc->nwhere; i++) {
+		jpath_free(sc->where[i].field);
+		jpath_free(sc->where[i].eq_path);
+		free(sc->where[i].eq_text);
+	}
+	free(sc->where);
+	jpath_free(sc->of);
+	free(sc);
+}
+
 static void dim_free(struct spec_dim *d)
 {
 	jpath_free(d->field);
@@ -233,6 +247,7 @@ static void dim_free(struct spec_dim *d)
 		free(d->vars[i].name);
 		free(d->vars[i].text);
 		jpath_free(d->vars[i].path);
+		scan_free(d->vars[i].scan);
 		if (d->vars[i].part) {
 			dim_free(d->vars[i].part);
 			free(d->vars[i].part);
@@ -353,6 +368,114 @@ static int parse_part(struct spec *s, const json_t *j, const char *name, struct 
 	return -1;
 }
 
+/* A relative path inside an array element (where.field, of); absent: the element. */
+static int elem_path(const json_t *o, const char *k, struct jpath **out, const char *dk,
+                     const char *name, char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(o, k);
+	char why[160];
+	*out = NULL;
+	if (!v)
+		return 0;
+	if (!json_is_string(v) || jpath_parse(json_string_value(v), json_string_length(v), out, why,
+	                                      sizeof why) < 0)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: %s must be a path inside each "
+		            "element%s%s", dk, name, k, json_is_string(v) ? ": " : "",
+		            json_is_string(v) ? why : "");
+	return 0;
+}
+
+/* A filter-and-scan var (common/README.md "Filter and scan"): "where" (a test or an array of
+ * tests, all must hold), "reduce", "of", "order"; its "path" (the array) is read as any var's. */
+static int parse_scan(struct spec *s, const json_t *o, const struct spec_dim *d,
+                      const char *name, struct spec_scan **out, char *err, size_t errlen)
+{
+	static const char *const rn[] = { "count", "sum", "min", "max", "new_best", "sorted",
+	                                  "in_order", NULL };
+	static const char *const tn[] = { "string", "number", "boolean", "null", "array", "object",
+	                                  NULL };
+	static const int tv[] = { JSON_STRING, JSON_INTEGER, JSON_TRUE, JSON_NULL, JSON_ARRAY,
+	                          JSON_OBJECT };
+	struct spec_scan *sc = *out = xcalloc(1, sizeof *sc);
+	const json_t *r = json_object_get(o, "reduce"), *w = json_object_get(o, "where");
+	size_t k = 0;
+	while (rn[k] && !(json_is_string(r) && !strcmp(json_string_value(r), rn[k])))
+		k++;
+	if (!rn[k])
+		return fail(err, errlen, "dimension '%s': vars.%.64s: reduce must be one of count, sum, "
+		            "min, max, new_best, sorted, in_order", d->key, name);
+	sc->reduce = (enum spec_reduce)k;
+	if (elem_path(o, "of", &sc->of, d->key, name, err, errlen) < 0)
+		return -1;
+	if (sc->reduce == SPEC_R_COUNT && json_object_get(o, "of"))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: reduce count takes no of",
+		            d->key, name);
+	const json_t *ord = json_object_get(o, "order");
+	if (ord && (!json_is_string(ord) || (strcmp(json_string_value(ord), "ascending") &&
+	                                     strcmp(json_string_value(ord), "descending"))))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: order must be \"ascending\" or "
+		            "\"descending\"", d->key, name);
+	if (ord && sc->reduce != SPEC_R_NEW_BEST && sc->reduce != SPEC_R_SORTED &&
+	    sc->reduce != SPEC_R_IN_ORDER)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: order applies to new_best, sorted "
+		            "and in_order only", d->key, name);
+	sc->descending = ord && !strcmp(json_string_value(ord), "descending");
+	if (w && !json_is_object(w) && !(json_is_array(w) && json_array_size(w) >= 1 &&
+	                                 json_array_size(w) <= 16))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: where must be a test or an array of "
+		            "1 to 16 tests", d->key, name);
+	sc->nwhere = !w ? 0 : json_is_array(w) ? json_array_size(w) : 1;
+	sc->where = xcalloc(sc->nwhere ? sc->nwhere : 1, sizeof *sc->where);
+	for (size_t i = 0; i < sc->nwhere; i++) {
+		const json_t *t = json_is_array(w) ? json_array_get(w, i) : w;
+		struct spec_where *x = &sc->where[i];
+		static const char *const wk[] = { "field", "equals", "equals_path", "in", "type", "not",
+		                                  NULL };
+		char in[140];
+		x->type = -1;
+		snprintf(in, sizeof in, "dimension '%s' vars.%.64s.where", d->key, name);
+		if (!json_is_object(t))
+			return fail(err, errlen, "%s: a test must be an object", in);
+		if (check_keys(t, in, -1, wk, NULL, NULL, err, errlen) < 0 ||
+		    elem_path(t, "field", &x->field, d->key, name, err, errlen) < 0)
+			return -1;
+		const json_t *ep = json_object_get(t, "equals_path"), *ty = json_object_get(t, "type");
+		const json_t *nt = json_object_get(t, "not");
+		x->equals = json_object_get(t, "equals");
+		x->in = json_object_get(t, "in");
+		if (!!x->equals + !!ep + !!x->in + !!ty != 1)
+			return fail(err, errlen, "%s: a test needs exactly one of equals, equals_path, in, "
+			            "type", in);
+		if (x->in && (!json_is_array(x->in) || json_array_size(x->in) > 64))
+			return fail(err, errlen, "%s: in must be an array of at most 64 values", in);
+		if (nt && !json_is_boolean(nt))
+			return fail(err, errlen, "%s: not must be true or false", in);
+		x->negate = json_is_true(nt);
+		if (ty) {
+			size_t j = 0;
+			while (tn[j] && !(json_is_string(ty) && !strcmp(json_string_value(ty), tn[j])))
+				j++;
+			if (!tn[j])
+				return fail(err, errlen, "%s: type must be one of string, number, boolean, null, "
+				            "array, object", in);
+			x->type = tv[j];
+		}
+		if (ep) {
+			char why[160];
+			if (!json_is_string(ep))
+				return fail(err, errlen, "%s: equals_path must be a path string", in);
+			x->eq_text = xstrndup(json_string_value(ep), json_string_length(ep));
+			if (parse_rooted(json_string_value(ep), json_string_length(ep), SPEC_VAR_ANSWER,
+			                 &x->eq_src, &x->eq_path, why, sizeof why) < 0)
+				return fail(err, errlen, "%s: equals_path '%.100s' is not a valid path: %s", in,
+				            x->eq_text, why);
+			if (x->eq_src == SPEC_VAR_MATCH)
+				s->uses_match = true;
+		}
+	}
+	return 0;
+}
+
 static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *d, char *err,
                             size_t errlen)
 {
@@ -406,9 +529,14 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 			}
 			if (json_is_object(path)) {
 				static const char *const vk[] = { "path", "default", NULL };
+				static const char *const sk[] = { "where", "reduce", "of", "order", NULL };
 				char in[120];
+				bool scan = json_object_get(path, "reduce") || json_object_get(path, "where") ||
+				            json_object_get(path, "of");
 				snprintf(in, sizeof in, "dimension '%s' vars.%.64s", d->key, name);
-				if (check_keys(path, in, -1, vk, NULL, NULL, err, errlen) < 0)
+				if (check_keys(path, in, -1, vk, scan ? sk : NULL, NULL, err, errlen) < 0)
+					return -1;
+				if (scan && parse_scan(s, path, d, name, &v->scan, err, errlen) < 0)
 					return -1;
 				def = json_object_get(path, "default");
 				if (def && !json_is_number(def))
@@ -461,7 +589,8 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 		            json_string_value(src), why);
 	for (size_t i = 0; i < d->nvars; i++) {
 		d->vars[i].len_only = expr_var_use(d->expr, i) == 2;
-		if ((d->vars[i].part || d->vars[i].dim != -1) && (expr_var_use(d->expr, i) & 2))
+		if ((d->vars[i].part || d->vars[i].dim != -1 || d->vars[i].scan) &&
+		    (expr_var_use(d->expr, i) & 2))
 			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
 			            "a primitive's or a dimension's score", d->key, d->vars[i].name);
 	}

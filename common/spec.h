@@ -76,6 +76,25 @@ struct spec_var {
 	 * score ÷ 1000), or another dimension's final score ÷ its scale (dim ≥ 0). */
 	struct spec_dim *part;       /* {"primitive": ...}, or NULL */
 	int dim;                     /* {"dimension": key}: that dimension's index, else -1 */
+	struct spec_scan *scan;      /* {"path", "where", "reduce", ...} over an array, or NULL */
+};
+/* Filter and scan (common/README.md "Filter and scan"): which elements of an array a var
+ * keeps, and the number it reduces them to. */
+enum spec_reduce { SPEC_R_COUNT, SPEC_R_SUM, SPEC_R_MIN, SPEC_R_MAX, SPEC_R_NEW_BEST,
+                   SPEC_R_SORTED, SPEC_R_IN_ORDER };
+struct spec_where {
+	struct jpath *field;         /* inside the element; NULL: the element itself */
+	const json_t *equals;        /* literal (borrowed from the spec's JSON), or NULL */
+	const json_t *in;            /* array of literals (borrowed), or NULL */
+	struct jpath *eq_path; enum spec_var_source eq_src; char *eq_text;  /* equals_path */
+	int type;                    /* json_type to match (JSON_INTEGER: any number), or -1 */
+	bool negate;                 /* "not": true */
+};
+struct spec_scan {
+	size_t nwhere; struct spec_where *where;   /* all must hold */
+	enum spec_reduce reduce;
+	struct jpath *of;            /* the number inside each kept element; NULL: the element */
+	bool descending;             /* order "descending": new_best counts new minimums */
 };
 /* count: what is counted. */
 enum spec_count { SPEC_C_LENGTH, SPEC_C_DISTINCT, SPEC_C_UNIQUE_RATIO, SPEC_C_PRESENT };
