@@ -592,7 +592,7 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 		if ((d->vars[i].part || d->vars[i].dim != -1 || d->vars[i].scan) &&
 		    (expr_var_use(d->expr, i) & 2))
 			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
-			            "a primitive's or a dimension's score", d->key, d->vars[i].name);
+			            "a part's, a dimension's or a scan's number", d->key, d->vars[i].name);
 	}
 	const json_t *nm = json_object_get(dim, "null_as_missing");
 	if (nm && !json_is_boolean(nm))

@@ -709,6 +709,90 @@ def q_scaled(q, full):
     return math.floor(fr * full + Fraction(1, 2))
 
 
+def scan_ref(v, docs, err):
+    """common/README.md "Filter and scan": the var's exact value (a Q), or None after err()."""
+    text = v['path']
+    doc, p = root_path(text, 'answer', docs)
+    arr = get(doc, p)
+    if arr is MISSING:
+        if 'default' in v:
+            return q_var(v['default'])
+        err(text)
+        return None
+    if not isinstance(arr, list):
+        err(text)
+        return None
+    tests = v.get('where', [])
+    tests = tests if isinstance(tests, list) else [tests]
+    targets = []
+    for t in tests:
+        if 'equals_path' in t:
+            tdoc, tp = root_path(t['equals_path'], 'answer', docs)
+            x = get(tdoc, tp)
+            if x is MISSING:
+                err(t['equals_path'])
+                return None
+            targets.append(x)
+        else:
+            targets.append(t.get('equals'))
+    types = {'string': lambda x: isinstance(x, str), 'number': is_num,
+             'boolean': lambda x: isinstance(x, bool), 'null': lambda x: x is None,
+             'array': lambda x: isinstance(x, list), 'object': lambda x: isinstance(x, dict)}
+
+    def passes(e):
+        for t, tg in zip(tests, targets):
+            f = get(e, t.get('field'))
+            if f is MISSING:
+                hit = False
+            elif 'type' in t:
+                hit = types[t['type']](f)
+            elif 'in' in t:
+                hit = any(deep_eq(f, x) for x in t['in'])
+            else:
+                hit = deep_eq(f, tg)
+            if hit == bool(t.get('not', False)):
+                return False
+        return True
+    kept = [e for e in arr if passes(e)]
+    red = v['reduce']
+    if red == 'count':
+        return q_make(len(kept), 1)
+    vals = []
+    for e in kept:
+        x = get(e, v.get('of'))
+        if not is_num(x):
+            err(text)
+            return None
+        vals.append(x)
+    desc = v.get('order') == 'descending'
+    if red == 'sum':
+        tot = q_make(0, 1)
+        for x in vals:
+            tot = q_add(tot, q_var(x), 1)
+        return tot
+    if red in ('min', 'max'):
+        if not vals:
+            if 'default' in v:
+                return q_var(v['default'])
+            err(text)
+            return None
+        fr = [exact(x) for x in vals]
+        best = min(fr) if red == 'min' else max(fr)
+        return q_var(vals[fr.index(best)])
+    fr = [exact(x) for x in vals]
+    if red == 'new_best':
+        n, best = 0, None
+        for x in fr:
+            if best is None or (x < best if desc else x > best):
+                best = x
+                n += 1
+        return q_make(n, 1)
+    pairs = [(a >= b if desc else a <= b) for a, b in zip(fr, fr[1:])]
+    if red == 'sorted':
+        return q_make(1 if all(pairs) else 0, 1)
+    return q_make(sum(pairs), 1)
+
+
 def composite_reads(d):
     """The dimension keys a composite expression's vars read."""
     if d.get('primitive') != 'expression':
@@ -1129,6 +1213,15 @@ def reference_score(spec, sub, gt, match):
                     # another dimension's final score / its full score
                     t = dims[path['dimension']]
                     env[name] = q_make(final[t['key']], t.get('points', 1000))
+                    continue
+                if isinstance(path, dict) and 'reduce' in path:
+                    docs = {'answer': answer, 'metadata': metadata, 'ground_truth': gt,
+                            'match': match_doc}
+                    q = scan_ref(path, docs, err)
+                    if q is None:
+                        bad = True
+                    else:
+                        env[name] = q
                     continue
                 if path.startswith('metadata.'):
                     v = resolve(metadata, path[len('metadata.'):])
@@ -1949,6 +2042,82 @@ def gen_case(rng, idx):
     return spec, sub, case.gt, case.match
 
 
+V3S_SHARE = float(os.environ.get("SCORE_DIFF_V3S_SHARE", "0.2"))  # specs given a scan dimension
+SCAN_EXPRS = ['min(1, A / 10)', 'A / max(1, B)', 'clamp(A * 0.1 + B * 0.2, 0, 1)',
+              '(A >= 2) * 0.5 + 0.5 * (B == 0)', 'max(A, B) / 7', '1 - 0.1 * A', 'A * B / 20']
+
+
+def v3_scans(rng, spec, sub, gt):
+    """common/README.md "Filter and scan": some specs get one dimension replaced by an
+    expression over filter-and-scan vars on a random array of records in the answer (statuses,
+    numbers, missing and ill-typed fields), tests against literals, lists, types and
+    ground-truth values. Its own generator, so the cases generated before stay the same."""
+    if rng.random() >= V3S_SHARE:
+        return spec, sub, gt
+    spec, sub, gt = copy.deepcopy(spec), copy.deepcopy(sub), copy.deepcopy(gt)
+    recs = []
+    for _ in range(rng.choice([0, 1, 3, 5, 8, 12])):
+        r = {}
+        if rng.random() < 0.9:
+            r['status'] = rng.choice(['pass', 'fail', 'skip', 'pass', None, 1, 'PASS'])
+        if rng.random() < 0.93:
+            r['score'] = rng.choice([1, 2, 2.5, 0.1, 0.2, 3, -3, 10, 7, 'x', True, 2.0])
+        if rng.random() < 0.5:
+            r['kind'] = rng.choice(['a', 'b', ['a'], {'k': 1}])
+        recs.append(r if rng.random() < 0.95 else rng.choice([5, 'str', None]))
+    arrname = 'sc_runs'
+    if rng.random() < 0.9:
+        sub['answer'][arrname] = recs
+    elif rng.random() < 0.5:
+        sub['answer'][arrname] = {'not': 'an array'}
+    gt['sc_status'] = rng.choice(['pass', 'fail', 1, None])
+    vars_ = {}
+    names = []
+    for k in range(rng.choice([1, 2, 2, 3])):
+        red = rng.choice(['count', 'count', 'sum', 'min', 'max', 'new_best', 'sorted',
+                          'in_order'])
+        v = {'path': arrname, 'reduce': red}
+        tests = []
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            r = rng.random()
+            t = {'field': rng.choice(['status', 'status', 'kind', 'score'])}
+            if r < 0.35:
+                t['equals'] = rng.choice(['pass', 'fail', 1, None, ['a'], {'k': 1}])
+            elif r < 0.55:
+                t['equals_path'] = rng.choice(['@ground_truth.sc_status', '@ground_truth.nope'])
+            elif r < 0.75:
+                t['in'] = rng.sample(['pass', 'fail', 'skip', 1, None], rng.randint(0, 3))
+            else:
+                t['type'] = rng.choice(['string', 'number', 'boolean', 'null', 'array',
+                                        'object'])
+            if rng.random() < 0.2:
+                t['not'] = True
+            if rng.random() < 0.1:
+                del t['field']
+            tests.append(t)
+        if red != 'count':
+            v['of'] = 'score'
+            if rng.random() < 0.7:   # mostly numbers only, so most scans have a value
+                tests.append({'field': 'score', 'type': 'number'})
+        if tests:
+            v['where'] = tests[0] if len(tests) == 1 and rng.random() < 0.5 else tests
+        if red in ('new_best', 'sorted', 'in_order') and rng.random() < 0.4:
+            v['order'] = rng.choice(['ascending', 'descending'])
+        if rng.random() < 0.2:
+            v['default'] = rng.choice([0, 1, 2.5])
+        vars_['s%d' % k] = v
+        names.append('s%d' % k)
+    e = rng.choice(SCAN_EXPRS)
+    for x in 'AB':
+        e = e.replace(x, rng.choice(names))
+    dims = spec['dimensions']
+    j = rng.randrange(len(dims))
+    nd = {k: v for k, v in dims[j].items() if k in ('key', 'weight', 'gate')}
+    nd.update(primitive='expression', expr=e, vars=vars_)
+    dims[j] = nd
+    return spec, sub, gt
+
+
 V3D_SHARE = float(os.environ.get("SCORE_DIFF_V3D_SHARE", "0.3"))  # specs given v3 dimensions
 
 COMPOSITE_EXPRS = ['max(A, B)', 'min(1, A + B)', 'A * (1 - 0.25 * (1 - B))', '(A + B) / 2 - 0.1',
@@ -2086,6 +2255,7 @@ def differential():
     cases = []
     for i in range(NCASES):
         spec, sub, gt, match = gen_case(rng, i)
+        spec, sub, gt = v3_scans(random.Random(SEED * 7717 + i), spec, sub, gt)
         spec = v3_dims(random.Random(SEED * 7919 + i), spec)
         spec = seed_form(random.Random(SEED * 1000003 + i), spec)
         cases.append((i, spec, sub, gt, match))
@@ -2104,6 +2274,9 @@ def differential():
         if any(isinstance(v, dict) and ('primitive' in v or 'dimension' in v)
                for x in spec['dimensions'] for v in (x.get('vars') or {}).values()):
             prims += ' composite'
+        if any(isinstance(v, dict) and 'reduce' in v
+               for x in spec['dimensions'] for v in (x.get('vars') or {}).values()):
+            prims += ' scan'
         try:
             exp = reference_score(spec, sub, gt or {}, match)
         except Exception as e:  # a bug in the generator/reference
