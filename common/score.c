@@ -480,8 +480,8 @@ static bool in_order(const struct spec_scan *sc, const struct dec_num *a, const 
 
 /* A filter-and-scan var over arr (common/README.md "Filter and scan"): the elements that pass
  * every test, reduced to one exact number in *q (missing: min or max of nothing). Charged
- * before it runs: per element 16 units, and per test 16 plus the compare units of its
- * values. Returns 0, -1 after an error warning, -2 when the charge did not fit (c->over).
+ * before it runs: per element 16 units, 200 more when it reduces numbers, and per test 16
+ * plus the compare units of its values. Returns 0, -1 after an error warning, -2 when the charge did not fit (c->over).
  * sdet, with explain, gets the counts. */
 static int scan_var(struct ctx *c, const struct spec_dim *d, const struct spec_var *v,
                     const json_t *arr, struct expr_q *q, json_t *sdet)
@@ -510,6 +510,8 @@ static int scan_var(struct ctx *c, const struct spec_dim *d, const struct spec_v
 		for (size_t k = 0; x->in && k < json_array_size(x->in); k++)
 			per += cmp_units(json_array_get(x->in, k), false);
 	}
+	if (sc->reduce != SPEC_R_COUNT)
+		per += W_NODE;   /* a kept element's number as an exact decimal (shortest text) */
 	size_t n = json_array_size(arr), kept = 0, count = 0;
 	if (!charge(c, per * (uint64_t)n))
 		return -2;

@@ -1157,8 +1157,85 @@ static void test_v3_dims_table(void)
 	json_decref(cases);
 }
 
+/* Filter and scan on large arrays (common/README.md "Filter and scan"): each configuration
+ * is charged before it runs, stays within the work budget and within the CPU bound, and its
+ * units stay near a nanosecond each (the ratio is printed). */
+static void test_scan_budget(void)
+{
+	static const char *const vars[] = {
+		/* 64 literals of 8 bytes in an `in` test: 544 units per element */
+		"{\"path\":\"runs\",\"where\":{\"field\":\"s\",\"in\":[%s]},\"reduce\":\"count\"}",
+		/* a deep compare against a 64-member ground-truth object per element */
+		"{\"path\":\"runs\",\"where\":{\"equals_path\":\"@ground_truth.obj\"},\"reduce\":\"count\"}",
+		/* 16 tests per element, then an exact sum of decimals */
+		"{\"path\":\"runs\",\"where\":[%s],\"reduce\":\"sum\",\"of\":\"x\"}",
+		/* new running maxima, descending */
+		"{\"path\":\"runs\",\"where\":{\"field\":\"x\",\"type\":\"number\"},"
+		"\"reduce\":\"new_best\",\"of\":\"x\",\"order\":\"descending\"}",
+	};
+	static const char *const vname[] = { "in of 64 literals", "equals a 64-member object",
+	                                     "16 tests and a sum", "new_best" };
+	struct strbuf lits = { 0 }, tests = { 0 }, obj = { 0 };
+	for (int i = 0; i < 64; i++)
+		strbuf_addf(&lits, "%s\"lit%05d\"", i ? "," : "", i);
+	for (int i = 0; i < 16; i++)
+		strbuf_addf(&tests, "%s{\"field\":\"s\",\"equals\":\"pass\"}", i ? "," : "");
+	strbuf_addlit(&obj, "{");
+	for (int i = 0; i < 64; i++)
+		strbuf_addf(&obj, "%s\"k%d\":\"value%d\"", i ? "," : "", i, i);
+	strbuf_addlit(&obj, "}");
+	for (int n = 0; n < 2; n++) {
+		size_t nel = n ? 1000000 : 40000;   /* one that fits, one far over */
+		json_t *runs = json_array(), *o = json_loads(obj.buf, 0, NULL);
+		for (size_t i = 0; i < nel; i++)
+			json_array_append_new(runs, i % 7 != 3 ? json_pack("{s:s, s:f}", "s", "pass", "x",
+			                                                   (double)(i % 1000) / 10)
+			                                       : json_deep_copy(o));
+		json_t *ans = json_pack("{s:o}", "runs", runs), *gt = json_pack("{s:o}", "obj", o);
+		for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
+			struct strbuf var = { 0 }, sp = { 0 };
+			strbuf_addf(&var, vars[k], k == 0 ? lits.buf : tests.buf);
+			strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+			for (int d = 0; d < 32; d++)
+				strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":0.03125,\"primitive\":"
+				            "\"expression\",\"expr\":\"min(1, v / 1000)\",\"vars\":{\"v\":%s}}",
+				            d ? "," : "", d, var.buf);
+			strbuf_addlit(&sp, "]}");
+			struct spec *s = parse(sp.buf);
+			struct score_result r;
+			char err[256];
+			double t0 = cpu_now();
+			int rc = s ? score_eval(s, ans, NULL, gt, NULL, NULL, NULL, &r, err, sizeof err) : -1;
+			double t = cpu_now() - t0;
+			if (!ok(rc == 0, "scan %s, %zu elements: scores", vname[k], nel))
+				diag("%s", s ? err : "spec does not parse");
+			if (rc == 0 && json_array_size(r.warnings) &&
+			    !strstr(json_string_value(json_object_get(json_array_get(r.warnings, 0),
+			                                              "message")), "work budget"))
+				diag("%s", json_string_value(json_object_get(json_array_get(r.warnings, 0),
+				                                             "message")));
+			if (rc == 0) {
+				ok(r.work <= SCORE_WORK_BUDGET && t <= EVAL_CPU_LIMIT, "scan %s, %zu elements: "
+				   "%llu units, %.1f ms CPU (%.2f ns a unit), within the budget and %.0f ms",
+				   vname[k], nel, (unsigned long long)r.work, t * 1e3,
+				   r.work ? t * 1e9 / (double)r.work : 0.0, EVAL_CPU_LIMIT * 1e3);
+				score_result_clear(&r);
+			}
+			spec_free(s);
+			strbuf_free(&var);
+			strbuf_free(&sp);
+		}
+		json_decref(ans);
+		json_decref(gt);
+	}
+	strbuf_free(&lits);
+	strbuf_free(&tests);
+	strbuf_free(&obj);
+}
+
 int main(void)
 {
+	test_scan_budget();
 	test_v3_dims_table();
 	test_work_budget_worst();
 	test_prepared_bound();
