@@ -1185,7 +1185,7 @@ static void test_scan_budget(void)
 		strbuf_addf(&obj, "%s\"k%d\":\"value%d\"", i ? "," : "", i, i);
 	strbuf_addlit(&obj, "}");
 	for (int n = 0; n < 2; n++) {
-		size_t nel = n ? 1000000 : 40000;   /* one that fits, one far over */
+		size_t nel = n ? 300000 : 40000;   /* one that fits, one far over */
 		json_t *runs = json_array(), *o = json_loads(obj.buf, 0, NULL);
 		for (size_t i = 0; i < nel; i++)
 			json_array_append_new(runs, i % 7 != 3 ? json_pack("{s:s, s:f}", "s", "pass", "x",
@@ -1235,7 +1235,6 @@ static void test_scan_budget(void)
 
 int main(void)
 {
-	test_scan_budget();
 	test_v3_dims_table();
 	test_work_budget_worst();
 	test_prepared_bound();
@@ -1253,5 +1252,7 @@ int main(void)
 	test_violations_verified();
 	test_external();
 	test_misc();
+	test_scan_budget();   /* last: its 300,000-element arrays leave the heap fragmented, which
+	                       * would slow the timed worst cases above (malloc_consolidate) */
 	return tap_done();
 }
