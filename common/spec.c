@@ -496,7 +496,8 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 	json_t *path;
 	if (vars) {
 		json_object_foreach((json_t *)vars, name, path) {
-			struct spec_var *v = &d->vars[d->nvars];
+			/* counted first: dim_free frees what a failed parse leaves in it */
+			struct spec_var *v = &d->vars[d->nvars++];
 			const json_t *def = NULL;
 			v->dim = -1;
 			if (json_is_object(path) && json_object_get(path, "primitive")) {
@@ -506,7 +507,6 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 				v->name = xstrdup(name);
 				v->text = xstrdup(name);
 				v->part = xcalloc(1, sizeof *v->part);
-				d->nvars++;
 				if (parse_part(s, path, name, v->part, d->key, err, errlen) < 0)
 					return -1;
 				continue;
@@ -524,7 +524,6 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 				v->name = xstrdup(name);
 				v->text = xstrndup(json_string_value(k), json_string_length(k));
 				v->dim = -2;   /* resolved once every key is known (resolve_refs) */
-				d->nvars++;
 				continue;
 			}
 			if (json_is_object(path)) {
@@ -554,7 +553,6 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 			v->text = xstrndup(t, tl);
 			v->has_default = def != NULL;
 			v->def = def ? json_number_value(def) : 0;
-			d->nvars++;
 			v->src = SPEC_VAR_ANSWER;
 			const char *rest;
 			size_t rl;
