@@ -481,8 +481,8 @@ static bool in_order(const struct spec_scan *sc, const struct dec_num *a, const 
 /* A filter-and-scan var over arr (common/README.md "Filter and scan"): the elements that pass
  * every test, reduced to one exact number in *q (missing: min or max of nothing). Charged
  * before it runs: per element 16 units, 200 more when it reduces numbers, and per test 16
- * plus the compare units of its values. Returns 0, -1 after an error warning, -2 when the charge did not fit (c->over).
- * sdet, with explain, gets the counts. */
+ * plus the compare units of its values. Returns 0, -1 after an error warning, -2 when the
+ * charge did not fit (c->over). sdet, with explain, gets the counts. */
 static int scan_var(struct ctx *c, const struct spec_dim *d, const struct spec_var *v,
                     const json_t *arr, struct expr_q *q, json_t *sdet)
 {
@@ -549,8 +549,8 @@ static int scan_var(struct ctx *c, const struct spec_dim *d, const struct spec_v
 		const json_t *val = get_path(sc->of, e, NULL, 0);
 		struct dec_num dn;
 		if (!val || dec_num_from_json(val, &dn) < 0) {
-			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': element %zu of '%s' "
-			     "has no number%s%s", d->key, v->name, i, v->text, sc->of ? " at " : "",
+			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': element %zu of "
+			     "'%s' has no number%s%s", d->key, v->name, i, v->text, sc->of ? " at " : "",
 			     sc->of ? jpath_text(sc->of) : "");
 			return -1;
 		}

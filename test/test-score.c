@@ -1166,7 +1166,8 @@ static void test_scan_budget(void)
 		/* 64 literals of 8 bytes in an `in` test: 544 units per element */
 		"{\"path\":\"runs\",\"where\":{\"field\":\"s\",\"in\":[%s]},\"reduce\":\"count\"}",
 		/* a deep compare against a 64-member ground-truth object per element */
-		"{\"path\":\"runs\",\"where\":{\"equals_path\":\"@ground_truth.obj\"},\"reduce\":\"count\"}",
+		"{\"path\":\"runs\",\"where\":{\"equals_path\":\"@ground_truth.obj\"},"
+		"\"reduce\":\"count\"}",
 		/* 16 tests per element, then an exact sum of decimals */
 		"{\"path\":\"runs\",\"where\":[%s],\"reduce\":\"sum\",\"of\":\"x\"}",
 		/* new running maxima, descending */

@@ -2,8 +2,8 @@
  * Unit tests for common/spec: the data table test/data/spec_cases.json (every
  * validation rule of common/README.md "Scoring spec", each with the message it must produce, and
  * valid specs that must parse; spec_v2_cases.json, spec_v3_cases.json and
- * spec_v3_dims_cases.json the same for the spec languages v2 and v3), plus the parsed view: defaults, topological
- * gate order, external dimensions, thresholds and constraints.
+ * spec_v3_dims_cases.json the same for the spec languages v2 and v3), plus the parsed
+ * view: defaults, topological gate order, external dimensions, thresholds and constraints.
  */
 #include "spec.h"
 #include "jpath.h"
