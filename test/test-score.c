@@ -1234,8 +1234,52 @@ static void test_scan_budget(void)
 	strbuf_free(&obj);
 }
 
+/* --explain of the v3 dimensions: a composite's parts (each with its own detail and score),
+ * the dimensions it reads, its scans, the exact value rounded once, points and helpers. */
+static void test_v3_explain(void)
+{
+	struct score_result r;
+	struct score_limits lim = { 0, true, 0 };
+	char err[256];
+	struct spec *s = parse("{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"h\",\"helper\":true,\"primitive\":\"text_length\",\"field\":\"s\",\"target\":10},"
+		"{\"key\":\"c\",\"weight\":1,\"primitive\":\"expression\",\"points\":7,"
+		"\"expr\":\"max(e, 0.7 * f) * hh + 0 * n\",\"vars\":{"
+		"\"e\":{\"primitive\":\"exact_match\",\"field\":\"s\",\"ground_truth_field\":\"s\"},"
+		"\"f\":{\"primitive\":\"fuzzy_string\",\"field\":\"s\",\"ground_truth_field\":\"s\"},"
+		"\"hh\":{\"dimension\":\"h\"},"
+		"\"n\":{\"path\":\"xs\",\"where\":{\"type\":\"number\"},\"reduce\":\"count\"}}}]}");
+	json_t *a = json_pack("{s:s, s:[i, s, i]}", "s", "kitten", "xs", 1, "a", 2);
+	json_t *g = json_pack("{s:s}", "s", "sitting");
+	if (!ok(s && score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0,
+	        "v3 explain: scores"))
+		goto out;
+	const json_t *c = r.dims[1].detail, *h = r.dims[0].detail;
+	const json_t *parts = json_object_get(c, "parts"), *ex = json_object_get(c, "exact");
+	ok(json_is_true(json_object_get(h, "helper")), "v3 explain: a helper says so");
+	is_int(json_integer_value(json_object_get(json_object_get(parts, "f"), "score")), 571,
+	       "v3 explain: a part's score (fuzzy kitten/sitting)");
+	ok(json_object_get(json_object_get(parts, "f"), "submitted") != NULL,
+	   "v3 explain: a part's own detail (the values it read)");
+	is_int(json_integer_value(json_object_get(json_object_get(json_object_get(c, "dimensions"),
+	       "hh"), "score")), 600, "v3 explain: the dimension read and its score");
+	is_int(json_integer_value(json_object_get(json_object_get(json_object_get(c, "scans"),
+	       "n"), "kept")), 2, "v3 explain: a scan's kept elements");
+	/* 0.7 × 0.571 × 0.6 = 0.23982 = 11991/50000 → × 7 = 1.68 → 2 */
+	ok(json_integer_value(json_array_get(ex, 0)) == 11991 &&
+	   json_integer_value(json_array_get(ex, 1)) == 50000, "v3 explain: the exact value rounded");
+	is_int(json_integer_value(json_object_get(c, "points")), 7, "v3 explain: points");
+	is_int(r.dims[1].score, 2, "v3 explain: 0.23982 of 7 points is 2");
+	score_result_clear(&r);
+out:
+	json_decref(a);
+	json_decref(g);
+	spec_free(s);
+}
+
 int main(void)
 {
+	test_v3_explain();
 	test_v3_dims_table();
 	test_work_budget_worst();
 	test_prepared_bound();
