@@ -948,6 +948,11 @@ struct expr_q expr_q_div(struct expr_q a, struct expr_q b)
 	return q_div(a, b);
 }
 
+struct expr_q expr_q_add(struct expr_q a, struct expr_q b)
+{
+	return q_add(a, b, 1);
+}
+
 int expr_q_cmp(struct expr_q a, struct expr_q b)
 {
 	return q_cmp(a, b);

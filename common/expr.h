@@ -53,8 +53,9 @@ struct expr_q expr_q_missing(void);
  * fractions; x / 0 is 0 and sets *div_zero. lens may be NULL. */
 struct expr_q expr_eval_q(const struct expr *e, const struct expr_q *values,
                           const struct expr_q *lens, int *div_zero);
-/* a / b (b not zero) and the sign of a - b, exact as in the evaluation. */
+/* a / b (b not zero), a + b, and the sign of a - b, exact as in the evaluation. */
 struct expr_q expr_q_div(struct expr_q a, struct expr_q b);
+struct expr_q expr_q_add(struct expr_q a, struct expr_q b);
 int expr_q_cmp(struct expr_q a, struct expr_q b);
 /* How variable i is used: bit 1 as a number, bit 2 inside len(); 0 if unused. */
 unsigned expr_var_use(const struct expr *e, size_t i);

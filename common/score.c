@@ -92,6 +92,7 @@ struct ctx {
 	json_t *warnings;
 	const struct score_prep *prep;
 	const struct prep_dim *cur;   /* the prepared side of the dimension being scored, or NULL */
+	const int *fin;             /* final scores so far (composites read them), by index */
 };
 
 /* What one application of a primitive noticed besides its score (nested elements that were
@@ -353,12 +354,231 @@ static int permille_q(struct expr_q q)
 	return prim_permille_ratio((unsigned __int128)q.num, (unsigned __int128)q.den);
 }
 
+/* round_half_up(full × num / den) for 0 ≤ num < den, exactly (common/README.md "Points above 1000"): the
+ * product is built bit by bit as a quotient and a remainder below den, so nothing overflows. */
+static int64_t scaled_ratio(unsigned __int128 num, unsigned __int128 den, int64_t full)
+{
+	unsigned __int128 q = 0, r = 0;
+	for (int b = 62; b >= 0; b--) {
+		q <<= 1;   /* (q + r/den) doubled; r < den < 2^127, so 2r fits */
+		r <<= 1;
+		if (r >= den) {
+			r -= den;
+			q++;
+		}
+		if ((full >> b) & 1) {   /* plus num/den */
+			r += num;
+			if (r >= den) {
+				r -= den;
+				q++;
+			}
+		}
+	}
+	return (int64_t)q + (r >= den - r);   /* half up: r/den ≥ 1/2 */
+}
+
+/* An expression's value clamped to [0, 1] times full (1000, or the dimension's points),
+ * rounded half up once: exactly when the value is an exact fraction, else as binary results
+ * are (floor(x × full + 0.5 + 1e-9)). full 1000 is permille_q. */
+static int scaled_q(struct expr_q q, int64_t full)
+{
+	if (full == 1000)
+		return permille_q(q);
+	if (q.missing || !q.exact) {
+		long double x = q.missing ? NAN : q.d;
+		if (!(x > 0))
+			return 0;
+		if (x >= 1)
+			return (int)full;
+		return (int)floorl(x * (long double)full + 0.5L + 1e-9L);
+	}
+	if (q.num <= 0)
+		return 0;
+	if (q.num >= q.den)
+		return (int)full;
+	return (int)scaled_ratio((unsigned __int128)q.num, (unsigned __int128)q.den, full);
+}
+
 /* The warning of a dimension one of whose steps did not fit the work budget. */
 static void budget_warning(struct ctx *c, const struct spec_dim *d)
 {
 	warn(c->warnings, "error", d->field_text ? d->field_text : d->key, "dimension '%s': not "
 	     "scored (0): the evaluation's work budget of %llu units is spent (README \"Work "
 	     "budget\")", d->key, (unsigned long long)SCORE_WORK_BUDGET);
+}
+
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det);
+
+/* A composite's var that is a part or another dimension (common/README.md "Composite
+ * dimensions"): its exact fraction in *q. A part is charged W_APPLY and scored as a dimension
+ * (its warnings name the composite); once a step does not fit (*spent), no later part runs and
+ * *warned says whether the budget's warning was given. parts, with explain, gets the part's
+ * detail. */
+static void composite_var(struct ctx *c, const struct spec_var *v, json_t *parts,
+                          json_t *dims, struct expr_q *q, bool *spent, bool *warned)
+{
+	if (v->dim >= 0) {
+		const struct spec_dim *t = spec_dim(c->s, (size_t)v->dim);
+		int sc = c->fin[v->dim];
+		*q = expr_q_div(expr_q_int(sc), expr_q_int(spec_dim_scale(t)));
+		if (dims)
+			json_object_set_new(dims, v->name, json_pack("{s:s, s:i}", "dimension", t->key,
+			                                             "score", sc));
+		return;
+	}
+	int sc = 0;
+	json_t *pdet = parts ? json_object() : NULL;
+	if (pdet)
+		json_object_set_new(pdet, "primitive", json_string(prim_kind_name(v->part->prim)));
+	if (*spent || c->over) {
+		*spent = true;
+	} else if (!charge(c, W_APPLY)) {
+		*spent = true;
+	} else {
+		sc = eval_prim(c, v->part, pdet);
+		if (c->over) {   /* eval_prim gave the budget's warning */
+			*spent = *warned = true;
+			sc = 0;
+		}
+	}
+	if (pdet) {
+		json_object_set_new(pdet, "score", json_integer(sc));
+		json_object_set_new(parts, v->name, pdet);
+	}
+	*q = expr_q_from_dec(sc, -3, sc / 1000.0);
+}
+
+static uint64_t cmp_units(const json_t *v, bool fold);
+
+/* Whether a kept element's number b follows a in the scan's order (equal values do). */
+static bool in_order(const struct spec_scan *sc, const struct dec_num *a, const struct dec_num *b)
+{
+	int r = dec_num_cmp(a, b);
+	return sc->descending ? r >= 0 : r <= 0;
+}
+
+/* A filter-and-scan var over arr (common/README.md "Filter and scan"): the elements that pass
+ * every test, reduced to one exact number in *q (missing: min or max of nothing). Charged
+ * before it runs: per element 16 units, 200 more when it reduces numbers, and per test 16
+ * plus the compare units of its values. Returns 0, -1 after an error warning, -2 when the
+ * charge did not fit (c->over). sdet, with explain, gets the counts. */
+static int scan_var(struct ctx *c, const struct spec_dim *d, const struct spec_var *v,
+                    const json_t *arr, struct expr_q *q, json_t *sdet)
+{
+	const struct spec_scan *sc = v->scan;
+	const json_t *target[16] = { 0 };
+	char why[200];
+	if (!json_is_array(arr)) {
+		warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': value at '%s' is %s, "
+		     "not an array", d->key, v->name, v->text, jcanon_type_name(arr));
+		return -1;
+	}
+	uint64_t per = W_CMP_NODE;
+	for (size_t w = 0; w < sc->nwhere; w++) {
+		const struct spec_where *x = &sc->where[w];
+		target[w] = x->equals;
+		if (x->eq_text) {
+			target[w] = get_path(x->eq_path, root_doc(c, x->eq_src, NULL), why, sizeof why);
+			if (!target[w]) {
+				warn(c->warnings, "error", x->eq_text, "dimension '%s': variable '%s': no value "
+				     "at '%s' (%s)", d->key, v->name, x->eq_text, why);
+				return -1;
+			}
+		}
+		per += W_CMP_NODE + cmp_units(target[w], false);
+		for (size_t k = 0; x->in && k < json_array_size(x->in); k++)
+			per += cmp_units(json_array_get(x->in, k), false);
+	}
+	if (sc->reduce != SPEC_R_COUNT)
+		per += W_NODE;   /* a kept element's number as an exact decimal (shortest text) */
+	size_t n = json_array_size(arr), kept = 0, count = 0;
+	if (!charge(c, per * (uint64_t)n))
+		return -2;
+	bool sorted = true, have = false;
+	struct dec_num prev = { 0, 0 }, best = { 0, 0 };
+	const json_t *bestj = NULL;
+	struct expr_q sum = expr_q_int(0);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *e = json_array_get(arr, i);
+		bool keep = true;
+		for (size_t w = 0; w < sc->nwhere && keep; w++) {
+			const struct spec_where *x = &sc->where[w];
+			const json_t *f = get_path(x->field, e, NULL, 0);
+			bool hit = false;
+			if (!f)
+				hit = false;   /* a missing field fails the test ("not" keeps it) */
+			else if (x->type == JSON_INTEGER)
+				hit = json_is_number(f);
+			else if (x->type == JSON_TRUE)
+				hit = json_is_boolean(f);
+			else if (x->type >= 0)
+				hit = (int)json_typeof(f) == x->type;
+			else if (x->in)
+				for (size_t k = 0; k < json_array_size(x->in) && !hit; k++)
+					hit = jcanon_equal(f, json_array_get(x->in, k), false);
+			else
+				hit = jcanon_equal(f, target[w], false);
+			keep = hit != x->negate;
+		}
+		if (!keep)
+			continue;
+		kept++;
+		if (sc->reduce == SPEC_R_COUNT)
+			continue;
+		const json_t *val = get_path(sc->of, e, NULL, 0);
+		struct dec_num dn;
+		if (!val || dec_num_from_json(val, &dn) < 0) {
+			warn(c->warnings, "error", v->text, "dimension '%s': variable '%s': element %zu of "
+			     "'%s' has no number%s%s", d->key, v->name, i, v->text, sc->of ? " at " : "",
+			     sc->of ? jpath_text(sc->of) : "");
+			return -1;
+		}
+		switch (sc->reduce) {
+		case SPEC_R_SUM:
+			sum = expr_q_add(sum, exact_of(val, json_number_value(val)));
+			break;
+		case SPEC_R_MIN: case SPEC_R_MAX:
+			if (!have || (dec_num_cmp(&dn, &best) < 0) == (sc->reduce == SPEC_R_MIN)) {
+				if (!have || dec_num_cmp(&dn, &best) != 0) {
+					best = dn;
+					bestj = val;
+				}
+			}
+			break;
+		case SPEC_R_NEW_BEST:   /* strictly better than every earlier kept value */
+			if (!have || (sc->descending ? dec_num_cmp(&dn, &best) < 0
+			                             : dec_num_cmp(&dn, &best) > 0)) {
+				best = dn;
+				count++;
+			}
+			break;
+		case SPEC_R_SORTED: case SPEC_R_IN_ORDER:
+			if (have) {
+				bool o = in_order(sc, &prev, &dn);
+				sorted = sorted && o;
+				count += o;
+			}
+			prev = dn;
+			break;
+		case SPEC_R_COUNT:
+			break;
+		}
+		have = true;
+	}
+	switch (sc->reduce) {
+	case SPEC_R_COUNT: *q = expr_q_int((long long)kept); break;
+	case SPEC_R_SUM: *q = sum; break;
+	case SPEC_R_MIN: case SPEC_R_MAX:
+		*q = bestj ? exact_of(bestj, json_number_value(bestj)) : expr_q_missing();
+		break;
+	case SPEC_R_NEW_BEST: case SPEC_R_IN_ORDER: *q = expr_q_int((long long)count); break;
+	case SPEC_R_SORTED: *q = expr_q_int(sorted ? 1 : 0); break;
+	}
+	if (sdet)
+		json_object_set_new(sdet, v->name, json_pack("{s:I, s:I, s:o}", "elements", (json_int_t)n,
+		                                             "kept", (json_int_t)kept, "value",
+		                                             q->missing ? json_null() : json_real(q->d)));
+	return 0;
 }
 
 static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *ap)
@@ -369,11 +589,26 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 	double *lens = d->nvars <= 64 ? lvals : xcalloc(d->nvars, sizeof *lens);
 	const json_t **vjson = d->nvars <= 64 ? vjs : xcalloc(d->nvars, sizeof *vjson);
 	char why[200];
-	bool ok = true, tolerant = expr_has_coalesce(d->expr);
+	bool ok = true, tolerant = expr_has_coalesce(d->expr), composite = false;
+	bool spent = false, warned = false;
 	size_t nmissing = 0;
 	c->over = false;
+	for (size_t i = 0; i < d->nvars; i++)
+		composite |= d->vars[i].part || d->vars[i].dim >= 0 || d->vars[i].scan;
+	struct expr_q *pre = composite ? xcalloc(d->nvars, sizeof *pre) : NULL;
+	bool *scanned = composite ? xcalloc(d->nvars, sizeof *scanned) : NULL;  /* pre[i] is it */
+	json_t *parts = composite && ap->det ? json_object() : NULL;
+	json_t *drefs = composite && ap->det ? json_object() : NULL;
+	json_t *scans = composite && ap->det ? json_object() : NULL;
 	for (size_t i = 0; i < d->nvars; i++) {
 		const struct spec_var *v = &d->vars[i];
+		if (v->part || v->dim >= 0) {
+			composite_var(c, v, parts, drefs, &pre[i], &spent, &warned);
+			values[i] = pre[i].d;
+			lens[i] = NAN;
+			vjson[i] = NULL;
+			continue;
+		}
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
 		if (x && json_is_null(x) && d->null_missing) {
 			x = NULL;   /* "null_as_missing": null is no value, as JavaScript's ?? reads it */
@@ -381,6 +616,21 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		}
 		values[i] = lens[i] = NAN;
 		vjson[i] = x && json_is_number(x) ? x : NULL;
+		if (v->scan && x && !c->over) {
+			int rc = scan_var(c, d, v, x, &pre[i], scans);
+			vjson[i] = NULL;
+			if (rc == -1)
+				ok = false;
+			if (rc != 0 || !pre[i].missing) {
+				values[i] = rc == 0 ? pre[i].d : NAN;
+				scanned[i] = rc == 0;
+				continue;
+			}
+			x = NULL;   /* min or max of no element: no value, as a missing path */
+			snprintf(why, sizeof why, "no element was kept");
+		} else if (v->scan && x) {
+			continue;   /* the budget is spent: nothing more of this dimension runs */
+		}
 		if (!x && v->has_default) {
 			values[i] = v->def;
 		} else if (!x) {
@@ -412,8 +662,10 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			lens[i] = value_len(x);
 	}
 	int score = 0;
-	if (c->over) {
-		budget_warning(c, d);
+	if (c->over || spent) {
+		if (!warned)
+			budget_warning(c, d);
+		c->over = true;
 		ok = false;
 	}
 	if (ok) {
@@ -422,7 +674,8 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 		struct expr_q *qvals = d->nvars <= 64 ? qv : xcalloc(d->nvars, sizeof *qvals);
 		struct expr_q *qlens = d->nvars <= 64 ? ql : xcalloc(d->nvars, sizeof *qlens);
 		for (size_t i = 0; i < d->nvars; i++) {
-			qvals[i] = exact_of(vjson[i], values[i]);
+			qvals[i] = pre && (d->vars[i].part || d->vars[i].dim >= 0 || scanned[i])
+			           ? pre[i] : exact_of(vjson[i], values[i]);
 			qlens[i] = isnan(lens[i]) ? expr_q_missing() : expr_q_int((long long)lens[i]);
 		}
 		struct expr_q q = expr_eval_q(d->expr, qvals, qlens, &div_zero);
@@ -444,17 +697,36 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 					     "at '%s' and no alternative applied", d->key, v->name, v->text);
 			}
 		}
-		score = permille_q(q);
+		score = scaled_q(q, spec_dim_scale(d));
 		if (ap->det)
 			det_set(ap, "value", isfinite(r) ? json_real(r) : json_null());
+		if (ap->det && q.exact && !q.missing && (pre || d->full_points) &&
+		    q.num >= -(__int128)INT64_MAX && q.num <= (__int128)INT64_MAX &&
+		    q.den <= (__int128)INT64_MAX)   /* the exact value rounded once */
+			det_set(ap, "exact", json_pack("[I, I]", (json_int_t)q.num, (json_int_t)q.den));
 	}
+	if (parts && json_object_size(parts))
+		det_set(ap, "parts", parts);
+	else
+		json_decref(parts);
+	if (drefs && json_object_size(drefs))
+		det_set(ap, "dimensions", drefs);
+	else
+		json_decref(drefs);
+	if (scans && json_object_size(scans))
+		det_set(ap, "scans", scans);
+	else
+		json_decref(scans);
+	free(pre);
+	free(scanned);
 	if (ap->det) {
 		json_t *vj = json_object();
 		for (size_t i = 0; i < d->nvars; i++) {
 			const struct spec_var *v = &d->vars[i];
 			/* a len()-only var shows what it holds (cut as every explained value) */
-			const json_t *x = v->len_only ? get_path(v->path, root_doc(c, v->src, NULL), why,
-			                                         sizeof why) : NULL;
+			const json_t *x = v->len_only && !v->part && v->dim < 0
+			                  ? get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why)
+			                  : NULL;
 			json_object_set_new(vj, v->name, x ? brief(x) : isnan(values[i]) ? json_null()
 			                                                  : json_real(values[i]));
 		}
@@ -2395,6 +2667,43 @@ int score_eval(const struct spec *s, const json_t *answer, const json_t *metadat
 	return rc;
 }
 
+/* The raw score (before gates) of dimension i: the external evaluator's, or its primitive's
+ * (with explain, its detail in out->dims[i].detail). */
+static int score_one(struct ctx *c, size_t i, const struct score_ext *ext,
+                     struct score_result *out)
+{
+	const struct spec *s = c->s;
+	const struct spec_dim *d = spec_dim(s, i);
+	int r;
+	if (d->external) {
+		size_t k = 0, n = ext ? ext->n : 0;
+		while (k < n && strcmp(ext->keys[k], d->key))
+			k++;
+		if (k == n) {
+			r = 0;
+			warn(c->warnings, "error", d->key, "dimension '%s': the %s evaluator gave no score "
+			     "for it", d->key, spec_evaluator_name(spec_evaluator(s)));
+		} else {
+			int v = ext->scores[k];
+			r = v < 0 ? 0 : v > 1000 ? 1000 : v;
+		}
+		return r;
+	}
+	json_t *det = c->explain ? json_object() : NULL;
+	if (det)
+		json_object_set_new(det, "primitive", json_string(prim_kind_name(d->prim)));
+	r = eval_prim(c, d, det);
+	if (det && d->norm) {
+		char nb[128];
+		norm_describe(d->norm, nb, sizeof nb);
+		json_object_set_new(det, "normalize", json_string(nb));
+	}
+	if (det && d->full_points)
+		json_object_set_new(det, "full_score", json_integer(d->full_points));
+	out->dims[i].detail = det;
+	return r;
+}
+
 int score_eval_prepared(const struct score_prep *p, const json_t *answer, const json_t *metadata,
                         const struct score_match *m, const struct score_ext *ext,
                         const struct score_limits *lim, struct score_result *out, char *err,
@@ -2456,41 +2765,27 @@ int score_eval_prepared(const struct score_prep *p, const json_t *answer, const 
 		json_object_set_new(c.match_doc, "verified", json_boolean(c.verified));
 	}
 
-	int raw[SPEC_MAX_DIMS], fin[SPEC_MAX_DIMS];
+	int raw[SPEC_MAX_DIMS] = { 0 }, fin[SPEC_MAX_DIMS] = { 0 };
+	bool later[SPEC_MAX_DIMS] = { false };
+	c.fin = fin;
+	/* In spec order, except composites that read other dimensions: those are scored in the
+	 * gate pass below, once what they read is final. */
 	for (size_t i = 0; i < nd; i++) {
-		const struct spec_dim *d = spec_dim(s, i);
-		if (d->external) {
-			size_t k = 0, n = ext ? ext->n : 0;
-			while (k < n && strcmp(ext->keys[k], d->key))
-				k++;
-			if (k == n) {
-				raw[i] = 0;
-				warn(c.warnings, "error", d->key, "dimension '%s': the %s evaluator gave no score "
-				     "for it", d->key, spec_evaluator_name(spec_evaluator(s)));
-			} else {
-				int v = ext->scores[k];
-				raw[i] = v < 0 ? 0 : v > 1000 ? 1000 : v;
-			}
-		} else {
-			json_t *det = c.explain ? json_object() : NULL;
-			if (det)
-				json_object_set_new(det, "primitive", json_string(prim_kind_name(d->prim)));
-			raw[i] = eval_prim(&c, d, det);
-			if (det && d->norm) {
-				char nb[128];
-				norm_describe(d->norm, nb, sizeof nb);
-				json_object_set_new(det, "normalize", json_string(nb));
-			}
-			out->dims[i].detail = det;
-		}
+		if (spec_dim(s, i)->ref_deps && !spec_dim(s, i)->external)
+			later[i] = true;
+		else
+			raw[i] = score_one(&c, i, ext, out);
 	}
-	/* Gates, in an order where every target is final before its dependents. */
+	/* Gates, in an order where every target (and every dimension a composite reads) is final
+	 * before its dependents. */
 	const size_t *order = spec_topo_order(s);
 	for (size_t i = 0; i < nd; i++)
 		fin[i] = raw[i];
 	for (size_t k = 0; k < nd; k++) {
 		size_t i = order[k];
 		const struct spec_dim *d = spec_dim(s, i);
+		if (later[i])
+			raw[i] = score_one(&c, i, ext, out);
 		fin[i] = raw[i];
 		bool pass = true;
 		if (d->gate_expr) {
@@ -2535,6 +2830,8 @@ int score_eval_prepared(const struct score_prep *p, const json_t *answer, const 
 			if (!o->detail)
 				o->detail = json_object();
 			json_object_set_new(o->detail, "raw_score", json_integer(raw[i]));
+			if (d->helper)
+				json_object_set_new(o->detail, "helper", json_true());
 			json_object_set_new(o->detail, "score", json_integer(fin[i]));
 		}
 	}

@@ -50,7 +50,7 @@ struct score_dim { char key[33]; int score; dec6 weight; dec6 weighted; json_t *
 enum score_outcome { SCORE_WIN, SCORE_DRAW, SCORE_LOSS };
 struct score_result {
 	int score; enum score_outcome result; bool verified;
-	size_t ndims; struct score_dim dims[16];
+	size_t ndims; struct score_dim dims[SPEC_MAX_DIMS];
 	json_t *warnings;   /* owned array */   json_t *violations; /* owned array */
 	json_t *extra;      /* owned object or NULL (tests, compile) */
 	uint64_t work;      /* work units charged (at most the budget) */

@@ -165,6 +165,20 @@ static void rkey_free(struct spec_rkey *k)
 	free(k);
 }
 
+static void scan_free(struct spec_scan *sc)
+{
+	if (!sc)
+		return;
+	for (size_t i = 0; i < sc->nwhere; i++) {
+		jpath_free(sc->where[i].field);
+		jpath_free(sc->where[i].eq_path);
+		free(sc->where[i].eq_text);
+	}
+	free(sc->where);
+	jpath_free(sc->of);
+	free(sc);
+}
+
 static void dim_free(struct spec_dim *d)
 {
 	jpath_free(d->field);
@@ -213,6 +227,11 @@ static void dim_free(struct spec_dim *d)
 		free(d->vars[i].name);
 		free(d->vars[i].text);
 		jpath_free(d->vars[i].path);
+		scan_free(d->vars[i].scan);
+		if (d->vars[i].part) {
+			dim_free(d->vars[i].part);
+			free(d->vars[i].part);
+		}
 	}
 	free(d->vars);
 }
@@ -293,6 +312,152 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 	return 0;
 }
 
+static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, int depth,
+                        char *err, size_t errlen);
+
+/* A composite's part (common/README.md "Composite dimensions"): a primitive with a dimension's
+ * parameters (paths from the answer and the ground truth as for a dimension), scored as a
+ * dimension would be; any primitive but expression. */
+static int parse_part(struct spec *s, const json_t *j, const char *name, struct spec_dim *n,
+                      const char *key, char *err, size_t errlen)
+{
+	memcpy(n->key, key, strlen(key) + 1);
+	const json_t *p = json_object_get(j, "primitive");
+	if (!json_is_string(p))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: primitive must be a string",
+		            key, name);
+	if (prim_kind_from_name(json_string_value(p), &n->prim) < 0)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: unknown primitive '%.64s'", key,
+		            name, json_string_value(p));
+	if (n->prim == PRIM_EXPRESSION)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: an expression cannot be a part of "
+		            "a composite (make it a dimension, helper if it should count nothing, and "
+		            "read it with {\"dimension\": key})", key, name);
+	static const char *const own[] = { "primitive", NULL };
+	char in[120];
+	snprintf(in, sizeof in, "dimension '%s' vars.%.64s", key, name);
+	if (check_keys(j, in, (int)n->prim, own, prim_params(n->prim), NULL, err, errlen) < 0)
+		return -1;
+	if (parse_params(s, j, n, 0, err, errlen) == 0)
+		return 0;
+	/* "dimension 'k': rule" names the part: "dimension 'k' vars.name: rule" */
+	char head[48], msg[512];
+	int hl = snprintf(head, sizeof head, "dimension '%s': ", key);
+	if (errlen && hl > 0 && !strncmp(err, head, (size_t)hl)) {
+		snprintf(msg, sizeof msg, "dimension '%s' vars.%.64s: %s", key, name, err + hl);
+		snprintf(err, errlen, "%s", msg);
+	}
+	return -1;
+}
+
+/* A relative path inside an array element (where.field, of); absent: the element. */
+static int elem_path(const json_t *o, const char *k, struct jpath **out, const char *dk,
+                     const char *name, char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(o, k);
+	char why[160];
+	*out = NULL;
+	if (!v)
+		return 0;
+	if (!json_is_string(v) || jpath_parse(json_string_value(v), json_string_length(v), out, why,
+	                                      sizeof why) < 0)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: %s must be a path inside each "
+		            "element%s%s", dk, name, k, json_is_string(v) ? ": " : "",
+		            json_is_string(v) ? why : "");
+	return 0;
+}
+
+/* A filter-and-scan var (common/README.md "Filter and scan"): "where" (a test or an array of
+ * tests, all must hold), "reduce", "of", "order"; its "path" (the array) is read as any var's. */
+static int parse_scan(struct spec *s, const json_t *o, const struct spec_dim *d,
+                      const char *name, struct spec_scan **out, char *err, size_t errlen)
+{
+	static const char *const rn[] = { "count", "sum", "min", "max", "new_best", "sorted",
+	                                  "in_order", NULL };
+	static const char *const tn[] = { "string", "number", "boolean", "null", "array", "object",
+	                                  NULL };
+	static const int tv[] = { JSON_STRING, JSON_INTEGER, JSON_TRUE, JSON_NULL, JSON_ARRAY,
+	                          JSON_OBJECT };
+	struct spec_scan *sc = *out = xcalloc(1, sizeof *sc);
+	const json_t *r = json_object_get(o, "reduce"), *w = json_object_get(o, "where");
+	size_t k = 0;
+	while (rn[k] && !(json_is_string(r) && !strcmp(json_string_value(r), rn[k])))
+		k++;
+	if (!rn[k])
+		return fail(err, errlen, "dimension '%s': vars.%.64s: reduce must be one of count, sum, "
+		            "min, max, new_best, sorted, in_order", d->key, name);
+	sc->reduce = (enum spec_reduce)k;
+	if (elem_path(o, "of", &sc->of, d->key, name, err, errlen) < 0)
+		return -1;
+	if (sc->reduce == SPEC_R_COUNT && json_object_get(o, "of"))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: reduce count takes no of",
+		            d->key, name);
+	const json_t *ord = json_object_get(o, "order");
+	if (ord && (!json_is_string(ord) || (strcmp(json_string_value(ord), "ascending") &&
+	                                     strcmp(json_string_value(ord), "descending"))))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: order must be \"ascending\" or "
+		            "\"descending\"", d->key, name);
+	if (ord && sc->reduce != SPEC_R_NEW_BEST && sc->reduce != SPEC_R_SORTED &&
+	    sc->reduce != SPEC_R_IN_ORDER)
+		return fail(err, errlen, "dimension '%s': vars.%.64s: order applies to new_best, sorted "
+		            "and in_order only", d->key, name);
+	sc->descending = ord && !strcmp(json_string_value(ord), "descending");
+	if (w && !json_is_object(w) && !(json_is_array(w) && json_array_size(w) >= 1 &&
+	                                 json_array_size(w) <= 16))
+		return fail(err, errlen, "dimension '%s': vars.%.64s: where must be a test or an array of "
+		            "1 to 16 tests", d->key, name);
+	sc->nwhere = !w ? 0 : json_is_array(w) ? json_array_size(w) : 1;
+	sc->where = xcalloc(sc->nwhere ? sc->nwhere : 1, sizeof *sc->where);
+	for (size_t i = 0; i < sc->nwhere; i++) {
+		const json_t *t = json_is_array(w) ? json_array_get(w, i) : w;
+		struct spec_where *x = &sc->where[i];
+		static const char *const wk[] = { "field", "equals", "equals_path", "in", "type", "not",
+		                                  NULL };
+		char in[140];
+		x->type = -1;
+		snprintf(in, sizeof in, "dimension '%s' vars.%.64s.where", d->key, name);
+		if (!json_is_object(t))
+			return fail(err, errlen, "%s: a test must be an object", in);
+		if (check_keys(t, in, -1, wk, NULL, NULL, err, errlen) < 0 ||
+		    elem_path(t, "field", &x->field, d->key, name, err, errlen) < 0)
+			return -1;
+		const json_t *ep = json_object_get(t, "equals_path"), *ty = json_object_get(t, "type");
+		const json_t *nt = json_object_get(t, "not");
+		x->equals = json_object_get(t, "equals");
+		x->in = json_object_get(t, "in");
+		if (!!x->equals + !!ep + !!x->in + !!ty != 1)
+			return fail(err, errlen, "%s: a test needs exactly one of equals, equals_path, in, "
+			            "type", in);
+		if (x->in && (!json_is_array(x->in) || json_array_size(x->in) > 64))
+			return fail(err, errlen, "%s: in must be an array of at most 64 values", in);
+		if (nt && !json_is_boolean(nt))
+			return fail(err, errlen, "%s: not must be true or false", in);
+		x->negate = json_is_true(nt);
+		if (ty) {
+			size_t j = 0;
+			while (tn[j] && !(json_is_string(ty) && !strcmp(json_string_value(ty), tn[j])))
+				j++;
+			if (!tn[j])
+				return fail(err, errlen, "%s: type must be one of string, number, boolean, null, "
+				            "array, object", in);
+			x->type = tv[j];
+		}
+		if (ep) {
+			char why[160];
+			if (!json_is_string(ep))
+				return fail(err, errlen, "%s: equals_path must be a path string", in);
+			x->eq_text = xstrndup(json_string_value(ep), json_string_length(ep));
+			if (parse_rooted(json_string_value(ep), json_string_length(ep), SPEC_VAR_ANSWER,
+			                 &x->eq_src, &x->eq_path, why, sizeof why) < 0)
+				return fail(err, errlen, "%s: equals_path '%.100s' is not a valid path: %s", in,
+				            x->eq_text, why);
+			if (x->eq_src == SPEC_VAR_MATCH)
+				s->uses_match = true;
+		}
+	}
+	return 0;
+}
+
 static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *d, char *err,
                             size_t errlen)
 {
@@ -307,19 +472,52 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 	if (vars && !json_is_object(vars))
 		return fail(err, errlen, "dimension '%s': vars must be an object, not %s", d->key,
 		            jcanon_type_name(vars));
-	size_t nv = vars ? json_object_size(vars) : 0;
+	size_t nv = vars ? json_object_size(vars) : 0, nparts = 0;
 	d->vars = xcalloc(nv ? nv : 1, sizeof *d->vars);
 	const char *name;
 	json_t *path;
 	if (vars) {
 		json_object_foreach((json_t *)vars, name, path) {
-			struct spec_var *v = &d->vars[d->nvars];
+			/* counted first: dim_free frees what a failed parse leaves in it */
+			struct spec_var *v = &d->vars[d->nvars++];
 			const json_t *def = NULL;
-			if (json_is_object(path)) {
-				static const char *const vk[] = { "path", "default", NULL };
+			v->dim = -1;
+			if (json_is_object(path) && json_object_get(path, "primitive")) {
+				if (++nparts > SPEC_MAX_PARTS)
+					return fail(err, errlen, "dimension '%s': a composite reads at most %d "
+					            "primitives", d->key, SPEC_MAX_PARTS);
+				v->name = xstrdup(name);
+				v->text = xstrdup(name);
+				v->part = xcalloc(1, sizeof *v->part);
+				if (parse_part(s, path, name, v->part, d->key, err, errlen) < 0)
+					return -1;
+				continue;
+			}
+			if (json_is_object(path) && json_object_get(path, "dimension")) {
+				static const char *const dk[] = { "dimension", NULL };
 				char in[120];
 				snprintf(in, sizeof in, "dimension '%s' vars.%.64s", d->key, name);
-				if (check_keys(path, in, -1, vk, NULL, NULL, err, errlen) < 0)
+				if (check_keys(path, in, -1, dk, NULL, NULL, err, errlen) < 0)
+					return -1;
+				const json_t *k = json_object_get(path, "dimension");
+				if (!json_is_string(k))
+					return fail(err, errlen, "dimension '%s': vars.%.64s.dimension must be a "
+					            "dimension key", d->key, name);
+				v->name = xstrdup(name);
+				v->text = xstrndup(json_string_value(k), json_string_length(k));
+				v->dim = -2;   /* resolved once every key is known (resolve_refs) */
+				continue;
+			}
+			if (json_is_object(path)) {
+				static const char *const vk[] = { "path", "default", NULL };
+				static const char *const sk[] = { "where", "reduce", "of", "order", NULL };
+				char in[120];
+				bool scan = json_object_get(path, "reduce") || json_object_get(path, "where") ||
+				            json_object_get(path, "of");
+				snprintf(in, sizeof in, "dimension '%s' vars.%.64s", d->key, name);
+				if (check_keys(path, in, -1, vk, scan ? sk : NULL, NULL, err, errlen) < 0)
+					return -1;
+				if (scan && parse_scan(s, path, d, name, &v->scan, err, errlen) < 0)
 					return -1;
 				def = json_object_get(path, "default");
 				if (def && !json_is_number(def))
@@ -337,7 +535,6 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 			v->text = xstrndup(t, tl);
 			v->has_default = def != NULL;
 			v->def = def ? json_number_value(def) : 0;
-			d->nvars++;
 			v->src = SPEC_VAR_ANSWER;
 			const char *rest;
 			size_t rl;
@@ -370,8 +567,13 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 	if (rc < 0)
 		return fail(err, errlen, "dimension '%s': expression '%.100s' does not parse: %s", d->key,
 		            json_string_value(src), why);
-	for (size_t i = 0; i < d->nvars; i++)
+	for (size_t i = 0; i < d->nvars; i++) {
 		d->vars[i].len_only = expr_var_use(d->expr, i) == 2;
+		if ((d->vars[i].part || d->vars[i].dim != -1 || d->vars[i].scan) &&
+		    (expr_var_use(d->expr, i) & 2))
+			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
+			            "a part's, a dimension's or a scan's number", d->key, d->vars[i].name);
+	}
 	const json_t *nm = json_object_get(dim, "null_as_missing");
 	if (nm && !json_is_boolean(nm))
 		return fail(err, errlen, "dimension '%s': null_as_missing must be true or false", d->key);
@@ -987,24 +1189,37 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 			return fail(err, errlen, "dimension '%s': key is not unique (also dimensions[%zu])",
 			            d->key, j);
 
-	const json_t *w = json_object_get(dim, "weight");
+	const json_t *w = json_object_get(dim, "weight"), *h = json_object_get(dim, "helper");
 	int places;
-	if (!w)
+	if (h && !json_is_boolean(h))
+		return fail(err, errlen, "dimension '%s': helper must be true or false", d->key);
+	d->helper = json_is_true(h);
+	if (d->helper && (!w || (json_is_number(w) && json_number_value(w) == 0))) {
+		d->weight = 0;   /* counts nothing in the total (common/README.md "Helper dimensions") */
+	} else if (d->helper) {
+		return fail(err, errlen, "dimension '%s': a helper dimension counts nothing in the total: "
+		            "its weight must be 0 or absent", d->key);
+	} else if (!w) {
 		return fail(err, errlen, "dimension '%s': weight is required", d->key);
-	if (!json_is_number(w))
-		return fail(err, errlen, "dimension '%s': weight must be a number, not %s", d->key,
-		            jcanon_type_name(w));
-	num_text(w, nb, sizeof nb);
-	int rc = dec_from_json(w, &d->weight, &places);
-	if (places > 6)
-		return fail(err, errlen, "dimension '%s': weight %s has more than 6 decimal places",
-		            d->key, nb);
-	if (rc < 0 || d->weight <= 0 || d->weight > DEC6_ONE)
-		return fail(err, errlen, "dimension '%s': weight %s is not in (0, 1]", d->key, nb);
+	}
+	if (!d->helper) {   /* a weight in (0, 1] */
+		if (!json_is_number(w))
+			return fail(err, errlen, "dimension '%s': weight must be a number, not %s", d->key,
+			            jcanon_type_name(w));
+		num_text(w, nb, sizeof nb);
+		int rc = dec_from_json(w, &d->weight, &places);
+		if (places > 6)
+			return fail(err, errlen, "dimension '%s': weight %s has more than 6 decimal places",
+			            d->key, nb);
+		if (rc < 0 || d->weight <= 0 || d->weight > DEC6_ONE)
+			return fail(err, errlen, "dimension '%s': weight %s is not in (0, 1]%s", d->key, nb,
+			            rc == 0 && d->weight == 0 ? " (a dimension that counts nothing is "
+			            "\"helper\": true)" : "");
+	}
 
 	const json_t *p = json_object_get(dim, "primitive");
 	static const char *const own[] = { "key", "name", "weight", "primitive", "gate", "judge",
-	                                   NULL };
+	                                   "helper", "full_score", NULL };
 	char in[80];
 	snprintf(in, sizeof in, "dimension '%s'", d->key);
 	if (p) {
@@ -1020,6 +1235,14 @@ static int parse_dim(struct spec *s, size_t i, const json_t *dim, json_t *gate_t
 		            d->key, spec_evaluator_name(s->ev));
 	if (check_keys(dim, in, (int)d->prim, own, prim_params(d->prim), NULL, err, errlen) < 0)
 		return -1;
+	const json_t *pt = json_object_get(dim, "full_score");
+	if (pt && d->prim != PRIM_EXPRESSION)
+		return fail(err, errlen, "dimension '%s': full_score applies to primitive expression "
+		            "only (its value is exact, so it is rounded once)", d->key);
+	if (pt && (!as_count(pt, &d->full_points) || d->full_points < 1 ||
+	           d->full_points > SPEC_MAX_POINTS))
+		return fail(err, errlen, "dimension '%s': full_score must be an integer from 1 to %d "
+		            "(the dimension's raw maximum)", d->key, SPEC_MAX_POINTS);
 	if (p) {
 		if (parse_params(s, dim, d, 0, err, errlen) < 0)
 			return -1;
@@ -1080,7 +1303,34 @@ static int parse_gate_expr(struct spec *s, size_t i, const json_t *g, char *err,
 	return 0;
 }
 
-/* Depth-first topological sort over gate dependencies; reports the first cycle found. */
+/* A composite's {"dimension": key} vars: the key must name another dimension; each becomes a
+ * dependency (ref_deps) for the topological order. */
+static int find_dim(const struct spec *s, const char *key);
+
+static int resolve_refs(struct spec *s, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < s->ndims; i++) {
+		struct spec_dim *d = &s->dims[i];
+		for (size_t k = 0; k < d->nvars; k++) {
+			struct spec_var *v = &d->vars[k];
+			if (v->dim != -2)
+				continue;
+			int t = find_dim(s, v->text);
+			if (t < 0)
+				return fail(err, errlen, "dimension '%s': vars.%.64s reads dimension '%.64s', "
+				            "which does not exist", d->key, v->name, v->text);
+			if ((size_t)t == i)
+				return fail(err, errlen, "dimension '%s': vars.%.64s reads the dimension itself",
+				            d->key, v->name);
+			v->dim = t;
+			d->ref_deps |= 1u << t;
+		}
+	}
+	return 0;
+}
+
+/* Depth-first topological sort over gate dependencies and composite references; reports the
+ * first cycle found. */
 static int topo_visit(struct spec *s, size_t c, int *state, size_t *chain, size_t len, size_t *n,
                       char *err, size_t errlen)
 {
@@ -1094,12 +1344,17 @@ static int topo_visit(struct spec *s, size_t c, int *state, size_t *chain, size_
 		for (size_t k = start; k < len; k++)
 			off += (size_t)snprintf(msg + off, sizeof msg - off, "%s -> ", s->dims[chain[k]].key);
 		snprintf(msg + off, sizeof msg - off, "%s", s->dims[c].key);
-		return fail(err, errlen, "dimension '%s': gates form a cycle: %s", s->dims[c].key, msg);
+		bool refs = false;
+		for (size_t k = 0; k < s->ndims; k++)
+			refs |= s->dims[k].ref_deps != 0;
+		return fail(err, errlen, "dimension '%s': %s form a cycle: %s", s->dims[c].key,
+		            refs ? "gates and composite references" : "gates", msg);
 	}
 	state[c] = 1;
 	chain[len] = c;
 	const struct spec_dim *d = &s->dims[c];
-	uint32_t deps = d->gate_expr ? d->gate_deps : d->has_gate ? 1u << d->gate_dim : 0;
+	uint32_t deps = (d->gate_expr ? d->gate_deps : d->has_gate ? 1u << d->gate_dim : 0) |
+	                d->ref_deps;
 	for (size_t k = 0; k < s->ndims; k++)
 		if ((deps & (1u << k)) && topo_visit(s, k, state, chain, len + 1, n, err, errlen) < 0)
 			return -1;
@@ -1271,6 +1526,9 @@ static int parse_test_suite(struct spec *s, const json_t *ts, char *err, size_t 
 	int di = find_dim(s, dk);
 	if (di < 0)
 		return fail(err, errlen, "test_suite.dimension '%.64s' is not a dimension of this spec", dk);
+	if (s->dims[di].full_points)
+		return fail(err, errlen, "dimension '%s': full_score does not apply to the dimension the "
+		            "tests score (0..1000)", s->dims[di].key);
 	s->dims[di].external = true;
 	s->dims[di].prim = PRIM_NONE;
 	for (size_t i = 0; i < s->ndims; i++)
@@ -1483,7 +1741,7 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 	}
 	size_t nd = json_array_size(dims);
 	if (nd < 1 || nd > SPEC_MAX_DIMS) {
-		fail(err, errlen, "dimensions must have 1 to 16 entries (has %zu)", nd);
+		fail(err, errlen, "dimensions must have 1 to %d entries (has %zu)", SPEC_MAX_DIMS, nd);
 		goto bad;
 	}
 	for (size_t i = 0; i < nd; i++) {
@@ -1512,7 +1770,7 @@ int spec_from_json(const json_t *root, struct spec **out, char *err, size_t errl
 		}
 		s->dims[i].gate_dim = (size_t)gi;
 	}
-	if (topo(s, err, errlen) < 0)
+	if (resolve_refs(s, err, errlen) < 0 || topo(s, err, errlen) < 0)
 		goto bad;
 
 	dec6 sum = 0;

@@ -27,7 +27,13 @@ struct expr;
 #define SPEC_CASE_WEIGHT_MIN 1
 #define SPEC_CASE_WEIGHT_MAX (1000000LL * 1000000LL)
 
-#define SPEC_MAX_DIMS 16
+/* Dimensions per spec (common/README.md "Rules"); gate and reference sets are bit masks of
+ * this many bits. */
+#define SPEC_MAX_DIMS 32
+/* The largest raw scale a dimension may declare ("full_score", common/README.md "Points above 1000"). */
+#define SPEC_MAX_POINTS 1000000
+/* Nested primitives one composite expression may read ("Composite dimensions"). */
+#define SPEC_MAX_PARTS 64
 
 enum spec_evaluator { SPEC_DETERMINISTIC, SPEC_TEST_SUITE, SPEC_CUSTOM_SCRIPT, SPEC_JUDGE,
                       SPEC_CONTAINER };
@@ -65,6 +71,30 @@ struct spec_var {
 	char *text;                  /* the path as written in the spec */
 	bool has_default; double def;   /* {"path": ..., "default": N}: used when missing */
 	bool len_only;               /* used only inside len(): need not be a number */
+	/* Composite dimensions (common/README.md "Composite dimensions"): a var is either a path
+	 * (above), a nested primitive scored like a dimension (part, owned; its fraction is
+	 * score ÷ 1000), or another dimension's final score ÷ its scale (dim ≥ 0). */
+	struct spec_dim *part;       /* {"primitive": ...}, or NULL */
+	int dim;                     /* {"dimension": key}: that dimension's index, else -1 */
+	struct spec_scan *scan;      /* {"path", "where", "reduce", ...} over an array, or NULL */
+};
+/* Filter and scan (common/README.md "Filter and scan"): which elements of an array a var
+ * keeps, and the number it reduces them to. */
+enum spec_reduce { SPEC_R_COUNT, SPEC_R_SUM, SPEC_R_MIN, SPEC_R_MAX, SPEC_R_NEW_BEST,
+                   SPEC_R_SORTED, SPEC_R_IN_ORDER };
+struct spec_where {
+	struct jpath *field;         /* inside the element; NULL: the element itself */
+	const json_t *equals;        /* literal (borrowed from the spec's JSON), or NULL */
+	const json_t *in;            /* array of literals (borrowed), or NULL */
+	struct jpath *eq_path; enum spec_var_source eq_src; char *eq_text;  /* equals_path */
+	int type;                    /* json_type to match (JSON_INTEGER: any number), or -1 */
+	bool negate;                 /* "not": true */
+};
+struct spec_scan {
+	size_t nwhere; struct spec_where *where;   /* all must hold */
+	enum spec_reduce reduce;
+	struct jpath *of;            /* the number inside each kept element; NULL: the element */
+	bool descending;             /* order "descending": new_best counts new minimums */
 };
 /* count: what is counted. */
 enum spec_count { SPEC_C_LENGTH, SPEC_C_DISTINCT, SPEC_C_UNIQUE_RATIO, SPEC_C_PRESENT };
@@ -117,9 +147,19 @@ struct spec_dim {
 	bool words_terms;                        /* term_coverage terms_from "words" */
 	bool has_gate; size_t gate_dim; double gate_above;
 	struct expr *gate_expr; uint32_t gate_deps;   /* gate {"expr": ...} over dimension keys */
+	uint32_t ref_deps;           /* dimensions an expression's {"dimension": k} vars read */
+	bool helper;                 /* "helper": true: weight 0, counts nothing in the total */
+	int64_t full_points;         /* expression "points": score 0..full_points; 0: 0..1000 */
 };
+_Static_assert(SPEC_MAX_DIMS <= 32, "gate_deps and ref_deps are 32-bit masks");
+/* A dimension's full score: its points, or 1000. */
+static inline int64_t spec_dim_scale(const struct spec_dim *d)
+{
+	return d->full_points ? d->full_points : 1000;
+}
 const struct spec_dim *spec_dim(const struct spec *s, size_t i);
-/* Dimension indexes in an order where every gate target comes before the dimensions it gates. */
+/* Dimension indexes in an order where every gate target, and every dimension a composite
+ * reads, comes before the dimensions that depend on it. */
 const size_t *spec_topo_order(const struct spec *s);
 /* The total rule: false (default) floor(min(1000, Σ weighted)); true ("total": "round_each")
  * each weighted value rounded half up, then summed, capped at 1000. */

@@ -1024,10 +1024,11 @@ static void test_work_budget_worst(void)
 	struct strbuf dup = { 0 };   /* "a" 64 times */
 	for (int i = 0; i < 64; i++)
 		strbuf_addf(&dup, "%s\"a\"", i ? "," : "");
-	static const char *const shape[] = { "top", "keyed_map", "match_objects", "nested" };
+	static const char *const shape[] = { "top", "keyed_map", "match_objects", "nested",
+	                                     "composite" };
 	double worst = 0;
 	for (size_t p = 0; p < sizeof leaf / sizeof leaf[0]; p++) {
-		for (size_t h = 0; h < 4; h++) {
+		for (size_t h = 0; h < BENCH_WORST_SHAPES; h++) {
 			struct strbuf sp = { 0 };
 			bench_worst_spec(&sp, leaf[p], path[p], (int)h, dup.buf);
 			struct spec *s = parse(sp.buf);
@@ -1175,8 +1176,211 @@ static void test_work_budget_keyed(void)
 	json_decref(gt);
 }
 
+/* test/data/score_v3_dims_cases.json: whole specs with composite, helper and points
+ * dimensions (common/README.md "Composite dimensions", "Helper dimensions", "Points above 1000"), each
+ * with its total, dimension scores and warnings ("severity:field", in order); scored with and
+ * without explain (the same result, and every dimension explained). The differential test
+ * scores the same table against its reference. */
+static void test_v3_dims_table(void)
+{
+	json_error_t je;
+	json_t *cases = json_load_file("test/data/score_v3_dims_cases.json", 0, &je);
+	if (!ok(cases != NULL, "load test/data/score_v3_dims_cases.json (line %d: %s)", je.line,
+	        je.text))
+		return;
+	size_t i;
+	json_t *c;
+	json_array_foreach(cases, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		struct spec *s = NULL;
+		char err[512];
+		if (!ok(spec_from_json(json_object_get(c, "spec"), &s, err, sizeof err) == 0,
+		        "%s: spec parses", name)) {
+			diag("%s", err);
+			continue;
+		}
+		const json_t *mj = json_object_get(c, "match");
+		struct score_match m = { 0 };
+		if (mj) {
+			const char *a = json_string_value(json_object_get(mj, "started_at"));
+			const char *b = json_string_value(json_object_get(mj, "submitted_at"));
+			m.has_times = isotime_parse(a, strlen(a), &m.started_at_ms) == 0 &&
+			              isotime_parse(b, strlen(b), &m.submitted_at_ms) == 0;
+		}
+		char *dumps[2] = { NULL, NULL };
+		for (int ex = 0; ex < 2; ex++) {
+			struct score_result r;
+			struct score_limits lim = { 0, ex == 1, 0 };
+			if (score_eval(s, json_object_get(c, "answer"), json_object_get(c, "metadata"),
+			               json_object_get(c, "ground_truth"), mj ? &m : NULL, NULL, &lim, &r,
+			               err, sizeof err) < 0) {
+				ok(0, "%s: scores: %s", name, err);
+				break;
+			}
+			dumps[ex] = score_result_dumps(&r);
+			if (ex == 0) {
+				is_int(r.score, json_integer_value(json_object_get(c, "score")), "%s: total", name);
+				const json_t *want = json_object_get(c, "dimensions");
+				bool same = r.ndims == json_object_size(want);
+				for (size_t k = 0; k < r.ndims; k++)
+					same = same && json_integer_value(json_object_get(want, r.dims[k].key)) ==
+					               r.dims[k].score;
+				if (!ok(same, "%s: dimension scores", name))
+					diag("%s", dumps[0]);
+				struct strbuf w = { 0 }, ww = { 0 };
+				strbuf_addlit(&w, "");
+				strbuf_addlit(&ww, "");
+				size_t j;
+				json_t *x;
+				json_array_foreach(r.warnings, j, x)
+					strbuf_addf(&w, "%s:%s ", json_string_value(json_object_get(x, "severity")),
+					            json_string_value(json_object_get(x, "field")));
+				json_array_foreach(json_object_get(c, "warnings"), j, x)
+					strbuf_addf(&ww, "%s ", json_string_value(x));
+				is_str(w.buf, ww.buf, "%s: warnings", name);
+				strbuf_free(&w);
+				strbuf_free(&ww);
+			} else {
+				bool all = true;
+				for (size_t k = 0; k < r.ndims; k++)
+					all = all && r.dims[k].detail &&
+					      json_object_get(r.dims[k].detail, "score");
+				ok(all && !strcmp(dumps[0], dumps[1]), "%s: explain gives the same result and "
+				   "explains every dimension", name);
+			}
+			score_result_clear(&r);
+		}
+		free(dumps[0]);
+		free(dumps[1]);
+		spec_free(s);
+	}
+	json_decref(cases);
+}
+
+/* Filter and scan on large arrays (common/README.md "Filter and scan"): each configuration
+ * is charged before it runs, stays within the work budget and within the CPU bound, and its
+ * units stay near a nanosecond each (the ratio is printed). */
+static void test_scan_budget(void)
+{
+	static const char *const vars[] = {
+		/* 64 literals of 8 bytes in an `in` test: 544 units per element */
+		"{\"path\":\"runs\",\"where\":{\"field\":\"s\",\"in\":[%s]},\"reduce\":\"count\"}",
+		/* a deep compare against a 64-member ground-truth object per element */
+		"{\"path\":\"runs\",\"where\":{\"equals_path\":\"@ground_truth.obj\"},"
+		"\"reduce\":\"count\"}",
+		/* 16 tests per element, then an exact sum of decimals */
+		"{\"path\":\"runs\",\"where\":[%s],\"reduce\":\"sum\",\"of\":\"x\"}",
+		/* new running maxima, descending */
+		"{\"path\":\"runs\",\"where\":{\"field\":\"x\",\"type\":\"number\"},"
+		"\"reduce\":\"new_best\",\"of\":\"x\",\"order\":\"descending\"}",
+	};
+	static const char *const vname[] = { "in of 64 literals", "equals a 64-member object",
+	                                     "16 tests and a sum", "new_best" };
+	struct strbuf lits = { 0 }, tests = { 0 }, obj = { 0 };
+	for (int i = 0; i < 64; i++)
+		strbuf_addf(&lits, "%s\"lit%05d\"", i ? "," : "", i);
+	for (int i = 0; i < 16; i++)
+		strbuf_addf(&tests, "%s{\"field\":\"s\",\"equals\":\"pass\"}", i ? "," : "");
+	strbuf_addlit(&obj, "{");
+	for (int i = 0; i < 64; i++)
+		strbuf_addf(&obj, "%s\"k%d\":\"value%d\"", i ? "," : "", i, i);
+	strbuf_addlit(&obj, "}");
+	for (int n = 0; n < 2; n++) {
+		size_t nel = n ? 300000 : 40000;   /* one that fits, one far over */
+		json_t *runs = json_array(), *o = json_loads(obj.buf, 0, NULL);
+		for (size_t i = 0; i < nel; i++)
+			json_array_append_new(runs, i % 7 != 3 ? json_pack("{s:s, s:f}", "s", "pass", "x",
+			                                                   (double)(i % 1000) / 10)
+			                                       : json_deep_copy(o));
+		json_t *ans = json_pack("{s:o}", "runs", runs), *gt = json_pack("{s:o}", "obj", o);
+		for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
+			struct strbuf var = { 0 }, sp = { 0 };
+			strbuf_addf(&var, vars[k], k == 0 ? lits.buf : tests.buf);
+			strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+			for (int d = 0; d < 32; d++)
+				strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":0.03125,\"primitive\":"
+				            "\"expression\",\"expr\":\"min(1, v / 1000)\",\"vars\":{\"v\":%s}}",
+				            d ? "," : "", d, var.buf);
+			strbuf_addlit(&sp, "]}");
+			struct spec *s = parse(sp.buf);
+			struct score_result r;
+			char err[256];
+			double t0 = cpu_now();
+			int rc = s ? score_eval(s, ans, NULL, gt, NULL, NULL, NULL, &r, err, sizeof err) : -1;
+			double t = cpu_now() - t0;
+			if (!ok(rc == 0, "scan %s, %zu elements: scores", vname[k], nel))
+				diag("%s", s ? err : "spec does not parse");
+			if (rc == 0 && json_array_size(r.warnings) &&
+			    !strstr(json_string_value(json_object_get(json_array_get(r.warnings, 0),
+			                                              "message")), "work budget"))
+				diag("%s", json_string_value(json_object_get(json_array_get(r.warnings, 0),
+				                                             "message")));
+			if (rc == 0) {
+				ok(r.work <= SCORE_WORK_BUDGET && t <= EVAL_CPU_LIMIT, "scan %s, %zu elements: "
+				   "%llu units, %.1f ms CPU (%.2f ns a unit), within the budget and %.0f ms",
+				   vname[k], nel, (unsigned long long)r.work, t * 1e3,
+				   r.work ? t * 1e9 / (double)r.work : 0.0, EVAL_CPU_LIMIT * 1e3);
+				score_result_clear(&r);
+			}
+			spec_free(s);
+			strbuf_free(&var);
+			strbuf_free(&sp);
+		}
+		json_decref(ans);
+		json_decref(gt);
+	}
+	strbuf_free(&lits);
+	strbuf_free(&tests);
+	strbuf_free(&obj);
+}
+
+/* --explain of the v3 dimensions: a composite's parts (each with its own detail and score),
+ * the dimensions it reads, its scans, the exact value rounded once, points and helpers. */
+static void test_v3_explain(void)
+{
+	struct score_result r;
+	struct score_limits lim = { 0, true, 0 };
+	char err[256];
+	struct spec *s = parse("{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"h\",\"helper\":true,\"primitive\":\"text_length\",\"field\":\"s\",\"target\":10},"
+		"{\"key\":\"c\",\"weight\":1,\"primitive\":\"expression\",\"full_score\":7,"
+		"\"expr\":\"max(e, 0.7 * f) * hh + 0 * n\",\"vars\":{"
+		"\"e\":{\"primitive\":\"exact_match\",\"field\":\"s\",\"ground_truth_field\":\"s\"},"
+		"\"f\":{\"primitive\":\"fuzzy_string\",\"field\":\"s\",\"ground_truth_field\":\"s\"},"
+		"\"hh\":{\"dimension\":\"h\"},"
+		"\"n\":{\"path\":\"xs\",\"where\":{\"type\":\"number\"},\"reduce\":\"count\"}}}]}");
+	json_t *a = json_pack("{s:s, s:[i, s, i]}", "s", "kitten", "xs", 1, "a", 2);
+	json_t *g = json_pack("{s:s}", "s", "sitting");
+	if (!ok(s && score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0,
+	        "v3 explain: scores"))
+		goto out;
+	const json_t *c = r.dims[1].detail, *h = r.dims[0].detail;
+	const json_t *parts = json_object_get(c, "parts"), *ex = json_object_get(c, "exact");
+	ok(json_is_true(json_object_get(h, "helper")), "v3 explain: a helper says so");
+	is_int(json_integer_value(json_object_get(json_object_get(parts, "f"), "score")), 571,
+	       "v3 explain: a part's score (fuzzy kitten/sitting)");
+	ok(json_object_get(json_object_get(parts, "f"), "submitted") != NULL,
+	   "v3 explain: a part's own detail (the values it read)");
+	is_int(json_integer_value(json_object_get(json_object_get(json_object_get(c, "dimensions"),
+	       "hh"), "score")), 600, "v3 explain: the dimension read and its score");
+	is_int(json_integer_value(json_object_get(json_object_get(json_object_get(c, "scans"),
+	       "n"), "kept")), 2, "v3 explain: a scan's kept elements");
+	/* 0.7 × 0.571 × 0.6 = 0.23982 = 11991/50000 → × 7 = 1.68 → 2 */
+	ok(json_integer_value(json_array_get(ex, 0)) == 11991 &&
+	   json_integer_value(json_array_get(ex, 1)) == 50000, "v3 explain: the exact value rounded");
+	is_int(json_integer_value(json_object_get(c, "full_score")), 7, "v3 explain: full_score");
+	is_int(r.dims[1].score, 2, "v3 explain: 0.23982 of 7 points is 2");
+	score_result_clear(&r);
+out:
+	json_decref(a);
+	json_decref(g);
+	spec_free(s);
+}
+
 int main(void)
 {
+	test_v3_explain();
+	test_v3_dims_table();
 	test_work_budget_worst();
 	test_prepared_bound();
 	test_prepared_index();
@@ -1193,6 +1397,8 @@ int main(void)
 	test_violations_verified();
 	test_external();
 	test_misc();
-	test_work_budget_keyed();   /* last: its 60,000-element documents leave a large heap */
+	test_work_budget_keyed();   /* these two last: their 60,000-element documents */
+	test_scan_budget();   /* and 300,000-element arrays leave the heap fragmented,
+	                       * which would slow the timed worst cases above */
 	return tap_done();
 }

@@ -1,9 +1,9 @@
 /*
  * Unit tests for common/spec: the data table test/data/spec_cases.json (every
  * validation rule of common/README.md "Scoring spec", each with the message it must produce, and
- * valid specs that must parse; spec_v2_cases.json and spec_v3_cases.json the same for the
- * spec languages v2 and v3), plus the parsed view: defaults, topological
- * gate order, external dimensions, thresholds and constraints.
+ * valid specs that must parse; spec_v2_cases.json, spec_v3_cases.json and
+ * spec_v3_dims_cases.json the same for the spec languages v2 and v3), plus the parsed
+ * view: defaults, topological gate order, external dimensions, thresholds and constraints.
  */
 #include "spec.h"
 #include "jpath.h"
@@ -128,6 +128,13 @@ int main(void)
 	/* Spec language v3 (common/README.md "Spec language v3"). */
 	cases = json_load_file("test/data/spec_v3_cases.json", 0, &je);
 	ok(cases != NULL, "load test/data/spec_v3_cases.json (line %d: %s)", je.line, je.text);
+	json_array_foreach(cases, i, c)
+		run_case(c);
+	json_decref(cases);
+	/* Composite, helper and points dimensions, 32 dimensions (common/README.md "Composite
+	 * dimensions", "Helper dimensions", "Points above 1000"). */
+	cases = json_load_file("test/data/spec_v3_dims_cases.json", 0, &je);
+	ok(cases != NULL, "load test/data/spec_v3_dims_cases.json (line %d: %s)", je.line, je.text);
 	json_array_foreach(cases, i, c)
 		run_case(c);
 	json_decref(cases);

@@ -366,9 +366,10 @@ int main(int argc, char **argv)
 		static const char *const lpath[] = { "s", "f", "a" };
 		static const char *const shape[] = { "16 top-level dimensions", "keyed_map of 64 keys",
 		                                     "match_objects 64 x 32 fields",
-		                                     "4 nested keyed_maps of 64 keys" };
+		                                     "4 nested keyed_maps of 64 keys",
+		                                     "32 composites of 64 parts" };
 		for (int l = 0; l < 3; l++) {
-			for (int h = 0; h < 4; h++) {
+			for (int h = 0; h < BENCH_WORST_SHAPES; h++) {
 				struct strbuf sp = { 0 };
 				bench_worst_spec(&sp, leaf[l == 2], lpath[l], h, dup.buf);
 				double best = 1e9, bprep = 1e9, pt;

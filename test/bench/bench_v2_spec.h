@@ -32,17 +32,36 @@ static const char *const bench_v2_spec =
 	" \"expr\":\"if(coalesce(calls, api_calls) <= 20, 1, clamp(1 - (coalesce(calls, api_calls) - 20) / 40, 0, 1)) * (1 - 0.1 * retries)\","
 	" \"vars\":{\"calls\":\"@metadata.calls\",\"api_calls\":\"@metadata.api_calls\",\"retries\":{\"path\":\"@metadata.retries\",\"default\":0}}}]}";
 
+/* Shapes of bench_worst_spec. */
+#define BENCH_WORST_SHAPES 5
 /* Appends to sp the spec of one leaf primitive (leaf: its JSON members, "%1$s" standing for
  * the field path path) in the worst nesting of shape: 0 sixteen top-level dimensions on
  * m.k0 .. m.k15, 1 a keyed_map over m, 2 match_objects over o with 32 such fields, 3 four
- * keyed_maps nested over n, each listing the keys of dup (a JSON list's inside). The answers
- * and ground truths they read are built by the callers. */
+ * keyed_maps nested over n, each listing the keys of dup (a JSON list's inside), 4 thirty-two
+ * composite dimensions of 64 parts each on m.k0 .. m.k15 (common/README.md "Composite
+ * dimensions"). The answers and ground truths they read are built by the callers. */
 static inline void bench_worst_spec(struct strbuf *sp, const char *leaf, const char *path,
                                     int shape, const char *dup)
 {
 	struct strbuf lf = { 0 };
 	strbuf_addlit(sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
-	if (shape == 0) {
+	if (shape == 4) {
+		for (int i = 0; i < 32; i++) {
+			strbuf_addf(sp, "%s{\"key\":\"d%d\",\"weight\":0.03125,\"primitive\":\"expression\","
+			            "\"expr\":\"max(p0", i ? "," : "", i);
+			for (int j = 1; j < 64; j++)
+				strbuf_addf(sp, ", p%d", j);
+			strbuf_addlit(sp, ")\",\"vars\":{");
+			for (int j = 0; j < 64; j++) {
+				char f[32];
+				snprintf(f, sizeof f, "m.k%d.%s", (i + j) % 16, path);
+				lf.len = 0;
+				strbuf_addf(&lf, leaf, f);
+				strbuf_addf(sp, "%s\"p%d\":{%s}", j ? "," : "", j, lf.buf);
+			}
+			strbuf_addlit(sp, "}}");
+		}
+	} else if (shape == 0) {
 		for (int i = 0; i < 16; i++) {
 			char f[32];
 			snprintf(f, sizeof f, "m.k%d.%s", i, path);

@@ -702,6 +702,114 @@ assert set(REFERENCE_PRIMITIVES) == set(FIELD_PRIMS + V2_PRIMS) | {
     'time_decay', 'token_efficiency', 'call_efficiency', 'expression'}
 
 
+def q_scaled(q, full):
+    """common/README.md "Points above 1000": the value clamped to [0, 1] times full, rounded half up once
+    (exactly for exact values; binary values as floor(x * full + 0.5 + 1e-9))."""
+    if full == 1000:
+        return q_permille(q)
+    if not q.exact:
+        x = q.f
+        if x != x or x <= 0:
+            return 0
+        if x >= 1:
+            return full
+        return math.floor(x * full + 0.5 + 1e-9)
+    fr = min(max(Fraction(q.n, q.d), Fraction(0)), Fraction(1))
+    return math.floor(fr * full + Fraction(1, 2))
+
+
+def scan_ref(v, docs, err):
+    """common/README.md "Filter and scan": the var's exact value (a Q), or None after err()."""
+    text = v['path']
+    doc, p = root_path(text, 'answer', docs)
+    arr = get(doc, p)
+    if arr is MISSING:
+        if 'default' in v:
+            return q_var(v['default'])
+        err(text)
+        return None
+    if not isinstance(arr, list):
+        err(text)
+        return None
+    tests = v.get('where', [])
+    tests = tests if isinstance(tests, list) else [tests]
+    targets = []
+    for t in tests:
+        if 'equals_path' in t:
+            tdoc, tp = root_path(t['equals_path'], 'answer', docs)
+            x = get(tdoc, tp)
+            if x is MISSING:
+                err(t['equals_path'])
+                return None
+            targets.append(x)
+        else:
+            targets.append(t.get('equals'))
+    types = {'string': lambda x: isinstance(x, str), 'number': is_num,
+             'boolean': lambda x: isinstance(x, bool), 'null': lambda x: x is None,
+             'array': lambda x: isinstance(x, list), 'object': lambda x: isinstance(x, dict)}
+
+    def passes(e):
+        for t, tg in zip(tests, targets):
+            f = get(e, t.get('field'))
+            if f is MISSING:
+                hit = False
+            elif 'type' in t:
+                hit = types[t['type']](f)
+            elif 'in' in t:
+                hit = any(deep_eq(f, x) for x in t['in'])
+            else:
+                hit = deep_eq(f, tg)
+            if hit == bool(t.get('not', False)):
+                return False
+        return True
+    kept = [e for e in arr if passes(e)]
+    red = v['reduce']
+    if red == 'count':
+        return q_make(len(kept), 1)
+    vals = []
+    for e in kept:
+        x = get(e, v.get('of'))
+        if not is_num(x):
+            err(text)
+            return None
+        vals.append(x)
+    desc = v.get('order') == 'descending'
+    if red == 'sum':
+        tot = q_make(0, 1)
+        for x in vals:
+            tot = q_add(tot, q_var(x), 1)
+        return tot
+    if red in ('min', 'max'):
+        if not vals:
+            if 'default' in v:
+                return q_var(v['default'])
+            err(text)
+            return None
+        fr = [exact(x) for x in vals]
+        best = min(fr) if red == 'min' else max(fr)
+        return q_var(vals[fr.index(best)])
+    fr = [exact(x) for x in vals]
+    if red == 'new_best':
+        n, best = 0, None
+        for x in fr:
+            if best is None or (x < best if desc else x > best):
+                best = x
+                n += 1
+        return q_make(n, 1)
+    pairs = [(a >= b if desc else a <= b) for a, b in zip(fr, fr[1:])]
+    if red == 'sorted':
+        return q_make(1 if all(pairs) else 0, 1)
+    return q_make(sum(pairs), 1)
+
+
+def composite_reads(d):
+    """The dimension keys a composite expression's vars read."""
+    if d.get('primitive') != 'expression':
+        return []
+    return [v['dimension'] for v in (d.get('vars') or {}).values()
+            if isinstance(v, dict) and 'dimension' in v]
+
+
 def root_path(text, default, docs):
     """(document, path or None) for a field that may start with a root."""
     for r in ('@answer', '@metadata', '@match', '@ground_truth'):
@@ -1150,8 +1258,11 @@ def reference_score(spec, sub, gt, match):
         warnings.append(('warning', field))
 
     raw = {}
-    for d in spec['dimensions']:
-        key = d['key']
+    final = {}
+    dims = {d['key']: d for d in spec['dimensions']}
+
+    def prim_score(d, key):
+        """A dimension's primitive (or a composite's part, key its composite's)."""
         prim = d['primitive']
         score = 0
         if prim in V2_PRIMS:
@@ -1279,6 +1390,24 @@ def reference_score(spec, sub, gt, match):
             env = {}
             bad = False
             for name, path in (d.get('vars') or {}).items():
+                if isinstance(path, dict) and 'primitive' in path:
+                    # a composite's part: scored as a dimension, read as score / 1000
+                    env[name] = q_make(prim_score(path, key), 1000)
+                    continue
+                if isinstance(path, dict) and 'dimension' in path:
+                    # another dimension's final score / its full score
+                    t = dims[path['dimension']]
+                    env[name] = q_make(final[t['key']], t.get('full_score', 1000))
+                    continue
+                if isinstance(path, dict) and 'reduce' in path:
+                    docs = {'answer': answer, 'metadata': metadata, 'ground_truth': gt,
+                            'match': match_doc}
+                    q = scan_ref(path, docs, err)
+                    if q is None:
+                        bad = True
+                    else:
+                        env[name] = q
+                    continue
                 if path.startswith('metadata.'):
                     v = resolve(metadata, path[len('metadata.'):])
                 elif path.startswith('ground_truth.'):
@@ -1295,30 +1424,51 @@ def reference_score(spec, sub, gt, match):
                 x = expr_eval(expr_parse(d['expr'], list(env)), env, dz)
                 if dz[0]:
                     adv(key)
-                score = q_permille(x)
-        raw[key] = score
+                if 'scale' in d:
+                    x = q_div(x, q_var(d['scale']))
+                score = q_scaled(x, d.get('full_score', 1000))
+        return score
 
-    # gates, in topological order
-    final = {}
-    dims = {d['key']: d for d in spec['dimensions']}
+    # spec order, except composites reading other dimensions (scored when reached below)
+    for d in spec['dimensions']:
+        if not composite_reads(d):
+            raw[d['key']] = prim_score(d, d['key'])
 
-    def settle(k):
-        if k in final:
-            return final[k]
+    # gates (and deferred composites), in topological order: depth-first over the
+    # dimensions each depends on, in spec order, as common/README.md "Composite dimensions" says
+    keys = [d['key'] for d in spec['dimensions']]
+
+    def deps(k):
+        d = dims[k]
+        ds = set(composite_reads(d))
+        if d.get('gate') is not None:
+            ds.add(d['gate']['dimension'])
+        return [x for x in keys if x in ds]
+    order = []
+    state = {}
+
+    def visit(k):
+        if state.get(k):
+            return
+        state[k] = 1
+        for t in deps(k):
+            visit(t)
+        order.append(k)
+    for k in keys:
+        visit(k)
+    for k in order:
+        if k not in raw:
+            raw[k] = prim_score(dims[k], k)
         g = dims[k].get('gate')
         s = raw[k]
-        if g is not None:
-            if not Fraction(settle(g['dimension'])) > exact(g['above']):
-                s = 0
+        if g is not None and not Fraction(final[g['dimension']]) > exact(g['above']):
+            s = 0
         final[k] = s
-        return s
-    for k in dims:
-        settle(k)
 
     total = Fraction(0)
     breakdown = []
     for d in spec['dimensions']:
-        w = exact(d['weight'])
+        w = exact(d.get('weight', 0))   # a helper dimension: 0
         wd = final[d['key']] * w
         # "round_each": each weighted value rounded half up, then summed
         total += math.floor(wd + Fraction(1, 2)) if spec.get('total') == 'round_each' else wd
@@ -2077,6 +2227,156 @@ def gen_case(rng, idx):
     return spec, sub, case.gt, case.match
 
 
+V3S_SHARE = float(os.environ.get("SCORE_DIFF_V3S_SHARE", "0.2"))  # specs given a scan dimension
+SCAN_EXPRS = ['min(1, A / 10)', 'A / max(1, B)', 'clamp(A * 0.1 + B * 0.2, 0, 1)',
+              '(A >= 2) * 0.5 + 0.5 * (B == 0)', 'max(A, B) / 7', '1 - 0.1 * A', 'A * B / 20']
+
+
+def v3_scans(rng, spec, sub, gt):
+    """common/README.md "Filter and scan": some specs get one dimension replaced by an
+    expression over filter-and-scan vars on a random array of records in the answer (statuses,
+    numbers, missing and ill-typed fields), tests against literals, lists, types and
+    ground-truth values. Its own generator, so the cases generated before stay the same."""
+    if rng.random() >= V3S_SHARE:
+        return spec, sub, gt
+    spec, sub, gt = copy.deepcopy(spec), copy.deepcopy(sub), copy.deepcopy(gt)
+    recs = []
+    for _ in range(rng.choice([0, 1, 3, 5, 8, 12])):
+        r = {}
+        if rng.random() < 0.9:
+            r['status'] = rng.choice(['pass', 'fail', 'skip', 'pass', None, 1, 'PASS'])
+        if rng.random() < 0.93:
+            r['score'] = rng.choice([1, 2, 2.5, 0.1, 0.2, 3, -3, 10, 7, 'x', True, 2.0])
+        if rng.random() < 0.5:
+            r['kind'] = rng.choice(['a', 'b', ['a'], {'k': 1}])
+        recs.append(r if rng.random() < 0.95 else rng.choice([5, 'str', None]))
+    arrname = 'sc_runs'
+    if rng.random() < 0.9:
+        sub['answer'][arrname] = recs
+    elif rng.random() < 0.5:
+        sub['answer'][arrname] = {'not': 'an array'}
+    gt['sc_status'] = rng.choice(['pass', 'fail', 1, None])
+    vars_ = {}
+    names = []
+    for k in range(rng.choice([1, 2, 2, 3])):
+        red = rng.choice(['count', 'count', 'sum', 'min', 'max', 'new_best', 'sorted',
+                          'in_order'])
+        v = {'path': arrname, 'reduce': red}
+        tests = []
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            r = rng.random()
+            t = {'field': rng.choice(['status', 'status', 'kind', 'score'])}
+            if r < 0.35:
+                t['equals'] = rng.choice(['pass', 'fail', 1, None, ['a'], {'k': 1}])
+            elif r < 0.55:
+                t['equals_path'] = rng.choice(['@ground_truth.sc_status', '@ground_truth.nope'])
+            elif r < 0.75:
+                t['in'] = rng.sample(['pass', 'fail', 'skip', 1, None], rng.randint(0, 3))
+            else:
+                t['type'] = rng.choice(['string', 'number', 'boolean', 'null', 'array',
+                                        'object'])
+            if rng.random() < 0.2:
+                t['not'] = True
+            if rng.random() < 0.1:
+                del t['field']
+            tests.append(t)
+        if red != 'count':
+            v['of'] = 'score'
+            if rng.random() < 0.7:   # mostly numbers only, so most scans have a value
+                tests.append({'field': 'score', 'type': 'number'})
+        if tests:
+            v['where'] = tests[0] if len(tests) == 1 and rng.random() < 0.5 else tests
+        if red in ('new_best', 'sorted', 'in_order') and rng.random() < 0.4:
+            v['order'] = rng.choice(['ascending', 'descending'])
+        if rng.random() < 0.2:
+            v['default'] = rng.choice([0, 1, 2.5])
+        vars_['s%d' % k] = v
+        names.append('s%d' % k)
+    e = rng.choice(SCAN_EXPRS)
+    for x in 'AB':
+        e = e.replace(x, rng.choice(names))
+    dims = spec['dimensions']
+    j = rng.randrange(len(dims))
+    nd = {k: v for k, v in dims[j].items() if k in ('key', 'weight', 'gate')}
+    nd.update(primitive='expression', expr=e, vars=vars_)
+    dims[j] = nd
+    return spec, sub, gt
+
+
+V3D_SHARE = float(os.environ.get("SCORE_DIFF_V3D_SHARE", "0.3"))  # specs given v3 dimensions
+
+COMPOSITE_EXPRS = ['max(A, B)', 'min(1, A + B)', 'A * (1 - 0.25 * (1 - B))', '(A + B) / 2 - 0.1',
+                   'clamp(A - 0.3 * (B < 0.5), 0, 1)', 'A * 0.7 + 0.3 * B',
+                   'max(A, 0.7 * B) - 0.1 * (1 - C)', 'min(A, B, C) * 1.5', 'A / 3 + B / 7',
+                   'A * B * C', '(A >= 0.5) * 0.6 + 0.4 * C', '1 - A']
+PART_DROP = ('key', 'name', 'weight', 'gate', 'helper', 'full_score')
+
+
+def v3_dims(rng, spec):
+    """common/README.md "Composite dimensions", "Helper dimensions" and "Points": some specs get
+    helper copies of their dimensions (now and then gated on), one or two dimensions become
+    composites (the other dimensions' primitives as parts, other dimensions' scores as reads,
+    so more than 16 dimensions and gates through composites occur) and expressions get points.
+    Its own generator, so the cases generated before stay the same."""
+    if rng.random() >= V3D_SHARE:
+        return spec
+    spec = copy.deepcopy(spec)
+    dims = spec['dimensions']
+    for h in range(rng.choice([0, 1, 1, 2])):
+        src = rng.choice(dims)
+        hd = {k: v for k, v in src.items() if k not in PART_DROP}
+        hd['key'] = 'helper%d' % h
+        hd['helper'] = True
+        if rng.random() < 0.3:
+            hd['weight'] = 0
+        dims.insert(rng.randint(0, len(dims)), hd)
+        for d in dims:
+            if d is not hd and 'gate' not in d and rng.random() < 0.15:
+                d['gate'] = {'dimension': hd['key'], 'above': rng.choice([0, 499.5, 700])}
+    byk = {d['key']: d for d in dims}
+
+    def reaches(a, b, seen=None):   # does a depend on b (gates, reads)?
+        seen = seen or set()
+        if a == b:
+            return True
+        if a in seen:
+            return False
+        seen.add(a)
+        d = byk[a]
+        nxt = composite_reads(d) + ([d['gate']['dimension']] if d.get('gate') else [])
+        return any(reaches(x, b, seen) for x in nxt)
+    for _ in range(rng.choice([1, 1, 2])):
+        j = rng.randrange(len(dims))
+        d = dims[j]
+        names = []
+        vars_ = {}
+        sources = [x for x in dims if x is not d and x.get('primitive') != 'expression']
+        for p in range(rng.choice([0, 1, 1, 2, 3]) if sources else 0):
+            part = {k: v for k, v in rng.choice(sources).items() if k not in PART_DROP}
+            vars_['p%d' % p] = part
+            names.append('p%d' % p)
+        refs = [x['key'] for x in dims if x is not d and not reaches(x['key'], d['key'])]
+        for r in range(min(len(refs), rng.choice([0, 1, 1, 2]))):
+            vars_['r%d' % r] = {'dimension': rng.choice(refs)}
+            names.append('r%d' % r)
+        if not names:
+            part = {'primitive': 'time_decay'}
+            vars_['p0'] = part
+            names.append('p0')
+        e = rng.choice(COMPOSITE_EXPRS)
+        for x in 'ABC':
+            e = e.replace(x, rng.choice(names))
+        nd = {k: v for k, v in d.items() if k in ('key', 'weight', 'gate', 'helper')}
+        nd.update(primitive='expression', expr=e, vars=vars_)
+        dims[j] = byk[d['key']] = nd
+    for d in dims:
+        if d.get('primitive') == 'expression' and rng.random() < 0.4:
+            d['full_score'] = rng.choice([1002, 1, 7, 999, 1001, 123456, 500])
+            if rng.random() < 0.5:
+                d['scale'] = rng.choice([d['full_score'], 1000, 0.5, 3])
+    return spec
+
+
 def seed_form(rng, spec):
     """Some specs in the seed's published form (common/README.md "The seed's spec form"): `type` for
     `evaluator`, `name` for a dimension's `key`, or `name` as a label beside `key`. Its own
@@ -2140,6 +2440,8 @@ def differential():
     cases = []
     for i in range(NCASES):
         spec, sub, gt, match = gen_case(rng, i)
+        spec, sub, gt = v3_scans(random.Random(SEED * 7717 + i), spec, sub, gt)
+        spec = v3_dims(random.Random(SEED * 7919 + i), spec)
         spec = seed_form(random.Random(SEED * 1000003 + i), spec)
         cases.append((i, spec, sub, gt, match))
     t0 = time.time()
@@ -2151,6 +2453,15 @@ def differential():
         prims = ','.join(sorted(set(x['primitive'] for x in spec['dimensions'])))
         if 'type' in spec or any('name' in x for x in spec['dimensions']):
             prims += ' seed form'
+        for flag in ('helper', 'full_score'):
+            if any(flag in x for x in spec['dimensions']):
+                prims += ' ' + flag
+        if any(isinstance(v, dict) and ('primitive' in v or 'dimension' in v)
+               for x in spec['dimensions'] for v in (x.get('vars') or {}).values()):
+            prims += ' composite'
+        if any(isinstance(v, dict) and 'reduce' in v
+               for x in spec['dimensions'] for v in (x.get('vars') or {}).values()):
+            prims += ' scan'
         try:
             exp = reference_score(spec, sub, gt or {}, match)
         except Exception as e:  # a bug in the generator/reference
@@ -2573,6 +2884,26 @@ def fixed_cases():
        '"weight":0.15,"weighted":114}},"submission_warnings":[],"constraint_violations":[],'
        '"verified":false}', 'fixed: the seed example prints 823 win byte for byte', out + errtext)
 
+    # composite, helper and points dimensions: the unit tests' table (test-score), each case
+    # scored by the binary and by the reference, both against the table's totals
+    with open(os.path.join('test', 'data', 'score_v3_dims_cases.json'), encoding='utf-8') as f:
+        table = json.load(f)
+    for c in table:
+        sub = {'answer': c['answer']}
+        if 'metadata' in c:
+            sub['metadata'] = c['metadata']
+        d, rc, out, errtext = run_case(('v3d%d' % tap.count(), c['spec'], sub, c['ground_truth'],
+                                        c.get('match')))
+        exp = reference_score(c['spec'], sub, c['ground_truth'], c.get('match'))
+        diffs = compare(exp, out) if rc == 0 else ['exit %d: %s' % (rc, errtext)]
+        if exp['score'] != c['score']:
+            diffs.append('reference total %d, the table %d' % (exp['score'], c['score']))
+        if {k: v for k, v, _, _ in exp['breakdown']} != c['dimensions']:
+            diffs.append('reference dimensions %r, the table %r' % (exp['breakdown'], c['dimensions']))
+        if ['%s:%s' % w for w in exp['warnings']] != c['warnings']:
+            diffs.append('reference warnings %r, the table %r' % (exp['warnings'], c['warnings']))
+        ok(not diffs, 'fixed v3 dimensions: %s' % c['name'], '\n'.join(diffs))
+
 
 # ---------------------------------------------------------------------------
 # Spec validation (common/README.md "Scoring spec"): every invalid-spec rule exits 2 naming the dimension
@@ -2600,6 +2931,21 @@ def validation_cases():
          spec(dim('a1', 0.333333), dim('a2', 0.333334), dim('a3', 0.333333)), None),
         ('weights 10 x 0.1', spec(*[dim('w%d' % i, 0.1) for i in range(10)]), None),
         ('weights 16 x 0.0625', spec(*[dim('w%d' % i, 0.0625) for i in range(16)]), None),
+        ('weights 32 x 0.03125', spec(*[dim('w%d' % i, 0.03125) for i in range(32)]), None),
+        ('a helper without weight', spec(dim('a1', 1), dim('h1', DROP, helper=True)), None),
+        ('a helper with a weight', spec(dim('a1', 0.5), dim('h1', 0.5, helper=True)),
+         ('h1', ['helper', 'weight'])),
+        ('full_score on exact_match', spec(dim('a1', 1, full_score=1002)), ('a1', ['full_score'])),
+        ('full_score 0', spec(dim('a1', 1, primitive='expression', expr='1', full_score=0,
+                              field=DROP, ground_truth_field=DROP)), ('a1', ['full_score'])),
+        ('a composite reading a missing dimension',
+         spec(dim('a1', 1, primitive='expression', expr='z', vars={'z': {'dimension': 'zz'}},
+                  field=DROP, ground_truth_field=DROP)), ('a1', ['zz', 'exist'])),
+        ('composites reading each other',
+         spec(dim('a1', 0.5, primitive='expression', expr='z', vars={'z': {'dimension': 'a2'}},
+                  field=DROP, ground_truth_field=DROP),
+              dim('a2', 0.5, primitive='expression', expr='z', vars={'z': {'dimension': 'a1'}},
+                  field=DROP, ground_truth_field=DROP)), ('a1', ['cycle'])),
         ('weights 0.000001 + 0.999999', spec(dim('a1', 0.000001), dim('a2', 0.999999)), None),
         ('weight 1.0', spec(dim('a1', 1.0)), None),
         ('key of 32 characters', spec(dim('a' + 'b' * 31)), None),
@@ -2634,8 +2980,8 @@ def validation_cases():
         ('unknown evaluator', spec(dim(), evaluator='llm-judge'), (None, ['evaluator'])),
         ('no dimensions', spec(), (None, ['dimension'])),
         ('dimensions not an array', dict(spec(dim()), dimensions={}), (None, ['dimension'])),
-        ('17 dimensions', spec(*[dim('w%d' % i, 0.0625 if i < 15 else 0.03125)
-                                 for i in range(17)]), (None, ['16', 'dimensions'])),
+        ('33 dimensions', spec(*[dim('w%d' % i, 0.03125 if i < 32 else 0.000001)
+                                 for i in range(33)]), (None, ['32', 'dimensions'])),
         ('key with upper case', spec(dim('Speed')), ('Speed', ['key'])),
         ('key starting with a digit', spec(dim('1a')), ('1a', ['key'])),
         ('key of 33 characters', spec(dim('a' * 33)), ('a' * 33, ['key'])),
