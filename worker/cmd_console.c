@@ -10,6 +10,8 @@
  *                                 dimensions, and where its job is in Redis now
  *   GET  /api/dead?reason=&before=&limit=   dead letters, newest first, paged
  *   GET  /api/dead/entry?id=ID    one dead letter, every field
+ *   GET  /api/standings?by=&challenge=&limit=&cap=   the leaderboard with its "as of"
+ *                                 and the capped weights (the CLI's queries)
  *   POST /api/action              replay / drop a dead letter, pause / resume; only with
  *                                 the X-Arbiter-Token header equal to the configured token
  *
@@ -47,15 +49,18 @@
 #include "console_assets.h"
 #include "redact.h"
 #include "rq.h"
+#include "standings.h"
 #include "status.h"
 #include "util.h"
 #include "version.h"
+#include "weights.h"
 
 #define CONSOLE_DEFAULT_LISTEN "127.0.0.1:8790"
 #define CONSOLE_IO_TIMEOUT_MS 3000
 #define CONSOLE_SCAN_MAX 10000     /* stream entries / delayed members looked at per view */
 #define CONSOLE_PAGE_MAX 200       /* dead letters per page */
 #define CONSOLE_TOKEN_MIN 16
+#define CONSOLE_STANDINGS_MAX 500   /* leaderboard and weights rows per view */
 
 static const char csp[] =
 	"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -216,6 +221,15 @@ static json_t *pg_rows(PGconn *pg, const char *sql, const char *param, char *err
 	for (int r = 0; r < PQntuples(res); r++)
 		json_array_append_new(a, pg_row(res, r));
 	PQclear(res);
+	return a;
+}
+
+/* A result's rows as an array of objects (pg_row). */
+static json_t *pg_result_rows(const PGresult *res)
+{
+	json_t *a = json_array();
+	for (int r = 0; r < PQntuples(res); r++)
+		json_array_append_new(a, pg_row(res, r));
 	return a;
 }
 
@@ -571,6 +585,136 @@ static void view_dead_entry(struct console *c, int fd, const char *q)
 	rq_sync_close(r);
 }
 
+#define STANDINGS_WEIGHTS_SCALE 1000000000ULL
+
+/* The capped weights (arbiter weights' arithmetic, common/weights.h) of every agent's
+ * window sum (standings_window_scores), into doc: cap, effective cap, agents, positive,
+ * capped, and the first `limit` agents by weight. Returns 0 or -1 with err. */
+static int standings_weights_json(PGconn *pg, uint64_t cap_num, uint64_t cap_den, long limit,
+                                  json_t *doc, char *err, size_t errlen)
+{
+	PGresult *res = standings_window_scores(pg);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
+		err[strcspn(err, "\n")] = '\0';
+		PQclear(res);
+		return -1;
+	}
+	size_t n = (size_t)PQntuples(res);
+	int64_t *scores = xcalloc(n + 1, sizeof *scores);
+	uint64_t *units = xcalloc(n + 1, sizeof *units);
+	for (size_t i = 0; i < n; i++)
+		scores[i] = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+	struct weights_out w = { .units = units };
+	int rc = weights_capped(scores, n, cap_num, cap_den, STANDINGS_WEIGHTS_SCALE, &w);
+	if (rc < 0) {
+		snprintf(err, errlen, "the window sums are out of range for the weights");
+	} else {
+		char cap[64];
+		snprintf(cap, sizeof cap, "%llu/%llu", (unsigned long long)w.cap_num,
+		         (unsigned long long)w.cap_den);
+		json_object_set_new(doc, "effective_cap", json_string(cap));
+		json_object_set_new(doc, "agents", json_integer((json_int_t)n));
+		json_object_set_new(doc, "positive", json_integer((json_int_t)w.positive));
+		json_object_set_new(doc, "capped", json_integer((json_int_t)w.capped));
+		json_t *rows = json_array();
+		for (size_t i = 0; i < n && (long)i < limit; i++) {
+			char wt[40];
+			snprintf(wt, sizeof wt, "%llu.%09llu",
+			         (unsigned long long)(units[i] / STANDINGS_WEIGHTS_SCALE),
+			         (unsigned long long)(units[i] % STANDINGS_WEIGHTS_SCALE));
+			json_t *o = json_object();
+			json_object_set_new(o, "agent_id", pg_cell(res, (int)i, 0));
+			json_object_set_new(o, "name", pg_cell(res, (int)i, 1));
+			json_object_set_new(o, "window_sum", json_integer(scores[i]));
+			json_object_set_new(o, "weight", json_string(wt));
+			json_array_append_new(rows, o);
+		}
+		json_object_set_new(doc, "rows", rows);
+	}
+	free(scores);
+	free(units);
+	PQclear(res);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The standings: the projection's "as of" (standings_as_of: watermark, lag, results not
+ * applied yet), the leaderboard (standings_leaderboard: by window, elo or best, overall or
+ * for one challenge) and the capped weights (cap, default 0.15). Parameters: by,
+ * challenge (a slug), limit (rows, 1..500, default 50), cap. */
+static void view_standings(struct console *c, int fd, const char *q)
+{
+	char by[16] = "", slug[128] = "", lim[16] = "", cap[24] = "0.15", err[512] = "";
+	console_param(q, "by", by, sizeof by);
+	console_param(q, "challenge", slug, sizeof slug);
+	console_param(q, "cap", cap, sizeof cap);
+	if (!by[0])
+		snprintf(by, sizeof by, "%s", slug[0] ? "best" : "window");
+	if (strcmp(by, "window") && strcmp(by, "elo") && strcmp(by, "best")) {
+		respond_error(fd, 400, "by must be window, elo or best");
+		return;
+	}
+	if (!strcmp(by, "best") && !slug[0]) {
+		respond_error(fd, 400, "by=best needs a challenge");
+		return;
+	}
+	long limit = console_param(q, "limit", lim, sizeof lim) ? strtol(lim, NULL, 10) : 50;
+	if (limit <= 0 || limit > CONSOLE_STANDINGS_MAX)
+		limit = 50;
+	uint64_t cap_num, cap_den;
+	if (weights_parse_cap(cap, &cap_num, &cap_den) < 0) {
+		respond_error(fd, 400, "cap must be a decimal in (0, 1] with at most 9 places");
+		return;
+	}
+	long long t0 = now_ms();
+	json_t *doc = json_object();
+	json_object_set_new(doc, "by", json_string(by));
+	json_object_set_new(doc, "challenge", slug[0] ? console_text(slug, strlen(slug)) : json_null());
+	PGconn *pg = pg_open(c, true, err, sizeof err);
+	struct standings_asof a;
+	long long waiting = 0;
+	char chid[64] = "";
+	int found = 1;
+	if (!pg || standings_as_of(pg, &a, err, sizeof err) < 0 ||
+	    standings_pending(pg, &waiting, err, sizeof err) < 0 ||
+	    (slug[0] && (found = standings_challenge_id(pg, slug, chid, sizeof chid, err, sizeof err)) < 0))
+		goto fail;
+	json_t *asof = json_object();
+	json_object_set_new(asof, "as_of", console_text(a.as_of, strlen(a.as_of)));
+	json_object_set_new(asof, "lag_seconds", json_real(a.lag_secs));
+	json_object_set_new(asof, "results_not_applied", json_integer(a.pending));
+	json_object_set_new(asof, "results_applied", json_integer(a.applied));
+	json_object_set_new(asof, "agents_waiting_for_backfill", json_integer(waiting));
+	json_object_set_new(doc, "as_of", asof);
+	if (!found) {
+		json_object_set_new(doc, "error", json_string("no challenge with this slug"));
+	} else {
+		PGresult *res = standings_leaderboard(pg, by, slug[0] ? chid : NULL, limit);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			snprintf(err, sizeof err, "PostgreSQL: %s", PQresultErrorMessage(res));
+			PQclear(res);
+			goto fail;
+		}
+		json_object_set_new(doc, "rows", pg_result_rows(res));
+		PQclear(res);
+	}
+	json_t *wdoc = json_object();
+	json_object_set_new(wdoc, "cap", json_string(cap));
+	if (standings_weights_json(pg, cap_num, cap_den, limit, wdoc, err, sizeof err) < 0)
+		json_object_set_new(wdoc, "error", console_text(err, strlen(err)));
+	json_object_set_new(doc, "weights", wdoc);
+	pg_close(pg);
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
+	respond_json(fd, 200, doc);
+	return;
+fail:
+	err[strcspn(err, "\n")] = '\0';
+	pg_close(pg);
+	json_object_set_new(doc, "db_error", console_text(err, strlen(err)));
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
+	respond_json(fd, 200, doc);
+}
+
 /* ---- actions ---- */
 
 /* Replay: the entry's job fields (without the dead-letter ones) back to the jobs stream
@@ -809,6 +953,8 @@ static void serve(struct console *c, int fd, const char *peer)
 		view_dead(c, fd, req.query);
 	else if (!strcmp(p, "/api/dead/entry"))
 		view_dead_entry(c, fd, req.query);
+	else if (!strcmp(p, "/api/standings"))
+		view_standings(c, fd, req.query);
 	else
 		respond_error(fd, 404, "no such page");
 }

@@ -183,19 +183,44 @@
     return get("/api/dead/entry?id=" + encodeURIComponent(id)).then(function (d) { $("dead-entry").textContent = JSON.stringify(d, null, 2); });
   }
 
+  // ---- standings ----
+  function renderStandings(d) {
+    var a = d.as_of;
+    $("st-asof").textContent = d.db_error ? d.db_error : "as of " + a.as_of + " (lag " + a.lag_seconds.toFixed(1) + " s; " + a.results_not_applied + " results not applied yet" + (a.agents_waiting_for_backfill ? "; " + a.agents_waiting_for_backfill + " agents wait for the backfill" : "") + ")";
+    $("st-asof").className = d.db_error || (a && a.results_not_applied) ? "bad" : "muted";
+    $("st-title").textContent = "Leaderboard by " + d.by + (d.challenge ? " on " + d.challenge : "") + (d.error ? ": " + d.error : "");
+    var t = $("st-board"), rows = d.rows || [];
+    var cols = rows.length ? Object.keys(rows[0]) : [];
+    var hr = el("tr"); cols.forEach(function (k) { hr.appendChild(el("th", k.replace(/_/g, " "))); });
+    clear(t.tHead).appendChild(hr);
+    var tb = clear(t.tBodies[0]);
+    rows.forEach(function (r) { row(tb, cols.map(function (k) { return r[k]; })); });
+    if (!rows.length) row(tb, ["no agents"]);
+    var w = d.weights || {};
+    $("st-wsum").textContent = w.error ? w.error : "cap " + w.cap + " (effective " + w.effective_cap + "); " + w.agents + " agents, " + w.positive + " with a positive window sum, " + w.capped + " at the cap; the weights of all agents sum to 1";
+    var wb = clear($("st-weights").tBodies[0]);
+    (w.rows || []).forEach(function (r) { row(wb, [r.agent_id, r.name, r.window_sum, r.weight]); });
+  }
+  function loadStandings() {
+    var q = "/api/standings?limit=50&by=" + encodeURIComponent($("st-by").value) + "&challenge=" + encodeURIComponent($("st-challenge").value.trim()) + "&cap=" + encodeURIComponent($("st-cap").value.trim());
+    return get(q).then(renderStandings);
+  }
+
   // ---- navigation ----
   function route() {
     var h = location.hash || "#overview";
-    var view = h.indexOf("#submission") === 0 ? "submission" : h.indexOf("#dead") === 0 ? "dead" : "overview";
-    ["overview", "submission", "dead"].forEach(function (v) { $("view-" + v).hidden = v !== view; });
+    var view = h.indexOf("#submission") === 0 ? "submission" : h.indexOf("#dead") === 0 ? "dead" : h.indexOf("#standings") === 0 ? "standings" : "overview";
+    ["overview", "submission", "dead", "standings"].forEach(function (v) { $("view-" + v).hidden = v !== view; });
     if (timer) { clearInterval(timer); timer = null; }
     if (view === "overview") { loadOverview(); timer = setInterval(function () { loadOverview(); }, 2000); }
     if (view === "submission") { var m = /^#submission=(.+)$/.exec(h); if (m) loadSubmission(decodeURIComponent(m[1])); }
     if (view === "dead") loadDead(false);
+    if (view === "standings") loadStandings();
   }
   document.addEventListener("DOMContentLoaded", function () {
     $("sub-form").addEventListener("submit", function (ev) { ev.preventDefault(); location.hash = "#submission=" + encodeURIComponent($("sub-id").value.trim()); });
     $("dead-form").addEventListener("submit", function (ev) { ev.preventDefault(); loadDead(false); });
+    $("st-form").addEventListener("submit", function (ev) { ev.preventDefault(); loadStandings(); });
     $("dead-more").addEventListener("click", function () { loadDead(true); });
     $("pause-all").addEventListener("click", function () { action({ action: "pause" }, "Pause every replica?").then(loadOverview); });
     $("resume-all").addEventListener("click", function () { action({ action: "resume" }).then(loadOverview); });
