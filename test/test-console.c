@@ -66,6 +66,36 @@ static void test_token(void)
 	ok(!console_token_ok("", ""), "no configured token never matches");
 }
 
+static void test_requeue(void)
+{
+	const char *why;
+	is_int(console_requeue_classify(NULL, false, true, &why), CONSOLE_REQUEUE_SKIP, "not found: skip");
+	is_int(console_requeue_classify("completed", true, false, NULL), CONSOLE_REQUEUE_REEVALUATE,
+	       "a result: reevaluate");
+	is_int(console_requeue_classify("failed", true, false, NULL), CONSOLE_REQUEUE_REEVALUATE,
+	       "failed with a result: reevaluate");
+	is_int(console_requeue_classify("queued", false, false, NULL), CONSOLE_REQUEUE_EVALUATE,
+	       "queued: evaluate");
+	is_int(console_requeue_classify("evaluating", false, false, NULL), CONSOLE_REQUEUE_EVALUATE,
+	       "evaluating: evaluate");
+	is_int(console_requeue_classify("failed", false, false, &why), CONSOLE_REQUEUE_SKIP,
+	       "failed without include_failed: skip");
+	ok(strstr(why, "include failed") != NULL, "and says how");
+	is_int(console_requeue_classify("failed", false, true, NULL), CONSOLE_REQUEUE_RESET,
+	       "failed with include_failed: reset");
+	is_int(console_requeue_classify("rejected", false, true, NULL), CONSOLE_REQUEUE_SKIP,
+	       "rejected: skip");
+	char why2[200];
+	ok(!console_requeue_confirm(1000, 1000, false, false, 1000, why2, sizeof why2), "1000 of 1000: no question");
+	ok(console_requeue_confirm(1001, 1000, false, true, 0, why2, sizeof why2) &&
+	   strstr(why2, "1001 jobs"), "1001: asks");
+	ok(console_requeue_confirm(2, 1000, true, false, 1, why2, sizeof why2) &&
+	   strstr(why2, "elo=adjust"), "elo=adjust over a challenge: asks");
+	ok(!console_requeue_confirm(2, 1000, true, true, 2, why2, sizeof why2), "elo=adjust by ids: no question");
+	ok(!console_requeue_confirm(2, 1000, true, false, 0, why2, sizeof why2), "elo=adjust, no re-evaluation: no question");
+	ok(!console_requeue_confirm(0, 0, true, false, 0, why2, sizeof why2), "nothing to enqueue: no question");
+}
+
 static void test_text(void)
 {
 	const char in[] = "ok \xc3\xa9 \xc3( \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf <script>\0!";
@@ -84,5 +114,6 @@ int main(void)
 	test_params();
 	test_token();
 	test_text();
+	test_requeue();
 	return tap_done();
 }

@@ -28,6 +28,7 @@
  * text, never as markup; every answer carries a strict Content-Security-Policy.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -60,6 +61,11 @@
 #define CONSOLE_SCAN_MAX 10000     /* stream entries / delayed members looked at per view */
 #define CONSOLE_PAGE_MAX 200       /* dead letters per page */
 #define CONSOLE_TOKEN_MIN 16
+#define CONSOLE_REQUEUE_MAX 100000  /* submissions one requeue may select (else scripts/requeue) */
+#define CONSOLE_REQUEUE_IDS 1000    /* ids one requeue may name */
+#define CONSOLE_REQUEUE_BATCH 500   /* XADDs per script call */
+#define CONSOLE_REQUEUE_CONFIRM_OVER 1000   /* scripts/requeue --confirm-over's default */
+#define CONSOLE_REQUEUE_REPORT 50   /* skipped submissions listed in the answer */
 #define CONSOLE_STANDINGS_MAX 500   /* leaderboard and weights rows per view */
 
 static const char csp[] =
@@ -772,8 +778,321 @@ static int reset_failed(struct console *c, struct rq_sync *r, const char *id, ch
 	return n;
 }
 
-/* Runs the action of body; *msg gets what was done or why not. Returns the HTTP code. */
-static int run_action(struct console *c, json_t *body, char *msg, size_t n)
+
+/* ---- requeue (scripts/requeue's rules, console_requeue_classify) ---- */
+
+/* XADDs one job per (submission, kind) pair: KEYS 1 the stream; ARGV 1 enqueued_at, 2 elo,
+ * 3 rejudge ("1" or ""), then submission id, kind pairs. Returns how many were added. */
+static const char requeue_lua[] =
+	"local n = 0\n"
+	"for i = 4, #ARGV, 2 do\n"
+	"  local f = { 'submission_id', ARGV[i], 'kind', ARGV[i + 1], 'enqueued_at', ARGV[1] }\n"
+	"  if ARGV[i + 1] == 'reevaluate' then f[#f + 1] = 'elo'; f[#f + 1] = ARGV[2] end\n"
+	"  if ARGV[3] == '1' then f[#f + 1] = 'rejudge'; f[#f + 1] = '1' end\n"
+	"  redis.call('XADD', KEYS[1], '*', unpack(f))\n"
+	"  n = n + 1\n"
+	"end\n"
+	"return n\n";
+
+/* scripts/requeue's SELECT: id, status, whether it has a result */
+#define REQUEUE_SELECT "SELECT s.id::text, s.status, EXISTS (SELECT 1 FROM evaluation_results r" \
+                       " WHERE r.submission_id = s.id) FROM submissions s"
+
+struct rq_job {
+	char id[40];
+	bool reevaluate, reset;
+};
+
+/* True when s ends with a time zone (Z, or +hh:mm / -hhmm after the time), as
+ * scripts/requeue demands of --from and --to: a zoneless time would be read in the
+ * server's zone. */
+static bool has_zone(const char *s)
+{
+	size_t n = strlen(s);
+	if (n && (s[n - 1] == 'Z' || s[n - 1] == 'z'))
+		return true;
+	const char *t = strpbrk(s, "Tt ");
+	const char *z = t ? strpbrk(t, "+-") : NULL;
+	return z && strlen(z) >= 3 && isdigit((unsigned char)z[1]) && isdigit((unsigned char)z[2]);
+}
+
+/* Adds a skipped submission to the report (the first CONSOLE_REQUEUE_REPORT). */
+static void requeue_skip(json_t *skipped, long *nskip, const char *id, const char *why)
+{
+	if ((*nskip)++ < CONSOLE_REQUEUE_REPORT) {
+		json_t *o = json_object();
+		json_object_set_new(o, "id", console_text(id, strlen(id)));
+		json_object_set_new(o, "why", json_string(why));
+		json_array_append_new(skipped, o);
+	}
+}
+
+/* The requeue action: body fields ids (an array of submission ids) | challenge (slug or
+ * id) | from + to (submitted_at range, ISO 8601 with a zone); elo keep|adjust, rejudge,
+ * include_failed, lane bulk|live, dry_run, confirmed. Without confirmed, a bulk requeue
+ * (console_requeue_confirm) is answered 409 with the question in out's "confirm", nothing
+ * done. Returns the HTTP code with the outcome in msg. */
+static int run_requeue(struct console *c, json_t *body, char *msg, size_t n, json_t *out)
+{
+	json_t *ids = json_object_get(body, "ids");
+	const char *ch = json_string_value(json_object_get(body, "challenge"));
+	const char *from = json_string_value(json_object_get(body, "from"));
+	const char *to = json_string_value(json_object_get(body, "to"));
+	const char *elo = json_string_value(json_object_get(body, "elo"));
+	const char *lane = json_string_value(json_object_get(body, "lane"));
+	bool rejudge = json_is_true(json_object_get(body, "rejudge"));
+	bool include_failed = json_is_true(json_object_get(body, "include_failed"));
+	bool dry = json_is_true(json_object_get(body, "dry_run"));
+	bool confirmed = json_is_true(json_object_get(body, "confirmed"));
+	if (ch && !ch[0])
+		ch = NULL;
+	if (from && !from[0])
+		from = NULL;
+	if (to && !to[0])
+		to = NULL;
+	if (!elo)
+		elo = "keep";
+	if (!lane)
+		lane = "bulk";
+	int sel = (json_is_array(ids) && json_array_size(ids) > 0) + (ch != NULL) + (from || to);
+	if (sel != 1 || (from && !to) || (to && !from)) {
+		snprintf(msg, n, "requeue needs one selection: ids, a challenge, or from and to");
+		return 400;
+	}
+	if (from && (!has_zone(from) || !has_zone(to))) {
+		snprintf(msg, n, "from and to must be ISO 8601 timestamps with a time zone "
+		         "(e.g. 2025-01-01T00:00:00Z)");
+		return 400;
+	}
+	if (strcmp(elo, "keep") && strcmp(elo, "adjust")) {
+		snprintf(msg, n, "elo must be keep or adjust");
+		return 400;
+	}
+	if (strcmp(lane, "bulk") && strcmp(lane, "live")) {
+		snprintf(msg, n, "lane must be bulk or live");
+		return 400;
+	}
+	if (json_is_array(ids) && json_array_size(ids) > CONSOLE_REQUEUE_IDS) {
+		snprintf(msg, n, "at most %d ids per request", CONSOLE_REQUEUE_IDS);
+		return 400;
+	}
+	const char *stream = !strcmp(lane, "bulk") ? c->sk.bulk : c->sk.jobs;
+	json_t *skipped = json_array();
+	json_object_set_new(out, "skipped", skipped);
+	long nskip = 0;
+	char err[512] = "";
+	int code = 200;
+	struct strbuf arr = { 0 };
+	struct rq_job *jobs = NULL;
+	long njobs = 0, nre = 0, nreset = 0;
+	PGconn *pg = pg_open(c, true, err, sizeof err);
+	if (!pg) {
+		snprintf(msg, n, "%s", err);
+		return 502;
+	}
+	/* selections are operator actions, not views: a challenge or a time range may take
+	 * longer than a view's 2 s (the range is a scan of submissions, as in scripts/requeue) */
+	PQclear(PQexec(pg, "SET LOCAL statement_timeout = '60s'"));
+	PGresult *res = NULL;
+	char lim[24];
+	snprintf(lim, sizeof lim, "%d", CONSOLE_REQUEUE_MAX + 1);
+	if (json_is_array(ids)) {
+		size_t i;
+		json_t *v;
+		strbuf_addlit(&arr, "{");
+		json_array_foreach(ids, i, v) {
+			const char *s = json_string_value(v);
+			if (!s || !console_is_uuid(s)) {
+				requeue_skip(skipped, &nskip, s ? s : "(not a string)", "not a UUID");
+				continue;
+			}
+			strbuf_addf(&arr, "%s%s", arr.len > 1 ? "," : "", s);
+		}
+		strbuf_addlit(&arr, "}");
+		const char *p[] = { arr.buf };
+		res = PQexecParams(pg, REQUEUE_SELECT " WHERE s.id = ANY($1::uuid[]) ORDER BY s.submitted_at, s.id",
+		                   1, NULL, p, NULL, NULL, 0);
+	} else if (ch) {
+		const char *p1[] = { ch };
+		res = PQexecParams(pg, console_is_uuid(ch)
+		                   ? "SELECT id::text FROM challenges WHERE id = $1::uuid OR slug = $1 LIMIT 1"
+		                   : "SELECT id::text FROM challenges WHERE slug = $1", 1, NULL, p1, NULL,
+		                   NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0) {
+			snprintf(msg, n, "no challenge with slug or id '%.200s'", ch);
+			code = 404;
+			goto out;
+		}
+		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+			char cid[64];
+			snprintf(cid, sizeof cid, "%s", PQgetvalue(res, 0, 0));
+			PQclear(res);
+			const char *p[] = { cid, lim };
+			res = PQexecParams(pg, REQUEUE_SELECT " JOIN matches m ON m.id = s.match_id"
+			                   " WHERE m.challenge_id = $1::uuid ORDER BY s.submitted_at, s.id"
+			                   " LIMIT $2", 2, NULL, p, NULL, NULL, 0);
+		}
+	} else {
+		const char *p[] = { from, to, lim };
+		res = PQexecParams(pg, REQUEUE_SELECT " WHERE s.submitted_at >= $1::timestamptz AND s.submitted_at < $2::timestamptz"
+		                   " ORDER BY s.submitted_at, s.id LIMIT $3", 3, NULL, p, NULL, NULL, 0);
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(msg, n, "PostgreSQL: %s", PQresultErrorMessage(res));
+		msg[strcspn(msg, "\n")] = '\0';
+		code = strstr(msg, "timestamp") || strstr(msg, "time zone") ? 400 : 502;
+		goto out;
+	}
+	if (PQntuples(res) > CONSOLE_REQUEUE_MAX) {
+		snprintf(msg, n, "more than %d submissions selected: use scripts/requeue for a "
+		         "requeue this large", CONSOLE_REQUEUE_MAX);
+		code = 413;
+		goto out;
+	}
+	int nr = PQntuples(res);
+	jobs = xcalloc((size_t)nr + 1, sizeof *jobs);
+	for (int i = 0; i < nr; i++) {
+		const char *why;
+		enum console_requeue k = console_requeue_classify(PQgetvalue(res, i, 1),
+		                                                  PQgetvalue(res, i, 2)[0] == 't',
+		                                                  include_failed, &why);
+		if (k == CONSOLE_REQUEUE_SKIP) {
+			requeue_skip(skipped, &nskip, PQgetvalue(res, i, 0), why);
+			continue;
+		}
+		struct rq_job *j = &jobs[njobs++];
+		snprintf(j->id, sizeof j->id, "%s", PQgetvalue(res, i, 0));
+		j->reevaluate = k == CONSOLE_REQUEUE_REEVALUATE;
+		j->reset = k == CONSOLE_REQUEUE_RESET;
+		nre += j->reevaluate;
+		nreset += j->reset;
+	}
+	if (json_is_array(ids)) {    /* ids that matched no row */
+		size_t i;
+		json_t *v;
+		json_array_foreach(ids, i, v) {
+			const char *s = json_string_value(v);
+			bool seen = false;
+			for (int r = 0; s && console_is_uuid(s) && r < nr && !seen; r++)
+				seen = !strcasecmp(PQgetvalue(res, r, 0), s);
+			if (s && console_is_uuid(s) && !seen)
+				requeue_skip(skipped, &nskip, s, "no such submission");
+		}
+	}
+	PQclear(res);
+	res = NULL;
+	pg_close(pg);
+	pg = NULL;
+	json_object_set_new(out, "jobs", json_integer(njobs));
+	json_object_set_new(out, "reevaluate", json_integer(nre));
+	json_object_set_new(out, "evaluate", json_integer(njobs - nre));
+	json_object_set_new(out, "reset_failed", json_integer(nreset));
+	json_object_set_new(out, "skipped_count", json_integer(nskip));
+	json_object_set_new(out, "stream", json_string(stream));
+	char why[300];
+	if (dry) {
+		snprintf(msg, n, "dry run: would enqueue %ld job%s to %s (reevaluate %ld with elo=%s, "
+		         "evaluate %ld); skipped %ld", njobs, njobs == 1 ? "" : "s", stream, nre, elo,
+		         njobs - nre, nskip);
+		goto out;
+	}
+	if (!confirmed && console_requeue_confirm(njobs, CONSOLE_REQUEUE_CONFIRM_OVER,
+	                                          !strcmp(elo, "adjust"), json_is_array(ids), nre,
+	                                          why, sizeof why)) {
+		char q[1400];
+		snprintf(q, sizeof q, "Enqueue %ld job(s) to %s: %s. Continue?", njobs, stream, why);
+		json_object_set_new(out, "confirm", json_string(q));
+		snprintf(msg, n, "needs confirmation: %s; nothing enqueued", why);
+		code = 409;
+		goto out;
+	}
+	if (nreset > 0) {    /* failed -> queued first, as scripts/requeue does */
+		struct strbuf rs = { 0 };
+		strbuf_addlit(&rs, "{");
+		for (long i = 0; i < njobs; i++)
+			if (jobs[i].reset)
+				strbuf_addf(&rs, "%s%s", rs.len > 1 ? "," : "", jobs[i].id);
+		strbuf_addlit(&rs, "}");
+		pg = pg_open(c, false, err, sizeof err);
+		const char *p[] = { rs.buf };
+		res = pg ? PQexecParams(pg, "UPDATE submissions SET status = 'queued', attempts = 0,"
+		                        " last_error = NULL WHERE id = ANY($1::uuid[]) AND status = 'failed'"
+		                        " AND NOT EXISTS (SELECT 1 FROM evaluation_results r"
+		                        "                 WHERE r.submission_id = submissions.id)"
+		                        " RETURNING id::text", 1, NULL, p, NULL, NULL, 0) : NULL;
+		strbuf_free(&rs);
+		if (!pg || PQresultStatus(res) != PGRES_TUPLES_OK) {
+			snprintf(msg, n, "%s", pg ? PQresultErrorMessage(res) : err);
+			msg[strcspn(msg, "\n")] = '\0';
+			code = 502;
+			goto out;
+		}
+		long kept = 0;
+		for (long i = 0; i < njobs; i++) {
+			bool ok = !jobs[i].reset;
+			for (int r = 0; !ok && r < PQntuples(res); r++)
+				ok = !strcasecmp(PQgetvalue(res, r, 0), jobs[i].id);
+			if (ok)
+				jobs[kept++] = jobs[i];
+			else
+				requeue_skip(skipped, &nskip, jobs[i].id, "no longer failed (changed meanwhile)");
+		}
+		njobs = kept;
+		PQclear(res);
+		res = NULL;
+		pg_close(pg);
+		pg = NULL;
+	}
+	struct rq_sync *r = status_redis_open(&c->cfg, &c->sk, err, sizeof err);
+	if (!r) {
+		snprintf(msg, n, "%s", err);
+		code = 502;
+		goto out;
+	}
+	char at[24];
+	snprintf(at, sizeof at, "%lld", now_ms());
+	long done = 0;
+	for (long i = 0; i < njobs && code == 200; i += CONSOLE_REQUEUE_BATCH) {
+		long m = njobs - i < CONSOLE_REQUEUE_BATCH ? njobs - i : CONSOLE_REQUEUE_BATCH;
+		const char **a = xcalloc((size_t)(7 + 2 * m), sizeof *a);
+		int k = 0;
+		a[k++] = "EVAL"; a[k++] = requeue_lua; a[k++] = "1"; a[k++] = stream;
+		a[k++] = at; a[k++] = elo; a[k++] = rejudge ? "1" : "";
+		for (long j = i; j < i + m; j++) {
+			a[k++] = jobs[j].id;
+			a[k++] = jobs[j].reevaluate ? "reevaluate" : "evaluate";
+		}
+		redisReply *x = ccmd(r, k, a, err, sizeof err);
+		free(a);
+		if (!x) {
+			snprintf(msg, n, "Redis error after %ld of %ld jobs: %s", done, njobs, err);
+			code = 502;
+		} else {
+			done += x->type == REDIS_REPLY_INTEGER ? (long)x->integer : 0;
+			freeReplyObject(x);
+		}
+	}
+	rq_sync_close(r);
+	if (code == 200) {
+		nre = 0;
+		for (long i = 0; i < njobs; i++)
+			nre += jobs[i].reevaluate;
+		snprintf(msg, n, "enqueued %ld job%s to %s (reevaluate %ld with elo=%s, evaluate %ld%s); "
+		         "skipped %ld", done, done == 1 ? "" : "s", stream, nre, elo, njobs - nre,
+		         rejudge ? ", rejudge" : "", nskip);
+	}
+	json_object_set_new(out, "skipped_count", json_integer(nskip));
+out:
+	PQclear(res);
+	pg_close(pg);
+	free(jobs);
+	strbuf_free(&arr);
+	return code;
+}
+
+/* Runs the action of body; *msg gets what was done or why not, out (an object) any
+ * further fields of the answer. Returns the HTTP code. */
+static int run_action(struct console *c, json_t *body, char *msg, size_t n, json_t *out)
 {
 	const char *act = json_string_value(json_object_get(body, "action"));
 	const char *id = json_string_value(json_object_get(body, "id"));
@@ -789,6 +1108,8 @@ static int run_action(struct console *c, json_t *body, char *msg, size_t n)
 		int rc = status_pause_set(&c->cfg, !strcmp(act, "resume"), ch, all && !ch, msg, n);
 		return rc == 0 ? 200 : 502;
 	}
+	if (!strcmp(act, "requeue"))
+		return run_requeue(c, body, msg, n, out);
 	if (strcmp(act, "replay") && strcmp(act, "drop")) {
 		snprintf(msg, n, "unknown action");
 		return 400;
@@ -860,7 +1181,7 @@ static void do_action(struct console *c, int fd, const char *peer,
 {
 	char msg[1024];
 	int code;
-	json_t *j = json_loadb(body, blen, 0, NULL);
+	json_t *j = json_loadb(body, blen, 0, NULL), *doc = json_object();
 	char origin[300];
 	snprintf(origin, sizeof origin, "http://%s", req->host);
 	if (!c->token[0]) {
@@ -877,11 +1198,10 @@ static void do_action(struct console *c, int fd, const char *peer,
 		code = 400;
 		snprintf(msg, sizeof msg, "the body must be a JSON object");
 	} else {
-		code = run_action(c, j, msg, sizeof msg);
+		code = run_action(c, j, msg, sizeof msg, doc);
 	}
 	log_action(peer, req, json_is_object(j) ? j : NULL, code, msg);
 	json_decref(j);
-	json_t *doc = json_object();
 	json_object_set_new(doc, code == 200 ? "done" : "error", console_text(msg, strlen(msg)));
 	respond_json(fd, code, doc);
 }

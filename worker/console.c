@@ -267,3 +267,46 @@ bool console_is_entry_id(const char *s)
 		i++, d++;
 	return d >= 1 && d <= 20 && !s[i];
 }
+
+enum console_requeue console_requeue_classify(const char *status, bool has_result,
+                                              bool include_failed, const char **why)
+{
+	const char *dummy;
+	if (!why)
+		why = &dummy;
+	if (!status) {
+		*why = "no such submission";
+		return CONSOLE_REQUEUE_SKIP;
+	}
+	if (has_result) {
+		*why = "has a result: re-evaluated";
+		return CONSOLE_REQUEUE_REEVALUATE;
+	}
+	if (!strcmp(status, "queued") || !strcmp(status, "evaluating")) {
+		*why = "no result yet: evaluated";
+		return CONSOLE_REQUEUE_EVALUATE;
+	}
+	if (!strcmp(status, "failed")) {
+		*why = include_failed ? "failed: set back to queued (include failed)"
+		                      : "failed and no result: include failed to evaluate it again";
+		return include_failed ? CONSOLE_REQUEUE_RESET : CONSOLE_REQUEUE_SKIP;
+	}
+	*why = "no result and not queued, evaluating or failed: nothing to re-evaluate";
+	return CONSOLE_REQUEUE_SKIP;
+}
+
+bool console_requeue_confirm(long total, long confirm_over, bool elo_adjust, bool by_ids,
+                             long reevaluate, char *why, size_t n)
+{
+	size_t o = 0;
+	if (n)
+		why[0] = '\0';
+	if (total <= 0)
+		return false;
+	if (total > confirm_over && o < n)
+		o += (size_t)snprintf(why + o, n - o, "%ld jobs (more than %ld)", total, confirm_over);
+	if (elo_adjust && !by_ids && reevaluate > 0 && o < n)
+		o += (size_t)snprintf(why + o, n - o, "%selo=adjust moves the Elo of every agent of "
+		                      "the selection", o ? "; " : "");
+	return o > 0;
+}

@@ -206,11 +206,41 @@
     return get(q).then(renderStandings);
   }
 
+  // ---- requeue ----
+  function requeueBody(dry) {
+    var sel = document.querySelector("input[name=rq-sel]:checked").value;
+    var b = { action: "requeue", elo: $("rq-elo").value, lane: $("rq-lane").value, rejudge: $("rq-rejudge").checked, include_failed: $("rq-failed").checked, dry_run: dry };
+    if (sel === "ids") b.ids = $("rq-ids").value.split(/[\s,]+/).filter(function (x) { return x; });
+    else if (sel === "challenge") b.challenge = $("rq-challenge").value.trim();
+    else { b.from = $("rq-from").value.trim(); b.to = $("rq-to").value.trim(); }
+    return b;
+  }
+  function showRequeue(res) {
+    if (!res) return;
+    $("rq-out").textContent = res.j.done || res.j.error;
+    $("rq-out").className = res.code === 200 ? "" : "bad";
+    var tb = clear($("rq-skipped").tBodies[0]);
+    (res.j.skipped || []).forEach(function (x) { row(tb, [x.id, x.why]); });
+    if (res.j.skipped_count > (res.j.skipped || []).length) row(tb, ["...", (res.j.skipped_count - res.j.skipped.length) + " more"]);
+  }
+  function requeue(dry) {
+    var b = requeueBody(dry);
+    return action(b).then(function (res) {
+      // a bulk requeue: the server asks, as scripts/requeue does; nothing was done yet
+      if (res && res.code === 409 && res.j.confirm) {
+        if (!window.confirm(res.j.confirm)) { flash("aborted; nothing enqueued", true); showRequeue(res); return null; }
+        b.confirmed = true;
+        return action(b);
+      }
+      return res;
+    }).then(showRequeue);
+  }
+
   // ---- navigation ----
   function route() {
     var h = location.hash || "#overview";
-    var view = h.indexOf("#submission") === 0 ? "submission" : h.indexOf("#dead") === 0 ? "dead" : h.indexOf("#standings") === 0 ? "standings" : "overview";
-    ["overview", "submission", "dead", "standings"].forEach(function (v) { $("view-" + v).hidden = v !== view; });
+    var view = h.indexOf("#submission") === 0 ? "submission" : h.indexOf("#dead") === 0 ? "dead" : h.indexOf("#standings") === 0 ? "standings" : h.indexOf("#requeue") === 0 ? "requeue" : "overview";
+    ["overview", "submission", "dead", "standings", "requeue"].forEach(function (v) { $("view-" + v).hidden = v !== view; });
     if (timer) { clearInterval(timer); timer = null; }
     if (view === "overview") { loadOverview(); timer = setInterval(function () { loadOverview(); }, 2000); }
     if (view === "submission") { var m = /^#submission=(.+)$/.exec(h); if (m) loadSubmission(decodeURIComponent(m[1])); }
@@ -220,6 +250,8 @@
   document.addEventListener("DOMContentLoaded", function () {
     $("sub-form").addEventListener("submit", function (ev) { ev.preventDefault(); location.hash = "#submission=" + encodeURIComponent($("sub-id").value.trim()); });
     $("dead-form").addEventListener("submit", function (ev) { ev.preventDefault(); loadDead(false); });
+    $("rq-form").addEventListener("submit", function (ev) { ev.preventDefault(); requeue(false); });
+    $("rq-dry").addEventListener("click", function () { requeue(true); });
     $("st-form").addEventListener("submit", function (ev) { ev.preventDefault(); loadStandings(); });
     $("dead-more").addEventListener("click", function () { loadDead(true); });
     $("pause-all").addEventListener("click", function () { action({ action: "pause" }, "Pause every replica?").then(loadOverview); });
