@@ -8,7 +8,8 @@
  *                                 split by cause and how long the reading took
  *   GET  /api/submission?id=UUID  a submission's story: its row, its evaluations and
  *                                 dimensions, and where its job is in Redis now
- *   GET  /api/dead?reason=&before=&limit=   dead letters, newest first, paged
+ *   GET  /api/dead?reason=&challenge=&since=&until=&before=&limit=   dead letters,
+ *                                 newest first, paged, filtered
  *   GET  /api/dead/entry?id=ID    one dead letter, every field
  *   GET  /api/standings?by=&challenge=&limit=&cap=   the leaderboard with its "as of"
  *                                 and the capped weights (the CLI's queries)
@@ -508,24 +509,89 @@ static void view_submission(struct console *c, int fd, const char *q)
 	respond_json(fd, 200, doc);
 }
 
-/* Dead letters, newest first: before (exclusive entry id) pages, reason filters by a
- * substring; at most CONSOLE_SCAN_MAX entries are looked at per request. */
+/* The challenge slug of each entry of the array list (entry_json objects) whose
+ * submission_id is a UUID, set as its "challenge" (null when unknown): one lookup by
+ * primary key for the whole batch. Returns 0 or -1 with err. */
+static int dead_challenges(PGconn *pg, json_t *list, char *err, size_t errlen)
+{
+	struct strbuf arr = { 0 };
+	size_t i;
+	json_t *e;
+	strbuf_addlit(&arr, "{");
+	json_array_foreach(list, i, e) {
+		const char *sid = json_string_value(json_object_get(json_object_get(e, "fields"), "submission_id"));
+		if (sid && console_is_uuid(sid))
+			strbuf_addf(&arr, "%s%s", arr.len > 1 ? "," : "", sid);
+	}
+	strbuf_addlit(&arr, "}");
+	const char *p[] = { arr.buf };
+	PGresult *res = PQexecParams(pg, "SELECT s.id::text, c.slug FROM submissions s"
+	                             " JOIN matches m ON m.id = s.match_id JOIN challenges c ON c.id = m.challenge_id"
+	                             " WHERE s.id = ANY($1::uuid[])", 1, NULL, p, NULL, NULL, 0);
+	strbuf_free(&arr);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
+		err[strcspn(err, "\n")] = '\0';
+		PQclear(res);
+		return -1;
+	}
+	json_array_foreach(list, i, e) {
+		const char *sid = json_string_value(json_object_get(json_object_get(e, "fields"), "submission_id"));
+		json_t *slug = json_null();
+		for (int r = 0; sid && r < PQntuples(res); r++)
+			if (!strcasecmp(PQgetvalue(res, r, 0), sid)) {
+				json_decref(slug);
+				slug = pg_cell(res, r, 1);
+				break;
+			}
+		json_object_set_new(e, "challenge", slug);
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* Dead letters, newest first, each with its submission's challenge: before (exclusive
+ * entry id) pages; reason filters by a substring, challenge by slug, since and until
+ * (milliseconds since the epoch) by the time of death (the entry id's time, so a range of
+ * the stream is read, not the whole stream); at most CONSOLE_SCAN_MAX entries are looked
+ * at per request. */
 static void view_dead(struct console *c, int fd, const char *q)
 {
-	char reason[256] = "", before[64] = "", lim[16] = "";
+	char reason[256] = "", before[64] = "", lim[16] = "", slug[128] = "", since[24] = "",
+	     until[24] = "";
 	console_param(q, "reason", reason, sizeof reason);
+	console_param(q, "challenge", slug, sizeof slug);
+	console_param(q, "since", since, sizeof since);
+	console_param(q, "until", until, sizeof until);
 	if (console_param(q, "before", before, sizeof before) && before[0] &&
 	    !console_is_entry_id(before)) {
 		respond_error(fd, 400, "before must be a stream entry id");
 		return;
 	}
+	if ((since[0] && !console_is_entry_id(since)) || (until[0] && !console_is_entry_id(until)) ||
+	    strchr(since, '-') || strchr(until, '-')) {
+		respond_error(fd, 400, "since and until are milliseconds since the epoch");
+		return;
+	}
 	long limit = console_param(q, "limit", lim, sizeof lim) ? strtol(lim, NULL, 10) : 50;
 	if (limit <= 0 || limit > CONSOLE_PAGE_MAX)
 		limit = 50;
-	char err[512] = "", start[72];
-	snprintf(start, sizeof start, before[0] ? "(%s" : "+", before);
+	long long t0 = now_ms();
+	char err[512] = "", start[72], stop[32];
+	/* XREVRANGE from the newest wanted (before, else until's last id) down to since */
+	if (before[0])
+		snprintf(start, sizeof start, "(%s", before);
+	else
+		snprintf(start, sizeof start, until[0] ? "%s-18446744073709551615" : "+", until);
+	snprintf(stop, sizeof stop, "%s", since[0] ? since : "-");
 	struct rq_sync *r = status_redis_open(&c->cfg, &c->sk, err, sizeof err);
 	if (!r) {
+		respond_error(fd, 502, err);
+		return;
+	}
+	PGconn *pg = pg_open(c, true, err, sizeof err);
+	if (!pg && slug[0]) {
+		rq_sync_close(r);
 		respond_error(fd, 502, err);
 		return;
 	}
@@ -533,30 +599,60 @@ static void view_dead(struct console *c, int fd, const char *q)
 	long long scanned = 0;
 	char last[64] = "";
 	bool more = true;
+	err[0] = '\0';
 	while (more && (long)json_array_size(list) < limit && scanned < CONSOLE_SCAN_MAX) {
-		const char *a[] = { "XREVRANGE", c->sk.dead, start, "-", "COUNT", "200" };
+		const char *a[] = { "XREVRANGE", c->sk.dead, start, stop, "COUNT", "200" };
 		redisReply *x = ccmd(r, 6, a, err, sizeof err);
 		if (!x)
 			break;
 		size_t n = x->type == REDIS_REPLY_ARRAY ? x->elements : 0;
 		more = n == 200;
-		for (size_t i = 0; i < n && (long)json_array_size(list) < limit; i++) {
+		json_t *batch = json_array();
+		for (size_t i = 0; i < n; i++) {
 			const redisReply *e = x->element[i];
 			if (!entry_ok(e))
 				continue;
-			scanned++;
-			snprintf(last, sizeof last, "%s", e->element[0]->str);
 			const redisReply *rs = fieldv(e->element[1], "reason");
 			if (reason[0] && (!rs || !memmem(rs->str, rs->len, reason, strlen(reason))))
 				continue;
-			json_array_append_new(list, entry_json(e));
+			json_array_append_new(batch, entry_json(e));
 		}
-		if (n)
-			snprintf(start, sizeof start, "(%s", x->element[n - 1]->element[0]->str);
+		if (pg && json_array_size(batch) && dead_challenges(pg, batch, err, sizeof err) < 0) {
+			json_decref(batch);
+			freeReplyObject(x);
+			break;
+		}
+		/* take the batch in order until the page is full; the next page starts after the
+		 * last entry taken (or the last one looked at, when none is left over) */
+		size_t taken = 0, i;
+		json_t *e;
+		json_array_foreach(batch, i, e) {
+			if ((long)json_array_size(list) >= limit)
+				break;
+			taken++;
+			snprintf(last, sizeof last, "%s", json_string_value(json_object_get(e, "id")));
+			const char *cs = json_string_value(json_object_get(e, "challenge"));
+			if (slug[0] && (!cs || strcmp(cs, slug)))
+				continue;
+			json_array_append(list, e);
+		}
+		if (taken == json_array_size(batch)) {
+			scanned += (long long)n;
+			if (n)
+				snprintf(last, sizeof last, "%s", x->element[n - 1]->element[0]->str);
+		} else {
+			more = true;
+			scanned += (long long)n;    /* looked at; the rest is the next page's */
+		}
+		if (last[0])
+			snprintf(start, sizeof start, "(%s", last);
+		json_decref(batch);
 		freeReplyObject(x);
 	}
+	pg_close(pg);
 	const char *l[] = { "XLEN", c->sk.dead };
-	redisReply *x = ccmd(r, 2, l, err, sizeof err);
+	char lerr[256];
+	redisReply *x = ccmd(r, 2, l, lerr, sizeof lerr);
 	json_t *doc = json_object();
 	json_object_set_new(doc, "entries", list);
 	json_object_set_new(doc, "total", json_integer(x ? x->integer : -1));
@@ -567,6 +663,7 @@ static void view_dead(struct console *c, int fd, const char *q)
 	if (x)
 		freeReplyObject(x);
 	rq_sync_close(r);
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
 	respond_json(fd, 200, doc);
 }
 

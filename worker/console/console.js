@@ -162,20 +162,25 @@
   function renderDead(d, append) {
     var tb = $("dead-list").tBodies[0];
     if (!append) clear(tb);
-    $("dead-summary").textContent = d.error ? d.error : d.total + " dead letters (" + d.scanned + " looked at)";
+    $("dead-summary").textContent = (d.error ? d.error + "; " : "") + d.total + " dead letters (" + d.scanned + " looked at, " + d.took_ms + " ms)";
     (d.entries || []).forEach(function (e) {
       var f = e.fields, b = el("span");
       var v = el("button", "View"); v.type = "button"; v.onclick = function () { showDead(e.id); }; b.appendChild(v);
       var r = el("button", "Replay"); r.type = "button"; r.className = "replay"; r.onclick = function () { action({ action: "replay", id: e.id }, "Replay dead letter " + e.id + " to the jobs stream (and set its submission back to queued)?").then(function () { loadDead(false); }); }; b.appendChild(r);
       var x = el("button", "Drop"); x.type = "button"; x.className = "drop"; x.onclick = function () { action({ action: "drop", id: e.id }, "Permanently drop dead letter " + e.id + "?").then(function () { loadDead(false); }); }; b.appendChild(x);
-      var tr = row(tb, [e.id, f.submission_id, f.failed_at ? new Date(Number(f.failed_at)).toISOString() : "-", f.reason, b]);
+      var tr = row(tb, [e.id, f.submission_id, e.challenge, f.failed_at ? new Date(Number(f.failed_at)).toISOString() : "-", f.reason, b]);
       tr.setAttribute("data-id", e.id);
     });
     deadBefore = d.next_before;
     $("dead-more").hidden = !deadBefore;
   }
   function loadDead(more) {
-    var q = "/api/dead?limit=50&reason=" + encodeURIComponent($("dead-reason").value);
+    var q = "/api/dead?limit=50&reason=" + encodeURIComponent($("dead-reason").value) + "&challenge=" + encodeURIComponent($("dead-challenge").value.trim());
+    // datetime-local values are read as UTC; the server takes milliseconds (stream ids are times)
+    [["since", "dead-since"], ["until", "dead-until"]].forEach(function (p) {
+      var v = $(p[1]).value;
+      if (v) { var ms = Date.parse(v + (v.length === 16 ? ":00Z" : "Z")); if (!isNaN(ms)) q += "&" + p[0] + "=" + ms; }
+    });
     if (more && deadBefore) q += "&before=" + encodeURIComponent(deadBefore);
     return get(q).then(function (d) { renderDead(d, more); });
   }
