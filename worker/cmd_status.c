@@ -49,6 +49,7 @@ struct consumer {
 	char *name;
 	long long pending, idle_ms, inactive_ms;   /* inactive_ms -1 when Redis < 7.2 */
 	long long last_seen_ms;                    /* age of its heartbeat; -1: none */
+	char version[64];                          /* from its heartbeat; "" unknown */
 	bool pruned;                               /* removed by --prune */
 };
 
@@ -340,6 +341,9 @@ static int gather_heartbeats(struct rq_sync *c, struct status *st, const struct 
 		if (!(r = cmd(c, st, 3, h)))
 			return -1;
 		k->last_seen_ms = now >= 0 && r->type == REDIS_REPLY_STRING ? now - strtoll(r->str, NULL, 10) : -1;
+		/* "<ms> <version>" (opsctl_heartbeat); older workers wrote the time alone */
+		const char *sp = r->type == REDIS_REPLY_STRING ? strchr(r->str, ' ') : NULL;
+		snprintf(k->version, sizeof k->version, "%s", sp ? sp + 1 : "");
 		freeReplyObject(r);
 	}
 	return 0;
@@ -651,14 +655,15 @@ static void human_consumers(const struct status *st)
 	if (!st->nconsumers)
 		return;
 	char d3[32];
-	printf("\n  %-36s %8s %10s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE", "LAST SEEN");
+	printf("\n  %-36s %8s %10s %10s %10s  %s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE", "LAST SEEN",
+	       "VERSION");
 	for (size_t i = 0; i < st->nconsumers; i++) {
 		const struct consumer *k = &st->consumers[i];
 		fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
 		fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
 		fmt_duration(d3, sizeof(d3), k->last_seen_ms < 0 ? -1 : k->last_seen_ms / 1000.0);
-		printf("  %-36s %8lld %10s %10s %10s%s\n", k->name, k->pending, d1, d2, d3,
-		       k->pruned ? "  (pruned)" : "");
+		printf("  %-36s %8lld %10s %10s %10s  %s%s\n", k->name, k->pending, d1, d2, d3,
+		       k->version[0] ? k->version : "-", k->pruned ? "  (pruned)" : "");
 	}
 }
 
@@ -768,6 +773,7 @@ static json_t *json_consumers(const struct status *st)
 		                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
 		json_object_set_new(o, "last_seen_ms",
 		                    k->last_seen_ms >= 0 ? json_integer(k->last_seen_ms) : json_null());
+		json_object_set_new(o, "version", k->version[0] ? json_string(k->version) : json_null());
 		json_object_set_new(o, "pruned", json_boolean(k->pruned));
 		json_array_append_new(cs, o);
 	}

@@ -17,6 +17,7 @@
 #include "pgc.h"
 #include "rq.h"
 #include "util.h"
+#include "version.h"
 #include "pipeline.h"
 
 /* While the worker may not take jobs, the cause is logged at most this often. */
@@ -56,12 +57,14 @@ static const char leave_lua[] =
 	"for i = 1, #KEYS do pcall(redis.call, 'XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], ARGV[2]) end\n"
 	"return 1\n";
 
-/* Heartbeat: KEYS 1 the heartbeats hash, 2 its ":since" key; ARGV 1 the consumer. The
- * time is Redis's, so replicas' clocks never matter. */
+/* Heartbeat: KEYS 1 the heartbeats hash, 2 its ":since" key; ARGV 1 the consumer, 2 this
+ * binary's version. The value is "<ms> <version>": the time is Redis's, so replicas' clocks
+ * never matter, and a reader that takes the leading integer (strtoll, as releases before
+ * the version did) still reads the time. */
 static const char heartbeat_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-	"redis.call('HSET', KEYS[1], ARGV[1], now)\n"
+	"redis.call('HSET', KEYS[1], ARGV[1], now .. ' ' .. ARGV[2])\n"
 	"redis.call('SET', KEYS[2], now, 'NX')\n"
 	"return now\n";
 
@@ -467,8 +470,9 @@ void opsctl_heartbeat(struct opsctl *o)
 		return;
 	char since[600];
 	snprintf(since, sizeof since, "%s:since", w->k_heartbeats);
-	const char *argv[] = { "EVAL", heartbeat_lua, "2", w->k_heartbeats, since, w->cfg->worker_id };
-	(void)rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 6, argv, NULL);
+	const char *argv[] = { "EVAL", heartbeat_lua, "2", w->k_heartbeats, since, w->cfg->worker_id,
+	                       ARBITER_VERSION };
+	(void)rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 7, argv, NULL);
 }
 
 void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))

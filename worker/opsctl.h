@@ -69,7 +69,8 @@ void opsctl_park(struct opsctl *o, struct job *j, uint32_t delay_ms,
 #define OPSCTL_HEARTBEAT_MS 2000
 #define OPSCTL_HEARTBEAT_STALE_MS 10000
 
-/* Writes this worker's heartbeat (rkeys_heartbeats: HSET <consumer> <Redis time in ms>, and
+/* Writes this worker's heartbeat (rkeys_heartbeats: HSET <consumer> "<Redis time in ms>
+ * <version>", and
  * the ":since" key if it is missing), fire and forget; a failure is left to the next call.
  * Call every OPSCTL_HEARTBEAT_MS or so. */
 void opsctl_heartbeat(struct opsctl *o);

@@ -66,7 +66,8 @@ void rkeys_free(struct rkeys *k);
 char *rkeys_other_jobs(const struct rkeys *k, const char *prefix);
 
 /* The replicas' heartbeats, "<base>:workers": a hash, consumer name -> the Redis clock (ms)
- * when that worker last said it was alive (every few seconds); "<base>:workers:since" holds
+ * when that worker last said it was alive (every few seconds), then a space and its
+ * version (ARBITER_VERSION; absent in heartbeats of releases before it); "<base>:workers:since" holds
  * when the first heartbeat was written. `arbiter status --prune` removes a consumer only on
  * this evidence (README "arbiter status"). malloc'd. */
 char *rkeys_heartbeats(const struct rkeys *k);

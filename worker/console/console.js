@@ -86,7 +86,7 @@
     if (!probs.firstChild) probs.appendChild(el("li", "none: Redis and PostgreSQL answer, schema current", "good"));
 
     var tb = clear($("replicas").tBodies[0]);
-    (rs.consumers || []).forEach(function (c) { row(tb, [c.name, c.pending, dur(c.idle_ms), c.last_seen_ms === null ? "no heartbeat" : dur(c.last_seen_ms) + " ago"]); });
+    (rs.consumers || []).forEach(function (c) { row(tb, [c.name, c.pending, dur(c.idle_ms), c.last_seen_ms === null ? "no heartbeat" : dur(c.last_seen_ms) + " ago", c.version || "unknown"]); });
     var ps = rs.paused ? "every replica paused" : "not paused";
     if (rs.paused_challenges && rs.paused_challenges.length) ps += "; paused challenges: " + rs.paused_challenges.join(", ");
     $("pause-state").textContent = ps;
