@@ -415,6 +415,20 @@ static void view_overview(struct console *c, int fd)
 	if (est && json_array_size(est) == 1)
 		json_object_set(doc, "table", json_array_get(est, 0));
 	json_decref(est);
+	/* Exact counts by status: counters kept by triggers (sql/009_submission_counts.sql),
+	 * a handful of rows whatever the table's size. */
+	json_t *counts = pg ? pg_rows(pg, "SELECT status, n FROM submission_counts()", NULL, err,
+	                              sizeof err) : NULL;
+	json_t *by = json_object();
+	size_t ci;
+	json_t *cr;
+	json_array_foreach(counts, ci, cr)
+		json_object_set(by, json_string_value(json_object_get(cr, "status")),
+		                json_object_get(cr, "n"));
+	if (!counts)
+		json_object_set_new(by, "error", console_text(err, strlen(err)));
+	json_decref(counts);
+	json_object_set_new(doc, "by_status", by);
 	pg_close(pg);
 	json_object_set_new(doc, "read_only", json_boolean(!c->token[0]));
 	json_object_set_new(doc, "version", json_string(ARBITER_VERSION));

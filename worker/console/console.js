@@ -74,6 +74,10 @@
     cards.appendChild(card("dead letters", rs.dead, "dead"));
     cards.appendChild(card("queued (db)", pg.queued, "queued"));
     cards.appendChild(card("evaluating (db)", pg.evaluating, "evaluating"));
+    var bs = d.by_status || {};
+    ["completed", "failed", "rejected"].forEach(function (k) {
+      cards.appendChild(card(k + " (db)", bs.error ? null : (bs[k] || 0), "count_" + k, bs.error ? bs.error : "exact"));
+    });
     cards.appendChild(card("submissions (estimate)", d.table ? d.table.submissions_estimate : null, "submissions_estimate"));
     cards.appendChild(card("schema version", pg.schema_version, "schema_version", "needs " + pg.schema_needed));
 
