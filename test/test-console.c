@@ -96,6 +96,18 @@ static void test_requeue(void)
 	ok(!console_requeue_confirm(0, 0, true, false, 0, why2, sizeof why2), "nothing to enqueue: no question");
 }
 
+static void test_quantile(void)
+{
+	const double b[] = { 1, 2, 4 };
+	uint64_t none[4] = { 0 }, one[4] = { 0, 10, 0, 0 }, spread[4] = { 10, 10, 0, 0 },
+	         high[4] = { 0, 0, 0, 5 };
+	ok(console_quantile(none, b, 3, 0.5) < 0, "empty: -1");
+	ok(console_quantile(one, b, 3, 0.5) == 1.5, "median inside the bucket (1, 2]: 1.5");
+	ok(console_quantile(spread, b, 3, 0.25) == 0.5, "first bucket from 0");
+	ok(console_quantile(spread, b, 3, 0.75) == 1.5, "p75 in the second bucket");
+	ok(console_quantile(high, b, 3, 0.99) == 4, "above every bound: the last bound");
+}
+
 static void test_text(void)
 {
 	const char in[] = "ok \xc3\xa9 \xc3( \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf <script>\0!";
@@ -115,5 +127,6 @@ int main(void)
 	test_token();
 	test_text();
 	test_requeue();
+	test_quantile();
 	return tap_done();
 }

@@ -11,6 +11,8 @@
  *   GET  /api/dead?reason=&challenge=&since=&until=&before=&limit=   dead letters,
  *                                 newest first, paged, filtered
  *   GET  /api/dead/entry?id=ID    one dead letter, every field
+ *   GET  /api/charts              completed/failed/rejected per second and latency
+ *                                 percentiles over the last hour (the stats stream)
  *   GET  /api/standings?by=&challenge=&limit=&cap=   the leaderboard with its "as of"
  *                                 and the capped weights (the CLI's queries)
  *   POST /api/action              replay / drop a dead letter, pause / resume; only with
@@ -49,6 +51,7 @@
 #include "config.h"
 #include "console.h"
 #include "console_assets.h"
+#include "metrics.h"
 #include "redact.h"
 #include "rq.h"
 #include "standings.h"
@@ -832,6 +835,129 @@ fail:
 	respond_json(fd, 200, doc);
 }
 
+#define CHARTS_SPAN_MS 3600000LL    /* the last hour */
+#define CHARTS_STEP_MS 30000LL      /* one point per 30 s */
+#define CHARTS_POINTS (CHARTS_SPAN_MS / CHARTS_STEP_MS)
+#define CHARTS_ENTRIES_MAX 100000   /* stats entries read per view (10 s x replicas x 1 h) */
+
+struct chart_point {
+	uint64_t c, f, r;
+	uint64_t h[METRICS_E2E_BUCKETS];
+};
+
+/* Adds the comma-separated bucket counts of s[0..n) to h. */
+static void add_hist(uint64_t *h, const char *s, size_t n)
+{
+	size_t i = 0;
+	const char *p = s, *end = s + n;
+	while (p < end && i < METRICS_E2E_BUCKETS) {
+		h[i++] += strtoull(p, NULL, 10);
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+}
+
+static json_t *quantile_json(const uint64_t *h, const double *bounds, size_t nb, double q)
+{
+	double v = console_quantile(h, bounds, nb, q);
+	return v < 0 ? json_null() : json_real(v);
+}
+
+/* The charts: jobs completed, failed and rejected per second and the end-to-end latency's
+ * p50/p90/p99 over the last hour, one point per 30 s, from the workers' stats stream
+ * (opsctl_stats; by Redis's clock). One XRANGE of the last hour's entries. */
+static void view_charts(struct console *c, int fd)
+{
+	long long t0 = now_ms();
+	char err[512] = "";
+	struct rq_sync *r = status_redis_open(&c->cfg, &c->sk, err, sizeof err);
+	const char *ta[] = { "TIME" };
+	redisReply *x = r ? ccmd(r, 1, ta, err, sizeof err) : NULL;
+	if (!x) {
+		rq_sync_close(r);
+		respond_error(fd, 502, err);
+		return;
+	}
+	long long now = x->type == REDIS_REPLY_ARRAY && x->elements == 2
+	                ? strtoll(x->element[0]->str, NULL, 10) * 1000 + strtoll(x->element[1]->str, NULL, 10) / 1000
+	                : now_ms();
+	freeReplyObject(x);
+	/* the points end at now's step boundary; the last one is partial */
+	long long end = (now / CHARTS_STEP_MS + 1) * CHARTS_STEP_MS, start = end - CHARTS_SPAN_MS;
+	struct chart_point *pt = xcalloc(CHARTS_POINTS, sizeof *pt), all = { 0 };
+	size_t nb;
+	const double *bounds = metrics_e2e_bounds(&nb);
+	long long entries = 0;
+	char from[40];
+	snprintf(from, sizeof from, "%lld", start);
+	while (entries < CHARTS_ENTRIES_MAX) {
+		const char *a[] = { "XRANGE", c->sk.stats, from, "+", "COUNT", "1000" };
+		if (!(x = ccmd(r, 6, a, err, sizeof err)))
+			break;
+		size_t n = x->type == REDIS_REPLY_ARRAY ? x->elements : 0;
+		for (size_t i = 0; i < n; i++) {
+			const redisReply *e = x->element[i];
+			if (!entry_ok(e))
+				continue;
+			long long at = strtoll(e->element[0]->str, NULL, 10);
+			long long k = (at - start) / CHARTS_STEP_MS;
+			if (k < 0 || k >= CHARTS_POINTS)
+				continue;
+			const redisReply *f = e->element[1], *v;
+			struct chart_point *p = &pt[k];
+			uint64_t dc = (v = fieldv(f, "c")) ? strtoull(v->str, NULL, 10) : 0;
+			uint64_t df = (v = fieldv(f, "f")) ? strtoull(v->str, NULL, 10) : 0;
+			uint64_t dr = (v = fieldv(f, "r")) ? strtoull(v->str, NULL, 10) : 0;
+			p->c += dc, p->f += df, p->r += dr;
+			all.c += dc, all.f += df, all.r += dr;
+			if ((v = fieldv(f, "h"))) {
+				add_hist(p->h, v->str, v->len);
+				add_hist(all.h, v->str, v->len);
+			}
+		}
+		entries += (long long)n;
+		if (n < 1000) {
+			freeReplyObject(x);
+			break;
+		}
+		snprintf(from, sizeof from, "(%s", x->element[n - 1]->element[0]->str);
+		freeReplyObject(x);
+	}
+	rq_sync_close(r);
+	json_t *doc = json_object(), *pts = json_array();
+	double secs = CHARTS_STEP_MS / 1000.0;
+	for (long long k = 0; k < CHARTS_POINTS; k++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "t", json_integer(start + k * CHARTS_STEP_MS));
+		json_object_set_new(o, "completed", json_real((double)pt[k].c / secs));
+		json_object_set_new(o, "failed", json_real((double)pt[k].f / secs));
+		json_object_set_new(o, "rejected", json_real((double)pt[k].r / secs));
+		json_object_set_new(o, "p50", quantile_json(pt[k].h, bounds, nb, 0.5));
+		json_object_set_new(o, "p90", quantile_json(pt[k].h, bounds, nb, 0.9));
+		json_object_set_new(o, "p99", quantile_json(pt[k].h, bounds, nb, 0.99));
+		json_array_append_new(pts, o);
+	}
+	free(pt);
+	json_t *hour = json_object();
+	json_object_set_new(hour, "completed", json_integer((json_int_t)all.c));
+	json_object_set_new(hour, "failed", json_integer((json_int_t)all.f));
+	json_object_set_new(hour, "rejected", json_integer((json_int_t)all.r));
+	json_object_set_new(hour, "p50", quantile_json(all.h, bounds, nb, 0.5));
+	json_object_set_new(hour, "p90", quantile_json(all.h, bounds, nb, 0.9));
+	json_object_set_new(hour, "p99", quantile_json(all.h, bounds, nb, 0.99));
+	json_object_set_new(doc, "hour", hour);
+	json_object_set_new(doc, "points", pts);
+	json_object_set_new(doc, "step_ms", json_integer(CHARTS_STEP_MS));
+	json_object_set_new(doc, "now_ms", json_integer(now));
+	json_object_set_new(doc, "entries", json_integer(entries));
+	if (err[0])
+		json_object_set_new(doc, "error", console_text(err, strlen(err)));
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
+	respond_json(fd, 200, doc);
+}
+
 /* ---- actions ---- */
 
 /* Replay: the entry's job fields (without the dead-letter ones) back to the jobs stream
@@ -1384,6 +1510,8 @@ static void serve(struct console *c, int fd, const char *peer)
 		view_dead(c, fd, req.query);
 	else if (!strcmp(p, "/api/dead/entry"))
 		view_dead_entry(c, fd, req.query);
+	else if (!strcmp(p, "/api/charts"))
+		view_charts(c, fd);
 	else if (!strcmp(p, "/api/standings"))
 		view_standings(c, fd, req.query);
 	else

@@ -160,6 +160,9 @@ int status_keys(const struct config *cfg, struct status_keys *sk, char *err, siz
 	char *hb = rkeys_heartbeats(&k);
 	snprintf(sk->heartbeats, sizeof(sk->heartbeats), "%s", hb);
 	free(hb);
+	char *stats = rkeys_stats(&k);
+	snprintf(sk->stats, sizeof(sk->stats), "%s", stats);
+	free(stats);
 	struct rq_url u;
 	char uerr[256];
 	bool cluster = rq_url_parse(cfg->redis_url, &u, uerr, sizeof uerr) == 0 && u.cluster;

@@ -310,3 +310,21 @@ bool console_requeue_confirm(long total, long confirm_over, bool elo_adjust, boo
 		                      "the selection", o ? "; " : "");
 	return o > 0;
 }
+
+double console_quantile(const uint64_t *counts, const double *bounds, size_t nb, double q)
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i <= nb; i++)
+		total += counts[i];
+	if (total == 0)
+		return -1;
+	double rank = q * (double)total, below = 0;
+	for (size_t i = 0; i < nb; i++) {
+		if (counts[i] && below + (double)counts[i] >= rank) {
+			double lo = i ? bounds[i - 1] : 0;
+			return lo + (bounds[i] - lo) * ((rank - below) / (double)counts[i]);
+		}
+		below += (double)counts[i];
+	}
+	return nb ? bounds[nb - 1] : 0;
+}

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -72,6 +73,12 @@ enum console_requeue console_requeue_classify(const char *status, bool has_resul
  * why[0..n) ("; "-separated). Pure. */
 bool console_requeue_confirm(long total, long confirm_over, bool elo_adjust, bool by_ids,
                              long reevaluate, char *why, size_t n);
+
+/* The q-quantile (0 < q < 1) of a histogram: counts[0..nb] (not cumulative; counts[nb]
+ * above every bound) with upper bounds[0..nb), interpolated linearly inside the bucket
+ * as Prometheus' histogram_quantile does (the first bucket from 0; a quantile in the last,
+ * unbounded bucket is its lower bound). Returns -1 when the histogram is empty. Pure. */
+double console_quantile(const uint64_t *counts, const double *bounds, size_t nb, double q);
 
 /* True when s is a UUID in its canonical text form (8-4-4-4-12 hex digits). */
 bool console_is_uuid(const char *s);

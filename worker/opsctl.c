@@ -68,6 +68,14 @@ static const char heartbeat_lua[] =
 	"redis.call('SET', KEYS[2], now, 'NX')\n"
 	"return now\n";
 
+/* Stats: KEYS 1 the stats stream; ARGV 1 how long to keep (ms), then the fields. The
+ * entry's id and the trimming are by Redis's clock. */
+static const char stats_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"return redis.call('XADD', KEYS[1], 'MINID', '~', now - tonumber(ARGV[1]), '*',\n"
+	"                  unpack(ARGV, 2))\n";
+
 /* A NOPERM reply counts as current for this long unless its command succeeds meanwhile
  * (the worker retries its reads and group creation every second or so). */
 #define ACL_REFUSAL_MS 120000
@@ -90,6 +98,8 @@ struct opsctl {
 	bool resolving, resolve_again;
 	int refs;                   /* callbacks still to come (hold, leave, resolve) */
 	bool closing;
+	struct metrics_totals stats_sent;   /* the totals the stats stream has had */
+	uint64_t stats_at;                  /* loop time of the last opsctl_stats write */
 };
 
 static void maybe_free(struct opsctl *o)
@@ -473,6 +483,36 @@ void opsctl_heartbeat(struct opsctl *o)
 	const char *argv[] = { "EVAL", heartbeat_lua, "2", w->k_heartbeats, since, w->cfg->worker_id,
 	                       ARBITER_VERSION };
 	(void)rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 7, argv, NULL);
+}
+
+void opsctl_stats(struct opsctl *o)
+{
+	struct worker *w = o->w;
+	if (o->closing || !rq_connected(w->rq_cmd) || uv_now(w->loop) - o->stats_at < OPSCTL_STATS_MS)
+		return;
+	o->stats_at = uv_now(w->loop);
+	struct metrics_totals now;
+	metrics_totals(&now);
+	char c[24], f[24], r[24], keep[24], h[METRICS_E2E_BUCKETS * 21 + 1];
+	uint64_t any = 0;
+	size_t hn = 0;
+	for (size_t i = 0; i < METRICS_E2E_BUCKETS; i++) {
+		uint64_t d = now.e2e[i] - o->stats_sent.e2e[i];
+		any |= d;
+		hn += (size_t)snprintf(h + hn, sizeof h - hn, "%s%llu", i ? "," : "", (unsigned long long)d);
+	}
+	uint64_t dc = now.completed - o->stats_sent.completed, df = now.failed - o->stats_sent.failed;
+	uint64_t dr = now.rejected - o->stats_sent.rejected;
+	if (!(any | dc | df | dr))
+		return;
+	snprintf(c, sizeof c, "%llu", (unsigned long long)dc);
+	snprintf(f, sizeof f, "%llu", (unsigned long long)df);
+	snprintf(r, sizeof r, "%llu", (unsigned long long)dr);
+	snprintf(keep, sizeof keep, "%d", OPSCTL_STATS_KEEP_MS);
+	const char *argv[] = { "EVAL", stats_lua, "1", w->k_stats, keep, "w", w->cfg->worker_id,
+	                       "c", c, "f", f, "r", r, "h", h };
+	if (rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 15, argv, NULL) == 0)
+		o->stats_sent = now;
 }
 
 void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))

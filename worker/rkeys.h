@@ -72,6 +72,12 @@ char *rkeys_other_jobs(const struct rkeys *k, const char *prefix);
  * this evidence (README "arbiter status"). malloc'd. */
 char *rkeys_heartbeats(const struct rkeys *k);
 
+/* The replicas' throughput history, "<base>:stats": a stream each worker appends its
+ * completed, failed and rejected jobs and end-to-end latency histogram to every
+ * OPSCTL_STATS_MS (opsctl_stats), trimmed to the last OPSCTL_STATS_KEEP_MS by Redis's
+ * clock; the console draws its charts from it. malloc'd. */
+char *rkeys_stats(const struct rkeys *k);
+
 /* The rate-limit hash of one IP key, "<base>:rl:<ipkey>", malloc'd. */
 char *rkeys_rl(const struct rkeys *k, const char *ipkey);
 

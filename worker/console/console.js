@@ -113,6 +113,58 @@
     if (lastAt) { $("fresh").textContent = "updated " + ((Date.now() - lastAt) / 1000).toFixed(0) + "s ago"; $("fresh").className = "muted"; }
   }
 
+  // ---- charts: hand-drawn SVG (no library, nothing fetched from elsewhere) ----
+  var SVG = "http://www.w3.org/2000/svg", chartsAt = 0;
+  function svgEl(tag, attrs, text) {
+    var e = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+  function fmt(v) { return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 1 ? v.toFixed(2) : v.toFixed(3); }
+  function drawChart(svg, pts, series) {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    var W = 600, H = 170, L = 44, R = 8, T = 18, B = 22, max = 0;
+    pts.forEach(function (p) { series.forEach(function (s) { if (p[s] !== null && p[s] > max) max = p[s]; }); });
+    if (max <= 0) max = 1;
+    var x = function (i) { return L + (W - L - R) * i / Math.max(pts.length - 1, 1); };
+    var y = function (v) { return T + (H - T - B) * (1 - v / max); };
+    svg.appendChild(svgEl("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, "class": "axis" }));
+    svg.appendChild(svgEl("line", { x1: L, y1: T, x2: L, y2: H - B, "class": "axis" }));
+    svg.appendChild(svgEl("text", { x: 2, y: T + 4 }, fmt(max)));
+    svg.appendChild(svgEl("text", { x: 2, y: H - B }, "0"));
+    svg.appendChild(svgEl("text", { x: L, y: H - 6 }, "-60 min"));
+    svg.appendChild(svgEl("text", { x: (L + W) / 2 - 20, y: H - 6 }, "-30 min"));
+    svg.appendChild(svgEl("text", { x: W - R - 22, y: H - 6 }, "now"));
+    series.forEach(function (s, k) {
+      var d = "", pen = false;
+      pts.forEach(function (p, i) {
+        if (p[s] === null || p[s] === undefined) { pen = false; return; }
+        d += (pen ? "L" : "M") + x(i).toFixed(1) + " " + y(p[s]).toFixed(1);
+        pen = true;
+      });
+      if (d) svg.appendChild(svgEl("path", { d: d, "class": "line s-" + s }));
+      svg.appendChild(svgEl("text", { x: L + 10 + k * 90, y: 12, "class": "s-" + s }, s));
+    });
+  }
+  function renderCharts(d) {
+    var h = d.hour || {}, lat = function (v) { return v === null || v === undefined ? "-" : fmt(v) + " s"; };
+    var sum = $("chart-summary");
+    clear(sum);
+    if (d.error) { sum.appendChild(el("span", d.error, "bad")); return; }
+    [["completed", h.completed], ["failed", h.failed], ["rejected", h.rejected]].forEach(function (p) {
+      var b = el("b", p[1]); b.setAttribute("data-k", "hour_" + p[0]); sum.appendChild(b); sum.appendChild(document.createTextNode(" " + p[0] + ", "));
+    });
+    sum.appendChild(document.createTextNode("latency p50 " + lat(h.p50) + ", p90 " + lat(h.p90) + ", p99 " + lat(h.p99) + " (from " + d.entries + " worker reports, " + d.took_ms + " ms)"));
+    drawChart($("chart-rate"), d.points || [], ["completed", "failed", "rejected"]);
+    drawChart($("chart-latency"), d.points || [], ["p50", "p90", "p99"]);
+  }
+  function loadCharts(force) {
+    if (!force && Date.now() - chartsAt < 10000) return Promise.resolve();
+    chartsAt = Date.now();
+    return get("/api/charts").then(renderCharts);
+  }
+
   // ---- a submission's story ----
   function kv(obj, keys) {
     var dl = el("dl");
@@ -251,7 +303,7 @@
     var view = h.indexOf("#submission") === 0 ? "submission" : h.indexOf("#dead") === 0 ? "dead" : h.indexOf("#standings") === 0 ? "standings" : h.indexOf("#requeue") === 0 ? "requeue" : "overview";
     ["overview", "submission", "dead", "standings", "requeue"].forEach(function (v) { $("view-" + v).hidden = v !== view; });
     if (timer) { clearInterval(timer); timer = null; }
-    if (view === "overview") { loadOverview(); timer = setInterval(function () { loadOverview(); }, 2000); }
+    if (view === "overview") { loadOverview(); loadCharts(true); timer = setInterval(function () { loadOverview(); loadCharts(false); }, 2000); }
     if (view === "submission") { var m = /^#submission=(.+)$/.exec(h); if (m) loadSubmission(decodeURIComponent(m[1])); }
     if (view === "dead") loadDead(false);
     if (view === "standings") loadStandings();
