@@ -418,7 +418,7 @@ static void view_overview(struct console *c, int fd)
 	if (est && json_array_size(est) == 1)
 		json_object_set(doc, "table", json_array_get(est, 0));
 	json_decref(est);
-	/* Exact counts by status: counters kept by triggers (sql/009_submission_counts.sql),
+	/* Exact counts by status: counters kept by triggers (sql/009_console.sql),
 	 * a handful of rows whatever the table's size. */
 	json_t *counts = pg ? pg_rows(pg, "SELECT status, n FROM submission_counts()", NULL, err,
 	                              sizeof err) : NULL;

@@ -1,6 +1,7 @@
--- 009_submission_counts: exact counts of submissions by status, in
--- microseconds, for the operator console (deploy/README.md "Operator
--- console"). Counting a large table by status reads all of it (seconds at
+-- 009_console: what the operator console reads (deploy/README.md
+-- "Operator console") without scanning a large table.
+--
+-- 1. Exact counts of submissions by status, in microseconds. Counting a large table by status reads all of it (seconds at
 -- 10M rows); these counters change in the same transaction as the rows, so
 -- their sum is exact in every snapshot.
 --
@@ -60,6 +61,13 @@ CREATE TRIGGER submissions_count_delete AFTER DELETE ON submissions
 
 INSERT INTO submission_status_counts (status, shard, n)
 SELECT status, 0, count(*) FROM submissions GROUP BY status;
+
+-- 2. The results of the last hour (arbiter status, the console's overview)
+-- by an index on completed_at instead of a scan of every result: one more
+-- index entry per result, at the right edge of the index (completed_at
+-- grows), the cheapest kind of index insert. Built here under the
+-- migration's lock: about a second per million results.
+CREATE INDEX evaluation_results_completed_at_idx ON evaluation_results (completed_at);
 
 -- The counts by status, exact: what the console shows.
 CREATE FUNCTION submission_counts(OUT status text, OUT n bigint) RETURNS SETOF record
