@@ -15,7 +15,7 @@
  *                                 percentiles over the last hour (the stats stream)
  *   GET  /api/standings?by=&challenge=&limit=&cap=   the leaderboard with its "as of"
  *                                 and the capped weights (the CLI's queries)
- *   POST /api/action              replay / drop a dead letter, pause / resume; only with
+ *   POST /api/action              replay / drop a dead letter, requeue, pause / resume; only with
  *                                 the X-Arbiter-Token header equal to the configured token
  *
  * Why a command of its own and not a path on the worker's listener: the worker's loop
@@ -1588,11 +1588,12 @@ static void console_usage(FILE *f)
 {
 	fprintf(f, "usage: arbiter console [--listen HOST:PORT] [--token-file FILE] [--config FILE]\n"
 	           "                       [--redis-url URL] [--database-url URL] [--prefix P]\n"
-	           "  The operator console in a browser: overview, a submission's story, dead\n"
-	           "  letters. Listens on " CONSOLE_DEFAULT_LISTEN " by default (loopback; port 0\n"
-	           "  picks one). Read-only unless a token is given (ARBITER_CONSOLE_TOKEN or\n"
-	           "  --token-file, at least 16 characters): then replay/drop dead letters and\n"
-	           "  pause/resume, by POST with the X-Arbiter-Token header.\n");
+	           "  The operator console in a browser: overview and charts, a submission's\n"
+	           "  story, dead letters, standings. Listens on " CONSOLE_DEFAULT_LISTEN " by default\n"
+	           "  (loopback; port 0 picks one). Read-only unless a token is given\n"
+	           "  (ARBITER_CONSOLE_TOKEN or --token-file, at least 16 characters): then\n"
+	           "  replay/drop dead letters, requeue and pause/resume, by POST with the\n"
+	           "  X-Arbiter-Token header.\n");
 }
 
 int cmd_console(int argc, char **argv)
