@@ -181,6 +181,9 @@
       out.appendChild(kv(d.row, ["id", "status", "attempts", "last_error", "reject_reason", "submitted_at", "agent", "challenge", "match_id", "match_status", "match_result", "match_score", "elo_before", "elo_after", "elo_change", "attempt_number", "answer_bytes"]));
       out.appendChild(el("h2", "Answer (first 4000 characters)"));
       var pre = el("pre", d.row.answer); pre.id = "sub-answer"; out.appendChild(pre);
+      var rq = el("button", "Requeue this submission…"); rq.type = "button"; rq.id = "sub-requeue";
+      rq.onclick = function () { $("rq-ids").value = d.row.id; document.querySelector("input[name=rq-sel][value=ids]").checked = true; location.hash = "#requeue"; };
+      out.appendChild(rq);
     }
     out.appendChild(el("h2", "Where its job is now"));
     var rd = d.redis || {};
