@@ -69,6 +69,23 @@ SELECT status, 0, count(*) FROM submissions GROUP BY status;
 -- migration's lock: about a second per million results.
 CREATE INDEX evaluation_results_completed_at_idx ON evaluation_results (completed_at);
 
+-- The counters again from the rows, under the table's lock: for a database
+-- whose submissions were written with the triggers off (a data-only restore,
+-- session_replication_role = replica). Returns the submissions counted.
+CREATE FUNCTION submission_counts_recount() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	total bigint;
+BEGIN
+	LOCK TABLE submissions IN SHARE MODE;
+	DELETE FROM submission_status_counts;
+	INSERT INTO submission_status_counts (status, shard, n)
+	SELECT status, 0, count(*) FROM submissions GROUP BY status;
+	SELECT coalesce(sum(n), 0) INTO total FROM submission_status_counts;
+	RETURN total;
+END
+$$;
+
 -- The counts by status, exact: what the console shows.
 CREATE FUNCTION submission_counts(OUT status text, OUT n bigint) RETURNS SETOF record
 LANGUAGE sql STABLE AS $$

@@ -6,10 +6,10 @@ PostgreSQL with --results evaluation_results rows (default 10,000,000: one match
 submission and one first result each, --agents agents on --challenges challenges), all with
 set-based generate_series inserts in chunks of --chunk rows; the results' completed_at are
 spread over --days days up to now, so the last hour holds its share. Submissions are
-'completed' but one in --odd-every, which is 'failed' (with its result) and one in
---odd-every is 'rejected' and one 'queued'. The foreign keys' and 009's counting triggers
-are skipped during the load (session_replication_role = replica), so the counters are
-taken once afterwards, as migration 009 does. The standings are built in one set-based pass
+'completed', but one in --odd-every is 'failed' and one 'rejected' (both with their result),
+and the newest --backlog (default 10,000) are 'queued' (a backlog). The foreign keys' and
+009's counting triggers are skipped during the load (session_replication_role = replica), so
+the counters are taken once afterwards (submission_counts_recount()). The standings are built in one set-based pass
 of the migrations' own functions (as test/bench/bench_standings.py does).
 
 Redis gets --dead dead letters (half of them for the first challenge's submissions) and a
@@ -79,8 +79,9 @@ def fill_pg(cur, args, t0):
             "  FROM g JOIN ag ON ag.i = g.ai JOIN ch ON ch.i = g.ci), "
             "s AS (INSERT INTO submissions (id, match_id, agent_id, source_ip, answer, status, "
             "  submitted_at) SELECT g.sid, g.mid, ag.id, '192.0.2.1', '{\"x\": 1}', "
-            "  CASE g.g %% %(odd)s WHEN 1 THEN 'failed' WHEN 2 THEN 'rejected' WHEN 3 THEN 'queued' "
-            "  ELSE 'completed' END, g.at - interval '1 second' FROM g JOIN ag ON ag.i = g.ai) "
+            "  CASE WHEN g.g > %(n)s - %(backlog)s THEN 'queued' WHEN g.g %% %(odd)s = 1 THEN 'failed' "
+            "  WHEN g.g %% %(odd)s = 2 THEN 'rejected' ELSE 'completed' END, g.at - interval '1 second' "
+            "  FROM g JOIN ag ON ag.i = g.ai) "
             "INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
             "  score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
             "  worker_id, started_at, completed_at, standings_xid) "
@@ -88,14 +89,13 @@ def fill_pg(cur, args, t0):
             "  CASE WHEN sc >= 700 THEN 'win' WHEN sc >= 400 THEN 'draw' ELSE 'loss' END, "
             "  '{}', '[]', '[]', false, '{}', 'bench', g.at, g.at, NULL FROM g ORDER BY g.g",
             {"na": args.agents, "nc": args.challenges, "lo": done + 1, "hi": done + n,
-             "n": args.results, "step": span_ms / args.results, "odd": args.odd_every})
+             "n": args.results, "step": span_ms / args.results, "odd": args.odd_every,
+             "backlog": args.backlog})
         done += n
         step("results: %d" % done, t0)
     cur.execute("SET session_replication_role = origin")
     # what migration 009 does once: the counters from the rows (its triggers were skipped)
-    cur.execute("TRUNCATE submission_status_counts")
-    cur.execute("INSERT INTO submission_status_counts SELECT status, 0, count(*) FROM submissions "
-                "GROUP BY status")
+    cur.execute("SELECT submission_counts_recount()")
     cur.execute("VACUUM ANALYZE")
     step("counters, vacuum analyze", t0)
     cur.execute("SET work_mem = '1GB'")
@@ -147,6 +147,7 @@ def main():
     ap.add_argument("--challenges", type=int, default=50)
     ap.add_argument("--days", type=float, default=30)
     ap.add_argument("--odd-every", type=int, default=100)
+    ap.add_argument("--backlog", type=int, default=10000)
     ap.add_argument("--chunk", type=int, default=500000)
     ap.add_argument("--dead", type=int, default=10000)
     ap.add_argument("--replicas", type=int, default=10)
