@@ -144,6 +144,11 @@
         pen = true;
       });
       if (d) svg.appendChild(svgEl("path", { d: d, "class": "line s-" + s }));
+      // a point without neighbours draws no line: a dot shows it
+      pts.forEach(function (p, i) {
+        var alone = p[s] !== null && p[s] !== undefined && (i === 0 || pts[i - 1][s] === null) && (i === pts.length - 1 || pts[i + 1][s] === null);
+        if (alone) svg.appendChild(svgEl("circle", { cx: x(i).toFixed(1), cy: y(p[s]).toFixed(1), r: 2.5, "class": "s-" + s }));
+      });
       svg.appendChild(svgEl("text", { x: L + 10 + k * 90, y: 12, "class": "s-" + s }, s));
     });
   }
