@@ -18,7 +18,8 @@ every 10 s: 360 x replicas entries).
 
 Then `arbiter console` is started and each view is requested --repeat times over HTTP
 (wall clock on this side: connect, every query, the JSON): median and max per view, and
-the view's own took_ms. The target is 200 ms per view.
+the view's own took_ms. The target is 200 ms per view. Last, what migration 009's counting
+trigger adds to a commit like the worker's (trigger_cost).
 
 Usage: bench_console.py --bin build/worker/arbiter [--results N] [--agents N]
        [--challenges N] [--dead N] [--replicas N] [--repeat N] [--dir DIR]
@@ -139,6 +140,36 @@ def fill_redis(r, cur, args, t0):
     step("Redis: %d dead letters, %d stats entries" % (args.dead, 360 * args.replicas), t0)
 
 
+def trigger_cost(cur, rounds=300, batch=64):
+    """What 009's counting trigger adds to a commit like the worker's (one UPDATE of a batch
+    of submissions from queued to completed per transaction): the same commits with the
+    update trigger disabled and enabled, twice, interleaved; the medians. The rows are new
+    ones, deleted afterwards and the counters recounted."""
+    cur.execute("SELECT agent_id, match_id FROM submissions LIMIT 1")
+    agent, match = cur.fetchone()
+    out = {False: [], True: []}
+    for enabled in (False, True, False, True):
+        cur.execute("ALTER TABLE submissions %s TRIGGER submissions_count_update" %
+                    ("ENABLE" if enabled else "DISABLE"))
+        cur.execute("INSERT INTO submissions (match_id, agent_id, source_ip, answer, status) "
+                    "SELECT %s, %s, '192.0.2.1', '{}', 'queued' FROM generate_series(1, %s) "
+                    "RETURNING id", (match, agent, rounds * batch))
+        ids = [r[0] for r in cur.fetchall()]
+        for i in range(rounds):
+            t = time.perf_counter()
+            cur.execute("BEGIN")
+            cur.execute("UPDATE submissions SET status = 'completed' WHERE id = ANY(%s::uuid[])",
+                        (ids[i * batch:(i + 1) * batch],))
+            cur.execute("COMMIT")
+            out[enabled].append((time.perf_counter() - t) * 1000)
+        cur.execute("DELETE FROM submissions WHERE id = ANY(%s::uuid[])", (ids,))
+    cur.execute("ALTER TABLE submissions ENABLE TRIGGER submissions_count_update")
+    cur.execute("SELECT submission_counts_recount()")
+    print("a commit of %d submissions queued -> completed: %.3f ms without 009's trigger, "
+          "%.3f ms with it (medians of %d)" % (batch, statistics.median(out[False]),
+                                               statistics.median(out[True]), 2 * rounds))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -212,6 +243,7 @@ def main():
                 print("%-44s %9.1f %9.1f %9s" % (v[:44], med, max(ts),
                                                  "%d" % statistics.median(took) if took else "-"))
             print("slowest view: %.1f ms median (target 200 ms)" % worst)
+            trigger_cost(cur)
         finally:
             con.terminate()
             con.wait(10)
