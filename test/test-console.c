@@ -1,7 +1,8 @@
 /*
  * test-console: the operator console's pure parts (worker/console.h): request heads
- * (limits, header fields, bad input), query parameters, the token check, and text made
- * valid UTF-8 for JSON (hostile bytes shown as \xNN).
+ * (limits, header fields, bad input), query parameters, the token check, text made
+ * valid UTF-8 for JSON (hostile bytes shown as \xNN), the requeue's rules (what each
+ * submission gets, when a bulk requeue asks first) and the charts' quantiles.
  */
 #undef NDEBUG
 #include <string.h>

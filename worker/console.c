@@ -1,6 +1,6 @@
 /*
  * The operator console's pure parts: request heads, query parameters, the token check,
- * text made safe for JSON (see console.h).
+ * text made safe for JSON, the requeue's rules and the charts' quantiles (see console.h).
  */
 #include <ctype.h>
 #include <stdint.h>

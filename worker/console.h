@@ -1,7 +1,8 @@
 /*
  * The operator console's pure parts (no I/O), used by `arbiter console`
  * (worker/cmd_console.c) and tested by test/test-console.c: the request head
- * parser, query parameters, the token check and text made safe for JSON.
+ * parser, query parameters, the token check, text made safe for JSON, the requeue's
+ * rules (scripts/requeue's) and the charts' quantiles.
  */
 #ifndef ARBITER_CONSOLE_H
 #define ARBITER_CONSOLE_H
