@@ -1,7 +1,8 @@
 /*
  * test-console: the operator console's pure parts (worker/console.h): request heads
- * (limits, header fields, bad input), query parameters, the token check, and text made
- * valid UTF-8 for JSON (hostile bytes shown as \xNN).
+ * (limits, header fields, bad input), query parameters, the token check, text made
+ * valid UTF-8 for JSON (hostile bytes shown as \xNN), the requeue's rules (what each
+ * submission gets, when a bulk requeue asks first) and the charts' quantiles.
  */
 #undef NDEBUG
 #include <string.h>
@@ -66,6 +67,48 @@ static void test_token(void)
 	ok(!console_token_ok("", ""), "no configured token never matches");
 }
 
+static void test_requeue(void)
+{
+	const char *why;
+	is_int(console_requeue_classify(NULL, false, true, &why), CONSOLE_REQUEUE_SKIP, "not found: skip");
+	is_int(console_requeue_classify("completed", true, false, NULL), CONSOLE_REQUEUE_REEVALUATE,
+	       "a result: reevaluate");
+	is_int(console_requeue_classify("failed", true, false, NULL), CONSOLE_REQUEUE_REEVALUATE,
+	       "failed with a result: reevaluate");
+	is_int(console_requeue_classify("queued", false, false, NULL), CONSOLE_REQUEUE_EVALUATE,
+	       "queued: evaluate");
+	is_int(console_requeue_classify("evaluating", false, false, NULL), CONSOLE_REQUEUE_EVALUATE,
+	       "evaluating: evaluate");
+	is_int(console_requeue_classify("failed", false, false, &why), CONSOLE_REQUEUE_SKIP,
+	       "failed without include_failed: skip");
+	ok(strstr(why, "include failed") != NULL, "and says how");
+	is_int(console_requeue_classify("failed", false, true, NULL), CONSOLE_REQUEUE_RESET,
+	       "failed with include_failed: reset");
+	is_int(console_requeue_classify("rejected", false, true, NULL), CONSOLE_REQUEUE_SKIP,
+	       "rejected: skip");
+	char why2[200];
+	ok(!console_requeue_confirm(1000, 1000, false, false, 1000, why2, sizeof why2), "1000 of 1000: no question");
+	ok(console_requeue_confirm(1001, 1000, false, true, 0, why2, sizeof why2) &&
+	   strstr(why2, "1001 jobs"), "1001: asks");
+	ok(console_requeue_confirm(2, 1000, true, false, 1, why2, sizeof why2) &&
+	   strstr(why2, "elo=adjust"), "elo=adjust over a challenge: asks");
+	ok(!console_requeue_confirm(2, 1000, true, true, 2, why2, sizeof why2), "elo=adjust by ids: no question");
+	ok(!console_requeue_confirm(2, 1000, true, false, 0, why2, sizeof why2), "elo=adjust, no re-evaluation: no question");
+	ok(!console_requeue_confirm(0, 0, true, false, 0, why2, sizeof why2), "nothing to enqueue: no question");
+}
+
+static void test_quantile(void)
+{
+	const double b[] = { 1, 2, 4 };
+	uint64_t none[4] = { 0 }, one[4] = { 0, 10, 0, 0 }, spread[4] = { 10, 10, 0, 0 },
+	         high[4] = { 0, 0, 0, 5 };
+	ok(console_quantile(none, b, 3, 0.5) < 0, "empty: -1");
+	ok(console_quantile(one, b, 3, 0.5) == 1.5, "median inside the bucket (1, 2]: 1.5");
+	ok(console_quantile(spread, b, 3, 0.25) == 0.5, "first bucket from 0");
+	ok(console_quantile(spread, b, 3, 0.75) == 1.5, "p75 in the second bucket");
+	ok(console_quantile(high, b, 3, 0.99) == 4, "above every bound: the last bound");
+}
+
 static void test_text(void)
 {
 	const char in[] = "ok \xc3\xa9 \xc3( \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf <script>\0!";
@@ -84,5 +127,7 @@ int main(void)
 	test_params();
 	test_token();
 	test_text();
+	test_requeue();
+	test_quantile();
 	return tap_done();
 }

@@ -8,9 +8,14 @@
  *                                 split by cause and how long the reading took
  *   GET  /api/submission?id=UUID  a submission's story: its row, its evaluations and
  *                                 dimensions, and where its job is in Redis now
- *   GET  /api/dead?reason=&before=&limit=   dead letters, newest first, paged
+ *   GET  /api/dead?reason=&challenge=&since=&until=&before=&limit=   dead letters,
+ *                                 newest first, paged, filtered
  *   GET  /api/dead/entry?id=ID    one dead letter, every field
- *   POST /api/action              replay / drop a dead letter, pause / resume; only with
+ *   GET  /api/charts              completed/failed/rejected per second and latency
+ *                                 percentiles over the last hour (the stats stream)
+ *   GET  /api/standings?by=&challenge=&limit=&cap=   the leaderboard with its "as of"
+ *                                 and the capped weights (the CLI's queries)
+ *   POST /api/action              replay / drop a dead letter, requeue, pause / resume; only with
  *                                 the X-Arbiter-Token header equal to the configured token
  *
  * Why a command of its own and not a path on the worker's listener: the worker's loop
@@ -26,6 +31,7 @@
  * text, never as markup; every answer carries a strict Content-Security-Policy.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -45,17 +51,26 @@
 #include "config.h"
 #include "console.h"
 #include "console_assets.h"
+#include "metrics.h"
 #include "redact.h"
 #include "rq.h"
+#include "standings.h"
 #include "status.h"
 #include "util.h"
 #include "version.h"
+#include "weights.h"
 
 #define CONSOLE_DEFAULT_LISTEN "127.0.0.1:8790"
 #define CONSOLE_IO_TIMEOUT_MS 3000
 #define CONSOLE_SCAN_MAX 10000     /* stream entries / delayed members looked at per view */
 #define CONSOLE_PAGE_MAX 200       /* dead letters per page */
 #define CONSOLE_TOKEN_MIN 16
+#define CONSOLE_REQUEUE_MAX 100000  /* submissions one requeue may select (else scripts/requeue) */
+#define CONSOLE_REQUEUE_IDS 1000    /* ids one requeue may name */
+#define CONSOLE_REQUEUE_BATCH 500   /* XADDs per script call */
+#define CONSOLE_REQUEUE_CONFIRM_OVER 1000   /* scripts/requeue --confirm-over's default */
+#define CONSOLE_REQUEUE_REPORT 50   /* skipped submissions listed in the answer */
+#define CONSOLE_STANDINGS_MAX 500   /* leaderboard and weights rows per view */
 
 static const char csp[] =
 	"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -216,6 +231,15 @@ static json_t *pg_rows(PGconn *pg, const char *sql, const char *param, char *err
 	for (int r = 0; r < PQntuples(res); r++)
 		json_array_append_new(a, pg_row(res, r));
 	PQclear(res);
+	return a;
+}
+
+/* A result's rows as an array of objects (pg_row). */
+static json_t *pg_result_rows(const PGresult *res)
+{
+	json_t *a = json_array();
+	for (int r = 0; r < PQntuples(res); r++)
+		json_array_append_new(a, pg_row(res, r));
 	return a;
 }
 
@@ -394,6 +418,20 @@ static void view_overview(struct console *c, int fd)
 	if (est && json_array_size(est) == 1)
 		json_object_set(doc, "table", json_array_get(est, 0));
 	json_decref(est);
+	/* Exact counts by status: counters kept by triggers (sql/009_console.sql),
+	 * a handful of rows whatever the table's size. */
+	json_t *counts = pg ? pg_rows(pg, "SELECT status, n FROM submission_counts()", NULL, err,
+	                              sizeof err) : NULL;
+	json_t *by = json_object();
+	size_t ci;
+	json_t *cr;
+	json_array_foreach(counts, ci, cr)
+		json_object_set(by, json_string_value(json_object_get(cr, "status")),
+		                json_object_get(cr, "n"));
+	if (!counts)
+		json_object_set_new(by, "error", console_text(err, strlen(err)));
+	json_decref(counts);
+	json_object_set_new(doc, "by_status", by);
 	pg_close(pg);
 	json_object_set_new(doc, "read_only", json_boolean(!c->token[0]));
 	json_object_set_new(doc, "version", json_string(ARBITER_VERSION));
@@ -488,24 +526,89 @@ static void view_submission(struct console *c, int fd, const char *q)
 	respond_json(fd, 200, doc);
 }
 
-/* Dead letters, newest first: before (exclusive entry id) pages, reason filters by a
- * substring; at most CONSOLE_SCAN_MAX entries are looked at per request. */
+/* The challenge slug of each entry of the array list (entry_json objects) whose
+ * submission_id is a UUID, set as its "challenge" (null when unknown): one lookup by
+ * primary key for the whole batch. Returns 0 or -1 with err. */
+static int dead_challenges(PGconn *pg, json_t *list, char *err, size_t errlen)
+{
+	struct strbuf arr = { 0 };
+	size_t i;
+	json_t *e;
+	strbuf_addlit(&arr, "{");
+	json_array_foreach(list, i, e) {
+		const char *sid = json_string_value(json_object_get(json_object_get(e, "fields"), "submission_id"));
+		if (sid && console_is_uuid(sid))
+			strbuf_addf(&arr, "%s%s", arr.len > 1 ? "," : "", sid);
+	}
+	strbuf_addlit(&arr, "}");
+	const char *p[] = { arr.buf };
+	PGresult *res = PQexecParams(pg, "SELECT s.id::text, c.slug FROM submissions s"
+	                             " JOIN matches m ON m.id = s.match_id JOIN challenges c ON c.id = m.challenge_id"
+	                             " WHERE s.id = ANY($1::uuid[])", 1, NULL, p, NULL, NULL, 0);
+	strbuf_free(&arr);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
+		err[strcspn(err, "\n")] = '\0';
+		PQclear(res);
+		return -1;
+	}
+	json_array_foreach(list, i, e) {
+		const char *sid = json_string_value(json_object_get(json_object_get(e, "fields"), "submission_id"));
+		json_t *slug = json_null();
+		for (int r = 0; sid && r < PQntuples(res); r++)
+			if (!strcasecmp(PQgetvalue(res, r, 0), sid)) {
+				json_decref(slug);
+				slug = pg_cell(res, r, 1);
+				break;
+			}
+		json_object_set_new(e, "challenge", slug);
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* Dead letters, newest first, each with its submission's challenge: before (exclusive
+ * entry id) pages; reason filters by a substring, challenge by slug, since and until
+ * (milliseconds since the epoch) by the time of death (the entry id's time, so a range of
+ * the stream is read, not the whole stream); at most CONSOLE_SCAN_MAX entries are looked
+ * at per request. */
 static void view_dead(struct console *c, int fd, const char *q)
 {
-	char reason[256] = "", before[64] = "", lim[16] = "";
+	char reason[256] = "", before[64] = "", lim[16] = "", slug[128] = "", since[24] = "",
+	     until[24] = "";
 	console_param(q, "reason", reason, sizeof reason);
+	console_param(q, "challenge", slug, sizeof slug);
+	console_param(q, "since", since, sizeof since);
+	console_param(q, "until", until, sizeof until);
 	if (console_param(q, "before", before, sizeof before) && before[0] &&
 	    !console_is_entry_id(before)) {
 		respond_error(fd, 400, "before must be a stream entry id");
 		return;
 	}
+	if ((since[0] && !console_is_entry_id(since)) || (until[0] && !console_is_entry_id(until)) ||
+	    strchr(since, '-') || strchr(until, '-')) {
+		respond_error(fd, 400, "since and until are milliseconds since the epoch");
+		return;
+	}
 	long limit = console_param(q, "limit", lim, sizeof lim) ? strtol(lim, NULL, 10) : 50;
 	if (limit <= 0 || limit > CONSOLE_PAGE_MAX)
 		limit = 50;
-	char err[512] = "", start[72];
-	snprintf(start, sizeof start, before[0] ? "(%s" : "+", before);
+	long long t0 = now_ms();
+	char err[512] = "", start[72], stop[32];
+	/* XREVRANGE from the newest wanted (before, else until's last id) down to since */
+	if (before[0])
+		snprintf(start, sizeof start, "(%s", before);
+	else
+		snprintf(start, sizeof start, until[0] ? "%s-18446744073709551615" : "+", until);
+	snprintf(stop, sizeof stop, "%s", since[0] ? since : "-");
 	struct rq_sync *r = status_redis_open(&c->cfg, &c->sk, err, sizeof err);
 	if (!r) {
+		respond_error(fd, 502, err);
+		return;
+	}
+	PGconn *pg = pg_open(c, true, err, sizeof err);
+	if (!pg && slug[0]) {
+		rq_sync_close(r);
 		respond_error(fd, 502, err);
 		return;
 	}
@@ -513,30 +616,60 @@ static void view_dead(struct console *c, int fd, const char *q)
 	long long scanned = 0;
 	char last[64] = "";
 	bool more = true;
+	err[0] = '\0';
 	while (more && (long)json_array_size(list) < limit && scanned < CONSOLE_SCAN_MAX) {
-		const char *a[] = { "XREVRANGE", c->sk.dead, start, "-", "COUNT", "200" };
+		const char *a[] = { "XREVRANGE", c->sk.dead, start, stop, "COUNT", "200" };
 		redisReply *x = ccmd(r, 6, a, err, sizeof err);
 		if (!x)
 			break;
 		size_t n = x->type == REDIS_REPLY_ARRAY ? x->elements : 0;
 		more = n == 200;
-		for (size_t i = 0; i < n && (long)json_array_size(list) < limit; i++) {
+		json_t *batch = json_array();
+		for (size_t i = 0; i < n; i++) {
 			const redisReply *e = x->element[i];
 			if (!entry_ok(e))
 				continue;
-			scanned++;
-			snprintf(last, sizeof last, "%s", e->element[0]->str);
 			const redisReply *rs = fieldv(e->element[1], "reason");
 			if (reason[0] && (!rs || !memmem(rs->str, rs->len, reason, strlen(reason))))
 				continue;
-			json_array_append_new(list, entry_json(e));
+			json_array_append_new(batch, entry_json(e));
 		}
-		if (n)
-			snprintf(start, sizeof start, "(%s", x->element[n - 1]->element[0]->str);
+		if (pg && json_array_size(batch) && dead_challenges(pg, batch, err, sizeof err) < 0) {
+			json_decref(batch);
+			freeReplyObject(x);
+			break;
+		}
+		/* take the batch in order until the page is full; the next page starts after the
+		 * last entry taken (or the last one looked at, when none is left over) */
+		size_t taken = 0, i;
+		json_t *e;
+		json_array_foreach(batch, i, e) {
+			if ((long)json_array_size(list) >= limit)
+				break;
+			taken++;
+			snprintf(last, sizeof last, "%s", json_string_value(json_object_get(e, "id")));
+			const char *cs = json_string_value(json_object_get(e, "challenge"));
+			if (slug[0] && (!cs || strcmp(cs, slug)))
+				continue;
+			json_array_append(list, e);
+		}
+		if (taken == json_array_size(batch)) {
+			scanned += (long long)n;
+			if (n)
+				snprintf(last, sizeof last, "%s", x->element[n - 1]->element[0]->str);
+		} else {
+			more = true;
+			scanned += (long long)n;    /* looked at; the rest is the next page's */
+		}
+		if (last[0])
+			snprintf(start, sizeof start, "(%s", last);
+		json_decref(batch);
 		freeReplyObject(x);
 	}
+	pg_close(pg);
 	const char *l[] = { "XLEN", c->sk.dead };
-	redisReply *x = ccmd(r, 2, l, err, sizeof err);
+	char lerr[256];
+	redisReply *x = ccmd(r, 2, l, lerr, sizeof lerr);
 	json_t *doc = json_object();
 	json_object_set_new(doc, "entries", list);
 	json_object_set_new(doc, "total", json_integer(x ? x->integer : -1));
@@ -547,6 +680,7 @@ static void view_dead(struct console *c, int fd, const char *q)
 	if (x)
 		freeReplyObject(x);
 	rq_sync_close(r);
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
 	respond_json(fd, 200, doc);
 }
 
@@ -569,6 +703,259 @@ static void view_dead_entry(struct console *c, int fd, const char *q)
 	if (x)
 		freeReplyObject(x);
 	rq_sync_close(r);
+}
+
+#define STANDINGS_WEIGHTS_SCALE 1000000000ULL
+
+/* The capped weights (arbiter weights' arithmetic, common/weights.h) of every agent's
+ * window sum (standings_window_scores), into doc: cap, effective cap, agents, positive,
+ * capped, and the first `limit` agents by weight. Returns 0 or -1 with err. */
+static int standings_weights_json(PGconn *pg, uint64_t cap_num, uint64_t cap_den, long limit,
+                                  json_t *doc, char *err, size_t errlen)
+{
+	PGresult *res = standings_window_scores(pg);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
+		err[strcspn(err, "\n")] = '\0';
+		PQclear(res);
+		return -1;
+	}
+	size_t n = (size_t)PQntuples(res);
+	int64_t *scores = xcalloc(n + 1, sizeof *scores);
+	uint64_t *units = xcalloc(n + 1, sizeof *units);
+	for (size_t i = 0; i < n; i++)
+		scores[i] = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+	struct weights_out w = { .units = units };
+	int rc = weights_capped(scores, n, cap_num, cap_den, STANDINGS_WEIGHTS_SCALE, &w);
+	if (rc < 0) {
+		snprintf(err, errlen, "the window sums are out of range for the weights");
+	} else {
+		char cap[64];
+		snprintf(cap, sizeof cap, "%llu/%llu", (unsigned long long)w.cap_num,
+		         (unsigned long long)w.cap_den);
+		json_object_set_new(doc, "effective_cap", json_string(cap));
+		json_object_set_new(doc, "agents", json_integer((json_int_t)n));
+		json_object_set_new(doc, "positive", json_integer((json_int_t)w.positive));
+		json_object_set_new(doc, "capped", json_integer((json_int_t)w.capped));
+		json_t *rows = json_array();
+		for (size_t i = 0; i < n && (long)i < limit; i++) {
+			char wt[40];
+			snprintf(wt, sizeof wt, "%llu.%09llu",
+			         (unsigned long long)(units[i] / STANDINGS_WEIGHTS_SCALE),
+			         (unsigned long long)(units[i] % STANDINGS_WEIGHTS_SCALE));
+			json_t *o = json_object();
+			json_object_set_new(o, "agent_id", pg_cell(res, (int)i, 0));
+			json_object_set_new(o, "name", pg_cell(res, (int)i, 1));
+			json_object_set_new(o, "window_sum", json_integer(scores[i]));
+			json_object_set_new(o, "weight", json_string(wt));
+			json_array_append_new(rows, o);
+		}
+		json_object_set_new(doc, "rows", rows);
+	}
+	free(scores);
+	free(units);
+	PQclear(res);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The standings: the projection's "as of" (standings_as_of: watermark, lag, results not
+ * applied yet), the leaderboard (standings_leaderboard: by window, elo or best, overall or
+ * for one challenge) and the capped weights (cap, default 0.15). Parameters: by,
+ * challenge (a slug), limit (rows, 1..500, default 50), cap. */
+static void view_standings(struct console *c, int fd, const char *q)
+{
+	char by[16] = "", slug[128] = "", lim[16] = "", cap[24] = "0.15", err[512] = "";
+	console_param(q, "by", by, sizeof by);
+	console_param(q, "challenge", slug, sizeof slug);
+	console_param(q, "cap", cap, sizeof cap);
+	if (!by[0])
+		snprintf(by, sizeof by, "%s", slug[0] ? "best" : "window");
+	if (strcmp(by, "window") && strcmp(by, "elo") && strcmp(by, "best")) {
+		respond_error(fd, 400, "by must be window, elo or best");
+		return;
+	}
+	if (!strcmp(by, "best") && !slug[0]) {
+		respond_error(fd, 400, "by=best needs a challenge");
+		return;
+	}
+	long limit = console_param(q, "limit", lim, sizeof lim) ? strtol(lim, NULL, 10) : 50;
+	if (limit <= 0 || limit > CONSOLE_STANDINGS_MAX)
+		limit = 50;
+	uint64_t cap_num, cap_den;
+	if (weights_parse_cap(cap, &cap_num, &cap_den) < 0) {
+		respond_error(fd, 400, "cap must be a decimal in (0, 1] with at most 9 places");
+		return;
+	}
+	long long t0 = now_ms();
+	json_t *doc = json_object();
+	json_object_set_new(doc, "by", json_string(by));
+	json_object_set_new(doc, "challenge", slug[0] ? console_text(slug, strlen(slug)) : json_null());
+	PGconn *pg = pg_open(c, true, err, sizeof err);
+	struct standings_asof a;
+	long long waiting = 0;
+	char chid[64] = "";
+	int found = 1;
+	if (!pg || standings_as_of(pg, &a, err, sizeof err) < 0 ||
+	    standings_pending(pg, &waiting, err, sizeof err) < 0 ||
+	    (slug[0] && (found = standings_challenge_id(pg, slug, chid, sizeof chid, err, sizeof err)) < 0))
+		goto fail;
+	json_t *asof = json_object();
+	json_object_set_new(asof, "as_of", console_text(a.as_of, strlen(a.as_of)));
+	json_object_set_new(asof, "lag_seconds", json_real(a.lag_secs));
+	json_object_set_new(asof, "results_not_applied", json_integer(a.pending));
+	json_object_set_new(asof, "results_applied", json_integer(a.applied));
+	json_object_set_new(asof, "agents_waiting_for_backfill", json_integer(waiting));
+	json_object_set_new(doc, "as_of", asof);
+	if (!found) {
+		json_object_set_new(doc, "error", json_string("no challenge with this slug"));
+	} else {
+		PGresult *res = standings_leaderboard(pg, by, slug[0] ? chid : NULL, limit);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			snprintf(err, sizeof err, "PostgreSQL: %s", PQresultErrorMessage(res));
+			PQclear(res);
+			goto fail;
+		}
+		json_object_set_new(doc, "rows", pg_result_rows(res));
+		PQclear(res);
+	}
+	json_t *wdoc = json_object();
+	json_object_set_new(wdoc, "cap", json_string(cap));
+	if (standings_weights_json(pg, cap_num, cap_den, limit, wdoc, err, sizeof err) < 0)
+		json_object_set_new(wdoc, "error", console_text(err, strlen(err)));
+	json_object_set_new(doc, "weights", wdoc);
+	pg_close(pg);
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
+	respond_json(fd, 200, doc);
+	return;
+fail:
+	err[strcspn(err, "\n")] = '\0';
+	pg_close(pg);
+	json_object_set_new(doc, "db_error", console_text(err, strlen(err)));
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
+	respond_json(fd, 200, doc);
+}
+
+#define CHARTS_SPAN_MS 3600000LL    /* the last hour */
+#define CHARTS_STEP_MS 30000LL      /* one point per 30 s */
+#define CHARTS_POINTS (CHARTS_SPAN_MS / CHARTS_STEP_MS)
+#define CHARTS_ENTRIES_MAX 100000   /* stats entries read per view (10 s x replicas x 1 h) */
+
+struct chart_point {
+	uint64_t c, f, r;
+	uint64_t h[METRICS_E2E_BUCKETS];
+};
+
+/* Adds the comma-separated bucket counts of s[0..n) to h. */
+static void add_hist(uint64_t *h, const char *s, size_t n)
+{
+	size_t i = 0;
+	const char *p = s, *end = s + n;
+	while (p < end && i < METRICS_E2E_BUCKETS) {
+		h[i++] += strtoull(p, NULL, 10);
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+}
+
+static json_t *quantile_json(const uint64_t *h, const double *bounds, size_t nb, double q)
+{
+	double v = console_quantile(h, bounds, nb, q);
+	return v < 0 ? json_null() : json_real(v);
+}
+
+/* The charts: jobs completed, failed and rejected per second and the end-to-end latency's
+ * p50/p90/p99 over the last hour, one point per 30 s, from the workers' stats stream
+ * (opsctl_stats; by Redis's clock). One XRANGE of the last hour's entries. */
+static void view_charts(struct console *c, int fd)
+{
+	long long t0 = now_ms();
+	char err[512] = "";
+	struct rq_sync *r = status_redis_open(&c->cfg, &c->sk, err, sizeof err);
+	const char *ta[] = { "TIME" };
+	redisReply *x = r ? ccmd(r, 1, ta, err, sizeof err) : NULL;
+	if (!x) {
+		rq_sync_close(r);
+		respond_error(fd, 502, err);
+		return;
+	}
+	long long now = x->type == REDIS_REPLY_ARRAY && x->elements == 2
+	                ? strtoll(x->element[0]->str, NULL, 10) * 1000 + strtoll(x->element[1]->str, NULL, 10) / 1000
+	                : now_ms();
+	freeReplyObject(x);
+	/* the points end at now's step boundary; the last one is partial */
+	long long end = (now / CHARTS_STEP_MS + 1) * CHARTS_STEP_MS, start = end - CHARTS_SPAN_MS;
+	struct chart_point *pt = xcalloc(CHARTS_POINTS, sizeof *pt), all = { 0 };
+	size_t nb;
+	const double *bounds = metrics_e2e_bounds(&nb);
+	long long entries = 0;
+	char from[40];
+	snprintf(from, sizeof from, "%lld", start);
+	while (entries < CHARTS_ENTRIES_MAX) {
+		const char *a[] = { "XRANGE", c->sk.stats, from, "+", "COUNT", "1000" };
+		if (!(x = ccmd(r, 6, a, err, sizeof err)))
+			break;
+		size_t n = x->type == REDIS_REPLY_ARRAY ? x->elements : 0;
+		for (size_t i = 0; i < n; i++) {
+			const redisReply *e = x->element[i];
+			if (!entry_ok(e))
+				continue;
+			long long at = strtoll(e->element[0]->str, NULL, 10);
+			long long k = (at - start) / CHARTS_STEP_MS;
+			if (k < 0 || k >= CHARTS_POINTS)
+				continue;
+			const redisReply *f = e->element[1], *v;
+			struct chart_point *p = &pt[k];
+			uint64_t dc = (v = fieldv(f, "c")) ? strtoull(v->str, NULL, 10) : 0;
+			uint64_t df = (v = fieldv(f, "f")) ? strtoull(v->str, NULL, 10) : 0;
+			uint64_t dr = (v = fieldv(f, "r")) ? strtoull(v->str, NULL, 10) : 0;
+			p->c += dc, p->f += df, p->r += dr;
+			all.c += dc, all.f += df, all.r += dr;
+			if ((v = fieldv(f, "h"))) {
+				add_hist(p->h, v->str, v->len);
+				add_hist(all.h, v->str, v->len);
+			}
+		}
+		entries += (long long)n;
+		if (n < 1000) {
+			freeReplyObject(x);
+			break;
+		}
+		snprintf(from, sizeof from, "(%s", x->element[n - 1]->element[0]->str);
+		freeReplyObject(x);
+	}
+	rq_sync_close(r);
+	json_t *doc = json_object(), *pts = json_array();
+	double secs = CHARTS_STEP_MS / 1000.0;
+	for (long long k = 0; k < CHARTS_POINTS; k++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "t", json_integer(start + k * CHARTS_STEP_MS));
+		json_object_set_new(o, "completed", json_real((double)pt[k].c / secs));
+		json_object_set_new(o, "failed", json_real((double)pt[k].f / secs));
+		json_object_set_new(o, "rejected", json_real((double)pt[k].r / secs));
+		json_object_set_new(o, "p50", quantile_json(pt[k].h, bounds, nb, 0.5));
+		json_object_set_new(o, "p90", quantile_json(pt[k].h, bounds, nb, 0.9));
+		json_object_set_new(o, "p99", quantile_json(pt[k].h, bounds, nb, 0.99));
+		json_array_append_new(pts, o);
+	}
+	free(pt);
+	json_t *hour = json_object();
+	json_object_set_new(hour, "completed", json_integer((json_int_t)all.c));
+	json_object_set_new(hour, "failed", json_integer((json_int_t)all.f));
+	json_object_set_new(hour, "rejected", json_integer((json_int_t)all.r));
+	json_object_set_new(hour, "p50", quantile_json(all.h, bounds, nb, 0.5));
+	json_object_set_new(hour, "p90", quantile_json(all.h, bounds, nb, 0.9));
+	json_object_set_new(hour, "p99", quantile_json(all.h, bounds, nb, 0.99));
+	json_object_set_new(doc, "hour", hour);
+	json_object_set_new(doc, "points", pts);
+	json_object_set_new(doc, "step_ms", json_integer(CHARTS_STEP_MS));
+	json_object_set_new(doc, "now_ms", json_integer(now));
+	json_object_set_new(doc, "entries", json_integer(entries));
+	if (err[0])
+		json_object_set_new(doc, "error", console_text(err, strlen(err)));
+	json_object_set_new(doc, "took_ms", json_integer(now_ms() - t0));
+	respond_json(fd, 200, doc);
 }
 
 /* ---- actions ---- */
@@ -628,8 +1015,321 @@ static int reset_failed(struct console *c, struct rq_sync *r, const char *id, ch
 	return n;
 }
 
-/* Runs the action of body; *msg gets what was done or why not. Returns the HTTP code. */
-static int run_action(struct console *c, json_t *body, char *msg, size_t n)
+
+/* ---- requeue (scripts/requeue's rules, console_requeue_classify) ---- */
+
+/* XADDs one job per (submission, kind) pair: KEYS 1 the stream; ARGV 1 enqueued_at, 2 elo,
+ * 3 rejudge ("1" or ""), then submission id, kind pairs. Returns how many were added. */
+static const char requeue_lua[] =
+	"local n = 0\n"
+	"for i = 4, #ARGV, 2 do\n"
+	"  local f = { 'submission_id', ARGV[i], 'kind', ARGV[i + 1], 'enqueued_at', ARGV[1] }\n"
+	"  if ARGV[i + 1] == 'reevaluate' then f[#f + 1] = 'elo'; f[#f + 1] = ARGV[2] end\n"
+	"  if ARGV[3] == '1' then f[#f + 1] = 'rejudge'; f[#f + 1] = '1' end\n"
+	"  redis.call('XADD', KEYS[1], '*', unpack(f))\n"
+	"  n = n + 1\n"
+	"end\n"
+	"return n\n";
+
+/* scripts/requeue's SELECT: id, status, whether it has a result */
+#define REQUEUE_SELECT "SELECT s.id::text, s.status, EXISTS (SELECT 1 FROM evaluation_results r" \
+                       " WHERE r.submission_id = s.id) FROM submissions s"
+
+struct rq_job {
+	char id[40];
+	bool reevaluate, reset;
+};
+
+/* True when s ends with a time zone (Z, or +hh:mm / -hhmm after the time), as
+ * scripts/requeue demands of --from and --to: a zoneless time would be read in the
+ * server's zone. */
+static bool has_zone(const char *s)
+{
+	size_t n = strlen(s);
+	if (n && (s[n - 1] == 'Z' || s[n - 1] == 'z'))
+		return true;
+	const char *t = strpbrk(s, "Tt ");
+	const char *z = t ? strpbrk(t, "+-") : NULL;
+	return z && strlen(z) >= 3 && isdigit((unsigned char)z[1]) && isdigit((unsigned char)z[2]);
+}
+
+/* Adds a skipped submission to the report (the first CONSOLE_REQUEUE_REPORT). */
+static void requeue_skip(json_t *skipped, long *nskip, const char *id, const char *why)
+{
+	if ((*nskip)++ < CONSOLE_REQUEUE_REPORT) {
+		json_t *o = json_object();
+		json_object_set_new(o, "id", console_text(id, strlen(id)));
+		json_object_set_new(o, "why", json_string(why));
+		json_array_append_new(skipped, o);
+	}
+}
+
+/* The requeue action: body fields ids (an array of submission ids) | challenge (slug or
+ * id) | from + to (submitted_at range, ISO 8601 with a zone); elo keep|adjust, rejudge,
+ * include_failed, lane bulk|live, dry_run, confirmed. Without confirmed, a bulk requeue
+ * (console_requeue_confirm) is answered 409 with the question in out's "confirm", nothing
+ * done. Returns the HTTP code with the outcome in msg. */
+static int run_requeue(struct console *c, json_t *body, char *msg, size_t n, json_t *out)
+{
+	json_t *ids = json_object_get(body, "ids");
+	const char *ch = json_string_value(json_object_get(body, "challenge"));
+	const char *from = json_string_value(json_object_get(body, "from"));
+	const char *to = json_string_value(json_object_get(body, "to"));
+	const char *elo = json_string_value(json_object_get(body, "elo"));
+	const char *lane = json_string_value(json_object_get(body, "lane"));
+	bool rejudge = json_is_true(json_object_get(body, "rejudge"));
+	bool include_failed = json_is_true(json_object_get(body, "include_failed"));
+	bool dry = json_is_true(json_object_get(body, "dry_run"));
+	bool confirmed = json_is_true(json_object_get(body, "confirmed"));
+	if (ch && !ch[0])
+		ch = NULL;
+	if (from && !from[0])
+		from = NULL;
+	if (to && !to[0])
+		to = NULL;
+	if (!elo)
+		elo = "keep";
+	if (!lane)
+		lane = "bulk";
+	int sel = (json_is_array(ids) && json_array_size(ids) > 0) + (ch != NULL) + (from || to);
+	if (sel != 1 || (from && !to) || (to && !from)) {
+		snprintf(msg, n, "requeue needs one selection: ids, a challenge, or from and to");
+		return 400;
+	}
+	if (from && (!has_zone(from) || !has_zone(to))) {
+		snprintf(msg, n, "from and to must be ISO 8601 timestamps with a time zone "
+		         "(e.g. 2025-01-01T00:00:00Z)");
+		return 400;
+	}
+	if (strcmp(elo, "keep") && strcmp(elo, "adjust")) {
+		snprintf(msg, n, "elo must be keep or adjust");
+		return 400;
+	}
+	if (strcmp(lane, "bulk") && strcmp(lane, "live")) {
+		snprintf(msg, n, "lane must be bulk or live");
+		return 400;
+	}
+	if (json_is_array(ids) && json_array_size(ids) > CONSOLE_REQUEUE_IDS) {
+		snprintf(msg, n, "at most %d ids per request", CONSOLE_REQUEUE_IDS);
+		return 400;
+	}
+	const char *stream = !strcmp(lane, "bulk") ? c->sk.bulk : c->sk.jobs;
+	json_t *skipped = json_array();
+	json_object_set_new(out, "skipped", skipped);
+	long nskip = 0;
+	char err[512] = "";
+	int code = 200;
+	struct strbuf arr = { 0 };
+	struct rq_job *jobs = NULL;
+	long njobs = 0, nre = 0, nreset = 0;
+	PGconn *pg = pg_open(c, true, err, sizeof err);
+	if (!pg) {
+		snprintf(msg, n, "%s", err);
+		return 502;
+	}
+	/* selections are operator actions, not views: a challenge or a time range may take
+	 * longer than a view's 2 s (the range is a scan of submissions, as in scripts/requeue) */
+	PQclear(PQexec(pg, "SET LOCAL statement_timeout = '60s'"));
+	PGresult *res = NULL;
+	char lim[24];
+	snprintf(lim, sizeof lim, "%d", CONSOLE_REQUEUE_MAX + 1);
+	if (json_is_array(ids)) {
+		size_t i;
+		json_t *v;
+		strbuf_addlit(&arr, "{");
+		json_array_foreach(ids, i, v) {
+			const char *s = json_string_value(v);
+			if (!s || !console_is_uuid(s)) {
+				requeue_skip(skipped, &nskip, s ? s : "(not a string)", "not a UUID");
+				continue;
+			}
+			strbuf_addf(&arr, "%s%s", arr.len > 1 ? "," : "", s);
+		}
+		strbuf_addlit(&arr, "}");
+		const char *p[] = { arr.buf };
+		res = PQexecParams(pg, REQUEUE_SELECT " WHERE s.id = ANY($1::uuid[]) ORDER BY s.submitted_at, s.id",
+		                   1, NULL, p, NULL, NULL, 0);
+	} else if (ch) {
+		const char *p1[] = { ch };
+		res = PQexecParams(pg, console_is_uuid(ch)
+		                   ? "SELECT id::text FROM challenges WHERE id = $1::uuid OR slug = $1 LIMIT 1"
+		                   : "SELECT id::text FROM challenges WHERE slug = $1", 1, NULL, p1, NULL,
+		                   NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0) {
+			snprintf(msg, n, "no challenge with slug or id '%.200s'", ch);
+			code = 404;
+			goto out;
+		}
+		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+			char cid[64];
+			snprintf(cid, sizeof cid, "%s", PQgetvalue(res, 0, 0));
+			PQclear(res);
+			const char *p[] = { cid, lim };
+			res = PQexecParams(pg, REQUEUE_SELECT " JOIN matches m ON m.id = s.match_id"
+			                   " WHERE m.challenge_id = $1::uuid ORDER BY s.submitted_at, s.id"
+			                   " LIMIT $2", 2, NULL, p, NULL, NULL, 0);
+		}
+	} else {
+		const char *p[] = { from, to, lim };
+		res = PQexecParams(pg, REQUEUE_SELECT " WHERE s.submitted_at >= $1::timestamptz AND s.submitted_at < $2::timestamptz"
+		                   " ORDER BY s.submitted_at, s.id LIMIT $3", 3, NULL, p, NULL, NULL, 0);
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(msg, n, "PostgreSQL: %s", PQresultErrorMessage(res));
+		msg[strcspn(msg, "\n")] = '\0';
+		code = strstr(msg, "timestamp") || strstr(msg, "time zone") ? 400 : 502;
+		goto out;
+	}
+	if (PQntuples(res) > CONSOLE_REQUEUE_MAX) {
+		snprintf(msg, n, "more than %d submissions selected: use scripts/requeue for a "
+		         "requeue this large", CONSOLE_REQUEUE_MAX);
+		code = 413;
+		goto out;
+	}
+	int nr = PQntuples(res);
+	jobs = xcalloc((size_t)nr + 1, sizeof *jobs);
+	for (int i = 0; i < nr; i++) {
+		const char *why;
+		enum console_requeue k = console_requeue_classify(PQgetvalue(res, i, 1),
+		                                                  PQgetvalue(res, i, 2)[0] == 't',
+		                                                  include_failed, &why);
+		if (k == CONSOLE_REQUEUE_SKIP) {
+			requeue_skip(skipped, &nskip, PQgetvalue(res, i, 0), why);
+			continue;
+		}
+		struct rq_job *j = &jobs[njobs++];
+		snprintf(j->id, sizeof j->id, "%s", PQgetvalue(res, i, 0));
+		j->reevaluate = k == CONSOLE_REQUEUE_REEVALUATE;
+		j->reset = k == CONSOLE_REQUEUE_RESET;
+		nre += j->reevaluate;
+		nreset += j->reset;
+	}
+	if (json_is_array(ids)) {    /* ids that matched no row */
+		size_t i;
+		json_t *v;
+		json_array_foreach(ids, i, v) {
+			const char *s = json_string_value(v);
+			bool seen = false;
+			for (int r = 0; s && console_is_uuid(s) && r < nr && !seen; r++)
+				seen = !strcasecmp(PQgetvalue(res, r, 0), s);
+			if (s && console_is_uuid(s) && !seen)
+				requeue_skip(skipped, &nskip, s, "no such submission");
+		}
+	}
+	PQclear(res);
+	res = NULL;
+	pg_close(pg);
+	pg = NULL;
+	json_object_set_new(out, "jobs", json_integer(njobs));
+	json_object_set_new(out, "reevaluate", json_integer(nre));
+	json_object_set_new(out, "evaluate", json_integer(njobs - nre));
+	json_object_set_new(out, "reset_failed", json_integer(nreset));
+	json_object_set_new(out, "skipped_count", json_integer(nskip));
+	json_object_set_new(out, "stream", json_string(stream));
+	char why[300];
+	if (dry) {
+		snprintf(msg, n, "dry run: would enqueue %ld job%s to %s (reevaluate %ld with elo=%s, "
+		         "evaluate %ld); skipped %ld", njobs, njobs == 1 ? "" : "s", stream, nre, elo,
+		         njobs - nre, nskip);
+		goto out;
+	}
+	if (!confirmed && console_requeue_confirm(njobs, CONSOLE_REQUEUE_CONFIRM_OVER,
+	                                          !strcmp(elo, "adjust"), json_is_array(ids), nre,
+	                                          why, sizeof why)) {
+		char q[1400];
+		snprintf(q, sizeof q, "Enqueue %ld job(s) to %s: %s. Continue?", njobs, stream, why);
+		json_object_set_new(out, "confirm", json_string(q));
+		snprintf(msg, n, "needs confirmation: %s; nothing enqueued", why);
+		code = 409;
+		goto out;
+	}
+	if (nreset > 0) {    /* failed -> queued first, as scripts/requeue does */
+		struct strbuf rs = { 0 };
+		strbuf_addlit(&rs, "{");
+		for (long i = 0; i < njobs; i++)
+			if (jobs[i].reset)
+				strbuf_addf(&rs, "%s%s", rs.len > 1 ? "," : "", jobs[i].id);
+		strbuf_addlit(&rs, "}");
+		pg = pg_open(c, false, err, sizeof err);
+		const char *p[] = { rs.buf };
+		res = pg ? PQexecParams(pg, "UPDATE submissions SET status = 'queued', attempts = 0,"
+		                        " last_error = NULL WHERE id = ANY($1::uuid[]) AND status = 'failed'"
+		                        " AND NOT EXISTS (SELECT 1 FROM evaluation_results r"
+		                        "                 WHERE r.submission_id = submissions.id)"
+		                        " RETURNING id::text", 1, NULL, p, NULL, NULL, 0) : NULL;
+		strbuf_free(&rs);
+		if (!pg || PQresultStatus(res) != PGRES_TUPLES_OK) {
+			snprintf(msg, n, "%s", pg ? PQresultErrorMessage(res) : err);
+			msg[strcspn(msg, "\n")] = '\0';
+			code = 502;
+			goto out;
+		}
+		long kept = 0;
+		for (long i = 0; i < njobs; i++) {
+			bool ok = !jobs[i].reset;
+			for (int r = 0; !ok && r < PQntuples(res); r++)
+				ok = !strcasecmp(PQgetvalue(res, r, 0), jobs[i].id);
+			if (ok)
+				jobs[kept++] = jobs[i];
+			else
+				requeue_skip(skipped, &nskip, jobs[i].id, "no longer failed (changed meanwhile)");
+		}
+		njobs = kept;
+		PQclear(res);
+		res = NULL;
+		pg_close(pg);
+		pg = NULL;
+	}
+	struct rq_sync *r = status_redis_open(&c->cfg, &c->sk, err, sizeof err);
+	if (!r) {
+		snprintf(msg, n, "%s", err);
+		code = 502;
+		goto out;
+	}
+	char at[24];
+	snprintf(at, sizeof at, "%lld", now_ms());
+	long done = 0;
+	for (long i = 0; i < njobs && code == 200; i += CONSOLE_REQUEUE_BATCH) {
+		long m = njobs - i < CONSOLE_REQUEUE_BATCH ? njobs - i : CONSOLE_REQUEUE_BATCH;
+		const char **a = xcalloc((size_t)(7 + 2 * m), sizeof *a);
+		int k = 0;
+		a[k++] = "EVAL"; a[k++] = requeue_lua; a[k++] = "1"; a[k++] = stream;
+		a[k++] = at; a[k++] = elo; a[k++] = rejudge ? "1" : "";
+		for (long j = i; j < i + m; j++) {
+			a[k++] = jobs[j].id;
+			a[k++] = jobs[j].reevaluate ? "reevaluate" : "evaluate";
+		}
+		redisReply *x = ccmd(r, k, a, err, sizeof err);
+		free(a);
+		if (!x) {
+			snprintf(msg, n, "Redis error after %ld of %ld jobs: %s", done, njobs, err);
+			code = 502;
+		} else {
+			done += x->type == REDIS_REPLY_INTEGER ? (long)x->integer : 0;
+			freeReplyObject(x);
+		}
+	}
+	rq_sync_close(r);
+	if (code == 200) {
+		nre = 0;
+		for (long i = 0; i < njobs; i++)
+			nre += jobs[i].reevaluate;
+		snprintf(msg, n, "enqueued %ld job%s to %s (reevaluate %ld with elo=%s, evaluate %ld%s); "
+		         "skipped %ld", done, done == 1 ? "" : "s", stream, nre, elo, njobs - nre,
+		         rejudge ? ", rejudge" : "", nskip);
+	}
+	json_object_set_new(out, "skipped_count", json_integer(nskip));
+out:
+	PQclear(res);
+	pg_close(pg);
+	free(jobs);
+	strbuf_free(&arr);
+	return code;
+}
+
+/* Runs the action of body; *msg gets what was done or why not, out (an object) any
+ * further fields of the answer. Returns the HTTP code. */
+static int run_action(struct console *c, json_t *body, char *msg, size_t n, json_t *out)
 {
 	const char *act = json_string_value(json_object_get(body, "action"));
 	const char *id = json_string_value(json_object_get(body, "id"));
@@ -645,6 +1345,8 @@ static int run_action(struct console *c, json_t *body, char *msg, size_t n)
 		int rc = status_pause_set(&c->cfg, !strcmp(act, "resume"), ch, all && !ch, msg, n);
 		return rc == 0 ? 200 : 502;
 	}
+	if (!strcmp(act, "requeue"))
+		return run_requeue(c, body, msg, n, out);
 	if (strcmp(act, "replay") && strcmp(act, "drop")) {
 		snprintf(msg, n, "unknown action");
 		return 400;
@@ -716,7 +1418,7 @@ static void do_action(struct console *c, int fd, const char *peer,
 {
 	char msg[1024];
 	int code;
-	json_t *j = json_loadb(body, blen, 0, NULL);
+	json_t *j = json_loadb(body, blen, 0, NULL), *doc = json_object();
 	char origin[300];
 	snprintf(origin, sizeof origin, "http://%s", req->host);
 	if (!c->token[0]) {
@@ -733,11 +1435,10 @@ static void do_action(struct console *c, int fd, const char *peer,
 		code = 400;
 		snprintf(msg, sizeof msg, "the body must be a JSON object");
 	} else {
-		code = run_action(c, j, msg, sizeof msg);
+		code = run_action(c, j, msg, sizeof msg, doc);
 	}
 	log_action(peer, req, json_is_object(j) ? j : NULL, code, msg);
 	json_decref(j);
-	json_t *doc = json_object();
 	json_object_set_new(doc, code == 200 ? "done" : "error", console_text(msg, strlen(msg)));
 	respond_json(fd, code, doc);
 }
@@ -809,6 +1510,10 @@ static void serve(struct console *c, int fd, const char *peer)
 		view_dead(c, fd, req.query);
 	else if (!strcmp(p, "/api/dead/entry"))
 		view_dead_entry(c, fd, req.query);
+	else if (!strcmp(p, "/api/charts"))
+		view_charts(c, fd);
+	else if (!strcmp(p, "/api/standings"))
+		view_standings(c, fd, req.query);
 	else
 		respond_error(fd, 404, "no such page");
 }
@@ -883,11 +1588,12 @@ static void console_usage(FILE *f)
 {
 	fprintf(f, "usage: arbiter console [--listen HOST:PORT] [--token-file FILE] [--config FILE]\n"
 	           "                       [--redis-url URL] [--database-url URL] [--prefix P]\n"
-	           "  The operator console in a browser: overview, a submission's story, dead\n"
-	           "  letters. Listens on " CONSOLE_DEFAULT_LISTEN " by default (loopback; port 0\n"
-	           "  picks one). Read-only unless a token is given (ARBITER_CONSOLE_TOKEN or\n"
-	           "  --token-file, at least 16 characters): then replay/drop dead letters and\n"
-	           "  pause/resume, by POST with the X-Arbiter-Token header.\n");
+	           "  The operator console in a browser: overview and charts, a submission's\n"
+	           "  story, dead letters, standings. Listens on " CONSOLE_DEFAULT_LISTEN " by default\n"
+	           "  (loopback; port 0 picks one). Read-only unless a token is given\n"
+	           "  (ARBITER_CONSOLE_TOKEN or --token-file, at least 16 characters): then\n"
+	           "  replay/drop dead letters, requeue and pause/resume, by POST with the\n"
+	           "  X-Arbiter-Token header.\n");
 }
 
 int cmd_console(int argc, char **argv)

@@ -330,40 +330,6 @@ static int lb_own(int argc, char **argv, int i, void *p)
 	return 0;
 }
 
-/* Top n by window score / by Elo: the n rows are picked (a top-N sort of one table) before
- * the join and the ranking, as sql/README.md recommends; rank() over them equals the
- * view's, since a rank depends only on the rows before it. */
-static const char SQL_LB_WINDOW[] =
-	"SELECT rank() OVER (ORDER BY t.w_sum DESC) AS rank, t.agent_id, a.name, "
-	"round(t.w_sum::numeric / st.window_size, 6) AS window_score, t.w_sum AS window_sum, "
-	"t.w_count AS window_count, CASE WHEN t.w_count > 0 THEN round(t.w_sum::numeric / t.w_count, 6) "
-	"END AS window_mean, t.w_wins AS wins, t.w_draws AS draws, t.w_losses AS losses, "
-	"t.w_best AS window_best, t.tasks, a.elo "
-	"FROM (SELECT * FROM standings_agents ORDER BY w_sum DESC, agent_id LIMIT $1) t "
-	"JOIN agents a ON a.id = t.agent_id CROSS JOIN standings_settings st "
-	"ORDER BY t.w_sum DESC, t.agent_id";
-static const char SQL_LB_ELO[] =
-	"SELECT rank() OVER (ORDER BY t.elo DESC) AS rank, t.id AS agent_id, t.name, t.elo, "
-	"t.match_count, t.win_count AS wins, t.draw_count AS draws, t.loss_count AS losses "
-	"FROM (SELECT * FROM agents ORDER BY elo DESC, id LIMIT $1) t ORDER BY t.elo DESC, t.id";
-static const char SQL_LB_BEST[] =
-	"SELECT rank, agent_id, name, best_score, best_submitted_at, best_submission, tasks, "
-	"window_score, elo FROM leaderboard_challenge WHERE challenge_id = $2 LIMIT $1";
-static const char SQL_LB_CH_WINDOW[] =
-	"SELECT rank() OVER (ORDER BY c.w_sum DESC) AS rank, c.agent_id, a.name, "
-	"round(c.w_sum::numeric / st.window_size, 6) AS window_score, c.w_sum AS window_sum, "
-	"c.w_count AS window_count, CASE WHEN c.w_count > 0 THEN round(c.w_sum::numeric / c.w_count, 6) "
-	"END AS window_mean, c.w_wins AS wins, c.w_draws AS draws, c.w_losses AS losses, "
-	"c.w_best AS window_best, c.tasks, a.elo "
-	"FROM standings_agent_challenges c JOIN agents a ON a.id = c.agent_id "
-	"CROSS JOIN standings_settings st WHERE c.challenge_id = $2 "
-	"ORDER BY c.w_sum DESC, c.agent_id LIMIT $1";
-static const char SQL_LB_CH_ELO[] =
-	"SELECT rank() OVER (ORDER BY a.elo DESC) AS rank, a.id AS agent_id, a.name, a.elo, "
-	"a.match_count, c.tasks, c.best_score FROM standings_agent_challenges c "
-	"JOIN agents a ON a.id = c.agent_id WHERE c.challenge_id = $2 AND c.tasks > 0 "
-	"ORDER BY a.elo DESC, a.id LIMIT $1";
-
 int cmd_leaderboard(int argc, char **argv)
 {
 	struct lb_opts o = { .limit = 100, .fmt = FMT_TEXT };
@@ -384,31 +350,23 @@ int cmd_leaderboard(int argc, char **argv)
 	rc = 1;
 	PGresult *res = NULL;
 	char chid[64] = "";
-	char lim[24];
-	snprintf(lim, sizeof lim, "%lld", o.limit);
 	if (require_ready("leaderboard", pg))
 		goto out;
 	if (o.challenge) {
-		const char *p[] = { o.challenge };
-		res = PQexecParams(pg, "SELECT id FROM challenges WHERE slug = $1", 1, NULL, p, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-			pg_fail("leaderboard", "looking up the challenge", pg, res);
+		char err[512];
+		int found = standings_challenge_id(pg, o.challenge, chid, sizeof chid, err, sizeof err);
+		if (found < 0) {
+			fprintf(stderr, "arbiter leaderboard: %s\n", err);
 			goto out;
 		}
-		if (PQntuples(res) == 0) {
+		if (found == 0) {
 			fprintf(stderr, "arbiter leaderboard: no challenge with slug '");
 			put_clean(stderr, o.challenge);
 			fprintf(stderr, "'\n");
 			goto out;
 		}
-		snprintf(chid, sizeof chid, "%s", PQgetvalue(res, 0, 0));
-		PQclear(res);
 	}
-	const char *sql = !strcmp(by, "elo") ? (o.challenge ? SQL_LB_CH_ELO : SQL_LB_ELO)
-	                : !strcmp(by, "best") ? SQL_LB_BEST
-	                : o.challenge ? SQL_LB_CH_WINDOW : SQL_LB_WINDOW;
-	const char *params[] = { lim, chid };
-	res = PQexecParams(pg, sql, o.challenge ? 2 : 1, NULL, params, NULL, NULL, 0);
+	res = standings_leaderboard(pg, by, o.challenge ? chid : NULL, o.limit);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		pg_fail("leaderboard", "reading the leaderboard", pg, res);
 		goto out;
@@ -544,8 +502,7 @@ static long w_read_db(const struct config *cfg, struct wrow **out)
 		PQfinish(pg);
 		return -1;
 	}
-	PGresult *res = PQexec(pg, "SELECT sa.agent_id, a.name, sa.w_sum FROM standings_agents sa "
-	                       "JOIN agents a ON a.id = sa.agent_id ORDER BY sa.w_sum DESC, sa.agent_id");
+	PGresult *res = standings_window_scores(pg);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		pg_fail("weights", "reading the window scores", pg, res);
 		PQclear(res);

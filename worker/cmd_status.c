@@ -49,6 +49,7 @@ struct consumer {
 	char *name;
 	long long pending, idle_ms, inactive_ms;   /* inactive_ms -1 when Redis < 7.2 */
 	long long last_seen_ms;                    /* age of its heartbeat; -1: none */
+	char version[64];                          /* from its heartbeat; "" unknown */
 	bool pruned;                               /* removed by --prune */
 };
 
@@ -159,6 +160,9 @@ int status_keys(const struct config *cfg, struct status_keys *sk, char *err, siz
 	char *hb = rkeys_heartbeats(&k);
 	snprintf(sk->heartbeats, sizeof(sk->heartbeats), "%s", hb);
 	free(hb);
+	char *stats = rkeys_stats(&k);
+	snprintf(sk->stats, sizeof(sk->stats), "%s", stats);
+	free(stats);
 	struct rq_url u;
 	char uerr[256];
 	bool cluster = rq_url_parse(cfg->redis_url, &u, uerr, sizeof uerr) == 0 && u.cluster;
@@ -340,6 +344,9 @@ static int gather_heartbeats(struct rq_sync *c, struct status *st, const struct 
 		if (!(r = cmd(c, st, 3, h)))
 			return -1;
 		k->last_seen_ms = now >= 0 && r->type == REDIS_REPLY_STRING ? now - strtoll(r->str, NULL, 10) : -1;
+		/* "<ms> <version>" (opsctl_heartbeat); older workers wrote the time alone */
+		const char *sp = r->type == REDIS_REPLY_STRING ? strchr(r->str, ' ') : NULL;
+		snprintf(k->version, sizeof k->version, "%s", sp ? sp + 1 : "");
 		freeReplyObject(r);
 	}
 	return 0;
@@ -537,10 +544,15 @@ static int pg_gather(const struct config *cfg, struct status *st)
 	st->schema_version = atoi(PQgetvalue(res, 0, 0));
 	PQclear(res);
 
-	if (!(res = query(pg, st,
-	        "SELECT count(*) FILTER (WHERE status = 'queued'),"
-	        "       count(*) FILTER (WHERE status = 'evaluating')"
-	        "  FROM submissions WHERE status IN ('queued', 'evaluating')")))
+	/* From 009 on, the counters kept by triggers (sql/009_console.sql): a few rows, where
+	 * the partial index fetches every unfinished row (a backlog of 100,000 read them all). */
+	if (!(res = query(pg, st, st->schema_version >= 9
+	        ? "SELECT coalesce(sum(n) FILTER (WHERE status = 'queued'), 0),"
+	          "       coalesce(sum(n) FILTER (WHERE status = 'evaluating'), 0)"
+	          "  FROM submission_status_counts WHERE status IN ('queued', 'evaluating')"
+	        : "SELECT count(*) FILTER (WHERE status = 'queued'),"
+	          "       count(*) FILTER (WHERE status = 'evaluating')"
+	          "  FROM submissions WHERE status IN ('queued', 'evaluating')")))
 		goto out;
 	st->queued = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	st->evaluating = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
@@ -652,14 +664,15 @@ static void human_consumers(const struct status *st)
 	if (!st->nconsumers)
 		return;
 	char d3[32];
-	printf("\n  %-36s %8s %10s %10s %10s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE", "LAST SEEN");
+	printf("\n  %-36s %8s %10s %10s %10s  %s\n", "CONSUMER", "PENDING", "IDLE", "INACTIVE", "LAST SEEN",
+	       "VERSION");
 	for (size_t i = 0; i < st->nconsumers; i++) {
 		const struct consumer *k = &st->consumers[i];
 		fmt_duration(d1, sizeof(d1), k->idle_ms < 0 ? -1 : k->idle_ms / 1000.0);
 		fmt_duration(d2, sizeof(d2), k->inactive_ms < 0 ? -1 : k->inactive_ms / 1000.0);
 		fmt_duration(d3, sizeof(d3), k->last_seen_ms < 0 ? -1 : k->last_seen_ms / 1000.0);
-		printf("  %-36s %8lld %10s %10s %10s%s\n", k->name, k->pending, d1, d2, d3,
-		       k->pruned ? "  (pruned)" : "");
+		printf("  %-36s %8lld %10s %10s %10s  %s%s\n", k->name, k->pending, d1, d2, d3,
+		       k->version[0] ? k->version : "-", k->pruned ? "  (pruned)" : "");
 	}
 }
 
@@ -770,6 +783,7 @@ static json_t *json_consumers(const struct status *st)
 		                    k->inactive_ms >= 0 ? json_integer(k->inactive_ms) : json_null());
 		json_object_set_new(o, "last_seen_ms",
 		                    k->last_seen_ms >= 0 ? json_integer(k->last_seen_ms) : json_null());
+		json_object_set_new(o, "version", k->version[0] ? json_string(k->version) : json_null());
 		json_object_set_new(o, "pruned", json_boolean(k->pruned));
 		json_array_append_new(cs, o);
 	}

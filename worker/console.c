@@ -1,6 +1,6 @@
 /*
  * The operator console's pure parts: request heads, query parameters, the token check,
- * text made safe for JSON (see console.h).
+ * text made safe for JSON, the requeue's rules and the charts' quantiles (see console.h).
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -266,4 +266,65 @@ bool console_is_entry_id(const char *s)
 	while (isdigit((unsigned char)s[i]) && d < 21)
 		i++, d++;
 	return d >= 1 && d <= 20 && !s[i];
+}
+
+enum console_requeue console_requeue_classify(const char *status, bool has_result,
+                                              bool include_failed, const char **why)
+{
+	const char *dummy;
+	if (!why)
+		why = &dummy;
+	if (!status) {
+		*why = "no such submission";
+		return CONSOLE_REQUEUE_SKIP;
+	}
+	if (has_result) {
+		*why = "has a result: re-evaluated";
+		return CONSOLE_REQUEUE_REEVALUATE;
+	}
+	if (!strcmp(status, "queued") || !strcmp(status, "evaluating")) {
+		*why = "no result yet: evaluated";
+		return CONSOLE_REQUEUE_EVALUATE;
+	}
+	if (!strcmp(status, "failed")) {
+		*why = include_failed ? "failed: set back to queued (include failed)"
+		                      : "failed and no result: include failed to evaluate it again";
+		return include_failed ? CONSOLE_REQUEUE_RESET : CONSOLE_REQUEUE_SKIP;
+	}
+	*why = "no result and not queued, evaluating or failed: nothing to re-evaluate";
+	return CONSOLE_REQUEUE_SKIP;
+}
+
+bool console_requeue_confirm(long total, long confirm_over, bool elo_adjust, bool by_ids,
+                             long reevaluate, char *why, size_t n)
+{
+	size_t o = 0;
+	if (n)
+		why[0] = '\0';
+	if (total <= 0)
+		return false;
+	if (total > confirm_over && o < n)
+		o += (size_t)snprintf(why + o, n - o, "%ld jobs (more than %ld)", total, confirm_over);
+	if (elo_adjust && !by_ids && reevaluate > 0 && o < n)
+		o += (size_t)snprintf(why + o, n - o, "%selo=adjust moves the Elo of every agent of "
+		                      "the selection", o ? "; " : "");
+	return o > 0;
+}
+
+double console_quantile(const uint64_t *counts, const double *bounds, size_t nb, double q)
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i <= nb; i++)
+		total += counts[i];
+	if (total == 0)
+		return -1;
+	double rank = q * (double)total, below = 0;
+	for (size_t i = 0; i < nb; i++) {
+		if (counts[i] && below + (double)counts[i] >= rank) {
+			double lo = i ? bounds[i - 1] : 0;
+			return lo + (bounds[i] - lo) * ((rank - below) / (double)counts[i]);
+		}
+		below += (double)counts[i];
+	}
+	return nb ? bounds[nb - 1] : 0;
 }

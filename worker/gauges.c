@@ -150,6 +150,7 @@ static void gauges_cb(uv_timer_t *t)
 	if (w->ops) {
 		opsctl_redis_cause(w->ops, NULL, 0);   /* logs a lasting Redis cause every 30 s */
 		opsctl_heartbeat(w->ops);
+		opsctl_stats(w->ops);
 	}
 	if (!w->migcheck_busy && (!w->migrations_ok ||
 	    uv_now(w->loop) - w->migcheck_at >= MIGCHECK_MS))

@@ -131,6 +131,28 @@ void metrics_job(const char *evaluator, const char *outcome)
 	M.jobs[eval_index(evaluator)][lookup(outcomes, NOUTCOME, outcome)]++;
 }
 
+_Static_assert(COUNTOF(e2e_bounds) + 1 == METRICS_E2E_BUCKETS, "METRICS_E2E_BUCKETS");
+
+void metrics_totals(struct metrics_totals *out)
+{
+	memset(out, 0, sizeof *out);
+	size_t c = lookup(outcomes, NOUTCOME, "completed"), f = lookup(outcomes, NOUTCOME, "failed");
+	size_t d = lookup(outcomes, NOUTCOME, "dead_lettered"), r = lookup(outcomes, NOUTCOME, "rejected");
+	for (size_t e = 0; e < NEVAL; e++) {
+		out->completed += M.jobs[e][c];
+		out->failed += M.jobs[e][f] + M.jobs[e][d];
+		out->rejected += M.jobs[e][r];
+	}
+	for (size_t i = 0; i < METRICS_E2E_BUCKETS; i++)
+		out->e2e[i] = M.e2e.buckets[i];
+}
+
+const double *metrics_e2e_bounds(size_t *n)
+{
+	*n = COUNTOF(e2e_bounds);
+	return e2e_bounds;
+}
+
 void metrics_rejected(const char *reason)
 {
 	M.rejections[lookup(reasons, NREASON, reason)]++;

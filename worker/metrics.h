@@ -105,6 +105,24 @@ void metrics_ratelimit(const char *decision);
  * (worker/README.md "Rate limiting"). */
 void metrics_ratelimit_reset(void);
 /* Appends the whole exposition (# HELP, # TYPE, samples) to out. Returns 0. */
+/* The end-to-end latency histogram's buckets: METRICS_E2E_BUCKETS - 1 upper bounds in
+ * seconds (metrics_e2e_bounds) and one above them all. */
+#define METRICS_E2E_BUCKETS 17
+
+/* What the worker's stats stream (opsctl_stats) carries, as totals since the process
+ * started: jobs completed, failed (failed and dead-lettered) and rejected, and the
+ * end-to-end latency histogram's bucket counts (not cumulative). */
+struct metrics_totals {
+	uint64_t completed, failed, rejected;
+	uint64_t e2e[METRICS_E2E_BUCKETS];
+};
+
+/* Fills *out from the counters. */
+void metrics_totals(struct metrics_totals *out);
+
+/* The end-to-end histogram's upper bounds in seconds; *n gets METRICS_E2E_BUCKETS - 1. */
+const double *metrics_e2e_bounds(size_t *n);
+
 int  metrics_render(struct strbuf *out);
 
 /* Settings and helpers for tests and tools. */

@@ -17,6 +17,7 @@
 #include "pgc.h"
 #include "rq.h"
 #include "util.h"
+#include "version.h"
 #include "pipeline.h"
 
 /* While the worker may not take jobs, the cause is logged at most this often. */
@@ -56,14 +57,24 @@ static const char leave_lua[] =
 	"for i = 1, #KEYS do pcall(redis.call, 'XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], ARGV[2]) end\n"
 	"return 1\n";
 
-/* Heartbeat: KEYS 1 the heartbeats hash, 2 its ":since" key; ARGV 1 the consumer. The
- * time is Redis's, so replicas' clocks never matter. */
+/* Heartbeat: KEYS 1 the heartbeats hash, 2 its ":since" key; ARGV 1 the consumer, 2 this
+ * binary's version. The value is "<ms> <version>": the time is Redis's, so replicas' clocks
+ * never matter, and a reader that takes the leading integer (strtoll, as releases before
+ * the version did) still reads the time. */
 static const char heartbeat_lua[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-	"redis.call('HSET', KEYS[1], ARGV[1], now)\n"
+	"redis.call('HSET', KEYS[1], ARGV[1], now .. ' ' .. ARGV[2])\n"
 	"redis.call('SET', KEYS[2], now, 'NX')\n"
 	"return now\n";
+
+/* Stats: KEYS 1 the stats stream; ARGV 1 how long to keep (ms), then the fields. The
+ * entry's id and the trimming are by Redis's clock. */
+static const char stats_lua[] =
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"return redis.call('XADD', KEYS[1], 'MINID', '~', now - tonumber(ARGV[1]), '*',\n"
+	"                  unpack(ARGV, 2))\n";
 
 /* A NOPERM reply counts as current for this long unless its command succeeds meanwhile
  * (the worker retries its reads and group creation every second or so). */
@@ -87,6 +98,8 @@ struct opsctl {
 	bool resolving, resolve_again;
 	int refs;                   /* callbacks still to come (hold, leave, resolve) */
 	bool closing;
+	struct metrics_totals stats_sent;   /* the totals the stats stream has had */
+	uint64_t stats_at;                  /* loop time of the last opsctl_stats write */
 };
 
 static void maybe_free(struct opsctl *o)
@@ -488,8 +501,39 @@ void opsctl_heartbeat(struct opsctl *o)
 		return;
 	char since[600];
 	snprintf(since, sizeof since, "%s:since", w->k_heartbeats);
-	const char *argv[] = { "EVAL", heartbeat_lua, "2", w->k_heartbeats, since, w->cfg->worker_id };
-	(void)rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 6, argv, NULL);
+	const char *argv[] = { "EVAL", heartbeat_lua, "2", w->k_heartbeats, since, w->cfg->worker_id,
+	                       ARBITER_VERSION };
+	(void)rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 7, argv, NULL);
+}
+
+void opsctl_stats(struct opsctl *o)
+{
+	struct worker *w = o->w;
+	if (o->closing || !rq_connected(w->rq_cmd) || uv_now(w->loop) - o->stats_at < OPSCTL_STATS_MS)
+		return;
+	o->stats_at = uv_now(w->loop);
+	struct metrics_totals now;
+	metrics_totals(&now);
+	char c[24], f[24], r[24], keep[24], h[METRICS_E2E_BUCKETS * 21 + 1];
+	uint64_t any = 0;
+	size_t hn = 0;
+	for (size_t i = 0; i < METRICS_E2E_BUCKETS; i++) {
+		uint64_t d = now.e2e[i] - o->stats_sent.e2e[i];
+		any |= d;
+		hn += (size_t)snprintf(h + hn, sizeof h - hn, "%s%llu", i ? "," : "", (unsigned long long)d);
+	}
+	uint64_t dc = now.completed - o->stats_sent.completed, df = now.failed - o->stats_sent.failed;
+	uint64_t dr = now.rejected - o->stats_sent.rejected;
+	if (!(any | dc | df | dr))
+		return;
+	snprintf(c, sizeof c, "%llu", (unsigned long long)dc);
+	snprintf(f, sizeof f, "%llu", (unsigned long long)df);
+	snprintf(r, sizeof r, "%llu", (unsigned long long)dr);
+	snprintf(keep, sizeof keep, "%d", OPSCTL_STATS_KEEP_MS);
+	const char *argv[] = { "EVAL", stats_lua, "1", w->k_stats, keep, "w", w->cfg->worker_id,
+	                       "c", c, "f", f, "r", r, "h", h };
+	if (rq_cmdv(w->rq_cmd, 2000, NULL, NULL, 15, argv, NULL) == 0)
+		o->stats_sent = now;
 }
 
 void opsctl_leave_group(struct opsctl *o, void (*done)(struct worker *w))

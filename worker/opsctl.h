@@ -78,10 +78,24 @@ void opsctl_image_wait(struct opsctl *o, struct job *j, uint32_t delay_ms,
 #define OPSCTL_HEARTBEAT_MS 2000
 #define OPSCTL_HEARTBEAT_STALE_MS 10000
 
-/* Writes this worker's heartbeat (rkeys_heartbeats: HSET <consumer> <Redis time in ms>, and
+/* Writes this worker's heartbeat (rkeys_heartbeats: HSET <consumer> "<Redis time in ms>
+ * <version>", and
  * the ":since" key if it is missing), fire and forget; a failure is left to the next call.
  * Call every OPSCTL_HEARTBEAT_MS or so. */
 void opsctl_heartbeat(struct opsctl *o);
+
+/* How often a worker appends to the stats stream (opsctl_stats), and how much history the
+ * stream keeps (by Redis's clock; XADD MINID trims older entries). */
+#define OPSCTL_STATS_MS 10000
+#define OPSCTL_STATS_KEEP_MS 3660000
+
+/* Appends what this worker did since its last call to the stats stream (rkeys_stats):
+ * fields w (consumer), c, f, r (jobs completed, failed, rejected) and h (the end-to-end
+ * latency histogram's bucket counts, comma-separated, metrics_e2e_bounds), trimming
+ * entries older than OPSCTL_STATS_KEEP_MS in the same call. Nothing is written when
+ * nothing happened. Fire and forget: a failed write is lost (those counts only). Call
+ * every OPSCTL_STATS_MS or so. */
+void opsctl_stats(struct opsctl *o);
 
 /* Deletes our consumer from the group if it holds no pending entry, then done(w) (also
  * when Redis is unreachable: the consumer then stays, for `arbiter status --prune`).

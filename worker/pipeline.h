@@ -94,6 +94,7 @@ struct worker {
 
 	char *k_jobs, *k_group, *k_dead, *k_delayed, *k_lock;
 	char *k_heartbeats;          /* "<base>:workers" (rkeys_heartbeats); + ":since" */
+	char *k_stats;               /* "<base>:stats" (rkeys_stats) */
 	char *k_other_jobs;          /* the other key style's stream (rkeys_other_jobs), NULL in
 	                              * Cluster mode or when both styles are one name */
 	const char *key_style;       /* "plain" or "tagged": the style of the names above */

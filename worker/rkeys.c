@@ -113,6 +113,11 @@ char *rkeys_heartbeats(const struct rkeys *k)
 	return cat(k->base, ":workers");
 }
 
+char *rkeys_stats(const struct rkeys *k)
+{
+	return cat(k->base, ":stats");
+}
+
 char *rkeys_rl(const struct rkeys *k, const char *ipkey)
 {
 	struct strbuf sb = { 0 };

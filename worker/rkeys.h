@@ -66,10 +66,17 @@ void rkeys_free(struct rkeys *k);
 char *rkeys_other_jobs(const struct rkeys *k, const char *prefix);
 
 /* The replicas' heartbeats, "<base>:workers": a hash, consumer name -> the Redis clock (ms)
- * when that worker last said it was alive (every few seconds); "<base>:workers:since" holds
+ * when that worker last said it was alive (every few seconds), then a space and its
+ * version (ARBITER_VERSION; absent in heartbeats of releases before it); "<base>:workers:since" holds
  * when the first heartbeat was written. `arbiter status --prune` removes a consumer only on
  * this evidence (README "arbiter status"). malloc'd. */
 char *rkeys_heartbeats(const struct rkeys *k);
+
+/* The replicas' throughput history, "<base>:stats": a stream each worker appends its
+ * completed, failed and rejected jobs and end-to-end latency histogram to every
+ * OPSCTL_STATS_MS (opsctl_stats), trimmed to the last OPSCTL_STATS_KEEP_MS by Redis's
+ * clock; the console draws its charts from it. malloc'd. */
+char *rkeys_stats(const struct rkeys *k);
 
 /* The rate-limit hash of one IP key, "<base>:rl:<ipkey>", malloc'd. */
 char *rkeys_rl(const struct rkeys *k, const char *ipkey);

@@ -179,3 +179,75 @@ long long standings_catch_up(PGconn *pg, int batch, void (*progress)(long long a
 			idle = 0;
 	}
 }
+
+/* Top n by window score / by Elo: the n rows are picked (a top-N sort of one table) before
+ * the join and the ranking, as sql/README.md recommends; rank() over them equals the
+ * view's, since a rank depends only on the rows before it. */
+static const char SQL_LB_WINDOW[] =
+	"SELECT rank() OVER (ORDER BY t.w_sum DESC) AS rank, t.agent_id, a.name, "
+	"round(t.w_sum::numeric / st.window_size, 6) AS window_score, t.w_sum AS window_sum, "
+	"t.w_count AS window_count, CASE WHEN t.w_count > 0 THEN round(t.w_sum::numeric / t.w_count, 6) "
+	"END AS window_mean, t.w_wins AS wins, t.w_draws AS draws, t.w_losses AS losses, "
+	"t.w_best AS window_best, t.tasks, a.elo "
+	"FROM (SELECT * FROM standings_agents ORDER BY w_sum DESC, agent_id LIMIT $1) t "
+	"JOIN agents a ON a.id = t.agent_id CROSS JOIN standings_settings st "
+	"ORDER BY t.w_sum DESC, t.agent_id";
+static const char SQL_LB_ELO[] =
+	"SELECT rank() OVER (ORDER BY t.elo DESC) AS rank, t.id AS agent_id, t.name, t.elo, "
+	"t.match_count, t.win_count AS wins, t.draw_count AS draws, t.loss_count AS losses "
+	"FROM (SELECT * FROM agents ORDER BY elo DESC, id LIMIT $1) t ORDER BY t.elo DESC, t.id";
+static const char SQL_LB_BEST[] =
+	"SELECT rank, agent_id, name, best_score, best_submitted_at, best_submission, tasks, "
+	"window_score, elo FROM leaderboard_challenge WHERE challenge_id = $2 LIMIT $1";
+static const char SQL_LB_CH_WINDOW[] =
+	"SELECT rank() OVER (ORDER BY c.w_sum DESC) AS rank, c.agent_id, a.name, "
+	"round(c.w_sum::numeric / st.window_size, 6) AS window_score, c.w_sum AS window_sum, "
+	"c.w_count AS window_count, CASE WHEN c.w_count > 0 THEN round(c.w_sum::numeric / c.w_count, 6) "
+	"END AS window_mean, c.w_wins AS wins, c.w_draws AS draws, c.w_losses AS losses, "
+	"c.w_best AS window_best, c.tasks, a.elo "
+	"FROM standings_agent_challenges c JOIN agents a ON a.id = c.agent_id "
+	"CROSS JOIN standings_settings st WHERE c.challenge_id = $2 "
+	"ORDER BY c.w_sum DESC, c.agent_id LIMIT $1";
+static const char SQL_LB_CH_ELO[] =
+	"SELECT rank() OVER (ORDER BY a.elo DESC) AS rank, a.id AS agent_id, a.name, a.elo, "
+	"a.match_count, c.tasks, c.best_score FROM standings_agent_challenges c "
+	"JOIN agents a ON a.id = c.agent_id WHERE c.challenge_id = $2 AND c.tasks > 0 "
+	"ORDER BY a.elo DESC, a.id LIMIT $1";
+
+PGresult *standings_leaderboard(PGconn *pg, const char *by, const char *challenge_id,
+                                long long limit)
+{
+	char lim[24];
+	snprintf(lim, sizeof lim, "%lld", limit);
+	const char *sql = !strcmp(by, "elo") ? (challenge_id ? SQL_LB_CH_ELO : SQL_LB_ELO)
+	                : !strcmp(by, "best") ? SQL_LB_BEST
+	                : challenge_id ? SQL_LB_CH_WINDOW : SQL_LB_WINDOW;
+	const char *params[] = { lim, challenge_id };
+	/* --by best without a challenge: $2 is NULL, no rows (the callers refuse it first) */
+	int np = challenge_id || sql == SQL_LB_BEST ? 2 : 1;
+	return PQexecParams(pg, sql, np, NULL, params, NULL, NULL, 0);
+}
+
+int standings_challenge_id(PGconn *pg, const char *slug, char *id, size_t n, char *err,
+                           size_t errlen)
+{
+	const char *p[] = { slug };
+	PGresult *res = PQexecParams(pg, "SELECT id FROM challenges WHERE slug = $1", 1, NULL, p,
+	                             NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		set_err(err, errlen, "looking up the challenge", pg, res);
+		PQclear(res);
+		return -1;
+	}
+	int found = PQntuples(res) > 0;
+	if (found)
+		snprintf(id, n, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return found;
+}
+
+PGresult *standings_window_scores(PGconn *pg)
+{
+	return PQexec(pg, "SELECT sa.agent_id, a.name, sa.w_sum FROM standings_agents sa "
+	              "JOIN agents a ON a.id = sa.agent_id ORDER BY sa.w_sum DESC, sa.agent_id");
+}

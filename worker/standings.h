@@ -60,4 +60,25 @@ void standings_print_as_of(FILE *f, const struct standings_asof *a);
 long long standings_catch_up(PGconn *pg, int batch, void (*progress)(long long applied, void *data),
                              void *data, char *err, size_t errlen);
 
+/* The leaderboard queries `arbiter leaderboard` and the console share. by is "window"
+ * (window score), "elo" or "best" (best score on a challenge; needs challenge_id);
+ * challenge_id (a UUID's text, or NULL for every challenge) restricts to one challenge;
+ * limit rows (1..1000000) of the top, ranked (equal values share a rank). The top rows
+ * are picked through standings_agents_window_idx / agents' Elo order / the
+ * leaderboard_challenge view before any join (sql/README.md). Returns the result (the
+ * caller PQclear()s it; check PQresultStatus for PGRES_TUPLES_OK, NULL only when out of
+ * memory). */
+PGresult *standings_leaderboard(PGconn *pg, const char *by, const char *challenge_id,
+                                long long limit);
+
+/* The id of the challenge with this slug into id[0..n). Returns 1 found, 0 no such
+ * challenge, -1 with a message in err. */
+int standings_challenge_id(PGconn *pg, const char *slug, char *id, size_t n, char *err,
+                           size_t errlen);
+
+/* Every agent's window sum, best first (agent_id, name, w_sum), the input of the capped
+ * weights (common/weights.h) for `arbiter weights` and the console. Returns the result
+ * as standings_leaderboard does. */
+PGresult *standings_window_scores(PGconn *pg);
+
 #endif

@@ -23,6 +23,7 @@ struct status_keys {
 	char judge_lane[512];
 	char other_jobs[512];        /* the other key style's stream; "" in Cluster mode */
 	char heartbeats[512];        /* rkeys_heartbeats */
+	char stats[512];             /* rkeys_stats: the workers' throughput history */
 	const char *style;           /* "plain" or "tagged" */
 };
 

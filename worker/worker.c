@@ -903,6 +903,7 @@ static int init_keys(struct worker *w, const struct config *cfg)
 	w->k_judge = rkeys_judge(&rk);
 	w->k_judge_lane = rkeys_judge_lane(&rk);
 	w->k_heartbeats = rkeys_heartbeats(&rk);
+	w->k_stats = rkeys_stats(&rk);
 	/* Cluster: the other style's name lives in another slot, out of this connection's reach. */
 	w->k_other_jobs = cluster ? NULL : rkeys_other_jobs(&rk, cfg->prefix);
 	w->key_style = rk.legacy ? "plain" : "tagged";
@@ -1001,6 +1002,7 @@ cleanup:
 	free(w->k_judge_lane);
 	free(w->k_other_jobs);
 	free(w->k_heartbeats);
+	free(w->k_stats);
 	jprov_free(w->judge_providers);   /* the judge that borrowed them is closed */
 	uv_loop_close(w->loop);
 	free(w);

@@ -15,7 +15,17 @@ completion; a failed submission's page shows its last_error and the dead letter'
 `<script>` in an answer and in a reason is shown as text and never runs; the pause button
 without the token is refused and nothing is paused; a dead letter replayed from the page
 completes; no console errors (CSP violations included); the page's weight is measured
-(target 200 KB) and a screenshot taken (ARBITER_CONSOLE_SCREENSHOT, else the temp dir).
+(target 200 KB).
+
+The panels added since (panel_checks): the charts (jobs per second and latency percentiles of
+the last hour from the workers' stats stream) count the jobs that flowed and survive a
+worker's restart; the replicas show each worker's version; the exact counts by status equal
+PostgreSQL's; the standings equal `arbiter leaderboard --json` and `arbiter weights --json`
+(an agent named with <script> shown as text); dead letters filter by challenge and time;
+requeue by ids (dry run, include failed), without the token refused, and a bulk one (elo=adjust
+over a challenge) asks for the confirmation in the browser before anything is enqueued, then
+the re-evaluations are committed. A screenshot of the overview with its charts is taken
+(ARBITER_CONSOLE_SCREENSHOT, else the temp dir).
 """
 import json
 import os
@@ -179,9 +189,6 @@ def browser_checks(s, a, con, worker_subs):
         got = shown()
         eq({k: got.get(k) for _, k in COUNTS if k in got}, {k: str(v) for k, v in want.items() if k in got},
            "browser: after the flow the counts match arbiter status --json again")
-        shot = os.environ.get("ARBITER_CONSOLE_SCREENSHOT") or os.path.join(s.tmp, "console.png")
-        d.save_screenshot(shot)
-        diag("screenshot: %s" % shot)
         # the page's weight
         weight = d.execute_script(
             "var n = performance.getEntriesByType('navigation')[0];"
@@ -222,12 +229,176 @@ def browser_checks(s, a, con, worker_subs):
         d.quit()
 
 
+def api(con, path):
+    return json.loads(con.get(path)[2])
+
+
+def panel_checks(s, a, con, w, ch_slug, worker_subs):
+    """The standings, requeue, dead-letter filters, versions, exact counts and charts.
+    Returns the worker running at the end (it is restarted once)."""
+    from selenium.webdriver.common.by import By
+    version = cli(s, s.redis_url, "--version").stdout.split()[-1]
+    # charts: the 40 jobs that flowed, from the workers' stats stream (written every 10 s)
+    ok(wait_for(lambda: api(con, "/api/charts")["hour"]["completed"] >= len(worker_subs), 30),
+       "charts: the last hour counts the completed jobs", api(con, "/api/charts")["hour"])
+    doc = api(con, "/api/charts")
+    eq(len(doc["points"]), 120, "charts: 120 points of 30 s")
+    ok(doc["hour"]["p50"] is not None and 0 <= doc["hour"]["p50"] <= doc["hour"]["p99"],
+       "charts: latency percentiles", doc["hour"])
+    ok(sum(p["completed"] for p in doc["points"]) * 30 >= len(worker_subs) - 0.01,
+       "charts: the points' rates add up to the jobs")
+    before = doc["hour"]["completed"]
+    w.term()
+    w = Worker(s, "c2", env={"ARBITER_RECONCILE_MS": "1h"})
+    ok(wait_for(lambda: any(c["name"] == "c2" and c["version"] for c in
+                            api(con, "/api/overview")["status"]["redis"]["consumers"]), 20),
+       "the new worker's heartbeat", w.tail())
+    eq(api(con, "/api/charts")["hour"]["completed"], before, "charts: the history survives the worker's restart")
+    cons = api(con, "/api/overview")["status"]["redis"]["consumers"]
+    eq({c["name"]: c["version"] for c in cons if c["name"] == "c2"}, {"c2": version},
+       "replicas: the worker's version from its heartbeat")
+    st = json.loads(cli(s, s.redis_url, "status", "--json").stdout)
+    ok(any(c.get("version") == version for c in st["redis"]["consumers"]), "arbiter status --json has it too")
+    # exact counts by status
+    want = dict(a.q("SELECT status, count(*) FROM submissions GROUP BY status"))
+    got = {k: v for k, v in api(con, "/api/overview")["by_status"].items() if v}
+    eq(got, want, "overview: the counts by status are PostgreSQL's, exactly")
+
+    # standings: the CLI's numbers
+    lb = json.loads(cli(s, s.redis_url, "leaderboard", "--json", "--limit", "50").stdout)["rows"]
+    doc = api(con, "/api/standings?limit=50")
+    eq([(r["rank"], r["agent_id"], r["window_sum"]) for r in doc["rows"]],
+       [(r["rank"], r["agent_id"], r["window_sum"]) for r in lb], "standings: arbiter leaderboard's rows")
+    ok(doc["as_of"]["as_of"] and doc["as_of"]["results_not_applied"] >= 0, "standings: its as of", doc["as_of"])
+    wt = json.loads(cli(s, s.redis_url, "weights", "--json").stdout)
+    eq([(r["agent_id"], r["weight"]) for r in doc["weights"]["rows"]],
+       [(r["agent_id"], r["weight"]) for r in wt["weights"]][:50], "standings: arbiter weights' weights")
+    lb = json.loads(cli(s, s.redis_url, "leaderboard", "--json", "--challenge", ch_slug).stdout)["rows"]
+    doc = api(con, "/api/standings?challenge=" + ch_slug)
+    eq([(r["rank"], r["agent_id"]) for r in doc["rows"]], [(r["rank"], r["agent_id"]) for r in lb],
+       "standings: a challenge's best scores as the CLI's")
+
+    # dead-letter filters
+    dead_id = a.r.xadd(a.dead, {"submission_id": a.failed_sub, "kind": "evaluate", "reason": "filter me",
+                                "failed_at": str(int(time.time() * 1000))})
+    ms = int(dead_id.split("-")[0])
+    ids = lambda q: [e["id"] for e in api(con, "/api/dead?" + q)["entries"]]
+    ok(dead_id in ids("challenge=" + ch_slug) and not ids("challenge=no-such-challenge"),
+       "dead letters: filtered by challenge")
+    eq(api(con, "/api/dead?challenge=" + ch_slug)["entries"][0]["challenge"], ch_slug, "each entry names its challenge")
+    ok(dead_id in ids("since=%d&until=%d" % (ms - 1, ms + 1)) and not ids("since=%d" % (ms + 1))
+       and dead_id not in ids("until=%d" % (ms - 1)), "dead letters: filtered by time")
+    ok(ids("reason=filter+me") == [dead_id], "dead letters: filtered by reason")
+    eq(con.post({"action": "drop", "id": dead_id}, {"X-Arbiter-Token": TOKEN})[0], 200, "dropped again")
+
+    # requeue over HTTP: the token, the dry run, include failed
+    _, failed2 = a.submit(a.ag, a.ch, {"x": 1}, enqueue=False)
+    a.q("UPDATE submissions SET status = 'failed', last_error = 'x' WHERE id = %s", failed2)
+    body = {"action": "requeue", "ids": [failed2, worker_subs[0], "not-a-uuid"]}
+    eq(con.post(body)[0], 401, "requeue without the token is refused")
+    code, doc = con.post(dict(body, dry_run=True), {"X-Arbiter-Token": TOKEN})
+    ok(code == 200 and doc["jobs"] == 1 and doc["reevaluate"] == 1 and doc["skipped_count"] == 2
+       and "would enqueue 1 job" in doc["done"], "requeue dry run: one re-evaluation, failed and bad id skipped", doc)
+    eq(a.r.xlen(a.base + ":jobs:bulk"), 0, "a dry run enqueues nothing")
+    code, doc = con.post(dict(body, include_failed=True, lane="live"), {"X-Arbiter-Token": TOKEN, "X-Arbiter-Operator": "ops-rq"})
+    ok(code == 200 and doc["jobs"] == 2 and doc["reset_failed"] == 1, "requeue with include failed", doc)
+    ok(a.wait_final([failed2], 30) and a.status(failed2) == "completed", "the failed submission is evaluated again")
+    ok(wait_for(lambda: a.val("SELECT max(eval_seq) FROM evaluation_results WHERE submission_id = %s",
+                              worker_subs[0]) == 2, 30), "the re-evaluation is committed (eval_seq 2)")
+    ok('"operator":"ops-rq"' in con.output() and '"action":"requeue"' in con.output(), "requeue logged with who and what")
+    eq(con.post({"action": "requeue", "challenge": ch_slug, "from": "2020-01-01T00:00:00Z"},
+                {"X-Arbiter-Token": TOKEN})[0], 400, "requeue with two selections is refused")
+    eq(con.post({"action": "requeue", "from": "2020-01-01T00:00:00", "to": "2030-01-01T00:00:00Z"},
+                {"X-Arbiter-Token": TOKEN})[0], 400, "a time without a zone is refused")
+
+    d = browser()
+    try:
+        # standings in the browser, a hostile agent name as text
+        d.get(con.url + "#standings")
+        ok(wait_for(lambda: "as of" in d.find_element(By.ID, "st-asof").text, 10), "browser: standings as of")
+        ok(wait_for(lambda: HOSTILE in d.find_element(By.ID, "st-board").text, 10),
+           "browser: the leaderboard shows the <script> name as text", d.find_element(By.ID, "st-board").text)
+        ok("weights of all agents sum to 1" in d.find_element(By.ID, "st-wsum").text, "browser: the capped weights")
+        eq(d.execute_script("return window.__pwned === undefined && document.querySelectorAll('main script, main img').length"),
+           0, "browser: nothing of the hostile name ran")
+        # a bulk requeue asks first, as scripts/requeue does
+        d.get(con.url + "#requeue")
+        d.execute_script("document.getElementById('auth').open = true")
+        d.find_element(By.ID, "token").send_keys(TOKEN)
+        d.find_element(By.CSS_SELECTOR, "input[name=rq-sel][value=challenge]").click()
+        d.find_element(By.ID, "rq-challenge").send_keys(ch_slug)
+        d.execute_script("document.getElementById('rq-elo').value = 'adjust'")
+        n0 = a.val("SELECT count(*) FROM evaluation_results")
+        d.find_element(By.ID, "rq-go").click()
+        ok(wait_for(lambda: _alert_text(d), 10), "browser: a bulk requeue asks for a confirmation")
+        text = _alert_text(d)
+        ok("elo=adjust" in text, "browser: the question says why", text)
+        d.switch_to.alert.dismiss()
+        ok(wait_for(lambda: "aborted" in d.find_element(By.ID, "flash").text, 10), "browser: declined, nothing enqueued")
+        eq(a.val("SELECT count(*) FROM evaluation_results"), n0, "declined: nothing enqueued, nothing evaluated")
+        d.find_element(By.ID, "rq-go").click()
+        ok(wait_for(lambda: _alert_text(d), 10), "browser: asked again")
+        d.switch_to.alert.accept()
+        ok(wait_for(lambda: "enqueued" in d.find_element(By.ID, "rq-out").text, 10),
+           "browser: confirmed, enqueued", d.find_element(By.ID, "rq-out").text)
+        nsub = a.val("SELECT count(*) FROM submissions s JOIN matches m ON m.id = s.match_id JOIN challenges c "
+                     "ON c.id = m.challenge_id WHERE c.slug = %s AND EXISTS (SELECT 1 FROM evaluation_results r "
+                     "WHERE r.submission_id = s.id)", ch_slug)
+        ok(wait_for(lambda: a.val("SELECT count(*) FROM evaluation_results") >= n0 + nsub, 60),
+           "the confirmed requeue's re-evaluations are committed", (n0, nsub))
+        # the overview with its charts: the page's figures and the screenshot
+        d.get(con.url)
+        ok(wait_for(lambda: d.execute_script("var e = document.querySelector('[data-k=hour_completed]');"
+                                             "return e && Number(e.textContent) >= %d;" % len(worker_subs)), 15),
+           "browser: the charts' summary counts the jobs")
+        ok(d.execute_script("return document.querySelectorAll('#chart-rate path, #chart-latency path').length") >= 2,
+           "browser: the charts are drawn")
+        shown = dict(d.execute_script(
+            "return Array.from(document.querySelectorAll('[data-k]'))"
+            ".map(function (e) { return [e.getAttribute('data-k'), e.textContent]; });"))
+        want = dict(a.q("SELECT status, count(*) FROM submissions GROUP BY status"))
+        eq(shown.get("count_completed"), str(want.get("completed", 0)), "browser: the exact completed count")
+        ok(version in d.find_element(By.ID, "replicas").text, "browser: the replicas show the version")
+        weight = d.execute_script(
+            "var n = performance.getEntriesByType('navigation')[0];"
+            "return performance.getEntriesByType('resource').reduce(function (t, e) {"
+            "  return t + e.encodedBodySize; }, n.encodedBodySize);")
+        diag("page weight with the charts: %d bytes" % weight)
+        ok(0 < weight <= 200 * 1024, "the page with its charts weighs at most 200 KB", weight)
+        shot = os.environ.get("ARBITER_CONSOLE_SCREENSHOT") or os.path.join(s.tmp, "console.png")
+        d.save_screenshot(shot)
+        diag("screenshot: %s" % shot)
+        errors = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"
+                  and "/api/action" not in e.get("message", "")]   # a 409 asking to confirm is expected
+        eq(errors, [], "browser: no console errors on the new panels")
+    finally:
+        d.quit()
+    for path in ("/api/standings", "/api/charts", "/api/dead?challenge=" + ch_slug):
+        ts = []
+        for _ in range(10):
+            t0 = time.time()
+            con.get(path)
+            ts.append((time.time() - t0) * 1000)
+        diag("latency %s: median %.1f ms, max %.1f ms" % (path, statistics.median(ts), max(ts)))
+        ok(statistics.median(ts) <= 200, "%s answers in <= 200 ms (median)" % path.split("?")[0])
+    return w
+
+
+def _alert_text(d):
+    try:
+        return d.switch_to.alert.text
+    except Exception:
+        return None
+
+
 def main():
     with Services() as s:
         migrate(s)
         a = Arena(s)
         ch = a.challenge(SPEC_X, {"x": 1})
-        ag = a.agent()
+        ag = a.agent(name=HOSTILE)
+        a.ag, a.ch = ag, ch
+        ch_slug = a.val("SELECT slug FROM challenges WHERE id = %s", ch)
         # a failed submission with its dead letter, both with hostile text
         _, a.failed_sub = a.submit(ag, ch, {"x": HOSTILE}, enqueue=False)
         a.q("UPDATE submissions SET status = 'failed', attempts = 3, last_error = %s WHERE id = %s",
@@ -251,6 +422,7 @@ def main():
         try:
             http_checks(s, a, con, ro)
             browser_checks(s, a, con, subs)
+            w = panel_checks(s, a, con, w, ch_slug, subs)
         finally:
             con.stop()
             ro.stop()
