@@ -355,30 +355,41 @@ static int find_in_stream(struct console *c, struct rq_sync *r, const char *key,
 }
 
 /* The delayed set's members as scanned: a member holds the job's fields as JSON (plus
- * _token; a counted retry also has attempt). For sub (NULL: none) the matching members go
- * to places; counts get {"retry", "rate_limit_or_pause", "scanned"}. Returns 0 or -1. */
+ * _token, and _cause: rate_limit, pause, retry or image, as `arbiter status` counts them; a
+ * member written before _cause existed is a retry when it has attempt, else a rate-limit
+ * deferral). For sub (NULL: none) the matching members go to places; counts get one count
+ * per cause and "scanned". Returns 0 or -1. */
 static int scan_delayed(struct rq_sync *r, const char *key, const char *sub, json_t *places,
                         json_t *counts, char *err, size_t errlen)
 {
+	static const char *const causes[] = { "rate_limit", "pause", "retry", "image" };
+	enum { NCAUSE = sizeof causes / sizeof causes[0] };
+	static const char *const shown[NCAUSE] = { "rate limit", "challenge paused", "retry",
+	                                           "waiting for its image" };
 	char stop[32];
 	snprintf(stop, sizeof stop, "%d", CONSOLE_SCAN_MAX - 1);
 	const char *a[] = { "ZRANGE", key, "0", stop, "WITHSCORES" };
 	redisReply *x = ccmd(r, 5, a, err, errlen);
 	if (!x)
 		return -1;
-	long long retry = 0, other = 0, now = now_ms();
+	long long n[NCAUSE] = { 0 }, scanned = 0, now = now_ms();
 	for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i + 1 < x->elements; i += 2) {
 		const redisReply *m = x->element[i], *s = x->element[i + 1];
 		if (m->type != REDIS_REPLY_STRING)
 			continue;
 		json_t *j = json_loadb(m->str, m->len, 0, NULL);
-		bool is_retry = j && json_object_get(j, "attempt");
-		is_retry ? retry++ : other++;
+		const char *cs = j ? json_string_value(json_object_get(j, "_cause")) : NULL;
+		size_t c = j && json_object_get(j, "attempt") ? 2 : 0;
+		for (size_t k = 0; cs && k < NCAUSE; k++)
+			if (!strcmp(cs, causes[k]))
+				c = k;
+		n[c]++;
+		scanned++;
 		const char *js = j ? json_string_value(json_object_get(j, "submission_id")) : NULL;
 		if (sub && js && !strcasecmp(js, sub)) {
 			json_t *p = json_object();
 			json_object_set_new(p, "where", json_string("delayed"));
-			json_object_set_new(p, "cause", json_string(is_retry ? "retry" : "rate limit or pause"));
+			json_object_set_new(p, "cause", json_string(shown[c]));
 			long long due = s->type == REDIS_REPLY_STRING ? (long long)strtod(s->str, NULL) : 0;
 			json_object_set_new(p, "due_in_ms", json_integer(due - now));
 			json_object_set_new(p, "fields", json_incref(j));
@@ -386,9 +397,9 @@ static int scan_delayed(struct rq_sync *r, const char *key, const char *sub, jso
 		}
 		json_decref(j);
 	}
-	json_object_set_new(counts, "retry", json_integer(retry));
-	json_object_set_new(counts, "rate_limit_or_pause", json_integer(other));
-	json_object_set_new(counts, "scanned", json_integer(retry + other));
+	for (size_t k = 0; k < NCAUSE; k++)
+		json_object_set_new(counts, causes[k], json_integer(n[k]));
+	json_object_set_new(counts, "scanned", json_integer(scanned));
 	freeReplyObject(x);
 	return 0;
 }

@@ -108,6 +108,20 @@ def http_checks(s, a, con, ro):
     got = {k: page[sec][k] for sec, k in COUNTS}
     eq(got, want, "the overview's counts are those of arbiter status --json")
     ok("secret" not in body.decode(), "no password on the overview (URLs redacted)")
+    # the delayed set split by each member's _cause, as arbiter status counts it (due in an
+    # hour: no worker takes them meanwhile)
+    causes = ["rate_limit", "pause", "pause", "retry", "image", "image", "image"]
+    far = time.time() * 1000 + 3600e3
+    members = {json.dumps({"submission_id": "00000000-0000-4000-8000-00000000000%d" % i,
+                           "_cause": c, "_token": "t%d" % i}, separators=(",", ":")): far
+               for i, c in enumerate(causes)}
+    a.r.zadd(a.delayed, members)
+    split = api(con, "/api/overview")["delayed_split"]
+    want = {"rate_limit": 1, "pause": 2, "retry": 1, "image": 3}
+    eq({k: split.get(k) for k in want}, want, "the overview splits the delayed set by cause", split)
+    by = json.loads(cli(s, s.redis_url, "status", "--json").stdout)["redis"]["delayed_by_cause"]
+    eq({k: split.get(k) for k in want}, by, "the same split as arbiter status --json")
+    a.r.zrem(a.delayed, *members)
     before = (a.r.get(a.base + ":paused"), a.r.smembers(a.base + ":paused:challenges"))
     eq(con.post({"action": "resume", "all": True})[0], 401, "an action without the token is refused")
     eq(con.post({"action": "resume"}, {"X-Arbiter-Token": TOKEN + "x"})[0], 401,

@@ -70,7 +70,7 @@
     cards.appendChild(card("in flight (pending)", rs.pending, "pending"));
     cards.appendChild(card("bulk lane", rs.bulk_lane, "bulk_lane"));
     cards.appendChild(card("judge lane", rs.judge_lane, "judge_lane"));
-    cards.appendChild(card("delayed", rs.delayed, "delayed", sp.error ? sp.error : "retry " + sp.retry + ", rate limit or pause " + sp.rate_limit_or_pause));
+    cards.appendChild(card("delayed", rs.delayed, "delayed", sp.error ? sp.error : "rate limit " + sp.rate_limit + ", paused " + sp.pause + ", retry " + sp.retry + ", image " + sp.image));
     cards.appendChild(card("dead letters", rs.dead, "dead"));
     cards.appendChild(card("queued (db)", pg.queued, "queued"));
     cards.appendChild(card("evaluating (db)", pg.evaluating, "evaluating"));
