@@ -58,6 +58,7 @@ The latency phase also prints the CPU time per evaluation of the workers and
 of their database sessions (read from /proc before the workers stop): on a
 shared machine, where wall times move with everyone else's load, CPU per
 evaluation is what a change in the commit path moves.
+--setup-sql Q runs Q once after the migrations (repeatable).
 --profile adds pg_stat_statements and prints the top statements of the last
 pipeline round and of the latency phase (calls, mean and total time, rows),
 and, for the latency phase, what the workers' database sessions were doing
@@ -432,6 +433,9 @@ def main():
     ap.add_argument("--mode", default="prepared", help="pgbench query mode")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--setup-sql", action="append", default=[],
+                    help="SQL run once after the migrations (e.g. \"ALTER TABLE submissions "
+                         "DISABLE TRIGGER USER\" to measure without sql/009's counting trigger)")
     args = ap.parse_args()
     bins = args.bin
     pg = {"fsync": "on", "synchronous_commit": "on"}
@@ -463,6 +467,8 @@ def main():
                                           for kv in args.env if "," in kv))
                      for i, b in enumerate(bins)]
             subprocess.run([bins[0], "migrate"], env=envs[0], check=True, capture_output=True)
+            for q in args.setup_sql:
+                svc.psql(svc.dbname, q)
             db = psycopg2.connect(svc.database_url)
             r = redis.Redis.from_url(svc.redis_url)
             cur = db.cursor()
