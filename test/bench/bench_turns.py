@@ -10,7 +10,7 @@ the same redis-server. Each round seeds a fresh backlog of JOBS submissions (the
 VACUUM ANALYZE + CHECKPOINT, enqueues it and starts WORKERS `arbiter worker`
 processes; evaluations/s is the round's count over the span from its first
 evaluation's start to its last commit (evaluation_results.started_at/completed_at).
-Redis is flushed between runs. The order alternates (A B, B A, A B, ...), so drift
+Redis is flushed between runs. Each build works off one backlog unmeasured first. The order alternates (A B, B A, A B, ...), so drift
 over the run (history growing, other load) falls on both builds alike.
 
 Printed: each run's rate and CPU time per evaluation (the workers', postgres'); per build the median; the ratio of medians and the median
@@ -155,6 +155,11 @@ def main():
                            env.get("ARBITER_STANDINGS_APPLY_MS") != "0"})
         rates = {b["name"]: [] for b in builds}
         cpu = {b["name"]: [] for b in builds}
+        # One unmeasured run per build first: a fresh database's first backlog ran at up to
+        # twice the CPU per evaluation of the later ones (cold caches, first autovacuum).
+        print("warm-up (not counted)", flush=True)
+        for b in builds:
+            one_run(b, args, r, svc.pg_proc.pid)
         ratios = []
         for rnd in range(args.rounds):
             print("round %d" % (rnd + 1), flush=True)
