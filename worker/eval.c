@@ -135,21 +135,6 @@ static void on_mark(const struct pgc_result *r, void *data)
 #define IMAGE_RECHECK_MIN_MS 1000
 #define IMAGE_RECHECK_MAX_MS 30000
 
-static void on_image_parked(struct worker *w, struct job *j, bool ok)
-{
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (ok) {
-		pipeline_drop(w, j);    /* its entry waits in the delayed set (or someone has it) */
-		return;
-	}
-	/* Redis refused or is gone: wait here instead, until the planned time. */
-	uint64_t now = uv_now(w->loop);
-	pipeline_wait(w, j, STAGE_EVAL, j->retry_at > now ? (uint32_t)(j->retry_at - now) : 0);
-}
-
 /* The store lacks j's image (why says so): before ARBITER_IMAGE_WAIT_MS has passed since
  * the job first found it missing (j->image_since_ms, carried by its entry), the entry waits
  * in the delayed set (cause "image"; no attempt is spent) and comes back to look again;
@@ -183,8 +168,8 @@ static void image_wait(struct worker *w, struct job *j, const char *why)
 	if (w->ops && w->state != W_STOPPING && !j->commit_unknown && !j->poison && j->nf > 0 &&
 	    rq_connected(w->rq_cmd)) {
 		job_set_state(j, JOB_BACKOFF);
-		job_set_state(j, JOB_RATELIMIT);   /* (held by on_image_parked, like a park) */
-		opsctl_image_wait(w->ops, j, (uint32_t)d, on_image_parked);
+		job_set_state(j, JOB_RATELIMIT);   /* (held by pipeline_parked, like a park) */
+		opsctl_image_wait(w->ops, j, (uint32_t)d, pipeline_parked);
 		return;
 	}
 	pipeline_wait(w, j, STAGE_EVAL, (uint32_t)d);

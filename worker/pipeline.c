@@ -272,6 +272,21 @@ void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool 
 	pipeline_wait(w, j, stage, d);
 }
 
+void pipeline_parked(struct worker *w, struct job *j, bool ok)
+{
+	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
+		pipeline_drop(w, j);
+		return;
+	}
+	if (ok) {
+		pipeline_drop(w, j);    /* its entry waits in the delayed set (or someone has it) */
+		return;
+	}
+	/* Redis refused or is gone: wait here instead, until the planned time. */
+	uint64_t now = uv_now(w->loop);
+	pipeline_wait(w, j, j->retry_stage, j->retry_at > now ? (uint32_t)(j->retry_at - now) : 0);
+}
+
 void pipeline_contended(struct worker *w, struct job *j, const char *why)
 {
 	job_set_error(j, why);

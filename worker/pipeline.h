@@ -173,6 +173,12 @@ void pipeline_wait(struct worker *w, struct job *j, enum job_stage stage, uint32
 void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
                   const char *why);
 
+/* The end of parking j in the delayed set (opsctl_park, opsctl_image_wait; j->retry_stage
+ * and j->retry_at set before): ok, its entry waits there and this process lets go of it;
+ * not ok (Redis refused or is gone), it waits here until retry_at and runs retry_stage
+ * again. An abandoned job, or any job of a stopping worker, is let go. */
+void pipeline_parked(struct worker *w, struct job *j, bool ok);
+
 /* A row the job's commit needs is held by another transaction, usually another replica's
  * commit that ends within milliseconds: the job waits LOCK_SKIP_BASE_MS doubling per
  * consecutive skip up to LOCK_SKIP_CAP_MS (with jitter) and commits again. Not a failure:

@@ -100,21 +100,6 @@ static void restart(struct worker *w, struct job *j)
 
 /* ---- parking counted retries (hooks.park), fresh entries ------------------------------ */
 
-static void on_parked(struct worker *w, struct job *j, bool ok)
-{
-	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {
-		pipeline_drop(w, j);
-		return;
-	}
-	if (ok) {
-		pipeline_drop(w, j);    /* its entry waits in the delayed set (or someone has it) */
-		return;
-	}
-	/* Redis refused or is gone: wait here instead, until the planned time. */
-	uint64_t now = uv_now(w->loop);
-	pipeline_wait(w, j, j->retry_stage, j->retry_at > now ? (uint32_t)(j->retry_at - now) : 0);
-}
-
 /* hooks.park: a counted retry's entry goes to the delayed set with its attempt number
  * (worker/README.md "Failures, retries, dead letters"). Not when its commit may have happened (a
  * re-evaluation is known by its entry id), nor without Redis. */
@@ -124,10 +109,10 @@ static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t
 	    !rq_connected(w->rq_cmd))
 		return false;
 	j->retry_stage = stage;
-	j->retry_at = uv_now(w->loop) + delay_ms;    /* (for on_parked's fallback) */
+	j->retry_at = uv_now(w->loop) + delay_ms;    /* (for pipeline_parked's fallback) */
 	job_set_state(j, JOB_BACKOFF);
-	job_set_state(j, JOB_RATELIMIT);   /* (held by on_parked, like a rate limit check) */
-	opsctl_park(w->ops, j, delay_ms, on_parked);
+	job_set_state(j, JOB_RATELIMIT);   /* (held by pipeline_parked, like a rate limit check) */
+	opsctl_park(w->ops, j, delay_ms, pipeline_parked);
 	return true;
 }
 
