@@ -101,6 +101,7 @@ struct app {
 	int nbad;          /* numeric_tolerance elements; nested elements missing or ill-typed */
 	int nrx;           /* regexes that ran out of budget */
 	json_t *det;       /* explain detail (borrowed), or NULL */
+	struct prim_frac fr;   /* the fraction the score rounds, when known (a composite's part) */
 };
 
 /* Work units of the costly steps (common/README.md "Work budget"), about a nanosecond each here. */
@@ -273,7 +274,7 @@ long_strings:
 	return rc;
 }
 
-static int eval_time_decay(struct ctx *c, const struct spec_dim *d)
+static int eval_time_decay(struct ctx *c, const struct spec_dim *d, struct prim_frac *f)
 {
 	struct dec_num lim;
 	if (!c->m->has_times) {
@@ -291,10 +292,11 @@ static int eval_time_decay(struct ctx *c, const struct spec_dim *d)
 		     "limit (neither the dimension's nor the challenge's time_limit_secs)", d->key);
 		return 0;
 	}
-	return prim_time_decay(c->m->submitted_at_ms - c->m->started_at_ms, &lim, d->curve);
+	return prim_time_decay(c->m->submitted_at_ms - c->m->started_at_ms, &lim, d->curve, f);
 }
 
-static int eval_efficiency(struct ctx *c, const struct spec_dim *d, const char *constraint,
+static int eval_efficiency(struct ctx *c, const struct spec_dim *d, struct prim_frac *f,
+                           const char *constraint,
                            const char *count_key)
 {
 	int64_t budget;
@@ -308,7 +310,7 @@ static int eval_efficiency(struct ctx *c, const struct spec_dim *d, const char *
 		return 0;
 	}
 	struct prim_err e;
-	int r = prim_efficiency(v, budget, &e);
+	int r = prim_efficiency(v, budget, &e, f);
 	if (r == PRIM_BAD) {
 		warn(c->warnings, "error", fname, "dimension '%s': %s: %s", d->key, fname, e.why);
 		return 0;
@@ -407,7 +409,7 @@ static void budget_warning(struct ctx *c, const struct spec_dim *d)
 	     "budget\")", d->key, (unsigned long long)SCORE_WORK_BUDGET);
 }
 
-static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det);
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det, struct prim_frac *fr);
 
 /* A composite's var that is a part or another dimension (common/README.md "Composite
  * dimensions"): its exact fraction in *q. A part is charged W_APPLY and scored as a dimension
@@ -427,6 +429,7 @@ static void composite_var(struct ctx *c, const struct spec_var *v, json_t *parts
 		return;
 	}
 	int sc = 0;
+	struct prim_frac fr = { .kind = PRIM_FR_NONE };
 	json_t *pdet = parts ? json_object() : NULL;
 	if (pdet)
 		json_object_set_new(pdet, "primitive", json_string(prim_kind_name(v->part->prim)));
@@ -435,17 +438,29 @@ static void composite_var(struct ctx *c, const struct spec_var *v, json_t *parts
 	} else if (!charge(c, W_APPLY)) {
 		*spent = true;
 	} else {
-		sc = eval_prim(c, v->part, pdet);
+		sc = eval_prim(c, v->part, pdet, &fr);
 		if (c->over) {   /* eval_prim gave the budget's warning */
 			*spent = *warned = true;
 			sc = 0;
+			fr.kind = PRIM_FR_NONE;
 		}
 	}
+	/* the part's own fraction, so the composite is rounded once; else its score ÷ 1000 */
+	if (fr.kind == PRIM_FR_EXACT)
+		*q = expr_q_ratio(fr.num, fr.den);
+	else if (fr.kind == PRIM_FR_BINARY)
+		*q = expr_q_double((double)fr.ld);
+	else
+		*q = expr_q_from_dec(sc, -3, sc / 1000.0);
 	if (pdet) {
 		json_object_set_new(pdet, "score", json_integer(sc));
+		if (fr.kind == PRIM_FR_EXACT && fr.den <= (unsigned __int128)INT64_MAX)
+			json_object_set_new(pdet, "exact", json_pack("[I, I]", (json_int_t)fr.num,
+			                                             (json_int_t)fr.den));
+		else if (fr.kind == PRIM_FR_BINARY)
+			json_object_set_new(pdet, "value", json_real((double)fr.ld));
 		json_object_set_new(parts, v->name, pdet);
 	}
-	*q = expr_q_from_dec(sc, -3, sc / 1000.0);
 }
 
 static uint64_t cmp_units(const json_t *v, bool fold);
@@ -1034,7 +1049,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	if (found > need)
 		found = need;
 	det_set(ap, "fraction", frac_json(found, need));
-	return prim_permille_ratio(found, need);
+	return prim_permille_frac(found, need, &ap->fr);
 }
 
 /* An object's match_on key tuple: false when a key is missing or the item is not an object.
@@ -1288,7 +1303,7 @@ static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, cons
 		return 0;
 	}
 	struct prim_err e = { 0, "" };
-	struct app sub = { 0, 0, NULL };
+	struct app sub = { 0, 0, NULL, { .kind = PRIM_FR_NONE } };
 	int r = apply(c, n, sg, sw, pw, &sub, &e);
 	ap->nrx += sub.nrx;
 	ap->nbad += sub.nbad;
@@ -1432,7 +1447,7 @@ static int mo_distinct(struct ctx *c, const struct spec_dim *d, const json_t *co
 		free(txt[i]);
 	free(txt);
 	det_set(ap, "distinct", json_integer((json_int_t)distinct));
-	return prim_ramp((int64_t)distinct, d->points, d->npoints, d->steps);
+	return prim_ramp((int64_t)distinct, d->points, d->npoints, d->steps, &ap->fr);
 }
 
 static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t *got,
@@ -1538,7 +1553,8 @@ static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, 
 			break;
 		default: den = unit * ne; break;
 		}
-		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0) : prim_permille_ratio(num, den);
+		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0)
+		             : prim_permille_frac(num, den, &ap->fr);
 	}
 	det_set(ap, "objects", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)ns,
 	                                 "expected", (json_int_t)ne, "matched", (json_int_t)matched));
@@ -1586,7 +1602,7 @@ static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t
 	if (nk == 0)
 		return 1000;
 	det_set(ap, "fraction", frac_json(sum, 1000ULL * nk));
-	return prim_permille_ratio(sum, (unsigned __int128)1000 * nk);
+	return prim_permille_frac(sum, (unsigned __int128)1000 * nk, &ap->fr);
 }
 
 static int apply_count(const struct spec_dim *d, const json_t *got, struct app *ap,
@@ -1635,14 +1651,14 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 		if (d->count_of == SPEC_C_UNIQUE_RATIO) {
 			size_t m = json_array_size(got);
 			det_set(ap, "fraction", frac_json(distinct, m));
-			return m == 0 ? 0 : prim_permille_ratio(distinct, m);
+			return m == 0 ? 0 : prim_permille_frac(distinct, m, &ap->fr);
 		}
 		n = (int64_t)distinct;
 		break;
 	}
 	}
 	det_set(ap, "count", json_integer(n));
-	return prim_ramp(n, d->points, d->npoints, d->steps);
+	return prim_ramp(n, d->points, d->npoints, d->steps, &ap->fr);
 }
 
 /* ---- keyed sides (common/README.md "Spec language v3": keyed answers against records) ---- */
@@ -1775,7 +1791,7 @@ static int apply_keyed_records(struct ctx *c, const struct spec_dim *d, const js
 	if (nk == 0)
 		return 1000;
 	det_set(ap, "fraction", frac_json(sum, 1000ULL * nk));
-	return prim_permille_ratio(sum, (unsigned __int128)1000 * nk);
+	return prim_permille_frac(sum, (unsigned __int128)1000 * nk, &ap->fr);
 }
 
 /* match_objects with an object side (field_keyed / ground_truth_keyed): a member {k: v} is the
@@ -1894,7 +1910,7 @@ static int ap_exact_match(APPLY_ARGS)
 
 static int ap_exact_match_ratio(APPLY_ARGS)
 {
-	return prim_exact_match_ratio(got, want, e);
+	return prim_exact_match_ratio(got, want, e, &ap->fr);
 }
 
 static int ap_numeric_tolerance(APPLY_ARGS)
@@ -1904,14 +1920,16 @@ static int ap_numeric_tolerance(APPLY_ARGS)
 			det_set(ap, "allowance", json_real((double)fmaxl(dec_num_ld(&d->tolerance),
 			        dec_num_ld(&d->relative) * fabsl((long double)json_number_value(want)))));
 		int nbad = 0;
-		int r = prim_numeric_relative(got, want, &d->tolerance, &d->relative, d->linear, &nbad, e);
+		int r = prim_numeric_relative(got, want, &d->tolerance, &d->relative, d->linear, &nbad, e,
+		                              &ap->fr);
 		ap->nbad += nbad;
 		return r;
 	}
 	if (pw && pw->has_dec && !d->norm && json_is_number(got))   /* want's decimal known */
-		return prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear);
+		return prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear,
+		                                  &ap->fr);
 	int nbad = 0;
-	int r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e);
+	int r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e, &ap->fr);
 	ap->nbad += nbad;
 	return r;
 }
@@ -1923,14 +1941,14 @@ static int ap_fuzzy_string(APPLY_ARGS)
 
 static int ap_coverage_ratio(APPLY_ARGS)
 {
-	return pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e)
-	                         : prim_coverage_ratio(got, want, e);
+	return pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e, &ap->fr)
+	                         : prim_coverage_ratio(got, want, e, &ap->fr);
 }
 
 static int ap_set_overlap(APPLY_ARGS)
 {
-	return pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e)
-	                         : prim_set_method(got, want, d->method, e);
+	return pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e, &ap->fr)
+	                         : prim_set_method(got, want, d->method, e, &ap->fr);
 }
 
 static int ap_text_length(APPLY_ARGS)
@@ -1941,7 +1959,7 @@ static int ap_text_length(APPLY_ARGS)
 	size_t n = d->words ? prim_count_words(json_string_value(got), json_string_length(got))
 	                    : prim_count_chars(json_string_value(got), json_string_length(got));
 	det_set(ap, "length", json_integer((json_int_t)n));
-	return prim_ramp((int64_t)n, d->points, d->npoints, d->steps);
+	return prim_ramp((int64_t)n, d->points, d->npoints, d->steps, &ap->fr);
 }
 
 static int ap_count(APPLY_ARGS)
@@ -1982,7 +2000,7 @@ static int ap_token_overlap(APPLY_ARGS)
 	size_t cm = prim_sorted_common(ia, na, ib, nb);
 	det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
 	                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
-	r = prim_set_ratio(cm, na, nb, d->method);
+	r = prim_set_ratio(cm, na, nb, d->method, &ap->fr);
 	free(ia);
 	if (!(pv && pv->has_tok))
 		free(ib);
@@ -2024,7 +2042,7 @@ static int ap_text_contains(APPLY_ARGS)
 		credit = d->contains_credit;
 	}
 	det_set(ap, "relation", json_string(rel));
-	return prim_permille_ratio((unsigned __int128)credit, DEC6_ONE);
+	return prim_permille_frac((unsigned __int128)credit, DEC6_ONE, &ap->fr);
 }
 
 /* Primitives that read no fields: the match, the metadata, an expression's variables. */
@@ -2036,20 +2054,17 @@ static int ev_none(struct ctx *c, const struct spec_dim *d, struct app *ap)
 
 static int ev_time_decay(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
-	(void)ap;
-	return eval_time_decay(c, d);
+	return eval_time_decay(c, d, &ap->fr);
 }
 
 static int ev_token_efficiency(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
-	(void)ap;
-	return eval_efficiency(c, d, "token_budget", "token_count");
+	return eval_efficiency(c, d, &ap->fr, "token_budget", "token_count");
 }
 
 static int ev_call_efficiency(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
-	(void)ap;
-	return eval_efficiency(c, d, "max_llm_calls", "llm_call_count");
+	return eval_efficiency(c, d, &ap->fr, "max_llm_calls", "llm_call_count");
 }
 
 /* JSON types needed per side (needed_type). Shapes that depend on both sides
@@ -2378,16 +2393,36 @@ out:
 	return r;
 }
 
-static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
+/* What a composite's part hands on (fr, may be NULL): the fraction ap recorded when it rounds to
+ * the score r, else none (the part then reads r ÷ 1000). */
+static void part_frac(const struct app *ap, int r, struct prim_frac *fr)
+{
+	if (!fr)
+		return;
+	*fr = ap->fr;
+	if ((fr->kind == PRIM_FR_EXACT && prim_permille_ratio(fr->num, fr->den) != r) ||
+	    (fr->kind == PRIM_FR_BINARY && prim_permille_double(fr->ld) != r))
+		fr->kind = PRIM_FR_NONE;
+}
+
+/* Scores primitive dimension (or part) d: 0..1000, its warnings given. det (explain) may be
+ * NULL; fr, when not NULL, gets the fraction the score rounds (part_frac), kind PRIM_FR_NONE
+ * when it scored 0 for a missing or ill-typed value or the budget. */
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det, struct prim_frac *fr)
 {
 	const json_t *got, *want;
 	struct prim_err e;
-	struct app ap = { 0, 0, det };
+	struct app ap = { 0, 0, det, { .kind = PRIM_FR_NONE } };
 	int r;
 	e.side = 0;
 	e.why[0] = 0;
-	if (desc_of(d->prim)->eval)   /* reads no fields */
-		return desc_of(d->prim)->eval(c, d, &ap);
+	if (fr)
+		fr->kind = PRIM_FR_NONE;
+	if (desc_of(d->prim)->eval) {   /* reads no fields */
+		r = desc_of(d->prim)->eval(c, d, &ap);
+		part_frac(&ap, r, fr);
+		return r;
+	}
 	if (resolve_fields(c, d, &got, &want) < 0)
 		return 0;
 	if (det) {
@@ -2432,6 +2467,7 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 		warn(c->warnings, "error", f, "dimension '%s': %s", d->key, e.why);
 		return 0;
 	}
+	part_frac(&ap, r, fr);
 	return r;
 }
 
@@ -2692,7 +2728,7 @@ static int score_one(struct ctx *c, size_t i, const struct score_ext *ext,
 	json_t *det = c->explain ? json_object() : NULL;
 	if (det)
 		json_object_set_new(det, "primitive", json_string(prim_kind_name(d->prim)));
-	r = eval_prim(c, d, det);
+	r = eval_prim(c, d, det, NULL);
 	if (det && d->norm) {
 		char nb[128];
 		norm_describe(d->norm, nb, sizeof nb);

@@ -64,13 +64,34 @@ def exact(v):
     return Fraction(Decimal(repr(v)))
 
 
+class Score(int):
+    """A permille score that remembers the exact fraction it rounds (`frac`): a composite's
+    part reads that fraction, so the composite is rounded once (common/README.md "Composite
+    dimensions"). Arithmetic on it gives a plain int, which a part reads as score / 1000."""
+
+
 def half_up(fr):
-    """fraction in [0, 1] -> integer 0..1000 rounded half up, exactly."""
+    """fraction in [0, 1] -> integer 0..1000 rounded half up, exactly (a Score carrying the
+    clamped fraction)."""
     if fr < 0:
         fr = Fraction(0)
     if fr > 1:
         fr = Fraction(1)
-    return math.floor(fr * 1000 + Fraction(1, 2))
+    r = Score(math.floor(fr * 1000 + Fraction(1, 2)))
+    r.frac = Fraction(fr)
+    return r
+
+
+def part_q(score):
+    """What a composite's part hands the expression: its exact fraction when it has one (as an
+    inexact double when it needs more than 127 bits), else score / 1000 (fuzzy_string,
+    time_decay with a curve other than 1: irreducibly binary in arbiter)."""
+    fr = getattr(score, 'frac', None)
+    if fr is None:
+        return q_make(int(score), 1000)
+    if not fits(fr.numerator, fr.denominator):
+        return q_inexact(float(fr))
+    return q_make(fr.numerator, fr.denominator)
 
 
 def bin_round(x):
@@ -1352,7 +1373,9 @@ def reference_score(spec, sub, gt, match):
                 if isinstance(a, str) and isinstance(b, str):
                     x, y = fuzzy_norm(a), fuzzy_norm(b)
                     mx = max(len(x), len(y))
-                    score = 1000 if mx == 0 else half_up(Fraction(mx - levenshtein(x, y), mx))
+                    # binary in arbiter (its distance ratio in double): read as score / 1000
+                    score = 1000 if mx == 0 else int(half_up(Fraction(mx - levenshtein(x, y),
+                                                                      mx)))
         elif prim == 'time_decay':
             L = d.get('time_limit_secs', match.get('time_limit_secs'))
             if not has_times:
@@ -1370,8 +1393,8 @@ def reference_score(spec, sub, gt, match):
                         score = 0
                     elif exact(curve) == 1:
                         score = half_up(x)
-                    elif exact(curve).denominator == 1:
-                        score = half_up(x ** int(exact(curve)))
+                    elif exact(curve).denominator == 1:   # powl in arbiter: binary
+                        score = int(half_up(x ** int(exact(curve))))
                     else:
                         score = bin_round(float(x) ** float(curve))
         elif prim in ('token_efficiency', 'call_efficiency'):
@@ -1391,8 +1414,8 @@ def reference_score(spec, sub, gt, match):
             bad = False
             for name, path in (d.get('vars') or {}).items():
                 if isinstance(path, dict) and 'primitive' in path:
-                    # a composite's part: scored as a dimension, read as score / 1000
-                    env[name] = q_make(prim_score(path, key), 1000)
+                    # a composite's part: scored as a dimension, read as its exact fraction
+                    env[name] = part_q(prim_score(path, key))
                     continue
                 if isinstance(path, dict) and 'dimension' in path:
                     # another dimension's final score / its full score
