@@ -922,6 +922,26 @@ size_t prim_count_words(const char *s, size_t len)
 	return n;
 }
 
+size_t prim_count_lines(const char *s, size_t len)
+{
+	size_t n = 0, i = 0;
+	bool ink = false;   /* the current line holds a non-whitespace code point */
+	while (i < len) {
+		unsigned char b = (unsigned char)s[i];
+		if (b == '\n') {
+			n += ink;
+			ink = false;
+			i++;
+		} else if (b < 0x80) {
+			ink |= !(b == ' ' || (b >= 9 && b <= 13));
+			i++;
+		} else {
+			ink |= !norm_is_space(next_cp(s, len, &i));
+		}
+	}
+	return n + ink;
+}
+
 void prim_tokens(const char *s, size_t len, struct strbuf *sb, char ***items, size_t *n)
 {
 	size_t *off = NULL, cnt = 0, cap = 0, i = 0;

@@ -183,6 +183,10 @@ int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps,
 size_t prim_count_chars(const char *s, size_t len);
 /* Words: maximal runs of non-whitespace code points. */
 size_t prim_count_words(const char *s, size_t len);
+/* Lines (text_length unit "lines", v3): the pieces between '\n' characters that hold a
+ * non-whitespace code point, so blank lines and a final newline count nothing ("a\n\nb\n" has
+ * 2; "" and "  \n" have 0). */
+size_t prim_count_lines(const char *s, size_t len);
 /* Tokens for token_overlap: maximal runs of Unicode letters, digits, marks and '_'. Appends
  * each token (NUL-terminated, pointing into a copy held by sb) to the set built like
  * coverage sets: returns the sorted distinct tokens in *items / *n (free with free(*items) and

@@ -1957,7 +1957,8 @@ static int ap_text_length(APPLY_ARGS)
 	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0)
 		return r;
 	size_t n = d->words ? prim_count_words(json_string_value(got), json_string_length(got))
-	                    : prim_count_chars(json_string_value(got), json_string_length(got));
+	           : d->lines ? prim_count_lines(json_string_value(got), json_string_length(got))
+	           : prim_count_chars(json_string_value(got), json_string_length(got));
 	det_set(ap, "length", json_integer((json_int_t)n));
 	return prim_ramp((int64_t)n, d->points, d->npoints, d->steps, &ap->fr);
 }

@@ -1041,9 +1041,12 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 	case PRIM_TEXT_LENGTH:
 		v = json_object_get(dim, "unit");
 		if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "chars") &&
-		                                 strcmp(json_string_value(v), "words"))))
-			return fail(err, errlen, "dimension '%s': unit must be \"chars\" or \"words\"", d->key);
+		                                 strcmp(json_string_value(v), "words") &&
+		                                 strcmp(json_string_value(v), "lines"))))
+			return fail(err, errlen, "dimension '%s': unit must be \"chars\", \"words\" or "
+			            "\"lines\"", d->key);
 		d->words = v && !strcmp(json_string_value(v), "words");
+		d->lines = v && !strcmp(json_string_value(v), "lines");
 		return parse_ramp(dim, d, err, errlen);
 	case PRIM_COUNT: {
 		static const char *const of[] = { "length", "distinct", "unique_ratio", "present" };

@@ -130,6 +130,7 @@ struct spec_dim {
 	double scale;                            /* expression: result ÷ scale (default 1) */
 	bool null_missing;                       /* expression: a var holding null is missing */
 	bool words;                              /* text_length: unit words (else code points) */
+	bool lines;                              /* text_length: unit lines (non-blank ones) */
 	enum spec_count count_of; json_t *present_keys;   /* count (present_keys borrowed) */
 	size_t npoints; struct prim_point *points; bool steps;  /* text_length, count */
 	size_t nterms; struct spec_term *terms; int64_t need;   /* term_coverage (need 0: all) */

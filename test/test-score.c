@@ -1377,9 +1377,74 @@ out:
 	spec_free(s);
 }
 
+/* One v3 construct's worst case (common/README.md "Work budget"): spec (a whole spec) scored
+ * twice on ans / gt stays within SCORE_WORK_BUDGET and the CPU bound, scores above 0 or gives
+ * the budget's warning, and gives the same result and units both times. */
+static void worst_case(const char *name, const char *spec, const json_t *ans, const json_t *gt)
+{
+	struct spec *s = parse(spec);
+	char err[256], *first = NULL;
+	uint64_t work0 = 0;
+	double tmin = 1e9;
+	if (!ok(s != NULL, "%s: the spec parses", name))
+		return;
+	for (int run = 0; run < 2; run++) {
+		struct score_result r;
+		struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false, 0 };
+		double t0 = cpu_now();
+		int rc = score_eval(s, ans, NULL, gt, NULL, NULL, &lim, &r, err, sizeof err);
+		double t = cpu_now() - t0;
+		if (!ok(rc == 0, "%s: scores", name))
+			break;
+		tmin = t < tmin ? t : tmin;
+		char *dump = score_result_dumps(&r);
+		if (run == 0) {
+			ok(r.work <= SCORE_WORK_BUDGET && (r.score > 0 || strstr(dump, "work budget")),
+			   "%s: %llu work units (within the budget), score %d", name,
+			   (unsigned long long)r.work, r.score);
+			first = dump;
+			work0 = r.work;
+		} else {
+			ok(!strcmp(dump, first) && r.work == work0, "%s: the same result and work on a "
+			   "second run", name);
+			free(dump);
+		}
+		score_result_clear(&r);
+	}
+	ok(tmin <= EVAL_CPU_LIMIT, "%s: %.1f ms CPU (the faster of two runs), within %.0f ms", name,
+	   tmin * 1e3, EVAL_CPU_LIMIT * 1e3);
+	free(first);
+	spec_free(s);
+}
+
+/* The worst cases of the v3 constructs added after the composite dimensions: each on a
+ * 1,000,000-byte text (the longest string the default limit allows) as 32 dimensions, the
+ * most a spec has. */
+static void test_v3_rest_worst(void)
+{
+	char *t = xmalloc(1000001);
+	for (size_t i = 0; i < 1000000; i++)
+		t[i] = i % 2 ? '\n' : 'a';
+	t[1000000] = 0;
+	json_t *ans = json_pack("{s:s}", "t", t), *gt = json_object();
+	struct strbuf sp = { 0 };
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++)
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"text_length\","
+		            "\"field\":\"t\",\"unit\":\"lines\",\"target\":600000}", i ? "," : "", i,
+		            i ? "0.03" : "0.07");
+	strbuf_addlit(&sp, "]}");
+	worst_case("text_length lines: 32 x 500,000 lines", sp.buf, ans, gt);
+	strbuf_free(&sp);
+	json_decref(ans);
+	json_decref(gt);
+	free(t);
+}
+
 int main(void)
 {
 	test_v3_explain();
+	test_v3_rest_worst();
 	test_v3_dims_table();
 	test_work_budget_worst();
 	test_prepared_bound();

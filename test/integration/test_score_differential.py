@@ -337,6 +337,12 @@ def words(s):
     return n
 
 
+def lines(s):
+    """text_length unit "lines" (v3): pieces between newlines holding a non-whitespace
+    character."""
+    return sum(1 for piece in s.split('\n') if any(not is_ws(c) for c in piece))
+
+
 def levenshtein(a, b):
     if len(a) < len(b):
         a, b = b, a
@@ -946,7 +952,8 @@ def v2_apply(d, a, b, st):
     if prim == 'text_length':
         if not isinstance(a, str):
             return bad(0)
-        n = words(a) if d.get('unit') == 'words' else len(a)
+        unit = d.get('unit')
+        n = words(a) if unit == 'words' else lines(a) if unit == 'lines' else len(a)
         return ramp_value(d, n)
     if prim == 'count':
         of = d.get('of', 'length')
@@ -1814,7 +1821,10 @@ def gen_v2(case, d):
     if prim == 'text_length':
         a = rand_text(rng)
         if rng.random() < 0.5:
-            d['unit'] = rng.choice(['words', 'chars'])
+            d['unit'] = rng.choice(['words', 'chars', 'lines'])
+            if d['unit'] == 'lines':   # blank lines, \r\n and a final newline count nothing
+                a = rng.choice(['\n', '\r\n', '\n \n']).join(
+                    rand_text(rng) for _ in range(rng.randint(0, 5))) + rng.choice(['', '\n'])
         rand_ramp(rng, d)
         g = MISSING
     elif prim == 'count':
