@@ -625,6 +625,14 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			continue;
 		}
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
+		if (x && v->unwrap && json_is_object(x))   /* a polymorphic value: {"count": n} */
+			x = get_path(v->unwrap, x, why, sizeof why);
+		if (v->types) {   /* a type test: 1 when the value is of one of the types, else 0 */
+			values[i] = x && (v->types & (1u << json_typeof(x))) ? 1.0 : 0.0;
+			lens[i] = NAN;
+			vjson[i] = NULL;
+			continue;
+		}
 		if (x && json_is_null(x) && d->null_missing) {
 			x = NULL;   /* "null_as_missing": null is no value, as JavaScript's ?? reads it */
 			snprintf(why, sizeof why, "it is null");
@@ -746,6 +754,19 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			                                                  : json_real(values[i]));
 		}
 		det_set(ap, "vars", vj);
+		/* unwrap and type vars: what the path held before it was read as a number */
+		json_t *rd = json_object();
+		for (size_t i = 0; i < d->nvars; i++) {
+			const struct spec_var *v = &d->vars[i];
+			if (!v->unwrap && !v->types)
+				continue;
+			const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
+			json_object_set_new(rd, v->name, json_string(x ? jcanon_type_name(x) : "missing"));
+		}
+		if (json_object_size(rd))
+			det_set(ap, "read", rd);
+		else
+			json_decref(rd);
 	}
 	if (values != vals) {
 		free(values);

@@ -227,6 +227,7 @@ static void dim_free(struct spec_dim *d)
 		free(d->vars[i].name);
 		free(d->vars[i].text);
 		jpath_free(d->vars[i].path);
+		jpath_free(d->vars[i].unwrap);
 		scan_free(d->vars[i].scan);
 		if (d->vars[i].part) {
 			dim_free(d->vars[i].part);
@@ -458,6 +459,50 @@ static int parse_scan(struct spec *s, const json_t *o, const struct spec_dim *d,
 	return 0;
 }
 
+/* A var's v3 forms (common/README.md "Polymorphic values and type tests"): "unwrap" (a path
+ * read inside an object value) and "type" (a type name or an array of 1 to 6 of them: the var
+ * is 1 or 0). Neither goes with a scan; "type" takes no default. in names the var. */
+static int parse_var_forms(const json_t *o, struct spec_var *v, bool scan, bool has_default,
+                           const char *in, char *err, size_t errlen)
+{
+	static const char *const tn[] = { "string", "number", "boolean", "null", "array", "object",
+	                                  NULL };
+	static const unsigned tv[] = { 1u << JSON_STRING, 1u << JSON_INTEGER | 1u << JSON_REAL,
+	                               1u << JSON_TRUE | 1u << JSON_FALSE, 1u << JSON_NULL,
+	                               1u << JSON_ARRAY, 1u << JSON_OBJECT };
+	const json_t *u = json_object_get(o, "unwrap"), *t = json_object_get(o, "type");
+	char why[160];
+	if ((u || t) && scan)
+		return fail(err, errlen, "%s: unwrap and type do not go with a scan (where, reduce, of)",
+		            in);
+	if (t && has_default)
+		return fail(err, errlen, "%s: a type test reads 1 or 0 and takes no default", in);
+	if (u) {
+		if (!json_is_string(u) || !json_string_length(u))
+			return fail(err, errlen, "%s: unwrap must be a path inside the object (e.g. "
+			            "\"count\")", in);
+		if (jpath_parse(json_string_value(u), json_string_length(u), &v->unwrap, why,
+		                sizeof why) < 0)
+			return fail(err, errlen, "%s: unwrap '%.100s' is not a valid path: %s", in,
+			            json_string_value(u), why);
+	}
+	size_t n = json_is_array(t) ? json_array_size(t) : 1;
+	if (t && (json_is_array(t) ? n < 1 || n > 6 : !json_is_string(t)))
+		return fail(err, errlen, "%s: type must be a type name or an array of 1 to 6 of them",
+		            in);
+	for (size_t i = 0; t && i < n; i++) {
+		const json_t *x = json_is_array(t) ? json_array_get(t, i) : t;
+		size_t j = 0;
+		while (tn[j] && !(json_is_string(x) && !strcmp(json_string_value(x), tn[j])))
+			j++;
+		if (!tn[j])
+			return fail(err, errlen, "%s: type must be one of string, number, boolean, null, "
+			            "array, object", in);
+		v->types |= tv[j];
+	}
+	return 0;
+}
+
 static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *d, char *err,
                             size_t errlen)
 {
@@ -509,7 +554,7 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 				continue;
 			}
 			if (json_is_object(path)) {
-				static const char *const vk[] = { "path", "default", NULL };
+				static const char *const vk[] = { "path", "default", "unwrap", "type", NULL };
 				static const char *const sk[] = { "where", "reduce", "of", "order", NULL };
 				char in[120];
 				bool scan = json_object_get(path, "reduce") || json_object_get(path, "where") ||
@@ -523,6 +568,8 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 				if (def && !json_is_number(def))
 					return fail(err, errlen, "dimension '%s': vars.%.64s.default must be a number, "
 					            "not %s", d->key, name, jcanon_type_name(def));
+				if (parse_var_forms(path, v, scan, def != NULL, in, err, errlen) < 0)
+					return -1;
 				path = json_object_get(path, "path");
 			}
 			if (!json_is_string(path))
@@ -573,6 +620,9 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 		    (expr_var_use(d->expr, i) & 2))
 			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
 			            "a part's, a dimension's or a scan's number", d->key, d->vars[i].name);
+		if (d->vars[i].types && (expr_var_use(d->expr, i) & 2))
+			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
+			            "a type test's 1 or 0", d->key, d->vars[i].name);
 	}
 	const json_t *nm = json_object_get(dim, "null_as_missing");
 	if (nm && !json_is_boolean(nm))

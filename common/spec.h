@@ -77,6 +77,11 @@ struct spec_var {
 	struct spec_dim *part;       /* {"primitive": ...}, or NULL */
 	int dim;                     /* {"dimension": key}: that dimension's index, else -1 */
 	struct spec_scan *scan;      /* {"path", "where", "reduce", ...} over an array, or NULL */
+	/* v3 (common/README.md "Polymorphic values and type tests"): unwrap, when the value is an
+	 * object, reads this path inside it ({"count": n} as n); types, when not 0, makes the var
+	 * 1 when the value's JSON type is one of these bits (1u << json_type), else 0. */
+	struct jpath *unwrap;
+	unsigned types;
 };
 /* Filter and scan (common/README.md "Filter and scan"): which elements of an array a var
  * keeps, and the number it reduces them to. */

@@ -1436,6 +1436,30 @@ static void test_v3_rest_worst(void)
 	strbuf_addlit(&sp, "]}");
 	worst_case("text_length lines: 32 x 500,000 lines", sp.buf, ans, gt);
 	strbuf_free(&sp);
+	/* unwrap and type vars: constant work (a path lookup each), not charged; 32 dimensions of
+	 * 64 vars each reading 64 path segments */
+	json_t *deep = json_integer(7);
+	struct strbuf path = { 0 };
+	strbuf_addlit(&path, "t");
+	for (int l = 0; l < 62; l++) {
+		deep = json_pack("{s:o}", "a", deep);
+		strbuf_addlit(&path, ".a");
+	}
+	json_object_set_new(ans, "deep", json_pack("{s:o}", "count", deep));
+	memset(&sp, 0, sizeof sp);
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++) {
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"expression\","
+		            "\"expr\":\"v0 / 100\",\"vars\":{", i ? "," : "", i, i ? "0.03" : "0.07");
+		for (int v = 0; v < 64; v++)
+			strbuf_addf(&sp, "%s\"v%d\":{\"path\":\"deep\",\"unwrap\":\"count.%s\"%s}",
+			            v ? "," : "", v, path.buf + 2, v % 2 ? ",\"type\":\"number\"" : "");
+		strbuf_addlit(&sp, "}}");
+	}
+	strbuf_addlit(&sp, "]}");
+	worst_case("unwrap and type: 32 dimensions x 64 vars x 64 path segments", sp.buf, ans, gt);
+	strbuf_free(&path);
+	strbuf_free(&sp);
 	json_decref(ans);
 	json_decref(gt);
 	free(t);

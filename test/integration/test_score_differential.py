@@ -745,6 +745,15 @@ def q_scaled(q, full):
     return math.floor(fr * full + Fraction(1, 2))
 
 
+def type_name(v):
+    """A JSON value's type as a type test names it."""
+    if isinstance(v, bool):
+        return 'boolean'
+    if is_num(v):
+        return 'number'
+    return {str: 'string', type(None): 'null', list: 'array', dict: 'object'}[type(v)]
+
+
 def scan_ref(v, docs, err):
     """common/README.md "Filter and scan": the var's exact value (a Q), or None after err()."""
     text = v['path']
@@ -1438,12 +1447,24 @@ def reference_score(spec, sub, gt, match):
                     else:
                         env[name] = q
                     continue
+                form = path if isinstance(path, dict) else {}
+                if form:   # {"path", "default", "unwrap", "type"} (v3 polymorphic / type vars)
+                    path = form['path']
                 if path.startswith('metadata.'):
                     v = resolve(metadata, path[len('metadata.'):])
                 elif path.startswith('ground_truth.'):
                     v = resolve(gt, path[len('ground_truth.'):])
                 else:
                     v = resolve(answer, path)
+                if 'unwrap' in form and isinstance(v, dict):
+                    v = resolve(v, form['unwrap'])
+                if 'type' in form:
+                    ts = form['type'] if isinstance(form['type'], list) else [form['type']]
+                    env[name] = q_make(int(v is not MISSING and type_name(v) in ts), 1)
+                    continue
+                if v is MISSING and 'default' in form:
+                    env[name] = q_var(form['default'])
+                    continue
                 if isinstance(v, bool) or is_num(v):
                     env[name] = q_var(v)
                 else:
@@ -2126,6 +2147,19 @@ def gen_expression(case, d):
             path = 'ground_truth.e%d' % case.nf
             if val is not MISSING:
                 case.gt['e%d' % case.nf] = val
+        form = rng.random()
+        if where < 0.5 and form < 0.1:   # v3: a type test
+            if rng.random() < 0.5:
+                case.answer[path] = rng.choice(['s', {'k': 1}, [1], None, 2, True])
+            path = {'path': path, 'type': rng.choice(['string', 'number', 'boolean', 'null',
+                                                      'array', 'object', ['object', 'array'],
+                                                      ['string', 'null']])}
+        elif where < 0.5 and form < 0.2:   # v3: a polymorphic value, n or {count: n}
+            if val is not MISSING and rng.random() < 0.6:
+                case.answer[path] = rng.choice([{'count': val}, {'n': val}, {'count': {'x': 1}}])
+            path = {'path': path, 'unwrap': 'count'}
+            if rng.random() < 0.5:
+                path['default'] = rng.choice([0, 1, 2.5])
         vars_[nm] = path
 
     def leaf():
