@@ -119,6 +119,7 @@ enum {
 	W_LEV_COL = 24,        /* fuzzy_string: a code point of the longer middle (one column) */
 	W_LEV_BLOCK = 3,       /* fuzzy_string: 64 rows of one column, bit-parallel */
 	W_LEV_ROW = 64,        /* fuzzy_string: a code point of the shorter middle (its alphabet) */
+	W_PROJECT = 48,        /* an element projected through [*] (looked up, kept, freed) */
 };
 
 /* Charges units to the evaluation's budget; false when they do not fit what is left (the
@@ -200,7 +201,10 @@ static void gt_name(const struct jpath *p, char *buf, size_t n)
  * root (as before roots existed), else the path as written. */
 static void gt_label(const struct spec_dim *d, char *buf, size_t n)
 {
-	if (d->gt_src == SPEC_VAR_GROUND_TRUTH && d->gt_field && d->gt_text && d->gt_text[0] != '@')
+	if (d->gt_proj && d->gt_text[0] != '@')   /* a projection: the path as written (v3) */
+		snprintf(buf, n, "ground_truth.%s", d->gt_text);
+	else if (d->gt_src == SPEC_VAR_GROUND_TRUTH && d->gt_field && d->gt_text &&
+	         d->gt_text[0] != '@')
 		gt_name(d->gt_field, buf, n);
 	else
 		snprintf(buf, n, "%s", d->gt_text ? d->gt_text : "ground_truth");
@@ -223,15 +227,105 @@ static bool long_string(struct ctx *c, enum spec_var_source src, const json_t *v
 
 /* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
  * missing or ill-typed gets its own warning (answer side first), so a submission learns about
- * every bad value, not only the first. */
+ * every bad value, not only the first. A projected or joined value (v3) is built here and
+ * owned by own[0] (answer side) / own[1] (ground truth), which the caller frees (both NULL
+ * otherwise); -2 when building it did not fit the work budget (c->over). */
+static bool charge(struct ctx *c, uint64_t units);
+
+/* A projection (v3, common/README.md "Projection and joined fields"): the values at each (NULL:
+ * the element) inside the elements of arr, in order, skipping elements without one, as a new
+ * array in *out. Charged W_PROJECT units per element before it runs. Returns 0, -1 when arr is not
+ * an array (*out NULL), -2 when the charge did not fit. */
+static int project(struct ctx *c, const struct jpath *each, const json_t *arr, json_t **out,
+                   char *why, size_t wl)
+{
+	*out = NULL;
+	if (!json_is_array(arr))
+		return -1;
+	size_t n = json_array_size(arr);
+	if (!charge(c, W_PROJECT * (uint64_t)n))
+		return -2;
+	*out = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const json_t *v = get_path(each, json_array_get(arr, i), why, wl);
+		if (v)
+			json_array_append_new(*out, json_incref((json_t *)v));
+	}
+	return 0;
+}
+
+/* Several fields joined as one text (v3): the strings at d->join, in order, missing ones
+ * skipped, joined with d->sep, as a new string in *out (NULL when none holds a string).
+ * Charged 32 units per path and 1 per byte copied before it copies. Returns 0; -1 after an
+ * error warning (its field the first path, as the dimension's other warnings; the message
+ * names the path) when a path holds something other than a string (*out NULL); -2 when the
+ * charge did not fit. */
+static int joined(struct ctx *c, const struct spec_dim *d, json_t **out, char *why, size_t wl)
+{
+	uint64_t units = 0;
+	size_t nstr = 0, seplen = strlen(d->sep);
+	*out = NULL;
+	for (size_t i = 0; i < d->njoin; i++) {
+		const json_t *v = get_path(d->join[i], root_doc(c, d->join_src[i], NULL), why, wl);
+		units += W_STRING;
+		if (v && !json_is_string(v)) {
+			warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at "
+			     "'%s' is %s, not a string (a joined field)", d->key, d->join_text[i],
+			     jcanon_type_name(v));
+			return -1;
+		}
+		if (v)
+			units += W_SCAN * ((uint64_t)json_string_length(v) + seplen * (nstr++ > 0));
+	}
+	if (!charge(c, units))
+		return -2;
+	if (!nstr)
+		return 0;
+	struct strbuf sb = { 0 };
+	strbuf_addlit(&sb, "");
+	nstr = 0;
+	for (size_t i = 0; i < d->njoin; i++) {
+		const json_t *v = get_path(d->join[i], root_doc(c, d->join_src[i], NULL), NULL, 0);
+		if (!v)
+			continue;
+		if (nstr++)
+			strbuf_add(&sb, d->sep, seplen);
+		strbuf_add(&sb, json_string_value(v), json_string_length(v));
+	}
+	*out = json_stringn(sb.buf, sb.len);
+	strbuf_free(&sb);
+	return 0;
+}
+
 static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t **got,
-                          const json_t **want)
+                          const json_t **want, json_t **own)
 {
 	char why[200], gname[1100];
 	const char *need;
 	int rc = 0;
+	own[0] = own[1] = NULL;
 	*got = get_path(d->field, root_doc(c, d->field_src, NULL), why, sizeof why);
-	if (!*got) {
+	if (d->njoin) {   /* several fields joined as one text */
+		int jr = joined(c, d, &own[0], why, sizeof why);
+		if (jr == -2)
+			return -2;
+		*got = own[0];
+		if (jr == -1)   /* a part held something else than a string: warned */
+			rc = -1;
+	} else if (d->field_proj && *got) {
+		int pr = project(c, d->field_each, *got, &own[0], why, sizeof why);
+		if (pr == -2)
+			return -2;
+		if (pr == -1) {
+			warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at '%s' "
+			     "is %s, not an array (projection [*])", d->key, d->field_text,
+			     jcanon_type_name(*got));
+			rc = -1;
+		}
+		*got = own[0];
+	}
+	if (rc) {
+	} else if (!*got) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': no value at '%s' in the "
 		     "%s (%s)", d->key, d->field_text, d->field_src == SPEC_VAR_ANSWER ? "answer" :
 		     "submission", why);
@@ -245,6 +339,19 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	if (!d->gt_text)   /* a primitive that reads no ground truth (or reads terms instead) */
 		goto long_strings;
 	*want = get_path(d->gt_field, root_doc(c, d->gt_src, NULL), why, sizeof why);
+	if (d->gt_proj && *want) {
+		const json_t *arr = *want;
+		int pr = project(c, d->gt_each, arr, &own[1], why, sizeof why);
+		if (pr == -2)
+			return -2;
+		*want = own[1];
+		if (pr == -1) {
+			gt_label(d, gname, sizeof gname);
+			warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
+			     "not an array (projection [*])", d->key, d->gt_text, jcanon_type_name(arr));
+			return -1;
+		}
+	}
 	if (!*want) {
 		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': no value at '%s' in the %s "
@@ -2236,7 +2343,7 @@ struct prim_desc {
 	int (*eval)(struct ctx *c, const struct spec_dim *d, struct app *ap);   /* the others */
 };
 
-#define P_PLAIN "field", "ground_truth_field", "normalize"
+#define P_PLAIN "field", "ground_truth_field", "normalize", "separator"
 static const char *const pa_none[] = { NULL };
 static const char *const pa_exact[] = { P_PLAIN, "case_insensitive", NULL };
 static const char *const pa_plain[] = { P_PLAIN, NULL };
@@ -2244,13 +2351,13 @@ static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", "relati
 static const char *const pa_time[] = { "time_limit_secs", "curve", NULL };
 static const char *const pa_method[] = { P_PLAIN, "method", NULL };
 static const char *const pa_expr[] = { "expr", "vars", "scale", "null_as_missing", NULL };
-static const char *const pa_length[] = { "field", "normalize", "unit", "ramp", "steps", "target",
+static const char *const pa_length[] = { "field", "separator", "normalize", "unit", "ramp", "steps", "target",
                                          NULL };
 static const char *const pa_terms[] = { P_PLAIN, "terms", "need", "case_insensitive",
                                         "terms_from", NULL };
-static const char *const pa_regex[] = { "field", "normalize", "pattern", "case_insensitive",
+static const char *const pa_regex[] = { "field", "separator", "normalize", "pattern", "case_insensitive",
                                         NULL };
-static const char *const pa_count[] = { "field", "normalize", "of", "keys", "ramp", "steps",
+static const char *const pa_count[] = { "field", "separator", "normalize", "of", "keys", "ramp", "steps",
                                         "target", NULL };
 static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
                                           "ground_truth_keyed", "points", "max_points",
@@ -2430,23 +2537,41 @@ static void part_frac(const struct app *ap, int r, struct prim_frac *fr)
 /* Scores primitive dimension (or part) d: 0..1000, its warnings given. det (explain) may be
  * NULL; fr, when not NULL, gets the fraction the score rounds (part_frac), kind PRIM_FR_NONE
  * when it scored 0 for a missing or ill-typed value or the budget. */
+static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
+                       struct prim_frac *fr, const json_t *got, const json_t *want);
+
 static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det, struct prim_frac *fr)
 {
 	const json_t *got, *want;
+	json_t *own[2];
+	int r;
+	if (fr)
+		fr->kind = PRIM_FR_NONE;
+	if (desc_of(d->prim)->eval) {   /* reads no fields */
+		struct app ap = { 0, 0, det, { .kind = PRIM_FR_NONE } };
+		r = desc_of(d->prim)->eval(c, d, &ap);
+		part_frac(&ap, r, fr);
+		return r;
+	}
+	c->over = false;
+	int rc = resolve_fields(c, d, &got, &want, own);
+	if (rc == -2)   /* building a projected or joined value did not fit */
+		budget_warning(c, d);
+	r = rc < 0 ? 0 : eval_fields(c, d, det, fr, got, want);
+	json_decref(own[0]);
+	json_decref(own[1]);
+	return r;
+}
+
+/* eval_prim on the resolved values got and want. */
+static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
+                       struct prim_frac *fr, const json_t *got, const json_t *want)
+{
 	struct prim_err e;
 	struct app ap = { 0, 0, det, { .kind = PRIM_FR_NONE } };
 	int r;
 	e.side = 0;
 	e.why[0] = 0;
-	if (fr)
-		fr->kind = PRIM_FR_NONE;
-	if (desc_of(d->prim)->eval) {   /* reads no fields */
-		r = desc_of(d->prim)->eval(c, d, &ap);
-		part_frac(&ap, r, fr);
-		return r;
-	}
-	if (resolve_fields(c, d, &got, &want) < 0)
-		return 0;
 	if (det) {
 		json_object_set_new(det, "submitted", brief(got));
 		if (want)
@@ -2574,8 +2699,9 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 	enum prep_kind pk = desc_of(d->prim)->prep;
 	bool whole = pk == PREP_WHOLE;    /* the whole expected value, normalised */
 	bool scalar = pk == PREP_SCALAR;
-	/* keyed sides and records (v3) are paired by their own code, not prepared */
-	if (pk == PREP_NONE || d->f_keyed || d->g_keyed || d->fkey || d->gkey ||
+	/* keyed sides and records (v3) are paired by their own code, not prepared; a projected
+	 * expected side (v3) is built by each evaluation */
+	if (pk == PREP_NONE || d->f_keyed || d->g_keyed || d->fkey || d->gkey || d->gt_proj ||
 	    !d->gt_text || d->gt_src != SPEC_VAR_GROUND_TRUTH)
 		return NULL;
 	const json_t *want = get_path(d->gt_field, gt, NULL, 0);

@@ -185,6 +185,16 @@ static void dim_free(struct spec_dim *d)
 	jpath_free(d->gt_field);
 	free(d->field_text);
 	free(d->gt_text);
+	jpath_free(d->field_each);
+	jpath_free(d->gt_each);
+	for (size_t i = 0; i < d->njoin; i++) {
+		jpath_free(d->join[i]);
+		free(d->join_text[i]);
+	}
+	free(d->join);
+	free(d->join_src);
+	free(d->join_text);
+	free(d->sep);
 	expr_free(d->expr);
 	expr_free(d->gate_expr);
 	free(d->points);
@@ -289,7 +299,8 @@ static int parse_rooted(const char *t, size_t tl, enum spec_var_source dflt,
 static int parse_path_param(const json_t *dim, const char *key, const char *dkey,
                             const char *pname, struct jpath **out, enum spec_var_source *src,
                             char **text, enum spec_var_source dflt, bool optional,
-                            struct spec *s, char *err, size_t errlen)
+                            struct spec *s, bool *proj, struct jpath **each, char *err,
+                            size_t errlen)
 {
 	const json_t *v = json_object_get(dim, key);
 	char why[160];
@@ -304,6 +315,28 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 	*text = xstrndup(json_string_value(v), json_string_length(v));
 	if (dflt == SPEC_VAR_ELEMENT && !strcmp(*text, "@element"))
 		return 0;   /* a nested primitive's element itself (v3: records against plain values) */
+	const char *star = strstr(*text, "[*]");
+	if (star) {   /* a projection (v3): the array before [*], each element's path after it */
+		if (dflt == SPEC_VAR_ELEMENT)
+			return fail(err, errlen, "dimension '%s': %s '%.100s': a projection ([*]) is for a "
+			            "dimension's or a composite part's paths, not a nested primitive's", dkey,
+			            key, *text);
+		if (strstr(star + 3, "[*]"))
+			return fail(err, errlen, "dimension '%s': %s '%.100s': at most one [*]", dkey, key,
+			            *text);
+		const char *rest = star + 3 + (star[3] == '.');
+		size_t pl = (size_t)(star - *text);
+		if ((pl && parse_rooted(*text, pl, dflt, src, out, why, sizeof why) < 0) ||
+		    (*rest && jpath_parse(rest, strlen(rest), each, why, sizeof why) < 0) ||
+		    (star[3] && star[3] != '.' && star[3] != '['))
+			return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s",
+			            dkey, key, *text, star[3] && star[3] != '.' && star[3] != '['
+			            ? "[*] must be followed by '.', '[' or the end" : why);
+		*proj = true;
+		if (*src == SPEC_VAR_MATCH && s)
+			s->uses_match = true;
+		return 0;
+	}
 	if (parse_rooted(json_string_value(v), json_string_length(v), dflt, src, out, why,
 	                 sizeof why) < 0)
 		return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s", dkey,
@@ -315,6 +348,42 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 
 static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, int depth,
                         char *err, size_t errlen);
+
+/* A field given as an array of 2 to 16 paths (v3, common/README.md "Projection and joined
+ * fields"): their texts joined into one; a dimension's or a part's only. */
+static int parse_join(struct spec *s, const json_t *fj, struct spec_dim *d, bool nested,
+                      char *err, size_t errlen)
+{
+	size_t n = json_array_size(fj);
+	char why[160];
+	if (nested)
+		return fail(err, errlen, "dimension '%s': a field of several paths is for a dimension "
+		            "or a composite's part, not a nested primitive", d->key);
+	if (n < 2 || n > 16)
+		return fail(err, errlen, "dimension '%s': field as an array joins 2 to 16 paths",
+		            d->key);
+	d->join = xcalloc(n, sizeof *d->join);
+	d->join_src = xcalloc(n, sizeof *d->join_src);
+	d->join_text = xcalloc(n, sizeof *d->join_text);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *p = json_array_get(fj, i);
+		if (!json_is_string(p))
+			return fail(err, errlen, "dimension '%s': field[%zu] must be a path string, not %s",
+			            d->key, i, jcanon_type_name(p));
+		d->join_text[d->njoin++] = xstrndup(json_string_value(p), json_string_length(p));
+		bool star = strstr(d->join_text[i], "[*]") != NULL;
+		if (star || parse_rooted(json_string_value(p), json_string_length(p), SPEC_VAR_ANSWER,
+		                         &d->join_src[i], &d->join[i], why, sizeof why) < 0)
+			return fail(err, errlen, "dimension '%s': field[%zu] '%.100s' is not a valid path: "
+			            "%s", d->key, i, d->join_text[i], star ? "a joined path has no [*]"
+			                                                   : why);
+		if (d->join_src[i] == SPEC_VAR_MATCH && s)
+			s->uses_match = true;
+	}
+	d->field_text = xstrdup(d->join_text[0]);
+	d->field_src = d->join_src[0];
+	return 0;
+}
 
 /* A composite's part (common/README.md "Composite dimensions"): a primitive with a dimension's
  * parameters (paths from the answer and the ground truth as for a dimension), scored as a
@@ -988,10 +1057,22 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 	unsigned fl = prim_flags(d->prim);
 	bool reads = fl & PRIM_F_FIELD, need_f = reads, need_g = fl & PRIM_F_GT;
 	if (reads) {
-		if (parse_path_param(dim, "field", d->key, pname, &d->field, &d->field_src,
-		                     &d->field_text, fdef, nested || !need_f, s, err, errlen) < 0 ||
+		const json_t *fj = json_object_get(dim, "field"), *sep = json_object_get(dim, "separator");
+		if (json_is_array(fj) && parse_join(s, fj, d, nested, err, errlen) < 0)
+			return -1;
+		if (sep && (!d->njoin || !json_is_string(sep) || json_string_length(sep) > 256))
+			return fail(err, errlen, "dimension '%s': separator must be a string of at most 256 "
+			            "bytes, and goes with a field given as an array of paths", d->key);
+		if (d->njoin)
+			d->sep = sep ? xstrndup(json_string_value(sep), json_string_length(sep))
+			             : xstrdup(" ");
+		if ((!d->njoin &&
+		     parse_path_param(dim, "field", d->key, pname, &d->field, &d->field_src,
+		                      &d->field_text, fdef, nested || !need_f, s, &d->field_proj,
+		                      &d->field_each, err, errlen) < 0) ||
 		    parse_path_param(dim, "ground_truth_field", d->key, pname, &d->gt_field, &d->gt_src,
-		                     &d->gt_text, gdef, nested || !need_g, s, err, errlen) < 0)
+		                     &d->gt_text, gdef, nested || !need_g, s, &d->gt_proj, &d->gt_each,
+		                     err, errlen) < 0)
 			return -1;
 		v = json_object_get(dim, "normalize");
 		if (v && norm_parse(v, &d->norm, why, sizeof why) < 0)

@@ -124,6 +124,14 @@ struct spec_dim {
 	struct jpath *field, *gt_field;          /* primitives that read fields (NULL: the root) */
 	enum spec_var_source field_src, gt_src;  /* their roots */
 	char *field_text, *gt_text;              /* as written (NULL when absent) */
+	/* v3 (common/README.md "Projection and joined fields"), a dimension's or a part's only:
+	 * a path with [*] reads the array at field / gt_field and projects each element through
+	 * field_each / gt_each (NULL: the element); a field given as an array of paths is njoin
+	 * texts joined with sep (field then NULL, field_text the first path). */
+	bool field_proj, gt_proj;
+	struct jpath *field_each, *gt_each;
+	size_t njoin; struct jpath **join; enum spec_var_source *join_src; char **join_text;
+	char *sep;
 	bool case_insensitive;                   /* exact_match; regexes of regex_match/terms */
 	struct dec_num tolerance; bool linear;   /* numeric_tolerance (default 0.01, none) */
 	bool has_relative; struct dec_num relative;   /* numeric_tolerance: allowance r × |truth| */

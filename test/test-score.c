@@ -1460,6 +1460,36 @@ static void test_v3_rest_worst(void)
 	worst_case("unwrap and type: 32 dimensions x 64 vars x 64 path segments", sp.buf, ans, gt);
 	strbuf_free(&path);
 	strbuf_free(&sp);
+	/* a field of 16 paths joined: each one the 1,000,000-byte text (16 MB per dimension,
+	 * charged before it is built), as 32 dimensions */
+	memset(&sp, 0, sizeof sp);
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++) {
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"text_length\","
+		            "\"unit\":\"lines\",\"target\":600000,\"field\":[", i ? "," : "", i,
+		            i ? "0.03" : "0.07");
+		for (int k = 0; k < 16; k++)
+			strbuf_addf(&sp, "%s\"t\"", k ? "," : "");
+		strbuf_addlit(&sp, "]}");
+	}
+	strbuf_addlit(&sp, "]}");
+	worst_case("joined fields: 32 dimensions x 16 paths x 1,000,000 bytes", sp.buf, ans, gt);
+	strbuf_free(&sp);
+	/* projections over 200,000 records on both sides, as 32 set_overlap dimensions */
+	json_t *recs = json_array();
+	for (int i = 0; i < 200000; i++)
+		json_array_append_new(recs, json_pack("{s:i}", "id", i % 1000));
+	json_object_set(ans, "recs", recs);
+	json_object_set_new(gt, "recs", recs);
+	memset(&sp, 0, sizeof sp);
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++)
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"set_overlap\","
+		            "\"field\":\"recs[*].id\",\"ground_truth_field\":\"recs[*].id\"}",
+		            i ? "," : "", i, i ? "0.03" : "0.07");
+	strbuf_addlit(&sp, "]}");
+	worst_case("projection: 32 dimensions x 200,000 records on both sides", sp.buf, ans, gt);
+	strbuf_free(&sp);
 	json_decref(ans);
 	json_decref(gt);
 	free(t);

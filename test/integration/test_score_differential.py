@@ -863,6 +863,49 @@ def get(doc, path):
     return resolve(doc, path)
 
 
+BAD = object()   # a side that cannot be read (a projection over a non-array, a joined non-string)
+
+
+def fetch(d, side, docs):
+    """The value a dimension's (or part's) side reads, with the v3 projection (`[*]`) and joined
+    fields (a list of paths): MISSING, BAD, or the value (common/README.md "Projection and joined
+    fields")."""
+    text = d.get('field' if side == 0 else 'ground_truth_field')
+    default = 'answer' if side == 0 else 'ground_truth'
+    if isinstance(text, list):
+        parts = []
+        for t in text:
+            doc, p = root_path(t, 'answer', docs)
+            v = get(doc, p)
+            if v is MISSING:
+                continue
+            if not isinstance(v, str):
+                return BAD
+            parts.append(v)
+        return d.get('separator', ' ').join(parts) if parts else MISSING
+    if '[*]' in text:
+        pre, rest = text.split('[*]', 1)
+        rest = rest[1:] if rest.startswith('.') else rest
+        if pre:
+            doc, p = root_path(pre, default, docs)
+            arr = get(doc, p)
+        else:
+            arr = docs[default]
+        if arr is MISSING:
+            return MISSING
+        if not isinstance(arr, list):
+            return BAD
+        out = [e if not rest else resolve(e, rest) for e in arr]
+        return [v for v in out if v is not MISSING]
+    doc, p = root_path(text, default, docs)
+    return get(doc, p)
+
+
+def label(text):
+    """A joined field's warnings name its first path."""
+    return text[0] if isinstance(text, list) else text
+
+
 def nested_score(n, g, w, st):
     """A nested primitive on one element pair; st['bad'] counts missing / ill-typed."""
     f = n.get('field')
@@ -1216,22 +1259,20 @@ def v2_types(d, side):
 
 def v2_dim(d, docs, err, adv):
     prim = d['primitive']
-    f = d['field']
-    adoc, apath = root_path(f, 'answer', docs)
-    a = get(adoc, apath)
+    f = label(d['field'])
+    a = fetch(d, 0, docs)
     good = True
     ta = v2_types(d, 0)
-    if a is MISSING or (ta and not isinstance(a, ta)) or (ta and isinstance(a, bool)):
+    if a is MISSING or a is BAD or (ta and not isinstance(a, ta)) or (ta and isinstance(a, bool)):
         err(f)
         good = False
     b = MISSING
     g = d.get('ground_truth_field')
     if g is not None:
-        gdoc, gpath = root_path(g, 'ground_truth', docs)
         glabel = 'ground_truth.' + g if not g.startswith('@') else g
-        b = get(gdoc, gpath)
+        b = fetch(d, 1, docs)
         tb = v2_types(d, 1)
-        if b is MISSING or (tb and not isinstance(b, tb)):
+        if b is MISSING or b is BAD or (tb and not isinstance(b, tb)):
             err(glabel)
             good = False
     if not good:
@@ -1306,19 +1347,20 @@ def reference_score(spec, sub, gt, match):
             score = v2_dim(d, {'answer': answer, 'metadata': metadata, 'ground_truth': gt,
                                'match': match_doc}, err, adv)
         elif prim in FIELD_PRIMS:
-            f, g = d['field'], d['ground_truth_field']
-            a = resolve(answer, f)
-            b = resolve(gt, g)
+            f, g = label(d['field']), d['ground_truth_field']
+            docs = {'answer': answer, 'metadata': metadata, 'ground_truth': gt, 'match': match_doc}
+            a = fetch(d, 0, docs)
+            b = fetch(d, 1, docs)
             if d.get('normalize'):
-                a = norm_val(set(d['normalize']), a) if a is not MISSING else a
-                b = norm_val(set(d['normalize']), b) if b is not MISSING else b
+                a = norm_val(set(d['normalize']), a) if a is not MISSING and a is not BAD else a
+                b = norm_val(set(d['normalize']), b) if b is not MISSING and b is not BAD else b
             gf = 'ground_truth.' + g
             if prim == 'exact_match':
-                if a is MISSING:
+                if a is MISSING or a is BAD:
                     err(f)
-                if b is MISSING:
+                if b is MISSING or b is BAD:
                     err(gf)
-                if a is not MISSING and b is not MISSING:
+                if a is not MISSING and b is not MISSING and a is not BAD and b is not BAD:
                     score = 1000 if deep_eq(a, b, d.get('case_insensitive', False)) else 0
             elif prim in ('exact_match_ratio', 'coverage_ratio', 'set_overlap'):
                 good = True
@@ -1979,6 +2021,42 @@ def gen_v2(case, d):
 
 
 def gen_dim(case, key, weight):
+    d = gen_dim0(case, key, weight)
+    if case.rng.random() < 0.15:
+        v3_fields(case, d)
+    return d
+
+
+def v3_fields(case, d):
+    """Rewrites a dimension's plain fields into v3 projections and joined fields holding the
+    same values (so the score is unchanged), or sometimes unreadable ones (common/README.md
+    "Projection and joined fields")."""
+    rng = case.rng
+    f, g = d.get('field'), d.get('ground_truth_field')
+    if isinstance(f, str) and f in case.answer and rng.random() < 0.6:
+        v = case.answer[f]
+        if isinstance(v, str):   # two halves joined with no separator: the same text
+            k = rng.randint(0, len(v))
+            case.answer[f + '_a'], case.answer[f + '_b'] = v[:k], v[k:]
+            if rng.random() < 0.1:
+                case.answer[f + '_b'] = rng.choice([1, None, ['x']])
+            d['field'] = [f + '_a', f + '_zz', f + '_b']
+            d['separator'] = ''
+            if rng.random() < 0.3:   # a real separator: a different text
+                d['separator'] = rng.choice([' ', '\n', ' / '])
+        elif isinstance(v, list) or rng.random() < 0.1:
+            items = [{'v': x} for x in v] if isinstance(v, list) else v
+            if isinstance(items, list) and rng.random() < 0.5:
+                items.insert(rng.randint(0, len(items)), {'w': 1})
+            case.answer[f] = items
+            d['field'] = f + '[*].v'
+    if isinstance(g, str) and g in case.gt and isinstance(case.gt[g], list) and \
+            rng.random() < 0.6:
+        case.gt[g] = [{'v': {'x': x}} for x in case.gt[g]] + [{'u': 0}]
+        d['ground_truth_field'] = g + '[*].v.x'
+
+
+def gen_dim0(case, key, weight):
     rng = case.rng
     if rng.random() < V2_SHARE:
         return gen_v2(case, {'key': key, 'weight': weight})
