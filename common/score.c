@@ -324,13 +324,12 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		}
 		*got = own[0];
 	}
-	if (rc) {
-	} else if (!*got) {
+	if (rc == 0 && !*got) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': no value at '%s' in the "
 		     "%s (%s)", d->key, d->field_text, d->field_src == SPEC_VAR_ANSWER ? "answer" :
 		     "submission", why);
 		rc = -1;
-	} else if ((need = needed_type(d, 0, *got))) {
+	} else if (rc == 0 && (need = needed_type(d, 0, *got))) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at '%s' "
 		     "is %s, not %s", d->key, d->field_text, jcanon_type_name(*got), need);
 		rc = -1;
@@ -2351,14 +2350,14 @@ static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", "relati
 static const char *const pa_time[] = { "time_limit_secs", "curve", NULL };
 static const char *const pa_method[] = { P_PLAIN, "method", NULL };
 static const char *const pa_expr[] = { "expr", "vars", "scale", "null_as_missing", NULL };
-static const char *const pa_length[] = { "field", "separator", "normalize", "unit", "ramp", "steps", "target",
-                                         NULL };
+static const char *const pa_length[] = { "field", "separator", "normalize", "unit", "ramp",
+                                         "steps", "target", NULL };
 static const char *const pa_terms[] = { P_PLAIN, "terms", "need", "case_insensitive",
                                         "terms_from", NULL };
-static const char *const pa_regex[] = { "field", "separator", "normalize", "pattern", "case_insensitive",
-                                        NULL };
-static const char *const pa_count[] = { "field", "separator", "normalize", "of", "keys", "ramp", "steps",
-                                        "target", NULL };
+static const char *const pa_regex[] = { "field", "separator", "normalize", "pattern",
+                                        "case_insensitive", NULL };
+static const char *const pa_count[] = { "field", "separator", "normalize", "of", "keys", "ramp",
+                                        "steps", "target", NULL };
 static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
                                           "ground_truth_keyed", "points", "max_points",
                                           "distinct_of", "ramp", "steps", "target", NULL };

@@ -1495,9 +1495,63 @@ static void test_v3_rest_worst(void)
 	free(t);
 }
 
+/* --explain of the constructs after the composite dimensions: a part's exact fraction, what an
+ * unwrap or type var's path held, a projected and a joined value, a line count. */
+static void test_v3_rest_explain(void)
+{
+	struct score_result r;
+	struct score_limits lim = { 0, true, 0 };
+	char err[256];
+	struct spec *s = parse("{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"c\",\"weight\":0.25,\"primitive\":\"expression\",\"expr\":\"0.5 * f + 0 * n"
+		" + 0 * t\",\"vars\":{\"f\":{\"primitive\":\"coverage_ratio\",\"field\":\"a\","
+		"\"ground_truth_field\":\"b\"},\"n\":{\"path\":\"n\",\"unwrap\":\"count\"},"
+		"\"t\":{\"path\":\"n\",\"type\":\"object\"}}},"
+		"{\"key\":\"p\",\"weight\":0.25,\"primitive\":\"coverage_ratio\",\"field\":\"a\","
+		"\"ground_truth_field\":\"r[*].id\"},"
+		"{\"key\":\"j\",\"weight\":0.25,\"primitive\":\"text_length\",\"field\":[\"x\",\"y\"],"
+		"\"separator\":\"\\n\",\"unit\":\"lines\",\"target\":2},"
+		"{\"key\":\"l\",\"weight\":0.25,\"primitive\":\"text_length\",\"field\":\"x\","
+		"\"unit\":\"lines\",\"target\":2}]}");
+	json_t *a = json_pack("{s:[s], s:{s:i}, s:s, s:s}", "a", "p", "n", "count", 3, "x", "one",
+	                      "y", "two");
+	json_t *g = json_pack("{s:[s,s,s,s,s,s], s:[{s:s},{s:s},{s:i}]}", "b", "p", "q", "r", "s",
+	                      "t", "u", "r", "id", "p", "id", "q", "x", 1);
+	if (!ok(s && score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0,
+	        "v3 rest explain: scores"))
+		goto out;
+	json_t *ex = score_result_explain(&r);
+	json_t *c = json_object_get(ex, "c"), *f = json_object_get(json_object_get(c, "parts"), "f");
+	json_t *fx = json_object_get(f, "exact");
+	ok(json_integer_value(json_array_get(fx, 0)) == 1 &&
+	   json_integer_value(json_array_get(fx, 1)) == 6 &&
+	   json_integer_value(json_object_get(f, "score")) == 167,
+	   "v3 rest explain: a part's exact fraction 1/6 beside its score 167");
+	is_int(r.dims[0].score, 83, "v3 rest explain: 0.5 x 1/6 rounded once is 83");
+	json_t *rd = json_object_get(c, "read");
+	ok(!strcmp(json_string_value(json_object_get(rd, "n")), "an object") &&
+	   !strcmp(json_string_value(json_object_get(rd, "t")), "an object") &&
+	   json_real_value(json_object_get(json_object_get(c, "vars"), "n")) == 3,
+	   "v3 rest explain: an unwrap and a type var show what the path held, and the number read");
+	ok(json_array_size(json_object_get(json_object_get(ex, "p"), "expected")) == 2,
+	   "v3 rest explain: the projected expected value (2 of 3 records hold id)");
+	ok(!strcmp(json_string_value(json_object_get(json_object_get(ex, "j"), "submitted")),
+	           "one\ntwo") &&
+	   json_integer_value(json_object_get(json_object_get(ex, "j"), "length")) == 2,
+	   "v3 rest explain: the joined text and its line count");
+	is_int(r.dims[3].score, 500, "v3 rest explain: one line of two");
+	json_decref(ex);
+	score_result_clear(&r);
+out:
+	json_decref(a);
+	json_decref(g);
+	spec_free(s);
+}
+
 int main(void)
 {
 	test_v3_explain();
+	test_v3_rest_explain();
 	test_v3_rest_worst();
 	test_v3_dims_table();
 	test_work_budget_worst();
