@@ -324,6 +324,8 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		}
 		*got = own[0];
 	}
+	if (rc == 0 && *got && d->unwrap && json_is_object(*got))   /* a polymorphic value (v3) */
+		*got = get_path(d->unwrap, *got, why, sizeof why);
 	if (rc == 0 && !*got) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': no value at '%s' in the "
 		     "%s (%s)", d->key, d->field_text, d->field_src == SPEC_VAR_ANSWER ? "answer" :
@@ -2342,7 +2344,7 @@ struct prim_desc {
 	int (*eval)(struct ctx *c, const struct spec_dim *d, struct app *ap);   /* the others */
 };
 
-#define P_PLAIN "field", "ground_truth_field", "normalize", "separator"
+#define P_PLAIN "field", "ground_truth_field", "normalize", "separator", "unwrap"
 static const char *const pa_none[] = { NULL };
 static const char *const pa_exact[] = { P_PLAIN, "case_insensitive", NULL };
 static const char *const pa_plain[] = { P_PLAIN, NULL };
@@ -2350,14 +2352,14 @@ static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", "relati
 static const char *const pa_time[] = { "time_limit_secs", "curve", NULL };
 static const char *const pa_method[] = { P_PLAIN, "method", NULL };
 static const char *const pa_expr[] = { "expr", "vars", "scale", "null_as_missing", NULL };
-static const char *const pa_length[] = { "field", "separator", "normalize", "unit", "ramp",
-                                         "steps", "target", NULL };
+static const char *const pa_length[] = { "field", "separator", "unwrap", "normalize", "unit",
+                                         "ramp", "steps", "target", NULL };
 static const char *const pa_terms[] = { P_PLAIN, "terms", "need", "case_insensitive",
                                         "terms_from", NULL };
-static const char *const pa_regex[] = { "field", "separator", "normalize", "pattern",
+static const char *const pa_regex[] = { "field", "separator", "unwrap", "normalize", "pattern",
                                         "case_insensitive", NULL };
-static const char *const pa_count[] = { "field", "separator", "normalize", "of", "keys", "ramp",
-                                        "steps", "target", NULL };
+static const char *const pa_count[] = { "field", "separator", "unwrap", "normalize", "of", "keys",
+                                        "ramp", "steps", "target", NULL };
 static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
                                           "ground_truth_keyed", "points", "max_points",
                                           "distinct_of", "ramp", "steps", "target", NULL };

@@ -186,6 +186,7 @@ static void dim_free(struct spec_dim *d)
 	free(d->field_text);
 	free(d->gt_text);
 	jpath_free(d->field_each);
+	jpath_free(d->unwrap);
 	jpath_free(d->gt_each);
 	for (size_t i = 0; i < d->njoin; i++) {
 		jpath_free(d->join[i]);
@@ -1066,6 +1067,12 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 		if (d->njoin)
 			d->sep = sep ? xstrndup(json_string_value(sep), json_string_length(sep))
 			             : xstrdup(" ");
+		const json_t *uw = json_object_get(dim, "unwrap");
+		if (uw && (nested || !json_is_string(uw) || !json_string_length(uw) ||
+		           jpath_parse(json_string_value(uw), json_string_length(uw), &d->unwrap, why,
+		                       sizeof why) < 0))
+			return fail(err, errlen, "dimension '%s': unwrap must be a path inside an object "
+			            "answer (e.g. \"count\"), on a dimension or a composite's part", d->key);
 		if ((!d->njoin &&
 		     parse_path_param(dim, "field", d->key, pname, &d->field, &d->field_src,
 		                      &d->field_text, fdef, nested || !need_f, s, &d->field_proj,

@@ -132,6 +132,7 @@ struct spec_dim {
 	struct jpath *field_each, *gt_each;
 	size_t njoin; struct jpath **join; enum spec_var_source *join_src; char **join_text;
 	char *sep;
+	struct jpath *unwrap;   /* v3: the answer value, when an object, is read at this path */
 	bool case_insensitive;                   /* exact_match; regexes of regex_match/terms */
 	struct dec_num tolerance; bool linear;   /* numeric_tolerance (default 0.01, none) */
 	bool has_relative; struct dec_num relative;   /* numeric_tolerance: allowance r × |truth| */

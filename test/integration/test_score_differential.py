@@ -867,6 +867,13 @@ BAD = object()   # a side that cannot be read (a projection over a non-array, a 
 
 
 def fetch(d, side, docs):
+    v = fetch0(d, side, docs)
+    if side == 0 and 'unwrap' in d and isinstance(v, dict):   # a polymorphic answer value
+        v = resolve(v, d['unwrap'])
+    return v
+
+
+def fetch0(d, side, docs):
     """The value a dimension's (or part's) side reads, with the v3 projection (`[*]`) and joined
     fields (a list of paths): MISSING, BAD, or the value (common/README.md "Projection and joined
     fields")."""
@@ -2050,6 +2057,11 @@ def v3_fields(case, d):
                 items.insert(rng.randint(0, len(items)), {'w': 1})
             case.answer[f] = items
             d['field'] = f + '[*].v'
+    f = d.get('field')
+    if isinstance(f, str) and f in case.answer and rng.random() < 0.2:   # n or {count: n}
+        d['unwrap'] = 'count'
+        if rng.random() < 0.7:
+            case.answer[f] = rng.choice([{'count': case.answer[f], 'items': []}, {'n': 1}])
     if isinstance(g, str) and g in case.gt and isinstance(case.gt[g], list) and \
             rng.random() < 0.6:
         case.gt[g] = [{'v': {'x': x}} for x in case.gt[g]] + [{'u': 0}]
