@@ -72,8 +72,9 @@ struct spec_var {
 	bool has_default; double def;   /* {"path": ..., "default": N}: used when missing */
 	bool len_only;               /* used only inside len(): need not be a number */
 	/* Composite dimensions (common/README.md "Composite dimensions"): a var is either a path
-	 * (above), a nested primitive scored like a dimension (part, owned; its fraction is
-	 * score ÷ 1000), or another dimension's final score ÷ its scale (dim ≥ 0). */
+	 * (above), a nested primitive scored like a dimension (part, owned; it reads the exact
+	 * fraction its score rounds, or score ÷ 1000 when that fraction is binary), or another
+	 * dimension's final score ÷ its scale (dim ≥ 0). */
 	struct spec_dim *part;       /* {"primitive": ...}, or NULL */
 	int dim;                     /* {"dimension": key}: that dimension's index, else -1 */
 	struct spec_scan *scan;      /* {"path", "where", "reduce", ...} over an array, or NULL */
