@@ -151,6 +151,18 @@ struct expr_q expr_q_int(long long v)
 	return q_make(v, 1);
 }
 
+struct expr_q expr_q_ratio(unsigned __int128 num, unsigned __int128 den)
+{
+	if (num > (unsigned __int128)I128_MAX || den > (unsigned __int128)I128_MAX)
+		return q_inexact((double)num / (double)den);
+	return q_make((i128)num, (i128)den);
+}
+
+struct expr_q expr_q_double(double d)
+{
+	return q_inexact(d);
+}
+
 struct expr_q expr_q_missing(void)
 {
 	return (struct expr_q){ .missing = true, .d = NAN, .num = 0, .den = 1 };

@@ -48,6 +48,10 @@ struct expr_q {
 struct expr_q expr_q_int(long long v);
 struct expr_q expr_q_from_dec(long long m, int e, double approx);
 struct expr_q expr_q_missing(void);
+/* num/den exactly (den > 0; reduced here), or its double when either needs more than 127 bits;
+ * and a value known only as a double (never exact). */
+struct expr_q expr_q_ratio(unsigned __int128 num, unsigned __int128 den);
+struct expr_q expr_q_double(double d);
 /* expr_eval_ex in exact rational arithmetic (common/README.md "Expressions"): + - * /, min, max,
  * clamp, comparisons, abs, floor, ceil, round and the logic operators are exact on
  * fractions; x / 0 is 0 and sets *div_zero. lens may be NULL. */

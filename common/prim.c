@@ -61,6 +61,25 @@ int prim_permille_ratio(u128 num, u128 den)
 	return q > 1000 ? 1000 : q;
 }
 
+int prim_permille_frac(u128 num, u128 den, struct prim_frac *f)
+{
+	if (f) {
+		f->kind = PRIM_FR_EXACT;
+		f->num = den == 0 ? 0 : num < den ? num : 1;
+		f->den = den == 0 || num >= den ? 1 : den;
+	}
+	return prim_permille_ratio(num, den);
+}
+
+/* Records a fraction known only as a binary value (an exact one too wide for 128 bits). */
+static void frac_binary(struct prim_frac *f, long double x)
+{
+	if (f) {
+		f->kind = PRIM_FR_BINARY;
+		f->ld = !(x > 0) ? 0 : x > 1 ? 1 : x;
+	}
+}
+
 int prim_permille_double(long double x)
 {
 	if (!(x > 0))   /* also NaN */
@@ -113,7 +132,8 @@ int prim_exact_match(const json_t *got, const json_t *want, bool fold_case)
 	return jcanon_equal(got, want, fold_case) ? 1000 : 0;
 }
 
-int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_err *err)
+int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_err *err,
+                           struct prim_frac *f)
 {
 	if (!need_array(got, want, err))
 		return PRIM_BAD;
@@ -123,7 +143,7 @@ int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_er
 	size_t n = ng < nw ? ng : nw, hits = 0;
 	for (size_t i = 0; i < n; i++)
 		hits += jcanon_equal(json_array_get(got, i), json_array_get(want, i), false);
-	return prim_permille_ratio(hits, nw);
+	return prim_permille_frac(hits, nw, f);
 }
 
 /* ---- numeric_tolerance --------------------------------------------------- */
@@ -384,7 +404,7 @@ static bool big_absdiff(const struct dec_num *a, const struct dec_num *b, long e
  * Returns 0..1000, or -1 if an intermediate would not fit (impossible for JSON doubles and
  * 64-bit integers; the caller then keeps its long double result). */
 static int numtol_big(const json_t *got, const json_t *want, const struct dec_num *tol,
-                      bool linear)
+                      bool linear, struct prim_frac *fr)
 {
 	bool scalar = !json_is_array(want);
 	size_t n = scalar ? 1 : json_array_size(want), ng = scalar ? 1 : json_array_size(got);
@@ -414,6 +434,7 @@ static int numtol_big(const json_t *got, const json_t *want, const struct dec_nu
 		return -1;
 	bool tzero = tol->m == 0;
 	memset(&S, 0, sizeof S);
+	size_t hits = 0, partial = 0;   /* pairs within; pairs in the linear decay */
 	/* S = Σ 4T·fraction_i (or, at tolerance 0, the number of equal pairs). */
 	for (size_t i = 0; i < n; i++) {
 		const json_t *w = scalar ? want : json_array_get(want, i);
@@ -427,14 +448,16 @@ static int numtol_big(const json_t *got, const json_t *want, const struct dec_nu
 			return -1;
 		if (tzero) {
 			struct big one = { { 1 } }, zero = { { 0 } };
-			if (big_cmp(&D, &zero) == 0 && !big_add(&S, &one))
+			if (big_cmp(&D, &zero) == 0 && (hits++, !big_add(&S, &one)))
 				return -1;
 			continue;
 		}
 		if (big_cmp(&D, &T) <= 0) {
+			hits++;
 			if (!big_add(&S, &T4))
 				return -1;
 		} else if (linear && big_cmp(&D, &T5) < 0) {
+			partial++;
 			struct big x = T5;
 			big_sub(&x, &D);
 			if (!big_add(&S, &x))
@@ -455,6 +478,8 @@ static int numtol_big(const json_t *got, const json_t *want, const struct dec_nu
 	Y2 = Y;
 	if (!big_mul_u64(&X, 2000) || !big_add(&X, &Y) || !big_mul_u64(&Y2, 2))
 		return -1;
+	if (!partial)   /* every pair 0 or 1: the fraction hits ÷ n is exact */
+		prim_permille_frac(hits, n, fr);
 	int lo = 0, hi = 1000;   /* largest q with q·Y2 ≤ X */
 	while (lo < hi) {
 		int mid = (lo + hi + 1) / 2;
@@ -470,20 +495,21 @@ static int numtol_big(const json_t *got, const json_t *want, const struct dec_nu
 }
 
 int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
-                               const struct dec_num *tol, bool linear)
+                               const struct dec_num *tol, bool linear, struct prim_frac *fr)
 {
 	struct dec_num a;
 	struct frac f;
 	dec_num_from_json(got, &a);
 	element_fraction(&a, wd, tol, linear, &f);
 	if (f.exact)
-		return prim_permille_ratio(f.p, f.q);
-	int r = numtol_big(got, want, tol, linear);
+		return prim_permille_frac(f.p, f.q, fr);
+	frac_binary(fr, f.ld);
+	int r = numtol_big(got, want, tol, linear, fr);
 	return r >= 0 ? r : prim_permille_double(f.ld);
 }
 
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
-                           bool linear, int *nbad, struct prim_err *err)
+                           bool linear, int *nbad, struct prim_err *err, struct prim_frac *fr)
 {
 	struct dec_num a, b;
 	if (nbad)
@@ -494,7 +520,7 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 			return PRIM_BAD;
 		}
 		dec_num_from_json(want, &b);
-		return prim_numeric_tolerance_num(got, want, &b, tol, linear);
+		return prim_numeric_tolerance_num(got, want, &b, tol, linear, fr);
 	}
 	if (!json_is_array(want)) {
 		set_err(err, 1, "ground-truth value is %s, not a number or an array", jcanon_type_name(want));
@@ -529,8 +555,9 @@ int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct d
 		*nbad = bad;
 	u128 den;
 	if (exact && !__builtin_mul_overflow(sq, (u128)n, &den) && den < U128_LIMIT)
-		return prim_permille_ratio(sp, den);
-	int r = numtol_big(got, want, tol, linear);
+		return prim_permille_frac(sp, den, fr);
+	frac_binary(fr, sld / (long double)n);
+	int r = numtol_big(got, want, tol, linear, fr);
 	return r >= 0 ? r : prim_permille_double(sld / (long double)n);
 }
 
@@ -551,7 +578,7 @@ static struct dec_num rel_allow(const struct dec_num *tol, const struct dec_num 
 
 int prim_numeric_relative(const json_t *got, const json_t *want, const struct dec_num *tol,
                           const struct dec_num *rel, bool linear, int *nbad,
-                          struct prim_err *err)
+                          struct prim_err *err, struct prim_frac *fr)
 {
 	struct dec_num a, b, t;
 	struct frac f;
@@ -566,7 +593,10 @@ int prim_numeric_relative(const json_t *got, const json_t *want, const struct de
 		dec_num_from_json(want, &b);
 		t = rel_allow(tol, rel, &b);
 		element_fraction(&a, &b, &t, linear, &f);
-		return f.exact ? prim_permille_ratio(f.p, f.q) : prim_permille_double(f.ld);
+		if (f.exact)
+			return prim_permille_frac(f.p, f.q, fr);
+		frac_binary(fr, f.ld);
+		return prim_permille_double(f.ld);
 	}
 	if (!json_is_array(want)) {
 		set_err(err, 1, "ground-truth value is %s, not a number or an array", jcanon_type_name(want));
@@ -601,7 +631,8 @@ int prim_numeric_relative(const json_t *got, const json_t *want, const struct de
 		*nbad = bad;
 	u128 den;
 	if (exact && !__builtin_mul_overflow(sq, (u128)n, &den) && den < U128_LIMIT)
-		return prim_permille_ratio(sp, den);
+		return prim_permille_frac(sp, den, fr);
+	frac_binary(fr, sld / (long double)n);
 	return prim_permille_double(sld / (long double)n);
 }
 
@@ -706,7 +737,8 @@ static size_t set_common(const struct prim_set *a, const struct prim_set *b)
 	return c;
 }
 
-int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *err)
+int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *err,
+                        struct prim_frac *f)
 {
 	if (!need_array(got, want, err))
 		return PRIM_BAD;
@@ -714,13 +746,13 @@ int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *
 		return 1000;
 	struct prim_set b;
 	set_build(want, &b);
-	int score = prim_coverage_ratio_set(got, want, &b, err);
+	int score = prim_coverage_ratio_set(got, want, &b, err, f);
 	set_free(&b);
 	return score;
 }
 
 int prim_coverage_ratio_set(const json_t *got, const json_t *want, const struct prim_set *ws,
-                            struct prim_err *err)
+                            struct prim_err *err, struct prim_frac *f)
 {
 	if (!need_array(got, want, err))
 		return PRIM_BAD;
@@ -728,51 +760,52 @@ int prim_coverage_ratio_set(const json_t *got, const json_t *want, const struct 
 		return 1000;
 	struct prim_set a;
 	set_build(got, &a);
-	int score = prim_permille_ratio(set_common(&a, ws), ws->n);
+	int score = prim_permille_frac(set_common(&a, ws), ws->n, f);
 	set_free(&a);
 	return score;
 }
 
-int prim_set_ratio(size_t c, size_t na, size_t nb, enum prim_method m)
+int prim_set_ratio(size_t c, size_t na, size_t nb, enum prim_method m, struct prim_frac *f)
 {
 	if (na == 0 && nb == 0)
 		return 1000;
 	switch (m) {
-	case PRIM_M_JACCARD: return prim_permille_ratio(c, na + nb - c);
-	case PRIM_M_RECALL: return nb == 0 ? 1000 : prim_permille_ratio(c, nb);
-	case PRIM_M_PRECISION: return na == 0 ? 0 : prim_permille_ratio(c, na);
-	case PRIM_M_F1: return prim_permille_ratio(2 * (u128)c, (u128)na + nb);
+	case PRIM_M_JACCARD: return prim_permille_frac(c, na + nb - c, f);
+	case PRIM_M_RECALL: return nb == 0 ? 1000 : prim_permille_frac(c, nb, f);
+	case PRIM_M_PRECISION: return na == 0 ? 0 : prim_permille_frac(c, na, f);
+	case PRIM_M_F1: return prim_permille_frac(2 * (u128)c, (u128)na + nb, f);
 	default: return 0;
 	}
 }
 
 int prim_set_method(const json_t *got, const json_t *want, enum prim_method m,
-                    struct prim_err *err)
+                    struct prim_err *err, struct prim_frac *f)
 {
 	if (!need_array(got, want, err))
 		return PRIM_BAD;
 	struct prim_set b;
 	set_build(want, &b);
-	int score = prim_set_method_set(got, want, &b, m, err);
+	int score = prim_set_method_set(got, want, &b, m, err, f);
 	set_free(&b);
 	return score;
 }
 
 int prim_set_method_set(const json_t *got, const json_t *want, const struct prim_set *ws,
-                        enum prim_method m, struct prim_err *err)
+                        enum prim_method m, struct prim_err *err, struct prim_frac *f)
 {
 	if (!need_array(got, want, err))
 		return PRIM_BAD;
 	struct prim_set a;
 	set_build(got, &a);
-	int score = prim_set_ratio(set_common(&a, ws), a.n, ws->n, m);
+	int score = prim_set_ratio(set_common(&a, ws), a.n, ws->n, m, f);
 	set_free(&a);
 	return score;
 }
 
-int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err)
+int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err,
+                     struct prim_frac *f)
 {
-	return prim_set_method(got, want, jaccard ? PRIM_M_JACCARD : PRIM_M_RECALL, err);
+	return prim_set_method(got, want, jaccard ? PRIM_M_JACCARD : PRIM_M_RECALL, err, f);
 }
 
 size_t prim_sorted_common(char *const *a, size_t na, char *const *b, size_t nb)
@@ -783,7 +816,8 @@ size_t prim_sorted_common(char *const *a, size_t na, char *const *b, size_t nb)
 
 /* ---- ramps, lengths, tokens ------------------------------------------------ */
 
-int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps)
+int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps,
+              struct prim_frac *fr)
 {
 	if (n == 0)
 		return 0;
@@ -791,12 +825,12 @@ int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps)
 		dec6 f = 0;
 		for (size_t i = 0; i < n && pts[i].x <= v; i++)
 			f = pts[i].f;
-		return prim_permille_ratio((u128)f, DEC6_ONE);
+		return prim_permille_frac((u128)f, DEC6_ONE, fr);
 	}
 	if (v <= pts[0].x)
-		return prim_permille_ratio((u128)pts[0].f, DEC6_ONE);
+		return prim_permille_frac((u128)pts[0].f, DEC6_ONE, fr);
 	if (v >= pts[n - 1].x)
-		return prim_permille_ratio((u128)pts[n - 1].f, DEC6_ONE);
+		return prim_permille_frac((u128)pts[n - 1].f, DEC6_ONE, fr);
 	size_t i = 0;
 	while (pts[i + 1].x < v)
 		i++;
@@ -804,8 +838,8 @@ int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps)
 	i128 dx = (i128)pts[i + 1].x - pts[i].x;
 	i128 num = (i128)pts[i].f * dx + ((i128)pts[i + 1].f - pts[i].f) * ((i128)v - pts[i].x);
 	if (num <= 0)
-		return 0;
-	return prim_permille_ratio((u128)num, (u128)dx * DEC6_ONE);
+		return prim_permille_frac(0, 1, fr);
+	return prim_permille_frac((u128)num, (u128)dx * DEC6_ONE, fr);
 }
 
 size_t prim_count_chars(const char *s, size_t len)
@@ -888,6 +922,26 @@ size_t prim_count_words(const char *s, size_t len)
 	return n;
 }
 
+size_t prim_count_lines(const char *s, size_t len)
+{
+	size_t n = 0, i = 0;
+	bool ink = false;   /* the current line holds a non-whitespace code point */
+	while (i < len) {
+		unsigned char b = (unsigned char)s[i];
+		if (b == '\n') {
+			n += ink;
+			ink = false;
+			i++;
+		} else if (b < 0x80) {
+			ink |= !(b == ' ' || (b >= 9 && b <= 13));
+			i++;
+		} else {
+			ink |= !norm_is_space(next_cp(s, len, &i));
+		}
+	}
+	return n + ink;
+}
+
 void prim_tokens(const char *s, size_t len, struct strbuf *sb, char ***items, size_t *n)
 {
 	size_t *off = NULL, cnt = 0, cap = 0, i = 0;
@@ -928,7 +982,8 @@ void prim_tokens(const char *s, size_t len, struct strbuf *sb, char ***items, si
 
 /* ---- time_decay, efficiency ------------------------------------------------ */
 
-int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double curve)
+int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double curve,
+                    struct prim_frac *f)
 {
 	if (elapsed_ms < 0)
 		return 1000;
@@ -953,7 +1008,7 @@ int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double
 	}
 	if (curve == 1.0) {
 		if (exact)
-			return prim_permille_ratio(p, q);
+			return prim_permille_frac(p, q, f);
 		long double x = 1.0L - (long double)elapsed_ms / (dec_num_ld(limit_secs) * 1000.0L);
 		return prim_permille_double(x);
 	}
@@ -964,7 +1019,8 @@ int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double
 	return prim_permille_double(powl(base, (long double)curve));
 }
 
-int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err)
+int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err,
+                    struct prim_frac *f)
 {
 	int64_t c;
 	if (json_is_integer(count)) {
@@ -988,7 +1044,7 @@ int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err)
 		return c == 0 ? 1000 : 0;
 	if (c >= budget)
 		return 0;
-	return prim_permille_ratio((u128)(budget - c), (u128)budget);
+	return prim_permille_frac((u128)(budget - c), (u128)budget, f);
 }
 
 bool prim_has_long_string(const json_t *v, size_t max_bytes)

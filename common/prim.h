@@ -87,6 +87,19 @@ unsigned prim_flags(enum prim_kind k);
 /* round_half_up(1000 × num / den), exactly; den > 0, num ≤ den is not required (the result
  * is clamped to 0..1000). */
 int prim_permille_ratio(unsigned __int128 num, unsigned __int128 den);
+/* The fraction a score rounds, for a composite's part (common/README.md "Composite
+ * dimensions"), which reads it instead of score ÷ 1000 so the composite is rounded once:
+ * PRIM_FR_EXACT num/den (den > 0, 0 ≤ num ≤ den, below 2^124), PRIM_FR_BINARY the value ld in
+ * [0, 1] (an exact fraction too wide for 128-bit integers), PRIM_FR_NONE not known (the
+ * primitive's fraction is irreducibly binary: fuzzy_string, time_decay with a curve other
+ * than 1; or the score is 0 or 1000 exactly). Every function below that takes a
+ * `struct prim_frac *f` fills it when f is not NULL and it computed a fraction, and leaves it
+ * alone otherwise: the caller sets kind PRIM_FR_NONE first. */
+enum prim_fr_kind { PRIM_FR_NONE, PRIM_FR_EXACT, PRIM_FR_BINARY };
+struct prim_frac { unsigned __int128 num, den; long double ld; enum prim_fr_kind kind; };
+/* prim_permille_ratio(num, den), recording num/den (clamped to [0, 1]; den 0 as 0) in *f when
+ * f is not NULL. */
+int prim_permille_frac(unsigned __int128 num, unsigned __int128 den, struct prim_frac *f);
 /* For irreducibly floating fractions: x clamped to [0, 1] (NaN → 0), then
  * floor(x × 1000 + 0.5 + 1e-9) — half up with a tiny epsilon against binary error. */
 int prim_permille_double(long double x);
@@ -95,7 +108,8 @@ int prim_permille_double(long double x);
 int prim_exact_match(const json_t *got, const json_t *want, bool fold_case);
 /* Both arrays: matches at equal index over the first min(len) ÷ len(want); both empty → 1000;
  * want empty, got not → 0. PRIM_BAD (err filled) if either is not an array. */
-int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_err *err);
+int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_err *err,
+                           struct prim_frac *f);
 /* Scalar: both numbers. Arrays: want an array (of numbers), got an array; element-wise over
  * len(want), a missing or non-numeric element of got (or non-numeric element of want) counts 0
  * and is counted in *nbad (may be NULL). Empty want: 1000 if got is empty too, else 0.
@@ -103,18 +117,18 @@ int prim_exact_match_ratio(const json_t *got, const json_t *want, struct prim_er
  * Differences are exact decimals (dec_num) at any magnitude: 128-bit integers, wide integers
  * when the exponents are too far apart. PRIM_BAD on type mismatch (err filled). */
 int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
-                           bool linear, int *nbad, struct prim_err *err);
+                           bool linear, int *nbad, struct prim_err *err, struct prim_frac *f);
 /* The scalar case of prim_numeric_tolerance (both numbers) with want's exact decimal wd
  * (dec_num_from_json of want) already at hand. */
 int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const struct dec_num *wd,
-                               const struct dec_num *tol, bool linear);
+                               const struct dec_num *tol, bool linear, struct prim_frac *f);
 /* prim_numeric_tolerance with a tolerance relative to the truth (v3): element i is within when
  * |a − e| ≤ max(tol, rel × |e|), the product exact up to 18 significant digits (cut to 18
  * beyond); linear decay uses that allowance. Exact fractions, or long double when the
  * exponents are too far apart for 128-bit integers. */
 int prim_numeric_relative(const json_t *got, const json_t *want, const struct dec_num *tol,
                           const struct dec_num *rel, bool linear, int *nbad,
-                          struct prim_err *err);
+                          struct prim_err *err, struct prim_frac *f);
 /* Both strings: fuzzy_score(). PRIM_BAD if not strings or invalid UTF-8. */
 int prim_fuzzy_string(const json_t *got, const json_t *want, struct prim_err *err);
 /* prim_fuzzy_string with the distance paid for before it runs: after normalising both texts
@@ -127,7 +141,8 @@ int prim_fuzzy_string_paid(const json_t *got, const json_t *want,
                            struct prim_err *err);
 /* Both arrays, items as canonical JSON, sets (duplicates count once):
  * |got ∩ want| ÷ |want|; want empty → 1000. */
-int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *err);
+int prim_coverage_ratio(const json_t *got, const json_t *want, struct prim_err *err,
+                        struct prim_frac *f);
 /* A set of canonical JSON texts (an array's items, sorted, duplicates once), built once from an
  * expected array and used by any number of evaluations (read only). */
 struct prim_set { char **items; size_t n; struct strbuf buf; };
@@ -136,33 +151,42 @@ void prim_set_free(struct prim_set *s);
 /* prim_coverage_ratio / prim_set_method with ws = prim_set_build(want) already at hand (want is
  * still given, for its type and size). */
 int prim_coverage_ratio_set(const json_t *got, const json_t *want, const struct prim_set *ws,
-                            struct prim_err *err);
+                            struct prim_err *err, struct prim_frac *f);
 int prim_set_method_set(const json_t *got, const json_t *want, const struct prim_set *ws,
-                        enum prim_method m, struct prim_err *err);
+                        enum prim_method m, struct prim_err *err, struct prim_frac *f);
 /* Both arrays as sets A = got, B = want. Both empty → 1000. intersection: |A∩B| ÷ |B|, and
  * 0 when B is empty but A is not. jaccard: |A∩B| ÷ |A∪B|. */
-int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err);
+int prim_set_overlap(const json_t *got, const json_t *want, bool jaccard, struct prim_err *err,
+                     struct prim_frac *f);
 /* t = elapsed_ms (submitted − started), L = limit_secs: max(0, 1 − t/L)^curve; t < 0 → 1000.
  * curve 1 is exact integer arithmetic; other curves use powl then prim_permille_double. */
-int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double curve);
+int prim_time_decay(int64_t elapsed_ms, const struct dec_num *limit_secs, double curve,
+                    struct prim_frac *f);
 /* max(0, 1 − count/budget) exactly; count must be a non-negative integral number (PRIM_BAD
  * otherwise). budget 0: count 0 → 1000, else 0. */
-int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err);
+int prim_efficiency(const json_t *count, int64_t budget, struct prim_err *err,
+                    struct prim_frac *f);
 /* An exact fraction c ÷ of set sizes per method (see enum prim_method); both sets empty → 1000,
  * a zero denominator otherwise → 0. */
-int prim_set_ratio(size_t common, size_t na, size_t nb, enum prim_method m);
+int prim_set_ratio(size_t common, size_t na, size_t nb, enum prim_method m,
+                   struct prim_frac *f);
 /* Both arrays as sets (canonical JSON items, duplicates once), scored with method m.
  * PRIM_BAD (err filled) if either is not an array. */
 int prim_set_method(const json_t *got, const json_t *want, enum prim_method m,
-                    struct prim_err *err);
+                    struct prim_err *err, struct prim_frac *f);
 /* Piecewise function of v over points sorted by strictly increasing x: linear interpolation
  * between points and constant outside (steps false), or the f of the last point with x ≤ v and
  * 0 below the first (steps true). Exact, rounded half up. */
-int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps);
+int prim_ramp(int64_t v, const struct prim_point *pts, size_t n, bool steps,
+              struct prim_frac *f);
 /* Code points of UTF-8 text (invalid bytes count one each). */
 size_t prim_count_chars(const char *s, size_t len);
 /* Words: maximal runs of non-whitespace code points. */
 size_t prim_count_words(const char *s, size_t len);
+/* Lines (text_length unit "lines", v3): the pieces between '\n' characters that hold a
+ * non-whitespace code point, so blank lines and a final newline count nothing ("a\n\nb\n" has
+ * 2; "" and "  \n" have 0). */
+size_t prim_count_lines(const char *s, size_t len);
 /* Tokens for token_overlap: maximal runs of Unicode letters, digits, marks and '_'. Appends
  * each token (NUL-terminated, pointing into a copy held by sb) to the set built like
  * coverage sets: returns the sorted distinct tokens in *items / *n (free with free(*items) and

@@ -101,6 +101,7 @@ struct app {
 	int nbad;          /* numeric_tolerance elements; nested elements missing or ill-typed */
 	int nrx;           /* regexes that ran out of budget */
 	json_t *det;       /* explain detail (borrowed), or NULL */
+	struct prim_frac fr;   /* the fraction the score rounds, when known (a composite's part) */
 };
 
 /* Work units of the costly steps (common/README.md "Work budget"), about a nanosecond each here. */
@@ -118,6 +119,7 @@ enum {
 	W_LEV_COL = 24,        /* fuzzy_string: a code point of the longer middle (one column) */
 	W_LEV_BLOCK = 3,       /* fuzzy_string: 64 rows of one column, bit-parallel */
 	W_LEV_ROW = 64,        /* fuzzy_string: a code point of the shorter middle (its alphabet) */
+	W_PROJECT = 48,        /* an element projected through [*] (looked up, kept, freed) */
 };
 
 /* Charges units to the evaluation's budget; false when they do not fit what is left (the
@@ -199,7 +201,10 @@ static void gt_name(const struct jpath *p, char *buf, size_t n)
  * root (as before roots existed), else the path as written. */
 static void gt_label(const struct spec_dim *d, char *buf, size_t n)
 {
-	if (d->gt_src == SPEC_VAR_GROUND_TRUTH && d->gt_field && d->gt_text && d->gt_text[0] != '@')
+	if (d->gt_proj && d->gt_text[0] != '@')   /* a projection: the path as written (v3) */
+		snprintf(buf, n, "ground_truth.%s", d->gt_text);
+	else if (d->gt_src == SPEC_VAR_GROUND_TRUTH && d->gt_field && d->gt_text &&
+	         d->gt_text[0] != '@')
 		gt_name(d->gt_field, buf, n);
 	else
 		snprintf(buf, n, "%s", d->gt_text ? d->gt_text : "ground_truth");
@@ -222,20 +227,111 @@ static bool long_string(struct ctx *c, enum spec_var_source src, const json_t *v
 
 /* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
  * missing or ill-typed gets its own warning (answer side first), so a submission learns about
- * every bad value, not only the first. */
+ * every bad value, not only the first. A projected or joined value (v3) is built here and
+ * owned by own[0] (answer side) / own[1] (ground truth), which the caller frees (both NULL
+ * otherwise); -2 when building it did not fit the work budget (c->over). */
+static bool charge(struct ctx *c, uint64_t units);
+
+/* A projection (v3, common/README.md "Projection and joined fields"): the values at each (NULL:
+ * the element) inside the elements of arr, in order, skipping elements without one, as a new
+ * array in *out. Charged W_PROJECT units per element before it runs. Returns 0, -1 when arr is not
+ * an array (*out NULL), -2 when the charge did not fit. */
+static int project(struct ctx *c, const struct jpath *each, const json_t *arr, json_t **out,
+                   char *why, size_t wl)
+{
+	*out = NULL;
+	if (!json_is_array(arr))
+		return -1;
+	size_t n = json_array_size(arr);
+	if (!charge(c, W_PROJECT * (uint64_t)n))
+		return -2;
+	*out = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const json_t *v = get_path(each, json_array_get(arr, i), why, wl);
+		if (v)
+			json_array_append_new(*out, json_incref((json_t *)v));
+	}
+	return 0;
+}
+
+/* Several fields joined as one text (v3): the strings at d->join, in order, missing ones
+ * skipped, joined with d->sep, as a new string in *out (NULL when none holds a string).
+ * Charged 32 units per path and 1 per byte copied before it copies. Returns 0; -1 after an
+ * error warning (its field the first path, as the dimension's other warnings; the message
+ * names the path) when a path holds something other than a string (*out NULL); -2 when the
+ * charge did not fit. */
+static int joined(struct ctx *c, const struct spec_dim *d, json_t **out, char *why, size_t wl)
+{
+	uint64_t units = 0;
+	size_t nstr = 0, seplen = strlen(d->sep);
+	*out = NULL;
+	for (size_t i = 0; i < d->njoin; i++) {
+		const json_t *v = get_path(d->join[i], root_doc(c, d->join_src[i], NULL), why, wl);
+		units += W_STRING;
+		if (v && !json_is_string(v)) {
+			warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at "
+			     "'%s' is %s, not a string (a joined field)", d->key, d->join_text[i],
+			     jcanon_type_name(v));
+			return -1;
+		}
+		if (v)
+			units += W_SCAN * ((uint64_t)json_string_length(v) + seplen * (nstr++ > 0));
+	}
+	if (!charge(c, units))
+		return -2;
+	if (!nstr)
+		return 0;
+	struct strbuf sb = { 0 };
+	strbuf_addlit(&sb, "");
+	nstr = 0;
+	for (size_t i = 0; i < d->njoin; i++) {
+		const json_t *v = get_path(d->join[i], root_doc(c, d->join_src[i], NULL), NULL, 0);
+		if (!v)
+			continue;
+		if (nstr++)
+			strbuf_add(&sb, d->sep, seplen);
+		strbuf_add(&sb, json_string_value(v), json_string_length(v));
+	}
+	*out = json_stringn(sb.buf, sb.len);
+	strbuf_free(&sb);
+	return 0;
+}
+
 static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t **got,
-                          const json_t **want)
+                          const json_t **want, json_t **own)
 {
 	char why[200], gname[1100];
 	const char *need;
 	int rc = 0;
+	own[0] = own[1] = NULL;
 	*got = get_path(d->field, root_doc(c, d->field_src, NULL), why, sizeof why);
-	if (!*got) {
+	if (d->njoin) {   /* several fields joined as one text */
+		int jr = joined(c, d, &own[0], why, sizeof why);
+		if (jr == -2)
+			return -2;
+		*got = own[0];
+		if (jr == -1)   /* a part held something else than a string: warned */
+			rc = -1;
+	} else if (d->field_proj && *got) {
+		int pr = project(c, d->field_each, *got, &own[0], why, sizeof why);
+		if (pr == -2)
+			return -2;
+		if (pr == -1) {
+			warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at '%s' "
+			     "is %s, not an array (projection [*])", d->key, d->field_text,
+			     jcanon_type_name(*got));
+			rc = -1;
+		}
+		*got = own[0];
+	}
+	if (rc == 0 && *got && d->unwrap && json_is_object(*got))   /* a polymorphic value (v3) */
+		*got = get_path(d->unwrap, *got, why, sizeof why);
+	if (rc == 0 && !*got) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': no value at '%s' in the "
 		     "%s (%s)", d->key, d->field_text, d->field_src == SPEC_VAR_ANSWER ? "answer" :
 		     "submission", why);
 		rc = -1;
-	} else if ((need = needed_type(d, 0, *got))) {
+	} else if (rc == 0 && (need = needed_type(d, 0, *got))) {
 		warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at '%s' "
 		     "is %s, not %s", d->key, d->field_text, jcanon_type_name(*got), need);
 		rc = -1;
@@ -244,6 +340,19 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	if (!d->gt_text)   /* a primitive that reads no ground truth (or reads terms instead) */
 		goto long_strings;
 	*want = get_path(d->gt_field, root_doc(c, d->gt_src, NULL), why, sizeof why);
+	if (d->gt_proj && *want) {
+		const json_t *arr = *want;
+		int pr = project(c, d->gt_each, arr, &own[1], why, sizeof why);
+		if (pr == -2)
+			return -2;
+		*want = own[1];
+		if (pr == -1) {
+			gt_label(d, gname, sizeof gname);
+			warn(c->warnings, "error", gname, "dimension '%s': ground-truth value at '%s' is %s, "
+			     "not an array (projection [*])", d->key, d->gt_text, jcanon_type_name(arr));
+			return -1;
+		}
+	}
 	if (!*want) {
 		gt_label(d, gname, sizeof gname);
 		warn(c->warnings, "error", gname, "dimension '%s': no value at '%s' in the %s "
@@ -273,7 +382,7 @@ long_strings:
 	return rc;
 }
 
-static int eval_time_decay(struct ctx *c, const struct spec_dim *d)
+static int eval_time_decay(struct ctx *c, const struct spec_dim *d, struct prim_frac *f)
 {
 	struct dec_num lim;
 	if (!c->m->has_times) {
@@ -291,10 +400,11 @@ static int eval_time_decay(struct ctx *c, const struct spec_dim *d)
 		     "limit (neither the dimension's nor the challenge's time_limit_secs)", d->key);
 		return 0;
 	}
-	return prim_time_decay(c->m->submitted_at_ms - c->m->started_at_ms, &lim, d->curve);
+	return prim_time_decay(c->m->submitted_at_ms - c->m->started_at_ms, &lim, d->curve, f);
 }
 
-static int eval_efficiency(struct ctx *c, const struct spec_dim *d, const char *constraint,
+static int eval_efficiency(struct ctx *c, const struct spec_dim *d, struct prim_frac *f,
+                           const char *constraint,
                            const char *count_key)
 {
 	int64_t budget;
@@ -308,7 +418,7 @@ static int eval_efficiency(struct ctx *c, const struct spec_dim *d, const char *
 		return 0;
 	}
 	struct prim_err e;
-	int r = prim_efficiency(v, budget, &e);
+	int r = prim_efficiency(v, budget, &e, f);
 	if (r == PRIM_BAD) {
 		warn(c->warnings, "error", fname, "dimension '%s': %s: %s", d->key, fname, e.why);
 		return 0;
@@ -407,7 +517,7 @@ static void budget_warning(struct ctx *c, const struct spec_dim *d)
 	     "budget\")", d->key, (unsigned long long)SCORE_WORK_BUDGET);
 }
 
-static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det);
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det, struct prim_frac *fr);
 
 /* A composite's var that is a part or another dimension (common/README.md "Composite
  * dimensions"): its exact fraction in *q. A part is charged W_APPLY and scored as a dimension
@@ -427,6 +537,7 @@ static void composite_var(struct ctx *c, const struct spec_var *v, json_t *parts
 		return;
 	}
 	int sc = 0;
+	struct prim_frac fr = { .kind = PRIM_FR_NONE };
 	json_t *pdet = parts ? json_object() : NULL;
 	if (pdet)
 		json_object_set_new(pdet, "primitive", json_string(prim_kind_name(v->part->prim)));
@@ -435,17 +546,29 @@ static void composite_var(struct ctx *c, const struct spec_var *v, json_t *parts
 	} else if (!charge(c, W_APPLY)) {
 		*spent = true;
 	} else {
-		sc = eval_prim(c, v->part, pdet);
+		sc = eval_prim(c, v->part, pdet, &fr);
 		if (c->over) {   /* eval_prim gave the budget's warning */
 			*spent = *warned = true;
 			sc = 0;
+			fr.kind = PRIM_FR_NONE;
 		}
 	}
+	/* the part's own fraction, so the composite is rounded once; else its score ÷ 1000 */
+	if (fr.kind == PRIM_FR_EXACT)
+		*q = expr_q_ratio(fr.num, fr.den);
+	else if (fr.kind == PRIM_FR_BINARY)
+		*q = expr_q_double((double)fr.ld);
+	else
+		*q = expr_q_from_dec(sc, -3, sc / 1000.0);
 	if (pdet) {
 		json_object_set_new(pdet, "score", json_integer(sc));
+		if (fr.kind == PRIM_FR_EXACT && fr.den <= (unsigned __int128)INT64_MAX)
+			json_object_set_new(pdet, "exact", json_pack("[I, I]", (json_int_t)fr.num,
+			                                             (json_int_t)fr.den));
+		else if (fr.kind == PRIM_FR_BINARY)
+			json_object_set_new(pdet, "value", json_real((double)fr.ld));
 		json_object_set_new(parts, v->name, pdet);
 	}
-	*q = expr_q_from_dec(sc, -3, sc / 1000.0);
 }
 
 static uint64_t cmp_units(const json_t *v, bool fold);
@@ -610,6 +733,14 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			continue;
 		}
 		const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
+		if (x && v->unwrap && json_is_object(x))   /* a polymorphic value: {"count": n} */
+			x = get_path(v->unwrap, x, why, sizeof why);
+		if (v->types) {   /* a type test: 1 when the value is of one of the types, else 0 */
+			values[i] = x && (v->types & (1u << json_typeof(x))) ? 1.0 : 0.0;
+			lens[i] = NAN;
+			vjson[i] = NULL;
+			continue;
+		}
 		if (x && json_is_null(x) && d->null_missing) {
 			x = NULL;   /* "null_as_missing": null is no value, as JavaScript's ?? reads it */
 			snprintf(why, sizeof why, "it is null");
@@ -731,6 +862,19 @@ static int eval_expression(struct ctx *c, const struct spec_dim *d, struct app *
 			                                                  : json_real(values[i]));
 		}
 		det_set(ap, "vars", vj);
+		/* unwrap and type vars: what the path held before it was read as a number */
+		json_t *rd = json_object();
+		for (size_t i = 0; i < d->nvars; i++) {
+			const struct spec_var *v = &d->vars[i];
+			if (!v->unwrap && !v->types)
+				continue;
+			const json_t *x = get_path(v->path, root_doc(c, v->src, NULL), why, sizeof why);
+			json_object_set_new(rd, v->name, json_string(x ? jcanon_type_name(x) : "missing"));
+		}
+		if (json_object_size(rd))
+			det_set(ap, "read", rd);
+		else
+			json_decref(rd);
 	}
 	if (values != vals) {
 		free(values);
@@ -1034,7 +1178,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	if (found > need)
 		found = need;
 	det_set(ap, "fraction", frac_json(found, need));
-	return prim_permille_ratio(found, need);
+	return prim_permille_frac(found, need, &ap->fr);
 }
 
 /* An object's match_on key tuple: false when a key is missing or the item is not an object.
@@ -1288,7 +1432,7 @@ static int nested(struct ctx *c, const struct spec_dim *n, const json_t *g, cons
 		return 0;
 	}
 	struct prim_err e = { 0, "" };
-	struct app sub = { 0, 0, NULL };
+	struct app sub = { 0, 0, NULL, { .kind = PRIM_FR_NONE } };
 	int r = apply(c, n, sg, sw, pw, &sub, &e);
 	ap->nrx += sub.nrx;
 	ap->nbad += sub.nbad;
@@ -1432,7 +1576,7 @@ static int mo_distinct(struct ctx *c, const struct spec_dim *d, const json_t *co
 		free(txt[i]);
 	free(txt);
 	det_set(ap, "distinct", json_integer((json_int_t)distinct));
-	return prim_ramp((int64_t)distinct, d->points, d->npoints, d->steps);
+	return prim_ramp((int64_t)distinct, d->points, d->npoints, d->steps, &ap->fr);
 }
 
 static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t *got,
@@ -1538,7 +1682,8 @@ static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, 
 			break;
 		default: den = unit * ne; break;
 		}
-		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0) : prim_permille_ratio(num, den);
+		r = den == 0 ? (d->method == PRIM_M_RECALL ? 1000 : 0)
+		             : prim_permille_frac(num, den, &ap->fr);
 	}
 	det_set(ap, "objects", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)ns,
 	                                 "expected", (json_int_t)ne, "matched", (json_int_t)matched));
@@ -1586,7 +1731,7 @@ static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t
 	if (nk == 0)
 		return 1000;
 	det_set(ap, "fraction", frac_json(sum, 1000ULL * nk));
-	return prim_permille_ratio(sum, (unsigned __int128)1000 * nk);
+	return prim_permille_frac(sum, (unsigned __int128)1000 * nk, &ap->fr);
 }
 
 static int apply_count(const struct spec_dim *d, const json_t *got, struct app *ap,
@@ -1635,14 +1780,14 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 		if (d->count_of == SPEC_C_UNIQUE_RATIO) {
 			size_t m = json_array_size(got);
 			det_set(ap, "fraction", frac_json(distinct, m));
-			return m == 0 ? 0 : prim_permille_ratio(distinct, m);
+			return m == 0 ? 0 : prim_permille_frac(distinct, m, &ap->fr);
 		}
 		n = (int64_t)distinct;
 		break;
 	}
 	}
 	det_set(ap, "count", json_integer(n));
-	return prim_ramp(n, d->points, d->npoints, d->steps);
+	return prim_ramp(n, d->points, d->npoints, d->steps, &ap->fr);
 }
 
 /* ---- keyed sides (common/README.md "Spec language v3": keyed answers against records) ---- */
@@ -1775,7 +1920,7 @@ static int apply_keyed_records(struct ctx *c, const struct spec_dim *d, const js
 	if (nk == 0)
 		return 1000;
 	det_set(ap, "fraction", frac_json(sum, 1000ULL * nk));
-	return prim_permille_ratio(sum, (unsigned __int128)1000 * nk);
+	return prim_permille_frac(sum, (unsigned __int128)1000 * nk, &ap->fr);
 }
 
 /* match_objects with an object side (field_keyed / ground_truth_keyed): a member {k: v} is the
@@ -1894,7 +2039,7 @@ static int ap_exact_match(APPLY_ARGS)
 
 static int ap_exact_match_ratio(APPLY_ARGS)
 {
-	return prim_exact_match_ratio(got, want, e);
+	return prim_exact_match_ratio(got, want, e, &ap->fr);
 }
 
 static int ap_numeric_tolerance(APPLY_ARGS)
@@ -1904,14 +2049,16 @@ static int ap_numeric_tolerance(APPLY_ARGS)
 			det_set(ap, "allowance", json_real((double)fmaxl(dec_num_ld(&d->tolerance),
 			        dec_num_ld(&d->relative) * fabsl((long double)json_number_value(want)))));
 		int nbad = 0;
-		int r = prim_numeric_relative(got, want, &d->tolerance, &d->relative, d->linear, &nbad, e);
+		int r = prim_numeric_relative(got, want, &d->tolerance, &d->relative, d->linear, &nbad, e,
+		                              &ap->fr);
 		ap->nbad += nbad;
 		return r;
 	}
 	if (pw && pw->has_dec && !d->norm && json_is_number(got))   /* want's decimal known */
-		return prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear);
+		return prim_numeric_tolerance_num(got, want, &pw->dec, &d->tolerance, d->linear,
+		                                  &ap->fr);
 	int nbad = 0;
-	int r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e);
+	int r = prim_numeric_tolerance(got, want, &d->tolerance, d->linear, &nbad, e, &ap->fr);
 	ap->nbad += nbad;
 	return r;
 }
@@ -1923,14 +2070,14 @@ static int ap_fuzzy_string(APPLY_ARGS)
 
 static int ap_coverage_ratio(APPLY_ARGS)
 {
-	return pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e)
-	                         : prim_coverage_ratio(got, want, e);
+	return pv && pv->has_set ? prim_coverage_ratio_set(got, want, &pv->set, e, &ap->fr)
+	                         : prim_coverage_ratio(got, want, e, &ap->fr);
 }
 
 static int ap_set_overlap(APPLY_ARGS)
 {
-	return pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e)
-	                         : prim_set_method(got, want, d->method, e);
+	return pv && pv->has_set ? prim_set_method_set(got, want, &pv->set, d->method, e, &ap->fr)
+	                         : prim_set_method(got, want, d->method, e, &ap->fr);
 }
 
 static int ap_text_length(APPLY_ARGS)
@@ -1939,9 +2086,10 @@ static int ap_text_length(APPLY_ARGS)
 	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0)
 		return r;
 	size_t n = d->words ? prim_count_words(json_string_value(got), json_string_length(got))
-	                    : prim_count_chars(json_string_value(got), json_string_length(got));
+	           : d->lines ? prim_count_lines(json_string_value(got), json_string_length(got))
+	           : prim_count_chars(json_string_value(got), json_string_length(got));
 	det_set(ap, "length", json_integer((json_int_t)n));
-	return prim_ramp((int64_t)n, d->points, d->npoints, d->steps);
+	return prim_ramp((int64_t)n, d->points, d->npoints, d->steps, &ap->fr);
 }
 
 static int ap_count(APPLY_ARGS)
@@ -1982,7 +2130,7 @@ static int ap_token_overlap(APPLY_ARGS)
 	size_t cm = prim_sorted_common(ia, na, ib, nb);
 	det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
 	                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
-	r = prim_set_ratio(cm, na, nb, d->method);
+	r = prim_set_ratio(cm, na, nb, d->method, &ap->fr);
 	free(ia);
 	if (!(pv && pv->has_tok))
 		free(ib);
@@ -2024,7 +2172,7 @@ static int ap_text_contains(APPLY_ARGS)
 		credit = d->contains_credit;
 	}
 	det_set(ap, "relation", json_string(rel));
-	return prim_permille_ratio((unsigned __int128)credit, DEC6_ONE);
+	return prim_permille_frac((unsigned __int128)credit, DEC6_ONE, &ap->fr);
 }
 
 /* Primitives that read no fields: the match, the metadata, an expression's variables. */
@@ -2036,20 +2184,17 @@ static int ev_none(struct ctx *c, const struct spec_dim *d, struct app *ap)
 
 static int ev_time_decay(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
-	(void)ap;
-	return eval_time_decay(c, d);
+	return eval_time_decay(c, d, &ap->fr);
 }
 
 static int ev_token_efficiency(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
-	(void)ap;
-	return eval_efficiency(c, d, "token_budget", "token_count");
+	return eval_efficiency(c, d, &ap->fr, "token_budget", "token_count");
 }
 
 static int ev_call_efficiency(struct ctx *c, const struct spec_dim *d, struct app *ap)
 {
-	(void)ap;
-	return eval_efficiency(c, d, "max_llm_calls", "llm_call_count");
+	return eval_efficiency(c, d, &ap->fr, "max_llm_calls", "llm_call_count");
 }
 
 /* JSON types needed per side (needed_type). Shapes that depend on both sides
@@ -2199,7 +2344,7 @@ struct prim_desc {
 	int (*eval)(struct ctx *c, const struct spec_dim *d, struct app *ap);   /* the others */
 };
 
-#define P_PLAIN "field", "ground_truth_field", "normalize"
+#define P_PLAIN "field", "ground_truth_field", "normalize", "separator", "unwrap"
 static const char *const pa_none[] = { NULL };
 static const char *const pa_exact[] = { P_PLAIN, "case_insensitive", NULL };
 static const char *const pa_plain[] = { P_PLAIN, NULL };
@@ -2207,14 +2352,14 @@ static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", "relati
 static const char *const pa_time[] = { "time_limit_secs", "curve", NULL };
 static const char *const pa_method[] = { P_PLAIN, "method", NULL };
 static const char *const pa_expr[] = { "expr", "vars", "scale", "null_as_missing", NULL };
-static const char *const pa_length[] = { "field", "normalize", "unit", "ramp", "steps", "target",
-                                         NULL };
+static const char *const pa_length[] = { "field", "separator", "unwrap", "normalize", "unit",
+                                         "ramp", "steps", "target", NULL };
 static const char *const pa_terms[] = { P_PLAIN, "terms", "need", "case_insensitive",
                                         "terms_from", NULL };
-static const char *const pa_regex[] = { "field", "normalize", "pattern", "case_insensitive",
-                                        NULL };
-static const char *const pa_count[] = { "field", "normalize", "of", "keys", "ramp", "steps",
-                                        "target", NULL };
+static const char *const pa_regex[] = { "field", "separator", "unwrap", "normalize", "pattern",
+                                        "case_insensitive", NULL };
+static const char *const pa_count[] = { "field", "separator", "unwrap", "normalize", "of", "keys",
+                                        "ramp", "steps", "target", NULL };
 static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
                                           "ground_truth_keyed", "points", "max_points",
                                           "distinct_of", "ramp", "steps", "target", NULL };
@@ -2378,18 +2523,56 @@ out:
 	return r;
 }
 
-static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
+/* What a composite's part hands on (fr, may be NULL): the fraction ap recorded when it rounds to
+ * the score r, else none (the part then reads r ÷ 1000). */
+static void part_frac(const struct app *ap, int r, struct prim_frac *fr)
+{
+	if (!fr)
+		return;
+	*fr = ap->fr;
+	if ((fr->kind == PRIM_FR_EXACT && prim_permille_ratio(fr->num, fr->den) != r) ||
+	    (fr->kind == PRIM_FR_BINARY && prim_permille_double(fr->ld) != r))
+		fr->kind = PRIM_FR_NONE;
+}
+
+/* Scores primitive dimension (or part) d: 0..1000, its warnings given. det (explain) may be
+ * NULL; fr, when not NULL, gets the fraction the score rounds (part_frac), kind PRIM_FR_NONE
+ * when it scored 0 for a missing or ill-typed value or the budget. */
+static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
+                       struct prim_frac *fr, const json_t *got, const json_t *want);
+
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det, struct prim_frac *fr)
 {
 	const json_t *got, *want;
+	json_t *own[2];
+	int r;
+	if (fr)
+		fr->kind = PRIM_FR_NONE;
+	if (desc_of(d->prim)->eval) {   /* reads no fields */
+		struct app ap = { 0, 0, det, { .kind = PRIM_FR_NONE } };
+		r = desc_of(d->prim)->eval(c, d, &ap);
+		part_frac(&ap, r, fr);
+		return r;
+	}
+	c->over = false;
+	int rc = resolve_fields(c, d, &got, &want, own);
+	if (rc == -2)   /* building a projected or joined value did not fit */
+		budget_warning(c, d);
+	r = rc < 0 ? 0 : eval_fields(c, d, det, fr, got, want);
+	json_decref(own[0]);
+	json_decref(own[1]);
+	return r;
+}
+
+/* eval_prim on the resolved values got and want. */
+static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
+                       struct prim_frac *fr, const json_t *got, const json_t *want)
+{
 	struct prim_err e;
-	struct app ap = { 0, 0, det };
+	struct app ap = { 0, 0, det, { .kind = PRIM_FR_NONE } };
 	int r;
 	e.side = 0;
 	e.why[0] = 0;
-	if (desc_of(d->prim)->eval)   /* reads no fields */
-		return desc_of(d->prim)->eval(c, d, &ap);
-	if (resolve_fields(c, d, &got, &want) < 0)
-		return 0;
 	if (det) {
 		json_object_set_new(det, "submitted", brief(got));
 		if (want)
@@ -2432,6 +2615,7 @@ static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det)
 		warn(c->warnings, "error", f, "dimension '%s': %s", d->key, e.why);
 		return 0;
 	}
+	part_frac(&ap, r, fr);
 	return r;
 }
 
@@ -2516,8 +2700,9 @@ static struct prep_dim *prep_dim_build(const struct spec_dim *d, const json_t *g
 	enum prep_kind pk = desc_of(d->prim)->prep;
 	bool whole = pk == PREP_WHOLE;    /* the whole expected value, normalised */
 	bool scalar = pk == PREP_SCALAR;
-	/* keyed sides and records (v3) are paired by their own code, not prepared */
-	if (pk == PREP_NONE || d->f_keyed || d->g_keyed || d->fkey || d->gkey ||
+	/* keyed sides and records (v3) are paired by their own code, not prepared; a projected
+	 * expected side (v3) is built by each evaluation */
+	if (pk == PREP_NONE || d->f_keyed || d->g_keyed || d->fkey || d->gkey || d->gt_proj ||
 	    !d->gt_text || d->gt_src != SPEC_VAR_GROUND_TRUTH)
 		return NULL;
 	const json_t *want = get_path(d->gt_field, gt, NULL, 0);
@@ -2692,7 +2877,7 @@ static int score_one(struct ctx *c, size_t i, const struct score_ext *ext,
 	json_t *det = c->explain ? json_object() : NULL;
 	if (det)
 		json_object_set_new(det, "primitive", json_string(prim_kind_name(d->prim)));
-	r = eval_prim(c, d, det);
+	r = eval_prim(c, d, det, NULL);
 	if (det && d->norm) {
 		char nb[128];
 		norm_describe(d->norm, nb, sizeof nb);

@@ -185,6 +185,17 @@ static void dim_free(struct spec_dim *d)
 	jpath_free(d->gt_field);
 	free(d->field_text);
 	free(d->gt_text);
+	jpath_free(d->field_each);
+	jpath_free(d->unwrap);
+	jpath_free(d->gt_each);
+	for (size_t i = 0; i < d->njoin; i++) {
+		jpath_free(d->join[i]);
+		free(d->join_text[i]);
+	}
+	free(d->join);
+	free(d->join_src);
+	free(d->join_text);
+	free(d->sep);
 	expr_free(d->expr);
 	expr_free(d->gate_expr);
 	free(d->points);
@@ -227,6 +238,7 @@ static void dim_free(struct spec_dim *d)
 		free(d->vars[i].name);
 		free(d->vars[i].text);
 		jpath_free(d->vars[i].path);
+		jpath_free(d->vars[i].unwrap);
 		scan_free(d->vars[i].scan);
 		if (d->vars[i].part) {
 			dim_free(d->vars[i].part);
@@ -288,7 +300,8 @@ static int parse_rooted(const char *t, size_t tl, enum spec_var_source dflt,
 static int parse_path_param(const json_t *dim, const char *key, const char *dkey,
                             const char *pname, struct jpath **out, enum spec_var_source *src,
                             char **text, enum spec_var_source dflt, bool optional,
-                            struct spec *s, char *err, size_t errlen)
+                            struct spec *s, bool *proj, struct jpath **each, char *err,
+                            size_t errlen)
 {
 	const json_t *v = json_object_get(dim, key);
 	char why[160];
@@ -303,6 +316,28 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 	*text = xstrndup(json_string_value(v), json_string_length(v));
 	if (dflt == SPEC_VAR_ELEMENT && !strcmp(*text, "@element"))
 		return 0;   /* a nested primitive's element itself (v3: records against plain values) */
+	const char *star = strstr(*text, "[*]");
+	if (star) {   /* a projection (v3): the array before [*], each element's path after it */
+		if (dflt == SPEC_VAR_ELEMENT)
+			return fail(err, errlen, "dimension '%s': %s '%.100s': a projection ([*]) is for a "
+			            "dimension's or a composite part's paths, not a nested primitive's", dkey,
+			            key, *text);
+		if (strstr(star + 3, "[*]"))
+			return fail(err, errlen, "dimension '%s': %s '%.100s': at most one [*]", dkey, key,
+			            *text);
+		const char *rest = star + 3 + (star[3] == '.');
+		size_t pl = (size_t)(star - *text);
+		if ((pl && parse_rooted(*text, pl, dflt, src, out, why, sizeof why) < 0) ||
+		    (*rest && jpath_parse(rest, strlen(rest), each, why, sizeof why) < 0) ||
+		    (star[3] && star[3] != '.' && star[3] != '['))
+			return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s",
+			            dkey, key, *text, star[3] && star[3] != '.' && star[3] != '['
+			            ? "[*] must be followed by '.', '[' or the end" : why);
+		*proj = true;
+		if (*src == SPEC_VAR_MATCH && s)
+			s->uses_match = true;
+		return 0;
+	}
 	if (parse_rooted(json_string_value(v), json_string_length(v), dflt, src, out, why,
 	                 sizeof why) < 0)
 		return fail(err, errlen, "dimension '%s': %s '%.100s' is not a valid path: %s", dkey,
@@ -314,6 +349,42 @@ static int parse_path_param(const json_t *dim, const char *key, const char *dkey
 
 static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, int depth,
                         char *err, size_t errlen);
+
+/* A field given as an array of 2 to 16 paths (v3, common/README.md "Projection and joined
+ * fields"): their texts joined into one; a dimension's or a part's only. */
+static int parse_join(struct spec *s, const json_t *fj, struct spec_dim *d, bool nested,
+                      char *err, size_t errlen)
+{
+	size_t n = json_array_size(fj);
+	char why[160];
+	if (nested)
+		return fail(err, errlen, "dimension '%s': a field of several paths is for a dimension "
+		            "or a composite's part, not a nested primitive", d->key);
+	if (n < 2 || n > 16)
+		return fail(err, errlen, "dimension '%s': field as an array joins 2 to 16 paths",
+		            d->key);
+	d->join = xcalloc(n, sizeof *d->join);
+	d->join_src = xcalloc(n, sizeof *d->join_src);
+	d->join_text = xcalloc(n, sizeof *d->join_text);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *p = json_array_get(fj, i);
+		if (!json_is_string(p))
+			return fail(err, errlen, "dimension '%s': field[%zu] must be a path string, not %s",
+			            d->key, i, jcanon_type_name(p));
+		d->join_text[d->njoin++] = xstrndup(json_string_value(p), json_string_length(p));
+		bool star = strstr(d->join_text[i], "[*]") != NULL;
+		if (star || parse_rooted(json_string_value(p), json_string_length(p), SPEC_VAR_ANSWER,
+		                         &d->join_src[i], &d->join[i], why, sizeof why) < 0)
+			return fail(err, errlen, "dimension '%s': field[%zu] '%.100s' is not a valid path: "
+			            "%s", d->key, i, d->join_text[i], star ? "a joined path has no [*]"
+			                                                   : why);
+		if (d->join_src[i] == SPEC_VAR_MATCH && s)
+			s->uses_match = true;
+	}
+	d->field_text = xstrdup(d->join_text[0]);
+	d->field_src = d->join_src[0];
+	return 0;
+}
 
 /* A composite's part (common/README.md "Composite dimensions"): a primitive with a dimension's
  * parameters (paths from the answer and the ground truth as for a dimension), scored as a
@@ -458,6 +529,50 @@ static int parse_scan(struct spec *s, const json_t *o, const struct spec_dim *d,
 	return 0;
 }
 
+/* A var's v3 forms (common/README.md "Polymorphic values and type tests"): "unwrap" (a path
+ * read inside an object value) and "type" (a type name or an array of 1 to 6 of them: the var
+ * is 1 or 0). Neither goes with a scan; "type" takes no default. in names the var. */
+static int parse_var_forms(const json_t *o, struct spec_var *v, bool scan, bool has_default,
+                           const char *in, char *err, size_t errlen)
+{
+	static const char *const tn[] = { "string", "number", "boolean", "null", "array", "object",
+	                                  NULL };
+	static const unsigned tv[] = { 1u << JSON_STRING, 1u << JSON_INTEGER | 1u << JSON_REAL,
+	                               1u << JSON_TRUE | 1u << JSON_FALSE, 1u << JSON_NULL,
+	                               1u << JSON_ARRAY, 1u << JSON_OBJECT };
+	const json_t *u = json_object_get(o, "unwrap"), *t = json_object_get(o, "type");
+	char why[160];
+	if ((u || t) && scan)
+		return fail(err, errlen, "%s: unwrap and type do not go with a scan (where, reduce, of)",
+		            in);
+	if (t && has_default)
+		return fail(err, errlen, "%s: a type test reads 1 or 0 and takes no default", in);
+	if (u) {
+		if (!json_is_string(u) || !json_string_length(u))
+			return fail(err, errlen, "%s: unwrap must be a path inside the object (e.g. "
+			            "\"count\")", in);
+		if (jpath_parse(json_string_value(u), json_string_length(u), &v->unwrap, why,
+		                sizeof why) < 0)
+			return fail(err, errlen, "%s: unwrap '%.100s' is not a valid path: %s", in,
+			            json_string_value(u), why);
+	}
+	size_t n = json_is_array(t) ? json_array_size(t) : 1;
+	if (t && (json_is_array(t) ? n < 1 || n > 6 : !json_is_string(t)))
+		return fail(err, errlen, "%s: type must be a type name or an array of 1 to 6 of them",
+		            in);
+	for (size_t i = 0; t && i < n; i++) {
+		const json_t *x = json_is_array(t) ? json_array_get(t, i) : t;
+		size_t j = 0;
+		while (tn[j] && !(json_is_string(x) && !strcmp(json_string_value(x), tn[j])))
+			j++;
+		if (!tn[j])
+			return fail(err, errlen, "%s: type must be one of string, number, boolean, null, "
+			            "array, object", in);
+		v->types |= tv[j];
+	}
+	return 0;
+}
+
 static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *d, char *err,
                             size_t errlen)
 {
@@ -509,7 +624,7 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 				continue;
 			}
 			if (json_is_object(path)) {
-				static const char *const vk[] = { "path", "default", NULL };
+				static const char *const vk[] = { "path", "default", "unwrap", "type", NULL };
 				static const char *const sk[] = { "where", "reduce", "of", "order", NULL };
 				char in[120];
 				bool scan = json_object_get(path, "reduce") || json_object_get(path, "where") ||
@@ -523,6 +638,8 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 				if (def && !json_is_number(def))
 					return fail(err, errlen, "dimension '%s': vars.%.64s.default must be a number, "
 					            "not %s", d->key, name, jcanon_type_name(def));
+				if (parse_var_forms(path, v, scan, def != NULL, in, err, errlen) < 0)
+					return -1;
 				path = json_object_get(path, "path");
 			}
 			if (!json_is_string(path))
@@ -573,6 +690,9 @@ static int parse_expression(struct spec *s, const json_t *dim, struct spec_dim *
 		    (expr_var_use(d->expr, i) & 2))
 			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
 			            "a part's, a dimension's or a scan's number", d->key, d->vars[i].name);
+		if (d->vars[i].types && (expr_var_use(d->expr, i) & 2))
+			return fail(err, errlen, "dimension '%s': len(%s): len() reads a path's value, not "
+			            "a type test's 1 or 0", d->key, d->vars[i].name);
 	}
 	const json_t *nm = json_object_get(dim, "null_as_missing");
 	if (nm && !json_is_boolean(nm))
@@ -938,10 +1058,28 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 	unsigned fl = prim_flags(d->prim);
 	bool reads = fl & PRIM_F_FIELD, need_f = reads, need_g = fl & PRIM_F_GT;
 	if (reads) {
-		if (parse_path_param(dim, "field", d->key, pname, &d->field, &d->field_src,
-		                     &d->field_text, fdef, nested || !need_f, s, err, errlen) < 0 ||
+		const json_t *fj = json_object_get(dim, "field"), *sep = json_object_get(dim, "separator");
+		if (json_is_array(fj) && parse_join(s, fj, d, nested, err, errlen) < 0)
+			return -1;
+		if (sep && (!d->njoin || !json_is_string(sep) || json_string_length(sep) > 256))
+			return fail(err, errlen, "dimension '%s': separator must be a string of at most 256 "
+			            "bytes, and goes with a field given as an array of paths", d->key);
+		if (d->njoin)
+			d->sep = sep ? xstrndup(json_string_value(sep), json_string_length(sep))
+			             : xstrdup(" ");
+		const json_t *uw = json_object_get(dim, "unwrap");
+		if (uw && (nested || !json_is_string(uw) || !json_string_length(uw) ||
+		           jpath_parse(json_string_value(uw), json_string_length(uw), &d->unwrap, why,
+		                       sizeof why) < 0))
+			return fail(err, errlen, "dimension '%s': unwrap must be a path inside an object "
+			            "answer (e.g. \"count\"), on a dimension or a composite's part", d->key);
+		if ((!d->njoin &&
+		     parse_path_param(dim, "field", d->key, pname, &d->field, &d->field_src,
+		                      &d->field_text, fdef, nested || !need_f, s, &d->field_proj,
+		                      &d->field_each, err, errlen) < 0) ||
 		    parse_path_param(dim, "ground_truth_field", d->key, pname, &d->gt_field, &d->gt_src,
-		                     &d->gt_text, gdef, nested || !need_g, s, err, errlen) < 0)
+		                     &d->gt_text, gdef, nested || !need_g, s, &d->gt_proj, &d->gt_each,
+		                     err, errlen) < 0)
 			return -1;
 		v = json_object_get(dim, "normalize");
 		if (v && norm_parse(v, &d->norm, why, sizeof why) < 0)
@@ -1041,9 +1179,12 @@ static int parse_params(struct spec *s, const json_t *dim, struct spec_dim *d, i
 	case PRIM_TEXT_LENGTH:
 		v = json_object_get(dim, "unit");
 		if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "chars") &&
-		                                 strcmp(json_string_value(v), "words"))))
-			return fail(err, errlen, "dimension '%s': unit must be \"chars\" or \"words\"", d->key);
+		                                 strcmp(json_string_value(v), "words") &&
+		                                 strcmp(json_string_value(v), "lines"))))
+			return fail(err, errlen, "dimension '%s': unit must be \"chars\", \"words\" or "
+			            "\"lines\"", d->key);
 		d->words = v && !strcmp(json_string_value(v), "words");
+		d->lines = v && !strcmp(json_string_value(v), "lines");
 		return parse_ramp(dim, d, err, errlen);
 	case PRIM_COUNT: {
 		static const char *const of[] = { "length", "distinct", "unique_ratio", "present" };

@@ -72,11 +72,17 @@ struct spec_var {
 	bool has_default; double def;   /* {"path": ..., "default": N}: used when missing */
 	bool len_only;               /* used only inside len(): need not be a number */
 	/* Composite dimensions (common/README.md "Composite dimensions"): a var is either a path
-	 * (above), a nested primitive scored like a dimension (part, owned; its fraction is
-	 * score ÷ 1000), or another dimension's final score ÷ its scale (dim ≥ 0). */
+	 * (above), a nested primitive scored like a dimension (part, owned; it reads the exact
+	 * fraction its score rounds, or score ÷ 1000 when that fraction is binary), or another
+	 * dimension's final score ÷ its scale (dim ≥ 0). */
 	struct spec_dim *part;       /* {"primitive": ...}, or NULL */
 	int dim;                     /* {"dimension": key}: that dimension's index, else -1 */
 	struct spec_scan *scan;      /* {"path", "where", "reduce", ...} over an array, or NULL */
+	/* v3 (common/README.md "Polymorphic values and type tests"): unwrap, when the value is an
+	 * object, reads this path inside it ({"count": n} as n); types, when not 0, makes the var
+	 * 1 when the value's JSON type is one of these bits (1u << json_type), else 0. */
+	struct jpath *unwrap;
+	unsigned types;
 };
 /* Filter and scan (common/README.md "Filter and scan"): which elements of an array a var
  * keeps, and the number it reduces them to. */
@@ -119,6 +125,15 @@ struct spec_dim {
 	struct jpath *field, *gt_field;          /* primitives that read fields (NULL: the root) */
 	enum spec_var_source field_src, gt_src;  /* their roots */
 	char *field_text, *gt_text;              /* as written (NULL when absent) */
+	/* v3 (common/README.md "Projection and joined fields"), a dimension's or a part's only:
+	 * a path with [*] reads the array at field / gt_field and projects each element through
+	 * field_each / gt_each (NULL: the element); a field given as an array of paths is njoin
+	 * texts joined with sep (field then NULL, field_text the first path). */
+	bool field_proj, gt_proj;
+	struct jpath *field_each, *gt_each;
+	size_t njoin; struct jpath **join; enum spec_var_source *join_src; char **join_text;
+	char *sep;
+	struct jpath *unwrap;   /* v3: the answer value, when an object, is read at this path */
 	bool case_insensitive;                   /* exact_match; regexes of regex_match/terms */
 	struct dec_num tolerance; bool linear;   /* numeric_tolerance (default 0.01, none) */
 	bool has_relative; struct dec_num relative;   /* numeric_tolerance: allowance r × |truth| */
@@ -130,6 +145,7 @@ struct spec_dim {
 	double scale;                            /* expression: result ÷ scale (default 1) */
 	bool null_missing;                       /* expression: a var holding null is missing */
 	bool words;                              /* text_length: unit words (else code points) */
+	bool lines;                              /* text_length: unit lines (non-blank ones) */
 	enum spec_count count_of; json_t *present_keys;   /* count (present_keys borrowed) */
 	size_t npoints; struct prim_point *points; bool steps;  /* text_length, count */
 	size_t nterms; struct spec_term *terms; int64_t need;   /* term_coverage (need 0: all) */

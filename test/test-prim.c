@@ -155,11 +155,11 @@ static void test_ratio_999_5(void)
 		json_array_append_new(a, json_integer(i < 1999 ? i : -1));
 		json_array_append_new(b, json_integer(i));
 	}
-	is_int(prim_exact_match_ratio(a, b, NULL), 1000, "exact_match_ratio 1999/2000 -> 1000");
-	is_int(prim_coverage_ratio(a, b, NULL), 1000, "coverage_ratio 1999/2000 -> 1000");
-	is_int(prim_set_overlap(a, b, false, NULL), 1000, "set_overlap intersection 1999/2000 -> 1000");
+	is_int(prim_exact_match_ratio(a, b, NULL, NULL), 1000, "exact_match_ratio 1999/2000 -> 1000");
+	is_int(prim_coverage_ratio(a, b, NULL, NULL), 1000, "coverage_ratio 1999/2000 -> 1000");
+	is_int(prim_set_overlap(a, b, false, NULL, NULL), 1000, "set_overlap intersection 1999/2000 -> 1000");
 	json_array_set_new(a, 1998, json_integer(-2));
-	is_int(prim_exact_match_ratio(a, b, NULL), 999, "exact_match_ratio 1998/2000 -> 999");
+	is_int(prim_exact_match_ratio(a, b, NULL, NULL), 999, "exact_match_ratio 1998/2000 -> 999");
 	json_decref(a);
 	json_decref(b);
 }
@@ -168,17 +168,17 @@ static void test_numeric_edges(void)
 {
 	struct dec_num tol = { 1, -2 };
 	json_t *x = json_real(1.01), *y = json_real(1.0);
-	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 1000, "direct 1.01 vs 1.0");
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL, NULL), 1000, "direct 1.01 vs 1.0");
 	json_decref(x);
 	json_decref(y);
 	/* Exponent spreads beyond 10^36 are exact too (wide integers). */
 	x = json_real(-1e-40);
 	y = json_real(0.01);
-	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 0,
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL, NULL), 0,
 	       "-1e-40 vs 0.01 at tol 0.01: just outside");
 	json_decref(x);
 	x = json_real(1e-40);
-	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 1000,
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL, NULL), 1000,
 	       "1e-40 vs 0.01 at tol 0.01: just inside");
 	json_decref(x);
 	json_decref(y);
@@ -186,42 +186,42 @@ static void test_numeric_edges(void)
 		struct dec_num t300 = { 1, 300 };
 		x = json_real(1e300);
 		y = json_real(-1e-300);
-		is_int(prim_numeric_tolerance(x, y, &t300, false, NULL, NULL), 0,
+		is_int(prim_numeric_tolerance(x, y, &t300, false, NULL, NULL, NULL), 0,
 		       "1e300 vs -1e-300 at tol 1e300: just outside");
 		json_decref(x);
 		x = json_real(3e300);
-		is_int(prim_numeric_tolerance(x, y, &t300, true, NULL, NULL), 500,
+		is_int(prim_numeric_tolerance(x, y, &t300, true, NULL, NULL, NULL), 500,
 		       "linear 3e300 vs -1e-300 at tol 1e300: 499.99.. -> 500");
 		json_decref(x);
 		json_decref(y);
 		json_t *ga = json_pack("[f, f, f]", -1e-40, 5e-324, 1e308);
 		json_t *wa = json_pack("[f, f, f]", 0.03, 0.02, 1e308);
-		is_int(prim_numeric_tolerance(ga, wa, &tol, true, NULL, NULL), 750,
+		is_int(prim_numeric_tolerance(ga, wa, &tol, true, NULL, NULL, NULL), 750,
 		       "linear array with -1e-40, a subnormal and 1e308: (0.5 + 0.75 + 1) / 3");
 		json_decref(ga);
 		json_decref(wa);
 		struct dec_num tiny = { 5, -324 };
 		ga = json_pack("[f, f]", 1e-323, -1.7976931348623157e308);
 		wa = json_pack("[f, f]", 5e-324, 1.7976931348623157e308);
-		is_int(prim_numeric_tolerance(ga, wa, &tiny, false, NULL, NULL), 500,
+		is_int(prim_numeric_tolerance(ga, wa, &tiny, false, NULL, NULL, NULL), 500,
 		       "tol 5e-324: 1e-323 vs 5e-324 within, -max vs max outside");
 		json_decref(ga);
 		json_decref(wa);
 	}
 	x = json_real(1e40);
 	y = json_real(1e-40);
-	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL), 0, "1e40 vs 1e-40 outside");
+	is_int(prim_numeric_tolerance(x, y, &tol, false, NULL, NULL, NULL), 0, "1e40 vs 1e-40 outside");
 	struct dec_num big = { 1, 41 };
-	is_int(prim_numeric_tolerance(x, y, &big, false, NULL, NULL), 1000, "1e40 vs 1e-40 within 1e41");
+	is_int(prim_numeric_tolerance(x, y, &big, false, NULL, NULL, NULL), 1000, "1e40 vs 1e-40 within 1e41");
 	json_decref(x);
 	json_decref(y);
 	/* Large integers compare exactly. */
 	x = json_integer(9007199254740993LL);
 	y = json_integer(9007199254740992LL);
 	struct dec_num zero = { 0, 0 };
-	is_int(prim_numeric_tolerance(x, y, &zero, false, NULL, NULL), 0, "2^53+1 vs 2^53 at tol 0");
+	is_int(prim_numeric_tolerance(x, y, &zero, false, NULL, NULL, NULL), 0, "2^53+1 vs 2^53 at tol 0");
 	struct dec_num one = { 1, 0 };
-	is_int(prim_numeric_tolerance(x, y, &one, false, NULL, NULL), 1000, "2^53+1 vs 2^53 at tol 1");
+	is_int(prim_numeric_tolerance(x, y, &one, false, NULL, NULL, NULL), 1000, "2^53+1 vs 2^53 at tol 1");
 	json_decref(x);
 	json_decref(y);
 	/* Linear decay over many elements stays exact. */
@@ -230,7 +230,7 @@ static void test_numeric_edges(void)
 		json_array_append_new(a, json_real(1.03));   /* fraction 0.5 each */
 		json_array_append_new(b, json_integer(1));
 	}
-	is_int(prim_numeric_tolerance(a, b, &tol, true, NULL, NULL), 500, "1000 elements at 0.5");
+	is_int(prim_numeric_tolerance(a, b, &tol, true, NULL, NULL, NULL), 500, "1000 elements at 0.5");
 	json_decref(a);
 	json_decref(b);
 }
@@ -238,23 +238,23 @@ static void test_numeric_edges(void)
 static void test_time_decay_direct(void)
 {
 	struct dec_num l300 = { 3, 2 }, lfrac = { 15, -1 };
-	is_int(prim_time_decay(66000, &l300, 1.0), 780, "66 s of 300");
-	is_int(prim_time_decay(-1, &l300, 1.0), 1000, "negative elapsed");
-	is_int(prim_time_decay(300000, &l300, 1.0), 0, "at the limit");
-	is_int(prim_time_decay(750, &lfrac, 1.0), 500, "0.75 s of 1.5 s");
-	is_int(prim_time_decay(150000, &l300, 3.0), 125, "curve 3: 0.5^3");
-	is_int(prim_time_decay(400000, &l300, 0.5), 0, "past the limit with a curve");
+	is_int(prim_time_decay(66000, &l300, 1.0, NULL), 780, "66 s of 300");
+	is_int(prim_time_decay(-1, &l300, 1.0, NULL), 1000, "negative elapsed");
+	is_int(prim_time_decay(300000, &l300, 1.0, NULL), 0, "at the limit");
+	is_int(prim_time_decay(750, &lfrac, 1.0, NULL), 500, "0.75 s of 1.5 s");
+	is_int(prim_time_decay(150000, &l300, 3.0, NULL), 125, "curve 3: 0.5^3");
+	is_int(prim_time_decay(400000, &l300, 0.5, NULL), 0, "past the limit with a curve");
 }
 
 static void test_efficiency_direct(void)
 {
 	json_t *c = json_integer(0), *r = json_real(10.0), *f = json_real(10.5), *neg = json_integer(-1);
 	struct prim_err e;
-	is_int(prim_efficiency(c, 0, &e), 1000, "budget 0, count 0");
-	is_int(prim_efficiency(r, 40, &e), 750, "integral real count");
-	is_int(prim_efficiency(f, 40, &e), PRIM_BAD, "fractional count is ill-typed");
-	is_int(prim_efficiency(neg, 40, &e), PRIM_BAD, "negative count is ill-typed");
-	is_int(prim_efficiency(r, 0, &e), 0, "budget 0, count 10");
+	is_int(prim_efficiency(c, 0, &e, NULL), 1000, "budget 0, count 0");
+	is_int(prim_efficiency(r, 40, &e, NULL), 750, "integral real count");
+	is_int(prim_efficiency(f, 40, &e, NULL), PRIM_BAD, "fractional count is ill-typed");
+	is_int(prim_efficiency(neg, 40, &e, NULL), PRIM_BAD, "negative count is ill-typed");
+	is_int(prim_efficiency(r, 0, &e, NULL), 0, "budget 0, count 10");
 	json_decref(c);
 	json_decref(r);
 	json_decref(f);

@@ -1377,9 +1377,182 @@ out:
 	spec_free(s);
 }
 
+/* One v3 construct's worst case (common/README.md "Work budget"): spec (a whole spec) scored
+ * twice on ans / gt stays within SCORE_WORK_BUDGET and the CPU bound, scores above 0 or gives
+ * the budget's warning, and gives the same result and units both times. */
+static void worst_case(const char *name, const char *spec, const json_t *ans, const json_t *gt)
+{
+	struct spec *s = parse(spec);
+	char err[256], *first = NULL;
+	uint64_t work0 = 0;
+	double tmin = 1e9;
+	if (!ok(s != NULL, "%s: the spec parses", name))
+		return;
+	for (int run = 0; run < 2; run++) {
+		struct score_result r;
+		struct score_limits lim = { SCORE_DEFAULT_MAX_STRING_BYTES, false, 0 };
+		double t0 = cpu_now();
+		int rc = score_eval(s, ans, NULL, gt, NULL, NULL, &lim, &r, err, sizeof err);
+		double t = cpu_now() - t0;
+		if (!ok(rc == 0, "%s: scores", name))
+			break;
+		tmin = t < tmin ? t : tmin;
+		char *dump = score_result_dumps(&r);
+		if (run == 0) {
+			ok(r.work <= SCORE_WORK_BUDGET && (r.score > 0 || strstr(dump, "work budget")),
+			   "%s: %llu work units (within the budget), score %d", name,
+			   (unsigned long long)r.work, r.score);
+			first = dump;
+			work0 = r.work;
+		} else {
+			ok(!strcmp(dump, first) && r.work == work0, "%s: the same result and work on a "
+			   "second run", name);
+			free(dump);
+		}
+		score_result_clear(&r);
+	}
+	ok(tmin <= EVAL_CPU_LIMIT, "%s: %.1f ms CPU (the faster of two runs), within %.0f ms", name,
+	   tmin * 1e3, EVAL_CPU_LIMIT * 1e3);
+	free(first);
+	spec_free(s);
+}
+
+/* The worst cases of the v3 constructs added after the composite dimensions: each on a
+ * 1,000,000-byte text (the longest string the default limit allows) as 32 dimensions, the
+ * most a spec has. */
+static void test_v3_rest_worst(void)
+{
+	char *t = xmalloc(1000001);
+	for (size_t i = 0; i < 1000000; i++)
+		t[i] = i % 2 ? '\n' : 'a';
+	t[1000000] = 0;
+	json_t *ans = json_pack("{s:s}", "t", t), *gt = json_object();
+	struct strbuf sp = { 0 };
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++)
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"text_length\","
+		            "\"field\":\"t\",\"unit\":\"lines\",\"target\":600000}", i ? "," : "", i,
+		            i ? "0.03" : "0.07");
+	strbuf_addlit(&sp, "]}");
+	worst_case("text_length lines: 32 x 500,000 lines", sp.buf, ans, gt);
+	strbuf_free(&sp);
+	/* unwrap and type vars: constant work (a path lookup each), not charged; 32 dimensions of
+	 * 64 vars each reading 64 path segments */
+	json_t *deep = json_integer(7);
+	struct strbuf path = { 0 };
+	strbuf_addlit(&path, "t");
+	for (int l = 0; l < 62; l++) {
+		deep = json_pack("{s:o}", "a", deep);
+		strbuf_addlit(&path, ".a");
+	}
+	json_object_set_new(ans, "deep", json_pack("{s:o}", "count", deep));
+	memset(&sp, 0, sizeof sp);
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++) {
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"expression\","
+		            "\"expr\":\"v0 / 100\",\"vars\":{", i ? "," : "", i, i ? "0.03" : "0.07");
+		for (int v = 0; v < 64; v++)
+			strbuf_addf(&sp, "%s\"v%d\":{\"path\":\"deep\",\"unwrap\":\"count.%s\"%s}",
+			            v ? "," : "", v, path.buf + 2, v % 2 ? ",\"type\":\"number\"" : "");
+		strbuf_addlit(&sp, "}}");
+	}
+	strbuf_addlit(&sp, "]}");
+	worst_case("unwrap and type: 32 dimensions x 64 vars x 64 path segments", sp.buf, ans, gt);
+	strbuf_free(&path);
+	strbuf_free(&sp);
+	/* a field of 16 paths joined: each one the 1,000,000-byte text (16 MB per dimension,
+	 * charged before it is built), as 32 dimensions */
+	memset(&sp, 0, sizeof sp);
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++) {
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"text_length\","
+		            "\"unit\":\"lines\",\"target\":600000,\"field\":[", i ? "," : "", i,
+		            i ? "0.03" : "0.07");
+		for (int k = 0; k < 16; k++)
+			strbuf_addf(&sp, "%s\"t\"", k ? "," : "");
+		strbuf_addlit(&sp, "]}");
+	}
+	strbuf_addlit(&sp, "]}");
+	worst_case("joined fields: 32 dimensions x 16 paths x 1,000,000 bytes", sp.buf, ans, gt);
+	strbuf_free(&sp);
+	/* projections over 200,000 records on both sides, as 32 set_overlap dimensions */
+	json_t *recs = json_array();
+	for (int i = 0; i < 200000; i++)
+		json_array_append_new(recs, json_pack("{s:i}", "id", i % 1000));
+	json_object_set(ans, "recs", recs);
+	json_object_set_new(gt, "recs", recs);
+	memset(&sp, 0, sizeof sp);
+	strbuf_addlit(&sp, "{\"evaluator\":\"deterministic\",\"dimensions\":[");
+	for (int i = 0; i < 32; i++)
+		strbuf_addf(&sp, "%s{\"key\":\"d%d\",\"weight\":%s,\"primitive\":\"set_overlap\","
+		            "\"field\":\"recs[*].id\",\"ground_truth_field\":\"recs[*].id\"}",
+		            i ? "," : "", i, i ? "0.03" : "0.07");
+	strbuf_addlit(&sp, "]}");
+	worst_case("projection: 32 dimensions x 200,000 records on both sides", sp.buf, ans, gt);
+	strbuf_free(&sp);
+	json_decref(ans);
+	json_decref(gt);
+	free(t);
+}
+
+/* --explain of the constructs after the composite dimensions: a part's exact fraction, what an
+ * unwrap or type var's path held, a projected and a joined value, a line count. */
+static void test_v3_rest_explain(void)
+{
+	struct score_result r;
+	struct score_limits lim = { 0, true, 0 };
+	char err[256];
+	struct spec *s = parse("{\"evaluator\":\"deterministic\",\"dimensions\":["
+		"{\"key\":\"c\",\"weight\":0.25,\"primitive\":\"expression\",\"expr\":\"0.5 * f + 0 * n"
+		" + 0 * t\",\"vars\":{\"f\":{\"primitive\":\"coverage_ratio\",\"field\":\"a\","
+		"\"ground_truth_field\":\"b\"},\"n\":{\"path\":\"n\",\"unwrap\":\"count\"},"
+		"\"t\":{\"path\":\"n\",\"type\":\"object\"}}},"
+		"{\"key\":\"p\",\"weight\":0.25,\"primitive\":\"coverage_ratio\",\"field\":\"a\","
+		"\"ground_truth_field\":\"r[*].id\"},"
+		"{\"key\":\"j\",\"weight\":0.25,\"primitive\":\"text_length\",\"field\":[\"x\",\"y\"],"
+		"\"separator\":\"\\n\",\"unit\":\"lines\",\"target\":2},"
+		"{\"key\":\"l\",\"weight\":0.25,\"primitive\":\"text_length\",\"field\":\"x\","
+		"\"unit\":\"lines\",\"target\":2}]}");
+	json_t *a = json_pack("{s:[s], s:{s:i}, s:s, s:s}", "a", "p", "n", "count", 3, "x", "one",
+	                      "y", "two");
+	json_t *g = json_pack("{s:[s,s,s,s,s,s], s:[{s:s},{s:s},{s:i}]}", "b", "p", "q", "r", "s",
+	                      "t", "u", "r", "id", "p", "id", "q", "x", 1);
+	if (!ok(s && score_eval(s, a, NULL, g, NULL, NULL, &lim, &r, err, sizeof err) == 0,
+	        "v3 rest explain: scores"))
+		goto out;
+	json_t *ex = score_result_explain(&r);
+	json_t *c = json_object_get(ex, "c"), *f = json_object_get(json_object_get(c, "parts"), "f");
+	json_t *fx = json_object_get(f, "exact");
+	ok(json_integer_value(json_array_get(fx, 0)) == 1 &&
+	   json_integer_value(json_array_get(fx, 1)) == 6 &&
+	   json_integer_value(json_object_get(f, "score")) == 167,
+	   "v3 rest explain: a part's exact fraction 1/6 beside its score 167");
+	is_int(r.dims[0].score, 83, "v3 rest explain: 0.5 x 1/6 rounded once is 83");
+	json_t *rd = json_object_get(c, "read");
+	ok(!strcmp(json_string_value(json_object_get(rd, "n")), "an object") &&
+	   !strcmp(json_string_value(json_object_get(rd, "t")), "an object") &&
+	   json_real_value(json_object_get(json_object_get(c, "vars"), "n")) == 3,
+	   "v3 rest explain: an unwrap and a type var show what the path held, and the number read");
+	ok(json_array_size(json_object_get(json_object_get(ex, "p"), "expected")) == 2,
+	   "v3 rest explain: the projected expected value (2 of 3 records hold id)");
+	ok(!strcmp(json_string_value(json_object_get(json_object_get(ex, "j"), "submitted")),
+	           "one\ntwo") &&
+	   json_integer_value(json_object_get(json_object_get(ex, "j"), "length")) == 2,
+	   "v3 rest explain: the joined text and its line count");
+	is_int(r.dims[3].score, 500, "v3 rest explain: one line of two");
+	json_decref(ex);
+	score_result_clear(&r);
+out:
+	json_decref(a);
+	json_decref(g);
+	spec_free(s);
+}
+
 int main(void)
 {
 	test_v3_explain();
+	test_v3_rest_explain();
+	test_v3_rest_worst();
 	test_v3_dims_table();
 	test_work_budget_worst();
 	test_prepared_bound();

@@ -64,13 +64,34 @@ def exact(v):
     return Fraction(Decimal(repr(v)))
 
 
+class Score(int):
+    """A permille score that remembers the exact fraction it rounds (`frac`): a composite's
+    part reads that fraction, so the composite is rounded once (common/README.md "Composite
+    dimensions"). Arithmetic on it gives a plain int, which a part reads as score / 1000."""
+
+
 def half_up(fr):
-    """fraction in [0, 1] -> integer 0..1000 rounded half up, exactly."""
+    """fraction in [0, 1] -> integer 0..1000 rounded half up, exactly (a Score carrying the
+    clamped fraction)."""
     if fr < 0:
         fr = Fraction(0)
     if fr > 1:
         fr = Fraction(1)
-    return math.floor(fr * 1000 + Fraction(1, 2))
+    r = Score(math.floor(fr * 1000 + Fraction(1, 2)))
+    r.frac = Fraction(fr)
+    return r
+
+
+def part_q(score):
+    """What a composite's part hands the expression: its exact fraction when it has one (as an
+    inexact double when it needs more than 127 bits), else score / 1000 (fuzzy_string,
+    time_decay with a curve other than 1: irreducibly binary in arbiter)."""
+    fr = getattr(score, 'frac', None)
+    if fr is None:
+        return q_make(int(score), 1000)
+    if not fits(fr.numerator, fr.denominator):
+        return q_inexact(float(fr))
+    return q_make(fr.numerator, fr.denominator)
 
 
 def bin_round(x):
@@ -314,6 +335,12 @@ def words(s):
             n += 1
         inw = not w
     return n
+
+
+def lines(s):
+    """text_length unit "lines" (v3): pieces between newlines holding a non-whitespace
+    character."""
+    return sum(1 for piece in s.split('\n') if any(not is_ws(c) for c in piece))
 
 
 def levenshtein(a, b):
@@ -718,6 +745,15 @@ def q_scaled(q, full):
     return math.floor(fr * full + Fraction(1, 2))
 
 
+def type_name(v):
+    """A JSON value's type as a type test names it."""
+    if isinstance(v, bool):
+        return 'boolean'
+    if is_num(v):
+        return 'number'
+    return {str: 'string', type(None): 'null', list: 'array', dict: 'object'}[type(v)]
+
+
 def scan_ref(v, docs, err):
     """common/README.md "Filter and scan": the var's exact value (a Q), or None after err()."""
     text = v['path']
@@ -827,6 +863,56 @@ def get(doc, path):
     return resolve(doc, path)
 
 
+BAD = object()   # a side that cannot be read (a projection over a non-array, a joined non-string)
+
+
+def fetch(d, side, docs):
+    v = fetch0(d, side, docs)
+    if side == 0 and 'unwrap' in d and isinstance(v, dict):   # a polymorphic answer value
+        v = resolve(v, d['unwrap'])
+    return v
+
+
+def fetch0(d, side, docs):
+    """The value a dimension's (or part's) side reads, with the v3 projection (`[*]`) and joined
+    fields (a list of paths): MISSING, BAD, or the value (common/README.md "Projection and joined
+    fields")."""
+    text = d.get('field' if side == 0 else 'ground_truth_field')
+    default = 'answer' if side == 0 else 'ground_truth'
+    if isinstance(text, list):
+        parts = []
+        for t in text:
+            doc, p = root_path(t, 'answer', docs)
+            v = get(doc, p)
+            if v is MISSING:
+                continue
+            if not isinstance(v, str):
+                return BAD
+            parts.append(v)
+        return d.get('separator', ' ').join(parts) if parts else MISSING
+    if '[*]' in text:
+        pre, rest = text.split('[*]', 1)
+        rest = rest[1:] if rest.startswith('.') else rest
+        if pre:
+            doc, p = root_path(pre, default, docs)
+            arr = get(doc, p)
+        else:
+            arr = docs[default]
+        if arr is MISSING:
+            return MISSING
+        if not isinstance(arr, list):
+            return BAD
+        out = [e if not rest else resolve(e, rest) for e in arr]
+        return [v for v in out if v is not MISSING]
+    doc, p = root_path(text, default, docs)
+    return get(doc, p)
+
+
+def label(text):
+    """A joined field's warnings name its first path."""
+    return text[0] if isinstance(text, list) else text
+
+
 def nested_score(n, g, w, st):
     """A nested primitive on one element pair; st['bad'] counts missing / ill-typed."""
     f = n.get('field')
@@ -925,7 +1011,8 @@ def v2_apply(d, a, b, st):
     if prim == 'text_length':
         if not isinstance(a, str):
             return bad(0)
-        n = words(a) if d.get('unit') == 'words' else len(a)
+        unit = d.get('unit')
+        n = words(a) if unit == 'words' else lines(a) if unit == 'lines' else len(a)
         return ramp_value(d, n)
     if prim == 'count':
         of = d.get('of', 'length')
@@ -1179,22 +1266,20 @@ def v2_types(d, side):
 
 def v2_dim(d, docs, err, adv):
     prim = d['primitive']
-    f = d['field']
-    adoc, apath = root_path(f, 'answer', docs)
-    a = get(adoc, apath)
+    f = label(d['field'])
+    a = fetch(d, 0, docs)
     good = True
     ta = v2_types(d, 0)
-    if a is MISSING or (ta and not isinstance(a, ta)) or (ta and isinstance(a, bool)):
+    if a is MISSING or a is BAD or (ta and not isinstance(a, ta)) or (ta and isinstance(a, bool)):
         err(f)
         good = False
     b = MISSING
     g = d.get('ground_truth_field')
     if g is not None:
-        gdoc, gpath = root_path(g, 'ground_truth', docs)
         glabel = 'ground_truth.' + g if not g.startswith('@') else g
-        b = get(gdoc, gpath)
+        b = fetch(d, 1, docs)
         tb = v2_types(d, 1)
-        if b is MISSING or (tb and not isinstance(b, tb)):
+        if b is MISSING or b is BAD or (tb and not isinstance(b, tb)):
             err(glabel)
             good = False
     if not good:
@@ -1269,19 +1354,20 @@ def reference_score(spec, sub, gt, match):
             score = v2_dim(d, {'answer': answer, 'metadata': metadata, 'ground_truth': gt,
                                'match': match_doc}, err, adv)
         elif prim in FIELD_PRIMS:
-            f, g = d['field'], d['ground_truth_field']
-            a = resolve(answer, f)
-            b = resolve(gt, g)
+            f, g = label(d['field']), d['ground_truth_field']
+            docs = {'answer': answer, 'metadata': metadata, 'ground_truth': gt, 'match': match_doc}
+            a = fetch(d, 0, docs)
+            b = fetch(d, 1, docs)
             if d.get('normalize'):
-                a = norm_val(set(d['normalize']), a) if a is not MISSING else a
-                b = norm_val(set(d['normalize']), b) if b is not MISSING else b
+                a = norm_val(set(d['normalize']), a) if a is not MISSING and a is not BAD else a
+                b = norm_val(set(d['normalize']), b) if b is not MISSING and b is not BAD else b
             gf = 'ground_truth.' + g
             if prim == 'exact_match':
-                if a is MISSING:
+                if a is MISSING or a is BAD:
                     err(f)
-                if b is MISSING:
+                if b is MISSING or b is BAD:
                     err(gf)
-                if a is not MISSING and b is not MISSING:
+                if a is not MISSING and b is not MISSING and a is not BAD and b is not BAD:
                     score = 1000 if deep_eq(a, b, d.get('case_insensitive', False)) else 0
             elif prim in ('exact_match_ratio', 'coverage_ratio', 'set_overlap'):
                 good = True
@@ -1352,7 +1438,9 @@ def reference_score(spec, sub, gt, match):
                 if isinstance(a, str) and isinstance(b, str):
                     x, y = fuzzy_norm(a), fuzzy_norm(b)
                     mx = max(len(x), len(y))
-                    score = 1000 if mx == 0 else half_up(Fraction(mx - levenshtein(x, y), mx))
+                    # binary in arbiter (its distance ratio in double): read as score / 1000
+                    score = 1000 if mx == 0 else int(half_up(Fraction(mx - levenshtein(x, y),
+                                                                      mx)))
         elif prim == 'time_decay':
             L = d.get('time_limit_secs', match.get('time_limit_secs'))
             if not has_times:
@@ -1370,8 +1458,8 @@ def reference_score(spec, sub, gt, match):
                         score = 0
                     elif exact(curve) == 1:
                         score = half_up(x)
-                    elif exact(curve).denominator == 1:
-                        score = half_up(x ** int(exact(curve)))
+                    elif exact(curve).denominator == 1:   # powl in arbiter: binary
+                        score = int(half_up(x ** int(exact(curve))))
                     else:
                         score = bin_round(float(x) ** float(curve))
         elif prim in ('token_efficiency', 'call_efficiency'):
@@ -1391,8 +1479,8 @@ def reference_score(spec, sub, gt, match):
             bad = False
             for name, path in (d.get('vars') or {}).items():
                 if isinstance(path, dict) and 'primitive' in path:
-                    # a composite's part: scored as a dimension, read as score / 1000
-                    env[name] = q_make(prim_score(path, key), 1000)
+                    # a composite's part: scored as a dimension, read as its exact fraction
+                    env[name] = part_q(prim_score(path, key))
                     continue
                 if isinstance(path, dict) and 'dimension' in path:
                     # another dimension's final score / its full score
@@ -1408,12 +1496,24 @@ def reference_score(spec, sub, gt, match):
                     else:
                         env[name] = q
                     continue
+                form = path if isinstance(path, dict) else {}
+                if form:   # {"path", "default", "unwrap", "type"} (v3 polymorphic / type vars)
+                    path = form['path']
                 if path.startswith('metadata.'):
                     v = resolve(metadata, path[len('metadata.'):])
                 elif path.startswith('ground_truth.'):
                     v = resolve(gt, path[len('ground_truth.'):])
                 else:
                     v = resolve(answer, path)
+                if 'unwrap' in form and isinstance(v, dict):
+                    v = resolve(v, form['unwrap'])
+                if 'type' in form:
+                    ts = form['type'] if isinstance(form['type'], list) else [form['type']]
+                    env[name] = q_make(int(v is not MISSING and type_name(v) in ts), 1)
+                    continue
+                if v is MISSING and 'default' in form:
+                    env[name] = q_var(form['default'])
+                    continue
                 if isinstance(v, bool) or is_num(v):
                     env[name] = q_var(v)
                 else:
@@ -1791,7 +1891,10 @@ def gen_v2(case, d):
     if prim == 'text_length':
         a = rand_text(rng)
         if rng.random() < 0.5:
-            d['unit'] = rng.choice(['words', 'chars'])
+            d['unit'] = rng.choice(['words', 'chars', 'lines'])
+            if d['unit'] == 'lines':   # blank lines, \r\n and a final newline count nothing
+                a = rng.choice(['\n', '\r\n', '\n \n']).join(
+                    rand_text(rng) for _ in range(rng.randint(0, 5))) + rng.choice(['', '\n'])
         rand_ramp(rng, d)
         g = MISSING
     elif prim == 'count':
@@ -1925,6 +2028,47 @@ def gen_v2(case, d):
 
 
 def gen_dim(case, key, weight):
+    d = gen_dim0(case, key, weight)
+    if case.rng.random() < 0.15:
+        v3_fields(case, d)
+    return d
+
+
+def v3_fields(case, d):
+    """Rewrites a dimension's plain fields into v3 projections and joined fields holding the
+    same values (so the score is unchanged), or sometimes unreadable ones (common/README.md
+    "Projection and joined fields")."""
+    rng = case.rng
+    f, g = d.get('field'), d.get('ground_truth_field')
+    if isinstance(f, str) and f in case.answer and rng.random() < 0.6:
+        v = case.answer[f]
+        if isinstance(v, str):   # two halves joined with no separator: the same text
+            k = rng.randint(0, len(v))
+            case.answer[f + '_a'], case.answer[f + '_b'] = v[:k], v[k:]
+            if rng.random() < 0.1:
+                case.answer[f + '_b'] = rng.choice([1, None, ['x']])
+            d['field'] = [f + '_a', f + '_zz', f + '_b']
+            d['separator'] = ''
+            if rng.random() < 0.3:   # a real separator: a different text
+                d['separator'] = rng.choice([' ', '\n', ' / '])
+        elif isinstance(v, list) or rng.random() < 0.1:
+            items = [{'v': x} for x in v] if isinstance(v, list) else v
+            if isinstance(items, list) and rng.random() < 0.5:
+                items.insert(rng.randint(0, len(items)), {'w': 1})
+            case.answer[f] = items
+            d['field'] = f + '[*].v'
+    f = d.get('field')
+    if isinstance(f, str) and f in case.answer and rng.random() < 0.2:   # n or {count: n}
+        d['unwrap'] = 'count'
+        if rng.random() < 0.7:
+            case.answer[f] = rng.choice([{'count': case.answer[f], 'items': []}, {'n': 1}])
+    if isinstance(g, str) and g in case.gt and isinstance(case.gt[g], list) and \
+            rng.random() < 0.6:
+        case.gt[g] = [{'v': {'x': x}} for x in case.gt[g]] + [{'u': 0}]
+        d['ground_truth_field'] = g + '[*].v.x'
+
+
+def gen_dim0(case, key, weight):
     rng = case.rng
     if rng.random() < V2_SHARE:
         return gen_v2(case, {'key': key, 'weight': weight})
@@ -2093,6 +2237,19 @@ def gen_expression(case, d):
             path = 'ground_truth.e%d' % case.nf
             if val is not MISSING:
                 case.gt['e%d' % case.nf] = val
+        form = rng.random()
+        if where < 0.5 and form < 0.1:   # v3: a type test
+            if rng.random() < 0.5:
+                case.answer[path] = rng.choice(['s', {'k': 1}, [1], None, 2, True])
+            path = {'path': path, 'type': rng.choice(['string', 'number', 'boolean', 'null',
+                                                      'array', 'object', ['object', 'array'],
+                                                      ['string', 'null']])}
+        elif where < 0.5 and form < 0.2:   # v3: a polymorphic value, n or {count: n}
+            if val is not MISSING and rng.random() < 0.6:
+                case.answer[path] = rng.choice([{'count': val}, {'n': val}, {'count': {'x': 1}}])
+            path = {'path': path, 'unwrap': 'count'}
+            if rng.random() < 0.5:
+                path['default'] = rng.choice([0, 1, 2.5])
         vars_[nm] = path
 
     def leaf():
