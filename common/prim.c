@@ -508,59 +508,6 @@ int prim_numeric_tolerance_num(const json_t *got, const json_t *want, const stru
 	return r >= 0 ? r : prim_permille_double(f.ld);
 }
 
-int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
-                           bool linear, int *nbad, struct prim_err *err, struct prim_frac *fr)
-{
-	struct dec_num a, b;
-	if (nbad)
-		*nbad = 0;
-	if (json_is_number(want)) {
-		if (!json_is_number(got)) {
-			set_err(err, 0, "submitted value is %s, not a number", jcanon_type_name(got));
-			return PRIM_BAD;
-		}
-		dec_num_from_json(want, &b);
-		return prim_numeric_tolerance_num(got, want, &b, tol, linear, fr);
-	}
-	if (!json_is_array(want)) {
-		set_err(err, 1, "ground-truth value is %s, not a number or an array", jcanon_type_name(want));
-		return PRIM_BAD;
-	}
-	if (!json_is_array(got)) {
-		set_err(err, 0, "submitted value is %s, not an array", jcanon_type_name(got));
-		return PRIM_BAD;
-	}
-	size_t n = json_array_size(want), ng = json_array_size(got);
-	if (n == 0)
-		return ng == 0 ? 1000 : 0;
-	u128 sp = 0, sq = 1;
-	bool exact = true;
-	long double sld = 0;
-	int bad = 0;
-	for (size_t i = 0; i < n; i++) {
-		const json_t *w = json_array_get(want, i), *g = i < ng ? json_array_get(got, i) : NULL;
-		if (!json_is_number(w) || !json_is_number(g)) {
-			bad++;
-			continue;
-		}
-		struct frac f;
-		dec_num_from_json(g, &a);
-		dec_num_from_json(w, &b);
-		element_fraction(&a, &b, tol, linear, &f);
-		sld += f.ld;
-		if (exact && (!f.exact || !frac_add(&sp, &sq, f.p, f.q)))
-			exact = false;
-	}
-	if (nbad)
-		*nbad = bad;
-	u128 den;
-	if (exact && !__builtin_mul_overflow(sq, (u128)n, &den) && den < U128_LIMIT)
-		return prim_permille_frac(sp, den, fr);
-	frac_binary(fr, sld / (long double)n);
-	int r = numtol_big(got, want, tol, linear, fr);
-	return r >= 0 ? r : prim_permille_double(sld / (long double)n);
-}
-
 /* The allowance of one expected value e under a relative tolerance: max(tol, rel × |e|), the
  * product exact when it has at most 18 significant digits, else cut (rounded down) to 18. */
 static struct dec_num rel_allow(const struct dec_num *tol, const struct dec_num *rel,
@@ -576,9 +523,12 @@ static struct dec_num rel_allow(const struct dec_num *tol, const struct dec_num 
 	return dec_num_cmp(&p, tol) >= 0 ? p : *tol;
 }
 
-int prim_numeric_relative(const json_t *got, const json_t *want, const struct dec_num *tol,
-                          const struct dec_num *rel, bool linear, int *nbad,
-                          struct prim_err *err, struct prim_frac *fr)
+/* The body of prim_numeric_tolerance (rel NULL) and prim_numeric_relative: each expected
+ * value e allows tol, or rel_allow(tol, rel, e). Only the absolute form falls back to wide
+ * integers (numtol_big) when a difference leaves 128 bits. */
+static int numtol(const json_t *got, const json_t *want, const struct dec_num *tol,
+                  const struct dec_num *rel, bool linear, int *nbad, struct prim_err *err,
+                  struct prim_frac *fr)
 {
 	struct dec_num a, b, t;
 	struct frac f;
@@ -589,8 +539,10 @@ int prim_numeric_relative(const json_t *got, const json_t *want, const struct de
 			set_err(err, 0, "submitted value is %s, not a number", jcanon_type_name(got));
 			return PRIM_BAD;
 		}
-		dec_num_from_json(got, &a);
 		dec_num_from_json(want, &b);
+		if (!rel)
+			return prim_numeric_tolerance_num(got, want, &b, tol, linear, fr);
+		dec_num_from_json(got, &a);
 		t = rel_allow(tol, rel, &b);
 		element_fraction(&a, &b, &t, linear, &f);
 		if (f.exact)
@@ -621,7 +573,7 @@ int prim_numeric_relative(const json_t *got, const json_t *want, const struct de
 		}
 		dec_num_from_json(g, &a);
 		dec_num_from_json(w, &b);
-		t = rel_allow(tol, rel, &b);
+		t = rel ? rel_allow(tol, rel, &b) : *tol;
 		element_fraction(&a, &b, &t, linear, &f);
 		sld += f.ld;
 		if (exact && (!f.exact || !frac_add(&sp, &sq, f.p, f.q)))
@@ -633,7 +585,21 @@ int prim_numeric_relative(const json_t *got, const json_t *want, const struct de
 	if (exact && !__builtin_mul_overflow(sq, (u128)n, &den) && den < U128_LIMIT)
 		return prim_permille_frac(sp, den, fr);
 	frac_binary(fr, sld / (long double)n);
-	return prim_permille_double(sld / (long double)n);
+	int r = rel ? -1 : numtol_big(got, want, tol, linear, fr);
+	return r >= 0 ? r : prim_permille_double(sld / (long double)n);
+}
+
+int prim_numeric_tolerance(const json_t *got, const json_t *want, const struct dec_num *tol,
+                           bool linear, int *nbad, struct prim_err *err, struct prim_frac *fr)
+{
+	return numtol(got, want, tol, NULL, linear, nbad, err, fr);
+}
+
+int prim_numeric_relative(const json_t *got, const json_t *want, const struct dec_num *tol,
+                          const struct dec_num *rel, bool linear, int *nbad,
+                          struct prim_err *err, struct prim_frac *fr)
+{
+	return numtol(got, want, tol, rel, linear, nbad, err, fr);
 }
 
 /* ---- fuzzy_string ------------------------------------------------------ */
