@@ -1,6 +1,7 @@
 /* Unit tests for worker/cplan: the commit transaction's decisions, without Redis or
  * PostgreSQL. Each ordering rule of cplan.h has a case, including an evaluation and
- * elo=adjust re-evaluations of the same agent mixed in one batch. */
+ * elo=adjust re-evaluations of the same agent mixed in one batch; and the commit queue's
+ * batching (how many jobs the next transaction takes, when it starts). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -264,8 +265,57 @@ static void refused_stored_values(void)
 	cplan_free(&p);
 }
 
+/* The commit queue's next batch: a solo job alone, otherwise up to the next solo job and
+ * at most ARBITER_BATCH_MAX. */
+static void batch_size(void)
+{
+	struct job q[6];
+	memset(q, 0, sizeof q);
+	for (int i = 0; i < 5; i++)
+		q[i].qnext = &q[i + 1];
+	is_int(cplan_batch_size(NULL, 8), 0, "batch size: an empty queue takes none");
+	is_int(cplan_batch_size(q, 8), 6, "batch size: the whole queue when it fits");
+	is_int(cplan_batch_size(q, 4), 4, "batch size: at most ARBITER_BATCH_MAX");
+	q[3].solo = true;
+	is_int(cplan_batch_size(q, 8), 3, "batch size: up to the next solo job");
+	is_int(cplan_batch_size(&q[3], 8), 1, "batch size: a solo job at the head goes alone");
+	is_int(cplan_batch_size(&q[4], 8), 2, "batch size: after it, the others again");
+	q[0].solo = true;
+	is_int(cplan_batch_size(q, 1), 1, "batch size: solo with ARBITER_BATCH_MAX 1");
+}
+
+/* Start now (0) or wait: ARBITER_COMMIT_OVERLAP_MIN, then ARBITER_COMMIT_DELAY_MS; a full
+ * batch, no running commit or a draining worker never waits. */
+static void batch_wait(void)
+{
+	/* n, max, overlap_min, delay_ms, inflight, age, running */
+	is_int(cplan_batch_wait(1, 64, 4, 0, 0, 0, true), 0, "no commit running: one job starts at once");
+	is_int(cplan_batch_wait(1, 64, 4, 0, 1, 0, true), CPLAN_OVERLAP_WAIT_MS,
+	       "a commit running, 1 job of overlap_min 4: waits the whole overlap wait");
+	is_int(cplan_batch_wait(3, 64, 4, 0, 1, 20, true), CPLAN_OVERLAP_WAIT_MS - 20,
+	       "queued 20 ms ago: waits the rest of it");
+	is_int(cplan_batch_wait(3, 64, 4, 0, 1, CPLAN_OVERLAP_WAIT_MS, true), 0,
+	       "queued the overlap wait ago: starts (a commit stuck on a lock holds nothing back)");
+	is_int(cplan_batch_wait(4, 64, 4, 0, 1, 0, true), 0, "overlap_min jobs: a second commit starts");
+	is_int(cplan_batch_wait(2, 2, 4, 0, 1, 0, true), 0,
+	       "a full batch (n == ARBITER_BATCH_MAX) below overlap_min starts");
+	is_int(cplan_batch_wait(1, 64, 4, 0, 1, 0, false), 0, "draining: never waits");
+	is_int(cplan_batch_wait(1, 64, 1, 0, 3, 0, true), 0, "overlap_min 1 and no delay: never waits");
+	is_int(cplan_batch_wait(2, 64, 1, 30, 1, 10, true), 20,
+	       "ARBITER_COMMIT_DELAY_MS 30, head queued 10 ms ago: waits 20 ms to fill up");
+	is_int(cplan_batch_wait(2, 64, 1, 30, 1, 30, true), 0, "... and starts at that age");
+	is_int(cplan_batch_wait(2, 64, 1, 30, 0, 10, true), 0, "the delay applies only beside a running commit");
+	is_int(cplan_batch_wait(2, 64, 4, 200, 1, 10, true), CPLAN_OVERLAP_WAIT_MS - 10,
+	       "both apply: the overlap wait is asked first");
+	is_int(cplan_batch_wait(2, 64, 4, 200, 1, CPLAN_OVERLAP_WAIT_MS, true), 200 - CPLAN_OVERLAP_WAIT_MS,
+	       "the overlap wait over, the delay still holds a small batch");
+	is_int(cplan_batch_wait(64, 64, 4, 200, 1, 0, true), 0, "a full batch ignores the delay too");
+}
+
 int main(void)
 {
+	batch_size();
+	batch_wait();
 	refused_stored_values();
 	evaluation_then_adjust_of_same_agent();
 	two_adjusts_of_one_match();

@@ -11,7 +11,8 @@
  *    dead consumer are taken over only as far as judge slots are free.
  *
  * The timing is all derived from idle = ARBITER_CLAIM_IDLE_MS, the time after
- * which another consumer may take an entry:
+ * which another consumer may take an entry (claim_timing; test/test-claim.c checks these
+ * rules over the setting's whole range):
  *  - the claim timer ticks every idle/4 (at least 20 ms) and refreshes the
  *    entries we last claimed idle/3 ago or more. An entry is therefore
  *    refreshed at the latest idle/3 + idle/4 = 7/12 of idle after its last
@@ -26,6 +27,7 @@
  */
 #include "claim.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +56,26 @@ static uint64_t period(int idle_ms, int div, int min_ms)
 	return (uint64_t)(idle_ms / div > min_ms ? idle_ms / div : min_ms);
 }
 
+struct claim_timing claim_timing(int idle_ms)
+{
+	struct claim_timing t = {
+		.tick = period(idle_ms, CLAIM_TICK_DIV, CLAIM_TICK_MIN_MS),
+		.refresh_age = (uint64_t)idle_ms / CLAIM_REFRESH_AGE_DIV,
+		.min_idle = (uint64_t)idle_ms / CLAIM_MIN_IDLE_DIV,
+		.db_down = (uint64_t)idle_ms / CLAIM_DB_DOWN_DIV,
+		.autoclaim = period(idle_ms, CLAIM_AUTOCLAIM_DIV, CLAIM_AUTOCLAIM_MIN_MS),
+	};
+	return t;
+}
+
+int claim_autoclaim_count(int room)
+{
+	return room <= 0 ? 0 : room > CLAIM_BATCH_MAX ? CLAIM_BATCH_MAX : room;
+}
+
 uint64_t claim_tick_ms(const struct config *cfg)
 {
-	return period(cfg->claim_idle_ms, CLAIM_TICK_DIV, CLAIM_TICK_MIN_MS);
+	return claim_timing(cfg->claim_idle_ms).tick;
 }
 
 /* Claimed entries (XAUTOCLAIM, or our own pending at start): their delivery
@@ -214,27 +233,26 @@ static void refresh_stream(struct worker *w, enum job_stream s, uint64_t now, ui
 static void refresh_claims(struct worker *w)
 {
 	uint64_t now = uv_now(w->loop);
+	struct claim_timing t = claim_timing(w->cfg->claim_idle_ms);
 	/* Without a database connection for a while, stop keeping our entries:
 	 * after ARBITER_CLAIM_IDLE_MS a replica that has one takes them over (a
 	 * worker cut off from PostgreSQL, e.g. by its connection limit, must not
 	 * hold jobs forever). If we get them done first, theirs is a duplicate. */
-	if (w->db_down_since && now - w->db_down_since >= (uint64_t)w->cfg->claim_idle_ms / CLAIM_DB_DOWN_DIV)
+	if (w->db_down_since && now - w->db_down_since >= t.db_down)
 		return;
-	uint64_t every = (uint64_t)w->cfg->claim_idle_ms / CLAIM_REFRESH_AGE_DIV;
 	char minidle[24];
-	snprintf(minidle, sizeof minidle, "%d", w->cfg->claim_idle_ms / CLAIM_MIN_IDLE_DIV);
-	refresh_stream(w, JOB_STREAM_LIVE, now, every, minidle);
+	snprintf(minidle, sizeof minidle, "%" PRIu64, t.min_idle);
+	refresh_stream(w, JOB_STREAM_LIVE, now, t.refresh_age, minidle);
 	if (w->jlane)
-		refresh_stream(w, JOB_STREAM_LANE, now, every, minidle);
+		refresh_stream(w, JOB_STREAM_LANE, now, t.refresh_age, minidle);
 }
 
 /* XAUTOCLAIM of up to count entries of stream s idle for ARBITER_CLAIM_IDLE_MS. */
 static void autoclaim(struct worker *w, enum job_stream s, int count, bool *busy, rq_cb *cb)
 {
-	if (count <= 0)
+	count = claim_autoclaim_count(count);
+	if (count == 0)
 		return;
-	if (count > CLAIM_BATCH_MAX)
-		count = CLAIM_BATCH_MAX;
 	char idle[24], cnt[16];
 	snprintf(idle, sizeof idle, "%d", w->cfg->claim_idle_ms);
 	snprintf(cnt, sizeof cnt, "%d", count);
@@ -261,7 +279,7 @@ void claim_tick(struct worker *w)
 	    !opsctl_may_take(w->ops, NULL, 0))
 		return;
 	uint64_t now = uv_now(w->loop);
-	uint64_t claim_every = period(w->cfg->claim_idle_ms, CLAIM_AUTOCLAIM_DIV, CLAIM_AUTOCLAIM_MIN_MS);
+	uint64_t claim_every = claim_timing(w->cfg->claim_idle_ms).autoclaim;
 	if (w->autoclaim_at && now - w->autoclaim_at + 5 < claim_every)
 		return;
 	w->autoclaim_at = now;

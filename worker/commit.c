@@ -931,10 +931,6 @@ static void on_conn(struct pgc_conn *c, void *data)
 	phase1(b);
 }
 
-/* The longest a batch below ARBITER_COMMIT_OVERLAP_MIN waits for the running commit: a
- * commit stuck on a lock must not hold the next one back for its whole timeout. */
-#define COMMIT_OVERLAP_WAIT_MS 50
-
 static void commit_timer_cb(uv_timer_t *t)
 {
 	commit_flush(t->data);
@@ -956,35 +952,16 @@ void commit_flush(struct worker *w)
 {
 	while (w->commits_inflight < w->max_commits && w->commit_q.n > 0 &&
 	       w->state != W_STOPPING) {
-		int n = 0, max = w->cfg->batch_max;
-		struct job *x = w->commit_q.head;
-		if (x->solo) {
-			n = 1;
-		} else {
-			for (; x && !x->solo && n < max; x = x->qnext)
-				n++;
-		}
+		/* Batch size and whether to wait: cplan_batch_size, cplan_batch_wait (the rules of
+		 * ARBITER_COMMIT_OVERLAP_MIN and ARBITER_COMMIT_DELAY_MS are there). */
+		int n = cplan_batch_size(w->commit_q.head, w->cfg->batch_max);
 		uint64_t age = uv_now(w->loop) - w->commit_q.head->commit_queued_at;
-		/* ARBITER_COMMIT_OVERLAP_MIN: while a commit of this process runs, a second one
-		 * starts only with that many jobs; a smaller batch waits for the running one to
-		 * end (its end flushes again), at most COMMIT_OVERLAP_WAIT_MS. A commit costs
-		 * the database about the same CPU whatever its size (~1-2 ms with 1-10 jobs), so
-		 * at moderate rates two small commits in flight cost twice one larger one and
-		 * saturate the database long before its backlog rate; under a backlog the queue
-		 * reaches the threshold at once. worker/README.md "Settings"; bench_commit measures it. */
-		if (n < max && n < w->cfg->commit_overlap_min && w->commits_inflight > 0 &&
-		    age < COMMIT_OVERLAP_WAIT_MS && w->state == W_RUNNING) {
+		uint64_t wait = cplan_batch_wait(n, w->cfg->batch_max, w->cfg->commit_overlap_min,
+		                                 w->cfg->commit_delay_ms, w->commits_inflight, age,
+		                                 w->state == W_RUNNING);
+		if (wait > 0) {
 			if (!uv_is_active((uv_handle_t *)&w->t_commit))
-				uv_timer_start(&w->t_commit, commit_timer_cb, COMMIT_OVERLAP_WAIT_MS - age, 0);
-			return;
-		}
-		/* ARBITER_COMMIT_DELAY_MS: while another commit runs, let a small batch
-		 * fill up a little (fewer, larger transactions). */
-		if (n < max && w->commits_inflight > 0 && w->cfg->commit_delay_ms > 0 &&
-		    age < (uint64_t)w->cfg->commit_delay_ms && w->state == W_RUNNING) {
-			if (!uv_is_active((uv_handle_t *)&w->t_commit))
-				uv_timer_start(&w->t_commit, commit_timer_cb,
-				               (uint64_t)w->cfg->commit_delay_ms - age, 0);
+				uv_timer_start(&w->t_commit, commit_timer_cb, wait, 0);
 			return;
 		}
 		struct cbatch *b = xcalloc(1, sizeof *b + (size_t)n * sizeof b->jobs[0]);

@@ -354,3 +354,36 @@ void cplan_free(struct cplan *p)
 	p->steps = NULL;
 	p->matches = NULL;
 }
+
+int cplan_batch_size(const struct job *head, int max)
+{
+	if (!head)
+		return 0;
+	if (head->solo)
+		return 1;
+	int n = 0;
+	for (const struct job *x = head; x && !x->solo && n < max; x = x->qnext)
+		n++;
+	return n;
+}
+
+uint64_t cplan_batch_wait(int n, int max, int overlap_min, int delay_ms, int inflight,
+                          uint64_t age_ms, bool running)
+{
+	if (n >= max || inflight <= 0 || !running)
+		return 0;
+	/* ARBITER_COMMIT_OVERLAP_MIN: while a commit of this process runs, a second one starts
+	 * only with that many jobs; a smaller batch waits for the running one to end (its end
+	 * flushes again), at most CPLAN_OVERLAP_WAIT_MS. A commit costs the database about the
+	 * same CPU whatever its size (~1-2 ms with 1-10 jobs), so at moderate rates two small
+	 * commits in flight cost twice one larger one and saturate the database long before its
+	 * backlog rate; under a backlog the queue reaches the threshold at once.
+	 * worker/README.md "Settings"; bench_commit measures it. */
+	if (n < overlap_min && age_ms < CPLAN_OVERLAP_WAIT_MS)
+		return CPLAN_OVERLAP_WAIT_MS - age_ms;
+	/* ARBITER_COMMIT_DELAY_MS: while another commit runs, let a small batch fill up a
+	 * little (fewer, larger transactions). */
+	if (delay_ms > 0 && age_ms < (uint64_t)delay_ms)
+		return (uint64_t)delay_ms - age_ms;
+	return 0;
+}

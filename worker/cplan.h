@@ -2,6 +2,8 @@
  * cplan: the decisions of one commit transaction, as a pure function (no I/O,
  * no clock, no logging). commit.c reads rows under the transaction's locks,
  * asks cplan_make what to do with them, and turns the plan into statements.
+ * Before that, which jobs of the commit queue the next transaction takes and
+ * whether it starts now: cplan_batch_size and cplan_batch_wait (the end of this file).
  *
  * Inputs: the batch's jobs with their outcomes (job->op: complete, reevaluate,
  * reject, fail), and what the locks returned: the agents' rows, the
@@ -41,6 +43,7 @@
 #define ARBITER_CPLAN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "elo.h"
 #include "job.h"
@@ -114,5 +117,24 @@ int cplan_make(struct job **jobs, int n, struct cplan_agent *agents, int nagents
 
 /* Frees what cplan_make allocated. NULL ok. */
 void cplan_free(struct cplan *p);
+
+/* The longest a batch below ARBITER_COMMIT_OVERLAP_MIN waits for the running commit (ms): a
+ * commit stuck on a lock must not hold the next one back for its whole timeout. */
+#define CPLAN_OVERLAP_WAIT_MS 50
+
+/* How many jobs of the commit queue starting at head (linked by qnext) the next
+ * transaction takes: a solo job (its batch failed) alone; otherwise the jobs up to the
+ * next solo one, at most max. 0 for an empty queue. */
+int cplan_batch_size(const struct job *head, int max);
+
+/* Whether the next transaction, of n jobs (cplan_batch_size) whose queue head has waited
+ * age_ms, starts now (returns 0) or waits (returns the ms until it is asked again), with
+ * `inflight` commits of this process running. A full batch (n == max), no running commit,
+ * or a worker that is not running (draining) never waits. Otherwise a batch smaller than
+ * overlap_min (ARBITER_COMMIT_OVERLAP_MIN) waits for the running commit's end, at most
+ * CPLAN_OVERLAP_WAIT_MS after its head was queued; then one younger than delay_ms
+ * (ARBITER_COMMIT_DELAY_MS; 0 = off) waits to fill up until that age. */
+uint64_t cplan_batch_wait(int n, int max, int overlap_min, int delay_ms, int inflight,
+                          uint64_t age_ms, bool running);
 
 #endif
