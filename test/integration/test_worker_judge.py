@@ -344,7 +344,8 @@ def sigkill_in_flight(s, a, p, env):
     lock = lockdb.cursor()
     lock.execute("SELECT 1 FROM agents WHERE id = %s FOR NO KEY UPDATE", (ag_paid,))
     # the commit waits for the lock, or backs off and tries again: it cannot go through
-    ek = dict(env, ARBITER_PG_LOCK_TIMEOUT_MS="120000")
+    # (debug: a held agent row is retried quietly, logged at debug level only)
+    ek = dict(env, ARBITER_PG_LOCK_TIMEOUT_MS="120000", ARBITER_LOG_LEVEL="debug")
     w = Worker(s, "judge-kill", env=ek)
     try:
         p.mode = "ok"
