@@ -17,7 +17,9 @@ horizon, never the whole history), the positions leaving the windows, never the
 agent's whole history (sql/004_standings_plans.sql), and the four rows must be
 applied by one statement that inserts the tasks and updates both aggregates (as
 sql/005's trigger did). The per-challenge leaderboard still reads the (now
-partial) best-score index.
+partial) best-score index. Last, a projection far behind (3,000 results above
+its horizon, with statistics that say so) takes a batch of 100 by probing about
+100 of them, not all (sql/010_standings_select.sql), and catches up in 30.
 """
 import os
 import subprocess
@@ -196,6 +198,63 @@ def main():
            "the per-challenge leaderboard reads the partial best-score index", plan)
         if found:
             diag("scans: " + ", ".join("%s/%s %d" % (t, i, n) for t, i, n, _ in found))
+
+        # A projection far behind (its appliers were held off while results kept coming):
+        # 3,000 results above the horizon, in 30 transactions, with statistics that know
+        # it. A batch of 100 probes about 100 of them (their submissions, matches and
+        # tasks), not all 3,000 nor the whole history: sql/008's query joined every
+        # submission here, and probed every result above the horizon on each batch.
+        cur.execute("INSERT INTO matches (agent_id, challenge_id, status, started_at, expires_at) "
+                    "SELECT %s, %s, 'completed', now(), now() FROM generate_series(1, 3000) "
+                    "RETURNING id", (agent, ch))
+        mids = [x[0] for x in cur.fetchall()]
+        cur.execute("INSERT INTO submissions (match_id, agent_id, source_ip, answer, status) "
+                    "SELECT id, %s, '10.0.0.1', '{}', 'completed' FROM unnest(%s::uuid[]) id "
+                    "RETURNING id", (agent, mids))
+        far = [x[0] for x in cur.fetchall()]
+        db.commit()
+        for i in range(0, 3000, 100):
+            cur.execute("INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, "
+                        "score, result, score_breakdown, submission_warnings, "
+                        "constraint_violations, verified, evaluation_log, worker_id, started_at, "
+                        "completed_at) SELECT x, 1, 'deterministic', 500, 'loss', '{}', '[]', "
+                        "'[]', true, '{}', 'w', now(), now() FROM unnest(%s::uuid[]) x",
+                        (far[i:i + 100],))
+            db.commit()
+        db.autocommit = True
+        cur.execute("ANALYZE evaluation_results, submissions, matches")
+        cur.execute("SET auto_explain.log_min_duration = 0")
+        start = os.path.getsize(log)
+        cur.execute("SELECT applied, caught_up FROM standings_apply(100)")
+        applied, caught = cur.fetchone()
+        cur.execute("SET auto_explain.log_min_duration = -1")
+        ok(applied == 100 and not caught, "a batch of 100 with 3,000 behind: applied %d, caught "
+           "up %s" % (applied, caught))
+        with open(log) as f:
+            f.seek(start)
+            text = f.read()
+        found = []
+        for p in auto_explain_plans(text):
+            if "standings_apply(100)" not in p.get("Query Text", ""):
+                scans(p.get("Plan", {}), found)
+        # (the tasks' probes are those of the primary key; the windows' range reads are
+        # the positions leaving them, bounded above)
+        probes = {t: sum(max(n, 1) * loops for t2, i, n, loops in found if t2 == t and
+                         (t != "standings_entries" or i == "standings_entries_pkey"))
+                  for t in ("submissions", "matches", "standings_entries")}
+        ok(all(0 < n <= 202 for n in probes.values()),
+           "it probes about the batch's 100 results: %s rows read (or probed)" % probes,
+           "\n".join("%s via %s: %d rows x %d loops" % x for x in found))
+        batches = 1
+        while not caught:
+            cur.execute("SELECT applied, caught_up FROM standings_apply(100)")
+            n, caught = cur.fetchone()
+            applied += n
+            batches += 1
+        ok(applied == 3000 and batches == 30,
+           "caught up: %d results in %d batches" % (applied, batches))
+        r = subprocess.run([BIN, "standings", "--check"], env=env, capture_output=True, text=True)
+        ok(r.returncode == 0, "standings --check after the catch-up", r.stdout + r.stderr)
     return done()
 
 
