@@ -9,8 +9,8 @@
 
 -- The candidates (every result at or above the horizon, from the partial
 -- index on standings_xid), sorted by id, then per candidate: its task, agent,
--- challenge and submission time, and whether it is applied (the standings
--- say so) or its agent waits for the backfill. A LIMIT on the caller's
+-- challenge and submission time (the commit's hints, else by key), and whether
+-- it is applied (the standings say so) or its agent waits for the backfill. A LIMIT on the caller's
 -- ORDER BY id stops the probes after as many unapplied results.
 CREATE OR REPLACE FUNCTION standings_unapplied(p_horizon bigint)
 RETURNS TABLE (id bigint, xid bigint, submission_id uuid, agent_id uuid, challenge_id uuid,
@@ -23,13 +23,23 @@ LANGUAGE sql STABLE AS $$
 	             CASE WHEN r.eval_seq = 1 THEN r.id
 	                  ELSE (SELECT f.id FROM evaluation_results f
 	                        WHERE f.submission_id = r.submission_id AND f.eval_seq = 1) END
-	             AS first_id
+	             AS first_id,
+	             r.standings_agent_id IS NOT NULL AND r.standings_challenge_id IS NOT NULL
+	             AND r.standings_submitted_at IS NOT NULL AS hinted,
+	             r.standings_agent_id, r.standings_challenge_id, r.standings_submitted_at
 	      FROM evaluation_results r
 	      WHERE r.standings_xid IS NOT NULL AND r.standings_xid >= p_horizon
 	      ORDER BY r.id) c
-	CROSS JOIN LATERAL (SELECT s.agent_id, m.challenge_id, s.submitted_at
+	-- the worker's first evaluations carry their agent, challenge and submission
+	-- time (sql/006's hints, copies of those rows); others are looked up by key
+	CROSS JOIN LATERAL (SELECT c.standings_agent_id AS agent_id,
+	                           c.standings_challenge_id AS challenge_id,
+	                           c.standings_submitted_at AS submitted_at
+	                    WHERE c.hinted
+	                    UNION ALL
+	                    SELECT s.agent_id, m.challenge_id, s.submitted_at
 	                    FROM submissions s JOIN matches m ON m.id = s.match_id
-	                    WHERE s.id = c.submission_id) k
+	                    WHERE NOT c.hinted AND s.id = c.submission_id) k
 	-- (through the small partial index of the agents waiting)
 	WHERE (SELECT 1 FROM standings_agents sa WHERE sa.agent_id = k.agent_id AND NOT sa.ready) IS NULL
 	  -- a scalar subquery: one probe of the primary key

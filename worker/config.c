@@ -100,6 +100,8 @@ static const struct cfg_key keys[] = {
 	  "how often this replica applies committed results to the standings (the replica holding the lease does); 0 = never" },
 	{ "ARBITER_STANDINGS_BATCH", CFG_INT, OFF(standings_batch), "2000", 1, 100000, NULL,
 	  "results per standings projection transaction" },
+	{ "ARBITER_STANDINGS_BUSY_LAG_MS", CFG_MS, OFF(standings_busy_lag_ms), "2s", 0, 60000, NULL,
+	  "while at least half of this replica's evaluation slots hold jobs, its standings calls wait until the standings lag reaches this (0 = never wait)" },
 	{ "ARBITER_MAX_STRING_BYTES", CFG_SIZE, OFF(max_string_bytes), "1048576", 1, 1073741824, NULL,
 	  "longest string a primitive compares" },
 	{ "ARBITER_PG_POOL_SIZE", CFG_INT, OFF(pg_pool_size), "4", 2, 64, NULL,

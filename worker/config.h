@@ -29,6 +29,7 @@ struct config {
 	int batch_max;                                /* evaluations per commit transaction */
 	int standings_apply_ms;                       /* standings projection period, 0 = off */
 	int standings_batch;                          /* results per projection transaction */
+	int standings_busy_lag_ms;                    /* lag the projection lets grow while the replica is busy */
 	size_t max_string_bytes;                      /* default 1 MiB */
 	/* Database pool and commit tuning. */
 	int pg_pool_size;                             /* PostgreSQL connections, default 4 */

@@ -119,6 +119,8 @@ struct worker {
 	bool reclaim_busy, reconcile_busy, gauges_busy, migcheck_busy;
 	bool standings_busy;         /* a standings_apply() call is outstanding (standings_apply.h) */
 	bool standings_failing;      /* the last one failed (logged once per streak) */
+	double standings_lag_ms;     /* the lag the last answer reported, NAN unknown */
+	uint64_t standings_seen;     /* uv_now of that answer */
 	bool migrations_ok;
 	bool leaving;                /* clean exit: removing our consumer from the group */
 	int db_version;              /* arbiter_migrations version; -1 not readable, -2 not checked yet */

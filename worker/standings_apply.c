@@ -32,6 +32,18 @@ uint64_t sapply_next_delay(const struct sapply_outcome *o, int interval_ms)
 	return (uint64_t)interval_ms;
 }
 
+bool sapply_defer(int slots_used, int concurrency, bool backlog, double lag_ms,
+                  uint64_t since_ms, int busy_lag_ms)
+{
+	if (busy_lag_ms <= 0 || isnan(lag_ms))
+		return false;
+	bool busy = (backlog && slots_used > 0) ||
+	            (concurrency > 0 && (int64_t)slots_used * 2 >= (int64_t)concurrency);
+	if (!busy)
+		return false;
+	return lag_ms + (double)since_ms < (double)busy_lag_ms;
+}
+
 static void tick(uv_timer_t *t);
 
 static void schedule(struct worker *w, uint64_t ms)
@@ -48,6 +60,7 @@ static void on_apply(const struct pgc_result *r, void *data)
 	w->standings_busy = false;
 	if (r->err || r->nres < 1 || PQntuples(r->res[0]) != 1) {
 		o.failed = true;
+		w->standings_lag_ms = NAN;
 		/* Once per failure streak: a worker whose schema is behind would repeat it. */
 		if (!w->standings_failing)
 			LOGW(NULL, NULL, "standings projection: %s", r->err ? r->err : "no answer");
@@ -59,6 +72,8 @@ static void on_apply(const struct pgc_result *r, void *data)
 		o.caught_up = PQgetvalue(res, 0, 2)[0] == 't';
 		double lag = PQgetisnull(res, 0, 3) ? NAN : atof(PQgetvalue(res, 0, 3));
 		metrics_standings(o.applied, lag);
+		w->standings_lag_ms = lag * 1000.0;
+		w->standings_seen = uv_now(w->loop);
 		if (w->standings_failing)
 			LOGI(NULL, NULL, "standings projection: applying again");
 		w->standings_failing = false;
@@ -69,8 +84,12 @@ static void on_apply(const struct pgc_result *r, void *data)
 static void tick(uv_timer_t *t)
 {
 	struct worker *w = t->data;
+	uint64_t now = uv_now(w->loop);
 	if (w->state != W_RUNNING || w->standings_busy || !w->migrations_ok ||
-	    !pgc_pool_ready(w->pg)) {
+	    !pgc_pool_ready(w->pg) ||
+	    sapply_defer(pipeline_slots_used(w), w->cfg->concurrency, w->read_backlog,
+	                 w->standings_lag_ms, now - w->standings_seen,
+	                 w->cfg->standings_busy_lag_ms)) {
 		schedule(w, (uint64_t)w->cfg->standings_apply_ms);
 		return;
 	}
@@ -87,6 +106,7 @@ static void tick(uv_timer_t *t)
 
 void sapply_start(struct worker *w)
 {
+	w->standings_lag_ms = NAN;
 	if (w->cfg->standings_apply_ms <= 0)
 		return;
 	uv_timer_start(&w->t_standings, tick, (uint64_t)w->cfg->standings_apply_ms, 0);

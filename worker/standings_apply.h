@@ -4,7 +4,9 @@
  * replica calls standings_apply() every ARBITER_STANDINGS_APPLY_MS on its
  * pool; whichever holds the lease (the progress row's lock) applies the next
  * batch of up to ARBITER_STANDINGS_BATCH results, the others learn the lag.
- * A batch that leaves results behind is followed at once by the next.
+ * A batch that leaves results behind is followed at once by the next. While
+ * the replica is busy the calls wait, up to ARBITER_STANDINGS_BUSY_LAG_MS of
+ * lag (sapply_defer).
  */
 #ifndef ARBITER_STANDINGS_APPLY_H
 #define ARBITER_STANDINGS_APPLY_H
@@ -26,6 +28,17 @@ struct sapply_outcome {
  * behind, the interval otherwise, 5 intervals (at most 5 s, at least the
  * interval) after a failure. Pure; interval_ms >= 1. */
 uint64_t sapply_next_delay(const struct sapply_outcome *o, int interval_ms);
+
+/* True when a due call should wait another interval instead: the replica is
+ * busy (it holds jobs and its last read from the stream came back full,
+ * `backlog`: more wait; or at least half of its `concurrency` slots hold jobs) and
+ * the standings lag, as last reported (lag_ms, NAN unknown) plus the time since
+ * (since_ms), is below busy_lag_ms. The projection's work then falls on a
+ * quieter moment or, under sustained load, into fewer larger batches, while
+ * the lag stays within busy_lag_ms plus the batches' own time. An unknown lag
+ * and busy_lag_ms 0 never wait. Pure. */
+bool sapply_defer(int slots_used, int concurrency, bool backlog, double lag_ms,
+                  uint64_t since_ms, int busy_lag_ms);
 
 /* Starts the applier's timer (w->t_standings, initialised by the caller) unless
  * ARBITER_STANDINGS_APPLY_MS is 0. Calls run only while the worker runs and its

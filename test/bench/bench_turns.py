@@ -58,6 +58,15 @@ def check_clean(bin_path, env, last, limit=120):
     return None
 
 
+def applied_so_far(db):
+    """(results, batches) the standings projection has applied so far."""
+    cur = db.cursor()
+    cur.execute("SELECT applied_results, applied_batches FROM standings_progress")
+    got = cur.fetchone()
+    db.commit()
+    return got
+
+
 def children_cpu():
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -75,6 +84,7 @@ def one_run(b, args, r, pg_pid):
     db.autocommit = False
     r.flushall()
     enqueue(r, ids)
+    applied0 = applied_so_far(db) if b["standings"] else None
     c_pg, c_w = cpu_secs(pg_pid), children_cpu()
     ws = [subprocess.Popen([b["bin"], "worker"],
                            env=dict(b["env"], ARBITER_WORKER_ID="bench-%s-%d" % (b["name"], i)),
@@ -83,6 +93,8 @@ def one_run(b, args, r, pg_pid):
     try:
         if not wait_done(r, db, ids, 600):
             sys.exit("%s: the backlog was not worked off within 600 s" % b["name"])
+        if applied0 is not None:
+            applied1 = applied_so_far(db)
     finally:
         for w in ws:
             w.terminate()
@@ -108,8 +120,10 @@ def one_run(b, args, r, pg_pid):
         finally:
             w.terminate()
             w.wait(60)
-        extra = "; standings --check clean %s after the workers stopped" % (
-            "%.2f s" % clean if clean is not None else "NOT within 120 s")
+        extra = ("; projection during the backlog: %d results in %d batches; standings --check "
+                 "clean %s after the workers stopped" % (
+                     applied1[0] - applied0[0], applied1[1] - applied0[1],
+                     "%.2f s" % clean if clean is not None else "NOT within 120 s"))
     print("  %s: %d evaluations in %.2f s = %.0f evaluations/s; CPU per evaluation: workers "
           "%.0f µs, postgres %.0f µs%s" % (b["name"], n, float(span), rate, 1e6 * c_w / n,
                                            1e6 * c_pg / n, extra), flush=True)
