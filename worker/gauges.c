@@ -21,6 +21,7 @@
 #include "opsctl.h"
 #include "pgc.h"
 #include "ratelimit.h"
+#include "standings_apply.h"
 #include "rq.h"
 #include "util.h"
 
@@ -199,8 +200,10 @@ static void on_migcheck(const struct pgc_result *r, void *data)
 		     "migrate`", v, migrate_latest());
 	w->db_version = v;
 	w->migrations_ok = ok;
-	if (ok)
+	if (ok) {
+		sapply_kick(w);     /* the projection's first call (standings_apply.h) */
 		pipeline_kick(w);   /* read now (maybe_read), not at its next poll */
+	}
 }
 
 /* Reads the schema version (on_migcheck). The first check (the schema not checked yet) is

@@ -119,6 +119,7 @@ struct worker {
 	bool reclaim_busy, reconcile_busy, gauges_busy, migcheck_busy;
 	bool standings_busy;         /* a standings_apply() call is outstanding (standings_apply.h) */
 	bool standings_failing;      /* the last one failed (logged once per streak) */
+	bool standings_kicked;       /* the first call was made (sapply_kick) */
 	double standings_lag_ms;     /* the lag the last answer reported, NAN unknown */
 	uint64_t standings_seen;     /* uv_now of that answer */
 	bool migrations_ok;

@@ -104,6 +104,15 @@ static void tick(uv_timer_t *t)
 	w->standings_busy = true;
 }
 
+void sapply_kick(struct worker *w)
+{
+	if (w->cfg->standings_apply_ms <= 0 || w->standings_kicked)
+		return;
+	w->standings_kicked = true;
+	uv_timer_stop(&w->t_standings);
+	tick(&w->t_standings);
+}
+
 void sapply_start(struct worker *w)
 {
 	w->standings_lag_ms = NAN;

@@ -40,6 +40,12 @@ uint64_t sapply_next_delay(const struct sapply_outcome *o, int interval_ms);
 bool sapply_defer(int slots_used, int concurrency, bool backlog, double lag_ms,
                   uint64_t since_ms, int busy_lag_ms);
 
+/* The first call, now, if none was made yet (called when the schema check
+ * passes): its answer, normally nothing pending, gives the replica the lag at
+ * once, so a replica started on a backlog waits from its first tick instead of
+ * chasing a watermark that went stale while no replica ran. */
+void sapply_kick(struct worker *w);
+
 /* Starts the applier's timer (w->t_standings, initialised by the caller) unless
  * ARBITER_STANDINGS_APPLY_MS is 0. Calls run only while the worker runs and its
  * schema check passed; one call at a time. */

@@ -120,7 +120,7 @@ def one_run(b, args, r, pg_pid):
         finally:
             w.terminate()
             w.wait(60)
-        extra = ("; projection during the backlog: %d results in %d batches; standings --check "
+        extra = ("; projection by the time the backlog was seen done: %d results in %d batches; standings --check "
                  "clean %s after the workers stopped" % (
                      applied1[0] - applied0[0], applied1[1] - applied0[1],
                      "%.2f s" % clean if clean is not None else "NOT within 120 s"))
