@@ -140,18 +140,20 @@ BEGIN
 		-- wins a tie), else stays if its position is still inside, else is re-read
 		-- below (w_best NULL marks it).
 		WITH nw AS (
-			SELECT u.submission_id, u.agent_id, u.challenge_id,
-			       a.tasks + row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id) AS seq,
-			       c.tasks + row_number() OVER (PARTITION BY u.agent_id, u.challenge_id
-			                                    ORDER BY u.first_result_id) AS cseq,
-			       u.first_result_id, u.result_id, u.eval_seq, u.score, u.result, u.submitted_at,
-			       row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id DESC) <= n AS a_in,
-			       row_number() OVER (PARTITION BY u.agent_id, u.challenge_id
-			                          ORDER BY u.first_result_id DESC) <= n AS c_in
-			FROM unnest(b) u
-			JOIN standings_agents a ON a.agent_id = u.agent_id
-			JOIN standings_agent_challenges c ON c.agent_id = u.agent_id AND c.challenge_id = u.challenge_id
-			WHERE u.eval_seq = 1),
+			-- (positions counted ascending only, the window's last n from the group's
+			-- count: two sorts of the batch where four descending ones were)
+			SELECT x.submission_id, x.agent_id, x.challenge_id, a.tasks + x.ra AS seq,
+			       c.tasks + x.rc AS cseq, x.first_result_id, x.result_id, x.eval_seq, x.score,
+			       x.result, x.submitted_at, x.na - x.ra < n AS a_in, x.nc - x.rc < n AS c_in
+			FROM (SELECT u.*,
+			             row_number() OVER (PARTITION BY u.agent_id ORDER BY u.first_result_id) AS ra,
+			             count(*) OVER (PARTITION BY u.agent_id) AS na,
+			             row_number() OVER (PARTITION BY u.agent_id, u.challenge_id
+			                                ORDER BY u.first_result_id) AS rc,
+			             count(*) OVER (PARTITION BY u.agent_id, u.challenge_id) AS nc
+			      FROM unnest(b) u WHERE u.eval_seq = 1) x
+			JOIN standings_agents a ON a.agent_id = x.agent_id
+			JOIN standings_agent_challenges c ON c.agent_id = x.agent_id AND c.challenge_id = x.challenge_id),
 		ins AS (
 			INSERT INTO standings_entries
 			SELECT w.submission_id, w.agent_id, w.challenge_id, w.seq, w.cseq, w.first_result_id,
