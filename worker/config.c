@@ -98,7 +98,7 @@ static const struct cfg_key keys[] = {
 	  "evaluations per commit transaction" },
 	{ "ARBITER_STANDINGS_APPLY_MS", CFG_MS, OFF(standings_apply_ms), "200ms", 0, 60000, NULL,
 	  "how often this replica applies committed results to the standings (the replica holding the lease does); 0 = never" },
-	{ "ARBITER_STANDINGS_BATCH", CFG_INT, OFF(standings_batch), "5000", 1, 100000, NULL,
+	{ "ARBITER_STANDINGS_BATCH", CFG_INT, OFF(standings_batch), "2000", 1, 100000, NULL,
 	  "results per standings projection transaction" },
 	{ "ARBITER_STANDINGS_BUSY_LAG_MS", CFG_MS, OFF(standings_busy_lag_ms), "2s", 0, 60000, NULL,
 	  "while at least half of this replica's evaluation slots hold jobs, its standings calls wait until the standings lag reaches this (0 = never wait)" },
