@@ -58,6 +58,8 @@ static void on_apply(const struct pgc_result *r, void *data)
 	struct worker *w = data;
 	struct sapply_outcome o = { 0 };
 	w->standings_busy = false;
+	if (w->state == W_STOPPING)
+		return;   /* the pool closed under the call: nothing to report or schedule */
 	if (r->err || r->nres < 1 || PQntuples(r->res[0]) != 1) {
 		o.failed = true;
 		w->standings_lag_ms = NAN;
