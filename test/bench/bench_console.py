@@ -10,7 +10,7 @@ spread over --days days up to now, so the last hour holds its share. Submissions
 and the newest --backlog (default 10,000) are 'queued' (a backlog). The foreign keys' and
 009's counting triggers are skipped during the load (session_replication_role = replica), so
 the counters are taken once afterwards (submission_counts_recount()). The standings are built in one set-based pass
-of the migrations' own functions (as test/bench/bench_standings.py does).
+of the migrations' own functions (test/bench/benchdb.py, as test/bench/bench_standings.py does).
 
 Redis gets --dead dead letters (half of them for the first challenge's submissions) and a
 full hour of the workers' stats stream from --replicas replicas (one entry per replica
@@ -35,6 +35,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchdb  # noqa: E402
+from benchdb import step  # noqa: E402
 from services import Services  # noqa: E402
 
 import psycopg2  # noqa: E402
@@ -46,71 +49,27 @@ PG = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
       "jit": "off"}
 
 
-def step(msg, t0):
-    print("%-60s %8.1f s" % (msg, time.time() - t0))
-    sys.stdout.flush()
-
-
 def fill_pg(cur, args, t0):
-    cur.execute("SET session_replication_role = replica")
-    cur.execute("INSERT INTO agents (name, elo) SELECT 'agent-' || g, 600 + (random() * 1200)::int "
-                "FROM generate_series(1, %s) g", (args.agents,))
-    cur.execute("INSERT INTO challenges (slug, difficulty, scoring_spec, time_limit_secs) "
-                "SELECT 'bench-' || g, 'veteran', '{\"evaluator\":\"deterministic\"}', 600 "
-                "FROM generate_series(1, %s) g", (args.challenges,))
-    cur.execute("CREATE TEMP TABLE ag AS SELECT row_number() OVER () AS i, id FROM agents")
-    cur.execute("CREATE TEMP TABLE ch AS SELECT row_number() OVER () AS i, id FROM challenges")
-    cur.execute("ANALYZE ag; ANALYZE ch")
-    step("agents and challenges", t0)
-    done = 0
-    span_ms = args.days * 86400000.0
-    while done < args.results:
-        n = min(args.chunk, args.results - done)
-        # row g completes at now - (N - g) * span / N: the newest rows are the last hour's
-        cur.execute(
-            "WITH g AS (SELECT g, gen_random_uuid() AS mid, gen_random_uuid() AS sid, "
-            "  (g %% %(na)s) + 1 AS ai, ((g * 7919 + g / %(na)s) %% %(nc)s) + 1 AS ci, "
-            "  ((g * 2654435761) %% 1001)::int AS sc, "
-            "  now() - ((%(n)s - g) * %(step)s) * interval '1 ms' AS at "
-            "  FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g), "
-            "m AS (INSERT INTO matches (id, agent_id, challenge_id, status, started_at, expires_at, "
-            "  result, score, completed_at) "
-            "  SELECT g.mid, ag.id, ch.id, 'completed', g.at - interval '1 minute', g.at + interval '1 day', "
-            "  CASE WHEN sc >= 700 THEN 'win' WHEN sc >= 400 THEN 'draw' ELSE 'loss' END, sc, g.at "
-            "  FROM g JOIN ag ON ag.i = g.ai JOIN ch ON ch.i = g.ci), "
-            "s AS (INSERT INTO submissions (id, match_id, agent_id, source_ip, answer, status, "
-            "  submitted_at) SELECT g.sid, g.mid, ag.id, '192.0.2.1', '{\"x\": 1}', "
-            "  CASE WHEN g.g > %(n)s - %(backlog)s THEN 'queued' WHEN g.g %% %(odd)s = 1 THEN 'failed' "
-            "  WHEN g.g %% %(odd)s = 2 THEN 'rejected' ELSE 'completed' END, g.at - interval '1 second' "
-            "  FROM g JOIN ag ON ag.i = g.ai) "
-            "INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
-            "  score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
-            "  worker_id, started_at, completed_at, standings_xid) "
-            "SELECT g.sid, 1, 'deterministic', sc, "
-            "  CASE WHEN sc >= 700 THEN 'win' WHEN sc >= 400 THEN 'draw' ELSE 'loss' END, "
-            "  '{}', '[]', '[]', false, '{}', 'bench', g.at, g.at, NULL FROM g ORDER BY g.g",
-            {"na": args.agents, "nc": args.challenges, "lo": done + 1, "hi": done + n,
-             "n": args.results, "step": span_ms / args.results, "odd": args.odd_every,
-             "backlog": args.backlog})
-        done += n
-        step("results: %d" % done, t0)
+    """The database: benchdb.fill's rows, completed over the last --days days up to now (the
+    newest ones the last hour's), with their odd statuses and the backlog; the counters
+    (submission_counts_recount) and the standings built once afterwards."""
+    # row g completes at now - (N - g) * span / N: the newest rows are the last hour's
+    benchdb.fill(cur, args.agents, args.challenges, args.results, args.chunk, t0, rows={
+        "at": "now() - ((%(n)s - g) * %(step)s) * interval '1 ms'",
+        "started": "at - interval '1 minute'",
+        "submitted": "at - interval '1 second'",
+        "completed": "at",
+        "status": "CASE WHEN g > %(n)s - %(backlog)s THEN 'queued' WHEN g %% %(odd)s = 1 "
+                  "THEN 'failed' WHEN g %% %(odd)s = 2 THEN 'rejected' ELSE 'completed' END",
+        "answer": "'{\"x\": 1}'",
+    }, params={"n": args.results, "step": args.days * 86400000.0 / args.results,
+               "odd": args.odd_every, "backlog": args.backlog})
     cur.execute("SET session_replication_role = origin")
     # what migration 009 does once: the counters from the rows (its triggers were skipped)
     cur.execute("SELECT submission_counts_recount()")
     cur.execute("VACUUM ANALYZE")
     step("counters, vacuum analyze", t0)
-    cur.execute("SET work_mem = '1GB'")
-    cur.execute("SELECT standings_reset(NULL)")
-    cur.execute("INSERT INTO standings_entries SELECT * FROM standings_recompute(NULL)")
-    cur.execute("UPDATE standings_agents sa SET ready = true, tasks = g.tasks, w_count = g.w_count, "
-                "w_sum = g.w_sum, w_wins = g.w_wins, w_draws = g.w_draws, w_losses = g.w_losses, "
-                "w_best = g.w_best, w_best_seq = g.w_best_seq "
-                "FROM standings_aggregate('standings_entries', NULL, false) g "
-                "WHERE g.agent_id = sa.agent_id")
-    cur.execute("INSERT INTO standings_agent_challenges SELECT g.agent_id, g.challenge_id, g.tasks, "
-                "g.w_count, g.w_sum, g.w_wins, g.w_draws, g.w_losses, g.w_best, g.w_best_seq, "
-                "g.best_score, g.best_submission, g.best_submitted_at, g.best_first_id "
-                "FROM standings_aggregate('standings_entries', NULL, true) g")
+    benchdb.build_standings(cur)
     cur.execute("VACUUM ANALYZE standings_entries, standings_agents, standings_agent_challenges")
     step("standings built set-based", t0)
 

@@ -3,7 +3,7 @@
 
 Starts a private postgres (bulk-load settings, listed below), migrates, and
 builds --agents agents (default 100,000) on --challenges challenges with
---results first evaluations (default 10,000,000) plus --reevals
+--results first evaluations (default 10,000,000; test/bench/benchdb.py) plus --reevals
 re-evaluations, all with set-based generate_series inserts, left out of the
 standings projection (standings_xid NULL, sql/008). Then the standings are built from that history
 in one set-based pass of the migration's own functions (standings_recompute,
@@ -34,6 +34,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchdb  # noqa: E402
+from benchdb import step  # noqa: E402
 from services import Services  # noqa: E402
 
 import psycopg2  # noqa: E402
@@ -42,11 +45,6 @@ PG = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
       "shared_buffers": "2GB", "work_mem": "256MB", "maintenance_work_mem": "1GB",
       "max_wal_size": "20GB", "checkpoint_timeout": "30min", "autovacuum": "on",
       "jit": "off"}
-
-
-def step(msg, t0):
-    print("%-60s %8.1f s" % (msg, time.time() - t0))
-    sys.stdout.flush()
 
 
 def run_cmd(args, env):
@@ -88,48 +86,12 @@ def main():
         db = psycopg2.connect(svc.database_url)
         db.autocommit = True
         cur = db.cursor()
-        # The results are loaded with standings_xid NULL: counted by the pass below, not by
-        # the projection (sql/008), like rows written before it.
-        # Bulk load: skip the foreign-key triggers (the generated rows reference each other
-        # correctly by construction); normal mode again before the standings are built.
-        cur.execute("SET session_replication_role = replica")
-        cur.execute("INSERT INTO agents (name, elo) SELECT 'agent-' || g, 600 + (random() * 1200)::int "
-                    "FROM generate_series(1, %s) g", (args.agents,))
-        cur.execute("INSERT INTO challenges (slug, difficulty, scoring_spec, time_limit_secs) "
-                    "SELECT 'bench-' || g, 'veteran', '{\"evaluator\":\"deterministic\"}', 600 "
-                    "FROM generate_series(1, %s) g", (args.challenges,))
-        cur.execute("CREATE TEMP TABLE ag AS SELECT row_number() OVER () AS i, id FROM agents")
-        cur.execute("CREATE TEMP TABLE ch AS SELECT row_number() OVER () AS i, id FROM challenges")
-        cur.execute("ANALYZE ag; ANALYZE ch")
-        step("agents and challenges", t0)
-        done = 0
-        while done < args.results:
-            n = min(args.chunk, args.results - done)
-            # One match, one submission and one first result per row; agents round-robin,
-            # challenges and scores pseudo-random; ids in order of g (commit order).
-            cur.execute(
-                "WITH g AS (SELECT g, gen_random_uuid() AS mid, gen_random_uuid() AS sid, "
-                "  (g %% %(na)s) + 1 AS ai, ((g * 7919 + g / %(na)s) %% %(nc)s) + 1 AS ci, "
-                "  ((g * 2654435761) %% 1001)::int AS sc "
-                "  FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g), "
-                "m AS (INSERT INTO matches (id, agent_id, challenge_id, status, started_at, expires_at, "
-                "  result, score, completed_at) "
-                "  SELECT g.mid, ag.id, ch.id, 'completed', timestamptz '2026-01-01' + g.g * interval '1 ms', "
-                "  timestamptz '2026-01-02' + g.g * interval '1 ms', "
-                "  CASE WHEN sc >= 700 THEN 'win' WHEN sc >= 400 THEN 'draw' ELSE 'loss' END, sc, now() "
-                "  FROM g JOIN ag ON ag.i = g.ai JOIN ch ON ch.i = g.ci), "
-                "s AS (INSERT INTO submissions (id, match_id, agent_id, source_ip, answer, status, "
-                "  submitted_at) SELECT g.sid, g.mid, ag.id, '192.0.2.1', '{}', 'completed', "
-                "  timestamptz '2026-01-01' + g.g * interval '1 ms' FROM g JOIN ag ON ag.i = g.ai) "
-                "INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
-                "  score_breakdown, submission_warnings, constraint_violations, verified, evaluation_log, "
-                "  worker_id, started_at, completed_at, standings_xid) "
-                "SELECT g.sid, 1, 'deterministic', sc, "
-                "  CASE WHEN sc >= 700 THEN 'win' WHEN sc >= 400 THEN 'draw' ELSE 'loss' END, "
-                "  '{}', '[]', '[]', false, '{}', 'bench', now(), now(), NULL FROM g ORDER BY g.g",
-                {"na": args.agents, "nc": args.challenges, "lo": done + 1, "hi": done + n})
-            done += n
-            step("results: %d" % done, t0)
+        # The results are loaded with standings_xid NULL (counted by the pass below, not by
+        # the projection) and the foreign-key triggers skipped; normal mode again before the
+        # standings are built. One match, one submission and one first result per row;
+        # agents round-robin, challenges and scores pseudo-random; ids in order of g
+        # (commit order).
+        benchdb.fill(cur, args.agents, args.challenges, args.results, args.chunk, t0)
         if args.reevals:
             cur.execute(
                 "INSERT INTO evaluation_results (submission_id, eval_seq, evaluator, score, result, "
@@ -162,18 +124,7 @@ def main():
             step("backfill of the standings (standings --rebuild)", t0)
         else:
             # One set-based pass with the same SQL functions (hash joins, sequential reads).
-            cur.execute("SET work_mem = '1GB'")
-            cur.execute("SELECT standings_reset(NULL)")
-            cur.execute("INSERT INTO standings_entries SELECT * FROM standings_recompute(NULL)")
-            cur.execute("UPDATE standings_agents sa SET ready = true, tasks = g.tasks, w_count = g.w_count, "
-                        "w_sum = g.w_sum, w_wins = g.w_wins, w_draws = g.w_draws, w_losses = g.w_losses, "
-                        "w_best = g.w_best, w_best_seq = g.w_best_seq "
-                        "FROM standings_aggregate('standings_entries', NULL, false) g "
-                        "WHERE g.agent_id = sa.agent_id")
-            cur.execute("INSERT INTO standings_agent_challenges SELECT g.agent_id, g.challenge_id, g.tasks, "
-                        "g.w_count, g.w_sum, g.w_wins, g.w_draws, g.w_losses, g.w_best, g.w_best_seq, "
-                        "g.best_score, g.best_submission, g.best_submitted_at, g.best_first_id "
-                        "FROM standings_aggregate('standings_entries', NULL, true) g")
+            benchdb.build_standings(cur)
             step("standings built set-based from history", t0)
         backfill_secs = time.time() - t1
         cur.execute("VACUUM ANALYZE standings_entries, standings_agents, standings_agent_challenges")

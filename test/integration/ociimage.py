@@ -1,4 +1,5 @@
-"""Builds OCI image archives offline for the image-store and container tests.
+"""Builds OCI image archives offline for the image-store and container tests, and imports
+them into a test's image store with `arbiter image import`.
 
 An archive is a tar of an OCI image layout (oci-layout, index.json, blobs/sha256/*),
 as `skopeo copy ... oci-archive:F` writes it. Layers are lists of entries, each a
@@ -8,6 +9,8 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import subprocess
 import tarfile
 
 BUSYBOX = "/bin/busybox"
@@ -162,3 +165,28 @@ def archive(layers, config=None, compress=False, hook=None):
         for extra in parts.get("extra", []):
             add(*extra)
     return out.getvalue(), sha(mb)
+
+
+def script_image(script):
+    """An OCI archive of busybox_layer(script) whose command is the script (/app/score.sh,
+    PATH=/bin): (bytes, manifest digest), as archive() returns them."""
+    return archive([busybox_layer(script)],
+                   config={"Cmd": ["/app/score.sh"], "Env": ["PATH=/bin"]})
+
+
+def import_archive(binary, store, data, path, env=None):
+    """Writes the archive bytes data to path and runs `binary image import path` with
+    ARBITER_IMAGE_DIR=store (env: more variables); returns the finished process (text)."""
+    with open(path, "wb") as f:
+        f.write(data)
+    e = dict(os.environ, ARBITER_IMAGE_DIR=store)
+    e.update(env or {})
+    return subprocess.run([binary, "image", "import", path], capture_output=True, text=True,
+                          env=e, timeout=120)
+
+
+def imported(p):
+    """The digest an `arbiter image import` process p printed as its last word, or "" when
+    it failed or printed nothing."""
+    words = p.stdout.split() if p.returncode == 0 else []
+    return words[-1] if words else ""

@@ -16,7 +16,8 @@ from tap import ok, done  # noqa: E402
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 top = tempfile.mkdtemp(prefix="arbiter-container-test-")
-ENV = dict(os.environ, ARBITER_IMAGE_DIR=os.path.join(top, "store"))
+STORE = os.path.join(top, "store")
+ENV = dict(os.environ, ARBITER_IMAGE_DIR=STORE)
 
 CHECKS = {
     "unprivileged": '[ "$(id -u)" -ge 1000 ] && grep -q "^CapEff:.0000000000000000" /proc/self/status',
@@ -45,11 +46,8 @@ layers = [ociimage.busybox_layer(script), [{"name": "bin/nc", "type": "symlink",
                                            "data": b'#!/bin/sh\necho \'{"scores": {"tests": 1500}}\' > /output/score.json\n'}]]
 data, digest = ociimage.archive(layers, config={"Cmd": ["/app/score.sh"],
                                                 "Env": ["PATH=/bin", "GREETING=hi"]})
-with open(os.path.join(top, "img.tar"), "wb") as f:
-    f.write(data)
-p = subprocess.run([BIN, "image", "import", os.path.join(top, "img.tar")], capture_output=True,
-                   text=True, env=ENV)
-ok(p.returncode == 0 and p.stdout.split()[-1] == digest, "the test image imports", p.stderr)
+p = ociimage.import_archive(BIN, STORE, data, os.path.join(top, "img.tar"))
+ok(ociimage.imported(p) == digest, "the test image imports", p.stderr)
 
 
 def write(name, obj):
@@ -102,11 +100,9 @@ p = score(dict(one, container={"cmd": ["/bin/sleep", "10"], "timeout_ms": 500}))
 ok(p.returncode == 3 and "timed out" in p.stderr, "container.timeout_ms is enforced", p.stderr)
 
 # A docker-archive (`docker save`) of the same layers imports and runs like the OCI archive.
-dpath = os.path.join(top, "docker.tar")
-with open(dpath, "wb") as f:
-    f.write(ociimage.docker_archive(layers, config={"Cmd": ["/app/seed.sh"], "Env": ["PATH=/bin"]}))
-p = subprocess.run([BIN, "image", "import", dpath], capture_output=True, text=True, env=ENV)
-ddigest = p.stdout.split()[-1] if p.returncode == 0 and p.stdout.split() else ""
+ddata = ociimage.docker_archive(layers, config={"Cmd": ["/app/seed.sh"], "Env": ["PATH=/bin"]})
+ddigest = ociimage.imported(ociimage.import_archive(BIN, STORE, ddata,
+                                                    os.path.join(top, "docker.tar")))
 p = score(dict(one, image=ddigest))
 ok(ddigest and p.returncode == 0 and json.loads(p.stdout)["score"] == 730,
    "a docker-archive's image runs: its config's Cmd scores 730", p.stdout + p.stderr)

@@ -33,10 +33,7 @@ def run(*args, env=None):
 
 
 def imp(data, env=None, name="img.tar"):
-    path = os.path.join(top, name)
-    with open(path, "wb") as f:
-        f.write(data)
-    return run("import", path, env=env)
+    return ociimage.import_archive(BIN, store, data, os.path.join(top, name), env)
 
 
 def store_clean():

@@ -962,6 +962,48 @@ def credit(d, name):
     return exact(d.get(name, 1))
 
 
+def pair_objects(d, subs, exps, st):
+    """match_objects' score once each side is a list of (key, element), key None for an
+    element that cannot pair: each expected element, in order, pairs with the first unused
+    submitted one of the same key, and the pairs' scores are aggregated by d's method."""
+    used = set()
+    dvals = set()
+    fields = d.get('fields', [])
+    W = sum(exact(f.get('weight', 1)) for f in fields)
+    P = Fraction(0)
+    pairs = 0
+    for k, w in exps:
+        if k is None:
+            continue
+        hit = next((i for i, (kk, _) in enumerate(subs) if kk == k and i not in used), None)
+        if hit is None:
+            continue
+        used.add(hit)
+        pairs += 1
+        ps = Fraction(1) if not fields else \
+            sum(exact(f.get('weight', 1)) * nested_score(f, subs[hit][1], w, st)
+                for f in fields) / (1000 * W)
+        P += ps
+        if 'distinct_of' in d and ps > 0:   # v3: distinct expected values of the pairs
+            dv = resolve(w, d['distinct_of'])
+            if dv is not MISSING:
+                dvals.add(canon(dv))
+    ns, ne = len(subs), len(exps)
+    m = d.get('method', 'recall')
+    if m == 'distinct':
+        return ramp_value(d, len(dvals))
+    if ns == 0 and ne == 0:
+        return 1000
+    if m == 'points':   # v3: points per pair, summed, capped at max_points
+        return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
+    den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
+    if m == 'f1':
+        P *= 2
+    if den == 0:
+        return 1000 if m == 'recall' else 0
+    return half_up(P / den)
+
+
 def v2_apply(d, a, b, st):
     """Score of a field-reading primitive on resolved values, or None when ill-typed
     (st['side'] says which side)."""
@@ -1109,42 +1151,7 @@ def v2_apply(d, a, b, st):
                 sides.append([(record_key(d['match_on'], o, steps) if isinstance(o, dict)
                                else None, o) for o in v])
         subs, exps = sides
-        used = set()
-        dvals = set()
-        fields = d.get('fields', [])
-        W = sum(exact(f.get('weight', 1)) for f in fields)
-        P = Fraction(0)
-        pairs = 0
-        for k, w in exps:
-            if k is None:
-                continue
-            hit = next((i for i, (kk, _) in enumerate(subs) if kk == k and i not in used), None)
-            if hit is None:
-                continue
-            used.add(hit)
-            pairs += 1
-            ps = Fraction(1) if not fields else \
-                sum(exact(f.get('weight', 1)) * nested_score(f, subs[hit][1], w, st)
-                    for f in fields) / (1000 * W)
-            P += ps
-            if 'distinct_of' in d and ps > 0:   # v3: distinct expected values of the pairs
-                dv = resolve(w, d['distinct_of'])
-                if dv is not MISSING:
-                    dvals.add(canon(dv))
-        ns, ne = len(subs), len(exps)
-        m = d.get('method', 'recall')
-        if m == 'distinct':
-            return ramp_value(d, len(dvals))
-        if ns == 0 and ne == 0:
-            return 1000
-        if m == 'points':   # v3: points per pair, summed, capped at max_points
-            return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
-        den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
-        if m == 'f1':
-            P *= 2
-        if den == 0:
-            return 1000 if m == 'recall' else 0
-        return half_up(P / den)
+        return pair_objects(d, subs, exps, st)
     if prim == 'match_objects':
         if not isinstance(a, list):
             return bad(0)
@@ -1164,44 +1171,7 @@ def v2_apply(d, a, b, st):
                     return None
                 ks.append(canon(norm_val(steps, v)))
             return tuple(ks)
-        subs = [(key(o), i) for i, o in enumerate(a)]
-        used = set()
-        dvals = set()
-        fields = d.get('fields', [])
-        W = sum(exact(f.get('weight', 1)) for f in fields)
-        P = Fraction(0)
-        pairs = 0
-        for w in b:
-            k = key(w)
-            if k is None:
-                continue
-            hit = next((i for kk, i in subs if kk == k and i not in used), None)
-            if hit is None:
-                continue
-            used.add(hit)
-            pairs += 1
-            ps = Fraction(1) if not fields else \
-                sum(exact(f.get('weight', 1)) * nested_score(f, a[hit], w, st)
-                    for f in fields) / (1000 * W)
-            P += ps
-            if 'distinct_of' in d and ps > 0:   # v3: distinct expected values of the pairs
-                dv = resolve(w, d['distinct_of'])
-                if dv is not MISSING:
-                    dvals.add(canon(dv))
-        ns, ne = len(a), len(b)
-        m = d.get('method', 'recall')
-        if m == 'distinct':
-            return ramp_value(d, len(dvals))
-        if ns == 0 and ne == 0:
-            return 1000
-        if m == 'points':   # v3: points per pair, summed, capped at max_points
-            return half_up(min(Fraction(1), P * exact(d['points']) / exact(d['max_points'])))
-        den = {'recall': ne, 'precision': ns, 'f1': ns + ne, 'mean': pairs}[m]
-        if m == 'f1':
-            P *= 2
-        if den == 0:
-            return 1000 if m == 'recall' else 0
-        return half_up(P / den)
+        return pair_objects(d, [(key(o), o) for o in a], [(key(w), w) for w in b], st)
     if prim == 'keyed_map' and (d.get('field_key') or d.get('ground_truth_key')):
         # v3: a records side keyed by field_key / ground_truth_key (first record per key)
         fk, gk = d.get('field_key'), d.get('ground_truth_key')

@@ -58,14 +58,9 @@ printf '{"scores": {"tests": %s}}' "$v" > /output/score.json
 def main():
     top = tempfile.mkdtemp(prefix="arbiter-worker-container-")
     store = os.path.join(top, "store")
-    data, digest = ociimage.archive([ociimage.busybox_layer(SCRIPT)],
-                                    config={"Cmd": ["/app/score.sh"], "Env": ["PATH=/bin"]})
-    path = os.path.join(top, "img.tar")
-    with open(path, "wb") as f:
-        f.write(data)
-    p = subprocess.run([BIN, "image", "import", path], capture_output=True, text=True,
-                       env=dict(os.environ, ARBITER_IMAGE_DIR=store), timeout=120)
-    ok(p.returncode == 0 and p.stdout.split()[-1] == digest, "the image imports", p.stderr)
+    data, digest = ociimage.script_image(SCRIPT)
+    p = ociimage.import_archive(BIN, store, data, os.path.join(top, "img.tar"))
+    ok(ociimage.imported(p) == digest, "the image imports", p.stderr)
 
     with Services() as s:
         migrate(s)
@@ -96,12 +91,7 @@ def main():
             eq(hist, 1, "its agent's Elo moved once (elo_history)")
 
             # Two jobs whose images the store lacks: one imported while it waits, one never.
-            late_data, late_digest = ociimage.archive(
-                [ociimage.busybox_layer(SCRIPT.replace("v=100", "v=500"))],
-                config={"Cmd": ["/app/score.sh"], "Env": ["PATH=/bin"]})
-            late_path = os.path.join(top, "late.tar")
-            with open(late_path, "wb") as f:
-                f.write(late_data)
+            late_data, late_digest = ociimage.script_image(SCRIPT.replace("v=100", "v=500"))
             late_ch = a.challenge(dict(spec, image=late_digest), {"verdict": "good"})
             lost = a.challenge(dict(spec, image="sha256:" + "0" * 64), {"verdict": "good"})
             t0 = time.monotonic()
@@ -115,9 +105,8 @@ def main():
             by = wait_for(lambda: (lambda b: b if b and b.get("image", 0) >= 1 else None)(
                 delayed_by_cause(s)), 10)
             ok(by and by.get("retry") == 0, "status --json counts it under image, not retry", by)
-            p = subprocess.run([BIN, "image", "import", late_path], capture_output=True, text=True,
-                               env=dict(os.environ, ARBITER_IMAGE_DIR=store), timeout=120)
-            ok(p.returncode == 0 and p.stdout.split()[-1] == late_digest,
+            p = ociimage.import_archive(BIN, store, late_data, os.path.join(top, "late.tar"))
+            ok(ociimage.imported(p) == late_digest,
                "the missing image is imported while the job waits", p.stderr)
             ok(a.wait_final([late], WAIT_S + 20), "the waiting job ends", w.tail())
             row = a.q1("SELECT s.status, s.attempts, r.score_breakdown->'tests'->>'score' "

@@ -43,22 +43,14 @@ printf '{"scores": {"tests": 500, "quality": 1000, "docs": 1000}}' > /output/sco
 def main():
     top = tempfile.mkdtemp(prefix="arbiter-worker-hybrid-")
     store = os.path.join(top, "store")
-    data, digest = ociimage.archive([ociimage.busybox_layer(SCRIPT)],
-                                    config={"Cmd": ["/app/score.sh"], "Env": ["PATH=/bin"]})
     path = os.path.join(top, "img.tar")
-    with open(path, "wb") as f:
-        f.write(data)
-    p = subprocess.run([BIN, "image", "import", path], capture_output=True, text=True,
-                       env=dict(os.environ, ARBITER_IMAGE_DIR=store), timeout=120)
-    ok(p.returncode == 0 and p.stdout.split()[-1] == digest, "the image imports", p.stderr)
-    gdata, grab_digest = ociimage.archive([ociimage.busybox_layer(GRAB)],
-                                          config={"Cmd": ["/app/score.sh"], "Env": ["PATH=/bin"]})
-    with open(path, "wb") as f:
-        f.write(gdata)
-    p = subprocess.run([BIN, "image", "import", path], capture_output=True, text=True,
-                       env=dict(os.environ, ARBITER_IMAGE_DIR=store), timeout=120)
-    ok(p.returncode == 0 and p.stdout.split()[-1] == grab_digest,
-       "an image that writes the judge's keys imports", p.stderr)
+    data, digest = ociimage.script_image(SCRIPT)
+    p = ociimage.import_archive(BIN, store, data, path)
+    ok(ociimage.imported(p) == digest, "the image imports", p.stderr)
+    gdata, grab_digest = ociimage.script_image(GRAB)
+    p = ociimage.import_archive(BIN, store, gdata, path)
+    ok(ociimage.imported(p) == grab_digest, "an image that writes the judge's keys imports",
+       p.stderr)
 
     prov = Provider().start()
     try:
