@@ -916,10 +916,10 @@ static const char *text_of(const json_t *v, size_t *len, bool *owned)
 	return sb.buf;
 }
 
-static int need_type(const json_t *v, int side, bool ok, const char *what, struct prim_err *e)
+/* Fills e for a value v of side 0 (submitted) or 1 (ground truth) that is not what (a type,
+ * "an array"); returns PRIM_BAD. */
+static int need_type(const json_t *v, int side, const char *what, struct prim_err *e)
 {
-	if (ok)
-		return 0;
 	e->side = side;
 	snprintf(e->why, sizeof e->why, "%s value is %s, not %s", side ? "ground-truth" : "submitted",
 	         jcanon_type_name(v), what);
@@ -1072,7 +1072,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	const char *text = text_of(got, &tl, &owned);
 	char *own = owned ? (char *)text : NULL;
 	if (!text)
-		return need_type(got, 0, false, "a string or an array of strings", e);
+		return need_type(got, 0, "a string or an array of strings", e);
 	size_t total = d->nterms, found = 0;
 	size_t nscan = 0;   /* literal scans of the text */
 	for (size_t i = 0; i < d->nterms; i++)
@@ -1088,7 +1088,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 	if (!d->nterms && d->words_terms) {
 		if (!json_is_string(want)) {
 			free(own);
-			return need_type(want, 1, false, "a string (its words are the terms)", e);
+			return need_type(want, 1, "a string (its words are the terms)", e);
 		}
 		if (!charge(c, W_TOKEN * (uint64_t)json_string_length(want))) {
 			free(own);
@@ -1151,7 +1151,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 			free(own);
 			json_decref(hit);
 			json_decref(miss);
-			return need_type(want, 1, false, "an array of strings", e);
+			return need_type(want, 1, "an array of strings", e);
 		}
 		total = json_array_size(want);
 		for (size_t i = 0; i < total; i++) {
@@ -1160,7 +1160,7 @@ static int apply_terms(struct ctx *c, const struct spec_dim *d, const json_t *go
 				free(own);
 				json_decref(hit);
 				json_decref(miss);
-				return need_type(w, 1, false, "a string (a term)", e);
+				return need_type(w, 1, "a string (a term)", e);
 			}
 			bool f = json_string_length(w) > 0 &&
 			         memmem(text, tl, json_string_value(w), json_string_length(w)) != NULL;
@@ -1580,17 +1580,16 @@ static int mo_distinct(struct ctx *c, const struct spec_dim *d, const json_t *co
 }
 
 static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t *got,
-                          const json_t *want, struct app *ap, struct prim_err *e);
+                          const json_t *want, struct app *ap);
 
+/* match_objects: each expected element, in order, takes the first unused submitted element
+ * with the same match_on key; the pairs are scored by mo_score. The sides are of the types
+ * nd_objects asks (checked by apply): arrays, or objects for a keyed side. */
 static int apply_match_objects(struct ctx *c, const struct spec_dim *d, const json_t *got,
-                               const json_t *want, struct app *ap, struct prim_err *e)
+                               const json_t *want, struct app *ap)
 {
 	if (d->f_keyed || d->g_keyed)
-		return apply_mo_keyed(c, d, got, want, ap, e);
-	if (!json_is_array(got))
-		return need_type(got, 0, false, "an array", e);
-	if (!json_is_array(want))
-		return need_type(want, 1, false, "an array", e);
+		return apply_mo_keyed(c, d, got, want, ap);
 	const struct prep_dim *pd = c->cur && c->cur->d == d && c->cur->want == want ? c->cur : NULL;
 	/* both sides' keys, normalised or dumped (prepared or not, the same units) */
 	if (!charge(c, okey_units(d, got) + (pd ? pd->key_units : okey_units(d, want))))
@@ -1692,17 +1691,16 @@ static int mo_score(struct ctx *c, const struct spec_dim *d, const json_t *got, 
 }
 
 static int apply_keyed_records(struct ctx *c, const struct spec_dim *d, const json_t *got,
-                               const json_t *want, struct app *ap, struct prim_err *e);
+                               const json_t *want, struct app *ap);
 
+/* keyed_map: the nested item primitive on each key's pair of values, averaged over the keys
+ * scored (`keys`, else the expected object's). The sides are of the types nd_keyed asks
+ * (checked by apply): objects, or arrays of records with field_key / ground_truth_key. */
 static int apply_keyed_map(struct ctx *c, const struct spec_dim *d, const json_t *got,
-                           const json_t *want, struct app *ap, struct prim_err *e)
+                           const json_t *want, struct app *ap)
 {
 	if (d->fkey || d->gkey)
-		return apply_keyed_records(c, d, got, want, ap, e);
-	if (!json_is_object(got))
-		return need_type(got, 0, false, "an object", e);
-	if (!json_is_object(want))
-		return need_type(want, 1, false, "an object", e);
+		return apply_keyed_records(c, d, got, want, ap);
 	const struct prep_dim *pd = c->cur && c->cur->d == d && c->cur->want == want ? c->cur : NULL;
 	size_t nk = d->keys ? json_array_size(d->keys) : json_object_size(want);
 	unsigned long long sum = 0;
@@ -1747,11 +1745,11 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 		else if (json_is_string(got))
 			n = (int64_t)prim_count_chars(json_string_value(got), json_string_length(got));
 		else
-			return need_type(got, 0, false, "an array, an object or a string", e);
+			return need_type(got, 0, "an array, an object or a string", e);
 		break;
 	case SPEC_C_PRESENT:
 		if (!json_is_object(got))
-			return need_type(got, 0, false, "an object", e);
+			return need_type(got, 0, "an object", e);
 		for (size_t i = 0; i < json_array_size(d->present_keys); i++) {
 			const json_t *v = json_object_get(got, json_string_value(json_array_get(d->present_keys, i)));
 			n += v && !json_is_null(v);
@@ -1759,7 +1757,7 @@ static int apply_count(const struct spec_dim *d, const json_t *got, struct app *
 		break;
 	default: {
 		if (!json_is_array(got))
-			return need_type(got, 0, false, "an array", e);
+			return need_type(got, 0, "an array", e);
 		size_t distinct = 0;   /* distinct canonical items */
 		{
 			size_t m = json_array_size(got);
@@ -1846,14 +1844,10 @@ static bool record_key(const struct spec_rkey *k, const struct jpath *path, cons
 /* keyed_map with a records side (field_key / ground_truth_key): each side is an object, or an
  * array of records keyed by their built key (the first record with a key counts). The keys
  * scored are `keys`, else the expected object's keys, else each expected record's key in
- * order (a record without one counts 0). */
+ * order (a record without one counts 0). The sides' types are checked by apply (nd_keyed). */
 static int apply_keyed_records(struct ctx *c, const struct spec_dim *d, const json_t *got,
-                               const json_t *want, struct app *ap, struct prim_err *e)
+                               const json_t *want, struct app *ap)
 {
-	if (d->fkey ? !json_is_array(got) : !json_is_object(got))
-		return need_type(got, 0, false, d->fkey ? "an array of records" : "an object", e);
-	if (d->gkey ? !json_is_array(want) : !json_is_object(want))
-		return need_type(want, 1, false, d->gkey ? "an array of records" : "an object", e);
 	/* the records' keys, built before anything is scored */
 	uint64_t u = 0;
 	const struct spec_rkey *ks[2] = { d->fkey, d->gkey };
@@ -1926,14 +1920,11 @@ static int apply_keyed_records(struct ctx *c, const struct spec_dim *d, const js
 /* match_objects with an object side (field_keyed / ground_truth_keyed): a member {k: v} is the
  * element v with the key k; a record's key is match_on's value (with match_on's prefix and
  * suffix). Keys are normalised with `normalize`. Pairing as for arrays: each expected element,
- * in order, takes the first unused submitted element with the same key. */
+ * in order, takes the first unused submitted element with the same key. The sides' types are
+ * checked by apply (nd_objects). */
 static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t *got,
-                          const json_t *want, struct app *ap, struct prim_err *e)
+                          const json_t *want, struct app *ap)
 {
-	if (d->f_keyed ? !json_is_object(got) : !json_is_array(got))
-		return need_type(got, 0, false, d->f_keyed ? "an object" : "an array", e);
-	if (d->g_keyed ? !json_is_object(want) : !json_is_array(want))
-		return need_type(want, 1, false, d->g_keyed ? "an object" : "an array", e);
 	const json_t *sides[2] = { got, want };
 	bool keyed[2] = { d->f_keyed, d->g_keyed };
 	size_t n[2];
@@ -2025,7 +2016,8 @@ static int apply_mo_keyed(struct ctx *c, const struct spec_dim *d, const json_t 
 
 /* The arguments of every field primitive's apply function: values already resolved and
  * normalised (got, want), want's prepared scalar side (pw) or prepared whole value (pv),
- * both may be NULL; PRIM_BAD with e filled when a value is ill-typed. */
+ * both may be NULL; PRIM_BAD with e filled when a value is ill-typed. When the descriptor
+ * says NC_APPLY, got and want are already of the types its need asks (check_need). */
 #define APPLY_ARGS struct ctx *c __attribute__((unused)), \
 	const struct spec_dim *d __attribute__((unused)), const json_t *got, \
 	const json_t *want __attribute__((unused)), const struct pval *pw __attribute__((unused)), \
@@ -2082,9 +2074,6 @@ static int ap_set_overlap(APPLY_ARGS)
 
 static int ap_text_length(APPLY_ARGS)
 {
-	int r;
-	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0)
-		return r;
 	size_t n = d->words ? prim_count_words(json_string_value(got), json_string_length(got))
 	           : d->lines ? prim_count_lines(json_string_value(got), json_string_length(got))
 	           : prim_count_chars(json_string_value(got), json_string_length(got));
@@ -2099,9 +2088,6 @@ static int ap_count(APPLY_ARGS)
 
 static int ap_regex_match(APPLY_ARGS)
 {
-	int r;
-	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0)
-		return r;
 	return run_rx(c, d->rx, json_string_value(got), json_string_length(got), ap) ? 1000 : 0;
 }
 
@@ -2112,10 +2098,6 @@ static int ap_term_coverage(APPLY_ARGS)
 
 static int ap_token_overlap(APPLY_ARGS)
 {
-	int r;
-	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0 ||
-	    (r = need_type(want, 1, json_is_string(want), "a string", e)) != 0)
-		return r;
 	struct strbuf sa, sb;
 	char **ia, **ib;
 	size_t na, nb;
@@ -2130,7 +2112,7 @@ static int ap_token_overlap(APPLY_ARGS)
 	size_t cm = prim_sorted_common(ia, na, ib, nb);
 	det_set(ap, "tokens", json_pack("{s:I, s:I, s:I}", "submitted", (json_int_t)na,
 	                                "expected", (json_int_t)nb, "common", (json_int_t)cm));
-	r = prim_set_ratio(cm, na, nb, d->method, &ap->fr);
+	int r = prim_set_ratio(cm, na, nb, d->method, &ap->fr);
 	free(ia);
 	if (!(pv && pv->has_tok))
 		free(ib);
@@ -2141,22 +2123,18 @@ static int ap_token_overlap(APPLY_ARGS)
 
 static int ap_match_objects(APPLY_ARGS)
 {
-	return apply_match_objects(c, d, got, want, ap, e);
+	return apply_match_objects(c, d, got, want, ap);
 }
 
 static int ap_keyed_map(APPLY_ARGS)
 {
-	return apply_keyed_map(c, d, got, want, ap, e);
+	return apply_keyed_map(c, d, got, want, ap);
 }
 
 /* text_contains: equal texts score equal_credit; otherwise, when one (non-empty) text lies
  * inside the other in an allowed direction, contains_credit; else 0. */
 static int ap_text_contains(APPLY_ARGS)
 {
-	int r;
-	if ((r = need_type(got, 0, json_is_string(got), "a string", e)) != 0 ||
-	    (r = need_type(want, 1, json_is_string(want), "a string", e)) != 0)
-		return r;
 	const char *a = json_string_value(got), *b = json_string_value(want);
 	size_t la = json_string_length(got), lb = json_string_length(want);
 	const char *rel = "none";
@@ -2197,7 +2175,8 @@ static int ev_call_efficiency(struct ctx *c, const struct spec_dim *d, struct ap
 	return eval_efficiency(c, d, &ap->fr, "max_llm_calls", "llm_call_count");
 }
 
-/* JSON types needed per side (needed_type). Shapes that depend on both sides
+/* JSON types needed per side: needed_type on the resolved values, and check_need on the
+ * normalised ones for NC_APPLY primitives. Shapes that depend on both sides
  * (numeric_tolerance's scalar vs array) are checked by the primitive itself. */
 static const char *nd_array(const struct spec_dim *d, int side, const json_t *v)
 {
@@ -2328,6 +2307,14 @@ enum prep_kind {
 	PREP_KEYS,      /* keyed_map: each key's nested value */
 };
 
+/* Who checks a field primitive's values against its descriptor's need before it runs. */
+enum need_check {
+	NC_OWN,     /* the primitive itself (in prim.c, or types that depend on elements or on
+	             * both sides) */
+	NC_APPLY,   /* apply, on the normalised values: the submitted side, then the expected side
+	             * of a primitive that compares two (PRIM_F_GT); need is then all it asks */
+};
+
 typedef int apply_fn(APPLY_ARGS);
 /* One primitive: everything the scorer and the validator know of it besides the parsing of
  * its own parameters (spec.c parse_params). */
@@ -2338,6 +2325,7 @@ struct prim_desc {
 	enum prep_kind prep;
 	/* the JSON type needed on a side (NULL: any value; the primitive checks the rest) */
 	const char *(*need)(const struct spec_dim *d, int side, const json_t *v);
+	enum need_check check;         /* who checks need before apply runs */
 	/* its own work units on the normalised values (NULL: constant work) */
 	uint64_t (*units)(const struct spec_dim *d, const json_t *got, const json_t *want);
 	apply_fn *apply;               /* field primitives (PRIM_F_FIELD) */
@@ -2371,41 +2359,43 @@ static const char *const pa_contains[] = { P_PLAIN, "direction", "equal_credit",
 #define F_CMP (PRIM_F_FIELD | PRIM_F_GT | PRIM_F_NESTABLE)   /* compares two values */
 #define F_ONE (PRIM_F_FIELD | PRIM_F_NESTABLE)               /* reads the answer only */
 static const struct prim_desc prim_table[PRIM_KIND_COUNT] = {
-	[PRIM_NONE] = { "", pa_none, 0, PREP_NONE, NULL, NULL, NULL, ev_none },
-	[PRIM_EXACT_MATCH] = { "exact_match", pa_exact, F_CMP, PREP_SCALAR, NULL, un_exact,
+	[PRIM_NONE] = { "", pa_none, 0, PREP_NONE, NULL, NC_OWN, NULL, NULL, ev_none },
+	[PRIM_EXACT_MATCH] = { "exact_match", pa_exact, F_CMP, PREP_SCALAR, NULL, NC_OWN, un_exact,
 	                       ap_exact_match, NULL },
 	[PRIM_EXACT_MATCH_RATIO] = { "exact_match_ratio", pa_plain, F_CMP, PREP_NONE, nd_array,
-	                             un_sets, ap_exact_match_ratio, NULL },
+	                             NC_OWN, un_sets, ap_exact_match_ratio, NULL },
 	[PRIM_NUMERIC_TOLERANCE] = { "numeric_tolerance", pa_numeric, F_CMP, PREP_SCALAR, nd_number,
-	                             un_numeric, ap_numeric_tolerance, NULL },
-	[PRIM_FUZZY_STRING] = { "fuzzy_string", pa_plain, F_CMP, PREP_NONE, nd_string, un_fuzzy,
-	                        ap_fuzzy_string, NULL },
-	[PRIM_TIME_DECAY] = { "time_decay", pa_time, 0, PREP_NONE, NULL, NULL, NULL, ev_time_decay },
-	[PRIM_COVERAGE_RATIO] = { "coverage_ratio", pa_plain, F_CMP, PREP_WHOLE, nd_array, un_sets,
-	                          ap_coverage_ratio, NULL },
-	[PRIM_SET_OVERLAP] = { "set_overlap", pa_method, F_CMP, PREP_WHOLE, nd_array, un_sets,
+	                             NC_OWN, un_numeric, ap_numeric_tolerance, NULL },
+	[PRIM_FUZZY_STRING] = { "fuzzy_string", pa_plain, F_CMP, PREP_NONE, nd_string, NC_OWN,
+	                        un_fuzzy, ap_fuzzy_string, NULL },
+	[PRIM_TIME_DECAY] = { "time_decay", pa_time, 0, PREP_NONE, NULL, NC_OWN, NULL, NULL,
+	                      ev_time_decay },
+	[PRIM_COVERAGE_RATIO] = { "coverage_ratio", pa_plain, F_CMP, PREP_WHOLE, nd_array, NC_OWN,
+	                          un_sets, ap_coverage_ratio, NULL },
+	[PRIM_SET_OVERLAP] = { "set_overlap", pa_method, F_CMP, PREP_WHOLE, nd_array, NC_OWN, un_sets,
 	                       ap_set_overlap, NULL },
-	[PRIM_TOKEN_EFFICIENCY] = { "token_efficiency", pa_none, 0, PREP_NONE, NULL, NULL, NULL,
-	                            ev_token_efficiency },
-	[PRIM_CALL_EFFICIENCY] = { "call_efficiency", pa_none, 0, PREP_NONE, NULL, NULL, NULL,
+	[PRIM_TOKEN_EFFICIENCY] = { "token_efficiency", pa_none, 0, PREP_NONE, NULL, NC_OWN, NULL,
+	                            NULL, ev_token_efficiency },
+	[PRIM_CALL_EFFICIENCY] = { "call_efficiency", pa_none, 0, PREP_NONE, NULL, NC_OWN, NULL, NULL,
 	                           ev_call_efficiency },
-	[PRIM_EXPRESSION] = { "expression", pa_expr, 0, PREP_NONE, NULL, NULL, NULL,
+	[PRIM_EXPRESSION] = { "expression", pa_expr, 0, PREP_NONE, NULL, NC_OWN, NULL, NULL,
 	                      eval_expression },
-	[PRIM_TEXT_LENGTH] = { "text_length", pa_length, F_ONE, PREP_NONE, nd_string, un_scan,
-	                       ap_text_length, NULL },
+	[PRIM_TEXT_LENGTH] = { "text_length", pa_length, F_ONE, PREP_NONE, nd_string, NC_APPLY,
+	                       un_scan, ap_text_length, NULL },
 	[PRIM_TERM_COVERAGE] = { "term_coverage", pa_terms, F_ONE | PRIM_F_GT_OPT, PREP_NONE,
-	                         nd_terms, NULL, ap_term_coverage, NULL },
-	[PRIM_REGEX_MATCH] = { "regex_match", pa_regex, F_ONE, PREP_NONE, nd_string, NULL,
+	                         nd_terms, NC_OWN, NULL, ap_term_coverage, NULL },
+	[PRIM_REGEX_MATCH] = { "regex_match", pa_regex, F_ONE, PREP_NONE, nd_string, NC_APPLY, NULL,
 	                       ap_regex_match, NULL },
-	[PRIM_TOKEN_OVERLAP] = { "token_overlap", pa_method, F_CMP, PREP_WHOLE, nd_string,
+	[PRIM_TOKEN_OVERLAP] = { "token_overlap", pa_method, F_CMP, PREP_WHOLE, nd_string, NC_APPLY,
 	                         un_tokens, ap_token_overlap, NULL },
-	[PRIM_COUNT] = { "count", pa_count, F_ONE, PREP_NONE, NULL, un_count, ap_count, NULL },
+	[PRIM_COUNT] = { "count", pa_count, F_ONE, PREP_NONE, NULL, NC_OWN, un_count, ap_count,
+	                 NULL },
 	[PRIM_MATCH_OBJECTS] = { "match_objects", pa_objects, F_CMP | PRIM_F_NORM_OWN, PREP_OBJECTS,
-	                         nd_objects, un_objects, ap_match_objects, NULL },
+	                         nd_objects, NC_APPLY, un_objects, ap_match_objects, NULL },
 	[PRIM_KEYED_MAP] = { "keyed_map", pa_keyed, F_CMP | PRIM_F_NORM_OWN, PREP_KEYS, nd_keyed,
-	                     un_keyed, ap_keyed_map, NULL },
+	                     NC_APPLY, un_keyed, ap_keyed_map, NULL },
 	[PRIM_TEXT_CONTAINS] = { "text_contains", pa_contains, F_CMP, PREP_NONE, nd_string,
-	                         un_contains, ap_text_contains, NULL },
+	                         NC_APPLY, un_contains, ap_text_contains, NULL },
 };
 
 static const struct prim_desc *desc_of(enum prim_kind k)
@@ -2448,6 +2438,22 @@ static uint64_t prim_units(const struct spec_dim *d, const json_t *got, const js
 {
 	const struct prim_desc *p = desc_of(d->prim);
 	return p->units ? p->units(d, got, want) : 0;
+}
+
+/* For a primitive whose descriptor says NC_APPLY: PRIM_BAD with e when the submitted value,
+ * then (PRIM_F_GT) the expected one, is not of the type its need asks; else 0. */
+static int check_need(const struct spec_dim *d, const json_t *got, const json_t *want,
+                      struct prim_err *e)
+{
+	const struct prim_desc *p = desc_of(d->prim);
+	const char *t;
+	if (p->check != NC_APPLY)
+		return 0;
+	if ((t = p->need(d, 0, got)))
+		return need_type(got, 0, t, e);
+	if ((p->flags & PRIM_F_GT) && (t = p->need(d, 1, want)))
+		return need_type(want, 1, t, e);
+	return 0;
 }
 
 /* Applies a field-reading primitive to resolved values (normalised here); PRIM_BAD with e.
@@ -2513,7 +2519,8 @@ static int apply(struct ctx *c, const struct spec_dim *d, const json_t *got0, co
 		if (want)
 			det_set(ap, "expected_normalized", brief(want));
 	}
-	r = desc_of(d->prim)->apply(c, d, got, want, pw, pv, ap, e);
+	if ((r = check_need(d, got, want, e)) == 0)
+		r = desc_of(d->prim)->apply(c, d, got, want, pw, pv, ap, e);
 out:
 	if (norm) {   /* norm_value gave new references (possibly to the same values) */
 		json_decref(got);
