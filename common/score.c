@@ -225,13 +225,6 @@ static bool long_string(struct ctx *c, enum spec_var_source src, const json_t *v
 	return c->clean[i] == 2 && prim_has_long_string(v, c->max_str);
 }
 
-/* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
- * missing or ill-typed gets its own warning (answer side first), so a submission learns about
- * every bad value, not only the first. A projected or joined value (v3) is built here and
- * owned by own[0] (answer side) / own[1] (ground truth), which the caller frees (both NULL
- * otherwise); -2 when building it did not fit the work budget (c->over). */
-static bool charge(struct ctx *c, uint64_t units);
-
 /* A projection (v3, common/README.md "Projection and joined fields"): the values at each (NULL:
  * the element) inside the elements of arr, in order, skipping elements without one, as a new
  * array in *out. Charged W_PROJECT units per element before it runs. Returns 0, -1 when arr is not
@@ -264,9 +257,11 @@ static int joined(struct ctx *c, const struct spec_dim *d, json_t **out, char *w
 {
 	uint64_t units = 0;
 	size_t nstr = 0, seplen = strlen(d->sep);
+	const json_t *vals[16];   /* spec.c: 2 to 16 paths */
 	*out = NULL;
 	for (size_t i = 0; i < d->njoin; i++) {
-		const json_t *v = get_path(d->join[i], root_doc(c, d->join_src[i], NULL), why, wl);
+		const json_t *v = vals[i] = get_path(d->join[i], root_doc(c, d->join_src[i], NULL),
+		                                     why, wl);
 		units += W_STRING;
 		if (v && !json_is_string(v)) {
 			warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at "
@@ -285,7 +280,7 @@ static int joined(struct ctx *c, const struct spec_dim *d, json_t **out, char *w
 	strbuf_addlit(&sb, "");
 	nstr = 0;
 	for (size_t i = 0; i < d->njoin; i++) {
-		const json_t *v = get_path(d->join[i], root_doc(c, d->join_src[i], NULL), NULL, 0);
+		const json_t *v = vals[i];
 		if (!v)
 			continue;
 		if (nstr++)
@@ -297,6 +292,11 @@ static int joined(struct ctx *c, const struct spec_dim *d, json_t **out, char *w
 	return 0;
 }
 
+/* Resolves the two fields of d; 0 and both values, or -1 after warning. Each side that is
+ * missing or ill-typed gets its own warning (answer side first), so a submission learns about
+ * every bad value, not only the first. A projected or joined value (v3) is built here and
+ * owned by own[0] (answer side) / own[1] (ground truth), which the caller frees (both NULL
+ * otherwise); -2 when building it did not fit the work budget (c->over). */
 static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t **got,
                           const json_t **want, json_t **own)
 {
@@ -304,7 +304,6 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	const char *need;
 	int rc = 0;
 	own[0] = own[1] = NULL;
-	*got = get_path(d->field, root_doc(c, d->field_src, NULL), why, sizeof why);
 	if (d->njoin) {   /* several fields joined as one text */
 		int jr = joined(c, d, &own[0], why, sizeof why);
 		if (jr == -2)
@@ -312,17 +311,20 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 		*got = own[0];
 		if (jr == -1)   /* a part held something else than a string: warned */
 			rc = -1;
-	} else if (d->field_proj && *got) {
-		int pr = project(c, d->field_each, *got, &own[0], why, sizeof why);
-		if (pr == -2)
-			return -2;
-		if (pr == -1) {
-			warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value at '%s' "
-			     "is %s, not an array (projection [*])", d->key, d->field_text,
-			     jcanon_type_name(*got));
-			rc = -1;
+	} else {
+		*got = get_path(d->field, root_doc(c, d->field_src, NULL), why, sizeof why);
+		if (d->field_proj && *got) {
+			int pr = project(c, d->field_each, *got, &own[0], why, sizeof why);
+			if (pr == -2)
+				return -2;
+			if (pr == -1) {
+				warn(c->warnings, "error", d->field_text, "dimension '%s': submitted value "
+				     "at '%s' is %s, not an array (projection [*])", d->key, d->field_text,
+				     jcanon_type_name(*got));
+				rc = -1;
+			}
+			*got = own[0];
 		}
-		*got = own[0];
 	}
 	if (rc == 0 && *got && d->unwrap && json_is_object(*got))   /* a polymorphic value (v3) */
 		*got = get_path(d->unwrap, *got, why, sizeof why);
@@ -2542,35 +2544,6 @@ static void part_frac(const struct app *ap, int r, struct prim_frac *fr)
 		fr->kind = PRIM_FR_NONE;
 }
 
-/* Scores primitive dimension (or part) d: 0..1000, its warnings given. det (explain) may be
- * NULL; fr, when not NULL, gets the fraction the score rounds (part_frac), kind PRIM_FR_NONE
- * when it scored 0 for a missing or ill-typed value or the budget. */
-static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
-                       struct prim_frac *fr, const json_t *got, const json_t *want);
-
-static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det, struct prim_frac *fr)
-{
-	const json_t *got, *want;
-	json_t *own[2];
-	int r;
-	if (fr)
-		fr->kind = PRIM_FR_NONE;
-	if (desc_of(d->prim)->eval) {   /* reads no fields */
-		struct app ap = { 0, 0, det, { .kind = PRIM_FR_NONE } };
-		r = desc_of(d->prim)->eval(c, d, &ap);
-		part_frac(&ap, r, fr);
-		return r;
-	}
-	c->over = false;
-	int rc = resolve_fields(c, d, &got, &want, own);
-	if (rc == -2)   /* building a projected or joined value did not fit */
-		budget_warning(c, d);
-	r = rc < 0 ? 0 : eval_fields(c, d, det, fr, got, want);
-	json_decref(own[0]);
-	json_decref(own[1]);
-	return r;
-}
-
 /* eval_prim on the resolved values got and want. */
 static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
                        struct prim_frac *fr, const json_t *got, const json_t *want)
@@ -2585,8 +2558,7 @@ static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
 		if (want)
 			json_object_set_new(det, "expected", brief(want));
 	}
-	c->over = false;
-	c->cur = NULL;
+	c->cur = NULL;   /* (c->over: reset by eval_prim, the caller) */
 	for (size_t i = 0; i < SPEC_MAX_DIMS && c->prep; i++)
 		if (c->prep->dims[i] && c->prep->dims[i]->d == d)
 			c->cur = c->prep->dims[i];
@@ -2625,6 +2597,33 @@ static int eval_fields(struct ctx *c, const struct spec_dim *d, json_t *det,
 	part_frac(&ap, r, fr);
 	return r;
 }
+
+/* Scores primitive dimension (or part) d: 0..1000, its warnings given. det (explain) may be
+ * NULL; fr, when not NULL, gets the fraction the score rounds (part_frac), kind PRIM_FR_NONE
+ * when it scored 0 for a missing or ill-typed value or the budget. */
+static int eval_prim(struct ctx *c, const struct spec_dim *d, json_t *det, struct prim_frac *fr)
+{
+	const json_t *got, *want;
+	json_t *own[2];
+	int r;
+	if (fr)
+		fr->kind = PRIM_FR_NONE;
+	if (desc_of(d->prim)->eval) {   /* reads no fields */
+		struct app ap = { 0, 0, det, { .kind = PRIM_FR_NONE } };
+		r = desc_of(d->prim)->eval(c, d, &ap);
+		part_frac(&ap, r, fr);
+		return r;
+	}
+	c->over = false;
+	int rc = resolve_fields(c, d, &got, &want, own);
+	if (rc == -2)   /* building a projected or joined value did not fit */
+		budget_warning(c, d);
+	r = rc < 0 ? 0 : eval_fields(c, d, det, fr, got, want);
+	json_decref(own[0]);
+	json_decref(own[1]);
+	return r;
+}
+
 
 static void add_violation(json_t *arr, const char *name, int64_t limit, const json_t *actual)
 {

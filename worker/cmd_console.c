@@ -215,6 +215,22 @@ static json_t *pg_row(const PGresult *res, int row)
 	return o;
 }
 
+/* A result's rows as an array of objects (pg_row). */
+static json_t *pg_result_rows(const PGresult *res)
+{
+	json_t *a = json_array();
+	for (int r = 0; r < PQntuples(res); r++)
+		json_array_append_new(a, pg_row(res, r));
+	return a;
+}
+
+/* err := "PostgreSQL: " and a failed result's message, its first line. */
+static void pg_err(char *err, size_t errlen, const PGresult *res)
+{
+	snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
+	err[strcspn(err, "\n")] = '\0';
+}
+
 /* Runs sql with one text parameter (NULL: none); the rows as an array of objects, or NULL
  * with the reason in err. */
 static json_t *pg_rows(PGconn *pg, const char *sql, const char *param, char *err, size_t errlen)
@@ -222,24 +238,12 @@ static json_t *pg_rows(PGconn *pg, const char *sql, const char *param, char *err
 	PGresult *res = PQexecParams(pg, sql, param ? 1 : 0, NULL, param ? &param : NULL, NULL,
 	                             NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
-		err[strcspn(err, "\n")] = '\0';
+		pg_err(err, errlen, res);
 		PQclear(res);
 		return NULL;
 	}
-	json_t *a = json_array();
-	for (int r = 0; r < PQntuples(res); r++)
-		json_array_append_new(a, pg_row(res, r));
+	json_t *a = pg_result_rows(res);
 	PQclear(res);
-	return a;
-}
-
-/* A result's rows as an array of objects (pg_row). */
-static json_t *pg_result_rows(const PGresult *res)
-{
-	json_t *a = json_array();
-	for (int r = 0; r < PQntuples(res); r++)
-		json_array_append_new(a, pg_row(res, r));
 	return a;
 }
 
@@ -558,8 +562,7 @@ static int dead_challenges(PGconn *pg, json_t *list, char *err, size_t errlen)
 	                             " WHERE s.id = ANY($1::uuid[])", 1, NULL, p, NULL, NULL, 0);
 	strbuf_free(&arr);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
-		err[strcspn(err, "\n")] = '\0';
+		pg_err(err, errlen, res);
 		PQclear(res);
 		return -1;
 	}
@@ -664,13 +667,12 @@ static void view_dead(struct console *c, int fd, const char *q)
 				continue;
 			json_array_append(list, e);
 		}
+		scanned += (long long)n;    /* looked at; what was not taken is the next page's */
 		if (taken == json_array_size(batch)) {
-			scanned += (long long)n;
 			if (n)
 				snprintf(last, sizeof last, "%s", x->element[n - 1]->element[0]->str);
 		} else {
 			more = true;
-			scanned += (long long)n;    /* looked at; the rest is the next page's */
 		}
 		if (last[0])
 			snprintf(start, sizeof start, "(%s", last);
@@ -726,8 +728,7 @@ static int standings_weights_json(PGconn *pg, uint64_t cap_num, uint64_t cap_den
 {
 	PGresult *res = standings_window_scores(pg);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
-		err[strcspn(err, "\n")] = '\0';
+		pg_err(err, errlen, res);
 		PQclear(res);
 		return -1;
 	}
@@ -1019,8 +1020,7 @@ static int reset_failed(struct console *c, struct rq_sync *r, const char *id, ch
 	if (PQresultStatus(res) == PGRES_COMMAND_OK)
 		n = atoi(PQcmdTuples(res));
 	else
-		snprintf(err, errlen, "PostgreSQL: %s", PQresultErrorMessage(res));
-	err[strcspn(err, "\n")] = '\0';
+		pg_err(err, errlen, res);
 	PQclear(res);
 	pg_close(pg);
 	return n;
@@ -1186,8 +1186,7 @@ static int run_requeue(struct console *c, json_t *body, char *msg, size_t n, jso
 		                   " ORDER BY s.submitted_at, s.id LIMIT $3", 3, NULL, p, NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		snprintf(msg, n, "PostgreSQL: %s", PQresultErrorMessage(res));
-		msg[strcspn(msg, "\n")] = '\0';
+		pg_err(msg, n, res);
 		code = strstr(msg, "timestamp") || strstr(msg, "time zone") ? 400 : 502;
 		goto out;
 	}
@@ -1322,9 +1321,7 @@ static int run_requeue(struct console *c, json_t *body, char *msg, size_t n, jso
 	}
 	rq_sync_close(r);
 	if (code == 200) {
-		nre = 0;
-		for (long i = 0; i < njobs; i++)
-			nre += jobs[i].reevaluate;
+		/* (nre is still right: the reset filter above drops only reset jobs) */
 		snprintf(msg, n, "enqueued %ld job%s to %s (reevaluate %ld with elo=%s, evaluate %ld%s); "
 		         "skipped %ld", done, done == 1 ? "" : "s", stream, nre, elo, njobs - nre,
 		         rejudge ? ", rejudge" : "", nskip);

@@ -104,7 +104,6 @@ void metrics_ratelimit(const char *decision);
 /* Counts one limiter key whose implausible state the rate-limit script reset
  * (worker/README.md "Rate limiting"). */
 void metrics_ratelimit_reset(void);
-/* Appends the whole exposition (# HELP, # TYPE, samples) to out. Returns 0. */
 /* The end-to-end latency histogram's buckets: METRICS_E2E_BUCKETS - 1 upper bounds in
  * seconds (metrics_e2e_bounds) and one above them all. */
 #define METRICS_E2E_BUCKETS 17
@@ -123,6 +122,7 @@ void metrics_totals(struct metrics_totals *out);
 /* The end-to-end histogram's upper bounds in seconds; *n gets METRICS_E2E_BUCKETS - 1. */
 const double *metrics_e2e_bounds(size_t *n);
 
+/* Appends the whole exposition (# HELP, # TYPE, samples) to out. Returns 0. */
 int  metrics_render(struct strbuf *out);
 
 /* Settings and helpers for tests and tools. */

@@ -111,14 +111,10 @@ void sapply_kick(struct worker *w)
 	if (w->cfg->standings_apply_ms <= 0 || w->standings_kicked)
 		return;
 	w->standings_kicked = true;
-	uv_timer_stop(&w->t_standings);
 	tick(&w->t_standings);
 }
 
 void sapply_start(struct worker *w)
 {
-	w->standings_lag_ms = NAN;
-	if (w->cfg->standings_apply_ms <= 0)
-		return;
-	uv_timer_start(&w->t_standings, tick, (uint64_t)w->cfg->standings_apply_ms, 0);
+	w->standings_lag_ms = NAN;   /* the first call is sapply_kick's */
 }

@@ -46,7 +46,8 @@ bool sapply_defer(int slots_used, int concurrency, bool backlog, double lag_ms,
  * chasing a watermark that went stale while no replica ran. */
 void sapply_kick(struct worker *w);
 
-/* Starts the applier's timer (w->t_standings, initialised by the caller) unless
+/* Prepares the applier (w->t_standings is initialised by the caller): its first
+ * call is sapply_kick's, the later ones its timer's, none when
  * ARBITER_STANDINGS_APPLY_MS is 0. Calls run only while the worker runs and its
  * schema check passed; one call at a time. */
 void sapply_start(struct worker *w);

@@ -29,18 +29,12 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from services import Services  # noqa: E402
-from bench_worker import add_agents, add_challenge, enqueue, seed, wait_done  # noqa: E402
+from bench_worker import add_agents, add_challenge, cpu_secs, enqueue, seed, wait_done  # noqa: E402
 
 import psycopg2  # noqa: E402
 import redis  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def backend_cpu(pid):
-    """User + system CPU seconds of a local process."""
-    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def sql_008():
@@ -117,11 +111,8 @@ def main():
             q.execute("SELECT pg_backend_pid()")
             pid = q.fetchone()[0]
             q.execute("SELECT 1 FROM standings_progress")
-            n = nb = 0
             if args.profile and k == 0:
                 q.execute("SELECT applied FROM standings_apply(%s)", (int(batch),))
-                n += q.fetchone()[0]
-                nb += 1
                 for s in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
                           "SET auto_explain.log_analyze = on",
                           "SET auto_explain.log_nested_statements = on",
@@ -129,13 +120,11 @@ def main():
                     q.execute(s)
                 del c.notices[:]
                 q.execute("SELECT applied FROM standings_apply(%s)", (int(batch),))
-                n += q.fetchone()[0]
-                nb += 1
                 q.execute("SET auto_explain.log_min_duration = -1")
                 with open(args.profile_file, "w") as f:
                     f.write("".join(c.notices))
-            c0, t0 = backend_cpu(pid), time.time()
-            m = 0
+            c0, t0 = cpu_secs(pid, children=False), time.time()
+            m = nb = 0    # the timed batches (the profile's two are not counted)
             while True:
                 q.execute("SELECT applied, caught_up FROM standings_apply(%s)", (int(batch),))
                 a, caught = q.fetchone()
@@ -143,7 +132,7 @@ def main():
                 nb += 1
                 if caught:
                     break
-            dt, dc = time.time() - t0, backend_cpu(pid) - c0
+            dt, dc = time.time() - t0, cpu_secs(pid, children=False) - c0
             ck = subprocess.run([args.bin, "standings", "--check"], env=dict(env, ARBITER_DATABASE_URL=url % name),
                                 capture_output=True, text=True)
             print("batch %6s%s: %d results in %d batches: wall %.3f s (%.1f µs per result), backend "

@@ -15,21 +15,13 @@ generous for sanitizer builds); the control applies every interval. Both times,
 `arbiter standings --check` is clean within 2 s of the last commit, and every
 result is applied once.
 """
-import os
-import subprocess
 import time
 
 from services import Services
-from workerkit import SPEC_X, Arena, Worker, bulk, done, migrate, ok
+from workerkit import SPEC_X, Arena, Worker, bulk, check_clean_after, done, migrate, ok
 
-BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 NSUB = 24000
 BOUND = 1.5
-
-
-def cli(url, *args):
-    env = dict(os.environ, ARBITER_DATABASE_URL=url)
-    return subprocess.run([BIN] + list(args), env=env, capture_output=True, text=True, timeout=120)
 
 
 def backlog(s, a, agents, ch, busy_lag):
@@ -52,14 +44,8 @@ def backlog(s, a, agents, ch, busy_lag):
                 worst = max(worst, lag)
             time.sleep(0.02)
         took = time.time() - t0
-        last = float(a.val("SELECT extract(epoch FROM max(completed_at)) FROM evaluation_results"))
-        clean = None
-        while time.time() < last + 30:
-            r = cli(s.database_url, "standings", "--check")
-            if r.returncode == 0 and "0 differences" in r.stdout:
-                clean = time.time() - last
-                break
-            time.sleep(0.05)
+        last = a.val("SELECT extract(epoch FROM max(completed_at)) FROM evaluation_results")
+        clean, _ = check_clean_after(s, last)
     finally:
         w.term()
     ok(a.count_status(subs) == NSUB, "busy lag %s: the backlog of %d was worked off in %.1f s"

@@ -28,7 +28,7 @@ import psycopg2
 
 from services import Services
 from standings_model import standings, tasks_from_results
-from workerkit import SPEC_X, Arena, Worker, bulk, done, migrate, ok, wait_for
+from workerkit import SPEC_X, Arena, Worker, bulk, check_clean_after, done, migrate, ok, wait_for
 
 BIN = os.environ.get("ARBITER_BIN", "build/worker/arbiter")
 NSUB = 6000
@@ -228,13 +228,7 @@ def main():
         ok(nre, "every reevaluate job appended its result (%d)" % reevals)
         wait_for(lambda: a.pending() == 0, 60)
         last_commit = a.val("SELECT extract(epoch FROM max(completed_at)) FROM evaluation_results")
-        clean = None
-        while time.time() < last_commit + 30:
-            r = cli(url, "standings", "--check")
-            if r.returncode == 0 and "0 differences" in r.stdout:
-                clean = time.time() - float(last_commit)
-                break
-            time.sleep(0.05)
+        clean, r = check_clean_after(s, last_commit)
         ok(clean is not None and clean <= 2.0,
            "standings --check clean %.2f s after the last commit (target 2 s)" % (clean or -1),
            r.stdout[-1500:] + r.stderr)

@@ -341,6 +341,19 @@ def cli(s, url, *args, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def check_clean_after(s, last, limit=30):
+    """Polls `arbiter standings --check` until it reports 0 differences: (seconds from
+    `last` (epoch) until then, or None when `limit` s after `last` passed first; the last
+    run, a CompletedProcess)."""
+    r = None
+    while time.time() < float(last) + limit:
+        r = cli(s, s.redis_url, "standings", "--check")
+        if r.returncode == 0 and "0 differences" in r.stdout:
+            return time.time() - float(last), r
+        time.sleep(0.05)
+    return None, r
+
+
 def operator_cli_checks(s, url, r, name, secret=None, prefix="arbiter", style="auto"):
     """`arbiter status --json`, `pause`, `resume` (global and --challenge) and
     `status --prune` over url (any URL the worker takes), checked against r,
