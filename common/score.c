@@ -229,8 +229,7 @@ static bool long_string(struct ctx *c, enum spec_var_source src, const json_t *v
  * the element) inside the elements of arr, in order, skipping elements without one, as a new
  * array in *out. Charged W_PROJECT units per element before it runs. Returns 0, -1 when arr is not
  * an array (*out NULL), -2 when the charge did not fit. */
-static int project(struct ctx *c, const struct jpath *each, const json_t *arr, json_t **out,
-                   char *why, size_t wl)
+static int project(struct ctx *c, const struct jpath *each, const json_t *arr, json_t **out)
 {
 	*out = NULL;
 	if (!json_is_array(arr))
@@ -240,7 +239,7 @@ static int project(struct ctx *c, const struct jpath *each, const json_t *arr, j
 		return -2;
 	*out = json_array();
 	for (size_t i = 0; i < n; i++) {
-		const json_t *v = get_path(each, json_array_get(arr, i), why, wl);
+		const json_t *v = get_path(each, json_array_get(arr, i), NULL, 0);
 		if (v)
 			json_array_append_new(*out, json_incref((json_t *)v));
 	}
@@ -314,7 +313,7 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	} else {
 		*got = get_path(d->field, root_doc(c, d->field_src, NULL), why, sizeof why);
 		if (d->field_proj && *got) {
-			int pr = project(c, d->field_each, *got, &own[0], why, sizeof why);
+			int pr = project(c, d->field_each, *got, &own[0]);
 			if (pr == -2)
 				return -2;
 			if (pr == -1) {
@@ -344,7 +343,7 @@ static int resolve_fields(struct ctx *c, const struct spec_dim *d, const json_t 
 	*want = get_path(d->gt_field, root_doc(c, d->gt_src, NULL), why, sizeof why);
 	if (d->gt_proj && *want) {
 		const json_t *arr = *want;
-		int pr = project(c, d->gt_each, arr, &own[1], why, sizeof why);
+		int pr = project(c, d->gt_each, arr, &own[1]);
 		if (pr == -2)
 			return -2;
 		*want = own[1];
@@ -2335,6 +2334,8 @@ struct prim_desc {
 };
 
 #define P_PLAIN "field", "ground_truth_field", "normalize", "separator", "unwrap"
+/* one-sided primitives (no ground-truth field) */
+#define P_ONE "field", "separator", "unwrap", "normalize"
 static const char *const pa_none[] = { NULL };
 static const char *const pa_exact[] = { P_PLAIN, "case_insensitive", NULL };
 static const char *const pa_plain[] = { P_PLAIN, NULL };
@@ -2342,14 +2343,11 @@ static const char *const pa_numeric[] = { P_PLAIN, "tolerance", "decay", "relati
 static const char *const pa_time[] = { "time_limit_secs", "curve", NULL };
 static const char *const pa_method[] = { P_PLAIN, "method", NULL };
 static const char *const pa_expr[] = { "expr", "vars", "scale", "null_as_missing", NULL };
-static const char *const pa_length[] = { "field", "separator", "unwrap", "normalize", "unit",
-                                         "ramp", "steps", "target", NULL };
+static const char *const pa_length[] = { P_ONE, "unit", "ramp", "steps", "target", NULL };
 static const char *const pa_terms[] = { P_PLAIN, "terms", "need", "case_insensitive",
                                         "terms_from", NULL };
-static const char *const pa_regex[] = { "field", "separator", "unwrap", "normalize", "pattern",
-                                        "case_insensitive", NULL };
-static const char *const pa_count[] = { "field", "separator", "unwrap", "normalize", "of", "keys",
-                                        "ramp", "steps", "target", NULL };
+static const char *const pa_regex[] = { P_ONE, "pattern", "case_insensitive", NULL };
+static const char *const pa_count[] = { P_ONE, "of", "keys", "ramp", "steps", "target", NULL };
 static const char *const pa_objects[] = { P_PLAIN, "match_on", "method", "fields", "field_keyed",
                                           "ground_truth_keyed", "points", "max_points",
                                           "distinct_of", "ramp", "steps", "target", NULL };

@@ -8,6 +8,7 @@
  */
 #include "weights.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,13 @@ u128 weights_gcd(u128 a, u128 b)
 		a = t;
 	}
 	return b;
+}
+
+char *weights_units_str(uint64_t units, char *buf)
+{
+	snprintf(buf, 32, "%llu.%09llu", (unsigned long long)(units / WEIGHTS_SCALE),
+	         (unsigned long long)(units % WEIGHTS_SCALE));
+	return buf;
 }
 
 char *weights_u128_str(u128 v, char *buf)

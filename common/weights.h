@@ -61,6 +61,14 @@ int weights_capped(const int64_t *scores, size_t n, uint64_t cap_num, uint64_t c
 int weights_parse_cap(const char *text, uint64_t *num, uint64_t *den)
 	__attribute__((warn_unused_result));
 
+/* The scale `arbiter weights` and the console use: units of 1e-9, printed with 9
+ * decimals (weights_units_str). */
+#define WEIGHTS_SCALE 1000000000ULL
+
+/* Writes units of 1/WEIGHTS_SCALE as a decimal with 9 places ("0.150000000") into buf
+ * (at least 32 bytes). Returns buf. */
+char *weights_units_str(uint64_t units, char *buf);
+
 /* Writes v in decimal into buf (at least 40 bytes). Returns buf. */
 char *weights_u128_str(weights_u128 v, char *buf);
 

@@ -226,8 +226,17 @@ static void test_random(void)
 	is_int(bad, 0, "2,000 random inputs: sums exact, within the cap, proportional, rounded");
 }
 
+static void test_units_str(void)
+{
+	char b[32];
+	is_str(weights_units_str(150000000, b), "0.150000000", "units as 9 decimals");
+	is_str(weights_units_str(WEIGHTS_SCALE, b), "1.000000000", "a whole weight");
+	is_str(weights_units_str(7, b), "0.000000007", "the smallest unit");
+}
+
 int main(void)
 {
+	test_units_str();
 	test_cases();
 	test_parse();
 	test_random();

@@ -718,8 +718,6 @@ static void view_dead_entry(struct console *c, int fd, const char *q)
 	rq_sync_close(r);
 }
 
-#define STANDINGS_WEIGHTS_SCALE 1000000000ULL
-
 /* The capped weights (arbiter weights' arithmetic, common/weights.h) of every agent's
  * window sum (standings_window_scores), into doc: cap, effective cap, agents, positive,
  * capped, and the first `limit` agents by weight. Returns 0 or -1 with err. */
@@ -738,7 +736,7 @@ static int standings_weights_json(PGconn *pg, uint64_t cap_num, uint64_t cap_den
 	for (size_t i = 0; i < n; i++)
 		scores[i] = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
 	struct weights_out w = { .units = units };
-	int rc = weights_capped(scores, n, cap_num, cap_den, STANDINGS_WEIGHTS_SCALE, &w);
+	int rc = weights_capped(scores, n, cap_num, cap_den, WEIGHTS_SCALE, &w);
 	if (rc < 0) {
 		snprintf(err, errlen, "the window sums are out of range for the weights");
 	} else {
@@ -751,10 +749,8 @@ static int standings_weights_json(PGconn *pg, uint64_t cap_num, uint64_t cap_den
 		json_object_set_new(doc, "capped", json_integer((json_int_t)w.capped));
 		json_t *rows = json_array();
 		for (size_t i = 0; i < n && (long)i < limit; i++) {
-			char wt[40];
-			snprintf(wt, sizeof wt, "%llu.%09llu",
-			         (unsigned long long)(units[i] / STANDINGS_WEIGHTS_SCALE),
-			         (unsigned long long)(units[i] % STANDINGS_WEIGHTS_SCALE));
+			char wt[32];
+			weights_units_str(units[i], wt);
 			json_t *o = json_object();
 			json_object_set_new(o, "agent_id", pg_cell(res, (int)i, 0));
 			json_object_set_new(o, "name", pg_cell(res, (int)i, 1));

@@ -391,7 +391,6 @@ out:
 
 /* ---- arbiter weights ------------------------------------------------------------------ */
 
-#define WEIGHTS_SCALE 1000000000ULL
 
 struct w_opts {
 	const char *cap, *scores;
@@ -545,11 +544,10 @@ static void w_print_json(const struct w_opts *o, const struct wrow *rows, long n
 			job_json_str(&sb, rows[i].name);
 		}
 		weights_u128 g = weights_gcd(w->num[i], w->den);
-		strbuf_addf(&sb, ", \"score\": %lld, \"weight\": \"%llu.%09llu\", \"units\": %llu, "
+		char wt[32];
+		strbuf_addf(&sb, ", \"score\": %lld, \"weight\": \"%s\", \"units\": %llu, "
 		            "\"exact\": \"%s/%s\"}%s", (long long)rows[i].score,
-		            (unsigned long long)(w->units[i] / WEIGHTS_SCALE),
-		            (unsigned long long)(w->units[i] % WEIGHTS_SCALE),
-		            (unsigned long long)w->units[i], weights_u128_str(w->num[i] / g, a),
+		            weights_units_str(w->units[i], wt), (unsigned long long)w->units[i], weights_u128_str(w->num[i] / g, a),
 		            weights_u128_str(w->den / g, b), i + 1 < n ? "," : "");
 		fwrite(sb.buf, 1, sb.len, stdout);
 	}
@@ -564,9 +562,9 @@ static void w_print_text(const struct w_opts *o, const struct wrow *rows, long n
 	printf("# cap %s (effective %llu/%llu), %ld agents, %zu capped; weights sum to 1\n", o->cap,
 	       (unsigned long long)w->cap_num, (unsigned long long)w->cap_den, n, w->capped);
 	for (long i = 0; i < n; i++) {
-		printf("%s  %llu.%09llu  %lld", rows[i].id,
-		       (unsigned long long)(w->units[i] / WEIGHTS_SCALE),
-		       (unsigned long long)(w->units[i] % WEIGHTS_SCALE), (long long)rows[i].score);
+		char wt[32];
+		printf("%s  %s  %lld", rows[i].id, weights_units_str(w->units[i], wt),
+		       (long long)rows[i].score);
 		if (rows[i].name) {
 			fputs("  ", stdout);
 			put_clean(stdout, rows[i].name);

@@ -163,12 +163,7 @@ static void image_wait(struct worker *w, struct job *j, const char *why)
 	job_set_error(j, msg);
 	LOGI(j->sub, j->id, "%s; waited %lld of %lld ms (ARBITER_IMAGE_WAIT_MS), looking again in "
 	     "%llu ms", j->last_error, (long long)waited, (long long)limit, (unsigned long long)d);
-	j->retry_stage = STAGE_EVAL;
-	j->retry_at = uv_now(w->loop) + d;
-	if (w->ops && w->state != W_STOPPING && !j->commit_unknown && !j->poison && j->nf > 0 &&
-	    rq_connected(w->rq_cmd)) {
-		job_set_state(j, JOB_BACKOFF);
-		job_set_state(j, JOB_RATELIMIT);   /* (held by pipeline_parked, like a park) */
+	if (pipeline_park_begin(w, j, STAGE_EVAL, (uint32_t)d)) {
 		opsctl_image_wait(w->ops, j, (uint32_t)d, pipeline_parked);
 		return;
 	}

@@ -272,6 +272,18 @@ void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool 
 	pipeline_wait(w, j, stage, d);
 }
 
+bool pipeline_park_begin(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms)
+{
+	if (w->state == W_STOPPING || !w->ops || j->commit_unknown || j->poison || j->nf == 0 ||
+	    !rq_connected(w->rq_cmd))
+		return false;
+	j->retry_stage = stage;
+	j->retry_at = uv_now(w->loop) + delay_ms;    /* (for pipeline_parked's fallback) */
+	job_set_state(j, JOB_BACKOFF);
+	job_set_state(j, JOB_RATELIMIT);
+	return true;
+}
+
 void pipeline_parked(struct worker *w, struct job *j, bool ok)
 {
 	if (j->state == JOB_ABANDONED || w->state == W_STOPPING) {

@@ -176,6 +176,13 @@ void pipeline_wait(struct worker *w, struct job *j, enum job_stage stage, uint32
 void pipeline_retry(struct worker *w, struct job *j, enum job_stage stage, bool counted,
                   const char *why);
 
+/* The start of parking j in the delayed set for delay_ms, to run `stage` again: false when
+ * it cannot be parked (no Redis or opsctl, a stopping worker, its commit unknown, a poison
+ * or field-less entry); else its retry_stage / retry_at are set and it is held as a rate
+ * limit check is (JOB_RATELIMIT) until pipeline_parked, the callback of the opsctl call
+ * (opsctl_park, opsctl_image_wait) the caller then makes. */
+bool pipeline_park_begin(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms);
+
 /* The end of parking j in the delayed set (opsctl_park, opsctl_image_wait; j->retry_stage
  * and j->retry_at set before): ok, its entry waits there and this process lets go of it;
  * not ok (Redis refused or is gone), it waits here until retry_at and runs retry_stage

@@ -105,13 +105,8 @@ static void restart(struct worker *w, struct job *j)
  * re-evaluation is known by its entry id), nor without Redis. */
 static bool park(struct worker *w, struct job *j, enum job_stage stage, uint32_t delay_ms)
 {
-	if (w->state == W_STOPPING || !w->ops || j->commit_unknown || j->poison || j->nf == 0 ||
-	    !rq_connected(w->rq_cmd))
+	if (!pipeline_park_begin(w, j, stage, delay_ms))
 		return false;
-	j->retry_stage = stage;
-	j->retry_at = uv_now(w->loop) + delay_ms;    /* (for pipeline_parked's fallback) */
-	job_set_state(j, JOB_BACKOFF);
-	job_set_state(j, JOB_RATELIMIT);   /* (held by pipeline_parked, like a rate limit check) */
 	opsctl_park(w->ops, j, delay_ms, pipeline_parked);
 	return true;
 }
