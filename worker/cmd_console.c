@@ -919,11 +919,8 @@ static void view_charts(struct console *c, int fd)
 			uint64_t df = (v = fieldv(f, "f")) ? strtoull(v->str, NULL, 10) : 0;
 			uint64_t dr = (v = fieldv(f, "r")) ? strtoull(v->str, NULL, 10) : 0;
 			p->c += dc, p->f += df, p->r += dr;
-			all.c += dc, all.f += df, all.r += dr;
-			if ((v = fieldv(f, "h"))) {
+			if ((v = fieldv(f, "h")))
 				add_hist(p->h, v->str, v->len);
-				add_hist(all.h, v->str, v->len);
-			}
 		}
 		entries += (long long)n;
 		if (n < 1000) {
@@ -937,6 +934,9 @@ static void view_charts(struct console *c, int fd)
 	json_t *doc = json_object(), *pts = json_array();
 	double secs = CHARTS_STEP_MS / 1000.0;
 	for (long long k = 0; k < CHARTS_POINTS; k++) {
+		all.c += pt[k].c, all.f += pt[k].f, all.r += pt[k].r;   /* the hour: every point */
+		for (size_t b = 0; b < METRICS_E2E_BUCKETS; b++)
+			all.h[b] += pt[k].h[b];
 		json_t *o = json_object();
 		json_object_set_new(o, "t", json_integer(start + k * CHARTS_STEP_MS));
 		json_object_set_new(o, "completed", json_real((double)pt[k].c / secs));

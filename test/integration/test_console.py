@@ -146,6 +146,29 @@ def http_checks(s, a, con, ro):
                             "/api/submission?id=" + a.failed_sub))
 
 
+def shown_figures(d):
+    """The figures the page shows, {data-k: text}: one script call (the cards are rebuilt
+    every 2 s, element handles go stale)."""
+    return dict(d.execute_script(
+        "return Array.from(document.querySelectorAll('[data-k]'))"
+        ".map(function (e) { return [e.getAttribute('data-k'), e.textContent]; });"))
+
+
+def page_weight(d):
+    """Bytes the page loaded: the document and every resource, encoded."""
+    return d.execute_script(
+        "var n = performance.getEntriesByType('navigation')[0];"
+        "return performance.getEntriesByType('resource').reduce(function (t, e) {"
+        "  return t + e.encodedBodySize; }, n.encodedBodySize);")
+
+
+def console_errors(d):
+    """The browser's SEVERE log entries, but those of /api/action (a refused or
+    to-be-confirmed action answers 401 or 409 on purpose)."""
+    return [e for e in d.get_log("browser") if e.get("level") == "SEVERE"
+            and "/api/action" not in e.get("message", "")]
+
+
 def views_answer_fast(con, paths):
     """Each view answers in <= 200 ms (median of 10 GETs); prints median and max."""
     for path in paths:
@@ -177,10 +200,7 @@ def browser_checks(s, a, con, worker_subs):
         d.get(con.url)
 
         def shown():
-            # one script call: the cards are rebuilt every 2 s, element handles go stale
-            return dict(d.execute_script(
-                "return Array.from(document.querySelectorAll('[data-k]'))"
-                ".map(function (e) { return [e.getAttribute('data-k'), e.textContent]; });"))
+            return shown_figures(d)
         wait_for(lambda: shown().get("stream_length") not in (None, "", "-"), 15)
         want = status_counts(s)
         got = shown()
@@ -210,10 +230,7 @@ def browser_checks(s, a, con, worker_subs):
         eq({k: got.get(k) for _, k in COUNTS if k in got}, {k: str(v) for k, v in want.items() if k in got},
            "browser: after the flow the counts match arbiter status --json again")
         # the page's weight
-        weight = d.execute_script(
-            "var n = performance.getEntriesByType('navigation')[0];"
-            "return performance.getEntriesByType('resource').reduce(function (t, e) {"
-            "  return t + e.encodedBodySize; }, n.encodedBodySize);")
+        weight = page_weight(d)
         diag("page weight (HTML, script, style and one overview reading): %d bytes" % weight)
         ok(0 < weight <= 200 * 1024, "the page weighs at most 200 KB", weight)
         # a failed submission's story
@@ -242,9 +259,7 @@ def browser_checks(s, a, con, worker_subs):
            "browser: replay with the token", d.find_element(By.ID, "flash").text)
         ok(wait_for(lambda: a.status(a.failed_sub) == "completed", 30),
            "the replayed dead letter's submission completes", a.status(a.failed_sub))
-        errors = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"
-                  and "/api/action" not in e.get("message", "")]   # the refused POST's 401 is expected
-        eq(errors, [], "browser: no console errors (CSP violations included)")
+        eq(console_errors(d), [], "browser: no console errors (CSP violations included)")
     finally:
         d.quit()
 
@@ -373,24 +388,17 @@ def panel_checks(s, a, con, w, ch_slug, worker_subs):
            "browser: the charts' summary counts the jobs")
         ok(d.execute_script("return document.querySelectorAll('#chart-rate path, #chart-latency path').length") >= 2,
            "browser: the charts are drawn")
-        shown = dict(d.execute_script(
-            "return Array.from(document.querySelectorAll('[data-k]'))"
-            ".map(function (e) { return [e.getAttribute('data-k'), e.textContent]; });"))
+        shown = shown_figures(d)
         want = dict(a.q("SELECT status, count(*) FROM submissions GROUP BY status"))
         eq(shown.get("count_completed"), str(want.get("completed", 0)), "browser: the exact completed count")
         ok(version in d.find_element(By.ID, "replicas").text, "browser: the replicas show the version")
-        weight = d.execute_script(
-            "var n = performance.getEntriesByType('navigation')[0];"
-            "return performance.getEntriesByType('resource').reduce(function (t, e) {"
-            "  return t + e.encodedBodySize; }, n.encodedBodySize);")
+        weight = page_weight(d)
         diag("page weight with the charts: %d bytes" % weight)
         ok(0 < weight <= 200 * 1024, "the page with its charts weighs at most 200 KB", weight)
         shot = os.environ.get("ARBITER_CONSOLE_SCREENSHOT") or os.path.join(s.tmp, "console.png")
         d.save_screenshot(shot)
         diag("screenshot: %s" % shot)
-        errors = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"
-                  and "/api/action" not in e.get("message", "")]   # a 409 asking to confirm is expected
-        eq(errors, [], "browser: no console errors on the new panels")
+        eq(console_errors(d), [], "browser: no console errors on the new panels")
     finally:
         d.quit()
     views_answer_fast(con, ("/api/standings", "/api/charts", "/api/dead?challenge=" + ch_slug))
